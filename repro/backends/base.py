@@ -1,0 +1,85 @@
+"""The Backend protocol: what the runner hands a backend and what it gets back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+
+@dataclass(frozen=True)
+class Event:
+    """A progress event a backend reports: build output, a log line, a notice.
+
+    kind: "build" (image build step/line), "log" (a line of the command's output;
+    stream is "stdout" or "stderr"), "info" (a one-line notice).
+    """
+
+    kind: str
+    text: str
+    stream: str | None = None
+
+
+OnEvent = Callable[[Event], None]
+
+
+@dataclass
+class RunSpec:
+    """Everything a backend needs to execute one run.
+
+    Paths in ``env`` are never host paths: each backend adds the path-dependent
+    variables itself (PYTHONPATH for the injected runtime, REPRO_RUNTIME_DIR,
+    REPRO_PROJECT_ROOT), because the host and the container see different paths.
+    """
+
+    argv: list[str]  # the user's command, e.g. ["python", "train.py", "--lr", "0.1"]
+    project_root: Path  # host directory holding the code (the project, or a restored copy)
+    workdir: str  # working directory relative to project_root ("." at the root)
+    env: dict[str, str]  # seeds, mode knobs, REPRO_* settings; path-free
+    runtime_dir: Path  # host dir, writable: the injected runtime writes metrics/env/opened files here
+    stdout_path: Path  # host file the command's stdout is written to
+    stderr_path: Path
+    data: list[str] = field(default_factory=list)  # relative data paths (read-only)
+    data_root: Path | None = None  # host dir the data paths are relative to (default project_root)
+    outputs: list[str] = field(default_factory=list)  # relative output dirs (writable)
+    nproc_per_node: int = 1  # >1: launched through `torchrun --standalone`
+    network: bool = False
+    gpus: str | None = None  # None, "all" or a count
+    lockfile: Path | None = None  # hash-pinned requirements for image builds
+    base_image: str | None = None  # tag or id; docker resolves and records it
+    shm_size: str = "2g"
+
+
+@dataclass
+class RunResult:
+    """What a backend reports after the command ended."""
+
+    exit_code: int
+    duration_s: float
+    interrupted: bool = False
+    details: dict[str, Any] = field(default_factory=dict)  # e.g. container id, image id
+    image: dict[str, Any] | None = None  # ImageInfo fields for the record (docker)
+
+
+class Backend(Protocol):
+    """Where a command executes: the current machine, or a container."""
+
+    name: str
+
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+        """Get ready to run (build or reuse an image). Returns ImageInfo fields or None.
+
+        Raises:
+            BackendUnavailable: the backend cannot run here (no engine, no GPU).
+            BuildError: the environment could not be built.
+        """
+        ...
+
+    def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
+        """Run the command to completion, streaming its output lines as "log" events.
+
+        Raises:
+            BackendUnavailable: the backend went away.
+            Interrupted: Ctrl-C; the backend has stopped and cleaned up what it started.
+        """
+        ...

@@ -1,0 +1,467 @@
+"""The capsule format: the record's dataclasses, (de)serialisation, pack, unpack, verify.
+
+This module is the contract between every other part of repro. It imports no git,
+docker or torch.
+
+A capsule on disk is a directory holding ``capsule.yaml`` and a ``blobs/`` tree of
+content-addressed files (xxh3-128 hex names, ``blobs/ab/abcdef…``). Exported, it is a
+single tar of the same members plus ``SHA256SUMS``, written deterministically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import tarfile
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterator
+
+import yaml
+
+from repro.errors import CapsuleInvalid
+
+FORMAT = "repro.capsule/v1"
+READABLE_FORMATS = (FORMAT,)
+RECORD_NAME = "capsule.yaml"
+SUMS_NAME = "SHA256SUMS"
+BLOB_DIR = "blobs"
+
+
+def blob_member(digest: str) -> str:
+    """The member path of a blob inside a capsule (and inside the store)."""
+    return f"{BLOB_DIR}/{digest[:2]}/{digest}"
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass
+class FileEntry:
+    """One file: its path (relative, POSIX), size, xxh3-128 and whether its bytes are kept."""
+
+    path: str
+    size: int
+    hash: str
+    stored: bool = False
+
+
+@dataclass
+class CommandInfo:
+    argv: list[str] = field(default_factory=list)
+    cwd: str = "."
+    params: dict[str, Any] = field(default_factory=dict)
+    config_files: list[FileEntry] = field(default_factory=list)
+    nproc_per_node: int = 1
+
+
+@dataclass
+class CodeInfo:
+    kind: str = "snapshot"  # "git" or "snapshot"
+    commit: str | None = None
+    branch: str | None = None
+    remote: str | None = None
+    dirty: bool = False
+    patch: str | None = None  # blob of `git diff HEAD` (binary-safe)
+    untracked: list[FileEntry] = field(default_factory=list)
+    files: list[FileEntry] = field(default_factory=list)  # snapshot (outside git)
+    excluded: list[str] = field(default_factory=list)  # left out as secret-looking
+
+
+@dataclass
+class DataInput:
+    path: str
+    digest: str
+    size: int = 0
+    files: list[FileEntry] = field(default_factory=list)
+
+
+@dataclass
+class DataInfo:
+    inputs: list[DataInput] = field(default_factory=list)
+    undeclared: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImageInfo:
+    id: str | None = None
+    tag: str | None = None
+    base: str | None = None
+    base_id: str | None = None
+    dockerfile: str | None = None  # blob
+    template: str | None = None
+    reused: bool = False
+    build_seconds: float | None = None
+
+
+@dataclass
+class DepsInfo:
+    lockfile: str | None = None  # path relative to the project root
+    lock_blob: str | None = None
+    lock_inputs: str | None = None  # hash of what the lock was compiled from
+    requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
+    freeze: list[str] = field(default_factory=list)  # what actually ran
+    site_fingerprint: str | None = None
+    image: ImageInfo | None = None
+
+
+@dataclass
+class SeedInfo:
+    master: int = 0
+    drawn: bool = False  # True when no --seed was given and one was drawn
+    pythonhashseed: int = 0
+    derived: dict[str, int] = field(default_factory=dict)
+    per_rank: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class DeterminismInfo:
+    mode: str = "strict"
+    threads: int | None = None
+    isa: str | None = None
+    knobs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class EnvInfo:
+    python: str | None = None
+    implementation: str | None = None
+    os: str | None = None
+    machine: str | None = None
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    cpu_flags: list[str] = field(default_factory=list)
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    nccl: str | None = None
+    driver: str | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    world_size: int = 1
+    rank_devices: dict[str, str] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BackendInfo:
+    name: str = "local"
+    requested: str = "auto"
+    network: bool = False
+    gpus: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ResultInfo:
+    status: str = "running"  # succeeded | failed | interrupted | running
+    exit_code: int | None = None
+    started: str | None = None
+    finished: str | None = None
+    duration_s: float | None = None
+    logs: dict[str, str] = field(default_factory=dict)  # name -> blob
+    stderr_tail: list[str] = field(default_factory=list)
+    metrics: str | None = None  # blob of metrics.jsonl
+    final_metrics: dict[str, float] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # from repro.log_params
+    output_roots: list[str] = field(default_factory=list)
+    outputs: list[FileEntry] = field(default_factory=list)
+
+
+@dataclass
+class Record:
+    """The whole record of one run: what ``capsule.yaml`` holds."""
+
+    id: str
+    created: str
+    format: str = FORMAT
+    kind: str = "run"  # run | replay | check
+    parent: str | None = None  # the run this one replays
+    project: str | None = None
+    repro_version: str | None = None
+    command: CommandInfo = field(default_factory=CommandInfo)
+    code: CodeInfo = field(default_factory=CodeInfo)
+    data: DataInfo = field(default_factory=DataInfo)
+    deps: DepsInfo = field(default_factory=DepsInfo)
+    seeds: SeedInfo = field(default_factory=SeedInfo)
+    determinism: DeterminismInfo = field(default_factory=DeterminismInfo)
+    env: EnvInfo = field(default_factory=EnvInfo)
+    backend: BackendInfo = field(default_factory=BackendInfo)
+    results: ResultInfo = field(default_factory=ResultInfo)
+    warnings: list[str] = field(default_factory=list)
+    redactions: list[str] = field(default_factory=list)
+
+    def blobs(self) -> set[str]:
+        """Every blob digest the record refers to."""
+        found: set[str] = set()
+        for entry in _walk_file_entries(self):
+            if entry.stored:
+                found.add(entry.hash)
+        for digest in (
+            self.code.patch,
+            self.deps.lock_blob,
+            self.deps.image.dockerfile if self.deps.image else None,
+            self.results.metrics,
+            *self.results.logs.values(),
+        ):
+            if digest:
+                found.add(digest)
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        # `format` first so a reader sees what it is holding.
+        return {"format": data.pop("format"), **data}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Record:
+        """Build a Record from parsed YAML/JSON.
+
+        Raises:
+            CapsuleInvalid: not a mapping, an unknown format version, or a malformed field.
+        """
+        if not isinstance(data, dict):
+            raise CapsuleInvalid(f"{RECORD_NAME} is not a mapping", member=RECORD_NAME)
+        fmt = data.get("format")
+        if fmt not in READABLE_FORMATS:
+            raise CapsuleInvalid(
+                f"unknown capsule format {fmt!r}; this repro reads {', '.join(READABLE_FORMATS)}",
+                member=RECORD_NAME,
+                hint="upgrade repro to read newer capsules",
+            )
+        try:
+            return _build(cls, data)
+        except (TypeError, ValueError, KeyError) as e:
+            raise CapsuleInvalid(f"{RECORD_NAME} is malformed: {e}", member=RECORD_NAME) from e
+
+
+def _walk_file_entries(record: Record) -> Iterator[FileEntry]:
+    yield from record.command.config_files
+    yield from record.code.untracked
+    yield from record.code.files
+    for item in record.data.inputs:
+        yield from item.files
+    yield from record.results.outputs
+
+
+_HINTS_CACHE: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS_CACHE:
+        _HINTS_CACHE[cls] = typing.get_type_hints(cls)
+    return _HINTS_CACHE[cls]
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Convert plain data into the annotated type (dataclasses, lists, dicts, optionals)."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, dict):
+            raise TypeError(f"{tp.__name__} expects a mapping, got {type(value).__name__}")
+        hints = _hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        kwargs = {k: _build(hints[k], v) for k, v in value.items() if k in known}
+        return tp(**kwargs)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise TypeError(f"expected a mapping, got {type(value).__name__}")
+        return {str(k): _build(item, v) for k, v in value.items()}
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return _build(args[0], value)
+    return value
+
+
+def dump_record(record: Record) -> bytes:
+    """Serialise a record to YAML bytes (stable key order)."""
+    return yaml.safe_dump(record.to_dict(), sort_keys=False, allow_unicode=True).encode()
+
+
+def load_record(raw: bytes) -> Record:
+    """Parse ``capsule.yaml`` bytes.
+
+    Raises:
+        CapsuleInvalid: unparsable YAML or a record that does not fit the format.
+    """
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise CapsuleInvalid(f"{RECORD_NAME} is not valid YAML: {e}", member=RECORD_NAME) from e
+    return Record.from_dict(data)
+
+
+# --------------------------------------------------------------------------- tar files
+
+_FIXED_MTIME = 0
+
+
+def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = _FIXED_MTIME
+    info.mode = 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
+    """Write a capsule tar: record, referenced blobs, SHA256SUMS; deterministic bytes.
+
+    Raises:
+        CapsuleInvalid: a blob the record refers to is missing from the store.
+    """
+    raw = dump_record(record)
+    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, raw)]
+    for digest in sorted(record.blobs()):
+        path = blob_path(digest)
+        if not path.is_file():
+            raise CapsuleInvalid(
+                f"blob {digest} of run {record.id} is missing from the store",
+                member=blob_member(digest),
+                hint="the store was pruned or damaged; the run cannot be exported whole",
+            )
+        members.append((blob_member(digest), path))
+    sums: list[str] = []
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            for name, src in members:
+                if isinstance(src, bytes):
+                    tar.addfile(_tarinfo(name, len(src)), io.BytesIO(src))
+                    sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
+                else:
+                    with open(src, "rb") as f:
+                        tar.addfile(_tarinfo(name, src.stat().st_size), f)
+                    sums.append(f"{_sha256_file(src)}  {name}")
+            body = ("\n".join(sums) + "\n").encode()
+            tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def _safe_member_name(name: str) -> str:
+    """Reject member paths that would escape the extraction directory.
+
+    Raises:
+        CapsuleInvalid: absolute paths, `..` components, empty names.
+    """
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or ".." in path.parts or name.startswith("\\"):
+        raise CapsuleInvalid(f"member path escapes the capsule: {name!r}", member=name)
+    return str(path)
+
+
+@dataclass
+class Verified:
+    """What `verify_tar` found: the parsed record and the member names checked."""
+
+    record: Record
+    members: list[str]
+
+
+def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
+    """Check every member of a capsule tar against SHA256SUMS; optionally extract it.
+
+    Only regular files with safe names are accepted; nothing is written outside
+    ``extract_to``.
+
+    Raises:
+        CapsuleInvalid: unreadable/truncated tar, unsafe member, checksum mismatch,
+            missing or unexpected member, unknown format, blob missing.
+    """
+    if not path.is_file():
+        raise CapsuleInvalid(f"no capsule file at {path}", hint="check the path; export one with `repro export`")
+    try:
+        tar = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+    contents: dict[str, bytes] = {}
+    digests: dict[str, str] = {}
+    try:
+        with tar:
+            for info in tar:
+                name = _safe_member_name(info.name)
+                if not info.isreg():
+                    raise CapsuleInvalid(
+                        f"member {name!r} is a {'link' if info.issym() or info.islnk() else 'special file'}, "
+                        "not a regular file",
+                        member=name,
+                    )
+                if name in digests:
+                    raise CapsuleInvalid(f"member {name!r} appears twice", member=name)
+                f = tar.extractfile(info)
+                assert f is not None
+                h = hashlib.sha256()
+                keep = name in (RECORD_NAME, SUMS_NAME)
+                buf = bytearray()
+                out = None
+                if extract_to is not None and not keep:
+                    target = extract_to / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    out = open(target, "wb")
+                try:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                        if keep:
+                            buf += chunk
+                        if out is not None:
+                            out.write(chunk)
+                finally:
+                    if out is not None:
+                        out.close()
+                digests[name] = h.hexdigest()
+                if keep:
+                    contents[name] = bytes(buf)
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise CapsuleInvalid(f"{path.name} is truncated or damaged: {e}") from e
+    if SUMS_NAME not in contents:
+        raise CapsuleInvalid(f"{path.name} has no {SUMS_NAME}", member=SUMS_NAME)
+    expected: dict[str, str] = {}
+    for line in contents[SUMS_NAME].decode(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        digest, _, name = line.partition("  ")
+        expected[_safe_member_name(name)] = digest
+    for name, digest in expected.items():
+        if name not in digests:
+            raise CapsuleInvalid(f"member {name} is missing (truncated capsule?)", member=name)
+        if digests[name] != digest:
+            raise CapsuleInvalid(f"member {name} does not match its checksum (corrupt or tampered)", member=name)
+    extra = set(digests) - set(expected) - {SUMS_NAME}
+    if extra:
+        name = sorted(extra)[0]
+        raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)
+    if RECORD_NAME not in contents:
+        raise CapsuleInvalid(f"{path.name} has no {RECORD_NAME}", member=RECORD_NAME)
+    record = load_record(contents[RECORD_NAME])
+    for digest in record.blobs():
+        if blob_member(digest) not in digests:
+            raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
+    if extract_to is not None:
+        (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
+    return Verified(record=record, members=sorted(digests))

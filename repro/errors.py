@@ -1,0 +1,116 @@
+"""The ReproError tree and the exit-code table (DESIGN.md, "Exit codes")."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    UNEXPECTED = 1
+    USAGE = 2
+    BACKEND_UNAVAILABLE = 3
+    COMMAND_FAILED = 4
+    NOT_REPRODUCED = 5
+    CAPSULE_INVALID = 6
+    INTERRUPTED = 130
+
+
+class ReproError(Exception):
+    """Base of every error repro raises on purpose; carries an exit code and a hint."""
+
+    exit_code: ExitCode = ExitCode.UNEXPECTED
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(ReproError):
+    """Bad arguments, bad configuration, an unknown run ref."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ConfigError(UsageError):
+    """repro.yaml or [tool.repro] is malformed."""
+
+
+class NotFoundError(UsageError):
+    """A run ref, file or directory that does not exist."""
+
+
+class BackendUnavailable(ReproError):
+    """No Docker engine, or no GPU when one was asked for."""
+
+    exit_code = ExitCode.BACKEND_UNAVAILABLE
+
+
+class BuildError(ReproError):
+    """An image build or a dependency lock failed."""
+
+    exit_code = ExitCode.UNEXPECTED
+
+
+class CommandFailed(ReproError):
+    """The training command itself exited non-zero."""
+
+    exit_code = ExitCode.COMMAND_FAILED
+
+    def __init__(
+        self,
+        exit_status: int,
+        stderr_tail: list[str],
+        run_id: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.exit_status = exit_status
+        self.stderr_tail = stderr_tail
+        self.run_id = run_id
+        where = f" (run {run_id}, recorded as failed)" if run_id else ""
+        super().__init__(
+            message or f"the training command exited with status {exit_status}{where}",
+            hint=f"repro show {run_id}" if run_id else None,
+        )
+
+
+class NotReproduced(ReproError):
+    """A replay or check came back diverged."""
+
+    exit_code = ExitCode.NOT_REPRODUCED
+
+
+class DataDrift(NotReproduced):
+    """The data a capsule names differs from the data on disk."""
+
+    def __init__(self, changed: list[str], missing: list[str], extra: list[str]) -> None:
+        self.changed, self.missing, self.extra = changed, missing, extra
+        parts = []
+        for label, items in (("changed", changed), ("missing", missing), ("extra", extra)):
+            if items:
+                shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+                parts.append(f"{label}: {shown}")
+        super().__init__(
+            "data differs from the capsule's record — " + "; ".join(parts),
+            hint="restore the recorded data, point at it with --data-root, or pass --allow-data-drift",
+        )
+
+
+class CapsuleInvalid(ReproError):
+    """A capsule that is corrupt, truncated, tampered with, or of an unknown format."""
+
+    exit_code = ExitCode.CAPSULE_INVALID
+
+    def __init__(self, message: str, member: str | None = None, hint: str | None = None) -> None:
+        self.member = member
+        super().__init__(message, hint=hint or "re-export the capsule from its store with `repro export`")
+
+
+class Interrupted(ReproError):
+    """Ctrl-C or SIGTERM during a run."""
+
+    exit_code = ExitCode.INTERRUPTED
