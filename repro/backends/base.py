@@ -83,3 +83,32 @@ class Backend(Protocol):
             Interrupted: Ctrl-C; the backend has stopped and cleaned up what it started.
         """
         ...
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+RUNTIME_ENV_DIR = "REPRO_RUNTIME_DIR"  # where the injected runtime writes its files
+PROJECT_ENV = "REPRO_PROJECT_ROOT"  # the project root as the process sees it
+
+
+def runtime_source() -> tuple[Path, Path]:
+    """Host paths of (the sitecustomize directory, the directory holding the `repro` package).
+
+    Both go on the process's PYTHONPATH: the first injects seeding and determinism,
+    the second makes the optional ``import repro`` API importable (stdlib-only at import).
+    """
+    package = Path(__file__).resolve().parent.parent
+    return package / "runtime" / "inject", package.parent
+
+
+def launch_argv(argv: list[str], nproc_per_node: int, python: str = "python") -> list[str]:
+    """The argv to execute: the command itself, or torchrun around it for N>1 processes.
+
+    ``argv`` starts with a python interpreter (the runner normalises `train.py` to
+    `python train.py`); under torchrun the interpreter is dropped and the script and
+    its arguments follow torchrun's options.
+    """
+    if nproc_per_node <= 1:
+        return list(argv)
+    rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
+    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}", *rest]

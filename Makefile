@@ -1,0 +1,40 @@
+# repro — set-up, tests, demo, benchmarks. Every target does its own set-up.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install test test-fast demo lint docker-up base-image bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed ## create .venv with repro and its dev dependencies (torch==2.13.0)
+
+test: install docker-up ## the whole suite: unit, cli, integration (real training, real Docker engine)
+	$(PY) -m pytest tests
+
+test-fast: install ## unit and cli tests only
+	$(PY) -m pytest tests/unit tests/cli
+
+demo: install ## the quick-start: run a tiny real training under repro, show it, replay it
+	cd recipes/quickstart && ../../$(VENV)/bin/repro run --seed 42 --data data --outputs outputs -- python train.py --lr 0.05
+	cd recipes/quickstart && ../../$(VENV)/bin/repro show latest
+
+lint: install ## ruff + mypy
+	$(VENV)/bin/ruff check repro tests benchmarks
+	$(VENV)/bin/ruff format --check repro
+	$(VENV)/bin/mypy repro
+
+docker-up: install ## install and start a Docker engine where none answers, and make the base image
+	bash scripts/docker-up.sh
+
+bench: install ## benchmarks against named peers; results in benchmarks/RESULTS.md
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .repro recipes/*/.repro recipes/*/outputs

@@ -1,0 +1,92 @@
+"""The `repro` command line: a click group, one module per command family.
+
+Commands parse arguments, call the core and hand what it returns to `repro.ui`.
+`main()` is the one wrapper that turns errors into exit codes (DESIGN.md table).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from repro import __version__, ui
+from repro.cli.context import AppContext
+from repro.errors import ExitCode, ReproError
+
+# Each module defines click commands and a `COMMANDS` list of them.
+_COMMAND_MODULES = [
+    "repro.cli.run_cmd",
+    "repro.cli.records_cmd",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="repro")
+@click.option("-q", "--quiet", is_flag=True, help="Only results and errors; no progress or live logs.")
+@click.option(
+    "-C",
+    "--project",
+    "project_dir",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Run as if started in this directory.",
+)
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool, project_dir: str | None) -> None:
+    """repro: record, run, replay and compare deep-learning training runs.
+
+    \b
+    repro run train.py --lr 0.1          capture + run (docker when an engine answers, else local)
+    repro ls / show RUN / export RUN     look at and share the records
+    repro verify capsule.tar             integrity check of an exported capsule
+
+    Exit codes: 0 ok, 1 unexpected error, 2 usage/config, 3 backend unavailable,
+    4 training command failed, 5 not reproduced, 6 capsule invalid, 130 interrupted.
+    """
+    ui.quiet = quiet
+    ctx.obj = AppContext(start=project_dir)
+
+
+for _name in _COMMAND_MODULES:
+    for _command in importlib.import_module(_name).COMMANDS:
+        cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and map every outcome to the exit-code table."""
+    try:
+        cli.main(args=argv, prog_name="repro", standalone_mode=False)
+    except ReproError as e:
+        ui.error(e.message, e.hint)
+        return int(e.exit_code)
+    except click.exceptions.Abort:
+        ui.error("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        ui.error("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    except click.exceptions.Exit as e:
+        return int(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        return int(ExitCode.USAGE)
+    except BrokenPipeError:
+        return int(ExitCode.OK)
+    except Exception as e:  # the last line of defence: one line, not a traceback
+        ui.error(f"unexpected error: {type(e).__name__}: {e}", "set REPRO_DEBUG=1 for a traceback, and report it")
+        if _debug():
+            raise
+        return int(ExitCode.UNEXPECTED)
+    return int(ExitCode.OK)
+
+
+def _debug() -> bool:
+    import os
+
+    return bool(os.environ.get("REPRO_DEBUG"))
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The one place that writes to the terminal.
+
+stdout carries results (tables, JSON, verdicts); stderr carries progress, logs,
+notices and errors. Colour only when the stream is a terminal and NO_COLOR is unset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+_COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1", "cyan": "36"}
+
+quiet = False  # set by the CLI for --quiet
+
+
+def _tty(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def style(text: str, colour: str, stream: TextIO | None = None) -> str:
+    """Wrap text in an ANSI colour when the target stream is a terminal."""
+    if not _tty(stream or sys.stdout):
+        return text
+    return f"\033[{_COLOURS[colour]}m{text}\033[0m"
+
+
+def out(text: str = "") -> None:
+    """A result line on stdout."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def json_out(data: Any) -> None:
+    """A JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def info(text: str) -> None:
+    """A one-line notice on stderr."""
+    if not quiet:
+        sys.stderr.write(style("repro: ", "dim", sys.stderr) + text + "\n")
+        sys.stderr.flush()
+
+
+def warn(text: str) -> None:
+    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + text + "\n")
+    sys.stderr.flush()
+
+
+def error(text: str, hint: str | None = None) -> None:
+    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + text + "\n")
+    if hint:
+        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + hint + "\n")
+    sys.stderr.flush()
+
+
+def log_line(text: str, stream: str = "stdout") -> None:
+    """A line of the training command's own output, passed through live on stderr."""
+    if quiet:
+        return
+    prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
+    sys.stderr.write(prefix + text.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
+class Progress:
+    """A progress bar on stderr, drawn only on a terminal and only after `delay` seconds."""
+
+    def __init__(self, label: str, total: int | None = None, unit: str = "", delay: float = 1.0) -> None:
+        self.label, self.total, self.unit = label, total, unit
+        self.done = 0
+        self._start = time.monotonic()
+        self._delay = delay
+        self._last = 0.0
+        self._drawn = False
+        self._enabled = _tty(sys.stderr) and not quiet
+
+    def update(self, n: int = 1, total: int | None = None) -> None:
+        self.done += n
+        if total is not None:
+            self.total = total
+        if not self._enabled:
+            return
+        now = time.monotonic()
+        if now - self._start < self._delay or now - self._last < 0.1:
+            return
+        self._last = now
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.total:
+            frac = min(1.0, self.done / self.total)
+            bar = "#" * int(frac * 30)
+            text = f"{self.label} [{bar:<30}] {_human(self.done, self.unit)}/{_human(self.total, self.unit)}"
+        else:
+            text = f"{self.label} {_human(self.done, self.unit)}"
+        sys.stderr.write("\r\033[K" + text)
+        sys.stderr.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _human(n: int, unit: str) -> str:
+    if unit == "B":
+        return human_bytes(n)
+    return f"{n}{(' ' + unit) if unit else ''}"
+
+
+def human_bytes(n: float) -> str:
+    for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or suffix == "TiB":
+            return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
+        n /= 1024
+    return f"{n} B"
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    """A plain aligned text table."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
