@@ -1,0 +1,333 @@
+"""Hashing of bytes, files and trees, and the stat cache's correctness."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import xxhash
+
+from repro import hashing
+from repro.hashing import HashCache, hash_bytes, hash_file, hash_file_cached, hash_tree, tree_digest
+
+
+@pytest.fixture
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every file the hashing module actually reads."""
+    seen: list[str] = []
+    real = hashing._hash_open
+
+    def spy(path: str, on_bytes=None):  # type: ignore[no-untyped-def]
+        seen.append(path)
+        return real(path, on_bytes)
+
+    monkeypatch.setattr(hashing, "_hash_open", spy)
+    return seen
+
+
+@pytest.fixture
+def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trust rows of files written just now (tests create files and re-check at once)."""
+    monkeypatch.setattr(hashing, "RACY_WINDOW_NS", -10_000_000_000)
+
+
+@pytest.fixture
+def cache(tmp_path: Path):  # type: ignore[no-untyped-def]
+    with HashCache(tmp_path / "state" / "sub" / "hashes.db") as c:
+        yield c
+
+
+def make_tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return root
+
+
+TREE = {"a.txt": b"alpha", "sub/b.bin": b"\x00" * 5000, "sub/deeper/c": b"gamma\n", "z": b""}
+
+
+# --------------------------------------------------------------------------- bytes and files
+
+
+def test_hash_bytes_is_xxh3_128_hex() -> None:
+    assert hash_bytes(b"hello") == xxhash.xxh3_128_hexdigest(b"hello")
+    assert len(hash_bytes(b"")) == 32
+
+
+SIZES = [0, 1, 4096, hashing.READ_SIZE - 1, hashing.READ_SIZE, 3 * hashing.READ_SIZE + 7]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_hash_file_matches_hash_bytes(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    assert hash_file(p) == hash_bytes(data)
+
+
+def test_hash_file_missing_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        hash_file(tmp_path / "nope")
+
+
+# --------------------------------------------------------------------------- stat cache
+
+
+def test_cache_creates_parent_dirs_and_wal(tmp_path: Path, cache: HashCache) -> None:
+    assert cache.db_path.exists()
+    with closing(sqlite3.connect(cache.db_path)) as db:
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_unchanged_file_is_not_read_again(
+    tmp_path: Path, cache: HashCache, count_reads: list[str], no_racy_window: None
+) -> None:
+    p = tmp_path / "f"
+    p.write_bytes(b"data")
+    first = hash_file_cached(p, cache)
+    second = hash_file_cached(p, cache)
+    assert first == second == hash_bytes(b"data")
+    assert len(count_reads) == 1
+
+
+def test_same_size_change_with_mtime_forced_back_is_detected(
+    tmp_path: Path, cache: HashCache, no_racy_window: None
+) -> None:
+    root = make_tree(tmp_path / "d", {"f": b"aaaa", "g": b"unchanged"})
+    before = hash_tree(root, root, cache)
+    st = os.stat(root / "f")
+    time.sleep(0.05)  # past the kernel's timestamp granularity, so only ctime can tell
+    (root / "f").write_bytes(b"bbbb")
+    os.utime(root / "f", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(root / "f").st_mtime_ns == st.st_mtime_ns
+    after = hash_tree(root, root, cache)
+    assert {f.path: f.hash for f in after.files}["f"] == hash_bytes(b"bbbb")
+    assert after.digest != before.digest
+
+
+def test_replaced_file_with_same_stat_times_is_detected(
+    tmp_path: Path, cache: HashCache, no_racy_window: None
+) -> None:
+    p = tmp_path / "f"
+    p.write_bytes(b"1111")
+    hash_file_cached(p, cache)
+    st = os.stat(p)
+    tmp = tmp_path / "f.new"
+    tmp.write_bytes(b"2222")
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, p)  # new inode
+    assert hash_file_cached(p, cache) == hash_bytes(b"2222")
+
+
+def test_racy_rows_are_not_trusted(tmp_path: Path, cache: HashCache, count_reads: list[str]) -> None:
+    # A file changed within the timestamp granularity of its hashing could change again
+    # unseen, so a fresh row is re-checked by reading.
+    p = tmp_path / "f"
+    p.write_bytes(b"x")
+    hash_file_cached(p, cache)
+    hash_file_cached(p, cache)
+    assert len(count_reads) == 2
+
+
+def test_touched_identical_file_keeps_the_digest(
+    tmp_path: Path, cache: HashCache, count_reads: list[str], no_racy_window: None
+) -> None:
+    root = make_tree(tmp_path / "d", TREE)
+    before = hash_tree(root, root, cache)
+    time.sleep(0.02)
+    os.utime(root / "a.txt")
+    reads_before = len(count_reads)
+    after = hash_tree(root, root, cache)
+    assert after.digest == before.digest
+    assert count_reads[reads_before:] == [str(root / "a.txt")]
+
+
+def test_recheck_reads_nothing_when_unchanged(
+    tmp_path: Path, cache: HashCache, count_reads: list[str], no_racy_window: None
+) -> None:
+    root = make_tree(tmp_path / "d", TREE)
+    first = hash_tree(root, root, cache)
+    n = len(count_reads)
+    assert n == len(TREE)
+    second = hash_tree(root, root, cache)
+    assert len(count_reads) == n
+    assert second == first
+
+
+def test_deleted_file(tmp_path: Path, cache: HashCache, no_racy_window: None) -> None:
+    root = make_tree(tmp_path / "d", TREE)
+    before = hash_tree(root, root, cache)
+    (root / "sub" / "b.bin").unlink()
+    after = hash_tree(root, root, cache)
+    assert "sub/b.bin" not in [f.path for f in after.files]
+    assert after.size == before.size - 5000
+    assert after.digest != before.digest
+    with closing(sqlite3.connect(cache.db_path)) as db:
+        rows = db.execute("SELECT path FROM stat_cache").fetchall()
+    assert str(root / "sub" / "b.bin") not in {r[0] for r in rows}
+
+
+def test_new_file(tmp_path: Path, cache: HashCache, no_racy_window: None) -> None:
+    root = make_tree(tmp_path / "d", TREE)
+    before = hash_tree(root, root, cache)
+    (root / "sub" / "new").write_bytes(b"new")
+    after = hash_tree(root, root, cache)
+    assert [f.path for f in after.files] == sorted([*TREE, "sub/new"])
+    assert after.digest != before.digest
+    assert after.digest == hash_tree(root, root).digest
+
+
+def test_exclude_files_and_directories(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "d", {**TREE, ".git/HEAD": b"ref", "keep/.env": b"SECRET=1"})
+    seen: list[str] = []
+
+    def exclude(rel: str) -> bool:
+        seen.append(rel)
+        return rel == ".git" or rel.endswith(".env")
+
+    tree = hash_tree(root, root, exclude=exclude)
+    assert [f.path for f in tree.files] == sorted(TREE)
+    assert ".git/HEAD" not in seen  # an excluded directory is not entered
+    assert "keep/.env" in seen
+    assert tree.digest == hash_tree(make_tree(tmp_path / "e", TREE), tmp_path / "e").digest
+
+
+def test_exclude_receives_paths_relative_to_rel_to(tmp_path: Path) -> None:
+    make_tree(tmp_path / "proj", {"data/x": b"1", "data/y": b"2"})
+    seen: list[str] = []
+    tree = hash_tree(tmp_path / "proj" / "data", tmp_path / "proj", exclude=lambda r: seen.append(r) or False)
+    assert sorted(seen) == ["data/x", "data/y"]
+    assert [f.path for f in tree.files] == ["data/x", "data/y"]
+
+
+def test_symlinks(tmp_path: Path) -> None:
+    outside = make_tree(tmp_path / "outside", {"big": b"outside data", "inner/f": b"nested"})
+    root = make_tree(tmp_path / "d", {"real": b"real data"})
+    (root / "link_to_file").symlink_to(outside / "big")
+    (root / "link_to_dir").symlink_to(outside / "inner", target_is_directory=True)
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "dangling").symlink_to(tmp_path / "missing")
+    tree = hash_tree(root, root)
+    entries = {f.path: f for f in tree.files}
+    assert sorted(entries) == ["link_to_file", "real"]
+    assert entries["link_to_file"].hash == hash_bytes(b"outside data")
+    assert entries["link_to_file"].size == len(b"outside data")
+
+
+def test_symlinked_root_directory_is_followed(tmp_path: Path) -> None:
+    real = make_tree(tmp_path / "real", TREE)
+    (tmp_path / "alias").symlink_to(real, target_is_directory=True)
+    via_link = hash_tree(tmp_path / "alias", tmp_path / "alias")
+    assert via_link.digest == hash_tree(real, real).digest
+
+
+def test_empty_directory(tmp_path: Path, cache: HashCache) -> None:
+    (tmp_path / "empty" / "also_empty").mkdir(parents=True)
+    tree = hash_tree(tmp_path / "empty", tmp_path, cache)
+    assert tree.files == [] and tree.size == 0
+    assert tree.digest == tree_digest([]) == xxhash.xxh3_128_hexdigest(b"")
+
+
+def test_single_file_root(tmp_path: Path, cache: HashCache) -> None:
+    make_tree(tmp_path, {"cfg/params.yaml": b"lr: 0.1\n"})
+    tree = hash_tree(tmp_path / "cfg" / "params.yaml", tmp_path, cache)
+    assert [(f.path, f.size, f.hash, f.stored) for f in tree.files] == [
+        ("cfg/params.yaml", 8, hash_bytes(b"lr: 0.1\n"), False)
+    ]
+    assert tree.size == 8
+
+
+def test_missing_root_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        hash_tree(tmp_path / "nope", tmp_path)
+
+
+def test_digest_is_stable_across_creation_order_and_runs(tmp_path: Path) -> None:
+    a = make_tree(tmp_path / "a", TREE)
+    b = make_tree(tmp_path / "b", dict(reversed(list(TREE.items()))))
+    da, db = hash_tree(a, a), hash_tree(b, b)
+    assert da == db
+    assert [f.path for f in da.files] == sorted(TREE)
+    # A fixed value: the digest must not change between runs or versions.
+    assert da.digest == GOLDEN_DIGEST
+    code = (
+        "import sys; from pathlib import Path; from repro.hashing import hash_tree;"
+        "print(hash_tree(Path(sys.argv[1]), Path(sys.argv[1])).digest)"
+    )
+    other_run = subprocess.run(
+        [sys.executable, "-c", code, str(a)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert other_run == da.digest
+
+
+GOLDEN_DIGEST = "f2304fa73933286b11be9943b1a5f83a"
+
+
+def test_digest_depends_on_paths_not_only_contents(tmp_path: Path) -> None:
+    a = make_tree(tmp_path / "a", {"x": b"1", "y": b"2"})
+    b = make_tree(tmp_path / "b", {"x": b"2", "y": b"1"})
+    assert hash_tree(a, a).digest != hash_tree(b, b).digest
+
+
+def test_many_files_match_uncached_and_report_progress(
+    tmp_path: Path, cache: HashCache, no_racy_window: None
+) -> None:
+    files = {f"d{i % 7}/f{i:04d}": os.urandom(i % 300) for i in range(700)}
+    files["big"] = os.urandom(2 * hashing.READ_SIZE + 3)
+    root = make_tree(tmp_path / "d", files)
+    calls: list[tuple[int, int]] = []
+    tree = hash_tree(root, root, cache, on_progress=lambda d, t: calls.append((d, t)))
+    assert {f.path: f.hash for f in tree.files} == {k: hash_bytes(v) for k, v in files.items()}
+    total = sum(len(v) for v in files.values())
+    assert tree.size == total
+    assert calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    calls.clear()
+    assert hash_tree(root, root, cache, on_progress=lambda d, t: calls.append((d, t))) == tree
+    assert calls == [(total, total)]
+
+
+def test_cache_shared_by_concurrent_processes(tmp_path: Path, no_racy_window: None) -> None:
+    root = make_tree(tmp_path / "d", {f"f{i}": str(i).encode() for i in range(300)})
+    db = tmp_path / "hashes.db"
+    code = (
+        "import sys; from pathlib import Path; from repro.hashing import HashCache, hash_tree\n"
+        "with HashCache(Path(sys.argv[2])) as c:\n"
+        "    for _ in range(5): d = hash_tree(Path(sys.argv[1]), Path(sys.argv[1]), c).digest\n"
+        "print(d)\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(root), str(db)], stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert set(outs) == {hash_tree(root, root).digest}
+    with HashCache(db) as c:
+        assert hash_tree(root, root, c).digest == outs[0]
+
+
+def test_unusable_cache_database_still_hashes(tmp_path: Path) -> None:
+    db = tmp_path / "hashes.db"
+    db.write_bytes(b"this is not a sqlite database" * 100)
+    p = tmp_path / "f"
+    p.write_bytes(b"data")
+    with HashCache(db) as c:
+        assert not c.enabled
+        assert hash_file_cached(p, c) == hash_bytes(b"data")
+        assert hash_tree(p, tmp_path, c).files[0].hash == hash_bytes(b"data")
+
+
+def test_hash_file_cached_without_cache(tmp_path: Path) -> None:
+    p = tmp_path / "f"
+    p.write_bytes(b"abc")
+    assert hash_file_cached(p, None) == hash_bytes(b"abc")
