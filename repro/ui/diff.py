@@ -1,0 +1,320 @@
+"""Rendering of a `DiffResult`: text for people, Markdown for PR comments, JSON for programs, plots.
+
+The text starts with the ranked likely causes, so the answer is in the first lines;
+sections follow. Lines stay within 100 columns (patches excepted), coloured only when
+asked (the CLI asks when stdout is a terminal and NO_COLOR is unset).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes, series
+from repro.errors import UsageError
+
+WIDTH = 100
+MAX_LISTED = 20  # file changes listed one per line; above this, a per-directory summary
+
+_ANSI = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "dim": "2", "bold": "1"}
+_MARK = {"added": "+", "removed": "-", "changed": "~", "upgraded": "↑", "downgraded": "↓"}
+_MARK_COLOUR = {
+    "added": "green",
+    "removed": "red",
+    "changed": "yellow",
+    "upgraded": "cyan",
+    "downgraded": "cyan",
+}
+_FILE_SCOPES = ("file", "untracked", "patch", "config")
+
+
+def colour_wanted() -> bool:
+    """Whether stdout is a terminal that wants colour (NO_COLOR unset)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+class _Painter:
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __call__(self, text: str, colour: str) -> str:
+        return f"\033[{_ANSI[colour]}m{text}\033[0m" if self.on and text else text
+
+
+def _fit(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _value(value: Any, limit: int = 40) -> str:
+    if value is None:
+        text = "—"
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, list | dict):
+        text = json.dumps(value, default=str)
+    else:
+        text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def _bytes_delta(n: int) -> str:
+    return ("+" if n >= 0 else "−") + human_bytes(abs(n))
+
+
+# --------------------------------------------------------------------------- text
+
+
+def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = False) -> str:
+    """The diff as text: likely causes first, then each section that differs (all with show_all)."""
+    p = _Painter(colour)
+    a, b = result.a.id, result.b.id
+    if not result.differs:
+        lines = [f"No recorded differences between {a} and {b}."]
+        if not show_all:
+            return "\n".join(lines)
+    else:
+        n = sum(1 for s in result.sections if s.differs)
+        head = _fit(f"{a} → {b}: {n} of {len(result.sections)} sections differ; likely causes:")
+        lines = [p(head, "bold")]
+        for i, cause in enumerate(result.likely_causes, 1):
+            lines.append(_fit(f"  {i}. {cause.reason}"))
+        lines.append(_fit(_results_line(result)))
+    for section in result.sections:
+        if section.differs or show_all:
+            lines.append("")
+            lines.extend(_section_text(section, p))
+    return "\n".join(lines)
+
+
+def _results_line(result: DiffResult) -> str:
+    if not result.results_differ:
+        return "  results: identical metrics and outputs"
+    metrics = result.section("metrics")
+    outputs = result.section("outputs")
+    parts = [s.summary for s in (metrics, outputs) if s.differs and s.summary]
+    return "  results differ: " + "; ".join(parts)
+
+
+def _section_text(section: Section, p: _Painter) -> list[str]:
+    title = p(section.title, "bold")
+    if not section.differs:
+        return [f"{title} — same"]
+    head = f"{section.title} — {section.summary}" if section.summary else section.title
+    lines = [p(_fit(head), "bold")]
+    files = [c for c in section.changes if c.scope in _FILE_SCOPES]
+    lines += _change_lines([c for c in section.changes if c.scope not in _FILE_SCOPES], p)
+    if len(files) > MAX_LISTED and section.groups:
+        lines += _group_lines(section.groups, len(files), p)
+    else:
+        lines += _change_lines(files, p)
+    if section.divergence is not None:
+        d = section.divergence
+        lines.append(
+            _fit(f"  first divergence: {d.metric} at step {d.step}: {_value(d.a, 24)} → {_value(d.b, 24)}")
+        )
+    for note in section.notes:
+        lines.append(p(_fit(f"  note: {note}"), "dim"))
+    if section.patch:
+        lines.append("")
+        lines += [_patch_line(line, p) for line in section.patch.splitlines()]
+    return lines
+
+
+def _change_lines(changes: list[Change], p: _Painter) -> list[str]:
+    if not changes:
+        return []
+    width = min(36, max(len(c.key) for c in changes))
+    out = []
+    for c in changes:
+        mark = p(_MARK.get(c.kind, "~"), _MARK_COLOUR.get(c.kind, "yellow"))
+        key = c.key if len(c.key) <= width else "…" + c.key[-(width - 1) :]
+        text = _change_text(c)
+        line = f"  {_MARK.get(c.kind, '~')} {key.ljust(width)}  {text}"
+        line = _fit(line)
+        out.append(f"  {mark}" + line[3:])
+    return out
+
+
+def _change_text(c: Change) -> str:
+    if c.scope in ("file", "untracked", "config") and c.lines is None and isinstance(c.old or c.new, int):
+        if c.kind == "added":
+            return human_bytes(int(c.new or 0))
+        if c.kind == "removed":
+            return human_bytes(int(c.old or 0))
+        return f"{human_bytes(int(c.old or 0))} → {human_bytes(int(c.new or 0))}" + (
+            f" ({c.detail})" if c.detail else ""
+        )
+    if c.lines is not None or c.scope == "patch":
+        return c.detail or ""
+    if c.kind == "added":
+        text = _value(c.new) if c.new is not None else "added"
+    elif c.kind == "removed":
+        text = (_value(c.old) + " (removed)") if c.old is not None else "removed"
+    elif c.old is None and c.new is None:
+        return c.detail or "changed"
+    else:
+        text = f"{_value(c.old)} → {_value(c.new)}"
+    if c.scope == "final" and c.delta is not None:
+        text += f"   ({'+' if c.delta >= 0 else '−'}{abs(c.delta):.4g})"
+    if c.scope == "installed":
+        text += "   (installed)"
+    if c.detail:
+        text += f"   ({c.detail})"
+    return text
+
+
+def _group_lines(groups: list[DirGroup], total: int, p: _Painter) -> list[str]:
+    width = min(40, max(len(g.dir) for g in groups))
+    out = [p(f"  {total} files in {len(groups)} directories (--json lists every file):", "dim")]
+    for g in groups:
+        counts = []
+        if g.added:
+            counts.append(p(f"+{g.added}", "green"))
+        if g.removed:
+            counts.append(p(f"-{g.removed}", "red"))
+        if g.changed:
+            counts.append(p(f"~{g.changed}", "yellow"))
+        name = g.dir if len(g.dir) <= width else "…" + g.dir[-(width - 1) :]
+        out.append(f"    {name.ljust(width)}  {' '.join(counts)}  ({_bytes_delta(g.bytes_delta)})")
+    return out
+
+
+def _patch_line(line: str, p: _Painter) -> str:
+    if line.startswith(("+++", "---")):
+        return p(line, "bold")
+    if line.startswith("+"):
+        return p(line, "green")
+    if line.startswith("-"):
+        return p(line, "red")
+    if line.startswith("@@"):
+        return p(line, "cyan")
+    return line
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _md(text: Any) -> str:
+    return _value(text, 60).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
+    """The diff as GitHub-flavoured Markdown: likely causes, then one table per section."""
+    lines = [f"### repro diff `{result.a.id}` → `{result.b.id}`", ""]
+    if not result.differs:
+        lines.append("No recorded differences.")
+    else:
+        lines += ["**Likely causes**, most likely first:", ""]
+        lines += [f"{i}. {c.reason}" for i, c in enumerate(result.likely_causes, 1)]
+        lines += ["", _results_line(result).strip()]
+    for section in result.sections:
+        if section.differs or show_all:
+            lines += ["", f"#### {section.title}", ""]
+            lines += _md_section(section) if section.differs else ["same"]
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _md_section(section: Section) -> list[str]:
+    lines = [section.summary, ""] if section.summary else []
+    files = [c for c in section.changes if c.scope == "file"]
+    grouped = len(files) > MAX_LISTED and bool(section.groups)
+    changes = [c for c in section.changes if not (grouped and c.scope == "file")]
+    if changes:
+        lines += ["| | item | A | B | detail |", "|---|---|---|---|---|"]
+        for c in changes:
+            detail = c.detail or ""
+            if c.scope == "final" and c.delta is not None:
+                detail = f"{'+' if c.delta >= 0 else '−'}{abs(c.delta):.4g}"
+            old, new = c.old, c.new
+            if c.scope in ("file", "untracked", "config") and isinstance(old or new, int):
+                old, new = (None if v is None else human_bytes(int(v)) for v in (old, new))
+            cells = [_MARK.get(c.kind, "~"), f"`{_md(c.key)}`", _md(old), _md(new), _md(detail)]
+            lines.append(_md_row(cells))
+    if grouped:
+        lines += ["", "| directory | added | removed | changed | bytes |", "|---|---|---|---|---|"]
+        for g in section.groups:
+            cells = [
+                f"`{_md(g.dir)}`",
+                str(g.added),
+                str(g.removed),
+                str(g.changed),
+                _bytes_delta(g.bytes_delta),
+            ]
+            lines.append(_md_row(cells))
+    if section.divergence is not None:
+        d = section.divergence
+        lines += ["", f"First divergence: `{d.metric}` at step {d.step}: {_md(d.a)} → {_md(d.b)}"]
+    for note in section.notes:
+        lines += ["", f"_{note}_"]
+    if section.patch:
+        fence = "````" if "```" in section.patch else "```"
+        lines += ["", "<details><summary>code diff</summary>", "", f"{fence}diff"]
+        lines += section.patch.rstrip("\n").splitlines()
+        lines += [fence, "", "</details>"]
+    return lines
+
+
+def render_json(result: DiffResult) -> dict[str, Any]:
+    """The documented JSON document (docs/diff.md)."""
+    return result.to_dict()
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot_metrics(
+    a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], labels: tuple[str, str], path: Path
+) -> Path:
+    """Overlay both runs' metric curves, one panel per metric, into a PNG at ``path``.
+
+    Raises:
+        UsageError: matplotlib is not installed, or neither run recorded a metric series.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise UsageError(
+            "--plot needs matplotlib, which is not installed",
+            hint="pip install 'repro[plot]'",
+        ) from e
+    sa, sb = series(a_rows), series(b_rows)
+    names = sorted(set(sa) | set(sb))
+    if not names:
+        raise UsageError(
+            "neither run recorded a metric series to plot",
+            hint="log metrics from the training script with repro.log_metric(name, value, step=...)",
+        )
+    cols = min(3, len(names))
+    rows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    try:
+        for i, name in enumerate(names):
+            ax = axes[i // cols][i % cols]
+            for points, label, style in ((sa.get(name), labels[0], "-"), (sb.get(name), labels[1], "--")):
+                if points:
+                    steps, values = zip(*sorted(points), strict=True)
+                    ax.plot(steps, values, style, label=label, marker="." if len(points) < 50 else None)
+            ax.set_title(name)
+            ax.set_xlabel("step")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="small")
+        for j in range(len(names), rows * cols):
+            axes[j // cols][j % cols].set_visible(False)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return path

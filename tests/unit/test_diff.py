@@ -1,0 +1,579 @@
+"""repro.diff on hand-built records, and its renderers in repro.ui.diff."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from repro.capsule import (
+    CodeInfo,
+    CommandInfo,
+    DataInfo,
+    DataInput,
+    DepsInfo,
+    DeterminismInfo,
+    EnvInfo,
+    FileEntry,
+    ImageInfo,
+    Record,
+    ResultInfo,
+    SeedInfo,
+)
+from repro.diff import (
+    DIFF_FORMAT,
+    SECTIONS,
+    compare_versions,
+    diff_records,
+    first_divergence,
+    group_by_dir,
+    parse_pins,
+    reverse_patch,
+    split_patch,
+)
+from repro.errors import UsageError
+from repro.ui.diff import render_json, render_markdown, render_text
+
+
+class Blobs:
+    """A tiny in-memory blob store: put bytes, get a digest."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def put(self, raw: bytes | str) -> str:
+        raw = raw.encode() if isinstance(raw, str) else raw
+        digest = f"{len(self.data):032x}"
+        self.data[digest] = raw
+        return digest
+
+    def __call__(self, digest: str) -> bytes | None:
+        return self.data.get(digest)
+
+
+def _metrics(blobs: Blobs, values: list[float], name: str = "loss") -> str:
+    rows = [json.dumps({"name": name, "value": v, "step": i}) for i, v in enumerate(values)]
+    return blobs.put("\n".join(rows) + "\n")
+
+
+def _files(prefix: str, n: int, size: int = 32, salt: str = "") -> list[FileEntry]:
+    return [FileEntry(path=f"{prefix}/s{i:05d}.csv", size=size, hash=f"h{salt}{prefix}{i}") for i in range(n)]
+
+
+def make_record(blobs: Blobs, run_id: str = "run-a", **over: object) -> Record:
+    """A complete, realistic record; keyword arguments replace whole parts."""
+    record = Record(
+        id=run_id,
+        created="2025-01-01T00:00:00Z",
+        command=CommandInfo(
+            argv=["python", "train.py", "--lr", "0.1", "--batch-size", "32"],
+            params={"lr": 0.1, "batch_size": 32},
+        ),
+        code=CodeInfo(kind="git", commit="a" * 40, branch="main"),
+        data=DataInfo(inputs=[DataInput(path="data", digest="d1", size=320, files=_files("data", 10))]),
+        deps=DepsInfo(
+            lockfile="requirements.lock",
+            requirements=["numpy==1.26.0", "torch==2.13.0"],
+            freeze=["numpy==1.26.0", "torch==2.13.0"],
+        ),
+        seeds=SeedInfo(master=1, derived={"python": 11, "numpy": 12, "torch": 13}),
+        determinism=DeterminismInfo(
+            mode="strict", threads=1, isa="avx2", knobs={"deterministic_algorithms": True}
+        ),
+        env=EnvInfo(python="3.11.9", torch="2.13.0", cpu_model="Xeon", hostname="box-1"),
+        results=ResultInfo(
+            status="succeeded",
+            exit_code=0,
+            metrics=_metrics(blobs, [0.9, 0.7, 0.5]),
+            final_metrics={"val_error": 0.303},
+            outputs=[FileEntry(path="outputs/model.pt", size=1000, hash="m1")],
+        ),
+    )
+    for key, value in over.items():
+        setattr(record, key, value)
+    return record
+
+
+def same_as(record: Record, run_id: str) -> Record:
+    """A second run of the same capsule: another id, timings and host, same everything else."""
+    other = copy.deepcopy(record)
+    other.id = run_id
+    other.created = "2025-01-02T00:00:00Z"
+    other.results.started, other.results.duration_s = "2025-01-02T00:00:01Z", 12.5
+    other.results.logs = {"stdout": "x" * 32}
+    other.env.hostname = "box-2"
+    return other
+
+
+@pytest.fixture
+def blobs() -> Blobs:
+    return Blobs()
+
+
+@pytest.fixture
+def leslie_dave(blobs: Blobs) -> tuple[Record, Record]:
+    leslie = make_record(blobs, "leslie")
+    dave = same_as(leslie, "dave")
+    dave.data.inputs[0].files += [
+        FileEntry(path=f"data/new/n{i}.csv", size=40, hash=f"n{i}") for i in range(3)
+    ]
+    dave.data.inputs[0].digest = "d2"
+    dave.command.argv = ["python", "train.py"]
+    dave.command.params = {}
+    leslie.command.argv = ["python", "train.py", "--lr", "0.1", "--batch-size", "32"]
+    dave.results.final_metrics = {"val_error": 0.528}
+    dave.results.metrics = _metrics(blobs, [0.9, 0.8, 0.75])
+    dave.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m2")]
+    return leslie, dave
+
+
+# --------------------------------------------------------------------------- the story
+
+
+def test_dave_and_leslie_first_lines_name_data_and_hyper_parameters(
+    leslie_dave: tuple[Record, Record], blobs: Blobs
+):
+    leslie, dave = leslie_dave
+    result = diff_records(leslie, dave, blobs)
+    assert result.differs and result.results_differ
+    assert [c.section for c in result.likely_causes[:2]] == ["data", "command"]
+    first_three = render_text(result).splitlines()[:3]
+    assert "leslie → dave" in first_three[0]
+    assert first_three[1] == "  1. data changed: 3 files added (+120 B) in data/new/: n0.csv, n1.csv, n2.csv"
+    assert "lr = 0.1 (removed)" in first_three[2] and "batch_size = 32 (removed)" in first_three[2]
+    data = result.section("data")
+    assert sorted(c.key for c in data.changes if c.kind == "added") == [
+        f"data/new/n{i}.csv" for i in range(3)
+    ]
+    assert (
+        data.groups[0].dir == "data/new/" and data.groups[0].added == 3 and data.groups[0].bytes_added == 120
+    )
+
+
+def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.command.argv = ["python", "train.py", "--lr", "0.05", "--batch-size", "64"]
+    b.command.params = {"lr": 0.05, "batch_size": 64}
+    result = diff_records(a, b, blobs)
+    section = result.section("command")
+    by_key = {c.key: c for c in section.changes}
+    assert set(by_key) == {"lr", "batch_size"}  # argv differs only by the values: no extra "argv" row
+    assert (by_key["lr"].old, by_key["lr"].new, by_key["lr"].kind) == (0.1, 0.05, "changed")
+    assert by_key["batch_size"].delta == 32
+    assert result.likely_causes[0].reason == "hyper-parameters changed: batch_size 32 → 64, lr 0.1 → 0.05"
+    assert not result.results_differ
+
+
+def test_script_change_is_reported_as_a_command_change(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.command.argv = ["python", "train2.py", "--lr", "0.1", "--batch-size", "32"]
+    changes = diff_records(a, b, blobs).section("command").changes
+    assert [c.key for c in changes] == ["argv"]
+
+
+# --------------------------------------------------------------------------- identical runs
+
+
+def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    result = diff_records(a, b, blobs)
+    assert not result.differs
+    assert result.likely_causes == []
+    assert render_text(result) == "No recorded differences between a and b."
+    data = render_json(result)
+    assert data["differs"] is False and all(not s["differs"] for s in data["sections"])
+
+
+def test_show_all_lists_sections_without_differences(blobs: Blobs):
+    a = make_record(blobs, "a")
+    text = render_text(diff_records(a, same_as(a, "b"), blobs), show_all=True)
+    for _, title in SECTIONS:
+        assert f"{title} — same" in text
+
+
+def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.determinism.mode = a.determinism.mode = "gpu"
+    b.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="other")]
+    result = diff_records(a, b, blobs)
+    assert result.results_differ
+    assert [c.category for c in result.likely_causes] == ["nondeterminism"]
+    assert result.likely_causes[0].reason == "no recorded difference — non-determinism under mode gpu"
+
+
+# --------------------------------------------------------------------------- dependencies
+
+
+def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.deps.requirements = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
+    b.deps.freeze = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
+    result = diff_records(a, b, blobs)
+    changes = result.section("dependencies").changes
+    assert [(c.key, c.kind, c.old, c.new, c.scope) for c in changes] == [
+        ("numpy", "upgraded", "1.26.0", "1.26.4", "lockfile"),
+        ("tqdm", "added", None, "4.66.0", "lockfile"),
+    ]  # the identical freeze change is not repeated
+    assert result.likely_causes[0].category == "dependency"
+    assert "numpy 1.26.0 → 1.26.4" in render_text(result)
+
+
+def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs):
+    lock_a = blobs.put("numpy==1.26.4 \\\n    --hash=sha256:abc\nTorch==2.13.0 \\\n    --hash=sha256:def\n")
+    lock_b = blobs.put("numpy==1.26.0 \\\n    --hash=sha256:abd\ntorch==2.13.0 \\\n    --hash=sha256:def\n")
+    a = make_record(blobs, "a", deps=DepsInfo(lock_blob=lock_a, freeze=["numpy==1.26.4", "pillow==10.0.0"]))
+    b = make_record(blobs, "b", deps=DepsInfo(lock_blob=lock_b, freeze=["numpy==1.26.0", "pillow==10.1.0"]))
+    changes = diff_records(a, b, blobs).section("dependencies").changes
+    assert [(c.key, c.kind, c.old, c.new, c.scope) for c in changes] == [
+        ("numpy", "downgraded", "1.26.4", "1.26.0", "lockfile"),
+        ("pillow", "upgraded", "10.0.0", "10.1.0", "installed"),
+    ]
+
+
+def test_base_image_change_is_a_dependency_change(blobs: Blobs):
+    a = make_record(blobs, "a")
+    a.deps.image = ImageInfo(id="sha256:1", tag="repro/x:1", base="python:3.11-slim", base_id="sha256:b1")
+    b = same_as(a, "b")
+    assert b.deps.image is not None
+    b.deps.image.base_id = "sha256:b2"
+    result = diff_records(a, b, blobs)
+    assert result.section("dependencies").summary == "base image changed"
+    assert result.likely_causes[0].section == "dependencies"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "order"),
+    [
+        ("1.9", "1.10", -1),
+        ("2.0.0", "2.0", 0),
+        ("2.1.0+cpu", "2.1.0", 1),
+        ("1.0rc1", "1.0", -1),
+        ("x-2", "x-10", -1),
+    ],
+)
+def test_compare_versions(old: str, new: str, order: int):
+    assert compare_versions(old, new) == order
+
+
+def test_parse_pins_normalises_names_and_ignores_noise():
+    lines = [
+        "# comment",
+        "Foo_Bar==1.0 ; python_version >= '3'",
+        "-e .",
+        "baz[extra]==2.0",
+        "  --hash=sha256:x",
+    ]
+    assert parse_pins(lines) == {"foo-bar": "1.0", "baz": "2.0"}
+
+
+# --------------------------------------------------------------------------- ranking
+
+
+def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blobs: Blobs):
+    a = make_record(blobs, "a")
+    a.determinism.mode = "gpu"
+    b = same_as(a, "b")
+    b.env.cpu_model = "EPYC"
+    b.seeds.master = 2
+    b.seeds.derived = {"python": 21, "numpy": 22, "torch": 23}
+    b.deps.requirements = ["numpy==1.26.4", "torch==2.13.0"]
+    b.code.commit = "b" * 40
+    b.command.params = {"lr": 0.2, "batch_size": 32}
+    b.command.argv = ["python", "train.py", "--lr", "0.2", "--batch-size", "32"]
+    b.data.inputs[0].files[0] = FileEntry(path="data/s00000.csv", size=33, hash="changed")
+    b.data.inputs[0].digest = "d2"
+    result = diff_records(a, b, blobs)
+    assert [(c.section, c.category) for c in result.likely_causes] == [
+        ("data", "input"),
+        ("command", "input"),
+        ("code", "input"),
+        ("dependencies", "dependency"),
+        ("seeds", "seed"),
+        ("environment", "hardware"),
+    ]
+    assert result.likely_causes[-1].reason.startswith(
+        "environment differs under mode gpu: cpu_model Xeon → EPYC"
+    )
+    seeds = result.section("seeds")
+    assert [c.key for c in seeds.changes] == ["master"]  # derived seeds follow the master seed
+
+
+def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.env.cpu_model = "EPYC"
+    result = diff_records(a, b, blobs)
+    assert "strict mode" in result.likely_causes[0].reason
+
+
+def test_hostname_alone_is_not_a_difference(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.env.hostname = "elsewhere"
+    assert not diff_records(a, b, blobs).differs
+
+
+def test_world_size_and_determinism_knobs(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.env.world_size = 2
+    b.determinism.knobs = {"deterministic_algorithms": True, "tf32": True}
+    b.determinism.threads = 4
+    result = diff_records(a, b, blobs)
+    det = result.section("determinism")
+    assert {(c.key, c.kind) for c in det.changes} == {("threads", "changed"), ("tf32", "added")}
+    assert [c.section for c in result.likely_causes] == ["environment", "determinism"]
+    assert result.likely_causes[0].reason.startswith("world size changed: world_size 1 → 2")
+
+
+# --------------------------------------------------------------------------- data at scale
+
+
+def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    many: list[FileEntry] = []
+    for d in range(25):
+        many += _files(f"data/shard{d:02d}", 400)
+    b.data.inputs[0].files = a.data.inputs[0].files + many
+    b.data.inputs[0].digest = "d2"
+    result = diff_records(a, b, blobs)
+    data = result.section("data")
+    assert sum(1 for c in data.changes if c.kind == "added") == 10_000
+    assert data.summary == "10000 files added (+312.5 KiB)"
+    assert [g.dir for g in data.groups] == ["data/"]  # 25 shards > 20 groups: one level up
+    text = render_text(result)
+    assert len(text.splitlines()) < 40
+    assert "10000 files in 1 directories" in text and "+10000" in text
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_group_by_dir_keeps_directories_when_few():
+    a_files = _files("data/train", 3) + _files("data/val", 2)
+    from repro.diff import Change
+
+    changes = [Change(key=f.path, kind="added", scope="file", new=f.size) for f in a_files]
+    groups = group_by_dir(changes)
+    assert [(g.dir, g.added, g.bytes_added) for g in groups] == [("data/train/", 3, 96), ("data/val/", 2, 64)]
+
+
+def test_removed_and_changed_data_files(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    files = b.data.inputs[0].files
+    b.data.inputs[0].files = files[2:]
+    b.data.inputs[0].files[0] = FileEntry(path=files[2].path, size=64, hash="new")
+    b.data.inputs[0].digest = "d2"
+    data = diff_records(a, b, blobs).section("data")
+    assert data.summary == "2 files removed (−64 B), 1 file changed (+32 B)"
+
+
+# --------------------------------------------------------------------------- code
+
+
+PATCH_B = """diff --git a/train.py b/train.py
+index 1..2 100644
+--- a/train.py
++++ b/train.py
+@@ -1,3 +1,3 @@
+ import torch
+-lr = 0.1
++lr = 0.2
+ print(lr)
+diff --git a/model.py b/model.py
+index 3..4 100644
+--- a/model.py
++++ b/model.py
+@@ -1,1 +1,2 @@
+ x = 1
++y = 2
+"""
+
+
+def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.code.dirty = True
+    b.code.patch = blobs.put(PATCH_B)
+    result = diff_records(a, b, blobs, code=True)
+    code = result.section("code")
+    files = {c.key: c.lines for c in code.changes if c.scope == "patch"}
+    assert files == {"model.py": (1, 0), "train.py": (1, 1)}
+    assert code.summary == "2 files changed (+2 −1)"
+    assert code.patch is not None and "+lr = 0.2" in code.patch
+    assert result.likely_causes[0].section == "code"
+    assert "+lr = 0.2" in render_text(result)
+    assert diff_records(a, b, blobs).section("code").patch is None
+
+
+def test_patch_only_in_a_is_shown_reversed(blobs: Blobs):
+    a = make_record(blobs, "a")
+    a.code.dirty = True
+    a.code.patch = blobs.put(PATCH_B)
+    b = make_record(blobs, "b")
+    code = diff_records(a, b, blobs, code=True).section("code")
+    assert {c.key: c.lines for c in code.changes if c.scope == "patch"}["model.py"] == (0, 1)
+    assert code.patch is not None and "-y = 2" in code.patch and "-lr = 0.1" not in code.patch
+
+
+def test_split_and_reverse_patch():
+    parts = split_patch(PATCH_B)
+    assert list(parts) == ["train.py", "model.py"]
+    rev = reverse_patch(parts["model.py"])
+    assert "@@ -1,2 +1,1 @@" in rev and "-y = 2" in rev
+    assert rev.index("--- b/model.py") < rev.index("+++ a/model.py")
+
+
+def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs):
+    old = blobs.put("a = 1\nb = 2\n")
+    new = blobs.put("a = 1\nb = 3\nc = 4\n")
+    a = make_record(blobs, "a", code=CodeInfo(files=[FileEntry("pkg/m.py", 12, old, stored=True)]))
+    b = make_record(blobs, "b", code=CodeInfo(files=[FileEntry("pkg/m.py", 18, new, stored=True)]))
+    code = diff_records(a, b, blobs, code=True).section("code")
+    assert [(c.key, c.lines) for c in code.changes] == [("pkg/m.py", (2, 1))]
+    assert code.patch is not None and "--- a/pkg/m.py" in code.patch and "+c = 4" in code.patch
+
+
+def test_commit_change_without_file_lists_suggests_git(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.code.commit = "c" * 40
+    code = diff_records(a, b, blobs).section("code")
+    assert code.summary == f"commit {'a' * 12} → {'c' * 12}"
+    assert code.notes == [f"files changed between the commits: git diff --stat {'a' * 12} {'c' * 12}"]
+
+
+def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.code.patch = "f" * 32
+
+    def failing(digest: str) -> bytes | None:
+        raise OSError("gone")
+
+    code = diff_records(a, b, failing).section("code")
+    assert code.changes[-1].detail == "uncommitted changes differ (patch not available)"
+
+
+# --------------------------------------------------------------------------- metrics and outputs
+
+
+def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs):
+    leslie, dave = leslie_dave
+    metrics = diff_records(leslie, dave, blobs).section("metrics")
+    (change,) = metrics.changes
+    assert (change.key, change.old, change.new) == ("val_error", 0.303, 0.528)
+    assert change.delta == pytest.approx(0.225)
+    assert metrics.divergence is not None
+    assert (metrics.divergence.metric, metrics.divergence.step) == ("loss", 1)
+    assert metrics.summary == "val_error 0.303 → 0.528 (+0.225), series diverge at step 1 (loss)"
+
+
+def test_first_divergence_picks_earliest_step_then_name():
+    rows_a = [{"name": "b", "value": 1.0, "step": 0}, {"name": "a", "value": 1.0, "step": 5}]
+    rows_b = [{"name": "b", "value": 2.0, "step": 0}, {"name": "a", "value": 2.0, "step": 5}]
+    d = first_divergence(rows_a, rows_b)
+    assert d is not None and (d.metric, d.step, d.a, d.b) == ("b", 0, 1.0, 2.0)
+    assert first_divergence(rows_a, rows_a) is None
+    shorter = first_divergence(rows_a, rows_a[:1])
+    assert shorter is None  # metric "a" only in A: reported as a series change, not a divergence
+
+
+def test_outputs_and_status(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.results.status, b.results.exit_code = "failed", 1
+    b.results.outputs = []
+    outputs = diff_records(a, b, blobs).section("outputs")
+    assert outputs.summary == "status succeeded → failed, 1 file removed (−1000 B)"
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs: Blobs):
+    leslie, dave = leslie_dave
+    data = render_json(diff_records(leslie, dave, blobs))
+    assert list(data) == ["format", "a", "b", "differs", "results_differ", "likely_causes", "sections"]
+    assert data["format"] == DIFF_FORMAT
+    assert [s["name"] for s in data["sections"]] == [name for name, _ in SECTIONS]
+    assert list(data["sections"][0]) == [
+        "name", "title", "differs", "summary", "changes", "groups", "divergence", "patch", "notes"
+    ]  # fmt: skip
+    assert list(data["sections"][0]["changes"][0]) == [
+        "key", "kind", "scope", "old", "new", "delta", "lines", "detail"
+    ]  # fmt: skip
+    assert list(data["likely_causes"][0]) == ["position", "section", "category", "reason", "rank", "keys"]
+    assert data["likely_causes"][0]["section"] == "data" and data["likely_causes"][0]["position"] == 1
+    assert json.loads(json.dumps(data)) == data  # plain JSON types only
+    docs = (Path(__file__).parents[2] / "docs" / "diff.md").read_text()
+    for key in ("likely_causes", "results_differ", "divergence", "bytes_delta", "position", "scope"):
+        assert f"`{key}`" in docs
+
+
+def test_text_colour_only_when_asked(leslie_dave: tuple[Record, Record], blobs: Blobs):
+    result = diff_records(*leslie_dave, blobs)
+    assert "\033[" not in render_text(result)
+    assert "\033[" in render_text(result, colour=True)
+
+
+def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blobs):
+    leslie, dave = leslie_dave
+    dave.command.argv = ["python", "train.py", "--note", "x" * 300]
+    dave.command.params = {"note": "y" * 300}
+    text = render_text(diff_records(leslie, dave, blobs), show_all=True)
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs):
+    md = render_markdown(diff_records(*leslie_dave, blobs))
+    assert md.startswith("### repro diff `leslie` → `dave`")
+    assert "1. data changed: 3 files added" in md
+    assert "| | item | A | B | detail |" in md
+    assert "| + | `data/new/n0.csv` | — | 40 B |  |" in md
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def test_plot_is_a_png_with_both_runs(tmp_path: Path):
+    from repro.ui.diff import plot_metrics
+
+    rows_a = [{"name": "loss", "value": 1.0 / (i + 1), "step": i} for i in range(10)]
+    rows_b = [{"name": "loss", "value": 1.2 / (i + 1), "step": i} for i in range(10)]
+    rows_b.append({"name": "acc", "value": 0.5, "step": 9})
+    path = plot_metrics(rows_a, rows_b, ("leslie", "dave"), tmp_path / "curves.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import builtins
+
+    from repro.ui.diff import plot_metrics
+
+    real_import: Callable[..., object] = builtins.__import__
+
+    def fake_import(name: str, *args: object, **kwargs: object) -> object:
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(UsageError) as info:
+        plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
+    assert info.value.hint == "pip install 'repro[plot]'"
+
+
+def test_plot_without_metrics_is_a_usage_error(tmp_path: Path):
+    from repro.ui.diff import plot_metrics
+
+    with pytest.raises(UsageError, match="metric series"):
+        plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
