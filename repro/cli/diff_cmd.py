@@ -1,0 +1,91 @@
+"""`repro diff`: what differs between two runs and which difference most likely matters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from repro import ui
+from repro.diff import diff_records, metric_rows
+from repro.errors import UsageError
+from repro.ui import diff as diff_ui
+
+
+def _either_blob(first: Any, second: Any) -> Any:
+    """A blob reader that looks in run A's store first, then run B's."""
+
+    def read(digest: str) -> bytes | None:
+        data: bytes | None = first.read_blob(digest)
+        return data if data is not None else second.read_blob(digest)
+
+    return read
+
+
+@click.command("diff")
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("--json", "as_json", is_flag=True, help="The result as JSON (layout in docs/diff.md).")
+@click.option("--markdown", is_flag=True, help="Markdown tables, for a pull-request or CI comment.")
+@click.option("--code", is_flag=True, help="Include the unified diff of changed source files.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write both runs' metric curves, overlaid, to this PNG (needs matplotlib).",
+)
+@click.option("--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not (like git diff).")
+@click.option("--all", "show_all", is_flag=True, help="Also show sections without differences.")
+@click.pass_context
+def diff(
+    ctx: click.Context,
+    run_a: str,
+    run_b: str,
+    as_json: bool,
+    markdown: bool,
+    code: bool,
+    plot_path: str | None,
+    exit_code: bool,
+    show_all: bool,
+) -> None:
+    """Show what differs between RUN_A and RUN_B, and the likely causes, ranked.
+
+    Sections: command and hyper-parameters, code, data, dependencies, seeds,
+    determinism, environment and hardware, metrics, outputs. Refs are run ids, unique
+    prefixes, latest, latest~N, run directories or capsule files.
+
+    \b
+    repro diff latest~1 latest
+    repro diff leslie.tar latest --code
+    repro diff A B --json | jq '.likely_causes[0].reason'
+    repro diff A B --markdown > comment.md
+    repro diff A B --plot curves.png
+    """
+    if as_json and markdown:
+        raise UsageError("--json and --markdown are exclusive", hint="pick one output format")
+    store = ctx.obj.store
+    a = store.resolve(run_a)
+    b = store.resolve(run_b)
+    read = _either_blob(a, b)
+    result = diff_records(a.record, b.record, read, code=code)
+    if plot_path:
+        path = diff_ui.plot_metrics(
+            metric_rows(a.record, read),
+            metric_rows(b.record, read),
+            (a.record.id, b.record.id),
+            Path(plot_path),
+        )
+        ui.info(f"metric curves written to {path}")
+    if as_json:
+        ui.json_out(diff_ui.render_json(result))
+    elif markdown:
+        ui.out(diff_ui.render_markdown(result, show_all=show_all).rstrip("\n"))
+    else:
+        ui.out(diff_ui.render_text(result, colour=diff_ui.colour_wanted(), show_all=show_all))
+    if exit_code and result.differs:
+        ctx.exit(1)
+
+
+COMMANDS = [diff]
