@@ -64,6 +64,7 @@ class CodeInfo:
     commit: str | None = None
     branch: str | None = None
     remote: str | None = None
+    subdir: str | None = None  # the project's place inside the git work tree, when not its top
     dirty: bool = False
     patch: str | None = None  # blob of `git diff HEAD` (binary-safe)
     untracked: list[FileEntry] = field(default_factory=list)

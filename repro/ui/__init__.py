@@ -10,7 +10,9 @@ import json
 import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
+
+ProgressCallback = Callable[[int, int], None]
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1", "cyan": "36"}
 
@@ -66,6 +68,26 @@ def log_line(text: str, stream: str = "stdout") -> None:
     prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
     sys.stderr.write(prefix + text.rstrip("\n") + "\n")
     sys.stderr.flush()
+
+
+def build_line(text: str) -> None:
+    """A line of image-build output, dimmed, on stderr."""
+    if quiet or not text.strip():
+        return
+    sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+    sys.stderr.flush()
+
+
+def byte_progress(label: str) -> ProgressCallback:
+    """A (done, total) callback that draws a byte progress bar once the work lasts over a second."""
+    bar = Progress(label, unit="B")
+
+    def update(done: int, total: int) -> None:
+        bar.update(done - bar.done, total=total)
+        if total and done >= total:
+            bar.close()
+
+    return update
 
 
 class Progress:

@@ -1,0 +1,155 @@
+"""The local backend: the current machine and interpreter, in a process group of its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from repro.backends.base import (
+    PROJECT_ENV,
+    RUNTIME_ENV_DIR,
+    Event,
+    OnEvent,
+    RunResult,
+    RunSpec,
+    launch_argv,
+    runtime_source,
+)
+from repro.errors import BackendUnavailable, UsageError
+
+# Variables of the calling shell that would defeat the mode (they are set by the run itself).
+_SCRUB = ("PYTHONHASHSEED", "PYTHONSTARTUP", "REPRO_BOOT_PID", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+class LocalBackend:
+    """Runs the command with this interpreter (`python` in argv means sys.executable)."""
+
+    name = "local"
+
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+        if spec.gpus and not _has_gpu():
+            raise BackendUnavailable(
+                f"--gpus {spec.gpus} was asked for, but no NVIDIA GPU is visible on this machine",
+                hint="drop --gpus to run on the CPU, or run where `nvidia-smi` lists a GPU",
+            )
+        return None
+
+    def environment(self, spec: RunSpec) -> dict[str, str]:
+        inject, package_parent = runtime_source()
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+        env.update(spec.env)
+        extra = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(inject), str(package_parent), extra) if p)
+        env[RUNTIME_ENV_DIR] = str(spec.runtime_dir)
+        env[PROJECT_ENV] = str(spec.project_root)
+        if spec.gpus and spec.gpus != "all" and "CUDA_VISIBLE_DEVICES" not in spec.env:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(spec.gpus)))
+        return env
+
+    def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
+        argv = launch_argv(spec.argv, spec.nproc_per_node, python=sys.executable)
+        if argv and argv[0] in ("python", "python3"):
+            argv[0] = sys.executable
+        _link_data(spec)
+        for rel in spec.outputs:
+            (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
+        cwd = spec.project_root / spec.workdir
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=self.environment(spec),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: torchrun ranks and workers stop with it
+            )
+        except FileNotFoundError as e:
+            raise UsageError(f"command not found: {argv[0]}", hint="check the command after `repro run --`") from e
+        except PermissionError as e:
+            raise UsageError(f"command is not executable: {argv[0]}") from e
+        pumps = [
+            _pump(proc.stdout, spec.stdout_path, "stdout", on_event),
+            _pump(proc.stderr, spec.stderr_path, "stderr", on_event),
+        ]
+        interrupted = False
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+            code = _stop(proc)
+        finally:
+            _kill_group(proc.pid)
+            for t in pumps:
+                t.join(timeout=10)
+        return RunResult(
+            exit_code=130 if interrupted else code,
+            duration_s=time.monotonic() - start,
+            interrupted=interrupted,
+            details={"python": sys.executable, "pid": proc.pid},
+        )
+
+
+def _pump(pipe: IO[bytes] | None, dest: Path, stream: str, on_event: OnEvent) -> threading.Thread:
+    def run() -> None:
+        assert pipe is not None
+        with open(dest, "ab") as out:
+            for raw in iter(pipe.readline, b""):
+                out.write(raw)
+                out.flush()
+                on_event(Event("log", raw.decode("utf-8", "replace").rstrip("\n"), stream))
+        pipe.close()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    """Ctrl-C: pass SIGINT to the group, then SIGTERM, then SIGKILL."""
+    for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:
+            continue
+    return proc.wait()
+
+
+def _kill_group(pgid: int) -> None:
+    """Leave no orphans: whatever is left of the command's process group goes."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _link_data(spec: RunSpec) -> None:
+    """When the data lives elsewhere (a replay from a scratch copy), link it in place."""
+    if spec.data_root is None or spec.data_root.resolve() == spec.project_root.resolve():
+        return
+    for rel in spec.data:
+        target = spec.project_root / rel
+        source = spec.data_root / rel
+        if target.exists() or target.is_symlink() or not source.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(source.resolve(), target_is_directory=source.is_dir())
+
+
+def _has_gpu() -> bool:
+    from repro.capture.env import gpus
+
+    return bool(gpus()[0])

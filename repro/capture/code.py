@@ -1,0 +1,205 @@
+"""The code: git state (GitPython) and a content snapshot of every file that ran.
+
+Every file of the working tree that git would carry (tracked and untracked-not-ignored)
+or, outside git, every file not excluded by `.reproignore`, is hashed and stored by
+hash, so a capsule restores the exact code without access to the repository.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from repro.capsule import CodeInfo, FileEntry
+from repro.capture.secrets import is_secret_file, strip_url_credentials
+from repro.errors import ReproError, UsageError
+from repro.hashing import HashCache, hash_file_cached
+
+# Never part of a code snapshot, git or not.
+ALWAYS_EXCLUDED = (
+    ".repro",
+    ".git",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "*.pyc",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".ipynb_checkpoints",
+    "node_modules",
+)
+
+PutFile = Callable[[Path, str], str]  # (path, digest) -> digest, stores the bytes once
+
+
+@dataclass
+class CodeCapture:
+    info: CodeInfo
+    warnings: list[str] = field(default_factory=list)
+    patch: str = ""  # `git diff HEAD --binary`, stored as a blob by `store_patch`
+
+
+class Ignore:
+    """gitignore-like glob patterns (`.reproignore` plus built-ins), matched per path component."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.patterns = [p.rstrip("/") for p in patterns if p.strip() and not p.startswith("#")]
+
+    @classmethod
+    def for_project(cls, root: Path, extra: list[str]) -> Ignore:
+        lines = list(ALWAYS_EXCLUDED) + extra
+        ignore_file = root / ".reproignore"
+        if ignore_file.is_file():
+            lines += [line.strip() for line in ignore_file.read_text().splitlines()]
+        return cls(lines)
+
+    def __call__(self, rel: str) -> bool:
+        parts = rel.split("/")
+        for pattern in self.patterns:
+            anchored = pattern.lstrip("/")
+            if "/" in anchored:
+                if fnmatch.fnmatchcase(rel, anchored) or rel.startswith(anchored + "/"):
+                    return True
+            elif any(fnmatch.fnmatchcase(part, anchored) for part in parts):
+                return True
+        return False
+
+
+def capture_code(
+    root: Path,
+    put_file: PutFile,
+    *,
+    exclude: list[str],
+    cache: HashCache | None = None,
+    max_file_bytes: int = 16 * 1024 * 1024,
+) -> CodeCapture:
+    """Record the code at ``root`` (git metadata when it is a work tree) and store its files.
+
+    ``exclude`` names project-relative paths that are not code (data, outputs).
+
+    Raises:
+        UsageError: git fails to read the repository.
+    """
+    ignore = Ignore.for_project(root, exclude)
+    git_root = _git_toplevel(root)
+    capture = CodeCapture(CodeInfo())
+    if git_root is not None:
+        rels, untracked = _git_state(root, git_root, capture)
+    else:
+        rels, untracked = _walk(root, ignore), set()
+        capture.info.kind = "snapshot"
+    for rel in rels:
+        if ignore(rel):
+            continue
+        if is_secret_file(rel):
+            capture.info.excluded.append(rel)
+            continue
+        path = root / rel
+        if not path.is_file():
+            continue  # deleted in the work tree, or a broken link
+        digest = hash_file_cached(path, cache)
+        size = path.stat().st_size
+        stored = size <= max_file_bytes
+        if stored:
+            put_file(path, digest)
+        else:
+            capture.warnings.append(f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored")
+        entry = FileEntry(rel, size, digest, stored)
+        capture.info.files.append(entry)
+        if rel in untracked:
+            capture.info.untracked.append(entry)
+    if capture.info.excluded:
+        capture.warnings.append(
+            "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10])
+        )
+    return capture
+
+
+def _git_toplevel(root: Path) -> Path | None:
+    for d in (root, *root.parents):
+        if (d / ".git").exists():
+            return d
+    return None
+
+
+def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[str], set[str]]:
+    """Fill git metadata and the patch; return (files to snapshot, the untracked ones).
+
+    Paths (and the patch) are relative to the project root, which may sit below the
+    top of the work tree.
+    """
+    import git  # GitPython lives here only
+
+    info = capture.info
+    info.kind = "git"
+    if root != git_root:
+        info.subdir = root.relative_to(git_root).as_posix()
+    try:
+        repo = git.Repo(git_root)
+        with repo:
+            cmd = git.Git(root)
+            has_head = repo.head.is_valid()
+            if has_head:
+                info.commit = repo.head.commit.hexsha
+                info.branch = None if repo.head.is_detached else repo.active_branch.name
+                patch = cmd.diff("HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".")
+            else:
+                capture.warnings.append("the git repository has no commits yet; recorded as uncommitted files")
+                patch = ""
+            remote = next(iter(repo.remotes), None)
+            if remote is not None:
+                urls = list(remote.urls)
+                info.remote = strip_url_credentials(urls[0]) if urls else None
+            tracked = cmd.ls_files("-z", "--cached").split("\0")
+            untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
+            info.dirty = bool(patch) or bool([u for u in untracked if u]) or not has_head
+    except git.GitCommandError as e:
+        raise UsageError(f"git could not read {root}: {e.stderr.strip() or e}", hint="check `git status`") from e
+    except (git.InvalidGitRepositoryError, ValueError) as e:
+        raise UsageError(f"{root} is not a readable git repository: {e}") from e
+    capture.patch = patch
+    files = sorted({f for f in tracked + untracked if f})
+    return files, {u for u in untracked if u}
+
+
+def store_patch(capture: CodeCapture, put_bytes: Callable[[bytes], str]) -> None:
+    """Store the uncommitted patch (if any) as a blob and reference it from the record."""
+    if capture.patch:
+        capture.info.patch = put_bytes(capture.patch.encode("utf-8", "surrogateescape") + b"\n")
+
+
+def _walk(root: Path, ignore: Ignore) -> list[str]:
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+        dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d))
+        found += [rel_dir + f for f in sorted(filenames)]
+    return found
+
+
+def restore_code(info: CodeInfo, blob_path: Callable[[str], Path], dest: Path) -> list[str]:
+    """Write the recorded files into ``dest``; returns the files that could not be restored.
+
+    Raises:
+        ReproError: a recorded path escapes ``dest``.
+    """
+    import shutil
+
+    missing: list[str] = []
+    dest = dest.resolve()
+    for entry in info.files:
+        target = (dest / entry.path).resolve()
+        if not target.is_relative_to(dest):
+            raise ReproError(f"code path {entry.path!r} escapes the restore directory")
+        src = blob_path(entry.hash)
+        if not entry.stored or not src.is_file():
+            missing.append(entry.path)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+    return missing

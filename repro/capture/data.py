@@ -1,0 +1,86 @@
+"""The data: a manifest (path, size, xxh3-128) of every declared input, and drift checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from repro.capsule import DataInput
+from repro.errors import NotFoundError
+from repro.hashing import HashCache, hash_tree
+
+Progress = Callable[[int, int], None]
+
+
+def capture_data(
+    paths: list[str],
+    root: Path,
+    cache: HashCache | None = None,
+    on_progress: Progress | None = None,
+) -> list[DataInput]:
+    """Hash each declared input (file or directory) relative to ``root``.
+
+    Raises:
+        NotFoundError: a declared input does not exist.
+    """
+    inputs: list[DataInput] = []
+    for rel in paths:
+        path = (root / rel).resolve()
+        if not path.exists():
+            raise NotFoundError(
+                f"declared data {rel!r} does not exist under {root}",
+                hint="check --data (or `data:` in repro.yaml); paths are relative to the project root",
+            )
+        tree = hash_tree(path, root, cache=cache, on_progress=on_progress)
+        inputs.append(DataInput(path=_rel(path, root), digest=tree.digest, size=tree.size, files=tree.files))
+    return inputs
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+@dataclass
+class Drift:
+    changed: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.missing or self.extra)
+
+    def describe(self) -> str:
+        parts = [f"{len(v)} {k}" for k, v in (("changed", self.changed), ("missing", self.missing),
+                                              ("extra", self.extra)) if v]  # fmt: skip
+        return "data drift: " + ", ".join(parts)
+
+
+def check_data(
+    recorded: list[DataInput],
+    data_root: Path,
+    cache: HashCache | None = None,
+    on_progress: Progress | None = None,
+) -> Drift:
+    """Compare the recorded manifest with the data under ``data_root`` (same relative paths)."""
+    drift = Drift()
+    for item in recorded:
+        path = data_root / item.path
+        expected = {f.path: f for f in item.files}
+        if not path.exists():
+            drift.missing += sorted(expected)
+            continue
+        tree = hash_tree(path, data_root, cache=cache, on_progress=on_progress)
+        if tree.digest == item.digest:
+            continue
+        seen = {f.path: f for f in tree.files}
+        for rel, entry in expected.items():
+            if rel not in seen:
+                drift.missing.append(rel)
+            elif seen[rel].hash != entry.hash:
+                drift.changed.append(rel)
+        drift.extra += sorted(set(seen) - set(expected))
+    return drift

@@ -1,0 +1,28 @@
+"""Seeds: the master seed and everything derived from it."""
+
+from __future__ import annotations
+
+import secrets
+
+from repro.capsule import SeedInfo
+
+SEED_MAX = 2**31 - 1
+
+
+def make_seeds(master: int | None, world_size: int = 1) -> SeedInfo:
+    """The master seed (drawn when not given) and the per-library and per-rank seeds.
+
+    Every RNG of the process is seeded with the master seed (so `--seed 42` means what
+    `torch.manual_seed(42)` means); each rank r of a multi-process run uses master + r.
+    DataLoader workers are seeded by torch from the seeded main-process RNG.
+    """
+    drawn = master is None
+    seed = secrets.randbelow(SEED_MAX) if master is None else int(master)
+    derived = {"python": seed, "numpy": seed, "torch": seed, "cuda": seed}
+    info = SeedInfo(master=seed, drawn=drawn, pythonhashseed=seed % (2**32), derived=derived)
+    if world_size > 1:
+        info.per_rank = {
+            str(rank): {name: (value + rank) % (2**32) for name, value in derived.items()}
+            for rank in range(world_size)
+        }
+    return info

@@ -1,0 +1,147 @@
+"""`repro run`."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from repro import runner, ui
+from repro.backends.base import Event
+from repro.cli.context import AppContext, pass_app
+from repro.capsule import Record
+from repro.config import BACKENDS, MODES, Settings
+from repro.errors import CommandFailed, Interrupted
+from repro.ui import records as render
+
+
+def on_event(event: Event) -> None:
+    """Render backend progress: build lines, live logs, notices."""
+    if event.kind == "log":
+        ui.log_line(event.text, event.stream or "stdout")
+    elif event.kind == "build":
+        ui.build_line(event.text)
+    else:
+        ui.info(event.text)
+
+
+def progress_factory(label: str) -> ui.ProgressCallback:
+    return ui.byte_progress(label)
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def execution_options(f: click.decorators.FC) -> click.decorators.FC:
+    """Options shared by `run` and `check`."""
+    for option in reversed(
+        [
+            click.option("--backend", type=click.Choice(BACKENDS), default=None,
+                         help="Where to execute (default: auto = docker when an engine answers, else local)."),
+            click.option("--seed", type=int, default=None, help="Master seed (default: drawn and recorded)."),
+            click.option("--mode", type=click.Choice(MODES), default=None,
+                         help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off."),
+            click.option("--data", "data", multiple=True, metavar="PATH",
+                         help="Declared input data (repeatable); hashed and checked on replay."),
+            click.option("--outputs", "outputs", multiple=True, metavar="DIR",
+                         help="Output directory (repeatable; default: outputs)."),
+            click.option("--threads", type=int, default=None, help="Intra-op threads in strict/gpu mode (default 1)."),
+            click.option("--isa", type=click.Choice(["auto", "avx2", "avx512", "default", "none"]), default=None,
+                         help="CPU kernel ISA pin for strict replay across hosts (default auto: avx2 when present)."),
+            click.option("--nproc-per-node", type=click.IntRange(1), default=1,
+                         help="Launch N processes through torchrun --standalone."),
+            click.option("--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."),
+            click.option("--network/--no-network", default=None,
+                         help="Allow network access inside the container (default: none; recorded)."),
+        ]
+    ):  # fmt: skip
+        f = option(f)
+    return f
+
+
+@click.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@pass_app
+def run(
+    app: AppContext,
+    command: tuple[str, ...],
+    backend: str | None,
+    seed: int | None,
+    mode: str | None,
+    data: tuple[str, ...],
+    outputs: tuple[str, ...],
+    threads: int | None,
+    isa: str | None,
+    nproc_per_node: int,
+    gpus: str | None,
+    network: bool | None,
+    as_json: bool,
+) -> None:
+    """Run COMMAND under repro and seal its record.
+
+    \b
+    repro run train.py --lr 0.02                         (a .py first argument runs it with python)
+    repro run --seed 42 --data data -- python train.py --lr 0.02
+    repro run --backend local --outputs ckpt -- python -m mypkg.train
+
+    Options for repro go before the command (or before `--`); everything after belongs
+    to the command. Exit status 4 when the command fails (the run is still recorded).
+    """
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    settings = app.settings.with_overrides(threads=threads, isa=isa)
+    request = runner.RunRequest(
+        argv=argv, cwd=Path.cwd(), seed=seed, mode=mode, backend=backend, nproc_per_node=nproc_per_node,
+        gpus=gpus, network=network, data=list(data), outputs=list(outputs),
+    )  # fmt: skip
+    record = run_and_report(app, request, settings, as_json)
+    _raise_for_status(record)
+
+
+def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settings, as_json: bool) -> Record:
+    """Capture, execute and print the outcome; shared by `run` and `check`."""
+    store = app.store
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        prepared = runner.capture(request, settings, store, on_event, progress_factory)
+        backend = runner.select_backend(
+            request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+        )
+        ui.info(f"run {prepared.record.id} · backend {backend.name} · mode {prepared.record.determinism.mode}"
+                f" · seed {prepared.record.seeds.master}")  # fmt: skip
+        record = runner.execute(prepared, backend, store, on_event)
+    except KeyboardInterrupt as e:
+        raise Interrupted("interrupted before the command started; nothing was recorded") from e
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    capsule = store.runs_dir / record.id
+    if as_json:
+        ui.json_out(render.run_summary_dict(record, capsule))
+    else:
+        ui.out(render.run_summary_line(record, capsule, store.root))
+        for warning in record.warnings:
+            ui.warn(warning)
+    return record
+
+
+def _raise_for_status(record: Record) -> None:
+    status = record.results.status
+    if status == "interrupted":
+        raise Interrupted(f"interrupted; run {record.id} recorded as interrupted")
+    if status == "failed":
+        tail = record.results.stderr_tail[-10:]
+        for line in tail:
+            ui.log_line(line, "stderr")
+        raise CommandFailed(record.results.exit_code or 1, tail, record.id)
+
+
+COMMANDS = [run]

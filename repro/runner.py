@@ -1,0 +1,402 @@
+"""`repro run`: capture → build or reuse the environment → execute → collect → seal.
+
+Core only: returns the sealed record; the CLI decides what to print and the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from repro import __version__
+from repro.backends.base import Backend, Event, OnEvent, RunResult, RunSpec
+from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
+from repro.capture import code as code_capture
+from repro.capture import command as cmd
+from repro.capture import deps
+from repro.capture.data import capture_data
+from repro.capture.env import host_env
+from repro.capture.secrets import Redactor
+from repro.capture.seeds import make_seeds
+from repro.config import Settings
+from repro.determinism import plan, resolve_isa
+from repro.errors import UsageError
+from repro.hashing import HashCache, hash_file_cached
+from repro.store import Store, new_run_id
+
+
+@dataclass
+class RunRequest:
+    """What the user asked for; unset fields fall back to the settings."""
+
+    argv: list[str]
+    cwd: Path
+    seed: int | None = None
+    mode: str | None = None
+    backend: str | None = None
+    nproc_per_node: int = 1
+    gpus: str | None = None
+    network: bool | None = None
+    data: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """A captured record plus what executing it needs."""
+
+    record: Record
+    spec: RunSpec
+    run_dir: Path
+    outputs_before: dict[str, tuple[int, int, int]]
+    settings: Settings
+
+
+ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def choose_mode(requested: str | None, gpus: str | None) -> str:
+    if requested:
+        return requested
+    return "gpu" if gpus else "strict"
+
+
+def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
+    """`local`, `docker`, or `auto`: docker when an engine answers (and dependencies are declared).
+
+    Raises:
+        BackendUnavailable: `docker` asked for and no engine answers.
+    """
+    from repro.backends.local import LocalBackend
+
+    if name == "local":
+        return LocalBackend()
+    try:
+        from repro.backends import docker as docker_backend
+    except ImportError:  # pragma: no cover - docker SDK missing
+        docker_backend = None  # type: ignore[assignment]
+    if name == "docker":
+        if docker_backend is None:
+            from repro.errors import BackendUnavailable
+
+            raise BackendUnavailable("the docker Python package is not installed", hint="pip install docker")
+        return docker_backend.DockerBackend()
+    if docker_backend is not None and docker_backend.engine_available():
+        if need_lock:
+            return docker_backend.DockerBackend()
+        on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
+        return LocalBackend()
+    on_event(Event("info", "backend auto → local (no Docker engine answers; `make docker-up` starts one)"))
+    return LocalBackend()
+
+
+def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, int]]:
+    seen: dict[str, tuple[int, int, int]] = {}
+    for rel in outputs:
+        base = root / rel
+        if not base.is_dir():
+            continue
+        for dirpath, _, files in os.walk(base):
+            for name in files:
+                p = Path(dirpath) / name
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                seen[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return seen
+
+
+def capture(
+    request: RunRequest,
+    settings: Settings,
+    store: Store,
+    on_event: OnEvent,
+    progress: ProgressFactory | None = None,
+) -> Prepared:
+    """Record everything that decides the run, and make the run directory.
+
+    Raises:
+        UsageError: no command, a cwd outside the project, bad options.
+        NotFoundError: declared data missing.
+        BuildError: the lockfile could not be compiled.
+    """
+    if not request.argv:
+        raise UsageError("no command to run", hint="repro run -- python train.py --lr 0.1   (or: repro run train.py)")
+    root = store.root
+    cwd = request.cwd.resolve()
+    if not cwd.is_relative_to(root):
+        raise UsageError(f"the working directory {cwd} is outside the project {root}")
+    argv = cmd.normalise_argv(request.argv)
+    mode = choose_mode(request.mode or settings.mode, request.gpus)
+    data = request.data or list(settings.data)
+    outputs = request.outputs or list(settings.outputs)
+    redactor = Redactor(settings.secret_patterns)
+    safe_argv, argv_hits = redactor.argv(argv)
+
+    record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
+    rel_cwd = cwd.relative_to(root).as_posix() or "."
+    args = cmd.script_args(argv)
+    params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    record.command = CommandInfo(argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node)
+    record.redactions += argv_hits
+
+    store.ensure()
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        for path in cmd.config_files(args, cwd, root):
+            digest = store.put_file(path, hash_file_cached(path, cache))
+            rel = path.relative_to(root).as_posix()
+            record.command.config_files.append(FileEntry(rel, path.stat().st_size, digest, True))
+        not_code = [*data, *outputs, deps.LOCK_DIR]
+        code = code_capture.capture_code(
+            root, store.put_file, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes
+        )
+        code_capture.store_patch(code, store.put_bytes)
+        record.code = code.info
+        record.warnings += code.warnings
+        record.data.inputs = capture_data(data, root, cache=cache, on_progress=progress("hashing data") if progress else None)
+
+    lock = deps.ensure_lock(root, settings.requirements, on_line=lambda s: on_event(Event("info", s)))
+    if lock.path is not None:
+        record.deps.lockfile = lock.path.relative_to(root).as_posix()
+        record.deps.lock_blob = store.put_file(lock.path)
+        record.deps.lock_inputs = lock.inputs_hash
+        record.deps.requirements = lock.requirements
+    else:
+        record.warnings.append(
+            "no requirements.in, requirements.txt or pyproject dependencies: the environment is recorded, not locked"
+        )
+
+    env, env_hits = host_env(redactor, settings.env_allow)
+    record.env = env
+    record.redactions += env_hits
+    record.seeds = make_seeds(request.seed if request.seed is not None else settings.seed, request.nproc_per_node)
+    isa = resolve_isa(settings.isa, env.cpu_flags)
+    record.determinism = plan(mode, settings.threads, isa)
+    network = settings.network if request.network is None else request.network
+    record.backend = BackendInfo(
+        name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
+    )
+
+    run_dir = store.begin_run(record.id, safe_argv)
+    spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
+    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings)
+
+
+def run_environment(record: Record) -> dict[str, str]:
+    """The path-free variables every process of the run gets."""
+    env = dict(record.determinism.env)
+    env.update(
+        {
+            "REPRO_RUN_ID": record.id,
+            "REPRO_SEED": str(record.seeds.master),
+            "PYTHONHASHSEED": str(record.seeds.pythonhashseed),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def build_spec(
+    record: Record,
+    code_root: Path,
+    run_dir: Path,
+    data: list[str],
+    outputs: list[str],
+    lockfile: Path | None,
+    base_image: str | None,
+    argv: list[str],
+    data_root: Path | None = None,
+) -> RunSpec:
+    work = run_dir / "work"
+    runtime = work / "runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    env = run_environment(record)
+    env["REPRO_OUTPUTS"] = os.pathsep.join(outputs)
+    env["REPRO_DATA"] = os.pathsep.join(data)
+    return RunSpec(
+        argv=argv,
+        project_root=code_root,
+        workdir=record.command.cwd,
+        env=env,
+        runtime_dir=runtime,
+        stdout_path=work / "stdout.log",
+        stderr_path=work / "stderr.log",
+        data=data,
+        data_root=data_root,
+        outputs=outputs,
+        nproc_per_node=record.command.nproc_per_node,
+        network=record.backend.network,
+        gpus=record.backend.gpus,
+        lockfile=lockfile,
+        base_image=base_image,
+    )
+
+
+def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEvent) -> Record:
+    """Build/reuse the environment, run, collect and seal. A failed command is still sealed.
+
+    Raises:
+        BackendUnavailable, BuildError: before the command started (the run dir is removed).
+        Interrupted: Ctrl-C before the command started.
+    """
+    record, spec = prepared.record, prepared.spec
+    record.backend.name = backend.name
+    try:
+        image = backend.prepare(spec, on_event)
+    except (Exception, KeyboardInterrupt):
+        shutil.rmtree(prepared.run_dir, ignore_errors=True)
+        raise
+    if image:
+        record.deps.image = _image_info(image, store)
+    record.results.started = now_iso()
+    result = backend.execute(spec, on_event)
+    record.results.finished = now_iso()
+    collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
+    store.seal(record, prepared.run_dir)
+    return record
+
+
+def _image_info(image: dict[str, Any], store: Store) -> ImageInfo:
+    text = image.get("dockerfile_text")
+    known = {k: v for k, v in image.items() if k in ImageInfo.__dataclass_fields__ and k != "dockerfile"}
+    info = ImageInfo(**known)
+    if text:
+        info.dockerfile = store.put_bytes(text.encode())
+    return info
+
+
+def collect(
+    record: Record,
+    result: RunResult,
+    spec: RunSpec,
+    store: Store,
+    outputs_before: dict[str, tuple[int, int, int]],
+    settings: Settings,
+) -> None:
+    """Fold logs, metrics, the in-process environment and the outputs into the record."""
+    res = record.results
+    res.exit_code = result.exit_code
+    res.duration_s = round(result.duration_s, 3)
+    res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
+    record.backend.details.update(result.details)
+    if result.image and not record.deps.image:
+        record.deps.image = _image_info(result.image, store)
+    for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
+        if path.is_file():
+            res.logs[name] = store.put_file(path)
+    if spec.stderr_path.is_file():
+        res.stderr_tail = _tail(spec.stderr_path, 20)
+    runtime = spec.runtime_dir
+    for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
+        res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
+    metrics = runtime / "metrics.jsonl"
+    if metrics.is_file():
+        res.metrics = store.put_file(metrics)
+        res.final_metrics = _final_metrics(metrics)
+    params = runtime / "params.json"
+    if params.is_file():
+        res.params = _read_json(params)
+    _merge_process_env(record, runtime)
+    _undeclared(record, runtime, spec)
+    res.output_roots = list(spec.outputs)
+    res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
+
+
+def _tail(path: Path, n: int) -> list[str]:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - 64 * 1024))
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    return lines[-n:]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _final_metrics(path: Path) -> dict[str, float]:
+    final: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+            final[str(row["name"])] = float(row["value"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return final
+
+
+def _merge_process_env(record: Record, runtime: Path) -> None:
+    env = _read_json(runtime / "env.json")
+    if env:
+        for key in ("python", "implementation", "torch", "cuda", "nccl"):
+            if env.get(key):
+                setattr(record.env, key, str(env[key]))
+        if env.get("cudnn"):
+            record.env.cudnn = str(env["cudnn"])
+        if env.get("gpus"):
+            record.env.gpus = env["gpus"]
+        record.deps.freeze = list(env.get("freeze", []))
+        record.deps.site_fingerprint = env.get("site_fingerprint")
+    ranks = sorted(runtime.glob("env.rank*.json"))
+    if ranks or record.command.nproc_per_node > 1:
+        world = {"0": _read_json(runtime / "env.json")} | {p.stem.split("rank")[-1]: _read_json(p) for p in ranks}
+        record.env.world_size = max([int(v.get("world_size", 1)) for v in world.values() if v] or [1])
+        record.env.rank_devices = {r: str(v.get("device", "cpu")) for r, v in sorted(world.items()) if v}
+    knobs = _read_json(runtime / "knobs.json")
+    if knobs:
+        record.determinism.knobs.update(knobs)
+
+
+def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
+    opened: set[str] = set()
+    for f in runtime.glob("opened.*"):
+        opened.update(line for line in f.read_text().splitlines() if line)
+    known = {e.path for e in record.code.files} | {c.path for c in record.command.config_files}
+    prefixes = tuple(p.rstrip("/") + "/" for p in [*spec.data, *spec.outputs, ".repro", "lockfiles"])
+    exact = {p.rstrip("/") for p in spec.data}
+    found = sorted(p for p in opened if p not in known and p not in exact and not p.startswith(prefixes))
+    record.data.undeclared = found
+    if found:
+        shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
+        record.warnings.append(f"the run read files that are not declared data: {shown} (declare them with --data)")
+
+
+def _collect_outputs(
+    spec: RunSpec,
+    store: Store,
+    before: dict[str, tuple[int, int, int]],
+    max_bytes: int,
+    record: Record,
+) -> list[FileEntry]:
+    """Output files written by this run (new or changed since it started), hashed and stored."""
+    from repro.hashing import hash_file
+
+    entries: list[FileEntry] = []
+    after = _stat_outputs(spec.project_root, spec.outputs)
+    for rel, stat in sorted(after.items()):
+        if before.get(rel) == stat:
+            continue  # left over from an earlier run, untouched by this one
+        path = spec.project_root / rel
+        digest = hash_file(path)
+        stored = stat[0] <= max_bytes
+        if stored:
+            store.put_file(path, digest)
+        else:
+            record.warnings.append(f"output {rel} is over the size limit ({stat[0]} bytes): hashed, not stored")
+        entries.append(FileEntry(rel, stat[0], digest, stored))
+    return entries

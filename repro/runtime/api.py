@@ -1,0 +1,74 @@
+"""The optional API a training script may use: metrics, params, output dir, seed.
+
+Standard library only. Outside a repro run the calls are harmless: metrics and
+params go nowhere, the output dir is ./outputs, the seed is 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+_steps: dict[str, int] = {}
+
+
+def _runtime_dir() -> Path | None:
+    d = os.environ.get("REPRO_RUNTIME_DIR")
+    return Path(d) if d and os.environ.get("REPRO_RUN_ID") else None
+
+
+def _rank() -> int:
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def _suffix() -> str:
+    rank = _rank()
+    return "" if rank == 0 else f".rank{rank}"
+
+
+def log_metric(name: str, value: float, step: int | None = None) -> None:
+    """Record one value of a metric series (rank 0's series are the run's metrics)."""
+    d = _runtime_dir()
+    if d is None:
+        return
+    with _lock:
+        if step is None:
+            step = _steps.get(name, -1) + 1
+        _steps[name] = step
+        line = json.dumps({"name": str(name), "value": float(value), "step": int(step)})
+        with open(d / f"metrics{_suffix()}.jsonl", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def log_params(params: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    """Record hyper-parameters the script decided itself (merged with earlier calls)."""
+    d = _runtime_dir()
+    if d is None:
+        return
+    merged = dict(params or {}, **kwargs)
+    path = d / f"params{_suffix()}.json"
+    with _lock:
+        current = json.loads(path.read_text()) if path.is_file() else {}
+        current.update({str(k): v for k, v in merged.items()})
+        path.write_text(json.dumps(current, default=str, sort_keys=True))
+
+
+def output_dir() -> Path:
+    """The run's (first) declared output directory, created if needed."""
+    root = Path(os.environ.get("REPRO_PROJECT_ROOT", "."))
+    outputs = [o for o in os.environ.get("REPRO_OUTPUTS", "outputs").split(os.pathsep) if o]
+    path = root / (outputs[0] if outputs else "outputs")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def seed() -> int:
+    """This process's seed: the run's master seed (plus the rank in multi-process runs)."""
+    return int(os.environ.get("REPRO_SEED", "0")) + _rank()

@@ -1,0 +1,238 @@
+"""What runs inside the training process before the user's script: seeds, knobs, audit.
+
+Standard library only; torch and NumPy settings are applied right after the script
+imports them (a `sys.meta_path` hook), so processes that never import torch (pip,
+a shell helper) pay nothing.
+
+Files written to $REPRO_RUNTIME_DIR (rank N > 0 adds `.rankN` before the suffix):
+  env.json       the interpreter, torch/CUDA versions, installed packages, a fingerprint
+  knobs.json     the determinism knobs actually applied
+  opened.<pid>   files opened for reading under the project (one per line)
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import platform
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+_state: dict[str, Any] = {"knobs": {}, "opened": set()}
+_MAX_OPENED = 20000
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def boot() -> None:
+    """Seed, install the import hooks, the audit hook and the exit writer."""
+    rank = _env_int("RANK", -1)
+    master = _env_int("REPRO_SEED", 0)
+    seed = (master + max(rank, 0)) % (2**32)
+    mode = os.environ.get("REPRO_MODE", "strict")
+    main = "REPRO_BOOT_PID" not in os.environ
+    if main:
+        os.environ["REPRO_BOOT_PID"] = str(os.getpid())
+    _state.update(seed=seed, mode=mode, rank=rank, main=main)
+    random.seed(seed)
+    _on_import("numpy", _apply_numpy)
+    _on_import("torch", _apply_torch)
+    root = os.environ.get("REPRO_PROJECT_ROOT")
+    if root:
+        _state["root"] = os.path.abspath(root)
+        sys.addaudithook(_audit)
+    if main or rank >= 0:
+        atexit.register(_write_files)
+
+
+# --------------------------------------------------------------------------- import hooks
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a callback once a top-level module has finished executing."""
+
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            try:
+                callback(module)
+            except Exception as e:  # the user's program must still run
+                sys.stderr.write(f"repro: could not apply settings to {fullname}: {e}\n")
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _on_import(name: str, callback: Callable[[ModuleType], None]) -> None:
+    if name in sys.modules:
+        callback(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+def _apply_numpy(np: ModuleType) -> None:
+    seed = _state["seed"]
+    np.random.seed(seed)
+    original = np.random.default_rng
+    counter = [0]
+
+    def default_rng(seed_arg: Any = None) -> Any:
+        # An unseeded generator gets a stream derived from the run's seed and its creation order.
+        if seed_arg is None:
+            seed_arg = np.random.SeedSequence([seed, counter[0]])
+            counter[0] += 1
+        return original(seed_arg)
+
+    np.random.default_rng = default_rng
+    _state["knobs"]["numpy_seeded"] = True
+
+
+def _apply_torch(torch: ModuleType) -> None:
+    seed, mode = _state["seed"], _state["mode"]
+    knobs = _state["knobs"]
+    torch.manual_seed(seed)  # CPU and every CUDA device
+    knobs["torch_seed"] = seed
+    if mode in ("strict", "gpu"):
+        threads = _env_int("REPRO_THREADS", 1)
+        torch.set_num_threads(threads)
+        knobs["threads"] = torch.get_num_threads()
+        try:
+            torch.set_num_interop_threads(1)
+            knobs["interop_threads"] = 1
+        except RuntimeError:
+            knobs["interop_threads"] = torch.get_num_interop_threads()
+        torch.use_deterministic_algorithms(True, warn_only=(mode == "gpu"))
+        knobs["deterministic_algorithms"] = True
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        knobs["cudnn_deterministic"] = True
+        knobs["cudnn_benchmark"] = False
+    if mode == "gpu":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        knobs["tf32"] = False
+    knobs["cpu_capability"] = _safe(lambda: torch.backends.cpu.get_cpu_capability())
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open":
+        return
+    path, mode = args[0], args[1]
+    if not isinstance(path, str):
+        return
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return
+    if isinstance(args[2], int) and mode is None and args[2] & (os.O_WRONLY | os.O_RDWR):
+        return
+    opened = _state["opened"]
+    if len(opened) < _MAX_OPENED:
+        opened.add(path)
+
+
+# --------------------------------------------------------------------------- exit
+
+
+def _suffix() -> str:
+    rank = _state.get("rank", -1)
+    return "" if rank <= 0 else f".rank{rank}"
+
+
+def _write_files() -> None:
+    out = os.environ.get("REPRO_RUNTIME_DIR")
+    if not out:
+        return
+    d = Path(out)
+    try:
+        _write_opened(d)
+        if _state.get("rank", -1) >= 0 or _state.get("main"):
+            (d / f"knobs{_suffix()}.json").write_text(json.dumps(_state["knobs"], sort_keys=True))
+            (d / f"env{_suffix()}.json").write_text(json.dumps(_environment(), sort_keys=True))
+    except OSError:
+        pass
+
+
+def _write_opened(d: Path) -> None:
+    root = _state.get("root")
+    if not root:
+        return
+    cwd = os.getcwd()
+    inside = set()
+    for p in _state["opened"]:
+        full = os.path.normpath(os.path.join(cwd, p))
+        if full.startswith(root + os.sep) and os.path.isfile(full):
+            inside.add(os.path.relpath(full, root))
+    if inside:
+        (d / f"opened.{os.getpid()}").write_text("\n".join(sorted(inside)) + "\n")
+
+
+def _environment() -> dict[str, Any]:
+    from importlib import metadata
+
+    dists: dict[str, str] = {}
+    fingerprint = hashlib.sha256()
+    for dist in sorted(metadata.distributions(), key=lambda d: (d.metadata["Name"] or "").lower()):
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-").replace(".", "-")
+        if not name or name in dists:
+            continue
+        dists[name] = dist.version
+        fingerprint.update(f"{name}=={dist.version}\n".encode())
+        fingerprint.update((dist.read_text("RECORD") or "").encode())
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "freeze": [f"{k}=={v}" for k, v in sorted(dists.items())],
+        "site_fingerprint": fingerprint.hexdigest()[:32],
+        "rank": _state.get("rank", -1),
+        "world_size": _env_int("WORLD_SIZE", 1),
+        "local_rank": _env_int("LOCAL_RANK", 0),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        env["torch"] = getattr(torch, "__version__", None)
+        env["cuda"] = getattr(torch.version, "cuda", None)
+        env["cudnn"] = _safe(lambda: torch.backends.cudnn.version())
+        if _safe(lambda: torch.cuda.is_available()):
+            env["gpus"] = [
+                {"index": i, "name": torch.cuda.get_device_name(i)} for i in range(torch.cuda.device_count())
+            ]
+            env["device"] = f"cuda:{torch.cuda.current_device()}"
+            env["nccl"] = _safe(lambda: ".".join(map(str, torch.cuda.nccl.version())))
+        else:
+            env["device"] = "cpu"
+    return env

@@ -1,0 +1,345 @@
+"""The store: `.repro/` at the project root — run directories, blobs, index, caches.
+
+Layout::
+
+    .repro/
+      runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
+      runs/<id>/running.json    present while a run is in progress (pid, started)
+      runs/<id>/work/           logs and runtime files while running
+      blobs/ab/abcdef…          content-addressed files (xxh3-128), each stored once
+      index.sqlite              one row per sealed run, for `repro ls`
+      cache/                    hash cache, extracted capsules, scratch directories
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from repro.capsule import RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
+from repro.errors import CapsuleInvalid, NotFoundError, UsageError
+from repro.hashing import hash_bytes, hash_file
+
+STORE_DIR = ".repro"
+_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A run id that sorts by time: ``YYYYMMDD-HHMMSS-xxxx``."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def find_project_root(start: Path) -> Path:
+    """The project root: the nearest directory upward holding `.repro/` or `repro.yaml`,
+    else the enclosing git work tree, else ``start`` itself."""
+    start = start.resolve()
+    for d in (start, *start.parents):
+        if (d / STORE_DIR).is_dir() or (d / "repro.yaml").is_file():
+            return d
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return start
+
+
+@dataclass
+class LoadedRun:
+    """A sealed run, from the store or from an exported capsule."""
+
+    record: Record
+    location: Path  # the run directory, or the capsule file
+    blob_root: Path  # directory holding `blobs/`
+    from_capsule: bool = False
+
+    def blob_path(self, digest: str) -> Path:
+        return self.blob_root / blob_member(digest)
+
+    def read_blob(self, digest: str | None) -> bytes | None:
+        if not digest:
+            return None
+        path = self.blob_path(digest)
+        return path.read_bytes() if path.is_file() else None
+
+
+@dataclass
+class RunRow:
+    """One line of `repro ls`."""
+
+    id: str
+    created: str
+    status: str  # succeeded | failed | interrupted | running | incomplete
+    kind: str
+    command: str
+    duration_s: float | None
+    backend: str | None
+    parent: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Store:
+    """The `.repro/` directory of one project."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.dir = root / STORE_DIR
+        self.runs_dir = self.dir / "runs"
+        self.blobs_dir = self.dir / "blobs"
+        self.cache_dir = self.dir / "cache"
+
+    @classmethod
+    def open(cls, start: Path | None = None) -> Store:
+        return cls(find_project_root(start or Path.cwd()))
+
+    def ensure(self) -> None:
+        for d in (self.runs_dir, self.blobs_dir, self.cache_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        ignore = self.dir / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")
+
+    # ------------------------------------------------------------------ blobs
+
+    def blob_path(self, digest: str) -> Path:
+        return self.dir / blob_member(digest)
+
+    def has_blob(self, digest: str) -> bool:
+        return self.blob_path(digest).is_file()
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store bytes once; returns their digest."""
+        digest = hash_bytes(data)
+        target = self.blob_path(digest)
+        if not target.is_file():
+            self._write_atomic(target, data)
+        return digest
+
+    def put_file(self, path: Path, digest: str | None = None) -> str:
+        """Store a file's bytes once (hashing it unless its digest is known); returns the digest."""
+        digest = digest or hash_file(path)
+        target = self.blob_path(digest)
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+        return digest
+
+    @staticmethod
+    def _write_atomic(target: Path, data: bytes) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+
+    # ------------------------------------------------------------------ runs
+
+    def begin_run(self, run_id: str, argv: list[str]) -> Path:
+        """Create the run directory with its in-progress marker."""
+        self.ensure()
+        run_dir = self.runs_dir / run_id
+        (run_dir / "work").mkdir(parents=True)
+        marker = {"pid": os.getpid(), "started": datetime.now(timezone.utc).isoformat(), "argv": argv}
+        (run_dir / "running.json").write_text(json.dumps(marker))
+        return run_dir
+
+    def seal(self, record: Record, run_dir: Path) -> Path:
+        """Write the record atomically (the run's completion mark), drop scratch files, index it."""
+        self._write_atomic(run_dir / RECORD_NAME, dump_record(record))
+        (run_dir / "running.json").unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "work", ignore_errors=True)
+        with self._index() as db:
+            _index_put(db, record)
+        return run_dir
+
+    def run_ids(self) -> list[str]:
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.runs_dir.iterdir() if _ID_RE.match(p.name))
+
+    def load_run(self, run_id: str) -> LoadedRun:
+        """A sealed run from the store.
+
+        Raises:
+            NotFoundError: no such run, or it never completed.
+            CapsuleInvalid: its record is unreadable.
+        """
+        run_dir = self.runs_dir / run_id
+        record_path = run_dir / RECORD_NAME
+        if not record_path.is_file():
+            if run_dir.is_dir():
+                raise NotFoundError(
+                    f"run {run_id} is incomplete (it was interrupted before it was sealed)",
+                    hint="`repro ls` lists complete runs; `repro gc` removes incomplete ones",
+                )
+            raise NotFoundError(f"no run {run_id}", hint="`repro ls` lists the runs")
+        return LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+
+    def rows(self) -> list[RunRow]:
+        """Every run, sealed or not, oldest first."""
+        ids = self.run_ids()
+        rows: list[RunRow] = []
+        with self._index() as db:
+            known = {r[0]: r for r in db.execute("SELECT * FROM runs")}
+            for run_id in ids:
+                run_dir = self.runs_dir / run_id
+                if run_id in known:
+                    rows.append(_row_from_db(known[run_id]))
+                elif (run_dir / RECORD_NAME).is_file():
+                    try:
+                        record = load_record((run_dir / RECORD_NAME).read_bytes())
+                    except CapsuleInvalid:
+                        rows.append(RunRow(run_id, "", "invalid", "run", "?", None, None))
+                        continue
+                    _index_put(db, record)
+                    rows.append(_row_from_record(record))
+                else:
+                    rows.append(_unsealed_row(run_dir))
+        return rows
+
+    def resolve(self, ref: str) -> LoadedRun:
+        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar.
+
+        Raises:
+            NotFoundError: nothing matches. UsageError: an ambiguous prefix.
+            CapsuleInvalid: a capsule file that fails verification.
+        """
+        path = Path(ref)
+        if ref.endswith(".tar") or path.is_file():
+            return self.open_capsule(path)
+        if path.is_dir() and (path / RECORD_NAME).is_file():
+            return LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+        sealed = [r for r in self.run_ids() if (self.runs_dir / r / RECORD_NAME).is_file()]
+        m = re.fullmatch(r"latest(?:~(\d+))?", ref)
+        if m:
+            back = int(m.group(1) or 0)
+            if back >= len(sealed):
+                raise NotFoundError(
+                    f"{ref}: the store has {len(sealed)} complete run(s)",
+                    hint="run something with `repro run`, or see `repro ls`",
+                )
+            return self.load_run(sealed[-1 - back])
+        if ref in self.run_ids():
+            return self.load_run(ref)
+        matches = [r for r in sealed if r.startswith(ref)]
+        if len(matches) == 1:
+            return self.load_run(matches[0])
+        if len(matches) > 1:
+            raise UsageError(f"run ref {ref!r} is ambiguous: {', '.join(matches[:5])}")
+        raise NotFoundError(f"no run matches {ref!r}", hint="`repro ls` lists the runs; refs can also be capsule files")
+
+    def open_capsule(self, path: Path) -> LoadedRun:
+        """Verify a capsule tar and extract it to a scratch directory.
+
+        Raises:
+            CapsuleInvalid: corrupt, truncated, tampered or unsafe.
+        """
+        scratch = Path(tempfile.mkdtemp(prefix="repro-capsule-"))
+        try:
+            verified = verify_tar(path, extract_to=scratch)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        return LoadedRun(verified.record, path.resolve(), scratch, from_capsule=True)
+
+    def import_run(self, loaded: LoadedRun) -> LoadedRun:
+        """Copy an extracted capsule into this store (blobs and record); idempotent."""
+        self.ensure()
+        for digest in loaded.record.blobs():
+            if not self.has_blob(digest):
+                self.put_file(loaded.blob_path(digest), digest)
+        run_dir = self.runs_dir / loaded.record.id
+        if not (run_dir / RECORD_NAME).is_file():
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
+            with self._index() as db:
+                _index_put(db, loaded.record)
+        return self.load_run(loaded.record.id)
+
+    def remove_run(self, run_id: str) -> None:
+        shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)
+        with self._index() as db:
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
+    # ------------------------------------------------------------------ index
+
+    @contextlib.contextmanager
+    def _index(self) -> Iterator[sqlite3.Connection]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.dir / "index.sqlite", timeout=30)
+        try:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created TEXT, status TEXT, "
+                "kind TEXT, command TEXT, duration REAL, backend TEXT, parent TEXT)"
+            )
+            with db:
+                yield db
+        finally:
+            db.close()
+
+
+def _index_put(db: sqlite3.Connection, record: Record) -> None:
+    row = _row_from_record(record)
+    db.execute(
+        "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (row.id, row.created, row.status, row.kind, row.command, row.duration_s, row.backend, row.parent),
+    )
+
+
+def _row_from_record(record: Record) -> RunRow:
+    return RunRow(
+        id=record.id,
+        created=record.created,
+        status=record.results.status,
+        kind=record.kind,
+        command=" ".join(record.command.argv),
+        duration_s=record.results.duration_s,
+        backend=record.backend.name,
+        parent=record.parent,
+    )
+
+
+def _row_from_db(row: tuple) -> RunRow:  # type: ignore[type-arg]
+    return RunRow(
+        id=row[0], created=row[1], status=row[2], kind=row[3], command=row[4],
+        duration_s=row[5], backend=row[6], parent=row[7],
+    )  # fmt: skip
+
+
+def _unsealed_row(run_dir: Path) -> RunRow:
+    marker = run_dir / "running.json"
+    info: dict = {}  # type: ignore[type-arg]
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads(marker.read_text())
+    status = "running" if _alive(info.get("pid")) else "incomplete"
+    return RunRow(
+        id=run_dir.name,
+        created=info.get("started", ""),
+        status=status,
+        kind="run",
+        command=" ".join(info.get("argv", [])),
+        duration_s=None,
+        backend=None,
+    )
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,125 @@
+"""Rendering of run records: the `run` summary line, `ls` table, `show` summary."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from repro import ui
+from repro.capsule import Record
+from repro.store import RunRow
+
+_STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
+                  "running": "blue", "invalid": "red"}  # fmt: skip
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return os.path.relpath(path, Path.cwd()) if path.is_relative_to(root) else str(path)
+    except ValueError:
+        return str(path)
+
+
+def run_summary_dict(record: Record, capsule: Path) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "status": record.results.status,
+        "exit_code": record.results.exit_code,
+        "duration_s": record.results.duration_s,
+        "capsule": str(capsule),
+        "backend": record.backend.name,
+        "mode": record.determinism.mode,
+        "seed": record.seeds.master,
+        "outputs": [{"path": o.path, "size": o.size, "hash": o.hash} for o in record.results.outputs],
+        "metrics": record.results.final_metrics,
+        "warnings": record.warnings,
+        "parent": record.parent,
+    }
+
+
+def run_summary_line(record: Record, capsule: Path, root: Path) -> str:
+    res = record.results
+    status = ui.style(res.status, _STATUS_COLOUR.get(res.status, "bold"))
+    outs = f", {len(res.outputs)} output file(s)" if res.outputs else ""
+    return f"run {record.id} {status} in {res.duration_s or 0:.1f}s{outs} · record {_rel(capsule, root)}"
+
+
+def ls_table(rows: list[RunRow]) -> str:
+    body = []
+    for r in rows:
+        duration = f"{r.duration_s:.1f}s" if r.duration_s is not None else "-"
+        created = r.created.replace("T", " ")[:19]
+        command = r.command if len(r.command) <= 48 else r.command[:45] + "..."
+        kind = f" ({r.kind} of {r.parent})" if r.parent else ""
+        body.append([r.id, created, r.status + kind, r.backend or "-", duration, command])
+    return ui.table(body, ["ID", "CREATED (UTC)", "STATUS", "BACKEND", "DURATION", "COMMAND"])
+
+
+def ls_dicts(rows: list[RunRow]) -> list[dict[str, Any]]:
+    return [
+        {"id": r.id, "created": r.created, "status": r.status, "kind": r.kind, "parent": r.parent,
+         "backend": r.backend, "duration_s": r.duration_s, "command": r.command}
+        for r in rows
+    ]  # fmt: skip
+
+
+def show_text(record: Record) -> str:
+    """A human summary of a record, one fact per line."""
+    r = record
+    lines: list[tuple[str, str]] = []
+    res = r.results
+    head = f"{ui.style(res.status, _STATUS_COLOUR.get(res.status, 'bold'))} (exit {res.exit_code}, "
+    head += f"{res.duration_s or 0:.1f}s, backend {r.backend.name})"
+    lines.append(("run", f"{r.id}  {head}" + (f"  {r.kind} of {r.parent}" if r.parent else "")))
+    lines.append(("command", " ".join(r.command.argv) + (f"   (cwd {r.command.cwd})" if r.command.cwd != "." else "")))
+    if r.command.params:
+        lines.append(("params", ", ".join(f"{k}={v}" for k, v in r.command.params.items())))
+    c = r.code
+    if c.kind == "git":
+        commit = (c.commit or "no commit")[:10]
+        dirty = ""
+        if c.dirty:
+            dirty = f", dirty ({'patch, ' if c.patch else ''}{len(c.untracked)} untracked)"
+        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {len(c.files)} files"
+                      + (f", remote {c.remote}" if c.remote else "")))  # fmt: skip
+    else:
+        lines.append(("code", f"snapshot of {len(c.files)} files"))
+    for item in r.data.inputs:
+        lines.append(("data", f"{item.path}: {len(item.files)} files, {ui.human_bytes(item.size)}, "
+                      f"xxh3 {item.digest[:16]}"))  # fmt: skip
+    d = r.deps
+    if d.lockfile:
+        torch = next((q for q in d.requirements if q.startswith("torch==")), None)
+        lines.append(("deps", f"{d.lockfile} ({len(d.requirements)} pinned{', ' + torch if torch else ''})"))
+    if d.image:
+        reuse = "reused" if d.image.reused else f"built in {d.image.build_seconds or 0:.0f}s"
+        lines.append(("image", f"{d.image.tag} ({(d.image.id or '')[:19]}, {reuse}), base {d.image.base}"))
+    seed_note = "drawn" if r.seeds.drawn else "given"
+    lines.append(("seed", f"{r.seeds.master} ({seed_note}); PYTHONHASHSEED {r.seeds.pythonhashseed}"))
+    m = r.determinism
+    knobs = f"mode {m.mode}"
+    if m.threads:
+        knobs += f", {m.threads} thread(s)"
+    if m.isa:
+        knobs += f", ISA {m.isa}"
+    lines.append(("determinism", knobs))
+    e = r.env
+    env = f"Python {e.python}, torch {e.torch or '-'}, {e.os}, {e.cpu_model or e.machine}"
+    if e.gpus:
+        env += f", {len(e.gpus)}× {e.gpus[0].get('name')}"
+    lines.append(("environment", env))
+    if res.final_metrics:
+        lines.append(("metrics", ", ".join(f"{k}={v:.6g}" for k, v in res.final_metrics.items())))
+    for o in res.outputs[:20]:
+        lines.append(("output", f"{o.path} ({ui.human_bytes(o.size)}, {o.hash[:16]})"))
+    if len(res.outputs) > 20:
+        lines.append(("output", f"… and {len(res.outputs) - 20} more"))
+    if res.status == "failed" and res.stderr_tail:
+        lines.append(("stderr", res.stderr_tail[-1]))
+    for w in r.warnings:
+        lines.append(("warning", w))
+    if r.redactions:
+        lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
+    width = max(len(k) for k, _ in lines)
+    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {v}" for k, v in lines)
