@@ -942,7 +942,9 @@ def _numbers_close(a: str, b: str, tol: Tolerance) -> tuple[bool, float | None]:
     """Whether two lines differ only in numbers within tolerance, and the largest difference.
 
     A printed decimal is a rounded value, so one unit in its last printed place is
-    allowed on top of the tolerance; integers get no such allowance.
+    allowed on top of the tolerance, but only where that unit is at most 1e-3 of the
+    value (about four significant digits): a coarse print such as ``0.8`` vs ``0.9``
+    proves nothing either way and counts as a difference. Integers get no allowance.
     """
     if _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
         return False, None
@@ -956,6 +958,8 @@ def _numbers_close(a: str, b: str, tol: Tolerance) -> tuple[bool, float | None]:
         delta = abs(fa - fb)
         largest = delta if largest is None else max(largest, delta)
         slack = max(_last_place(sa), _last_place(sb))
+        if slack > 1e-3 * max(abs(fa), abs(fb)):
+            slack = 0.0
         if not (tol.close(fa, fb) or (slack and delta <= slack + tol.atol + tol.rtol * abs(fa))):
             ok = False
     return ok, largest

@@ -500,6 +500,8 @@ def test_stdout_printed_numbers_within_tolerance(dirs: tuple[Path, Path]) -> Non
     assert near is not None and near.within_tolerance and near.max_abs == pytest.approx(1e-4)
     far = compare_stdout("loss 0.5123\n", "loss 0.5127\n", tol)
     assert far is not None and not far.within_tolerance
+    coarse = compare_stdout("loss 0.8\n", "loss 0.9\n", tol)
+    assert coarse is not None and not coarse.within_tolerance
     steps = compare_stdout("step 10\n", "step 11\n", tol)
     assert steps is not None and not steps.within_tolerance
     a, b = dirs

@@ -1,0 +1,352 @@
+"""Rendering of a `Verdict`: text for people, JSON for programs, Markdown for CI summaries.
+
+The text opens with the verdict and the one-line summary, so the answer is in the
+first two lines; the reasons and the sections that differ follow. Lines stay within
+100 columns. Colour goes through ``repro.ui.style``: only on a terminal, never with
+NO_COLOR.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict, worst_status
+from repro.ui import style
+
+WIDTH = 100
+MAX_TENSORS = 10  # differing tensors listed per output, largest difference first
+MAX_OUTPUTS = 30  # changed outputs listed; the rest are counted
+
+_HEAD = {
+    "identical": ("IDENTICAL", "green"),
+    "within_tolerance": ("WITHIN TOLERANCE", "green"),
+    "diverged": ("DIVERGED", "red"),
+    "failed": ("FAILED", "red"),
+}
+_MD_HEAD = {
+    "identical": "✅ Reproduced: identical",
+    "within_tolerance": "✅ Reproduced: within tolerance",
+    "diverged": "❌ Not reproduced: diverged",
+    "failed": "❌ Failed: the replay did not complete",
+}
+_MARK = {"changed": "~", "missing": "-", "added": "+", "same": "="}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _num(x: float | None) -> str:
+    """A difference for people: 3 significant digits, exponent when small or large."""
+    if x is None:
+        return "—"
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.2e}"
+
+
+def _val(v: Any, limit: int = 24) -> str:
+    if v is None:
+        text = "(none)"
+    elif isinstance(v, float):
+        text = f"{v:.8g}"
+    else:
+        text = str(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fit(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _short_hash(h: str | None) -> str:
+    return h[:12] if h else "—"
+
+
+def _tolerance(v: Verdict) -> str:
+    if v.tolerance is None:
+        return f"{v.mode} mode, bit for bit"
+    return f"{v.mode} mode, atol {v.tolerance.atol:g}, rtol {v.tolerance.rtol:g}"
+
+
+def _where(m: MetricDivergence) -> str:
+    return f"step {m.step}" if m.step is not None else f"value #{m.index + 1}"
+
+
+def _metric_text(m: MetricDivergence) -> str:
+    at = _where(m)
+    if m.kind == "value":
+        return f"{m.name} at {at}: {_val(m.original)} → {_val(m.replay)} (abs {_num(m.abs_diff)})"
+    if m.kind == "step":
+        return f"{m.name} value #{m.index + 1} logged at step {m.original} vs {m.replay}"
+    if m.kind == "missing":
+        side = "original" if m.replay is None else "replay"
+        return f"{m.name} is logged only in the {side} (from {at})"
+    return f"{m.name} series lengths differ: {m.original_count} vs {m.replay_count} rows (from {at})"
+
+
+def _worst_tensors(t: TensorReport) -> list[Any]:
+    return sorted(t.differing, key=lambda d: -(math.inf if math.isnan(d.max_abs) else d.max_abs))
+
+
+def _output_detail(o: OutputDiff) -> str:
+    if o.status == "missing":
+        return "missing from the replay"
+    if o.status == "added":
+        return "only in the replay"
+    if o.status == "same":
+        return "same"
+    t = o.tensors
+    if t is None:
+        return f"bytes differ ({o.note or 'not a tensor file'})"
+    parts = []
+    if t.differing:
+        worst = _worst_tensors(t)[0]
+        n = len(t.differing)
+        verb = "tensor differs" if n == 1 else "tensors differ"
+        parts.append(f"{n} {verb}, largest {worst.name} max abs {_num(worst.max_abs)}")
+    if t.mismatched:
+        parts.append(f"{len(t.mismatched)} shape/dtype/value mismatch{'es' * (len(t.mismatched) != 1)}")
+    if t.only_original or t.only_replay:
+        parts.append(f"{len(t.only_original)} only in original, {len(t.only_replay)} only in replay")
+    return "; ".join(parts) or "bytes differ, every tensor equal"
+
+
+# --------------------------------------------------------------------------- text
+
+
+def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False) -> str:
+    """The verdict for a terminal: head, summary, reasons, then each part that differs."""
+    paint = (lambda s, c: style(s, c)) if colour else (lambda s, c: s)
+    label, hue = _HEAD[verdict.status]
+    pair = f"{verdict.original or 'original'} → {verdict.replay or 'replay'}"
+    lines = [_fit(f"{paint(label, hue)}  {pair}  ({_tolerance(verdict)})"), _fit(verdict.summary)]
+    if verdict.reasons and len(verdict.reasons) > 1:
+        lines += ["", paint("Why", "bold")]
+        lines += [_fit(f"  ✗ {r}") for r in verdict.reasons]
+    lines += _outputs_text(verdict, paint, show_all)
+    if verdict.metrics is not None:
+        m = verdict.metrics
+        ok = paint("within tolerance", "green") if m.within_tolerance else paint("diverged", "red")
+        lines += ["", f"{paint('Metrics', 'bold')}  {ok}; {m.differing} value(s) differ"]
+        lines.append(_fit(f"  {_metric_text(m)}"))
+        if m.max_abs is not None:
+            lines.append(f"  largest difference {_num(m.max_abs)}")
+    if verdict.stdout is not None:
+        lines += _stdout_text(verdict.stdout, paint)
+    if verdict.notes:
+        lines += ["", paint("Notes", "bold")]
+        lines += [_fit(f"  • {n}") for n in verdict.notes]
+    return "\n".join(lines)
+
+
+def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
+    counts: dict[str, int] = {}
+    for o in v.outputs:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    if not v.outputs:
+        return ["", f"{paint('Outputs', 'bold')}  none recorded"]
+    tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    lines = ["", f"{paint('Outputs', 'bold')}  {len(v.outputs)} compared: {tally}"]
+    shown = v.outputs if show_all else v.changed_outputs
+    width = min(40, max((len(o.path) for o in shown), default=0))
+    for o in shown[:MAX_OUTPUTS]:
+        colour = "green" if o.within_tolerance else "red"
+        mark = paint(_MARK[o.status], colour)
+        detail = _output_detail(o)
+        if o.status == "changed" and o.tensors is None:
+            detail += f"  {_short_hash(o.original_hash)} → {_short_hash(o.replay_hash)}"
+        lines.append(_fit(f"  {mark} {o.path:<{width}}  {detail}"))
+        if o.tensors is not None:
+            lines += _tensor_lines(o.tensors, paint)
+    if len(shown) > MAX_OUTPUTS:
+        lines.append(f"  … and {len(shown) - MAX_OUTPUTS} more")
+    return lines
+
+
+def _tensor_lines(t: TensorReport, paint: Any) -> list[str]:
+    rows = []
+    for d in _worst_tensors(t)[:MAX_TENSORS]:
+        flag = paint("ok", "green") if d.within_tolerance else paint("over", "red")
+        shape = "[" + ", ".join(str(s) for s in d.shape) + "]"
+        rows.append(
+            f"      {_fit(d.name, 36):<36} {_fit(shape, 14):<14} {d.dtype:<9} "
+            f"{_num(d.max_abs):>9} {_num(d.max_rel):>9}  {flag}"
+        )
+    lines = []
+    if rows:
+        lines.append(f"      {'tensor':<36} {'shape':<14} {'dtype':<9} {'max abs':>9} {'max rel':>9}")
+        lines += rows
+        if len(t.differing) > MAX_TENSORS:
+            lines.append(f"      … and {len(t.differing) - MAX_TENSORS} more differing tensors")
+    for m in t.mismatched[:MAX_TENSORS]:
+        lines.append(_fit(f"      {m.name}: {m.reason} {m.original} → {m.replay}"))
+    for label, names in (("only in original", t.only_original), ("only in replay", t.only_replay)):
+        if names:
+            more = f" (+{len(names) - 5} more)" if len(names) > 5 else ""
+            lines.append(_fit(f"      {label}: {', '.join(names[:5])}{more}"))
+    return lines
+
+
+def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
+    ok = paint("within tolerance", "green") if s.within_tolerance else paint("differs", "red")
+    head = f"{paint('Stdout', 'bold')}  {ok} from line {s.line}; {s.differing} line(s) differ"
+    lines = ["", head]
+    lines.append(_fit(paint("  - ", "red") + (s.original if s.original is not None else "(no line)")))
+    lines.append(_fit(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)")))
+    return lines
+
+
+def render_check_text(verdicts: Sequence[Verdict], *, colour: bool = True) -> str:
+    """Several verdicts (run 1 against runs 2..N): an overall line, then each verdict."""
+    status = worst_status(verdicts)
+    label, hue = _HEAD[status]
+    head = f"{style(label, hue) if colour else label}  {len(verdicts) + 1} runs compared with the first"
+    parts = [head]
+    for v in verdicts:
+        parts += ["", render_text(v, colour=colour)]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def render_json(verdict: Verdict) -> dict[str, Any]:
+    """The verdict as a JSON-able dict (``json.dumps`` works with ``allow_nan=False``)."""
+    return verdict.to_dict()
+
+
+def render_check_json(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """Several verdicts as one JSON-able dict with the overall status first."""
+    return {"status": worst_status(verdicts), "runs": [v.to_dict() for v in verdicts]}
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _md(text: Any) -> str:
+    """A Markdown table cell: pipes escaped, newlines flattened."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: Any) -> str:
+    return f"`{_md(text).replace('`', '')}`"
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_markdown(verdict: Verdict, *, level: int = 3) -> str:
+    """The verdict as Markdown for a PR comment or a CI job summary: a checks table, then details."""
+    h = "#" * level
+    lines = [f"{h} {_MD_HEAD[verdict.status]}", ""]
+    pair = f"{_code(verdict.original or 'original')} → {_code(verdict.replay or 'replay')}"
+    lines.append(f"{pair} · {_tolerance(verdict)}")
+    lines += ["", f"> {_md(verdict.summary)}", ""]
+    lines += [_row(["", "check", "result", "detail"]), _row(["---"] * 4)]
+    lines += [_row(r) for r in _md_checks(verdict)]
+    changed = [o for o in verdict.outputs if o.status != "same"]
+    if changed:
+        lines += ["", f"{h}# Outputs that differ", ""]
+        lines += [
+            _row(["output", "status", "tensor", "shape", "dtype", "max abs", "max rel", ""]),
+            _row(["---"] * 8),
+        ]
+        for o in changed[:MAX_OUTPUTS]:
+            lines += _md_output_rows(o)
+        if len(changed) > MAX_OUTPUTS:
+            lines.append(f"\n… and {len(changed) - MAX_OUTPUTS} more")
+    if verdict.stdout is not None:
+        s = verdict.stdout
+        lines += ["", f"{h}# Stdout, line {s.line}", "", "```diff"]
+        lines.append(f"- {s.original if s.original is not None else '(no line)'}")
+        lines.append(f"+ {s.replay if s.replay is not None else '(no line)'}")
+        lines.append("```")
+    if verdict.notes:
+        lines += ["", f"{h}# Notes", ""]
+        lines += [f"- {n}" for n in verdict.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _mark(ok: bool) -> str:
+    return "✅" if ok else "❌"
+
+
+def _md_checks(v: Verdict) -> list[list[str]]:
+    rows = []
+    if v.status == "failed":
+        rows.append([_mark(False), "run", "failed", _md(v.reasons[0] if v.reasons else "")])
+    n, changed = len(v.outputs), v.changed_outputs
+    if not changed:
+        rows.append([_mark(True), "outputs", f"{n} identical", ""])
+    else:
+        ok = all(o.within_tolerance for o in changed) and v.mode != "strict"
+        first = changed[0]
+        detail = f"{_code(first.path)} {_md(_output_detail(first))}"
+        if len(changed) > 1:
+            detail += f" (+{len(changed) - 1} more)"
+        result = "within tolerance" if ok else "diverged"
+        rows.append([_mark(ok), "outputs", f"{len(changed)} of {n} differ, {result}", detail])
+    m = v.metrics
+    if m is None:
+        rows.append([_mark(True), "metrics", "equal", ""])
+    else:
+        ok = m.within_tolerance and v.mode != "strict"
+        rows.append([_mark(ok), "metrics", "within tolerance" if ok else "diverged", _md(_metric_text(m))])
+    s = v.stdout
+    if s is None:
+        rows.append([_mark(True), "stdout", "equal", ""])
+    else:
+        ok = s.within_tolerance and v.mode != "strict"
+        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", f"from line {s.line}"])
+    return rows
+
+
+def _md_output_rows(o: OutputDiff) -> list[str]:
+    t = o.tensors
+    path = _code(o.path)
+    if t is None:
+        return [_row([path, o.status, "", "", "", "", "", _md(_output_detail(o))])]
+    rows = []
+    for d in _worst_tensors(t)[:MAX_TENSORS]:
+        shape = "[" + ", ".join(str(s) for s in d.shape) + "]"
+        rows.append(
+            _row(
+                [
+                    path,
+                    o.status,
+                    _code(d.name),
+                    shape,
+                    d.dtype,
+                    _num(d.max_abs),
+                    _num(d.max_rel),
+                    _mark(d.within_tolerance),
+                ]
+            )
+        )
+    for m in t.mismatched[:MAX_TENSORS]:
+        rows.append(
+            _row(
+                [path, o.status, _code(m.name), "", "", "", "", _md(f"{m.reason}: {m.original} → {m.replay}")]
+            )
+        )
+    for label, names in (("only in original", t.only_original), ("only in replay", t.only_replay)):
+        for name in names[:MAX_TENSORS]:
+            rows.append(_row([path, o.status, _code(name), "", "", "", "", label]))
+    return rows or [_row([path, o.status, "", "", "", "0", "0", "bytes differ, every tensor equal"])]
+
+
+def render_check_markdown(verdicts: Sequence[Verdict]) -> str:
+    """Several verdicts as one Markdown document: an overview table, then each verdict."""
+    status = worst_status(verdicts)
+    lines = [f"## {_MD_HEAD[status]}", "", _row(["run", "against", "verdict", "summary"]), _row(["---"] * 4)]
+    for v in verdicts:
+        lines.append(_row([_code(v.replay), _code(v.original), v.status, _md(v.summary)]))
+    body = "\n".join(lines) + "\n"
+    return body + "".join("\n" + render_markdown(v, level=3) for v in verdicts if v.status != "identical")
