@@ -657,6 +657,12 @@ def _diff_code(a: Record, b: Record, read: _SafeReader, with_patch: bool) -> Sec
         else:
             changes += _patch_changes(pa or "", pb or "", patches if with_patch else None)
 
+    if [c.key for c in changes] == ["dirty"]:
+        # The flag alone, with identical commit, patch and files, does not change what ran:
+        # files outside the captured code (declared data, outputs) make git report dirty.
+        side = "B" if cb.dirty else "A"
+        notes.append(f"working tree marked dirty only in {side}; the recorded code is identical")
+        changes = []
     files = [c for c in changes if c.scope in ("file", "untracked", "patch")]
     parts = []
     commit = next((c for c in changes if c.key == "commit"), None)

@@ -577,3 +577,14 @@ def test_plot_without_metrics_is_a_usage_error(tmp_path: Path):
 
     with pytest.raises(UsageError, match="metric series"):
         plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
+
+
+def test_dirty_flag_alone_is_a_note_not_a_difference(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.code.dirty = True  # e.g. new, untracked data files make git report a dirty tree
+    result = diff_records(a, b, blobs)
+    assert not result.differs
+    assert result.section("code").notes == [
+        "working tree marked dirty only in B; the recorded code is identical"
+    ]
