@@ -105,7 +105,7 @@ def test_code_flag_adds_the_unified_diff(project: Path, capsys: pytest.CaptureFi
 
 def test_exit_code_like_git_diff(project: Path, capsys: pytest.CaptureFixture[str]):
     assert repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--exit-code")[0] == 1
-    code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, LESLIE[:10], "--exit-code")
+    code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, LESLIE[:13], "--exit-code")
     assert code == 0
     assert out == f"No recorded differences between {LESLIE} and {LESLIE}.\n"
 
