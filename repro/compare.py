@@ -748,19 +748,23 @@ def _diff_values(name: str, ea: _Entry, eb: _Entry, tol: Tolerance) -> TensorDif
     for start in range(0, max(numel, 1), _CHUNK):
         stop = min(numel, start + _CHUNK)
         x, y = _chunk(ea.value, start, stop), _chunk(eb.value, start, stop)
-        both_nan = np.isnan(x) & np.isnan(y)
-        same = (x == y) | both_nan
-        if bool(same.all()):
+        ne = x != y  # NaN != NaN: NaN positions are sorted out below, only where present
+        if not ne.any():
             continue
-        differing += int((~same).sum())
+        x, y = x[ne], y[ne]
+        both_nan = np.isnan(x) & np.isnan(y)
+        if both_nan.any():
+            x, y = x[~both_nan], y[~both_nan]
+            if not x.size:
+                continue
+        differing += int(x.size)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             delta = np.abs(x - y)
-            delta = np.where(same, 0.0, np.where(np.isnan(delta), np.inf, delta))
+            delta[np.isnan(delta)] = np.inf  # NaN against a number, or opposite infinities
             ref = np.abs(x)
-            rel = np.where(delta == 0, 0.0, delta / np.where(ref == 0, 0.0, ref))
-            rel = np.where(np.isnan(rel), np.inf, rel)
-            allowed = tol.atol + tol.rtol * ref
-            bad = ~same & ~(np.isfinite(delta) & (delta <= allowed))
+            rel = delta / ref  # inf where the reference is 0
+            rel[np.isnan(rel)] = np.inf
+            bad = ~(np.isfinite(delta) & (delta <= tol.atol + tol.rtol * ref))
         max_abs = max(max_abs, float(delta.max()))
         max_rel = max(max_rel, float(rel.max()))
         exceed = exceed or bool(bad.any())

@@ -510,3 +510,26 @@ def test_stdout_printed_numbers_within_tolerance(dirs: tuple[Path, Path]) -> Non
     )
     strict = compare_runs(side(a, stdout="loss 0.5123\n"), side(b, stdout="loss 0.5124\n"), "strict")
     assert strict.status == "diverged" and "stdout differs at line 1" in strict.summary
+
+
+def test_importing_compare_and_its_renderer_loads_neither_torch_nor_numpy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, repro.compare, repro.ui.verdict; "
+        "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_outputs_without_tensor_files_never_load_torch(dirs: tuple[Path, Path]) -> None:
+    a, b = dirs
+    (a / "x.txt").write_text("1")
+    (b / "x.txt").write_text("2")
+    opened: list[str] = []
+    original, replay = side(a), side(b)
+    original.open_output = lambda e: opened.append(e.path)  # type: ignore[func-returns-value]
+    assert compare_runs(original, replay, "gpu").status == "diverged"
+    assert opened == []
