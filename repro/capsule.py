@@ -195,6 +195,7 @@ class Record:
     results: ResultInfo = field(default_factory=ResultInfo)
     warnings: list[str] = field(default_factory=list)
     redactions: list[str] = field(default_factory=list)
+    verification: dict[str, Any] | None = None  # a replay's verdict against its parent
 
     def blobs(self) -> set[str]:
         """Every blob digest the record refers to."""

@@ -259,7 +259,11 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
     if image:
         record.deps.image = _image_info(image, store)
     record.results.started = now_iso()
-    result = backend.execute(spec, on_event)
+    try:
+        result = backend.execute(spec, on_event)
+    except Exception:
+        shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
+        raise
     record.results.finished = now_iso()
     collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
     store.seal(record, prepared.run_dir)

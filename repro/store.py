@@ -21,7 +21,7 @@ import secrets
 import shutil
 import sqlite3
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
@@ -84,7 +84,7 @@ class RunRow:
     duration_s: float | None
     backend: str | None
     parent: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    verdict: str | None = None  # a replay's verdict against its parent
 
 
 class Store:
@@ -280,7 +280,7 @@ class Store:
         try:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created TEXT, status TEXT, "
-                "kind TEXT, command TEXT, duration REAL, backend TEXT, parent TEXT)"
+                "kind TEXT, command TEXT, duration REAL, backend TEXT, parent TEXT, verdict TEXT)"
             )
             with db:
                 yield db
@@ -291,8 +291,9 @@ class Store:
 def _index_put(db: sqlite3.Connection, record: Record) -> None:
     row = _row_from_record(record)
     db.execute(
-        "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (row.id, row.created, row.status, row.kind, row.command, row.duration_s, row.backend, row.parent),
+        "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (row.id, row.created, row.status, row.kind, row.command, row.duration_s, row.backend, row.parent,
+         row.verdict),
     )
 
 
@@ -306,13 +307,14 @@ def _row_from_record(record: Record) -> RunRow:
         duration_s=record.results.duration_s,
         backend=record.backend.name,
         parent=record.parent,
+        verdict=(record.verification or {}).get("status"),
     )
 
 
 def _row_from_db(row: tuple) -> RunRow:  # type: ignore[type-arg]
     return RunRow(
         id=row[0], created=row[1], status=row[2], kind=row[3], command=row[4],
-        duration_s=row[5], backend=row[6], parent=row[7],
+        duration_s=row[5], backend=row[6], parent=row[7], verdict=row[8],
     )  # fmt: skip
 
 

@@ -93,7 +93,7 @@ class LocalBackend:
             exit_code=130 if interrupted else code,
             duration_s=time.monotonic() - start,
             interrupted=interrupted,
-            details={"python": sys.executable, "pid": proc.pid},
+            details={"python": sys.executable, "project_root": str(spec.project_root)},
         )
 
 

@@ -19,6 +19,8 @@ from repro.errors import ExitCode, ReproError
 _COMMAND_MODULES = [
     "repro.cli.run_cmd",
     "repro.cli.records_cmd",
+    "repro.cli.replay_cmd",
+    "repro.cli.diff_cmd",
 ]
 
 
@@ -57,7 +59,8 @@ for _name in _COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to the exit-code table."""
     try:
-        cli.main(args=argv, prog_name="repro", standalone_mode=False)
+        # Without standalone mode click returns the code of an `Exit` instead of raising it.
+        code = cli.main(args=argv, prog_name="repro", standalone_mode=False)
     except ReproError as e:
         ui.error(e.message, e.hint)
         return int(e.exit_code)
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         if _debug():
             raise
         return int(ExitCode.UNEXPECTED)
-    return int(ExitCode.OK)
+    return code if isinstance(code, int) else int(ExitCode.OK)
 
 
 def _debug() -> bool:

@@ -51,7 +51,7 @@ def ls_table(rows: list[RunRow]) -> str:
         duration = f"{r.duration_s:.1f}s" if r.duration_s is not None else "-"
         created = r.created.replace("T", " ")[:19]
         command = r.command if len(r.command) <= 48 else r.command[:45] + "..."
-        kind = f" ({r.kind} of {r.parent})" if r.parent else ""
+        kind = f" ({r.kind} of {r.parent}: {r.verdict or '?'})" if r.parent else ""
         body.append([r.id, created, r.status + kind, r.backend or "-", duration, command])
     return ui.table(body, ["ID", "CREATED (UTC)", "STATUS", "BACKEND", "DURATION", "COMMAND"])
 
@@ -59,7 +59,7 @@ def ls_table(rows: list[RunRow]) -> str:
 def ls_dicts(rows: list[RunRow]) -> list[dict[str, Any]]:
     return [
         {"id": r.id, "created": r.created, "status": r.status, "kind": r.kind, "parent": r.parent,
-         "backend": r.backend, "duration_s": r.duration_s, "command": r.command}
+         "backend": r.backend, "duration_s": r.duration_s, "command": r.command, "verdict": r.verdict}
         for r in rows
     ]  # fmt: skip
 

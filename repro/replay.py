@@ -1,0 +1,241 @@
+"""`repro replay`: restore a capsule's code, check its data, re-execute, compare → a Verdict.
+
+The replay is itself a run (kind "replay", parent = the original), sealed in the store,
+so `repro diff ORIGINAL REPLAY` works afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from repro import __version__
+from repro.backends.base import Event, OnEvent
+from repro.capsule import CodeInfo, FileEntry, Record, ResultInfo
+from repro.capture import deps
+from repro.capture.code import restore_code
+from repro.capture.data import Drift, check_data
+from repro.capture.env import host_env
+from repro.capture.secrets import REDACTED, Redactor
+from repro.compare import Side, Tolerance, Verdict, compare_runs
+from repro.config import Settings
+from repro.errors import DataDrift, UsageError
+from repro.hashing import HashCache
+from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
+from repro.store import LoadedRun, Store, new_run_id
+
+
+@dataclass
+class ReplayRequest:
+    ref: str
+    backend: str | None = None  # None: the recorded backend
+    data_root: Path | None = None
+    allow_data_drift: bool = False
+    atol: float | None = None
+    rtol: float | None = None
+    allow_world_size_change: bool = False
+    nproc_per_node: int | None = None
+
+
+@dataclass
+class ReplayOutcome:
+    original: Record
+    replay: Record
+    verdict: Verdict
+    drift: Drift | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def side(loaded: LoadedRun) -> Side:
+    """A run's results as the comparison sees them."""
+    record = loaded.record
+    rows: list[dict[str, object]] = []
+    raw = loaded.read_blob(record.results.metrics)
+    if raw:
+        for line in raw.decode("utf-8", "replace").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    stdout = (loaded.read_blob(record.results.logs.get("stdout")) or b"").decode("utf-8", "replace")
+    root = record.backend.details.get("project_root")
+    if root:  # where the code ran differs between a run and its replay; the text after it must not
+        stdout = stdout.replace(str(root), "<project>")
+
+    def open_output(entry: FileEntry) -> Path | None:
+        path = loaded.blob_path(entry.hash)
+        return path if entry.stored and path.is_file() else None
+
+    return Side(
+        label=record.id,
+        outputs=list(record.results.outputs),
+        open_output=open_output,
+        metrics=rows,
+        stdout=stdout,
+        exit_code=record.results.exit_code,
+        status=record.results.status,
+    )
+
+
+def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | None:
+    if atol is None and rtol is None:
+        return None
+    from repro.compare import tolerance_for
+
+    base = tolerance_for(mode)
+    return Tolerance(atol=base.atol if atol is None else atol, rtol=base.rtol if rtol is None else rtol)
+
+
+def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
+    """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
+
+    Raises:
+        DataDrift: the data differs and drift is not allowed.
+    """
+    if not original.data.inputs:
+        return None
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        drift = check_data(original.data.inputs, data_root, cache=cache)
+    if drift and not allow:
+        raise DataDrift(drift.changed, drift.missing, drift.extra)
+    return drift or None
+
+
+def replay_record(original: Record, settings: Settings) -> Record:
+    """The record of a replay: the original's inputs, a fresh id, this machine, no results."""
+    record = copy.deepcopy(original)
+    record.id = new_run_id()
+    record.created = now_iso()
+    record.kind = "replay"
+    record.parent = original.id
+    record.repro_version = __version__
+    record.results = ResultInfo()
+    record.warnings = []
+    record.data.undeclared = []
+    env, _ = host_env(Redactor(settings.secret_patterns), settings.env_allow)
+    record.env = env
+    record.deps.freeze = []
+    record.deps.site_fingerprint = None
+    record.backend.details = {}
+    return record
+
+
+def run_replay(
+    request: ReplayRequest,
+    store: Store,
+    settings: Settings,
+    on_event: OnEvent,
+    *,
+    code: CodeInfo | None = None,
+    kind: str = "replay",
+) -> ReplayOutcome:
+    """Replay a run and compare it with its record.
+
+    ``code`` replays other code (a capture of today's working tree, its files in the
+    store) instead of the recorded code — what `repro check --against` does.
+
+    Raises:
+        DataDrift: the recorded data changed (unless allowed).
+        UsageError: a world size change not allowed, redacted argv, unrestorable code.
+        BackendUnavailable: the backend cannot run here.
+    """
+    loaded = store.resolve(request.ref)
+    if loaded.from_capsule:
+        loaded = store.import_run(loaded)
+    original = loaded.record
+    notes: list[str] = []
+    if any(REDACTED in a for a in original.command.argv):
+        raise UsageError(
+            "the recorded command had secret values redacted; it cannot be replayed as recorded",
+            hint="pass secrets through environment variables, which the run inherits",
+        )
+    data_root = (request.data_root or store.root).resolve()
+    drift = check_recorded_data(original, data_root, store, request.allow_data_drift)
+    if drift:
+        notes.append(drift.describe() + " (allowed by --allow-data-drift)")
+
+    record = replay_record(original, settings)
+    record.kind = kind
+    if code is not None:
+        record.code = code
+    nproc = original.command.nproc_per_node
+    if request.nproc_per_node and request.nproc_per_node != nproc:
+        if not request.allow_world_size_change:
+            raise UsageError(
+                f"the run used {nproc} process(es); replaying with {request.nproc_per_node} changes the result",
+                hint="pass --allow-world-size-change to do it anyway (the verdict is then at best within_tolerance)",
+            )
+        notes.append(f"world size changed: {nproc} → {request.nproc_per_node}")
+        record.command.nproc_per_node = request.nproc_per_node
+
+    run_dir = store.begin_run(record.id, record.command.argv)
+    try:
+        root = _restore(record, store.blob_path if code is not None else loaded.blob_path, run_dir, notes)
+        lockfile = _restore_lock(original, loaded, run_dir)
+        outputs = list(original.results.output_roots) or ["outputs"]
+        data = [item.path for item in original.data.inputs]
+        base = (original.deps.image.base_id or original.deps.image.base) if original.deps.image else None
+        spec = build_spec(
+            record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
+            list(original.command.argv), data_root=data_root,
+        )  # fmt: skip
+        wanted = request.backend or original.backend.name
+        backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
+        if backend.name != original.backend.name:
+            notes.append(f"backend changed: {original.backend.name} → {backend.name}")
+        record.backend.requested = wanted
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    prepared = Prepared(record, spec, run_dir, {}, settings)
+    on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
+                           f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
+    execute(prepared, backend, store, on_event)
+    if backend.name == "local" and original.deps.freeze and record.deps.freeze:
+        changed = deps.freeze_diff(original.deps.freeze, record.deps.freeze)
+        if changed:
+            shown = "; ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
+            notes.append(f"installed packages differ from the record: {shown}")
+    if original.env.cpu_model != record.env.cpu_model:
+        notes.append(f"other CPU: {original.env.cpu_model} → {record.env.cpu_model}")
+    replayed = store.load_run(record.id)
+    verdict = compare_runs(
+        side(loaded), side(replayed), record.determinism.mode,
+        tolerance(record.determinism.mode, request.atol, request.rtol),
+    )  # fmt: skip
+    if any(n.startswith("world size changed") for n in notes) and verdict.status == "identical":
+        verdict.status = "within_tolerance"
+    verdict.notes += notes
+    shutil.rmtree(root, ignore_errors=True)
+    record.warnings += notes
+    record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
+    store.seal(record, run_dir)
+    return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:
+    """Write the record's code into a scratch directory next to the run."""
+    original = record
+    dest = run_dir / "code"
+    dest.mkdir(parents=True, exist_ok=True)
+    missing = restore_code(original.code, blob_path, dest)
+    script = next((a for a in original.command.argv[1:] if a.endswith(".py")), None)
+    if script and script in missing:
+        raise UsageError(f"the script {script} was not stored in the capsule; it cannot be replayed")
+    if missing:
+        notes.append(f"{len(missing)} code file(s) were not stored and are absent: {', '.join(missing[:5])}")
+    (dest / original.command.cwd).mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def _restore_lock(original: Record, loaded: LoadedRun, run_dir: Path) -> Path | None:
+    raw = loaded.read_blob(original.deps.lock_blob)
+    if raw is None:
+        return None
+    path = run_dir / "work" / "requirements.lock.txt"
+    path.write_bytes(raw)
+    return path
