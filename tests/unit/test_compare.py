@@ -530,6 +530,11 @@ def test_outputs_without_tensor_files_never_load_torch(dirs: tuple[Path, Path]) 
     (b / "x.txt").write_text("2")
     opened: list[str] = []
     original, replay = side(a), side(b)
-    original.open_output = lambda e: opened.append(e.path)  # type: ignore[func-returns-value]
+
+    def spy(e: FileEntry) -> Path | None:
+        opened.append(e.path)
+        return None
+
+    original.open_output = spy
     assert compare_runs(original, replay, "gpu").status == "diverged"
     assert opened == []
