@@ -1,0 +1,3 @@
+from repro.cli import run
+
+run()
