@@ -411,9 +411,10 @@ def _summary(v: Verdict) -> str:
     if v.status == "identical":
         return f"identical: {n} output{'s' * (n != 1)} byte-identical, metrics and stdout equal"
     if v.status == "within_tolerance":
-        changed = len(v.changed_outputs)
-        size = f"max abs difference {v.max_abs:.3g}" if v.max_abs is not None else "no numeric difference"
-        return f"within tolerance: {changed} of {n} outputs differ in value only, {size}"
+        parts = [f"{len(v.changed_outputs)} of {n} outputs"] if v.changed_outputs else []
+        parts += [name for name, part in (("metrics", v.metrics), ("stdout", v.stdout)) if part is not None]
+        size = f"max abs difference {v.max_abs:.3g}" if v.max_abs is not None else "no value differs"
+        return f"within tolerance: {', '.join(parts) or 'output bytes'} differ within tolerance; {size}"
     head = "failed" if v.status == "failed" else "diverged"
     if not v.reasons:
         return head
