@@ -1,0 +1,3 @@
+"""pytest plugin: reproducibility checks as a fixture."""
+
+from __future__ import annotations
