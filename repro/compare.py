@@ -358,7 +358,7 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[str]:
     elif original.failed:
         reasons.append(f"{original.label or 'the original'} {original.status}; the replay succeeded")
     for o in v.outputs:
-        if v.mode != "strict" and o.within_tolerance:
+        if o.status == "same" or (v.mode != "strict" and o.within_tolerance):
             continue
         reasons.append(_output_reason(o))
     m = v.metrics

@@ -112,6 +112,8 @@ def capture_code(
         capture.info.files.append(entry)
         if rel in untracked:
             capture.info.untracked.append(entry)
+    if capture.info.untracked:
+        capture.info.dirty = True
     if capture.info.excluded:
         capture.warnings.append(
             "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10])
@@ -156,7 +158,7 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
                 info.remote = strip_url_credentials(urls[0]) if urls else None
             tracked = cmd.ls_files("-z", "--cached").split("\0")
             untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
-            info.dirty = bool(patch) or bool([u for u in untracked if u]) or not has_head
+            info.dirty = bool(patch) or not has_head  # untracked code is added once it is filtered
     except git.GitCommandError as e:
         raise UsageError(f"git could not read {root}: {e.stderr.strip() or e}", hint="check `git status`") from e
     except (git.InvalidGitRepositoryError, ValueError) as e:

@@ -538,3 +538,14 @@ def test_outputs_without_tensor_files_never_load_torch(dirs: tuple[Path, Path]) 
     original.open_output = spy
     assert compare_runs(original, replay, "gpu").status == "diverged"
     assert opened == []
+
+
+def test_strict_reasons_name_only_the_parts_that_differ(tmp_path: Path) -> None:
+    same = FileEntry("outputs/model.pt", 3, "aa", False)
+
+    def side(stdout: str) -> Side:
+        return Side("x", [same], lambda e: None, [], stdout)
+
+    verdict = compare_runs(side("a\nb\n"), side("a\nc\n"), "strict")
+    assert verdict.status == "diverged"
+    assert verdict.reasons == ["stdout differs at line 2"]

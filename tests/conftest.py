@@ -1,0 +1,102 @@
+"""Shared fixtures: real git projects in temp dirs, and running the CLI in-process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "integration" / "scripts"
+REPO = Path(__file__).resolve().parent.parent
+QUICKSTART_LOCK = REPO / "recipes" / "quickstart" / "lockfiles" / "requirements.lock.txt"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e"}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+class Project:
+    """A temp project: a git repo with a script, data and (optionally) requirements."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def script(self, name: str, as_name: str | None = None) -> Path:
+        dest = self.root / (as_name or name)
+        shutil.copyfile(SCRIPTS / name, dest)
+        return dest
+
+    def commit(self, message: str = "work") -> str:
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-qm", message)
+        return git(self.root, "rev-parse", "HEAD").strip()
+
+    def points(self, rel: str = "data/points.csv", n: int = 96, seed: int = 3) -> Path:
+        import random
+
+        r = random.Random(seed)
+        rows = [f"{r.gauss(c * 2 - 1, 0.7):.5f},{r.gauss(1 - c * 2, 0.7):.5f},{c}" for c in (i % 2 for i in range(n))]
+        return self.write(rel, "\n".join(rows) + "\n")
+
+    def lock_torch(self) -> None:
+        """Declare torch==2.13.0 and reuse the repository's committed lock for it (same inputs)."""
+        self.write("requirements.in", "torch==2.13.0\n")
+        (self.root / "lockfiles").mkdir(exist_ok=True)
+        shutil.copyfile(QUICKSTART_LOCK, self.root / "lockfiles" / "requirements.lock.txt")
+
+    def repro(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+              timeout: float = 600) -> CliResult:  # fmt: skip
+        """Run the real `repro` command in a subprocess."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "repro", *args], cwd=cwd or self.root, capture_output=True, text=True,
+            env={**os.environ, "NO_COLOR": "1", **(env or {})}, timeout=timeout,
+        )  # fmt: skip
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    p = Project(root)
+    p.write(".gitignore", "outputs/\n")
+    p.commit("init")
+    return p
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Run `repro` in-process in a directory: returns exit code, stdout and stderr separately."""
+    from repro.cli import main
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    return invoke

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repro.capsule import Record
+from repro.errors import NotFoundError, UsageError
+from repro.store import Store, find_project_root, new_run_id
+
+
+def _seal(store: Store, run_id: str, status: str = "succeeded") -> Record:
+    record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
+    record.results.status = status
+    run_dir = store.begin_run(run_id, ["python", "t.py"])
+    store.seal(record, run_dir)
+    return record
+
+
+def test_run_ids_sort_by_time() -> None:
+    from datetime import datetime, timezone
+
+    a = new_run_id(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    b = new_run_id(datetime(2026, 1, 2, tzinfo=timezone.utc))
+    assert a < b
+
+
+def test_refs(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for rid in ("20260101-000000-aaaa", "20260102-000000-bbbb", "20260103-000000-bbbc"):
+        _seal(store, rid)
+    assert store.resolve("latest").record.id == "20260103-000000-bbbc"
+    assert store.resolve("latest~2").record.id == "20260101-000000-aaaa"
+    assert store.resolve("20260101").record.id == "20260101-000000-aaaa"
+    assert store.resolve(str(store.runs_dir / "20260102-000000-bbbb")).record.id == "20260102-000000-bbbb"
+    with pytest.raises(UsageError):
+        store.resolve("2026010")  # ambiguous
+    with pytest.raises(NotFoundError):
+        store.resolve("latest~3")
+    with pytest.raises(NotFoundError):
+        store.resolve("nope")
+
+
+def test_unsealed_run_is_listed_incomplete_and_not_latest(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    _seal(store, "20260101-000000-aaaa")
+    run_dir = store.begin_run("20260102-000000-bbbb", ["python", "t.py"])
+    (run_dir / "running.json").write_text('{"pid": 999999999, "argv": ["python", "t.py"]}')
+    statuses = {r.id: r.status for r in store.rows()}
+    assert statuses == {"20260101-000000-aaaa": "succeeded", "20260102-000000-bbbb": "incomplete"}
+    assert store.resolve("latest").record.id == "20260101-000000-aaaa"
+    with pytest.raises(NotFoundError) as e:
+        store.resolve("20260102-000000-bbbb")
+    assert "incomplete" in str(e.value)
+
+
+def test_blobs_are_stored_once(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.ensure()
+    a = store.put_bytes(b"same")
+    src = tmp_path / "f"
+    src.write_bytes(b"same")
+    assert store.put_file(src) == a
+    assert len(list(store.blobs_dir.rglob("*"))) == 2  # one fan-out dir, one blob
+
+
+def test_project_root_is_found_upward(tmp_path: Path) -> None:
+    (tmp_path / ".repro").mkdir()
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_project_root(deep) == tmp_path.resolve()
