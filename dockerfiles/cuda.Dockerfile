@@ -1,0 +1,22 @@
+# repro environment image, CUDA. Same offline build as the CPU image: the torch CUDA
+# wheels carry the CUDA libraries; the driver comes from the host through the engine's
+# GPU device requests (NVIDIA Container Toolkit). Code and data are mounted at run time.
+FROM {{base}}
+ENV LANG=C.UTF-8 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PIP_NO_INDEX=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+RUN python3 -m venv /opt/venv
+COPY wheelhouse/ /opt/repro-build/wheelhouse/
+COPY requirements.lock /opt/repro-build/requirements.lock
+RUN if grep -q '==' /opt/repro-build/requirements.lock; then \
+        pip install --no-index --require-hashes --find-links /opt/repro-build/wheelhouse \
+            -r /opt/repro-build/requirements.lock; \
+    fi \
+ && rm -rf /opt/repro-build
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp

@@ -1,0 +1,127 @@
+"""`repro base-image`: a minimal Debian base image from packages, for engines with no registry.
+
+debootstrap installs a minimal Debian (python3, python3-venv) into a temporary
+directory, which is tarred and imported into the engine as an image. Only the Debian
+package mirror has to be reachable; no container registry is involved.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.config import DEFAULT_BASE_IMAGE
+from repro.errors import BackendUnavailable, BuildError
+
+DEFAULT_SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+PACKAGES = ("python3", "python3-venv")
+IMAGE_CHANGES = [
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "ENV LANG=C.UTF-8",
+    'CMD ["python3"]',
+]
+# Left out of the image: package caches and lists, logs, documentation.
+_PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "var/log", "usr/share/doc", "usr/share/man")
+
+
+@dataclass
+class BaseImage:
+    """The base image `repro base-image` made."""
+
+    id: str
+    tag: str
+    suite: str
+    seconds: float
+
+
+def check_prerequisites() -> str:
+    """The debootstrap executable's path, if this process may run it.
+
+    Raises:
+        BackendUnavailable: not root, or debootstrap is not installed.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        raise BackendUnavailable(
+            "making a base image needs root (debootstrap creates device files and owners)",
+            hint="run it as root: `sudo .venv/bin/repro base-image`, or `make docker-up`",
+        )
+    path = shutil.which("debootstrap")
+    if path is None:
+        raise BackendUnavailable(
+            "debootstrap is not installed",
+            hint="install it (`apt-get install debootstrap`), or run `make docker-up`, which does",
+        )
+    return path
+
+
+def _run(argv: list[str], on_line: Callable[[str], None] | None, what: str) -> None:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    tail: list[str] = []
+    with proc.stdout:
+        for line in proc.stdout:
+            tail = (tail + [line.rstrip()])[-20:]
+            if on_line:
+                on_line(line.rstrip())
+    if proc.wait() != 0:
+        raise BuildError(
+            f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail),
+            hint="check that the Debian mirror is reachable (--mirror or $REPRO_DEBIAN_MIRROR)",
+        )
+
+
+def bootstrap(root: Path, suite: str, mirror: str, on_line: Callable[[str], None] | None = None) -> None:
+    """Install a minimal Debian ``suite`` with python3 and python3-venv into ``root``.
+
+    Raises:
+        BackendUnavailable: not root, or no debootstrap.
+        BuildError: debootstrap failed.
+    """
+    debootstrap = check_prerequisites()
+    argv = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}", suite, str(root), mirror]
+    _run(argv, on_line, "debootstrap")
+    for rel in _PRUNE:
+        target = root / rel
+        if target.is_dir():
+            for child in target.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+
+
+def make_base_image(
+    tag: str = DEFAULT_BASE_IMAGE,
+    suite: str = DEFAULT_SUITE,
+    mirror: str | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> BaseImage:
+    """debootstrap a minimal Debian, import it into the engine as ``tag`` and return its id.
+
+    Raises:
+        BackendUnavailable: not root, no debootstrap, or no engine answers.
+        BuildError: debootstrap, tar or the import failed.
+    """
+    from repro.backends.docker import import_rootfs
+
+    start = time.monotonic()
+    mirror = mirror or os.environ.get("REPRO_DEBIAN_MIRROR") or DEFAULT_MIRROR
+    check_prerequisites()
+    scratch = Path(os.environ.get("REPRO_TMPDIR") or tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(prefix="repro-base-", dir=scratch) as tmp:
+        root = Path(tmp) / "rootfs"
+        root.mkdir()
+        bootstrap(root, suite, mirror, on_line)
+        archive = Path(tmp) / "rootfs.tar"
+        _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(archive), "."], on_line, "tar")
+        if on_line:
+            on_line(f"importing {archive.stat().st_size // (1 << 20)} MiB rootfs as {tag}")
+        image_id = import_rootfs(archive, tag, IMAGE_CHANGES)
+    return BaseImage(id=image_id, tag=tag, suite=suite, seconds=time.monotonic() - start)

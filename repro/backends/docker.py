@@ -1,0 +1,579 @@
+"""The Docker backend: build or reuse the run's image offline, then run the command in it.
+
+The only module that imports the ``docker`` SDK. Engine and transport errors become
+repro errors here (no engine → BackendUnavailable, exit 3; a failed build → BuildError),
+chained with ``from e``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import DeviceRequest
+
+from repro import images
+from repro.backends.base import (
+    PROJECT_ENV,
+    RUNTIME_ENV_DIR,
+    Event,
+    OnEvent,
+    RunResult,
+    RunSpec,
+    launch_argv,
+    runtime_source,
+)
+from repro.config import DEFAULT_BASE_IMAGE
+from repro.errors import BackendUnavailable, BuildError, ReproError
+
+ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
+BASE_HINT = "make one with `repro base-image` (or `make docker-up`), or set image.base in repro.yaml"
+GPU_HINT = "install the NVIDIA Container Toolkit for this engine, or run without --gpus"
+
+# Where things appear inside the container.
+WORK = "/work"
+INJECT = "/opt/repro/inject"
+LIB = "/opt/repro/lib"
+RUNTIME = "/opt/repro/run"
+FALLBACK_UID = 1000  # the container user when the host user is root
+STOP_TIMEOUT_S = 10
+LABEL_RUN = "org.repro.run-id"
+_TAIL = 20
+
+
+# --------------------------------------------------------------------------- engine access
+
+
+@contextmanager
+def _translated(action: str) -> Iterator[None]:
+    """Turn docker SDK and transport errors raised inside the block into repro errors."""
+    try:
+        yield
+    except ReproError:
+        raise
+    except (requests.exceptions.ConnectionError, ConnectionError) as e:
+        raise BackendUnavailable(
+            f"the Docker engine stopped answering while {action}", hint=ENGINE_HINT
+        ) from e
+    except requests.exceptions.Timeout as e:
+        raise BackendUnavailable(f"the Docker engine timed out while {action}", hint=ENGINE_HINT) from e
+    except docker.errors.APIError as e:
+        explanation = str(e.explanation or e)
+        if "could not select device driver" in explanation or "nvidia" in explanation.lower():
+            raise BackendUnavailable(
+                f"the Docker engine cannot give GPUs: {explanation}", hint=GPU_HINT
+            ) from e
+        raise BackendUnavailable(
+            f"the Docker engine refused {action}: {explanation}", hint=ENGINE_HINT
+        ) from e
+    except docker.errors.DockerException as e:
+        raise BackendUnavailable(f"Docker failed while {action}: {e}", hint=ENGINE_HINT) from e
+
+
+@contextmanager
+def engine(timeout: float = 60) -> Iterator[docker.DockerClient]:
+    """A connected Docker client, closed on exit; engine errors inside become repro errors.
+
+    Raises:
+        BackendUnavailable: no engine answers (DOCKER_HOST or the default socket).
+    """
+    try:
+        client = docker.from_env(timeout=timeout)
+    except docker.errors.DockerException as e:
+        where = os.environ.get("DOCKER_HOST") or "the default socket"
+        raise BackendUnavailable(f"no Docker engine answers at {where}", hint=ENGINE_HINT) from e
+    try:
+        with _translated("talking to it"):
+            yield client
+    finally:
+        client.close()
+
+
+def engine_available(timeout: float = 2.0) -> bool:
+    """Whether a Docker engine answers a ping within ``timeout`` seconds (for ``--backend auto``)."""
+    try:
+        client = docker.from_env(timeout=timeout)
+    except docker.errors.DockerException:
+        return False
+    try:
+        return bool(client.ping())
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def resolve_base(client: docker.DockerClient, ref: str) -> str:
+    """The immutable id of base image ``ref`` (a tag, or an id that must exist).
+
+    Raises:
+        BackendUnavailable: the engine has no such image.
+    """
+    try:
+        return str(client.api.inspect_image(ref)["Id"])
+    except docker.errors.ImageNotFound as e:
+        raise BackendUnavailable(f"the Docker engine has no base image {ref}", hint=BASE_HINT) from e
+
+
+def _image_id(client: docker.DockerClient, ref: str) -> str | None:
+    try:
+        return str(client.api.inspect_image(ref)["Id"])
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
+    """Import a root filesystem tar as image ``tag`` (``docker import``); returns the image id.
+
+    Raises:
+        BackendUnavailable: no engine answers.
+        BuildError: the engine rejected the archive.
+    """
+    repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
+    with engine(timeout=600) as client:
+        try:
+            client.api.import_image_from_file(
+                str(archive), repository=repository, tag=version, changes=changes
+            )
+        except docker.errors.APIError as e:
+            raise BuildError(f"the engine could not import {archive.name}: {e.explanation or e}") from e
+        image_id = _image_id(client, tag)
+    if image_id is None:
+        raise BuildError(f"the import finished but no image {tag} exists")
+    return image_id
+
+
+# --------------------------------------------------------------------------- images
+
+
+@dataclass
+class Built:
+    """The environment image a run uses (ImageInfo fields plus the rendered Dockerfile)."""
+
+    id: str
+    tag: str
+    base: str
+    base_id: str
+    template: str
+    dockerfile_text: str
+    reused: bool
+    build_seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tag": self.tag,
+            "base": self.base,
+            "base_id": self.base_id,
+            "template": self.template,
+            "dockerfile_text": self.dockerfile_text,
+            "reused": self.reused,
+            "build_seconds": self.build_seconds,
+        }
+
+
+def ensure_image(
+    client: docker.DockerClient,
+    lockfile: Path | None,
+    base: str,
+    template: str,
+    on_event: OnEvent,
+) -> Built:
+    """Reuse the image whose tag is the hash of its inputs, or build it offline.
+
+    Raises:
+        BackendUnavailable: no base image ``base``.
+        BuildError: the lockfile cannot be satisfied, or the build failed.
+    """
+    base_id = base if images.is_image_id(base) else resolve_base(client, base)
+    if images.is_image_id(base):
+        resolve_base(client, base_id)  # a recorded id must exist in this engine
+    lock = lockfile.read_bytes() if lockfile is not None else b""
+    dockerfile = images.render_dockerfile(template, base_id)
+    tag = images.image_tag(dockerfile, lock, base_id)
+    existing = _image_id(client, tag)
+    if existing is not None:
+        on_event(Event("info", f"reusing image {tag}"))
+        return Built(existing, tag, base, base_id, template, dockerfile, True, 0.0)
+    start = time.monotonic()
+    wheels: list[Path] = []
+    if lockfile is not None:
+        wheels = images.prepare_wheelhouse(lockfile, on_line=lambda line: on_event(Event("build", line)))
+    on_event(Event("info", f"building image {tag} from {base} ({len(wheels)} wheels)"))
+    labels = images.image_labels(lock, base_id, template)
+    with tempfile.TemporaryFile(prefix="repro-context-") as context:
+        images.write_context(context, dockerfile, lock, wheels)
+        context.seek(0)
+        _build(client, context, tag, labels, on_event)
+    image_id = _image_id(client, tag)
+    if image_id is None:
+        raise BuildError(f"the build finished but no image {tag} exists")
+    return Built(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+
+
+def _build(
+    client: docker.DockerClient, context: Any, tag: str, labels: dict[str, str], on_event: OnEvent
+) -> None:
+    tail: list[str] = []
+    try:
+        stream = client.api.build(
+            fileobj=context,
+            custom_context=True,
+            tag=tag,
+            labels=labels,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            network_mode="none",  # nothing inside the build reaches the network
+            decode=True,
+            timeout=None,
+        )
+        for chunk in stream:
+            if "error" in chunk or "errorDetail" in chunk:
+                message = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "")
+                raise BuildError(
+                    f"the image build failed: {message}\n" + "\n".join(tail[-_TAIL:]),
+                    hint="the lockfile must pin wheels for the image's Python (cp311 on bookworm)",
+                )
+            for line in str(chunk.get("stream", "")).splitlines():
+                if line.strip():
+                    tail = (tail + [line])[-_TAIL:]
+                    on_event(Event("build", line))
+    except docker.errors.APIError as e:
+        raise BuildError(f"the engine refused to build {tag}: {e.explanation or e}") from e
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class DockerBackend:
+    """Runs each command in a container built from the run's pinned inputs."""
+
+    name = "docker"
+
+    def __init__(self, base_image: str = DEFAULT_BASE_IMAGE) -> None:
+        self.base_image = base_image
+        self._built: dict[tuple[Any, ...], Built] = {}
+
+    def _key(self, spec: RunSpec) -> tuple[Any, ...]:
+        return (spec.lockfile, spec.base_image or self.base_image, images.template_for(spec.gpus))
+
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any]:
+        """Build or reuse the run's image; returns ImageInfo fields plus ``dockerfile_text``.
+
+        Raises:
+            BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
+            BuildError: the wheelhouse or the image build failed.
+        """
+        with engine() as client:
+            if spec.gpus:
+                _check_gpus(client)
+            built = ensure_image(
+                client,
+                spec.lockfile,
+                spec.base_image or self.base_image,
+                images.template_for(spec.gpus),
+                on_event,
+            )
+        self._built[self._key(spec)] = built
+        return built.as_dict()
+
+    def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
+        """Run the command in a fresh container, streaming its output; always removes it.
+
+        Raises:
+            BackendUnavailable: the engine went away, or GPUs were asked for and are absent.
+        """
+        built = self._built.get(self._key(spec))
+        if built is None:
+            self.prepare(spec, on_event)
+            built = self._built[self._key(spec)]
+        uid, gid = _container_user()
+        writable = _writable_dirs(spec)
+        for path in writable:
+            path.mkdir(parents=True, exist_ok=True)
+        _open_for(uid, gid, spec, writable)
+        config = _container_config(spec, built, uid, gid)
+        try:
+            with engine() as client:
+                return _run_container(client, config, spec, built, on_event)
+        finally:
+            _restore_owner(writable)
+
+
+def _check_gpus(client: docker.DockerClient) -> None:
+    runtimes = client.info().get("Runtimes") or {}
+    if "nvidia" not in runtimes:
+        raise BackendUnavailable(
+            "GPUs were asked for, but the Docker engine has no NVIDIA runtime", hint=GPU_HINT
+        )
+
+
+def _container_user() -> tuple[int, int]:
+    uid, gid = os.getuid(), os.getgid()
+    if uid == 0:
+        return FALLBACK_UID, FALLBACK_UID
+    return uid, gid
+
+
+def _writable_dirs(spec: RunSpec) -> list[Path]:
+    return [spec.runtime_dir, *(spec.project_root / rel for rel in spec.outputs)]
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chown(dirpath, uid, gid)
+        for name in filenames + dirnames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chown(path, uid, gid)
+
+
+def _open_for(uid: int, gid: int, spec: RunSpec, writable: list[Path]) -> None:
+    """Let the container user write the writable mounts and enter the read-only ones.
+
+    Only needed when the host user is root (the container never runs as root): the
+    writable dirs are handed to the container user for the run and taken back after.
+    """
+    if os.getuid() != 0:
+        return
+    for path in writable:
+        _chown_tree(path, uid, gid)
+    for path in (spec.project_root, spec.data_root or spec.project_root):
+        mode = path.stat().st_mode
+        if mode & 0o005 != 0o005:
+            path.chmod(mode | 0o005)
+
+
+def _restore_owner(writable: list[Path]) -> None:
+    if os.getuid() != 0:
+        return
+    for path in writable:
+        if path.exists():
+            _chown_tree(path, os.getuid(), os.getgid())
+
+
+def _in_work(rel: str) -> str:
+    return posixpath.normpath(posixpath.join(WORK, rel.replace(os.sep, "/")))
+
+
+def _mountpoint(host_parent: Path, rel: str, is_dir: bool) -> None:
+    """Make sure a nested mount's target exists under the read-only /work mount."""
+    target = host_parent / rel
+    if target.exists():
+        return
+    if is_dir:
+        target.mkdir(parents=True, exist_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+
+
+def _volumes(spec: RunSpec) -> dict[str, dict[str, str]]:
+    inject, lib = runtime_source()
+    volumes = {
+        str(spec.project_root.resolve()): {"bind": WORK, "mode": "ro"},
+        str(inject): {"bind": INJECT, "mode": "ro"},
+        str(lib / "repro"): {"bind": f"{LIB}/repro", "mode": "ro"},
+        str(spec.runtime_dir.resolve()): {"bind": RUNTIME, "mode": "rw"},
+    }
+    data_root = (spec.data_root or spec.project_root).resolve()
+    for rel in spec.data:
+        source = data_root / rel
+        if data_root != spec.project_root.resolve():
+            _mountpoint(spec.project_root, rel, source.is_dir())
+        volumes[str(source)] = {"bind": _in_work(rel), "mode": "ro"}
+    for rel in spec.outputs:
+        volumes[str((spec.project_root / rel).resolve())] = {"bind": _in_work(rel), "mode": "rw"}
+    return volumes
+
+
+def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
+    if not gpus:
+        return None
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if gpus.isdigit():
+        return [DeviceRequest(count=int(gpus), capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
+
+
+def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[str, Any]:
+    env = dict(spec.env)
+    env.update(
+        {
+            "PYTHONPATH": f"{INJECT}:{LIB}",
+            RUNTIME_ENV_DIR: RUNTIME,
+            PROJECT_ENV: WORK,
+            "HOME": "/tmp",
+        }
+    )
+    run_id = spec.env.get("REPRO_RUN_ID", "")
+    return {
+        "image": built.id,
+        "command": launch_argv(spec.argv, spec.nproc_per_node),
+        "environment": env,
+        "working_dir": _in_work(spec.workdir),
+        "user": f"{uid}:{gid}",
+        "hostname": "repro",
+        "labels": {LABEL_RUN: run_id} if run_id else {},
+        "name": f"repro-{run_id}" if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) else None,
+        "host_config": {
+            "binds": _volumes(spec),
+            "network_mode": "bridge" if spec.network else "none",
+            "shm_size": spec.shm_size,
+            "device_requests": _device_requests(spec.gpus),
+            "auto_remove": False,
+        },
+    }
+
+
+def _run_container(
+    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: Built, on_event: OnEvent
+) -> RunResult:
+    api = client.api
+    host_config = api.create_host_config(**config.pop("host_config"))
+    try:
+        container = api.create_container(host_config=host_config, **config)
+    except docker.errors.APIError as e:
+        if e.status_code != 409 or not config.get("name"):
+            raise
+        config["name"] = None  # a leftover container of the same name: run unnamed
+        container = api.create_container(host_config=host_config, **config)
+    cid = str(container["Id"])
+    details: dict[str, Any] = {
+        "container": cid[:12],
+        "image_id": built.id,
+        "image_tag": built.tag,
+        "user": config["user"],
+        "network": "bridge" if spec.network else "none",
+        "gpus": spec.gpus,
+        "shm_size": spec.shm_size,
+        "workdir": config["working_dir"],
+    }
+    start = time.monotonic()
+    try:
+        try:
+            _stream_output(api, cid, spec, on_event)
+            status = api.wait(cid, timeout=None)
+        except KeyboardInterrupt:
+            on_event(Event("info", "interrupted: stopping the container"))
+            _stop_quietly(api, cid)
+            return RunResult(
+                130, time.monotonic() - start, interrupted=True, details=details, image=built.as_dict()
+            )
+        duration = time.monotonic() - start
+        state = api.inspect_container(cid).get("State", {})
+        details["oom_killed"] = bool(state.get("OOMKilled"))
+        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built.as_dict())
+    finally:
+        _remove_quietly(api, cid)
+
+
+def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnEvent) -> None:
+    """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line."""
+    spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
+    pending = {"stdout": b"", "stderr": b""}
+    with open(spec.stdout_path, "wb") as out, open(spec.stderr_path, "wb") as err:
+        files = {"stdout": out, "stderr": err}
+        try:
+            api.start(cid)
+            for chunk_out, chunk_err in stream:
+                for name, data in (("stdout", chunk_out), ("stderr", chunk_err)):
+                    if not data:
+                        continue
+                    files[name].write(data)
+                    files[name].flush()
+                    *lines, pending[name] = (pending[name] + data).split(b"\n")
+                    for line in lines:
+                        on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        for name, rest in pending.items():
+            if rest:
+                on_event(Event("log", rest.decode(errors="replace").rstrip("\r"), name))
+
+
+def _stop_quietly(api: docker.APIClient, cid: str) -> None:
+    try:
+        api.stop(cid, timeout=STOP_TIMEOUT_S)
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        pass
+
+
+def _remove_quietly(api: docker.APIClient, cid: str) -> None:
+    try:
+        api.remove_container(cid, force=True, v=True)
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        pass
+
+
+# --------------------------------------------------------------------------- housekeeping
+
+
+@dataclass
+class ImageEntry:
+    """One repro-built image in the engine."""
+
+    id: str
+    tags: list[str]
+    size: int
+    created: str
+    labels: dict[str, str]
+
+
+def list_images() -> list[ImageEntry]:
+    """Every image in the engine that repro built (it carries the ``org.repro.lock-hash`` label).
+
+    Raises:
+        BackendUnavailable: no engine answers.
+    """
+    with engine() as client:
+        found = client.api.images(filters={"label": images.LABEL_LOCK})
+    return [
+        ImageEntry(
+            id=str(item["Id"]),
+            tags=[t for t in (item.get("RepoTags") or []) if t != "<none>:<none>"],
+            size=int(item.get("Size") or 0),
+            created=str(item.get("Created", "")),
+            labels=dict(item.get("Labels") or {}),
+        )
+        for item in found
+    ]
+
+
+def remove_images(keep: set[str], dry_run: bool = False) -> list[ImageEntry]:
+    """Remove repro-built images whose id and tags are not in ``keep``; returns those removed.
+
+    Raises:
+        BackendUnavailable: no engine answers.
+    """
+    doomed = [img for img in list_images() if img.id not in keep and not keep.intersection(img.tags)]
+    if dry_run or not doomed:
+        return doomed
+    removed: list[ImageEntry] = []
+    with engine() as client:
+        for img in doomed:
+            try:
+                client.api.remove_image(img.id, force=True)
+                removed.append(img)
+            except docker.errors.ImageNotFound:
+                removed.append(img)
+            except docker.errors.APIError:
+                continue  # still used by a container; left for the next gc
+    return removed

@@ -1,0 +1,150 @@
+"""`repro build`, `repro base-image`, `repro gc`: the Docker side of the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from repro import ui
+from repro.backends.base import Event
+from repro.errors import NotFoundError, ReproError
+
+# Lockfile names looked for at the project root when --lockfile is not given.
+LOCK_CANDIDATES = ("requirements.lock", "repro.lock", "lockfiles/requirements.lock")
+
+
+def _show_event(event: Event) -> None:
+    if event.kind == "info":
+        ui.info(event.text)
+    elif event.kind == "build":
+        ui.log_line(event.text, "stdout")
+    else:
+        ui.log_line(event.text, event.stream or "stdout")
+
+
+def _project_lockfile(root: Path) -> Path | None:
+    for name in LOCK_CANDIDATES:
+        if (root / name).is_file():
+            return root / name
+    return None
+
+
+@click.command("build")
+@click.option(
+    "--lockfile",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Hash-pinned lockfile to build from (default: the project's requirements.lock).",
+)
+@click.option(
+    "--base-image", default=None, help="Base image tag or id (default: image.base, repro-base:bookworm)."
+)
+@click.option("--gpus", is_flag=True, help="Build the CUDA template instead of the CPU one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the image record as JSON.")
+@click.pass_obj
+def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, as_json: bool) -> None:
+    """Build (or reuse) the environment image for the current lockfile, without running.
+
+    The image tag is the hash of the rendered Dockerfile, the lockfile and the base
+    image id: unchanged inputs reuse the image without building.
+    """
+    from repro.backends.docker import engine, ensure_image
+    from repro.images import template_for
+
+    root = app.store.root
+    lock = lockfile or _project_lockfile(root)
+    if lockfile is None and lock is None:
+        raise NotFoundError(
+            f"no lockfile in {root} (looked for {', '.join(LOCK_CANDIDATES)})",
+            hint="compile one with `repro lock`, or pass --lockfile",
+        )
+    base = base_image or app.settings.base_image
+    with engine() as client:
+        built = ensure_image(client, lock, base, template_for("all" if gpus else None), _show_event)
+    if as_json:
+        data = built.as_dict()
+        data.pop("dockerfile_text")
+        ui.json_out(data)
+        return
+    how = "reused" if built.reused else f"built in {built.build_seconds:.1f}s"
+    ui.out(f"{built.tag}  {built.id}  ({how})")
+
+
+@click.command("base-image")
+@click.option("--tag", default=None, help="Tag for the new image (default: image.base, repro-base:bookworm).")
+@click.option("--suite", default="bookworm", show_default=True, help="Debian suite to bootstrap.")
+@click.option(
+    "--mirror", default=None, help="Debian mirror (default: $REPRO_DEBIAN_MIRROR or deb.debian.org)."
+)
+@click.pass_obj
+def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> None:
+    """Make a minimal Debian base image from packages (debootstrap + import; needs root).
+
+    For engines that reach no container registry: only the Debian mirror is used.
+    Prints the new image's id.
+    """
+    from repro.backends.baseimage import make_base_image
+    from repro.config import DEFAULT_BASE_IMAGE
+
+    if tag is None:
+        tag = _settings_base(app) or DEFAULT_BASE_IMAGE
+    ui.info(f"making base image {tag} from Debian {suite} (debootstrap; a few minutes)")
+    made = make_base_image(tag=tag, suite=suite, mirror=mirror, on_line=lambda line: ui.log_line(line))
+    ui.info(f"{made.tag} made in {made.seconds:.0f}s")
+    ui.out(made.id)
+
+
+def _settings_base(app: Any) -> str | None:
+    # base-image may run before any project exists (make docker-up): settings are optional.
+    try:
+        return str(app.settings.base_image)
+    except ReproError:
+        return None
+
+
+@click.command("gc")
+@click.option(
+    "--images", "with_images", is_flag=True, help="Also remove repro-built images no kept run uses."
+)
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@click.pass_obj
+def gc(app: Any, with_images: bool, dry_run: bool) -> None:
+    """Remove incomplete runs; with --images, repro-built images that no kept run refers to."""
+    store = app.store
+    incomplete = [row.id for row in store.rows() if row.status == "incomplete"]
+    for run_id in incomplete:
+        if not dry_run:
+            store.remove_run(run_id)
+        ui.out(f"{'would remove' if dry_run else 'removed'} incomplete run {run_id}")
+    if not with_images:
+        if not incomplete:
+            ui.info("nothing to remove (pass --images to remove unused images too)")
+        return
+    from repro.backends.docker import remove_images
+
+    keep = _kept_images(store)
+    removed = remove_images(keep, dry_run=dry_run)
+    for img in removed:
+        name = ", ".join(img.tags) or img.id[:19]
+        ui.out(f"{'would remove' if dry_run else 'removed'} image {name} ({ui.human_bytes(img.size)})")
+    if not removed:
+        ui.info("no unused repro images")
+
+
+def _kept_images(store: Any) -> set[str]:
+    """Ids and tags of the images that sealed runs in the store recorded."""
+    keep: set[str] = set()
+    for run_id in store.run_ids():
+        try:
+            record = store.load_run(run_id).record
+        except ReproError:
+            continue  # incomplete or unreadable runs keep nothing alive
+        image = record.deps.image
+        if image is not None:
+            keep.update(v for v in (image.id, image.tag) if v)
+    return keep
+
+
+COMMANDS = [build, base_image, gc]

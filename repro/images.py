@@ -1,0 +1,321 @@
+"""Environment images without an engine: Dockerfile rendering, content tags, wheelhouse, context.
+
+An image is named by what goes into it: the rendered Dockerfile, the lockfile's bytes
+and the base image's immutable id. Unchanged inputs give the same tag, so an image
+that already carries the tag is reused without building. Builds are offline: the
+lockfile's wheels are fetched on the host into a shared wheelhouse, copied into the
+build context and installed with ``--no-index --require-hashes``.
+
+This module imports no docker; ``repro.backends.docker`` talks to the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import xxhash
+
+from repro import __version__
+from repro.errors import BuildError, NotFoundError
+
+TAG_REPO = "repro-env"
+TAG_HEX = 24
+LABEL_PREFIX = "org.repro."
+LABEL_LOCK = LABEL_PREFIX + "lock-hash"
+LABEL_BASE = LABEL_PREFIX + "base-id"
+LABEL_TEMPLATE = LABEL_PREFIX + "template"
+LABEL_VERSION = LABEL_PREFIX + "version"
+TEMPLATES = ("cpu", "cuda")
+LOCK_NAME = "requirements.lock"
+WHEELHOUSE_NAME = "wheelhouse"
+_BASE_MARK = "{{base}}"
+_SHA_CACHE = ".sha256.json"
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def templates_dir() -> Path:
+    """The directory holding the Dockerfile templates (the checkout's, else the package's).
+
+    Raises:
+        NotFoundError: neither exists (a broken installation).
+    """
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "dockerfiles", package / "templates"):
+        if (candidate / "cpu.Dockerfile").is_file():
+            return candidate
+    raise NotFoundError("the Dockerfile templates are missing from this installation", hint="reinstall repro")
+
+
+def template_for(gpus: str | None) -> str:
+    """The template a run needs: ``cuda`` when GPUs are asked for, else ``cpu``."""
+    return "cuda" if gpus else "cpu"
+
+
+def render_dockerfile(template: str, base: str) -> str:
+    """The Dockerfile text for ``template`` (cpu|cuda) built FROM ``base`` (a tag or an id).
+
+    Raises:
+        NotFoundError: an unknown template name.
+    """
+    if template not in TEMPLATES:
+        raise NotFoundError(f"unknown image template {template!r}", hint=f"one of: {', '.join(TEMPLATES)}")
+    text = (templates_dir() / f"{template}.Dockerfile").read_text()
+    return text.replace(_BASE_MARK, base)
+
+
+# --------------------------------------------------------------------------- tags and labels
+
+
+def _xxh(parts: Iterable[bytes]) -> str:
+    h = xxhash.xxh3_128()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def lock_hash(lock: bytes) -> str:
+    """xxh3-128 hex of the lockfile's bytes."""
+    return xxhash.xxh3_128(lock).hexdigest()
+
+
+def image_tag(dockerfile: str, lock: bytes, base_id: str) -> str:
+    """The content tag of an environment image: ``repro-env:<24 hex>`` of its three inputs."""
+    digest = _xxh([b"repro-image/1", dockerfile.encode(), lock, base_id.encode()])
+    return f"{TAG_REPO}:{digest[:TAG_HEX]}"
+
+
+def image_labels(lock: bytes, base_id: str, template: str) -> dict[str, str]:
+    """The labels every repro-built image carries."""
+    return {
+        LABEL_LOCK: lock_hash(lock),
+        LABEL_BASE: base_id,
+        LABEL_TEMPLATE: template,
+        LABEL_VERSION: __version__,
+    }
+
+
+def is_image_id(ref: str) -> bool:
+    """Whether ``ref`` is an immutable image id (``sha256:<64 hex>``) rather than a tag."""
+    return re.fullmatch(r"sha256:[0-9a-f]{64}", ref) is not None
+
+
+# --------------------------------------------------------------------------- lockfiles
+
+
+@dataclass
+class Pinned:
+    """One requirement of a hash-pinned lockfile."""
+
+    name: str
+    version: str
+    hashes: list[str] = field(default_factory=list)  # sha256 hex digests
+    text: str = ""  # the requirement as written, continuation lines joined
+
+    @property
+    def key(self) -> str:
+        """The normalised project name (PEP 503)."""
+        return re.sub(r"[-_.]+", "-", self.name).lower()
+
+
+_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
+
+
+def parse_lockfile(text: str) -> list[Pinned]:
+    """The pinned requirements of a pip-tools lockfile (options and comments are skipped).
+
+    Raises:
+        BuildError: a requirement that is not pinned with ``==`` or has no hash.
+    """
+    logical: list[str] = []
+    current = ""
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+        if line.rstrip().endswith("\\"):
+            current += line.rstrip()[:-1] + " "
+            continue
+        current += line
+        if current.strip():
+            logical.append(current.strip())
+        current = ""
+    if current.strip():
+        logical.append(current.strip())
+    pinned: list[Pinned] = []
+    for entry in logical:
+        if entry.startswith("-"):
+            continue  # --index-url, --find-links, ...: the build ignores indexes
+        match = _REQ.match(entry)
+        if not match:
+            raise BuildError(
+                f"lockfile entry is not pinned with '==': {entry[:80]}",
+                hint="compile the lockfile with `repro lock` (pip-compile --generate-hashes)",
+            )
+        hashes = re.findall(r"--hash[= ]sha256:([0-9a-f]{64})", entry)
+        if not hashes:
+            raise BuildError(
+                f"lockfile entry has no --hash: {match.group(1)}",
+                hint="compile the lockfile with `repro lock` (pip-compile --generate-hashes)",
+            )
+        pinned.append(Pinned(name=match.group(1), version=match.group(3), hashes=hashes, text=entry))
+    return pinned
+
+
+# --------------------------------------------------------------------------- wheelhouse
+
+
+def cache_dir() -> Path:
+    """repro's per-user cache: ``$REPRO_CACHE_DIR`` or ``$XDG_CACHE_HOME/repro`` or ``~/.cache/repro``."""
+    if os.environ.get("REPRO_CACHE_DIR"):
+        return Path(os.environ["REPRO_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "repro"
+
+
+def wheelhouse_dir() -> Path:
+    """The shared wheelhouse that every build's wheels are fetched into and reused from."""
+    return cache_dir() / WHEELHOUSE_NAME
+
+
+def _dist_key(filename: str) -> str:
+    stem = filename.split("-", 1)[0]
+    return re.sub(r"[-_.]+", "-", stem).lower()
+
+
+def _sha256_index(wheelhouse: Path) -> dict[str, Path]:
+    """sha256 → file for every distribution in the wheelhouse (digests cached by size+mtime)."""
+    cache_file = wheelhouse / _SHA_CACHE
+    try:
+        cached: dict[str, str] = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    fresh: dict[str, str] = {}
+    index: dict[str, Path] = {}
+    for path in sorted(wheelhouse.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        st = path.stat()
+        stamp = f"{path.name}:{st.st_size}:{st.st_mtime_ns}"
+        digest = cached.get(stamp)
+        if digest is None:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            digest = h.hexdigest()
+        fresh[stamp] = digest
+        index[digest] = path
+    if fresh != cached:
+        tmp = cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(fresh, sort_keys=True))
+        tmp.replace(cache_file)
+    return index
+
+
+def _match(pinned: list[Pinned], index: dict[str, Path]) -> tuple[dict[str, Path], list[Pinned]]:
+    found: dict[str, Path] = {}
+    missing: list[Pinned] = []
+    for req in pinned:
+        hit = next((index[h] for h in req.hashes if h in index and _dist_key(index[h].name) == req.key), None)
+        if hit is None:
+            missing.append(req)
+        else:
+            found[req.key] = hit
+    return found, missing
+
+
+def prepare_wheelhouse(
+    lockfile: Path,
+    wheelhouse: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """The wheel files that satisfy ``lockfile``, downloading only those not already there.
+
+    Downloads go through ``python -m pip download --no-deps --require-hashes`` with the
+    host's pip configuration (indexes, find-links), so every file matches a lock hash.
+
+    Raises:
+        NotFoundError: the lockfile does not exist.
+        BuildError: the lockfile is malformed, or pip could not fetch a pinned file.
+    """
+    if not lockfile.is_file():
+        raise NotFoundError(f"no lockfile at {lockfile}", hint="compile one with `repro lock`")
+    pinned = parse_lockfile(lockfile.read_text())
+    house = wheelhouse or wheelhouse_dir()
+    house.mkdir(parents=True, exist_ok=True)
+    found, missing = _match(pinned, _sha256_index(house))
+    if missing:
+        if on_line:
+            on_line(f"fetching {len(missing)} of {len(pinned)} pinned distributions into {house}")
+        with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
+            partial = Path(tmp) / LOCK_NAME
+            partial.write_text("\n".join(req.text for req in missing) + "\n")
+            _pip_download(partial, house, on_line)
+        found, missing = _match(pinned, _sha256_index(house))
+        if missing:
+            names = ", ".join(f"{r.name}=={r.version}" for r in missing[:5])
+            raise BuildError(
+                f"pip fetched no file matching the lockfile's hashes for: {names}",
+                hint="re-lock with `repro lock`, or check the host's pip index configuration",
+            )
+    return [found[req.key] for req in pinned]
+
+
+def _pip_download(lock: Path, dest: Path, on_line: Callable[[str], None] | None) -> None:
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "-r", str(lock)]
+    argv += ["-d", str(dest), "--progress-bar", "off", "--disable-pip-version-check"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    with proc.stdout:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if on_line:
+                on_line(line.rstrip())
+    if proc.wait() != 0:
+        tail = "\n".join(lines[-15:])
+        raise BuildError(
+            f"pip download failed (exit {proc.returncode}):\n{tail}",
+            hint="check the host's pip index configuration (`pip config list`) and network",
+        )
+
+
+# --------------------------------------------------------------------------- build context
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_context(dest: IO[bytes], dockerfile: str, lock: bytes, wheels: list[Path]) -> None:
+    """Write the build context tar: ``Dockerfile``, the lockfile and ``wheelhouse/`` with ``wheels``."""
+    with tarfile.open(fileobj=dest, mode="w") as tar:
+        _add_bytes(tar, "Dockerfile", dockerfile.encode())
+        _add_bytes(tar, LOCK_NAME, lock)
+        folder = tarfile.TarInfo(WHEELHOUSE_NAME)
+        folder.type = tarfile.DIRTYPE
+        folder.mode = 0o755
+        tar.addfile(folder)
+        for wheel in sorted(wheels, key=lambda p: p.name):
+            info = tar.gettarinfo(str(wheel), arcname=f"{WHEELHOUSE_NAME}/{wheel.name}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o644
+            with open(wheel, "rb") as f:
+                tar.addfile(info, f)
