@@ -21,6 +21,8 @@ _COMMAND_MODULES = [
     "repro.cli.records_cmd",
     "repro.cli.replay_cmd",
     "repro.cli.diff_cmd",
+    "repro.cli.check_cmd",
+    "repro.cli.docker_cmd",
 ]
 
 

@@ -1,0 +1,286 @@
+"""`repro check`: is a training command reproducible? A gate for CI.
+
+Two questions, one result type:
+
+- **repeat**: run the command N times under repro with one seed and compare run 1 with
+  each later run (outputs, metrics, stdout) — the same comparison a replay makes;
+- **against**: replay a golden capsule's recorded command against *today's* code (a
+  fresh capture of the working tree, stored in the store, restored into a scratch
+  directory) and today's data, and compare with the capsule's results.
+
+Core only: returns a `CheckResult`; the CLI and the pytest plugin render it. The JUnit
+XML a CI system reads is built here from the result as a string, with no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro import runner
+from repro.backends.base import Event, OnEvent
+from repro.capsule import Record
+from repro.capture import deps
+from repro.capture.code import CodeCapture, capture_code, store_patch
+from repro.compare import OutputDiff, Verdict, compare_all, worst_status
+from repro.config import Settings
+from repro.diff import DiffResult, diff_records
+from repro.errors import ExitCode, UsageError
+from repro.hashing import HashCache
+from repro.replay import ReplayRequest, run_replay, side, tolerance
+from repro.store import Store
+
+DEFAULT_RUNS = 2
+KIND = "check"
+
+
+@dataclass
+class CheckResult:
+    """What a check found: the runs it made, the verdicts, and (against a capsule) the diff."""
+
+    kind: str  # repeat | against
+    mode: str  # the determinism mode the runs used
+    records: list[Record] = field(default_factory=list)  # repeat: runs 1..N; against: [capsule, new run]
+    verdicts: list[Verdict] = field(default_factory=list)  # run 1 vs run k, or capsule vs new run
+    seed: int | None = None
+    failed: Record | None = None  # a run whose command did not succeed (the check stopped there)
+    diff: DiffResult | None = None  # against: the capsule's record vs the new run's record
+    capsule: str | None = None  # against: the capsule ref as given
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """identical | within_tolerance | diverged | failed."""
+        if self.failed is not None:
+            return "failed"
+        return worst_status(self.verdicts)
+
+    @property
+    def reproduced(self) -> bool:
+        return self.status in ("identical", "within_tolerance")
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 reproduced, 4 a command failed, 5 not reproduced (DESIGN.md, "Exit codes")."""
+        if self.status == "failed":
+            return ExitCode.COMMAND_FAILED
+        return ExitCode.OK if self.reproduced else ExitCode.NOT_REPRODUCED
+
+    def differing_outputs(self) -> list[str]:
+        """Paths of the outputs that make a verdict fail, in order, without repeats."""
+        seen: dict[str, None] = {}
+        for v in self.verdicts:
+            for o in v.outputs:
+                if output_fails(v, o):
+                    seen.setdefault(o.path, None)
+        return list(seen)
+
+
+# --------------------------------------------------------------------------- repeat
+
+
+def run_check(
+    request: runner.RunRequest,
+    store: Store,
+    settings: Settings,
+    on_event: OnEvent,
+    *,
+    runs: int = DEFAULT_RUNS,
+    atol: float | None = None,
+    rtol: float | None = None,
+    on_record: Callable[[Record], None] | None = None,
+    progress: runner.ProgressFactory | None = None,
+) -> CheckResult:
+    """Run ``request`` ``runs`` times with one seed and compare run 1 with each later run.
+
+    The seed is ``request.seed``, else the configured seed, else drawn by run 1 and reused.
+    A run whose command fails stops the check (``CheckResult.failed``).
+
+    Raises:
+        UsageError: fewer than two runs, no command, a cwd outside the project.
+        BackendUnavailable, BuildError: the backend cannot run the command.
+    """
+    if runs < 2:
+        raise UsageError(
+            f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
+        )
+    seed = request.seed if request.seed is not None else settings.seed
+    result = CheckResult(kind="repeat", mode="", seed=seed)
+    backend = None
+    for i in range(runs):
+        this = dataclasses.replace(request, seed=seed)
+        prepared = runner.capture(this, settings, store, on_event, progress)
+        record = prepared.record
+        record.kind = KIND
+        if result.records:
+            record.parent = result.records[0].id
+        if backend is None:
+            backend = runner.select_backend(
+                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+            )
+        on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
+                               f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
+        record = runner.execute(prepared, backend, store, on_event)
+        seed, result.seed, result.mode = record.seeds.master, record.seeds.master, record.determinism.mode
+        result.records.append(record)
+        result.notes += [w for w in record.warnings if w not in result.notes]
+        if on_record is not None:
+            on_record(record)
+        if record.results.status != "succeeded":
+            result.failed = record
+            return result
+    sides = [side(store.load_run(r.id)) for r in result.records]
+    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol))
+    return result
+
+
+# --------------------------------------------------------------------------- against
+
+
+@dataclass
+class AgainstRequest:
+    """Replay a golden capsule against the current code."""
+
+    capsule: str
+    backend: str | None = None
+    data_root: Path | None = None
+    allow_data_drift: bool = False
+    atol: float | None = None
+    rtol: float | None = None
+
+
+def capture_current_code(
+    store: Store, settings: Settings, original: Record, extra_exclude: Sequence[str] = ()
+) -> CodeCapture:
+    """A fresh capture of the working tree's code, its files stored; data and outputs left out.
+
+    Raises:
+        UsageError: git fails to read the repository.
+    """
+    exclude = [i.path for i in original.data.inputs] + list(settings.data)
+    exclude += list(original.results.output_roots or settings.outputs) + [deps.LOCK_DIR, *extra_exclude]
+    store.ensure()
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        limit = settings.max_code_file_bytes
+        code = capture_code(store.root, store.put_file, exclude=exclude, cache=cache, max_file_bytes=limit)
+    store_patch(code, store.put_bytes)
+    return code
+
+
+def run_against(request: AgainstRequest, store: Store, settings: Settings, on_event: OnEvent) -> CheckResult:
+    """Replay the capsule's command on today's code and data; compare with the capsule's results.
+
+    The working tree is only read: its files go to the store and the run executes in a
+    scratch directory restored from there.
+
+    Raises:
+        NotFoundError: no such capsule or run. CapsuleInvalid: a corrupt capsule.
+        DataDrift: the recorded data changed (unless allowed).
+        UsageError, BackendUnavailable: as `repro replay`.
+    """
+    loaded = store.resolve(request.capsule)
+    if loaded.from_capsule:
+        loaded = store.import_run(loaded)
+    original = loaded.record
+    inside = _inside(Path(request.capsule), store.root)
+    current = capture_current_code(store, settings, original, [inside] if inside else [])
+    outcome = run_replay(
+        ReplayRequest(
+            ref=original.id, backend=request.backend, data_root=request.data_root,
+            allow_data_drift=request.allow_data_drift, atol=request.atol, rtol=request.rtol,
+        ),
+        store, settings, on_event, code=current.info, kind=KIND,
+    )  # fmt: skip
+    new = outcome.replay
+    replayed = store.load_run(new.id)
+    result = CheckResult(
+        kind="against",
+        mode=new.determinism.mode,
+        records=[original, new],
+        verdicts=[outcome.verdict],
+        seed=new.seeds.master,
+        capsule=request.capsule,
+        notes=list(current.warnings) + list(outcome.notes),
+        diff=diff_records(original, new, replayed.read_blob),
+    )
+    if new.results.status != "succeeded":
+        result.failed = new
+    return result
+
+
+def _inside(path: Path, root: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- JUnit
+
+
+def output_fails(v: Verdict, o: OutputDiff) -> bool:
+    """Whether this output makes the verdict fail (strict: any change; else: over tolerance)."""
+    if o.status == "same":
+        return False
+    return v.mode == "strict" or not o.within_tolerance
+
+
+def _reason(v: Verdict, prefix: str, fallback: str) -> str:
+    return next((r for r in v.reasons if r.startswith(prefix)), fallback)
+
+
+def _pair(result: CheckResult, v: Verdict, index: int) -> str:
+    if result.kind == "against":
+        return "capsule vs current code"
+    return f"run 1 vs run {index + 2}"
+
+
+def junit_xml(result: CheckResult) -> str:
+    """The check as JUnit XML: one testcase per compared output, plus metrics and stdout per verdict.
+
+    A command that failed adds a testcase ``run`` carrying its exit status and last stderr lines.
+    """
+    suite = ET.Element("testsuite", name="repro check")
+    tests = failures = 0
+
+    def case(name: str, classname: str, failure: str | None, body: str = "") -> None:
+        nonlocal tests, failures
+        tc = ET.SubElement(suite, "testcase", name=name, classname=classname, time="0")
+        tests += 1
+        if failure is not None:
+            failures += 1
+            el = ET.SubElement(tc, "failure", message=failure, type="NotReproduced")
+            el.text = body or failure
+
+    for i, v in enumerate(result.verdicts):
+        pair = _pair(result, v, i)
+        classname = f"repro.check.{v.replay or i + 2}"
+        if v.status == "failed":
+            case(f"{pair}: run", classname, v.reasons[0] if v.reasons else "the run failed")
+        for o in v.outputs:
+            fails = output_fails(v, o)
+            reason = _reason(v, f"output {o.path}", f"output {o.path} {o.status}") if fails else None
+            detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}" if fails else ""
+            case(f"{pair}: output {o.path}", classname, reason, f"{reason}\n{detail}" if reason else "")
+        m = v.metrics
+        m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
+        case(f"{pair}: metrics", classname, _reason(v, "metric ", "metrics differ") if m_fails else None)
+        s = v.stdout
+        s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
+        body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
+        case(f"{pair}: stdout", classname, _reason(v, "stdout ", "stdout differs") if s_fails else None, body)
+    if result.failed is not None and not result.verdicts:
+        r = result.failed.results
+        message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"
+        case("run", f"repro.check.{result.failed.id}", message, "\n".join([message, *r.stderr_tail[-20:]]))
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    suite.set("skipped", "0")
+    root = ET.Element("testsuites", name="repro", tests=str(tests), failures=str(failures), errors="0")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

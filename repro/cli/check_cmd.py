@@ -1,0 +1,241 @@
+"""`repro check`: the CI gate."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from repro import check as core
+from repro import runner, ui
+from repro.capsule import Record
+from repro.cli.context import AppContext, pass_app
+from repro.cli.run_cmd import execution_options, on_event, progress_factory
+from repro.errors import CommandFailed, Interrupted, UsageError
+from repro.ui import diff as diff_render
+from repro.ui import records as records_render
+from repro.ui import verdict as render
+
+_EPILOG = """\b
+Exit status (stable; DESIGN.md "Exit codes"):
+  0    reproduced: every run identical (or within --atol/--rtol in gpu/off modes)
+  2    usage or configuration error
+  3    backend unavailable (no Docker engine for --backend docker, no GPU for --gpus)
+  4    the training command failed (its exit status and last stderr lines are shown)
+  5    not reproduced: outputs, metrics or stdout differ, or the data changed (--against)
+  6    the capsule given to --against is invalid, corrupt or tampered
+  130  interrupted
+"""
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command(
+    "check",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    epilog=_EPILOG,
+)
+@execution_options
+@click.option(
+    "--runs",
+    type=click.IntRange(2),
+    default=core.DEFAULT_RUNS,
+    show_default=True,
+    help="How many times to run COMMAND; run 1 is compared with each later run.",
+)
+@click.option(
+    "--against",
+    "against",
+    metavar="CAPSULE",
+    default=None,
+    help="Replay this golden capsule (.tar or run ref) against the current code instead.",
+)
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="With --against: directory the recorded data paths are relative to.",
+)
+@click.option("--allow-data-drift", is_flag=True, help="With --against: check even when the data changed.")
+@click.option(
+    "--atol", type=float, default=None, help="Absolute tolerance for gpu/off modes (strict is exact)."
+)
+@click.option("--rtol", type=float, default=None, help="Relative tolerance for gpu/off modes.")
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a JUnit XML report (one testcase per output, plus metrics and stdout).",
+)
+@click.option(
+    "--markdown",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a Markdown summary (for a PR comment or $GITHUB_STEP_SUMMARY).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_app
+def check(
+    app: AppContext,
+    command: tuple[str, ...],
+    backend: str | None,
+    seed: int | None,
+    mode: str | None,
+    data: tuple[str, ...],
+    outputs: tuple[str, ...],
+    threads: int | None,
+    isa: str | None,
+    nproc_per_node: int,
+    gpus: str | None,
+    network: bool | None,
+    runs: int,
+    against: str | None,
+    data_root: Path | None,
+    allow_data_drift: bool,
+    atol: float | None,
+    rtol: float | None,
+    junit: Path | None,
+    markdown: Path | None,
+    as_json: bool,
+) -> None:
+    """Fail when a training command does not reproduce: the CI gate.
+
+    \b
+    repro check -- python train.py --epochs 1      run twice with one seed; exit 0 if identical, 5 if not
+    repro check --runs 3 --junit report.xml -- python train.py
+    repro check --against golden/capsule.tar       does today's code still reproduce the capsule?
+    repro check --markdown summary.md -- python train.py
+
+    Every run executes under repro with the same seed (--seed, or drawn once and reused)
+    in strict mode unless --mode says otherwise, and is recorded in the store (kind
+    "check"). Outputs, metrics and stdout of run 1 are compared with each later run;
+    on a difference the outputs that differ and the first divergence are printed.
+
+    With --against, the capsule's recorded command is replayed against a fresh capture
+    of the working tree (executed in a scratch directory; the tree is only read) and
+    the current data; when the result differs, what changed since the capsule (code,
+    dependencies, …) is printed as `repro diff` shows it.
+    """  # fmt: skip
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if against and argv:
+        raise UsageError("give either a COMMAND or --against CAPSULE, not both")
+    if not against and not argv:
+        raise UsageError(
+            "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
+        )
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        if against:
+            request = core.AgainstRequest(
+                capsule=against, backend=backend, data_root=data_root, allow_data_drift=allow_data_drift,
+                atol=atol, rtol=rtol,
+            )  # fmt: skip
+            result = core.run_against(request, app.store, app.settings, on_event)
+        else:
+            settings = app.settings.with_overrides(threads=threads, isa=isa)
+            run_request = runner.RunRequest(
+                argv=argv, cwd=Path.cwd(), seed=seed, mode=mode or ("gpu" if gpus else "strict"),
+                backend=backend, nproc_per_node=nproc_per_node, gpus=gpus, network=network, data=list(data),
+                outputs=list(outputs),
+            )  # fmt: skip
+            result = core.run_check(
+                run_request, app.store, settings, on_event, runs=runs, atol=atol, rtol=rtol,
+                on_record=lambda r: _announce(r, app), progress=progress_factory,
+            )  # fmt: skip
+    except KeyboardInterrupt as e:
+        raise Interrupted("check interrupted") from e
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _report(result, junit, markdown, as_json)
+    if result.failed is not None:
+        _raise_failed(result.failed)
+    code = int(result.exit_code)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _announce(record: Record, app: AppContext) -> None:
+    ui.info(records_render.run_summary_line(record, app.store.runs_dir / record.id, app.store.root))
+
+
+def _report(result: core.CheckResult, junit: Path | None, markdown: Path | None, as_json: bool) -> None:
+    if junit:
+        junit.write_text(core.junit_xml(result))
+    if markdown:
+        markdown.write_text(_markdown(result))
+    if as_json:
+        ui.json_out(_json(result))
+        return
+    if result.verdicts:
+        if result.kind == "against":
+            ui.out(f"check against {result.capsule}")
+            ui.out(render.render_text(result.verdicts[0]))
+        else:
+            ui.out(render.render_check_text(result.verdicts))
+    if result.diff is not None and not result.reproduced:
+        ui.out("")
+        ui.out(f"What changed since the capsule ({result.records[0].id} → {result.records[1].id})")
+        ui.out(diff_render.render_text(result.diff, colour=diff_render.colour_wanted()))
+    differing = result.differing_outputs()
+    if differing:
+        ui.out("")
+        ui.out("outputs that differ: " + ", ".join(differing))
+    if result.kind == "repeat" and result.records:
+        ids = " ".join(r.id for r in result.records)
+        ui.info(f"{len(result.records)} run(s) recorded (seed {result.seed}): {ids}")
+
+
+def _markdown(result: core.CheckResult) -> str:
+    if not result.verdicts and result.failed is not None:
+        r = result.failed.results
+        tail = "\n".join(r.stderr_tail[-20:])
+        return (
+            f"## ❌ Failed: run `{result.failed.id}` exited with status {r.exit_code}\n\n```\n{tail}\n```\n"
+        )
+    text = render.render_check_markdown(result.verdicts)
+    if result.kind == "against":
+        text = f"Check against `{result.capsule}`\n\n" + text
+    if result.diff is not None and not result.reproduced:
+        text += "\n### What changed since the capsule\n\n" + diff_render.render_markdown(result.diff)
+    return text
+
+
+def _json(result: core.CheckResult) -> dict[str, Any]:
+    data: dict[str, Any] = (
+        render.render_check_json(result.verdicts)
+        if result.verdicts
+        else {"status": result.status, "runs": []}
+    )
+    data["status"] = result.status
+    data |= {
+        "kind": result.kind,
+        "exit_code": int(result.exit_code),
+        "seed": result.seed,
+        "run_ids": [r.id for r in result.records],
+        "differing_outputs": result.differing_outputs(),
+    }
+    if result.capsule is not None:
+        data["capsule"] = result.capsule
+    if result.diff is not None:
+        data["diff"] = diff_render.render_json(result.diff)
+    return data
+
+
+def _raise_failed(record: Record) -> None:
+    tail = record.results.stderr_tail[-10:]
+    for line in tail:
+        ui.log_line(line, "stderr")
+    if record.results.status == "interrupted":
+        raise Interrupted(f"interrupted; run {record.id} recorded as interrupted")
+    raise CommandFailed(record.results.exit_code or 1, tail, record.id)
+
+
+COMMANDS = [check]
