@@ -1,3 +1,133 @@
-"""pytest plugin: reproducibility checks as a fixture."""
+"""pytest plugin: a reproducibility test for a training project in three lines.
+
+    def test_training_reproduces(repro_check):
+        repro_check("python train.py --epochs 1", cwd="training/")
+
+`repro_check` runs the command under repro N times (default 2) with one seed in strict
+mode and fails the test, with what differs, when the runs do not match; with
+``against="golden/capsule.tar"`` it replays a golden capsule against the current code
+instead. It returns the `repro.check.CheckResult` on success.
+
+pytest loads this module in every session where repro is installed, so it imports
+nothing beyond pytest and the standard library until the fixture is used.
+"""
 
 from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from repro.backends.base import Event
+    from repro.check import CheckResult
+
+LOG_TAIL = 20  # lines of the command's output shown when a check fails
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("repro", "reproducibility checks (repro)")
+    group.addoption(
+        "--repro-backend",
+        default=None,
+        choices=("auto", "local", "docker"),
+        help="Backend for the repro_check fixture (default: ini repro_backend, else the project's setting).",
+    )
+    parser.addini("repro_backend", "Backend for the repro_check fixture: auto, local or docker.", default="")
+
+
+class ReproCheck:
+    """The callable behind the `repro_check` fixture."""
+
+    def __init__(self, backend: str | None, base: Path) -> None:
+        self.backend = backend
+        self.base = base
+
+    def __call__(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        runs: int = 2,
+        against: str | os.PathLike[str] | None = None,
+        backend: str | None = None,
+        seed: int | None = None,
+        mode: str | None = None,
+        data: Sequence[str] = (),
+        outputs: Sequence[str] = (),
+        atol: float | None = None,
+        rtol: float | None = None,
+    ) -> CheckResult:
+        """Check that ``command`` reproduces in ``cwd`` (or ``against`` still does); fail the test if not.
+
+        Raises:
+            pytest.fail.Exception: not reproduced, the command failed, or repro could not run it.
+        """
+        from repro import check, config, runner
+        from repro.errors import ReproError
+        from repro.store import Store
+
+        where = Path(cwd if cwd is not None else self.base).resolve()
+        if (command is None) == (against is None):
+            pytest.fail("repro_check needs either a command or against=CAPSULE", pytrace=False)
+
+        events: list[Event] = []
+        try:
+            store = Store.open(where)
+            settings = config.load(store.root)
+            if against is not None:
+                capsule = where / against  # an absolute `against` stays as it is
+                request = check.AgainstRequest(str(capsule), backend or self.backend, atol=atol, rtol=rtol)
+                result = check.run_against(request, store, settings, events.append)
+            else:
+                argv = shlex.split(command) if isinstance(command, str) else list(command or [])
+                run = runner.RunRequest(
+                    argv=argv, cwd=where, seed=seed, mode=mode or "strict", backend=backend or self.backend,
+                    data=list(data), outputs=list(outputs),
+                )  # fmt: skip
+                result = check.run_check(run, store, settings, events.append, runs=runs, atol=atol, rtol=rtol)
+        except ReproError as e:
+            hint = f"\n  hint: {e.hint}" if e.hint else ""
+            pytest.fail(f"repro check could not run: {e.message}{hint}", pytrace=False)
+        if not result.reproduced:
+            pytest.fail(failure_message(result, events), pytrace=False)
+        return result
+
+
+def failure_message(result: CheckResult, events: Sequence[Event] = ()) -> str:
+    """Why a check failed, for a test report: the verdicts, what changed, the command's last lines."""
+    from repro.ui import diff as diff_render
+    from repro.ui import verdict as render
+
+    parts: list[str] = []
+    if result.failed is not None:
+        r = result.failed.results
+        parts.append(f"the command failed: run {result.failed.id} {r.status} with exit status {r.exit_code}")
+        parts += [f"  {line}" for line in r.stderr_tail[-LOG_TAIL:]]
+    elif result.kind == "against":
+        parts.append(f"not reproduced against {result.capsule}")
+    else:
+        parts.append(f"not reproduced: {len(result.records)} runs with seed {result.seed} differ")
+    differing = result.differing_outputs()
+    if differing:
+        parts.append("outputs that differ: " + ", ".join(differing))
+    if result.verdicts:
+        parts += ["", render.render_check_text(result.verdicts, colour=False)]
+    if result.diff is not None:
+        parts += ["", "What changed since the capsule:", diff_render.render_text(result.diff)]
+    if result.failed is None and not result.verdicts:
+        logs = [e.text for e in events if e.kind == "log"][-LOG_TAIL:]
+        parts += ["", "last output:", *logs]
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def repro_check(request: pytest.FixtureRequest) -> ReproCheck:
+    """Check that a training command reproduces under repro; see `ReproCheck.__call__`."""
+    config = request.config
+    backend = config.getoption("--repro-backend") or config.getini("repro_backend") or None
+    return ReproCheck(backend, Path(str(request.config.rootpath)))
