@@ -11,9 +11,6 @@ from repro import ui
 from repro.backends.base import Event
 from repro.errors import NotFoundError, ReproError
 
-# Lockfile names looked for at the project root when --lockfile is not given.
-LOCK_CANDIDATES = ("requirements.lock", "repro.lock", "lockfiles/requirements.lock")
-
 
 def _show_event(event: Event) -> None:
     if event.kind == "info":
@@ -24,19 +21,12 @@ def _show_event(event: Event) -> None:
         ui.log_line(event.text, event.stream or "stdout")
 
 
-def _project_lockfile(root: Path) -> Path | None:
-    for name in LOCK_CANDIDATES:
-        if (root / name).is_file():
-            return root / name
-    return None
-
-
 @click.command("build")
 @click.option(
     "--lockfile",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
-    help="Hash-pinned lockfile to build from (default: the project's requirements.lock).",
+    help="Hash-pinned lockfile to build from (default: the project's, compiled if needed).",
 )
 @click.option(
     "--base-image", default=None, help="Base image tag or id (default: image.base, repro-base:bookworm)."
@@ -53,16 +43,19 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     from repro.backends.docker import engine, ensure_image
     from repro.images import template_for
 
-    root = app.store.root
-    lock = lockfile or _project_lockfile(root)
-    if lockfile is None and lock is None:
-        raise NotFoundError(
-            f"no lockfile in {root} (looked for {', '.join(LOCK_CANDIDATES)})",
-            hint="compile one with `repro lock`, or pass --lockfile",
-        )
+    if lockfile is None:
+        from repro.capture.deps import ensure_lock
+
+        found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.info)
+        if found.path is None:
+            raise NotFoundError(
+                f"no declared dependencies in {app.store.root} to build an image from",
+                hint="add a requirements.in (or requirements.txt), or pass --lockfile",
+            )
+        lockfile = found.path
     base = base_image or app.settings.base_image
     with engine() as client:
-        built = ensure_image(client, lock, base, template_for("all" if gpus else None), _show_event)
+        built = ensure_image(client, lockfile, base, template_for("all" if gpus else None), _show_event)
     if as_json:
         data = built.as_dict()
         data.pop("dockerfile_text")
