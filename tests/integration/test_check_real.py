@@ -53,7 +53,9 @@ def test_golden_capsule_gates_a_code_change(project, tmp_path: Path) -> None:  #
     project.script("train_unseeded.py")
     project.points()
     project.commit("train")
-    assert project.repro("run", "--backend", "local", "--data", "data", "--", *TRAIN, "--workers", "0").code == 0
+    assert (
+        project.repro("run", "--backend", "local", "--data", "data", "--", *TRAIN, "--workers", "0").code == 0
+    )
     golden = project.root / "golden" / "capsule.tar"
     golden.parent.mkdir()
     assert project.repro("export", "latest", "-o", str(golden)).code == 0
@@ -64,7 +66,7 @@ def test_golden_capsule_gates_a_code_change(project, tmp_path: Path) -> None:  #
     assert "IDENTICAL" in same.out
 
     script = project.root / "train_unseeded.py"
-    script.write_text(script.read_text().replace('default=0.05', 'default=0.07'))
+    script.write_text(script.read_text().replace("default=0.05", "default=0.07"))
     project.commit("raise the default learning rate")
     changed = project.repro("check", "--against", "golden/capsule.tar", "--backend", "local")
 

@@ -40,7 +40,9 @@ def test_entropy_is_caught(repro_check):
 """
 
 
-def test_the_fixture_passes_a_reproducible_command_and_fails_one_that_is_not(pytester: pytest.Pytester) -> None:
+def test_the_fixture_passes_a_reproducible_command_and_fails_one_that_is_not(
+    pytester: pytest.Pytester,
+) -> None:
     proj = pytester.mkdir("proj")
     (proj / "seeded.py").write_text(SEEDED)
     (proj / "entropy.py").write_text(ENTROPY)
@@ -73,7 +75,8 @@ def test_the_fixture_checks_against_a_golden_capsule(pytester: pytest.Pytester) 
 
         def test_golden(repro_check):
             repro = [sys.executable, "-m", "repro"]
-            subprocess.run([*repro, "run", "--backend", "local", "--", "python", "seeded.py"], cwd=PROJECT, check=True)
+            run = [*repro, "run", "--backend", "local", "--", "python", "seeded.py"]
+            subprocess.run(run, cwd=PROJECT, check=True)
             subprocess.run([*repro, "export", "latest", "-o", "../golden.tar"], cwd=PROJECT, check=True)
             repro_check(against="../golden.tar", cwd=PROJECT, backend="local")
             script = PROJECT / "seeded.py"
