@@ -1,0 +1,124 @@
+"""The CI recipes in recipes/ci/ parse, and every repro call in them is a real command with valid options."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import yaml
+
+from repro.cli import cli
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "ci"
+SEPARATORS = {";", "&&", "||", "|", "then", "do", "else", "fi", "done", "(", ")", ">", ">>", "<"}
+
+
+def _load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((RECIPES / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _github_lines() -> list[str]:
+    workflow = _load("github-actions.yml")
+    return [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
+
+
+def _gitlab_lines() -> list[str]:
+    config = _load("gitlab-ci.yml")
+    lines: list[str] = []
+    for job in config.values():
+        if isinstance(job, dict) and "script" in job:
+            for key in ("before_script", "script", "after_script"):
+                lines += job.get(key, [])
+    return lines
+
+
+def repro_calls(script: str) -> list[list[str]]:
+    """Every `repro …` invocation in a shell snippet, as the argument list after `repro`."""
+    calls: list[list[str]] = []
+    for line in script.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>")
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        tokens = list(lexer)
+        for i, token in enumerate(tokens):
+            if token == "repro" and (i == 0 or tokens[i - 1] in SEPARATORS):
+                args = []
+                for t in tokens[i + 1 :]:
+                    if t in SEPARATORS - {"then", "do", "else", "fi", "done"}:
+                        break
+                    args.append(t)
+                calls.append(args)
+    return calls
+
+
+def check_call(args: list[str]) -> None:
+    """Parse ``repro ARGS`` as click would, without running anything.
+
+    Raises:
+        AssertionError: an unknown command, option or option value.
+    """
+    assert args, "repro with no command"
+    name, rest = args[0], args[1:]
+    assert name in cli.commands, f"`repro {name}` is not a repro command"
+    command = cli.commands[name]
+    try:
+        ctx = command.make_context(name, list(rest))
+    except click.ClickException as e:
+        raise AssertionError(f"`repro {shlex.join(args)}`: {e.format_message()}") from e
+    passed = ctx.params.get("command")
+    if passed:  # commands that pass the rest through must not swallow a mistyped repro option
+        assert not passed[0].startswith("-"), f"`repro {shlex.join(args)}`: {passed[0]} is not an option"
+
+
+@pytest.mark.parametrize("lines", [_github_lines, _gitlab_lines], ids=["github", "gitlab"])
+def test_every_repro_call_in_the_recipes_is_valid(lines) -> None:  # type: ignore[no-untyped-def]
+    calls = [c for line in lines() for c in repro_calls(line)]
+    names = {c[0] for c in calls}
+    assert {"check", "export"} <= names
+    assert any("--against" in c for c in calls) and any("--junit" in c for c in calls)
+    for call in calls:
+        check_call(call)
+
+
+def test_github_posts_the_summary_and_uploads_the_capsule() -> None:
+    job = next(iter(_load("github-actions.yml")["jobs"].values()))
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "$GITHUB_STEP_SUMMARY" in runs and "--markdown" in runs
+    uses = [step.get("uses", "") for step in job["steps"]]
+    assert any(u.startswith("actions/upload-artifact@") for u in uses)
+    assert any(u.startswith("actions/checkout@") for u in uses)
+
+
+def test_gitlab_keeps_junit_reports_and_artifacts() -> None:
+    job = _load("gitlab-ci.yml")["repro-check"]
+    artifacts = job["artifacts"]
+    assert artifacts["when"] == "always"
+    assert artifacts["reports"]["junit"]
+    assert "repro-reports/" in artifacts["paths"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "repro chek -- python t.py",
+        "repro check --junitt r.xml -- python t.py",
+        "repro check --runs two -- python t.py",
+        "repro export latest --bogus",
+    ],
+)
+def test_the_validator_rejects_mistakes(line: str) -> None:
+    (call,) = repro_calls(line)
+    with pytest.raises(AssertionError):
+        check_call(call)
+
+
+def test_calls_are_found_inside_shell_constructs() -> None:
+    script = (
+        'if [ -f g.tar ]; then repro check --against g.tar; fi\nrepro export latest -o "$R/c.tar" || true'
+    )
+    assert repro_calls(script) == [["check", "--against", "g.tar"], ["export", "latest", "-o", "$R/c.tar"]]
