@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import xxhash
 
@@ -47,7 +48,7 @@ RACY_WINDOW_NS = 2_000_000_000
 # Files are hashed in batches of about this many bytes so a pool task amortises its cost.
 _BATCH_BYTES = 8 << 20
 _BATCH_FILES = 256
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 
 ProgressFn = Callable[[int, int], None]
 
@@ -98,26 +99,36 @@ def hash_file(path: Path) -> str:
 
 # --------------------------------------------------------------------------- stat cache
 
-_StatKey = tuple[int, int, int, int]  # size, mtime_ns, inode, ctime_ns
+
+class _Stat(NamedTuple):
+    """What the cache keys on, plus where the file is."""
+
+    path: str  # absolute
+    rel: str  # relative to rel_to, POSIX
+    size: int
+    key: str  # "size:mtime_ns:inode:ctime_ns"
+    ctime_ns: int
 
 
-def _stat_key(st: os.stat_result) -> _StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+def _key(st: os.stat_result) -> str:
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{st.st_ctime_ns}"
 
 
-def _encodable(path: str) -> bool:
-    # Names that are not valid UTF-8 (surrogate-escaped) cannot be SQLite TEXT; they are hashed uncached.
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+def _common_dir(paths: list[str]) -> str:
+    """The deepest directory holding every one of `paths` (absolute, 2 or more)."""
+    # The common prefix of all strings is that of the smallest and the largest: O(n) in C.
+    common = os.path.commonprefix([min(paths), max(paths)])
+    return common[: common.rfind("/")]
 
 
 def _prefix_range(prefix: str) -> tuple[str, str]:
     """Bounds [lo, hi) of the paths strictly under directory `prefix`; "0" sorts just after "/"."""
     base = prefix.rstrip("/")
     return base + "/", base + "0"
+
+
+# A fresh row: (absolute path, stat key, ctime_ns, hashed-at ns, hash).
+_Row = tuple[str, str, int, int, str]
 
 
 class HashCache:
@@ -143,13 +154,13 @@ class HashCache:
             conn.execute("PRAGMA busy_timeout = 30000")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version != _CACHE_FORMAT:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != _CACHE_FORMAT:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DROP TABLE IF EXISTS stat_cache")
                 conn.execute(
-                    "CREATE TABLE stat_cache (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
-                    " inode INTEGER, ctime_ns INTEGER, hashed_ns INTEGER, hash TEXT) WITHOUT ROWID"
+                    "CREATE TABLE stat_cache (path TEXT PRIMARY KEY, stat TEXT NOT NULL,"
+                    " ctime_ns INTEGER NOT NULL, hashed_ns INTEGER NOT NULL, hash TEXT NOT NULL)"
+                    " WITHOUT ROWID"
                 )
                 conn.execute(f"PRAGMA user_version = {_CACHE_FORMAT}")
                 conn.execute("COMMIT")
@@ -163,49 +174,44 @@ class HashCache:
         """Whether the database is usable (False: every lookup misses)."""
         return self._conn is not None
 
-    def lookup_many(self, paths: list[str]) -> dict[str, tuple[_StatKey, str]]:
+    def lookup_many(self, paths: list[str]) -> dict[str, tuple[str, str]]:
         """The trusted rows for `paths` (absolute): path → (stat key, hash).
 
-        One range query over the paths' common directory; rows there whose file no
-        longer exists are dropped.
+        One range query over the paths' deepest common directory. Rows there whose
+        file no longer exists are dropped.
         """
-        paths = [p for p in paths if _encodable(p)]
         if self._conn is None or not paths:
             return {}
-        rows: dict[str, tuple[_StatKey, str]] = {}
-        wanted = set(paths)
-        gone: list[tuple[str]] = []
+        racy = f"ctime_ns + {RACY_WINDOW_NS:d} < hashed_ns"
+        args: tuple[str, ...]
         try:
             if len(paths) == 1:
-                cur = self._conn.execute("SELECT * FROM stat_cache WHERE path = ?", (paths[0],))
+                sql, args = f"SELECT path, stat, hash FROM stat_cache WHERE path = ? AND {racy}", (paths[0],)
             else:
-                lo, hi = _prefix_range(os.path.commonpath(paths))
-                cur = self._conn.execute("SELECT * FROM stat_cache WHERE path >= ? AND path < ?", (lo, hi))
-            for path, size, mtime_ns, inode, ctime_ns, hashed_ns, digest in cur:
-                if path not in wanted:
-                    if not os.path.lexists(path):
-                        gone.append((path,))
-                elif ctime_ns + RACY_WINDOW_NS < hashed_ns:
-                    rows[path] = ((size, mtime_ns, inode, ctime_ns), digest)
-            if gone:
-                self._write("DELETE FROM stat_cache WHERE path = ?", gone)
-        except sqlite3.Error:
+                sql = f"SELECT path, stat, hash FROM stat_cache WHERE path >= ? AND path < ? AND {racy}"
+                args = _prefix_range(_common_dir(paths))
+            rows = {p: (k, h) for p, k, h in self._conn.execute(sql, args)}
+        except (sqlite3.Error, UnicodeEncodeError):
             return {}
+        if len(rows) > len(paths) or not rows.keys() <= set(paths):
+            gone = [(p,) for p in rows.keys() - set(paths) if not os.path.lexists(p)]
+            self._write("DELETE FROM stat_cache WHERE path = ?", gone)
         return rows
 
-    def store_many(self, items: list[tuple[str, _StatKey, int, str]]) -> None:
-        """Write rows (absolute path, stat key, hashed-at ns, hash) in one transaction."""
-        self._write(
-            "INSERT OR REPLACE INTO stat_cache VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(p, k[0], k[1], k[2], k[3], t, h) for p, k, t, h in items if _encodable(p)],
-        )
+    def store_many(self, rows: Sequence[_Row]) -> None:
+        """Write rows (absolute path, stat key, ctime_ns, hashed-at ns, hash) in one transaction."""
+        self._write("INSERT OR REPLACE INTO stat_cache VALUES (?, ?, ?, ?, ?)", rows)
 
     def _write(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
         if self._conn is None or not rows:
             return
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany(sql, rows)
+            try:
+                self._conn.executemany(sql, rows)
+            except UnicodeEncodeError:
+                # Names that are not UTF-8 cannot be SQLite TEXT; they stay uncached.
+                self._conn.executemany(sql, [r for r in rows if _encodable(r[0])])
             self._conn.execute("COMMIT")
         except sqlite3.Error:
             # A busy or read-only cache only costs a re-hash next time.
@@ -227,6 +233,14 @@ class HashCache:
         self.close()
 
 
+def _encodable(value: object) -> bool:
+    try:
+        str(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def hash_file_cached(path: Path, cache: HashCache | None) -> str:
     """A file's xxh3-128, read from the stat cache when its stat is unchanged.
 
@@ -236,13 +250,13 @@ def hash_file_cached(path: Path, cache: HashCache | None) -> str:
     if cache is None or not cache.enabled:
         return hash_file(path)
     abspath = os.path.abspath(path)
-    key = _stat_key(os.stat(abspath))
+    key = _key(os.stat(abspath))
     row = cache.lookup_many([abspath]).get(abspath)
     if row is not None and row[0] == key:
         return row[1]
     started = time.time_ns()
     digest, st = _hash_open(abspath)
-    cache.store_many([(abspath, _stat_key(st), started, digest)])
+    cache.store_many([(abspath, _key(st), st.st_ctime_ns, started, digest)])
     return digest
 
 
@@ -260,10 +274,12 @@ class TreeDigest:
 
 def tree_digest(files: list[FileEntry]) -> str:
     """The xxh3-128 over (path, size, hash) of `files` in path order."""
-    h = xxhash.xxh3_128()
-    for f in sorted(files, key=lambda e: e.path):
-        h.update(f"{f.path}\0{f.size}\0{f.hash}\0".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
+    return _digest_sorted(sorted(files, key=lambda e: e.path))
+
+
+def _digest_sorted(files: list[FileEntry]) -> str:
+    text = "".join([f"{f.path}\0{f.size}\0{f.hash}\0" for f in files])
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogateescape"))
 
 
 def _rel(path: str, base: str) -> str:
@@ -271,48 +287,56 @@ def _rel(path: str, base: str) -> str:
     return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
-def _walk(top: str, rel_top: str, exclude: Callable[[str], bool] | None) -> Iterator[tuple[str, str]]:
-    """(absolute path, relative POSIX path) of every file under `top`, symlinked dirs not followed."""
-    stack = [(top, rel_top)]
+_FD_SCANDIR = os.scandir in os.supports_fd and os.stat in os.supports_dir_fd
+
+
+def _scan(top: str, rel_top: str, exclude: Callable[[str], bool] | None) -> list[_Stat]:
+    """Every file under `top` with its stat; symlinked dirs are not followed.
+
+    Directories are opened once and their entries stat'ed relative to the open
+    directory, which saves the kernel a full path walk per file.
+    """
+    found: list[_Stat] = []
+    stack = [(top, "" if rel_top == "." else rel_top + "/")]
     while stack:
         d, rd = stack.pop()
+        fd = -1
         try:
-            it = os.scandir(d)
-        except (FileNotFoundError, NotADirectoryError):
+            if _FD_SCANDIR:
+                fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                it = os.scandir(fd)
+            else:
+                it = os.scandir(d)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
-        with it:
-            for e in it:
-                rel = f"{rd}/{e.name}" if rd and rd != "." else e.name
-                if exclude is not None and exclude(rel):
-                    continue
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append((e.path, rel))
-                    elif e.is_file(follow_symlinks=True):
-                        # a regular file, or a symlink to one: recorded by the target's bytes
-                        yield e.path, rel
-                except OSError:
-                    continue
-
-
-def _stat_all(paths: list[tuple[str, str]]) -> list[tuple[str, str, _StatKey]]:
-    out = []
-    for p, rel in paths:
         try:
-            st = os.stat(p)
-        except FileNotFoundError:
-            continue  # vanished between the walk and the stat
-        if stat_mod.S_ISREG(st.st_mode):
-            out.append((p, rel, _stat_key(st)))
-    return out
+            with it:
+                for e in it:
+                    rel = rd + e.name
+                    if exclude is not None and exclude(rel):
+                        continue
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append((f"{d}/{e.name}", rel + "/"))
+                            continue
+                        # a regular file, or a symlink to one: recorded by the target's bytes
+                        st = e.stat()
+                    except OSError:
+                        continue  # vanished, or a dangling symlink
+                    if stat_mod.S_ISREG(st.st_mode):
+                        found.append(_Stat(f"{d}/{e.name}", rel, st.st_size, _key(st), st.st_ctime_ns))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return found
 
 
-def _batches(items: list[tuple[str, _StatKey]]) -> Iterator[list[tuple[str, _StatKey]]]:
-    batch: list[tuple[str, _StatKey]] = []
+def _batches(items: list[_Stat]) -> Iterator[list[_Stat]]:
+    batch: list[_Stat] = []
     nbytes = 0
     for item in items:
         batch.append(item)
-        nbytes += item[1][0]
+        nbytes += item.size
         if nbytes >= _BATCH_BYTES or len(batch) >= _BATCH_FILES:
             yield batch
             batch, nbytes = [], 0
@@ -330,21 +354,43 @@ class _Counter:
             self.value += n
 
 
-def _hash_batch(
-    batch: list[tuple[str, _StatKey]], counter: _Counter | None
-) -> list[tuple[str, _StatKey, int, str]]:
-    out = []
+def _hash_batch(batch: list[_Stat], counter: _Counter | None) -> list[_Row]:
+    """Hash each file; one that vanished is left out."""
+    out: list[_Row] = []
     on_bytes = counter.add if counter is not None else None
-    for p, _ in batch:
+    for item in batch:
         started = time.time_ns()
-        digest, st = _hash_open(p, on_bytes)
-        out.append((p, _stat_key(st), started, digest))
+        try:
+            digest, st = _hash_open(item.path, on_bytes)
+        except FileNotFoundError:
+            continue
+        out.append((item.path, _key(st), st.st_ctime_ns, started, digest))
     return out
 
 
 def _workers() -> int:
-    # Threads overlap I/O latency and os calls; the xxhash binding releases the GIL.
+    # Threads overlap I/O latency and syscalls; the xxhash binding releases the GIL.
     return min(8, (os.cpu_count() or 1) * 2)
+
+
+def _hash_todo(todo: list[_Stat], done_before: int, total: int, on_progress: ProgressFn | None) -> list[_Row]:
+    """Hash the files in `todo` in a thread pool; progress is reported from this thread."""
+    if not todo:
+        return []
+    counter = _Counter() if on_progress is not None else None
+    batches = list(_batches(todo))
+    if len(batches) == 1 and on_progress is None:
+        return _hash_batch(batches[0], None)
+    results: list[_Row] = []
+    with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="repro-hash") as pool:
+        pending: set[Future[list[_Row]]] = {pool.submit(_hash_batch, b, counter) for b in batches}
+        while pending:
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                results.extend(fut.result())
+            if on_progress is not None and counter is not None:
+                on_progress(done_before + counter.value, total)
+    return results
 
 
 def hash_tree(
@@ -357,86 +403,52 @@ def hash_tree(
     """Hash a file or every file under a directory.
 
     Paths in the result are relative to `rel_to`, POSIX, sorted. Symlinked
-    directories are not followed; a symlink to a file is recorded by its target's
-    content; dangling symlinks are left out. `exclude` receives each relative path
-    (directories too: an excluded directory is not entered). `on_progress` is called
-    from the calling thread with (bytes done, bytes total).
+    directories are not followed (a symlinked `root` is); a symlink to a file is
+    recorded by its target's content; dangling symlinks are left out. `exclude`
+    receives each relative path (directories too: an excluded directory is not
+    entered). `on_progress` is called from the calling thread with (bytes done,
+    bytes total).
 
     Raises:
         FileNotFoundError: `root` does not exist.
     """
     root_s = os.path.abspath(root)
-    base = os.path.abspath(rel_to)
-    if not os.path.exists(root_s):
-        raise FileNotFoundError(f"no such file or directory: {root}")
-    rel_root = _rel(root_s, base)
+    rel_root = _rel(root_s, os.path.abspath(rel_to))
     if os.path.isdir(root_s):
-        listed = list(_walk(root_s, rel_root, exclude))
+        stats = _scan(root_s, rel_root, exclude)
     else:
-        listed = [(root_s, rel_root)]
-    stats = _stat_all(listed)
-    total = sum(k[0] for _, _, k in stats)
+        try:
+            st = os.stat(root_s)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no such file or directory: {root}") from None
+        regular = stat_mod.S_ISREG(st.st_mode)
+        stats = [_Stat(root_s, rel_root, st.st_size, _key(st), st.st_ctime_ns)] if regular else []
+    total = sum(s.size for s in stats)
 
-    usable = cache is not None and cache.enabled
-    known = cache.lookup_many([p for p, _, _ in stats]) if cache is not None and usable else {}
+    use_cache = cache is not None and cache.enabled
+    known = cache.lookup_many([s.path for s in stats]) if cache is not None and use_cache else {}
     found: dict[str, tuple[int, str]] = {}
-    todo: list[tuple[str, _StatKey]] = []
-    for p, _, key in stats:
-        row = known.get(p)
-        if row is not None and row[0] == key:
-            found[p] = (key[0], row[1])
+    todo: list[_Stat] = []
+    for s in stats:
+        row = known.get(s.path)
+        if row is not None and row[0] == s.key:
+            found[s.path] = (s.size, row[1])
         else:
-            todo.append((p, key))
+            todo.append(s)
 
-    done_cached = total - sum(k[0] for _, k in todo)
+    done_cached = total - sum(s.size for s in todo)
     if on_progress is not None:
         on_progress(done_cached, total)
     fresh = _hash_todo(todo, done_cached, total, on_progress)
-    for p, key, _, digest in fresh:
-        found[p] = (key[0], digest)
-    if cache is not None and usable:
+    for path, key, _, _, digest in fresh:
+        found[path] = (int(key.partition(":")[0]), digest)
+    if cache is not None and use_cache:
         cache.store_many(fresh)
 
-    files = [FileEntry(path=rel, size=found[p][0], hash=found[p][1]) for p, rel, _ in stats if p in found]
-    files.sort(key=lambda e: e.path)
-    return TreeDigest(files=files, digest=tree_digest(files), size=sum(f.size for f in files))
+    stats.sort(key=_by_rel)
+    files = [FileEntry(s.rel, *found[s.path]) for s in stats if s.path in found]
+    return TreeDigest(files=files, digest=_digest_sorted(files), size=sum(f.size for f in files))
 
 
-def _hash_todo(
-    todo: list[tuple[str, _StatKey]], done_before: int, total: int, on_progress: ProgressFn | None
-) -> list[tuple[str, _StatKey, int, str]]:
-    """Hash the files in `todo`, skipping ones that vanish; progress from this thread."""
-    if not todo:
-        return []
-    counter = _Counter() if on_progress is not None else None
-    batches = list(_batches(todo))
-    if len(batches) == 1 and on_progress is None:
-        return _hash_batch_tolerant(batches[0], None)
-    results: list[tuple[str, _StatKey, int, str]] = []
-    with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="repro-hash") as pool:
-        pending: set[Future[list[tuple[str, _StatKey, int, str]]]] = {
-            pool.submit(_hash_batch_tolerant, b, counter) for b in batches
-        }
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                results.extend(fut.result())
-            if on_progress is not None and counter is not None:
-                on_progress(done_before + counter.value, total)
-    return results
-
-
-def _hash_batch_tolerant(
-    batch: list[tuple[str, _StatKey]], counter: _Counter | None
-) -> list[tuple[str, _StatKey, int, str]]:
-    try:
-        return _hash_batch(batch, counter)
-    except FileNotFoundError:
-        # A file vanished mid-way: hash the rest one by one, leaving it out.
-        out = []
-        for item in batch:
-            try:
-                out.extend(_hash_batch([item], None))
-            except FileNotFoundError:
-                continue
-        return out
+def _by_rel(s: _Stat) -> str:
+    return s.rel
