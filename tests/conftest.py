@@ -14,6 +14,7 @@ import pytest
 SCRIPTS = Path(__file__).parent / "integration" / "scripts"
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART_LOCK = REPO / "recipes" / "quickstart" / "lockfiles" / "requirements.lock.txt"
+QUICKSTART_REQUIREMENTS = (REPO / "recipes" / "quickstart" / "requirements.in").read_text()
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Project:
 
     def lock_torch(self) -> None:
         """Declare torch==2.13.0 and reuse the repository's committed lock for it (same inputs)."""
-        self.write("requirements.in", "torch==2.13.0\n")
+        self.write("requirements.in", QUICKSTART_REQUIREMENTS)
         (self.root / "lockfiles").mkdir(exist_ok=True)
         shutil.copyfile(QUICKSTART_LOCK, self.root / "lockfiles" / "requirements.lock.txt")
 
