@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Callable
 
 from repro import __version__
 from repro.backends.base import Event, OnEvent
-from repro.capsule import CodeInfo, FileEntry, Record, ResultInfo
+from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
 from repro.capture import deps
 from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
@@ -61,7 +62,9 @@ def side(loaded: LoadedRun) -> Side:
                 rows.append(json.loads(line))
             except ValueError:
                 continue
-    stdout = (loaded.read_blob(record.results.logs.get("stdout")) or b"").decode("utf-8", "replace")
+    # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
+    blobs = _rank_stdout_blobs(record) or [record.results.logs.get("stdout")]
+    stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
     root = record.backend.details.get("project_root")
     if root:  # where the code ran differs between a run and its replay; the text after it must not
         stdout = stdout.replace(str(root), "<project>")
@@ -79,6 +82,52 @@ def side(loaded: LoadedRun) -> Side:
         exit_code=record.results.exit_code,
         status=record.results.status,
     )
+
+
+def _rank_stdout_blobs(record: Record) -> list[str]:
+    """The blobs of each rank's own stdout, in rank order (empty for a single-process run)."""
+    logs = record.results.logs
+    ranks = sorted(int(k[4:-7]) for k in logs if re.fullmatch(r"rank\d+\.stdout", k))
+    return [logs[f"rank{r}.stdout"] for r in ranks]
+
+
+def describe_gpus(env: EnvInfo) -> str:
+    """``2× NVIDIA H100 80GB HBM3 (driver 550.54, CUDA 12.4)``, or ``no GPU``."""
+    if not env.gpus:
+        return "no GPU"
+    names = sorted({str(g.get("name", "?")) for g in env.gpus})
+    facts = [f"driver {env.driver}" if env.driver else None, f"CUDA {env.cuda}" if env.cuda else None]
+    shown = ", ".join(f for f in facts if f)
+    return f"{len(env.gpus)}× {' + '.join(names)}" + (f" ({shown})" if shown else "")
+
+
+def uses_gpu(record: Record) -> bool:
+    """Whether the run's result depends on its GPUs: gpu mode, or GPUs given to the run."""
+    return record.determinism.mode == "gpu" or bool(record.backend.gpus)
+
+
+def gpu_hardware_note(recorded: EnvInfo, here: EnvInfo) -> str:
+    """What replaying a GPU run on this machine means for the verdict, in one line.
+
+    Compares GPU model and count, driver and CUDA (a side unknown on either record is
+    not compared): the same everywhere → gpu mode's deterministic kernels can give
+    identical bytes; any difference → within_tolerance at best; no GPU → cannot run.
+    """
+    head = f"recorded on {describe_gpus(recorded)}, replaying on {describe_gpus(here)}"
+    if not recorded.gpus:
+        return head + " — the record names no GPU; the replay's GPUs are not compared"
+    if not here.gpus:
+        return head + " — the replay needs a GPU and cannot run here"
+    differences = []
+    if sorted(str(g.get("name")) for g in recorded.gpus) != sorted(str(g.get("name")) for g in here.gpus):
+        same_model = {g.get("name") for g in recorded.gpus} == {g.get("name") for g in here.gpus}
+        differences.append("other GPU count" if same_model else "other GPU model")
+    for label, a, b in (("driver", recorded.driver, here.driver), ("CUDA", recorded.cuda, here.cuda)):
+        if a and b and a != b:
+            differences.append(f"other {label}")
+    if differences:
+        return f"{head} — {', '.join(differences)}: expect within_tolerance at best"
+    return f"{head} — same GPUs, driver and CUDA: gpu mode's deterministic kernels can come back identical"
 
 
 def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | None:
@@ -160,6 +209,10 @@ def run_replay(
 
     record = replay_record(original, settings)
     record.kind = kind
+    gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
+    if gpu_note:
+        on_event(Event("info", gpu_note))
+        notes.append(gpu_note)
     if code is not None:
         record.code = code
     nproc = original.command.nproc_per_node
@@ -202,6 +255,9 @@ def run_replay(
             notes.append(f"installed packages differ from the record: {shown}")
     if original.env.cpu_model != record.env.cpu_model:
         notes.append(f"other CPU: {original.env.cpu_model} → {record.env.cpu_model}")
+    if gpu_note and original.env.cuda and record.env.cuda and original.env.cuda != record.env.cuda:
+        changed = f"{original.env.cuda} → {record.env.cuda}"
+        notes.append(f"CUDA changed: {changed} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
     verdict = compare_runs(
         side(loaded), side(replayed), record.determinism.mode,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from repro import __version__
-from repro.backends.base import Backend, Event, OnEvent, RunResult, RunSpec
+from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
@@ -301,6 +302,12 @@ def collect(
     if spec.stderr_path.is_file():
         res.stderr_tail = _tail(spec.stderr_path, 20)
     runtime = spec.runtime_dir
+    rank_logs = _rank_logs(runtime / RANK_LOGS)
+    for rank, streams in sorted(rank_logs.items()):
+        for name, path in sorted(streams.items()):
+            res.logs[f"rank{rank}.{name}"] = store.put_file(path)
+    if res.status == "failed" and rank_logs:
+        _report_failed_rank(record, spec, rank_logs)
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
         res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
     metrics = runtime / "metrics.jsonl"
@@ -344,6 +351,64 @@ def _final_metrics(path: Path) -> dict[str, float]:
     return final
 
 
+def _rank_logs(base: Path) -> dict[int, dict[str, Path]]:
+    """torchrun's per-rank files: ``<base>/<run>_<x>/attempt_<n>/<rank>/std{out,err}.log``, last attempt."""
+    found: dict[int, dict[str, Path]] = {}
+    if not base.is_dir():
+        return found
+    attempts = sorted(base.glob("*/attempt_*"), key=lambda p: (p.parent.stat().st_mtime_ns, _number(p.name)))
+    for attempt in attempts:  # later attempts (torchrun restarts) replace earlier ones
+        for rank_dir in attempt.iterdir():
+            if not rank_dir.name.isdigit():
+                continue
+            streams = {name: rank_dir / f"{name}.log" for name in ("stdout", "stderr")}
+            found[int(rank_dir.name)] = {k: v for k, v in streams.items() if v.is_file()}
+    return found
+
+
+def _number(name: str) -> int:
+    digits = name.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else 0
+
+
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
+)
+
+
+def failed_rank(launcher_stderr: str, rank_stderr: dict[int, str]) -> tuple[int, int | None] | None:
+    """The rank that failed first and its exit code, from torchrun's failure summary.
+
+    Without a summary (the launcher itself was killed), the lowest rank whose stderr
+    holds a Python traceback; None when no rank can be blamed.
+    """
+    match = _ROOT_CAUSE.search(launcher_stderr)
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    for rank in sorted(rank_stderr):
+        if "Traceback (most recent call last)" in rank_stderr[rank]:
+            return rank, None
+    return None
+
+
+def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict[str, Path]]) -> None:
+    """Name the rank that failed and make its stderr the run's stderr tail."""
+    launcher = spec.stderr_path.read_text("utf-8", "replace") if spec.stderr_path.is_file() else ""
+    stderr = {r: s["stderr"].read_text("utf-8", "replace") for r, s in rank_logs.items() if "stderr" in s}
+    found = failed_rank(launcher, stderr)
+    if found is None:
+        return
+    rank, code = found
+    status = f"exit code {code}" if code is not None else "a Python exception"
+    record.warnings.append(
+        f"rank {rank} of {len(rank_logs)} failed first ({status}); its stderr follows "
+        f"and is kept in the record as rank{rank}.stderr"
+    )
+    tail = stderr.get(rank, "").splitlines()[-20:]
+    prefix = f"[rank{rank}]:"
+    record.results.stderr_tail = [line if line.startswith(prefix) else f"{prefix} {line}" for line in tail]
+
+
 def _merge_process_env(record: Record, runtime: Path) -> None:
     env = _read_json(runtime / "env.json")
     if env:
@@ -356,12 +421,18 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
             record.env.gpus = env["gpus"]
         record.deps.freeze = list(env.get("freeze", []))
         record.deps.site_fingerprint = env.get("site_fingerprint")
-    ranks = sorted(runtime.glob("env.rank*.json"))
+    ranks = {p.stem.split("rank")[-1]: _read_json(p) for p in runtime.glob("env.rank*.json")}
     if ranks or record.command.nproc_per_node > 1:
-        world = {"0": _read_json(runtime / "env.json")} | {p.stem.split("rank")[-1]: _read_json(p) for p in ranks}
+        world = ranks or {"0": env}
         record.env.world_size = max([int(v.get("world_size", 1)) for v in world.values() if v] or [1])
-        record.env.rank_devices = {r: str(v.get("device", "cpu")) for r, v in sorted(world.items()) if v}
-    knobs = _read_json(runtime / "knobs.json")
+        record.env.rank_devices = {
+            r: str(v.get("device", "cpu")) for r, v in sorted(world.items(), key=lambda kv: int(kv[0])) if v
+        }
+        for key in ("cuda", "nccl"):  # the launcher may not have imported what the ranks used
+            value = next((v.get(key) for _, v in sorted(ranks.items()) if v.get(key)), None)
+            if value and not getattr(record.env, key):
+                setattr(record.env, key, str(value))
+    knobs = _read_json(runtime / "knobs.rank0.json") or _read_json(runtime / "knobs.json")
     if knobs:
         record.determinism.knobs.update(knobs)
 

@@ -101,14 +101,25 @@ def runtime_source() -> tuple[Path, Path]:
     return package / "runtime" / "inject", package.parent
 
 
-def launch_argv(argv: list[str], nproc_per_node: int, python: str = "python") -> list[str]:
+RANK_LOGS = "ranks"  # under the runtime dir: torchrun's per-rank stdout/stderr files
+
+
+def launch_argv(
+    argv: list[str], nproc_per_node: int, python: str = "python", log_dir: str | None = None
+) -> list[str]:
     """The argv to execute: the command itself, or torchrun around it for N>1 processes.
 
     ``argv`` starts with a python interpreter (the runner normalises `train.py` to
     `python train.py`); under torchrun the interpreter is dropped and the script and
-    its arguments follow torchrun's options.
+    its arguments follow torchrun's options. With ``log_dir`` (a path as the process
+    sees it) every rank's stdout and stderr also go to their own files there
+    (``<log_dir>/<run>/attempt_<n>/<rank>/std{out,err}.log``) while the combined,
+    rank-prefixed stream still reaches the terminal.
     """
     if nproc_per_node <= 1:
         return list(argv)
     rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
-    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}", *rest]
+    launcher = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}"]
+    if log_dir:
+        launcher += [f"--log-dir={log_dir}", "--redirects=3", "--tee=3"]
+    return [*launcher, *rest]

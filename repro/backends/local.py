@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from repro.backends.base import (
     PROJECT_ENV,
+    RANK_LOGS,
     RUNTIME_ENV_DIR,
     Event,
     OnEvent,
@@ -33,11 +34,13 @@ class LocalBackend:
     name = "local"
 
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        if spec.gpus and not _has_gpu():
-            raise BackendUnavailable(
-                f"--gpus {spec.gpus} was asked for, but no NVIDIA GPU is visible on this machine",
-                hint="drop --gpus to run on the CPU, or run where `nvidia-smi` lists a GPU",
-            )
+        """Check that the GPUs asked for are here; nothing to build.
+
+        Raises:
+            BackendUnavailable: GPUs asked for and none (or too few) visible.
+        """
+        if spec.gpus:
+            check_gpus(spec.gpus, _gpu_count())
         return None
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
@@ -49,11 +52,12 @@ class LocalBackend:
         env[RUNTIME_ENV_DIR] = str(spec.runtime_dir)
         env[PROJECT_ENV] = str(spec.project_root)
         if spec.gpus and spec.gpus != "all" and "CUDA_VISIBLE_DEVICES" not in spec.env:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(spec.gpus)))
+            env["CUDA_VISIBLE_DEVICES"] = visible_devices(spec.gpus)
         return env
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
-        argv = launch_argv(spec.argv, spec.nproc_per_node, python=sys.executable)
+        log_dir = str(spec.runtime_dir / RANK_LOGS)
+        argv = launch_argv(spec.argv, spec.nproc_per_node, python=sys.executable, log_dir=log_dir)
         if argv and argv[0] in ("python", "python3"):
             argv[0] = sys.executable
         _link_data(spec)
@@ -149,7 +153,32 @@ def _link_data(spec: RunSpec) -> None:
         target.symlink_to(source.resolve(), target_is_directory=source.is_dir())
 
 
-def _has_gpu() -> bool:
+def visible_devices(gpus: str) -> str:
+    """CUDA_VISIBLE_DEVICES for ``--gpus``: a count N → the first N devices, else the ids as given."""
+    if gpus.isdigit():
+        return ",".join(str(i) for i in range(int(gpus)))
+    return ",".join(g.strip() for g in gpus.split(",") if g.strip())
+
+
+def check_gpus(gpus: str, available: int) -> None:
+    """Refuse a run that asks for more GPUs than this machine shows.
+
+    Raises:
+        BackendUnavailable: none visible, or fewer than a count asked for.
+    """
+    hint = "drop --gpus to run on the CPU, or run where `nvidia-smi` lists enough GPUs"
+    if available == 0:
+        raise BackendUnavailable(
+            f"--gpus {gpus} was asked for, but no NVIDIA GPU is visible on this machine", hint=hint
+        )
+    wanted = int(gpus) if gpus.isdigit() else (len(gpus.split(",")) if gpus != "all" else 1)
+    if wanted > available:
+        raise BackendUnavailable(
+            f"--gpus {gpus} was asked for, but this machine shows {available} NVIDIA GPU(s)", hint=hint
+        )
+
+
+def _gpu_count() -> int:
     from repro.capture.env import gpus
 
-    return bool(gpus()[0])
+    return len(gpus()[0])

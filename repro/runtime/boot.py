@@ -4,9 +4,10 @@ Standard library only; torch and NumPy settings are applied right after the scri
 imports them (a `sys.meta_path` hook), so processes that never import torch (pip,
 a shell helper) pay nothing.
 
-Files written to $REPRO_RUNTIME_DIR (rank N > 0 adds `.rankN` before the suffix):
+Files written to $REPRO_RUNTIME_DIR (a torchrun rank N adds `.rankN` before the suffix;
+the launcher process itself writes the plain names):
   env.json       the interpreter, torch/CUDA versions, installed packages, a fingerprint
-  knobs.json     the determinism knobs actually applied
+  knobs.json     the determinism knobs actually applied, and the process-group backend
   opened.<pid>   files opened for reading under the project (one per line)
 """
 
@@ -137,6 +138,32 @@ def _apply_torch(torch: ModuleType) -> None:
         torch.backends.cudnn.allow_tf32 = False
         knobs["tf32"] = False
     knobs["cpu_capability"] = _safe(lambda: torch.backends.cpu.get_cpu_capability())
+    if _state.get("rank", -1) >= 0:
+        _watch_process_group(torch)
+
+
+def _watch_process_group(torch: ModuleType) -> None:
+    """Record the process-group backend (gloo, nccl…) once the script initialises one."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not _safe(lambda: dist.is_available()):
+        return
+    original = dist.init_process_group
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        _note_process_group(dist)
+        return result
+
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    init_process_group.__doc__ = original.__doc__
+    dist.init_process_group = init_process_group
+
+
+def _note_process_group(dist: ModuleType) -> None:
+    if _safe(lambda: dist.is_initialized()):
+        backend = _safe(lambda: str(dist.get_backend()))
+        if backend:
+            _state["knobs"]["process_group_backend"] = backend
 
 
 def _safe(fn: Callable[[], Any]) -> Any:
@@ -169,7 +196,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 def _suffix() -> str:
     rank = _state.get("rank", -1)
-    return "" if rank <= 0 else f".rank{rank}"
+    return "" if rank < 0 else f".rank{rank}"
 
 
 def _write_files() -> None:
@@ -177,6 +204,9 @@ def _write_files() -> None:
     if not out:
         return
     d = Path(out)
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None:
+        _note_process_group(dist)
     try:
         _write_opened(d)
         if _state.get("rank", -1) >= 0 or _state.get("main"):

@@ -31,6 +31,7 @@ def run_summary_dict(record: Record, capsule: Path) -> dict[str, Any]:
         "backend": record.backend.name,
         "mode": record.determinism.mode,
         "seed": record.seeds.master,
+        "world_size": record.env.world_size,
         "outputs": [{"path": o.path, "size": o.size, "hash": o.hash} for o in record.results.outputs],
         "metrics": record.results.final_metrics,
         "warnings": record.warnings,
@@ -62,6 +63,18 @@ def ls_dicts(rows: list[RunRow]) -> list[dict[str, Any]]:
          "backend": r.backend, "duration_s": r.duration_s, "command": r.command, "verdict": r.verdict}
         for r in rows
     ]  # fmt: skip
+
+
+def world_text(record: Record) -> str:
+    """``2 processes (torchrun), process group gloo; rank 0 → cpu, rank 1 → cpu``."""
+    world = max(record.env.world_size, record.command.nproc_per_node)
+    text = f"{world} processes (torchrun)"
+    group = record.determinism.knobs.get("process_group_backend")
+    if group:
+        text += f", process group {group}"
+    if record.env.rank_devices:
+        text += "; " + ", ".join(f"rank {r} → {d}" for r, d in record.env.rank_devices.items())
+    return text
 
 
 def show_text(record: Record) -> str:
@@ -103,7 +116,14 @@ def show_text(record: Record) -> str:
         knobs += f", {m.threads} thread(s)"
     if m.isa:
         knobs += f", ISA {m.isa}"
+    if m.mode == "gpu":
+        nccl = m.knobs.get("nccl") or {}
+        knobs += f", TF32 off, CUBLAS_WORKSPACE_CONFIG {m.env.get('CUBLAS_WORKSPACE_CONFIG', '-')}"
+        if nccl:
+            knobs += f", NCCL {nccl.get('NCCL_ALGO', '?')}/{nccl.get('NCCL_PROTO', '?')}"
     lines.append(("determinism", knobs))
+    if r.command.nproc_per_node > 1 or r.env.world_size > 1:
+        lines.append(("world", world_text(r)))
     e = r.env
     env = f"Python {e.python}, torch {e.torch or '-'}, {e.os}, {e.cpu_model or e.machine}"
     if e.gpus:
