@@ -16,9 +16,10 @@ import io
 import os
 import tarfile
 import typing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
@@ -397,7 +398,9 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
             missing or unexpected member, unknown format, blob missing.
     """
     if not path.is_file():
-        raise CapsuleInvalid(f"no capsule file at {path}", hint="check the path; export one with `repro export`")
+        raise CapsuleInvalid(
+            f"no capsule file at {path}", hint="check the path; export one with `repro export`"
+        )
     try:
         tar = tarfile.open(path, "r:*")
     except (tarfile.TarError, OSError, EOFError) as e:
@@ -427,7 +430,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     out = open(target, "wb")
                 try:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                    while chunk := f.read(1 << 20):
                         h.update(chunk)
                         if keep:
                             buf += chunk
@@ -453,7 +456,9 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         if name not in digests:
             raise CapsuleInvalid(f"member {name} is missing (truncated capsule?)", member=name)
         if digests[name] != digest:
-            raise CapsuleInvalid(f"member {name} does not match its checksum (corrupt or tampered)", member=name)
+            raise CapsuleInvalid(
+                f"member {name} does not match its checksum (corrupt or tampered)", member=name
+            )
     extra = set(digests) - set(expected) - {SUMS_NAME}
     if extra:
         name = sorted(extra)[0]

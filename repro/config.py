@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomllib
 import yaml
 
 from repro.errors import ConfigError
@@ -161,7 +161,9 @@ def load(root: Path, environ: dict[str, str] | None = None) -> Settings:
                 close = difflib.get_close_matches(key, list(_YAML_KEYS), n=1)
                 raise ConfigError(
                     f"{source}: unknown setting {key!r}",
-                    hint=f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(_YAML_KEYS))}",
+                    hint=f"did you mean {close[0]!r}?"
+                    if close
+                    else f"known: {', '.join(sorted(_YAML_KEYS))}",
                 )
             name = _YAML_KEYS[key]
             values[name] = _coerce(name, value, source)
@@ -170,5 +172,3 @@ def load(root: Path, environ: dict[str, str] | None = None) -> Settings:
         if env.get(var):
             values[name] = _coerce(name, env[var], var)
     return _validated(Settings(**values))
-
-

@@ -21,10 +21,11 @@ import secrets
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 from repro.capsule import RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
@@ -236,7 +237,9 @@ class Store:
             return self.load_run(matches[0])
         if len(matches) > 1:
             raise UsageError(f"run ref {ref!r} is ambiguous: {', '.join(matches[:5])}")
-        raise NotFoundError(f"no run matches {ref!r}", hint="`repro ls` lists the runs; refs can also be capsule files")
+        raise NotFoundError(
+            f"no run matches {ref!r}", hint="`repro ls` lists the runs; refs can also be capsule files"
+        )
 
     def open_capsule(self, path: Path) -> LoadedRun:
         """Verify a capsule tar and extract it to a scratch directory.
@@ -292,8 +295,17 @@ def _index_put(db: sqlite3.Connection, record: Record) -> None:
     row = _row_from_record(record)
     db.execute(
         "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (row.id, row.created, row.status, row.kind, row.command, row.duration_s, row.backend, row.parent,
-         row.verdict),
+        (
+            row.id,
+            row.created,
+            row.status,
+            row.kind,
+            row.command,
+            row.duration_s,
+            row.backend,
+            row.parent,
+            row.verdict,
+        ),
     )
 
 
@@ -311,16 +323,13 @@ def _row_from_record(record: Record) -> RunRow:
     )
 
 
-def _row_from_db(row: tuple) -> RunRow:  # type: ignore[type-arg]
-    return RunRow(
-        id=row[0], created=row[1], status=row[2], kind=row[3], command=row[4],
-        duration_s=row[5], backend=row[6], parent=row[7], verdict=row[8],
-    )  # fmt: skip
+def _row_from_db(row: tuple[Any, ...]) -> RunRow:
+    return RunRow(*row[:5], duration_s=row[5], backend=row[6], parent=row[7], verdict=row[8])
 
 
 def _unsealed_row(run_dir: Path) -> RunRow:
     marker = run_dir / "running.json"
-    info: dict = {}  # type: ignore[type-arg]
+    info: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         info = json.loads(marker.read_text())
     status = "running" if _alive(info.get("pid")) else "incomplete"

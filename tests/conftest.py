@@ -56,7 +56,10 @@ class Project:
         import random
 
         r = random.Random(seed)
-        rows = [f"{r.gauss(c * 2 - 1, 0.7):.5f},{r.gauss(1 - c * 2, 0.7):.5f},{c}" for c in (i % 2 for i in range(n))]
+        rows = [
+            f"{r.gauss(c * 2 - 1, 0.7):.5f},{r.gauss(1 - c * 2, 0.7):.5f},{c}"
+            for c in (i % 2 for i in range(n))
+        ]
         return self.write(rel, "\n".join(rows) + "\n")
 
     def lock_torch(self) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from repro.capsule import CodeInfo, FileEntry
 from repro.capture.secrets import is_secret_file, strip_url_credentials
@@ -107,7 +107,9 @@ def capture_code(
         if stored:
             put_file(path, digest)
         else:
-            capture.warnings.append(f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored")
+            capture.warnings.append(
+                f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored"
+            )
         entry = FileEntry(rel, size, digest, stored)
         capture.info.files.append(entry)
         if rel in untracked:
@@ -150,7 +152,9 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
                 info.branch = None if repo.head.is_detached else repo.active_branch.name
                 patch = cmd.diff("HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".")
             else:
-                capture.warnings.append("the git repository has no commits yet; recorded as uncommitted files")
+                capture.warnings.append(
+                    "the git repository has no commits yet; recorded as uncommitted files"
+                )
                 patch = ""
             remote = next(iter(repo.remotes), None)
             if remote is not None:
@@ -160,7 +164,9 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
             untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
             info.dirty = bool(patch) or not has_head  # untracked code is added once it is filtered
     except git.GitCommandError as e:
-        raise UsageError(f"git could not read {root}: {e.stderr.strip() or e}", hint="check `git status`") from e
+        raise UsageError(
+            f"git could not read {root}: {e.stderr.strip() or e}", hint="check `git status`"
+        ) from e
     except (git.InvalidGitRepositoryError, ValueError) as e:
         raise UsageError(f"{root} is not a readable git repository: {e}") from e
     capture.patch = patch

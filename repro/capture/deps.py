@@ -19,10 +19,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+
+import tomllib
 
 from repro.errors import BuildError, NotFoundError
 from repro.hashing import hash_bytes
@@ -87,7 +88,9 @@ def find_source(root: Path, configured: str | None) -> tuple[Path | None, str | 
 
 def inputs_hash(text: str) -> str:
     """What a lock depends on: the source text, the Python version and the platform."""
-    key = f"{text}\n--\n{sys.version_info.major}.{sys.version_info.minor}\n{sys.platform}\n{platform.machine()}"
+    key = (
+        f"{text}\n--\n{sys.version_info.major}.{sys.version_info.minor}\n{sys.platform}\n{platform.machine()}"
+    )
     return hash_bytes(key.encode())
 
 
@@ -101,7 +104,9 @@ def ensure_lock(root: Path, configured: str | None, on_line: Callable[[str], Non
     if source is None or text is None:
         return Lock(path=None)
     if "--hash=" in text:
-        return Lock(path=source, source=source, inputs_hash=hash_bytes(text.encode()), requirements=pinned(text))
+        return Lock(
+            path=source, source=source, inputs_hash=hash_bytes(text.encode()), requirements=pinned(text)
+        )
     digest = inputs_hash(text)
     lock_path = root / LOCK_DIR / LOCK_NAME
     if lock_path.is_file() and lock_path.read_text().startswith(HEADER + digest):
@@ -115,7 +120,9 @@ def ensure_lock(root: Path, configured: str | None, on_line: Callable[[str], Non
         compiled = True
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = lock_path.with_name(f".{lock_path.name}.tmp")
-    tmp.write_text(f"{HEADER}{digest}\n# source: {source.relative_to(root).as_posix()}\n" + cached.read_text())
+    tmp.write_text(
+        f"{HEADER}{digest}\n# source: {source.relative_to(root).as_posix()}\n" + cached.read_text()
+    )
     os.replace(tmp, lock_path)
     return Lock(lock_path, source, digest, pinned(lock_path.read_text()), compiled)
 

@@ -68,9 +68,9 @@ def gpus() -> tuple[list[dict[str, Any]], str | None]:
     return found, driver
 
 
-def allowed_variables(environ: dict[str, str], redactor: Redactor, extra: tuple[str, ...] = ()) -> tuple[
-    dict[str, str], list[str]
-]:
+def allowed_variables(
+    environ: dict[str, str], redactor: Redactor, extra: tuple[str, ...] = ()
+) -> tuple[dict[str, str], list[str]]:
     """Environment variables from the allow-list, secrets redacted."""
     patterns = (*ENV_ALLOW, *extra)
     picked = {k: v for k, v in sorted(environ.items()) if any(fnmatch.fnmatchcase(k, p) for p in patterns)}

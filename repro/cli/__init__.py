@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return int(ExitCode.OK)
     except Exception as e:  # the last line of defence: one line, not a traceback
-        ui.error(f"unexpected error: {type(e).__name__}: {e}", "set REPRO_DEBUG=1 for a traceback, and report it")
+        ui.error(
+            f"unexpected error: {type(e).__name__}: {e}", "set REPRO_DEBUG=1 for a traceback, and report it"
+        )
         if _debug():
             raise
         return int(ExitCode.UNEXPECTED)

@@ -17,21 +17,46 @@ from repro.ui import verdict as render
 
 @click.command("replay")
 @click.argument("ref", default="latest")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None,
-              help="Execute on this backend instead of the recorded one (reported in the verdict).")
-@click.option("--data-root", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
-              help="Directory the recorded data paths are relative to (default: the project root).")
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="Execute on this backend instead of the recorded one (reported in the verdict).",
+)
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Directory the recorded data paths are relative to (default: the project root).",
+)
 @click.option("--allow-data-drift", is_flag=True, help="Replay even when the data differs from the record.")
-@click.option("--atol", type=float, default=None,
-              help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).")
-@click.option("--rtol", type=float, default=None,
-              help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).")
-@click.option("--nproc-per-node", type=click.IntRange(1), default=None,
-              help="Replay with another number of processes (needs --allow-world-size-change).")
+@click.option(
+    "--atol",
+    type=float,
+    default=None,
+    help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).",
+)
+@click.option(
+    "--rtol",
+    type=float,
+    default=None,
+    help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).",
+)
+@click.option(
+    "--nproc-per-node",
+    type=click.IntRange(1),
+    default=None,
+    help="Replay with another number of processes (needs --allow-world-size-change).",
+)
 @click.option("--allow-world-size-change", is_flag=True, help="Allow a different world size.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
-@click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the verdict as Markdown to this file.")
+@click.option(
+    "--markdown",
+    "markdown",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the verdict as Markdown to this file.",
+)
 @pass_app
 def replay(
     app: AppContext,
@@ -59,11 +84,17 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
-    """  # fmt: skip
+    """
     request = ReplayRequest(
-        ref=ref, backend=backend, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
-        allow_world_size_change=allow_world_size_change, nproc_per_node=nproc_per_node,
-    )  # fmt: skip
+        ref=ref,
+        backend=backend,
+        data_root=data_root,
+        allow_data_drift=allow_data_drift,
+        atol=atol,
+        rtol=rtol,
+        allow_world_size_change=allow_world_size_change,
+        nproc_per_node=nproc_per_node,
+    )
     try:
         outcome = run_replay(request, app.store, app.settings, on_event)
     except KeyboardInterrupt as e:
@@ -75,7 +106,9 @@ def replay(
         ui.json_out(render.render_json(verdict) | {"replay_id": outcome.replay.id})
     else:
         ui.out(render.render_text(verdict))
-        ui.info(f"replay recorded as {outcome.replay.id}; `repro diff {outcome.original.id} {outcome.replay.id}`")
+        ui.info(
+            f"replay recorded as {outcome.replay.id}; `repro diff {outcome.original.id} {outcome.replay.id}`"
+        )
     code = int(verdict.exit_code)
     if code:
         raise click.exceptions.Exit(code)

@@ -10,8 +10,8 @@ import click
 
 from repro import runner, ui
 from repro.backends.base import Event
-from repro.cli.context import AppContext, pass_app
 from repro.capsule import Record
+from repro.cli.context import AppContext, pass_app
 from repro.config import BACKENDS, MODES, Settings
 from repro.errors import CommandFailed, Interrupted
 from repro.ui import records as render
@@ -39,25 +39,58 @@ def execution_options(f: click.decorators.FC) -> click.decorators.FC:
     """Options shared by `run` and `check`."""
     for option in reversed(
         [
-            click.option("--backend", type=click.Choice(BACKENDS), default=None,
-                         help="Where to execute (default: auto = docker when an engine answers, else local)."),
+            click.option(
+                "--backend",
+                type=click.Choice(BACKENDS),
+                default=None,
+                help="Where to execute (auto: docker when an engine answers, else local).",
+            ),
             click.option("--seed", type=int, default=None, help="Master seed (default: drawn and recorded)."),
-            click.option("--mode", type=click.Choice(MODES), default=None,
-                         help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off."),
-            click.option("--data", "data", multiple=True, metavar="PATH",
-                         help="Declared input data (repeatable); hashed and checked on replay."),
-            click.option("--outputs", "outputs", multiple=True, metavar="DIR",
-                         help="Output directory (repeatable; default: outputs)."),
-            click.option("--threads", type=int, default=None, help="Intra-op threads in strict/gpu mode (default 1)."),
-            click.option("--isa", type=click.Choice(["auto", "avx2", "avx512", "default", "none"]), default=None,
-                         help="CPU kernel ISA pin for strict replay across hosts (default auto: avx2 when present)."),
-            click.option("--nproc-per-node", type=click.IntRange(1), default=1,
-                         help="Launch N processes through torchrun --standalone."),
-            click.option("--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."),
-            click.option("--network/--no-network", default=None,
-                         help="Allow network access inside the container (default: none; recorded)."),
+            click.option(
+                "--mode",
+                type=click.Choice(MODES),
+                default=None,
+                help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off.",
+            ),
+            click.option(
+                "--data",
+                "data",
+                multiple=True,
+                metavar="PATH",
+                help="Declared input data (repeatable); hashed and checked on replay.",
+            ),
+            click.option(
+                "--outputs",
+                "outputs",
+                multiple=True,
+                metavar="DIR",
+                help="Output directory (repeatable; default: outputs).",
+            ),
+            click.option(
+                "--threads", type=int, default=None, help="Intra-op threads in strict/gpu mode (1)."
+            ),
+            click.option(
+                "--isa",
+                type=click.Choice(["auto", "avx2", "avx512", "default", "none"]),
+                default=None,
+                help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
+            ),
+            click.option(
+                "--nproc-per-node",
+                type=click.IntRange(1),
+                default=1,
+                help="Launch N processes through torchrun --standalone.",
+            ),
+            click.option(
+                "--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."
+            ),
+            click.option(
+                "--network/--no-network",
+                default=None,
+                help="Allow network access inside the container (default: none; recorded).",
+            ),
         ]
-    ):  # fmt: skip
+    ):
         f = option(f)
     return f
 

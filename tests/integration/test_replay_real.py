@@ -13,7 +13,9 @@ def _train_project(project: Project) -> None:
     project.script("train_unseeded.py", "train.py")
     project.points()
     project.commit("train")
-    r = project.repro("run", "--backend", "local", "--data", "data", "--", "python", "train.py", "--epochs", "2")
+    r = project.repro(
+        "run", "--backend", "local", "--data", "data", "--", "python", "train.py", "--epochs", "2"
+    )
     assert r.code == 0, r.err
 
 
@@ -26,7 +28,11 @@ def test_unseeded_training_replays_identical_in_place_and_from_a_tar_elsewhere(
     verdict = json.loads(r.out)
     assert verdict["status"] == "identical"
     rows = json.loads(project.repro("ls", "--json").out)
-    assert rows[-1]["kind"] == "replay" and rows[-1]["parent"] == rows[0]["id"] and rows[-1]["verdict"] == "identical"
+    assert (
+        rows[-1]["kind"] == "replay"
+        and rows[-1]["parent"] == rows[0]["id"]
+        and rows[-1]["verdict"] == "identical"
+    )
 
     tar = tmp_path / "run.tar"
     assert project.repro("export", rows[0]["id"], "-o", str(tar)).code == 0

@@ -41,7 +41,9 @@ def test_record_holds_commit_patch_data_hashes_lock_seed_params(project: Project
     project.lock_torch()
     head = project.commit("train")
     script = project.root / "train.py"
-    script.write_text(script.read_text().replace("nn.Linear(2, 16)", "nn.Linear(2, 12)").replace("(16, 2)", "(12, 2)"))
+    script.write_text(
+        script.read_text().replace("nn.Linear(2, 16)", "nn.Linear(2, 12)").replace("(16, 2)", "(12, 2)")
+    )
     project.write("notes.md", "untracked notes\n")
     r = project.repro("run", "--backend", "local", "--seed", "42", "--data", "data", "--", "train.py",
                       "--lr", "0.02", "--batch-size=8", "--epochs", "1", "--workers", "0")  # fmt: skip
@@ -120,13 +122,13 @@ def test_json_output_of_run(project: Project) -> None:
 
 def _start_slow(project: Project) -> subprocess.Popen[str]:
     project.write("slow.py", "import time\nprint('started', flush=True)\ntime.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "repro", "run", "--backend", "local", "slow.py"],
-                            cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    argv = [sys.executable, "-m", "repro", "run", "--backend", "local", "slow.py"]
+    proc = subprocess.Popen(argv, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     runs = project.root / ".repro" / "runs"
     while time.time() < deadline:
-        if runs.is_dir() and any((d / "work" / "stdout.log").is_file() and (d / "work" / "stdout.log").read_text()
-                                 for d in runs.iterdir()):  # fmt: skip
+        logs = [d / "work" / "stdout.log" for d in runs.iterdir()] if runs.is_dir() else []
+        if any(log.is_file() and log.read_text() for log in logs):
             return proc
         time.sleep(0.2)
     proc.kill()

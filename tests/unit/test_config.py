@@ -14,7 +14,9 @@ def test_defaults_without_a_project_file(tmp_path: Path) -> None:
 
 
 def test_yaml_then_env_then_flags(tmp_path: Path) -> None:
-    (tmp_path / "repro.yaml").write_text("backend: local\nthreads: 2\ndata: [d1, d2]\nimage:\n  base: deb:1\n")
+    (tmp_path / "repro.yaml").write_text(
+        "backend: local\nthreads: 2\ndata: [d1, d2]\nimage:\n  base: deb:1\n"
+    )
     s = config.load(tmp_path, environ={"REPRO_BASE_IMAGE": "deb:2"})
     assert (s.backend, s.threads, s.data, s.base_image) == ("local", 2, ("d1", "d2"), "deb:2")
     assert s.with_overrides(threads=4, backend=None).threads == 4

@@ -5,8 +5,14 @@ from repro.capture.secrets import REDACTED, Redactor, is_secret_file, strip_url_
 
 def test_env_names_are_redacted_and_urls_stripped() -> None:
     env, hits = Redactor().env(
-        {"WANDB_API_KEY": "k1", "AWS_REGION": "eu", "MY_TOKEN": "t", "DB_PASSWORD": "p", "OMP_NUM_THREADS": "1",
-         "PROXY": "http://bob:hunter2@proxy:3128"}  # fmt: skip
+        {
+            "WANDB_API_KEY": "k1",
+            "AWS_REGION": "eu",
+            "MY_TOKEN": "t",
+            "DB_PASSWORD": "p",
+            "OMP_NUM_THREADS": "1",
+            "PROXY": "http://bob:hunter2@proxy:3128",
+        }  # fmt: skip
     )
     assert env["WANDB_API_KEY"] == env["AWS_REGION"] == env["MY_TOKEN"] == env["DB_PASSWORD"] == REDACTED
     assert env["OMP_NUM_THREADS"] == "1"
@@ -18,7 +24,16 @@ def test_argv_values_of_credential_options_are_redacted() -> None:
     argv, hits = Redactor().argv(
         ["python", "t.py", "--api-key", "s3cr3t", "--token=abc", "--lr", "0.1", "https://u:pw@host/x"]
     )
-    assert argv == ["python", "t.py", "--api-key", REDACTED, f"--token={REDACTED}", "--lr", "0.1", "https://host/x"]
+    assert argv == [
+        "python",
+        "t.py",
+        "--api-key",
+        REDACTED,
+        f"--token={REDACTED}",
+        "--lr",
+        "0.1",
+        "https://host/x",
+    ]
     assert hits
 
 

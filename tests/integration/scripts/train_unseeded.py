@@ -31,7 +31,9 @@ parser.add_argument("--workers", type=int, default=2)
 parser.add_argument("--data", default="data/points.csv")
 args = parser.parse_args()
 
-loader = DataLoader(Points(Path(args.data)), batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
+loader = DataLoader(
+    Points(Path(args.data)), batch_size=args.batch_size, shuffle=True, num_workers=args.workers
+)
 model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 2))
 opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 step = 0
