@@ -22,10 +22,10 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from repro.capsule import RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
