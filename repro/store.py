@@ -324,7 +324,8 @@ def _row_from_record(record: Record) -> RunRow:
 
 
 def _row_from_db(row: tuple[Any, ...]) -> RunRow:
-    return RunRow(*row[:5], duration_s=row[5], backend=row[6], parent=row[7], verdict=row[8])
+    run_id, created, status, kind, command, duration, backend, parent, verdict = row
+    return RunRow(run_id, created, status, kind, command, duration, backend, parent, verdict)
 
 
 def _unsealed_row(run_dir: Path) -> RunRow:
