@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,15 +18,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker
 import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
+from docker.utils.socket import STDERR, frames_iter
 
 from repro import images
 from repro.backends.base import (
     PROJECT_ENV,
+    RANK_LOGS,
     RUNTIME_ENV_DIR,
     Event,
     OnEvent,
@@ -81,6 +85,42 @@ def _translated(action: str) -> Iterator[None]:
         raise BackendUnavailable(f"Docker failed while {action}: {e}", hint=ENGINE_HINT) from e
 
 
+def _endpoint() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _reachable(url: str, timeout: float) -> bool:
+    """Whether the engine's socket accepts a connection.
+
+    Checked with a socket this module closes itself: the SDK leaks the socket of a
+    failed connect, which surfaces as a ResourceWarning.
+    """
+    parsed = urlsplit(url)
+    if parsed.scheme in ("unix", "http+unix"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address: Any = parsed.path
+    elif parsed.scheme in ("tcp", "http", "https") and parsed.hostname:
+        family = socket.AF_INET6 if ":" in parsed.hostname else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        address = (parsed.hostname, parsed.port or (2376 if os.environ.get("DOCKER_TLS_VERIFY") else 2375))
+    else:
+        return True  # ssh:// and others: let the SDK try
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def _connect(timeout: float) -> docker.DockerClient:
+    if not _reachable(_endpoint(), min(timeout, 5.0)):
+        raise docker.errors.DockerException(f"nothing listens at {_endpoint()}")
+    return docker.from_env(timeout=timeout)
+
+
 @contextmanager
 def engine(timeout: float = 60) -> Iterator[docker.DockerClient]:
     """A connected Docker client, closed on exit; engine errors inside become repro errors.
@@ -89,10 +129,9 @@ def engine(timeout: float = 60) -> Iterator[docker.DockerClient]:
         BackendUnavailable: no engine answers (DOCKER_HOST or the default socket).
     """
     try:
-        client = docker.from_env(timeout=timeout)
+        client = _connect(timeout)
     except docker.errors.DockerException as e:
-        where = os.environ.get("DOCKER_HOST") or "the default socket"
-        raise BackendUnavailable(f"no Docker engine answers at {where}", hint=ENGINE_HINT) from e
+        raise BackendUnavailable(f"no Docker engine answers at {_endpoint()}", hint=ENGINE_HINT) from e
     try:
         with _translated("talking to it"):
             yield client
@@ -103,7 +142,7 @@ def engine(timeout: float = 60) -> Iterator[docker.DockerClient]:
 def engine_available(timeout: float = 2.0) -> bool:
     """Whether a Docker engine answers a ping within ``timeout`` seconds (for ``--backend auto``)."""
     try:
-        client = docker.from_env(timeout=timeout)
+        client = _connect(timeout)
     except docker.errors.DockerException:
         return False
     try:
@@ -422,7 +461,7 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[s
     run_id = spec.env.get("REPRO_RUN_ID", "")
     return {
         "image": built.id,
-        "command": launch_argv(spec.argv, spec.nproc_per_node),
+        "command": launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}"),
         "environment": env,
         "working_dir": _in_work(spec.workdir),
         "user": f"{uid}:{gid}",
@@ -485,28 +524,37 @@ def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnE
     """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line."""
     spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
     spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
-    stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
+    sock = api.attach_socket(cid, params={"stdout": 1, "stderr": 1, "stream": 1, "logs": 1})
     pending = {"stdout": b"", "stderr": b""}
     with open(spec.stdout_path, "wb") as out, open(spec.stderr_path, "wb") as err:
         files = {"stdout": out, "stderr": err}
         try:
             api.start(cid)
-            for chunk_out, chunk_err in stream:
-                for name, data in (("stdout", chunk_out), ("stderr", chunk_err)):
-                    if not data:
-                        continue
-                    files[name].write(data)
-                    files[name].flush()
-                    *lines, pending[name] = (pending[name] + data).split(b"\n")
-                    for line in lines:
-                        on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
+            for stream_id, data in frames_iter(sock, tty=False):
+                name = "stderr" if stream_id == STDERR else "stdout"
+                if not data:
+                    continue
+                files[name].write(data)
+                files[name].flush()
+                *lines, pending[name] = (pending[name] + data).split(b"\n")
+                for line in lines:
+                    on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            _close_attach(sock)
         for name, rest in pending.items():
             if rest:
                 on_event(Event("log", rest.decode(errors="replace").rstrip("\r"), name))
+
+
+def _close_attach(sock: Any) -> None:
+    """Close an attach socket and the HTTP response behind it (the SDK leaves both open)."""
+    for thing in (getattr(sock, "_response", None), sock, getattr(sock, "_sock", None)):
+        close = getattr(thing, "close", None)
+        if close is not None:
+            try:
+                close()
+            except (OSError, ValueError):
+                pass
 
 
 def _stop_quietly(api: docker.APIClient, cid: str) -> None:
@@ -570,10 +618,12 @@ def remove_images(keep: set[str], dry_run: bool = False) -> list[ImageEntry]:
     with engine() as client:
         for img in doomed:
             try:
-                client.api.remove_image(img.id, force=True)
+                # By tag, without force: the engine refuses images a container still uses.
+                for ref in img.tags or [img.id]:
+                    client.api.remove_image(ref)
                 removed.append(img)
             except docker.errors.ImageNotFound:
                 removed.append(img)
             except docker.errors.APIError:
-                continue  # still used by a container; left for the next gc
+                continue  # in use by a container: left for the next gc
     return removed

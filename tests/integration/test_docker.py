@@ -1,0 +1,351 @@
+"""The Docker backend against a real engine: images, sandbox, logs, failures, Ctrl-C, gc.
+
+Tests marked ``docker`` skip with a reason when no engine answers or the base image is
+missing (`make docker-up` makes both; CI runs it, so they run there). One torch image,
+built from the repository's committed quick-start lock, is shared by every test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repro.backends import docker as backend
+from repro.backends.base import Event, RunSpec
+from repro.config import DEFAULT_BASE_IMAGE
+from repro.errors import BackendUnavailable, ExitCode
+from tests.conftest import QUICKSTART_LOCK, REPO, Project
+
+# Two small pure-python locks cut from the committed torch lock: different lockfile
+# bytes must give a new image, without installing torch twice.
+TINY_LOCKS = {"a": ["typing-extensions"], "b": ["filelock", "typing-extensions"]}
+
+PROBE = r"""
+import json, os, socket, sys
+result = {"uid": os.getuid(), "gid": os.getgid(), "cwd": os.getcwd(), "python": sys.executable}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3).close()
+    result["network"] = "connected"
+except OSError as e:
+    result["network"] = f"failed: {e}"
+try:
+    open("/work/probe-write.txt", "w").close()
+    result["code_writable"] = True
+except OSError:
+    result["code_writable"] = False
+with open("/work/outputs/probe.txt", "w") as f:
+    f.write("written from the container\n")
+result["shm_bytes"] = os.statvfs("/dev/shm").f_blocks * os.statvfs("/dev/shm").f_frsize
+result["runtime_dir"] = os.environ.get("REPRO_RUNTIME_DIR")
+result["pythonpath"] = os.environ.get("PYTHONPATH")
+result["seed"] = os.environ.get("REPRO_SEED")
+print(json.dumps(result))
+print("to stderr", file=sys.stderr)
+"""
+
+
+def _engine_reason() -> str | None:
+    if not backend.engine_available():
+        return "no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)"
+    with backend.engine() as client:
+        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
+            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def engine_ready() -> None:
+    reason = _engine_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The torch environment image of the committed quick-start lock, built once per session."""
+    spec = _spec(tmp_path_factory.mktemp("torch-image"), ["python", "-c", "pass"], lockfile=QUICKSTART_LOCK)
+    return backend.DockerBackend().prepare(spec, lambda e: None)
+
+
+def _spec(root: Path, argv: list[str], **kw: object) -> RunSpec:
+    (root / "outputs").mkdir(parents=True, exist_ok=True)
+    defaults: dict = dict(
+        argv=argv,
+        project_root=root,
+        workdir=".",
+        env={"REPRO_SEED": "7", "PYTHONHASHSEED": "7", "REPRO_RUN_ID": f"t{time.time_ns()}"},
+        runtime_dir=root.parent / f"{root.name}-runtime",
+        stdout_path=root.parent / f"{root.name}-logs" / "stdout.log",
+        stderr_path=root.parent / f"{root.name}-logs" / "stderr.log",
+        outputs=["outputs"],
+    )
+    defaults.update(kw)
+    return RunSpec(**defaults)
+
+
+def _tiny_lock(path: Path, which: str, nonce: str = "") -> Path:
+    entries = {}
+    for block in QUICKSTART_LOCK.read_text().split("\n"):
+        if block and not block[0].isspace() and "==" in block:
+            current = block.split("==")[0]
+            entries[current] = [block]
+        elif block.strip().startswith("--hash") and entries:
+            entries[current].append(block)
+    text = "".join("\n".join(entries[name]) + "\n" for name in TINY_LOCKS[which])
+    path.write_text(text + (f"# {nonce}\n" if nonce else ""))
+    return path
+
+
+def _repro_image_ids() -> set[str]:
+    with backend.engine() as client:
+        return {str(i["Id"]) for i in client.api.images(all=True)}
+
+
+def _containers_of(run_id: str) -> list:
+    with backend.engine() as client:
+        return client.api.containers(all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"})
+
+
+# --------------------------------------------------------------------------- no engine needed
+
+
+def test_engine_down_is_backend_unavailable_with_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    assert backend.engine_available() is False
+    spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
+    with pytest.raises(BackendUnavailable) as caught:
+        backend.DockerBackend().prepare(spec, lambda e: None)
+    assert caught.value.exit_code == ExitCode.BACKEND_UNAVAILABLE
+    assert "make docker-up" in (caught.value.hint or "")
+
+
+def test_cli_engine_down_exits_3_without_traceback(project: Project, tmp_path: Path) -> None:
+    project.write("train.py", "print('never runs')\n")
+    project.commit("train")
+    r = project.repro("run", "--backend", "docker", "--", "python", "train.py",
+                      env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})  # fmt: skip
+    assert r.code == 3, r.err
+    assert "make docker-up" in r.err
+    assert "Traceback" not in r.err
+
+
+# --------------------------------------------------------------------------- images
+
+
+@pytest.mark.docker
+def test_code_change_reuses_image_lockfile_change_builds_new(engine_ready: None, tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    lock = _tiny_lock(tmp_path / "a.lock", "a")
+    spec = _spec(root, ["python", "-c", "import typing_extensions"], lockfile=lock)
+    (root / "train.py").write_text("print(1)\n")
+    first = backend.DockerBackend().prepare(spec, lambda e: None)
+    (root / "train.py").write_text("print(2)\n")
+    again = backend.DockerBackend().prepare(spec, lambda e: None)
+    assert again["reused"] is True and again["id"] == first["id"] and again["tag"] == first["tag"]
+    before = _repro_image_ids()
+    nonce = f"test {time.time_ns()}"  # new lockfile bytes: never built before
+    changed = _spec(root, spec.argv, lockfile=_tiny_lock(tmp_path / "b.lock", "b", nonce))
+    events: list[Event] = []
+    built = backend.DockerBackend().prepare(changed, events.append)
+    assert built["reused"] is False and built["tag"] != first["tag"]
+    assert built["id"] not in before
+    assert any(e.kind == "build" for e in events)
+    assert built["base_id"].startswith("sha256:") and built["base"] == DEFAULT_BASE_IMAGE
+    assert f"FROM {built['base_id']}" in built["dockerfile_text"]
+    result = backend.DockerBackend().execute(changed, lambda e: None)
+    assert result.exit_code == 0, changed.stderr_path.read_text()
+    backend.remove_images(keep={img.id for img in backend.list_images()} - {built["id"]})
+
+
+@pytest.mark.docker
+def test_recorded_base_id_is_used_as_is(engine_ready: None, tmp_path: Path) -> None:
+    spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
+    by_tag = backend.DockerBackend().prepare(spec, lambda e: None)
+    spec.base_image = by_tag["base_id"]
+    by_id = backend.DockerBackend().prepare(spec, lambda e: None)
+    assert by_id["tag"] == by_tag["tag"] and by_id["reused"] is True
+    spec.base_image = "sha256:" + "0" * 64
+    with pytest.raises(BackendUnavailable, match="no base image"):
+        backend.DockerBackend().prepare(spec, lambda e: None)
+
+
+# --------------------------------------------------------------------------- execution
+
+
+@pytest.mark.docker
+def test_sandbox_not_root_no_network_code_read_only(engine_ready: None, tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "probe.py").write_text(PROBE)
+    spec = _spec(root, ["python", "probe.py"])
+    events: list[Event] = []
+    result = backend.DockerBackend().execute(spec, events.append)
+    assert result.exit_code == 0, spec.stderr_path.read_text()
+    probe = json.loads(spec.stdout_path.read_text())
+    assert probe["uid"] != 0 and probe["gid"] != 0
+    assert probe["uid"] == (os.getuid() if os.getuid() != 0 else backend.FALLBACK_UID)
+    assert probe["network"].startswith("failed"), probe
+    assert probe["code_writable"] is False
+    assert not (root / "probe-write.txt").exists()
+    assert (root / "outputs" / "probe.txt").read_text() == "written from the container\n"
+    assert (root / "outputs" / "probe.txt").stat().st_uid == os.getuid()  # handed back to the host user
+    assert probe["python"] == "/opt/venv/bin/python" and probe["cwd"] == "/work"
+    assert probe["shm_bytes"] >= 1 << 30
+    assert probe["seed"] == "7" and probe["runtime_dir"] == backend.RUNTIME
+    assert probe["pythonpath"] == f"{backend.INJECT}:{backend.LIB}"
+    # stdout and stderr are kept apart, in the files and in the events
+    assert spec.stderr_path.read_text().splitlines()[-1] == "to stderr"
+    assert "to stderr" not in spec.stdout_path.read_text()
+    assert Event("log", "to stderr", "stderr") in events
+    assert any(e.kind == "log" and e.stream == "stdout" and e.text.startswith("{") for e in events)
+    assert result.details["network"] == "none"
+    assert _containers_of(spec.env["REPRO_RUN_ID"]) == []
+
+
+@pytest.mark.docker
+def test_network_opt_in_is_recorded(engine_ready: None, tmp_path: Path) -> None:
+    spec = _spec(tmp_path / "p", ["python", "-c", "import socket; print(socket.gethostname())"], network=True)
+    result = backend.DockerBackend().execute(spec, lambda e: None)
+    assert result.exit_code == 0 and result.details["network"] == "bridge"
+
+
+@pytest.mark.docker
+def test_failing_command_exit_status_and_stderr(engine_ready: None, tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    shutil.copyfile(REPO / "tests" / "integration" / "scripts" / "crash.py", root / "crash.py")
+    spec = _spec(root, ["python", "crash.py"])
+    result = backend.DockerBackend().execute(spec, lambda e: None)
+    assert result.exit_code == 1 and not result.interrupted
+    assert spec.stderr_path.read_text().splitlines()[-2:] == ["about to fail", "boom: the loss went to NaN"]
+    assert _containers_of(spec.env["REPRO_RUN_ID"]) == []
+
+
+@pytest.mark.docker
+def test_ctrl_c_stops_and_removes_the_container(engine_ready: None, tmp_path: Path) -> None:
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
+    spec = _spec(tmp_path / "p", ["python", "-c", code])
+
+    def on_event(event: Event) -> None:
+        if event.kind == "log" and event.text == "ready":
+            raise KeyboardInterrupt  # what Ctrl-C raises in the main thread while logs stream
+
+    start = time.monotonic()
+    result = backend.DockerBackend().execute(spec, on_event)
+    assert result.interrupted is True and result.exit_code == 130
+    assert time.monotonic() - start < 60
+    assert _containers_of(spec.env["REPRO_RUN_ID"]) == []
+
+
+@pytest.mark.docker
+def test_gpus_asked_for_and_absent_is_backend_unavailable(engine_ready: None, tmp_path: Path) -> None:
+    with backend.engine() as client:
+        if "nvidia" in (client.info().get("Runtimes") or {}):
+            pytest.skip("this engine has an NVIDIA runtime")
+    spec = _spec(tmp_path / "p", ["python", "-c", "pass"], gpus="all")
+    with pytest.raises(BackendUnavailable) as caught:
+        backend.DockerBackend().prepare(spec, lambda e: None)
+    assert caught.value.exit_code == ExitCode.BACKEND_UNAVAILABLE
+
+
+# --------------------------------------------------------------------------- real training, end to end
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_real_training_twice_identical_bytes_no_rebuild(torch_image: dict, project: Project) -> None:
+    project.script("train_unseeded.py", "train.py")
+    project.points()
+    project.lock_torch()
+    project.commit("train")
+    images_before = _repro_image_ids()
+    models = []
+    records = []
+    for _ in range(2):
+        r = project.repro("run", "--backend", "docker", "--seed", "7", "--data", "data",
+                          "--", "python", "train.py", "--epochs", "1")  # fmt: skip
+        assert r.code == 0, r.err
+        models.append((project.root / "outputs" / "model.pt").read_bytes())
+        records.append(json.loads(project.repro("show", "latest", "--json").out))
+    assert models[0] == models[1]
+    assert _repro_image_ids() == images_before  # the engine built nothing: the image is reused
+    for record in records:
+        assert record["backend"]["name"] == "docker"
+        assert record["deps"]["image"]["tag"] == torch_image["tag"]
+        assert record["deps"]["image"]["reused"] is True
+        assert record["results"]["status"] == "succeeded"
+    assert (project.root / "outputs" / "model.pt").stat().st_uid == os.getuid()
+
+
+@pytest.mark.docker
+def test_cli_crash_in_container_exits_4_with_stderr_tail(engine_ready: None, project: Project) -> None:
+    project.script("crash.py")
+    project.commit("crash")
+    r = project.repro("run", "--backend", "docker", "--", "python", "crash.py")
+    assert r.code == 4, r.err
+    assert "boom: the loss went to NaN" in r.err
+    assert "Traceback (most recent call last)" not in r.err.split("boom")[-1]
+
+
+@pytest.mark.docker
+def test_cli_ctrl_c_records_interrupted(engine_ready: None, project: Project) -> None:
+    project.write("sleep.py", "import time\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    project.commit("sleep")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repro", "run", "--backend", "docker", "--", "python", "sleep.py"],
+        cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 300
+    for line in proc.stderr:
+        if "ready" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    record = json.loads(project.repro("show", "latest", "--json").out)
+    assert record["results"]["status"] == "interrupted"
+    assert _containers_of(record["id"]) == []
+
+
+@pytest.mark.docker
+def test_cli_build_reuses_and_gc_spares_kept_images(torch_image: dict, project: Project) -> None:
+    project.lock_torch()
+    r = project.repro("build")
+    assert r.code == 0, r.err
+    assert r.out.startswith(torch_image["tag"]) and "reused" in r.out
+    r = project.repro("gc", "--images", "--dry-run")  # no kept run in this store: all would go
+    assert r.code == 0, r.err
+    assert torch_image["tag"] in r.out
+    assert torch_image["id"] in _repro_image_ids()
+
+
+@pytest.mark.docker
+def test_gc_removes_unreferenced_images_only(engine_ready: None, tmp_path: Path) -> None:
+    lock = _tiny_lock(tmp_path / "gc.lock", "a", nonce=f"gc test {time.time_ns()}")
+    spec = _spec(tmp_path / "p", ["python", "-c", "pass"], lockfile=lock)
+    doomed = backend.DockerBackend().prepare(spec, lambda e: None)
+    others = {img.id for img in backend.list_images()} - {doomed["id"]}
+    removed = backend.remove_images(keep=others)
+    assert [img.id for img in removed] == [doomed["id"]]
+    assert doomed["id"] not in {img.id for img in backend.list_images()}
+
+
+@pytest.mark.docker
+def test_docker_up_is_fast_when_everything_is_up(engine_ready: None) -> None:
+    start = time.monotonic()
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "docker-up.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "ready" in proc.stderr
+    assert time.monotonic() - start < 30
