@@ -1,0 +1,87 @@
+"""Guards: import boundaries hold, and `repro --help` stays light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "repro"
+
+# Each third-party library has one home.
+HOMES = {
+    "docker": ("backends/docker.py",),
+    "git": ("capture/code.py",),
+    "click": ("cli/",),
+    "piptools": (),  # only ever run as a subprocess, from capture/deps.py
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("library", sorted(HOMES))
+def test_third_party_libraries_have_one_home(library: str) -> None:
+    homes = HOMES[library]
+    offenders = [
+        str(p.relative_to(PACKAGE))
+        for p in _modules()
+        if library in _imports(p) and not str(p.relative_to(PACKAGE)).startswith(homes or ("\0",))
+    ]
+    assert offenders == []
+
+
+def test_the_capsule_format_imports_no_git_docker_or_torch() -> None:
+    assert not _imports(PACKAGE / "capsule.py") & {"git", "docker", "torch", "numpy", "click"}
+
+
+def test_the_runtime_is_stdlib_only() -> None:
+    allowed = {"repro", "__future__"} | set(sys.stdlib_module_names)
+    for path in [*(PACKAGE / "runtime").rglob("*.py"), PACKAGE / "__init__.py"]:
+        assert _imports(path) <= allowed, path
+
+
+def test_core_modules_never_import_the_cli() -> None:
+    for path in _modules():
+        rel = str(path.relative_to(PACKAGE))
+        if rel.startswith(("cli/", "pytest_plugin", "__main__")):
+            continue
+        text = path.read_text()
+        assert "repro.cli" not in text, rel
+
+
+def test_no_print_outside_ui() -> None:
+    for path in _modules():
+        rel = str(path.relative_to(PACKAGE))
+        if rel.startswith(("ui/", "runtime/")):
+            continue
+        calls = [
+            n
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+        ]
+        assert not calls, rel
+
+
+def test_help_does_not_import_torch_numpy_or_docker() -> None:
+    code = (
+        "import sys; from repro.cli import main; main(['--help']); "
+        "print(sorted(m for m in ('torch', 'numpy', 'docker', 'git') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
