@@ -636,14 +636,17 @@ def _diff_code(a: Record, b: Record, read: _SafeReader, with_patch: bool) -> Sec
     if ca.commit and cb.commit and ca.commit != cb.commit and not (ca.files and cb.files):
         notes.append(f"files changed between the commits: git diff --stat {ca.commit[:12]} {cb.commit[:12]}")
 
-    for scope, fa, fb in (("file", ca.files, cb.files), ("untracked", ca.untracked, cb.untracked)):
+    # Recorded file contents say everything the patch and the untracked list say, once per file.
+    recorded = bool(ca.files or cb.files)
+    scopes = [("file", ca.files, cb.files)] if recorded else [("untracked", ca.untracked, cb.untracked)]
+    for scope, fa, fb in scopes:
         for c in _file_changes(fa, fb, scope):
             _add_line_counts(c, fa, fb, read)
             changes.append(c)
             if with_patch:
                 patches.append(_file_patch(c, fa, fb, read))
 
-    if ca.patch != cb.patch:
+    if ca.patch != cb.patch and not recorded:
         pa, pb = read.text(ca.patch), read.text(cb.patch)
         if (ca.patch and pa is None) or (cb.patch and pb is None):
             changes.append(

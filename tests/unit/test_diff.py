@@ -588,3 +588,16 @@ def test_dirty_flag_alone_is_a_note_not_a_difference(blobs: Blobs):
     assert result.section("code").notes == [
         "working tree marked dirty only in B; the recorded code is identical"
     ]
+
+
+def test_a_new_untracked_file_is_listed_once_when_file_contents_are_recorded() -> None:
+    blobs = Blobs()
+    a = make_record(blobs)
+    a.code.files = [FileEntry("train.py", 10, blobs.put("print(1)\n"), True)]
+    b = same_as(a, "run-b")
+    notes = FileEntry("notes.md", 6, blobs.put("hello\n"), True)
+    b.code.files = [*a.code.files, notes]
+    b.code.untracked = [notes]
+    b.code.patch = blobs.put("diff --git a/train.py b/train.py\n")
+    keys = [c.key for c in diff_records(a, b, blobs).section("code").changes if c.scope != "git"]
+    assert keys == ["notes.md"]
