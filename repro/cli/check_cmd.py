@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import click
 
 from repro import check as core
-from repro import runner, ui
+from repro import ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
-from repro.cli.run_cmd import execution_options, on_event, progress_factory
+from repro.cli.run_cmd import Execution, execution_options, on_event, progress_factory, sigterm_interrupts
 from repro.errors import CommandFailed, Interrupted, UsageError
 from repro.ui import diff as diff_render
 from repro.ui import records as records_render
@@ -29,10 +27,6 @@ Exit status (stable; DESIGN.md "Exit codes"):
   6    the capsule given to --against is invalid, corrupt or tampered
   130  interrupted
 """
-
-
-def _sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 @click.command(
@@ -84,16 +78,7 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 def check(
     app: AppContext,
     command: tuple[str, ...],
-    backend: str | None,
-    seed: int | None,
-    mode: str | None,
-    data: tuple[str, ...],
-    outputs: tuple[str, ...],
-    threads: int | None,
-    isa: str | None,
-    nproc_per_node: int,
-    gpus: str | None,
-    network: bool | None,
+    execution: Execution,
     runs: int,
     against: str | None,
     data_root: Path | None,
@@ -131,29 +116,33 @@ def check(
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
         )
-    previous = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        if against:
-            request = core.AgainstRequest(
-                capsule=against, backend=backend, data_root=data_root, allow_data_drift=allow_data_drift,
-                atol=atol, rtol=rtol,
-            )  # fmt: skip
-            result = core.run_against(request, app.store, app.settings, on_event)
-        else:
-            settings = app.settings.with_overrides(threads=threads, isa=isa)
-            run_request = runner.RunRequest(
-                argv=argv, cwd=Path.cwd(), seed=seed, mode=mode or ("gpu" if gpus else "strict"),
-                backend=backend, nproc_per_node=nproc_per_node, gpus=gpus, network=network, data=list(data),
-                outputs=list(outputs),
-            )  # fmt: skip
-            result = core.run_check(
-                run_request, app.store, settings, on_event, runs=runs, atol=atol, rtol=rtol,
-                on_record=lambda r: _announce(r, app), progress=progress_factory,
-            )  # fmt: skip
+        with sigterm_interrupts():
+            if against:
+                request = core.AgainstRequest(
+                    capsule=against,
+                    backend=execution.backend,
+                    data_root=data_root,
+                    allow_data_drift=allow_data_drift,
+                    atol=atol,
+                    rtol=rtol,
+                )
+                result = core.run_against(request, app.store, app.settings, on_event)
+            else:
+                mode = execution.mode or ("gpu" if execution.gpus else "strict")
+                result = core.run_check(
+                    execution.request(argv, mode=mode),
+                    app.store,
+                    execution.settings(app.settings),
+                    on_event,
+                    runs=runs,
+                    atol=atol,
+                    rtol=rtol,
+                    on_record=lambda r: _announce(r, app),
+                    progress=progress_factory,
+                )
     except KeyboardInterrupt as e:
         raise Interrupted("check interrupted") from e
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     _report(result, junit, markdown, as_json)
     if result.failed is not None:
         _raise_failed(result.failed)

@@ -8,7 +8,7 @@ import click
 
 from repro import ui
 from repro.cli.context import AppContext, pass_app
-from repro.cli.run_cmd import on_event
+from repro.cli.run_cmd import on_event, sigterm_interrupts
 from repro.config import BACKENDS
 from repro.errors import Interrupted
 from repro.replay import ReplayRequest, run_replay
@@ -96,7 +96,8 @@ def replay(
         nproc_per_node=nproc_per_node,
     )
     try:
-        outcome = run_replay(request, app.store, app.settings, on_event)
+        with sigterm_interrupts():
+            outcome = run_replay(request, app.store, app.settings, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
     verdict = outcome.verdict

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -35,8 +40,60 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def execution_options(f: click.decorators.FC) -> click.decorators.FC:
-    """Options shared by `run` and `check`."""
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Treat SIGTERM (a CI job cancelled, `kill`) like Ctrl-C while the block runs."""
+    previous = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The execution options shared by `run` and `check`, as one value."""
+
+    backend: str | None
+    seed: int | None
+    mode: str | None
+    data: tuple[str, ...]
+    outputs: tuple[str, ...]
+    threads: int | None
+    isa: str | None
+    nproc_per_node: int
+    gpus: str | None
+    network: bool | None
+
+    def request(self, argv: list[str], mode: str | None = None) -> runner.RunRequest:
+        return runner.RunRequest(
+            argv=argv,
+            cwd=Path.cwd(),
+            seed=self.seed,
+            mode=mode or self.mode,
+            backend=self.backend,
+            nproc_per_node=self.nproc_per_node,
+            gpus=self.gpus,
+            network=self.network,
+            data=list(self.data),
+            outputs=list(self.outputs),
+        )
+
+    def settings(self, base: Settings) -> Settings:
+        return base.with_overrides(threads=self.threads, isa=self.isa)
+
+
+_EXECUTION_FIELDS = tuple(Execution.__dataclass_fields__)
+
+
+def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the shared execution options; the command receives them as `execution: Execution`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["execution"] = Execution(**{name: kwargs.pop(name) for name in _EXECUTION_FIELDS})
+        return f(*args, **kwargs)
+
     for option in reversed(
         [
             click.option(
@@ -91,8 +148,8 @@ def execution_options(f: click.decorators.FC) -> click.decorators.FC:
             ),
         ]
     ):
-        f = option(f)
-    return f
+        wrapper = option(wrapper)
+    return wrapper
 
 
 @click.command(
@@ -103,21 +160,7 @@ def execution_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
-def run(
-    app: AppContext,
-    command: tuple[str, ...],
-    backend: str | None,
-    seed: int | None,
-    mode: str | None,
-    data: tuple[str, ...],
-    outputs: tuple[str, ...],
-    threads: int | None,
-    isa: str | None,
-    nproc_per_node: int,
-    gpus: str | None,
-    network: bool | None,
-    as_json: bool,
-) -> None:
+def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json: bool) -> None:
     """Run COMMAND under repro and seal its record.
 
     \b
@@ -131,31 +174,26 @@ def run(
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    settings = app.settings.with_overrides(threads=threads, isa=isa)
-    request = runner.RunRequest(
-        argv=argv, cwd=Path.cwd(), seed=seed, mode=mode, backend=backend, nproc_per_node=nproc_per_node,
-        gpus=gpus, network=network, data=list(data), outputs=list(outputs),
-    )  # fmt: skip
-    record = run_and_report(app, request, settings, as_json)
+    record = run_and_report(app, execution.request(argv), execution.settings(app.settings), as_json)
     _raise_for_status(record)
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settings, as_json: bool) -> Record:
     """Capture, execute and print the outcome; shared by `run` and `check`."""
     store = app.store
-    previous = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        prepared = runner.capture(request, settings, store, on_event, progress_factory)
-        backend = runner.select_backend(
-            request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
-        )
-        ui.info(f"run {prepared.record.id} · backend {backend.name} · mode {prepared.record.determinism.mode}"
-                f" · seed {prepared.record.seeds.master}")  # fmt: skip
-        record = runner.execute(prepared, backend, store, on_event)
+        with sigterm_interrupts():
+            prepared = runner.capture(request, settings, store, on_event, progress_factory)
+            backend = runner.select_backend(
+                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+            )
+            r = prepared.record
+            ui.info(
+                f"run {r.id} · backend {backend.name} · mode {r.determinism.mode} · seed {r.seeds.master}"
+            )
+            record = runner.execute(prepared, backend, store, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     capsule = store.runs_dir / record.id
     if as_json:
         ui.json_out(render.run_summary_dict(record, capsule))
