@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shutil
 import socket
 import tempfile
 import time
@@ -54,6 +55,7 @@ FALLBACK_UID = 1000  # the container user when the host user is root
 STOP_TIMEOUT_S = 10
 LABEL_RUN = "org.repro.run-id"
 _TAIL = 20
+_GPU_TOOLS = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
 
 
 # --------------------------------------------------------------------------- engine access
@@ -352,11 +354,13 @@ class DockerBackend:
 
 
 def _check_gpus(client: docker.DockerClient) -> None:
+    """Refuse early (before building a CUDA image) when the engine plainly cannot give GPUs."""
     runtimes = client.info().get("Runtimes") or {}
-    if "nvidia" not in runtimes:
-        raise BackendUnavailable(
-            "GPUs were asked for, but the Docker engine has no NVIDIA runtime", hint=GPU_HINT
-        )
+    if "nvidia" in runtimes or any(shutil.which(tool) for tool in _GPU_TOOLS):
+        return
+    raise BackendUnavailable(
+        "GPUs were asked for, but the Docker engine has no NVIDIA runtime", hint=GPU_HINT
+    )
 
 
 def _container_user() -> tuple[int, int]:

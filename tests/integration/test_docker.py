@@ -213,6 +213,22 @@ def test_sandbox_not_root_no_network_code_read_only(engine_ready: None, tmp_path
 
 
 @pytest.mark.docker
+def test_data_from_another_root_is_mounted_read_only(engine_ready: None, tmp_path: Path) -> None:
+    data_root = tmp_path / "elsewhere"
+    (data_root / "data").mkdir(parents=True)
+    (data_root / "data" / "x.txt").write_text("from the data root\n")
+    code = (
+        "import pathlib\n"
+        "print(pathlib.Path('data/x.txt').read_text(), end='')\n"
+        "try:\n    open('data/y.txt', 'w')\nexcept OSError:\n    print('read-only')\n"
+    )
+    spec = _spec(tmp_path / "p", ["python", "-c", code], data=["data"], data_root=data_root)
+    result = backend.DockerBackend().execute(spec, lambda e: None)
+    assert result.exit_code == 0, spec.stderr_path.read_text()
+    assert spec.stdout_path.read_text() == "from the data root\nread-only\n"
+
+
+@pytest.mark.docker
 def test_network_opt_in_is_recorded(engine_ready: None, tmp_path: Path) -> None:
     spec = _spec(tmp_path / "p", ["python", "-c", "import socket; print(socket.gethostname())"], network=True)
     result = backend.DockerBackend().execute(spec, lambda e: None)
