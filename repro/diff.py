@@ -19,6 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from repro.capsule import FileEntry, Record
+from repro.units import human_bytes, plural
 
 DIFF_FORMAT = "repro.diff/v1"
 
@@ -386,19 +387,6 @@ def _fmt_value(value: Any) -> str:
     return str(value)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def human_bytes(n: float) -> str:
-    """Bytes as B / KiB / MiB / GiB / TiB, one decimal above bytes."""
-    for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or suffix == "TiB":
-            return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
-        n /= 1024
-    return f"{n} B"
-
-
 def _signed_bytes(n: int) -> str:
     return ("+" if n >= 0 else "−") + human_bytes(abs(n))
 
@@ -461,15 +449,15 @@ def _files_summary(changes: list[Change], noun: str = "file") -> str:
     parts = []
     if added:
         parts.append(
-            f"{_plural(len(added), noun)} added ({_signed_bytes(sum(int(c.new or 0) for c in added))})"
+            f"{plural(len(added), noun)} added ({_signed_bytes(sum(int(c.new or 0) for c in added))})"
         )
     if removed:
         parts.append(
-            f"{_plural(len(removed), noun)} removed ({_signed_bytes(-sum(int(c.old or 0) for c in removed))})"
+            f"{plural(len(removed), noun)} removed ({_signed_bytes(-sum(int(c.old or 0) for c in removed))})"
         )
     if changed:
         net = sum(int(c.new or 0) - int(c.old or 0) for c in changed)
-        parts.append(f"{_plural(len(changed), noun)} changed ({_signed_bytes(net)})")
+        parts.append(f"{plural(len(changed), noun)} changed ({_signed_bytes(net)})")
     return ", ".join(parts)
 
 
@@ -674,7 +662,7 @@ def _diff_code(a: Record, b: Record, read: _SafeReader, with_patch: bool) -> Sec
     if files:
         plus = sum(c.lines[0] for c in files if c.lines)
         minus = sum(c.lines[1] for c in files if c.lines)
-        parts.append(f"{_plural(len(files), 'file')} changed (+{plus} −{minus})")
+        parts.append(f"{plural(len(files), 'file')} changed (+{plus} −{minus})")
     elif any(c.key == "dirty" for c in changes):
         parts.append("working tree " + ("dirty" if cb.dirty else "clean") + " in B")
     summary = ", ".join(parts) or ("code changed" if changes else "")
@@ -774,7 +762,7 @@ def _diff_data(a: Record, b: Record) -> Section:
                     kind="removed",
                     scope="input",
                     old=x.size,
-                    detail=f"{_plural(len(x.files), 'file')}, {human_bytes(x.size)}",
+                    detail=f"{plural(len(x.files), 'file')}, {human_bytes(x.size)}",
                 )
             )
         elif x is None:
@@ -784,7 +772,7 @@ def _diff_data(a: Record, b: Record) -> Section:
                     kind="added",
                     scope="input",
                     new=y.size,
-                    detail=f"{_plural(len(y.files), 'file')}, {human_bytes(y.size)}",
+                    detail=f"{plural(len(y.files), 'file')}, {human_bytes(y.size)}",
                 )
             )
         elif x.digest != y.digest:

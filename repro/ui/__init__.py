@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from repro.units import human_bytes as human_bytes  # re-exported for the renderers
+
 ProgressCallback = Callable[[int, int], None]
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1", "cyan": "36"}
@@ -142,14 +144,6 @@ def _human(n: int, unit: str) -> str:
     if unit == "B":
         return human_bytes(n)
     return f"{n}{(' ' + unit) if unit else ''}"
-
-
-def human_bytes(n: float) -> str:
-    for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or suffix == "TiB":
-            return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
-        n /= 1024
-    return f"{n} B"
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
