@@ -186,8 +186,8 @@ def _walk(root: Path, ignore: Ignore) -> list[str]:
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
         dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d))
-        found += [rel_dir + f for f in sorted(filenames)]
-    return found
+        found += [rel_dir + f for f in filenames]
+    return sorted(found)
 
 
 def restore_code(info: CodeInfo, blob_path: Callable[[str], Path], dest: Path) -> list[str]:

@@ -1,0 +1,91 @@
+"""Code capture: snapshots outside git (.reproignore), git state, restore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.capture.code import capture_code, restore_code, store_patch
+from repro.store import Store
+from tests.conftest import git
+
+
+def _store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "store-home")
+    s.ensure()
+    return s
+
+
+def test_snapshot_outside_git_honours_reproignore_and_leaves_secrets_out(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    for rel, text in {
+        "train.py": "print(1)\n",
+        "lib/model.py": "X = 1\n",
+        "scratch/big.log": "noise\n",
+        "notes.tmp": "t\n",
+        ".env": "KEY=1\n",
+        "data/x.csv": "1\n",
+        "outputs/model.pt": "w\n",
+        ".venv/lib/site.py": "v\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / ".reproignore").write_text("# not code\nscratch/\n*.tmp\n")
+    store = _store(tmp_path)
+    cap = capture_code(root, store.put_file, exclude=["data", "outputs"])
+    assert cap.info.kind == "snapshot" and cap.info.commit is None
+    assert [f.path for f in cap.info.files] == [".reproignore", "lib/model.py", "train.py"]
+    assert cap.info.excluded == [".env"] and any(".env" in w for w in cap.warnings)
+    assert all(store.has_blob(f.hash) for f in cap.info.files)
+
+
+def test_git_project_in_a_subdirectory_records_relative_paths_and_patch(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "proj").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "proj" / "train.py").write_text("print(1)\n")
+    (repo / "other.py").write_text("elsewhere\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    (repo / "proj" / "train.py").write_text("print(2)\n")
+    (repo / "proj" / "new.py").write_text("new\n")
+    store = _store(tmp_path)
+    cap = capture_code(repo / "proj", store.put_file, exclude=[])
+    store_patch(cap, store.put_bytes)
+    info = cap.info
+    assert info.kind == "git" and info.subdir == "proj" and info.dirty
+    assert [f.path for f in info.files] == ["new.py", "train.py"]
+    assert [f.path for f in info.untracked] == ["new.py"]
+    patch = store.blob_path(info.patch or "").read_text()
+    assert "+print(2)" in patch and "other.py" not in patch and "a/train.py" in patch
+
+
+def test_clean_tree_is_not_dirty_and_excluded_untracked_files_do_not_count(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text("print(1)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    (repo / "data").mkdir()
+    (repo / "data" / "new.csv").write_text("1\n")  # declared data, untracked: not code
+    cap = capture_code(repo, _store(tmp_path).put_file, exclude=["data"])
+    assert cap.info.dirty is False and cap.info.patch is None
+
+
+def test_restore_writes_exact_files_and_refuses_escapes(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_bytes(b"\x00binary\xff")
+    store = _store(tmp_path)
+    cap = capture_code(root, store.put_file, exclude=[])
+    dest = tmp_path / "restored"
+    assert restore_code(cap.info, store.blob_path, dest) == []
+    assert (dest / "pkg" / "a.py").read_bytes() == b"\x00binary\xff"
+    cap.info.files[0].path = "../escape.py"
+    try:
+        restore_code(cap.info, store.blob_path, dest)
+    except Exception as e:  # noqa: BLE001
+        assert "escapes" in str(e)
+    else:
+        raise AssertionError("an escaping path was restored")
+    assert not (tmp_path / "escape.py").exists()
