@@ -30,6 +30,11 @@ import xxhash
 
 from repro.capsule import FileEntry
 
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
+
 __all__ = [
     "HashCache",
     "TreeDigest",
@@ -49,6 +54,7 @@ RACY_WINDOW_NS = 2_000_000_000
 _BATCH_BYTES = 8 << 20
 _BATCH_FILES = 256
 _CACHE_FORMAT = 2
+_HEX = 32  # hex digits of an xxh3-128 digest
 
 ProgressFn = Callable[[int, int], None]
 
@@ -67,25 +73,47 @@ def hash_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
+_O_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _hash_open(path: str, on_bytes: Callable[[int], None] | None = None) -> tuple[str, os.stat_result]:
-    """The file's xxh3-128 and the stat of the very file that was read."""
-    with open(path, "rb", buffering=0) as f:
-        st = os.fstat(f.fileno())
-        buf = _buffer()
+    """The file's xxh3-128 and the stat of the very file that was read.
+
+    Small files take one os.read (a file object costs more than the read itself);
+    big ones stream through the reused buffer.
+    """
+    fd = os.open(path, _O_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if st.st_size < READ_SIZE:
+            # +1 notices a file that grew since the stat; a short read ends only at b"".
+            data = os.read(fd, st.st_size + 1)
+            if data:
+                more = os.read(fd, READ_SIZE)
+                if more:
+                    return _hash_stream(fd, data + more, on_bytes), st
+            if on_bytes and data:
+                on_bytes(len(data))
+            return xxhash.xxh3_128_hexdigest(data), st
+        return _hash_stream(fd, b"", on_bytes), st
+    finally:
+        os.close(fd)
+
+
+def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -> str:
+    h = xxhash.xxh3_128(head)
+    if on_bytes and head:
+        on_bytes(len(head))
+    buf = _buffer()
+    view = memoryview(buf)
+    with open(fd, "rb", buffering=0, closefd=False) as f:
         n = f.readinto(buf)
-        if n is None or n < READ_SIZE:
-            # The whole file fitted in one read: no streaming state needed.
-            if on_bytes and n:
-                on_bytes(n)
-            return xxhash.xxh3_128_hexdigest(memoryview(buf)[: n or 0]), st
-        h = xxhash.xxh3_128()
-        view = memoryview(buf)
         while n:
             h.update(view[:n])
             if on_bytes:
                 on_bytes(n)
             n = f.readinto(buf)
-        return h.hexdigest(), st
+    return h.hexdigest()
 
 
 def hash_file(path: Path) -> str:
@@ -101,10 +129,10 @@ def hash_file(path: Path) -> str:
 
 
 class _Stat(NamedTuple):
-    """What the cache keys on, plus where the file is."""
+    """What the cache keys on, plus where the file is. Sorts by `rel`."""
 
-    path: str  # absolute
     rel: str  # relative to rel_to, POSIX
+    path: str  # absolute
     size: int
     key: str  # "size:mtime_ns:inode:ctime_ns"
     ctime_ns: int
@@ -174,8 +202,8 @@ class HashCache:
         """Whether the database is usable (False: every lookup misses)."""
         return self._conn is not None
 
-    def lookup_many(self, paths: list[str]) -> dict[str, tuple[str, str]]:
-        """The trusted rows for `paths` (absolute): path → (stat key, hash).
+    def lookup_many(self, paths: list[str]) -> dict[str, str]:
+        """The trusted rows for `paths` (absolute): path → stat key followed by the 32-digit hash.
 
         One range query over the paths' deepest common directory. Rows there whose
         file no longer exists are dropped.
@@ -186,11 +214,15 @@ class HashCache:
         args: tuple[str, ...]
         try:
             if len(paths) == 1:
-                sql, args = f"SELECT path, stat, hash FROM stat_cache WHERE path = ? AND {racy}", (paths[0],)
+                sql, args = (
+                    f"SELECT path, stat || hash FROM stat_cache WHERE path = ? AND {racy}",
+                    (paths[0],),
+                )
             else:
-                sql = f"SELECT path, stat, hash FROM stat_cache WHERE path >= ? AND path < ? AND {racy}"
+                sql = f"SELECT path, stat || hash FROM stat_cache WHERE path >= ? AND path < ? AND {racy}"
                 args = _prefix_range(_common_dir(paths))
-            rows = {p: (k, h) for p, k, h in self._conn.execute(sql, args)}
+            # Two columns let dict() build the mapping in C, row by row.
+            rows: dict[str, str] = dict(self._conn.execute(sql, args).fetchall())
         except (sqlite3.Error, UnicodeEncodeError):
             return {}
         if len(rows) > len(paths) or not rows.keys() <= set(paths):
@@ -252,8 +284,8 @@ def hash_file_cached(path: Path, cache: HashCache | None) -> str:
     abspath = os.path.abspath(path)
     key = _key(os.stat(abspath))
     row = cache.lookup_many([abspath]).get(abspath)
-    if row is not None and row[0] == key:
-        return row[1]
+    if row is not None and row[:-_HEX] == key:
+        return row[-_HEX:]
     started = time.time_ns()
     digest, st = _hash_open(abspath)
     cache.store_many([(abspath, _key(st), st.st_ctime_ns, started, digest)])
@@ -324,7 +356,7 @@ def _scan(top: str, rel_top: str, exclude: Callable[[str], bool] | None) -> list
                     except OSError:
                         continue  # vanished, or a dangling symlink
                     if stat_mod.S_ISREG(st.st_mode):
-                        found.append(_Stat(f"{d}/{e.name}", rel, st.st_size, _key(st), st.st_ctime_ns))
+                        found.append(_Stat(rel, f"{d}/{e.name}", st.st_size, _key(st), st.st_ctime_ns))
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -369,27 +401,74 @@ def _hash_batch(batch: list[_Stat], counter: _Counter | None) -> list[_Row]:
 
 
 def _workers() -> int:
-    # Threads overlap I/O latency and syscalls; the xxhash binding releases the GIL.
-    return min(8, (os.cpu_count() or 1) * 2)
+    # Threads overlap disk latency; the xxhash binding and file reads release the GIL.
+    return min(8, (os.cpu_count() or 1) * 4)
+
+
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None) if resource is not None else None
+
+
+def _waits() -> tuple[float, float, int]:
+    """(wall, thread CPU, voluntary context switches of this thread) so far."""
+    switches = resource.getrusage(_RUSAGE_THREAD).ru_nvcsw if _RUSAGE_THREAD is not None else 0
+    return time.perf_counter(), time.thread_time(), switches
+
+
+def _io_bound(before: tuple[float, float, int], files: int) -> bool:
+    """Whether hashing `files` files since `before` mostly waited on the disk."""
+    wall0, cpu0, sw0 = before
+    wall, cpu, sw = _waits()
+    if _RUSAGE_THREAD is not None:
+        # A read served from the page cache never blocks; one from the disk does.
+        return sw - sw0 > files // 4
+    return wall - wall0 > 2 * (cpu - cpu0) + 0.005
 
 
 def _hash_todo(todo: list[_Stat], done_before: int, total: int, on_progress: ProgressFn | None) -> list[_Row]:
-    """Hash the files in `todo` in a thread pool; progress is reported from this thread."""
+    """Hash the files in `todo`; progress is reported from this thread.
+
+    Big files go to a thread pool at once. Small files are hashed here, in order,
+    for as long as their reads come from the page cache (there, a thread pool's GIL
+    hand-offs cost more than it saves); once reads wait on the disk, the remaining
+    small files go to the pool too, to keep several reads in flight.
+    """
     if not todo:
         return []
     counter = _Counter() if on_progress is not None else None
-    batches = list(_batches(todo))
-    if len(batches) == 1 and on_progress is None:
-        return _hash_batch(batches[0], None)
+    big = [s for s in todo if s.size >= READ_SIZE]
+    small = [s for s in todo if s.size < READ_SIZE]
+    if on_progress is None and len(big) + len(small) == 1:
+        return _hash_batch(todo, None)
     results: list[_Row] = []
-    with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="repro-hash") as pool:
-        pending: set[Future[list[_Row]]] = {pool.submit(_hash_batch, b, counter) for b in batches}
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+    pending: set[Future[list[_Row]]] = set()
+
+    def collect(block: bool) -> None:
+        nonlocal pending
+        if pending:
+            finished, pending = wait(pending, timeout=0.2 if block else 0, return_when=FIRST_COMPLETED)
             for fut in finished:
                 results.extend(fut.result())
-            if on_progress is not None and counter is not None:
-                on_progress(done_before + counter.value, total)
+        if on_progress is not None and counter is not None:
+            on_progress(done_before + counter.value, total)
+
+    with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="repro-hash") as pool:
+        try:
+            pending = {pool.submit(_hash_batch, [s], counter) for s in big}
+            here = True
+            for batch in _batches(small):
+                if here:
+                    before = _waits()
+                    results.extend(_hash_batch(batch, counter))
+                    here = not _io_bound(before, len(batch))
+                else:
+                    pending.add(pool.submit(_hash_batch, batch, counter))
+                collect(block=False)
+            while pending:
+                collect(block=True)
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
     return results
 
 
@@ -422,33 +501,32 @@ def hash_tree(
         except FileNotFoundError:
             raise FileNotFoundError(f"no such file or directory: {root}") from None
         regular = stat_mod.S_ISREG(st.st_mode)
-        stats = [_Stat(root_s, rel_root, st.st_size, _key(st), st.st_ctime_ns)] if regular else []
+        stats = [_Stat(rel_root, root_s, st.st_size, _key(st), st.st_ctime_ns)] if regular else []
     total = sum(s.size for s in stats)
 
+    stats.sort()
     use_cache = cache is not None and cache.enabled
     known = cache.lookup_many([s.path for s in stats]) if cache is not None and use_cache else {}
-    found: dict[str, tuple[int, str]] = {}
+    files: list[FileEntry | None] = []
     todo: list[_Stat] = []
     for s in stats:
         row = known.get(s.path)
-        if row is not None and row[0] == s.key:
-            found[s.path] = (s.size, row[1])
+        if row is not None and row[:-_HEX] == s.key:
+            files.append(FileEntry(s.rel, s.size, row[-_HEX:]))
         else:
+            files.append(None)
             todo.append(s)
 
     done_cached = total - sum(s.size for s in todo)
     if on_progress is not None:
         on_progress(done_cached, total)
-    fresh = _hash_todo(todo, done_cached, total, on_progress)
-    for path, key, _, _, digest in fresh:
-        found[path] = (int(key.partition(":")[0]), digest)
-    if cache is not None and use_cache:
-        cache.store_many(fresh)
-
-    stats.sort(key=_by_rel)
-    files = [FileEntry(s.rel, *found[s.path]) for s in stats if s.path in found]
-    return TreeDigest(files=files, digest=_digest_sorted(files), size=sum(f.size for f in files))
-
-
-def _by_rel(s: _Stat) -> str:
-    return s.rel
+    if todo:
+        fresh = _hash_todo(todo, done_cached, total, on_progress)
+        if cache is not None and use_cache:
+            cache.store_many(fresh)
+        hashed = {path: (int(key.partition(":")[0]), digest) for path, key, _, _, digest in fresh}
+        for i, s in enumerate(stats):
+            if files[i] is None and s.path in hashed:
+                files[i] = FileEntry(s.rel, *hashed[s.path])
+    entries = [f for f in files if f is not None]
+    return TreeDigest(files=entries, digest=_digest_sorted(entries), size=sum(f.size for f in entries))
