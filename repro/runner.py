@@ -9,10 +9,11 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from repro import __version__
 from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
@@ -132,7 +133,9 @@ def capture(
         BuildError: the lockfile could not be compiled.
     """
     if not request.argv:
-        raise UsageError("no command to run", hint="repro run -- python train.py --lr 0.1   (or: repro run train.py)")
+        raise UsageError(
+            "no command to run", hint="repro run -- python train.py --lr 0.1   (or: repro run train.py)"
+        )
     root = store.root
     cwd = request.cwd.resolve()
     if not cwd.is_relative_to(root):
@@ -148,7 +151,9 @@ def capture(
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
-    record.command = CommandInfo(argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node)
+    record.command = CommandInfo(
+        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node
+    )
     record.redactions += argv_hits
 
     store.ensure()
@@ -164,7 +169,9 @@ def capture(
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info
         record.warnings += code.warnings
-        record.data.inputs = capture_data(data, root, cache=cache, on_progress=progress("hashing data") if progress else None)
+        record.data.inputs = capture_data(
+            data, root, cache=cache, on_progress=progress("hashing data") if progress else None
+        )
 
     lock = deps.ensure_lock(root, settings.requirements, on_line=lambda s: on_event(Event("info", s)))
     if lock.path is not None:
@@ -174,13 +181,16 @@ def capture(
         record.deps.requirements = lock.requirements
     else:
         record.warnings.append(
-            "no requirements.in, requirements.txt or pyproject dependencies: the environment is recorded, not locked"
+            "no requirements.in, requirements.txt or pyproject dependencies: "
+            "the environment is recorded, not locked"
         )
 
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(request.seed if request.seed is not None else settings.seed, request.nproc_per_node)
+    record.seeds = make_seeds(
+        request.seed if request.seed is not None else settings.seed, request.nproc_per_node
+    )
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(mode, settings.threads, isa)
     network = settings.network if request.network is None else request.network
@@ -437,18 +447,29 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
         record.determinism.knobs.update(knobs)
 
 
+_SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
+
+
 def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
     opened: set[str] = set()
     for f in runtime.glob("opened.*"):
         opened.update(line for line in f.read_text().splitlines() if line)
-    known = {e.path for e in record.code.files} | {c.path for c in record.command.config_files}
+    # Source the interpreter imports is code; every other file read is an input the replay should check.
+    configs = {c.path for c in record.command.config_files}
     prefixes = tuple(p.rstrip("/") + "/" for p in [*spec.data, *spec.outputs, ".repro", "lockfiles"])
     exact = {p.rstrip("/") for p in spec.data}
-    found = sorted(p for p in opened if p not in known and p not in exact and not p.startswith(prefixes))
+    found = sorted(
+        p
+        for p in opened
+        if p not in configs and p not in exact and not p.startswith(prefixes) and not p.endswith(_SOURCE)
+    )
     record.data.undeclared = found
     if found:
         shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
-        record.warnings.append(f"the run read files that are not declared data: {shown} (declare them with --data)")
+        record.warnings.append(
+            f"the run read files that are not declared data: {shown} "
+            "(declare them with --data so a replay checks them)"
+        )
 
 
 def _collect_outputs(
@@ -472,6 +493,8 @@ def _collect_outputs(
         if stored:
             store.put_file(path, digest)
         else:
-            record.warnings.append(f"output {rel} is over the size limit ({stat[0]} bytes): hashed, not stored")
+            record.warnings.append(
+                f"output {rel} is over the size limit ({stat[0]} bytes): hashed, not stored"
+            )
         entries.append(FileEntry(rel, stat[0], digest, stored))
     return entries

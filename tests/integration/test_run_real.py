@@ -157,3 +157,30 @@ def test_ctrl_c_records_the_run_as_interrupted(project: Project) -> None:
     assert [r["status"] for r in rows] == ["interrupted"]
     leftover = subprocess.run(["pgrep", "-f", str(project.root / "slow.py")], capture_output=True)
     assert leftover.returncode != 0 or not leftover.stdout.strip() or os.name != "posix"
+
+
+def test_files_read_but_not_declared_are_warned_about(project: Project) -> None:
+    project.write("data/train.csv", "1\n")
+    project.write("extra/lookup.csv", "2\n")
+    project.write("read.py", "open('data/train.csv').read()\nopen('extra/lookup.csv').read()\n")
+    r = project.repro("run", "--backend", "local", "--data", "data", "read.py")
+    assert r.code == 0, r.err
+    assert "extra/lookup.csv" in r.err and "--data" in r.err
+    record = json.loads(project.repro("show", "latest", "--json").out)
+    assert record["data"]["undeclared"] == ["extra/lookup.csv"]
+
+
+def test_outside_git_the_code_is_a_snapshot(tmp_path: Path) -> None:
+    p = Project(tmp_path / "plain")
+    p.root.mkdir()
+    p.write("train.py", "import repro\nrepro.log_params(width=3)\nprint(repro.seed())\n")
+    p.write(".reproignore", "scratch/\n")
+    p.write("scratch/junk.bin", "x")
+    r = p.repro("run", "--backend", "local", "--seed", "5", "train.py")
+    assert r.code == 0, r.err
+    record = json.loads(p.repro("show", "--json").out)
+    assert record["code"]["kind"] == "snapshot"
+    assert [f["path"] for f in record["code"]["files"]] == [".reproignore", "train.py"]
+    assert record["results"]["params"] == {"width": 3}
+    digest = record["results"]["logs"]["stdout"]
+    assert (p.root / ".repro" / "blobs" / digest[:2] / digest).read_text() == "5\n"
