@@ -478,6 +478,7 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[s
             "shm_size": spec.shm_size,
             "device_requests": _device_requests(spec.gpus),
             "auto_remove": False,
+            "init": True,  # signals reach the command and DataLoader workers get reaped
         },
     }
 
@@ -562,8 +563,15 @@ def _close_attach(sock: Any) -> None:
 
 
 def _stop_quietly(api: docker.APIClient, cid: str) -> None:
+    """Pass Ctrl-C on as SIGINT (the script may save what it has), then kill after a grace period."""
     try:
-        api.stop(cid, timeout=STOP_TIMEOUT_S)
+        api.kill(cid, signal="SIGINT")
+        api.wait(cid, timeout=STOP_TIMEOUT_S)
+        return
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        pass
+    try:
+        api.kill(cid)
     except (docker.errors.DockerException, requests.exceptions.RequestException):
         pass
 

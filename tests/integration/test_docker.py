@@ -249,7 +249,11 @@ def test_failing_command_exit_status_and_stderr(engine_ready: None, tmp_path: Pa
 
 @pytest.mark.docker
 def test_ctrl_c_stops_and_removes_the_container(engine_ready: None, tmp_path: Path) -> None:
-    code = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
+    code = (
+        "import time\nprint('ready', flush=True)\n"
+        "try:\n    time.sleep(120)\n"
+        "except KeyboardInterrupt:\n    open('outputs/saved.txt', 'w').write('saved on Ctrl-C')\n    raise\n"
+    )
     spec = _spec(tmp_path / "p", ["python", "-c", code])
 
     def on_event(event: Event) -> None:
@@ -261,6 +265,8 @@ def test_ctrl_c_stops_and_removes_the_container(engine_ready: None, tmp_path: Pa
     assert result.interrupted is True and result.exit_code == 130
     assert time.monotonic() - start < 60
     assert _containers_of(spec.env["REPRO_RUN_ID"]) == []
+    # Ctrl-C reaches the command as SIGINT first, so it can save what it has
+    assert (tmp_path / "p" / "outputs" / "saved.txt").read_text() == "saved on Ctrl-C"
 
 
 @pytest.mark.docker
