@@ -1,8 +1,10 @@
 """Compare two runs' results: outputs, tensors, metric series and stdout → a Verdict.
 
 Pure data in, pure data out: nothing here prints, and rendering lives in
-``repro.ui.verdict``. numpy and torch are imported at call time, and only when a
-tensor file has to be opened (torch only for ``.pt``/``.pth``/``.ckpt``/``.bin``).
+``repro.ui.verdict``. Tensor files are loaded and compared by ``repro.tensors`` (which
+imports numpy and torch only when a tensor file has to be opened); tolerances live in
+``repro.tolerance`` (the ``|a - b| <= atol + rtol * |a|`` rule and each mode's
+default). Their public names are re-exported here.
 
 Verdict rules (DESIGN.md, "Replay and verification"):
 
@@ -14,40 +16,63 @@ Verdict rules (DESIGN.md, "Replay and verification"):
   dtypes and values within tolerance, every metric value is within tolerance and
   stdout differs only in numbers within tolerance → ``within_tolerance``; anything
   else → ``diverged``.
-
-A value ``b`` (replay) is within tolerance of ``a`` (original) when
-``|a - b| <= atol + rtol * |a|`` (numpy's ``isclose`` with the original as reference);
-NaN matches NaN and an infinity matches the same infinity.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro.capsule import FileEntry
-from repro.errors import ExitCode, ReproError, UsageError
+from repro.errors import ExitCode, UsageError
+from repro.tensors import (
+    TENSOR_SUFFIXES,
+    TensorDiff,
+    TensorMismatch,
+    TensorReport,
+    UnreadableTensorFile,
+    compare_tensor_files,
+    compare_tensors,
+    is_tensor_file,
+    load_tensors,
+)
+from repro.tolerance import DEFAULT_TOLERANCES, MODES, STRICT, Tolerance, check_mode, largest, tolerance_for
 
-MODES = ("strict", "gpu", "off")
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "MODES",
+    "STATUSES",
+    "STRICT",
+    "TENSOR_SUFFIXES",
+    "MetricDivergence",
+    "OutputDiff",
+    "Side",
+    "StdoutDivergence",
+    "TensorDiff",
+    "TensorMismatch",
+    "TensorReport",
+    "Tolerance",
+    "UnreadableTensorFile",
+    "Verdict",
+    "compare_all",
+    "compare_metrics",
+    "compare_runs",
+    "compare_stdout",
+    "compare_tensor_files",
+    "compare_tensors",
+    "is_tensor_file",
+    "load_tensors",
+    "normalise_line",
+    "tolerance_for",
+    "worst_status",
+]
+
 STATUSES = ("identical", "within_tolerance", "diverged", "failed")
-TENSOR_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npy", ".npz")
-_TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
-_CHUNK = 1 << 22  # elements per chunk when scanning a tensor, bounds the float64 working set
-
-
-class UnreadableTensorFile(ReproError):
-    """A tensor file that cannot be parsed (malformed, unsupported, or needs unpickling code)."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"cannot read tensors from {path.name}: {reason}")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -70,102 +95,7 @@ class Side:
         return self.status != "succeeded" or (self.exit_code is not None and self.exit_code != 0)
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """Absolute and relative tolerance: ``|a - b| <= atol + rtol * |a|``.
-
-    The defaults are those of ``gpu`` mode (deterministic kernels, near-exact): float32
-    carries about 7 significant digits, so a relative 1e-5 admits a few ulps of
-    re-association (another GPU model, cuBLAS version or reduction order) while a real
-    change — another seed, batch order or learning rate — moves weights by far more.
-    """
-
-    atol: float = 1e-6
-    rtol: float = 1e-5
-
-    def close(self, a: float, b: float) -> bool:
-        """Whether ``b`` is within tolerance of the reference ``a``."""
-        if a == b or (math.isnan(a) and math.isnan(b)):
-            return True
-        if not (math.isfinite(a) and math.isfinite(b)):
-            return False
-        return abs(a - b) <= self.atol + self.rtol * abs(a)
-
-
-STRICT = Tolerance(atol=0.0, rtol=0.0)
-DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    "strict": STRICT,
-    # Deterministic kernels: only re-association noise is expected.
-    "gpu": Tolerance(atol=1e-6, rtol=1e-5),
-    # Seeds only: non-deterministic kernels (atomics in scatter/index_add, cuDNN
-    # autotuning) let rounding noise compound over steps, so allow 100x more.
-    "off": Tolerance(atol=1e-4, rtol=1e-3),
-}
-
-
-def tolerance_for(mode: str) -> Tolerance:
-    """The default tolerance of a determinism mode.
-
-    Raises:
-        UsageError: an unknown mode.
-    """
-    _check_mode(mode)
-    return DEFAULT_TOLERANCES[mode]
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise UsageError(f"unknown determinism mode {mode!r}; expected one of {', '.join(MODES)}")
-
-
 # --------------------------------------------------------------------------- results
-
-
-@dataclass
-class TensorDiff:
-    """One tensor present on both sides with the same shape and dtype but other values."""
-
-    name: str
-    shape: list[int]
-    dtype: str
-    max_abs: float
-    max_rel: float
-    differing: int  # elements that are not equal
-    numel: int
-    within_tolerance: bool
-
-
-@dataclass
-class TensorMismatch:
-    """One entry present on both sides whose shape, dtype or (non-numeric) value differs."""
-
-    name: str
-    reason: str  # shape | dtype | value
-    original: str
-    replay: str
-
-
-@dataclass
-class TensorReport:
-    """What differs between the tensors of two files."""
-
-    compared: int = 0  # names present on both sides
-    identical: int = 0
-    differing: list[TensorDiff] = field(default_factory=list)
-    mismatched: list[TensorMismatch] = field(default_factory=list)
-    only_original: list[str] = field(default_factory=list)
-    only_replay: list[str] = field(default_factory=list)
-    max_abs: float | None = None
-    max_rel: float | None = None
-
-    @property
-    def structural(self) -> bool:
-        """Names, shapes, dtypes or non-numeric values differ."""
-        return bool(self.mismatched or self.only_original or self.only_replay)
-
-    @property
-    def within_tolerance(self) -> bool:
-        return not self.structural and all(d.within_tolerance for d in self.differing)
 
 
 @dataclass
@@ -283,7 +213,7 @@ def compare_runs(original: Side, replay: Side, mode: str, tol: Tolerance | None 
     Raises:
         UsageError: an unknown mode.
     """
-    _check_mode(mode)
+    check_mode(mode)
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = _compare_outputs(original, replay, tolerance)
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)
@@ -297,7 +227,7 @@ def compare_runs(original: Side, replay: Side, mode: str, tol: Tolerance | None 
         outputs=outputs,
         metrics=metrics,
         stdout=stdout,
-        max_abs=_largest(
+        max_abs=largest(
             [o.tensors.max_abs for o in outputs if o.tensors]
             + [metrics.max_abs if metrics else None, stdout.max_abs if stdout else None]
         ),
@@ -323,13 +253,6 @@ def worst_status(verdicts: Sequence[Verdict]) -> str:
     """The least reproducible status among verdicts (failed > diverged > within > identical)."""
     order = {s: i for i, s in enumerate(STATUSES)}
     return max((v.status for v in verdicts), key=order.__getitem__, default="identical")
-
-
-def _largest(values: Sequence[float | None]) -> float | None:
-    found = [v for v in values if v is not None]
-    if not found:
-        return None
-    return max(found, key=lambda v: math.inf if math.isnan(v) else v)
 
 
 def _decide(v: Verdict, original: Side, replay: Side) -> str:
@@ -465,349 +388,6 @@ def _tensor_report(
         return None, f"unreadable: {e.reason}"
 
 
-def is_tensor_file(path: str | Path) -> bool:
-    """Whether a path names a file format whose tensors can be compared numerically."""
-    return str(path).lower().endswith(TENSOR_SUFFIXES)
-
-
-# --------------------------------------------------------------------------- tensors
-
-
-@dataclass
-class _Entry:
-    """A loaded tensor (numpy array or torch tensor) or a plain value, with its dtype name."""
-
-    value: Any
-    dtype: str
-    shape: tuple[int, ...]
-    numeric: bool
-
-
-def load_tensors(path: Path) -> dict[str, Any]:
-    """Load the tensors of a .pt/.pth/.ckpt/.bin, .safetensors, .npy or .npz file by dotted name.
-
-    Torch files are loaded with ``weights_only=True`` and nested dicts/lists flattened
-    to dotted names (``model.fc.weight``, ``optimizer.param_groups.0.lr``); non-tensor
-    leaves (numbers, strings) are kept as they are. Safetensors files are parsed
-    directly into numpy arrays (bf16 and fp8 widened to float32 exactly). A ``.npy``
-    file yields one entry, ``array``.
-
-    Raises:
-        UnreadableTensorFile: an unknown suffix, or a file that cannot be parsed.
-    """
-    return {name: e.value for name, e in _load(path).items()}
-
-
-def _load(path: Path) -> dict[str, _Entry]:
-    suffix = path.suffix.lower()
-    try:
-        if suffix in _TORCH_SUFFIXES:
-            return _load_torch(path)
-        if suffix == ".safetensors":
-            return _load_safetensors(path)
-        if suffix in (".npy", ".npz"):
-            return _load_numpy(path)
-    except UnreadableTensorFile:
-        raise
-    except Exception as e:  # OSError, ValueError, pickle.UnpicklingError from torch.load…
-        raise UnreadableTensorFile(path, f"{type(e).__name__}: {_first_line(e)}") from e
-    raise UnreadableTensorFile(path, f"unknown tensor file suffix {suffix!r}")
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:200] if text else ""
-
-
-def _load_torch(path: Path) -> dict[str, _Entry]:
-    import torch
-
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError:
-        # Legacy (non-zip) serialisation cannot be memory-mapped.
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    found: dict[str, _Entry] = {}
-    for name, leaf in _flatten(obj, ""):
-        found[name] = _entry(leaf)
-    return found
-
-
-def _flatten(obj: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            yield from _flatten(value, f"{prefix}.{i}" if prefix else str(i))
-    else:
-        yield prefix or "value", obj
-
-
-def _entry(value: Any) -> _Entry:
-    """Describe a torch tensor, numpy array or plain value."""
-    mod = type(value).__module__
-    if mod.startswith("torch") and hasattr(value, "dtype") and hasattr(value, "shape"):
-        return _Entry(value, str(value.dtype).removeprefix("torch."), tuple(value.shape), True)
-    if mod.startswith("numpy") and hasattr(value, "dtype"):
-        numeric = value.dtype.kind in "biufc"
-        return _Entry(value, value.dtype.name, tuple(getattr(value, "shape", ())), numeric)
-    if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
-        return _Entry(value, type(value).__name__, (), False)
-    return _Entry(value, type(value).__name__, (), True)
-
-
-_ST_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U64": "<u8",
-    "U32": "<u4",
-    "U16": "<u2",
-    "U8": "u1",
-    "BOOL": "?",
-}
-_ST_WIDENED = {"BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1}
-_ST_NAMES = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E5M2": "float8_e5m2",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U64": "uint64",
-    "U32": "uint32",
-    "U16": "uint16",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
-_ST_MAX_HEADER = 100 << 20
-
-
-def _load_safetensors(path: Path) -> dict[str, _Entry]:
-    import numpy as np
-
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            raise UnreadableTensorFile(path, "shorter than the 8-byte header length")
-        n = int.from_bytes(head, "little")
-        if n > min(size - 8, _ST_MAX_HEADER):
-            raise UnreadableTensorFile(path, f"header length {n} exceeds the file")
-        try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UnreadableTensorFile(path, f"header is not JSON: {e}") from e
-    if not isinstance(header, dict):
-        raise UnreadableTensorFile(path, "header is not a JSON object")
-    base = 8 + n
-    raw = np.memmap(path, dtype=np.uint8, mode="r") if size > base else np.zeros(0, np.uint8)
-    found: dict[str, _Entry] = {}
-    for key, value in (header.get("__metadata__") or {}).items():
-        found[f"__metadata__.{key}"] = _Entry(value, "str", (), False)
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (start, end) = info["dtype"], [int(d) for d in info["shape"]], info["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise UnreadableTensorFile(path, f"tensor {name!r} has a malformed header entry") from e
-        if dtype not in _ST_NAMES:
-            raise UnreadableTensorFile(path, f"tensor {name!r} has unsupported dtype {dtype}")
-        itemsize = _ST_WIDENED.get(dtype) or np.dtype(_ST_DTYPES[dtype]).itemsize
-        count = math.prod(shape)
-        if not (0 <= start <= end and base + end <= size and end - start == count * itemsize):
-            raise UnreadableTensorFile(path, f"tensor {name!r} has data offsets that do not fit")
-        buf = raw[base + start : base + end]
-        if dtype in _ST_WIDENED:
-            arr = _widen(buf, dtype)
-        else:
-            arr = buf.view(np.dtype(_ST_DTYPES[dtype]))
-        found[name] = _Entry(arr.reshape(shape), _ST_NAMES[dtype], tuple(shape), True)
-    return found
-
-
-def _widen(buf: Any, dtype: str) -> Any:
-    """Decode bf16/fp8 bytes to float32 exactly (numpy has no such dtypes)."""
-    import numpy as np
-
-    if dtype == "BF16":
-        return (buf.view("<u2").astype(np.uint32) << 16).view(np.float32)
-    return _fp8_table(dtype)[np.asarray(buf)]
-
-
-def _fp8_table(dtype: str) -> Any:
-    import numpy as np
-
-    exp_bits, man_bits, bias = (4, 3, 7) if dtype == "F8_E4M3" else (5, 2, 15)
-    table = np.empty(256, dtype=np.float32)
-    for byte in range(256):
-        sign = -1.0 if byte & 0x80 else 1.0
-        exp = (byte >> man_bits) & ((1 << exp_bits) - 1)
-        man = byte & ((1 << man_bits) - 1)
-        if dtype == "F8_E4M3" and exp == 0xF and man == 0x7:
-            value = math.nan  # e4m3fn: no infinities, one NaN pattern per sign
-        elif dtype == "F8_E5M2" and exp == 0x1F:
-            value = math.inf if man == 0 else math.nan
-        elif exp == 0:
-            value = man / (1 << man_bits) * 2.0 ** (1 - bias)
-        else:
-            value = (1 + man / (1 << man_bits)) * 2.0 ** (exp - bias)
-        table[byte] = sign * value
-    return table
-
-
-def _load_numpy(path: Path) -> dict[str, _Entry]:
-    import numpy as np
-
-    if path.suffix.lower() == ".npy":
-        return {"array": _entry(np.load(path, allow_pickle=False, mmap_mode="r"))}
-    with np.load(path, allow_pickle=False) as npz:
-        return {name: _entry(npz[name]) for name in npz.files}
-
-
-def compare_tensor_files(a: Path, b: Path, tol: Tolerance) -> TensorReport:
-    """Compare the tensors of two files by name: shapes, dtypes and values (a is the reference).
-
-    Raises:
-        UnreadableTensorFile: either file cannot be parsed.
-    """
-    ta, tb = _load(a), _load(b)
-    return compare_tensors(ta, tb, tol)
-
-
-def compare_tensors(ta: dict[str, Any], tb: dict[str, Any], tol: Tolerance) -> TensorReport:
-    """Compare two name → tensor mappings (as ``load_tensors`` returns) with ``ta`` as reference."""
-    report = TensorReport(
-        only_original=[n for n in ta if n not in tb],
-        only_replay=[n for n in tb if n not in ta],
-    )
-    for name, ea in ta.items():
-        if name not in tb:
-            continue
-        ea, eb = _as_entry(ea), _as_entry(tb[name])
-        report.compared += 1
-        if not (ea.numeric and eb.numeric):
-            if ea.dtype != eb.dtype or not _plain_equal(ea.value, eb.value):
-                report.mismatched.append(TensorMismatch(name, "value", _short(ea.value), _short(eb.value)))
-            else:
-                report.identical += 1
-            continue
-        if ea.shape != eb.shape:
-            report.mismatched.append(TensorMismatch(name, "shape", str(list(ea.shape)), str(list(eb.shape))))
-            continue
-        if ea.dtype != eb.dtype:
-            report.mismatched.append(TensorMismatch(name, "dtype", ea.dtype, eb.dtype))
-            continue
-        diff = _diff_values(name, ea, eb, tol)
-        if diff is None:
-            report.identical += 1
-        else:
-            report.differing.append(diff)
-    if report.differing:
-        report.max_abs = _largest([d.max_abs for d in report.differing])
-        report.max_rel = _largest([d.max_rel for d in report.differing])
-    elif report.compared and not report.mismatched:
-        report.max_abs = report.max_rel = 0.0
-    return report
-
-
-def _plain_equal(a: Any, b: Any) -> bool:
-    if hasattr(a, "shape") and hasattr(b, "shape"):  # non-numeric arrays (strings, objects)
-        import numpy as np
-
-        return bool(np.array_equal(a, b))
-    return bool(a == b)
-
-
-def _as_entry(value: Any) -> _Entry:
-    return value if isinstance(value, _Entry) else _entry(value)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _diff_values(name: str, ea: _Entry, eb: _Entry, tol: Tolerance) -> TensorDiff | None:
-    """Scan two same-shape, same-dtype numeric values in chunks; None when equal."""
-    import numpy as np
-
-    numel = math.prod(ea.shape)
-    differing = 0
-    max_abs = max_rel = 0.0
-    exceed = False
-    for start in range(0, max(numel, 1), _CHUNK):
-        stop = min(numel, start + _CHUNK)
-        x, y = _chunk(ea.value, start, stop), _chunk(eb.value, start, stop)
-        ne = x != y  # NaN != NaN: NaN positions are sorted out below, only where present
-        if not ne.any():
-            continue
-        x, y = x[ne], y[ne]
-        both_nan = np.isnan(x) & np.isnan(y)
-        if both_nan.any():
-            x, y = x[~both_nan], y[~both_nan]
-            if not x.size:
-                continue
-        differing += int(x.size)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            delta = np.abs(x - y)
-            delta[np.isnan(delta)] = np.inf  # NaN against a number, or opposite infinities
-            ref = np.abs(x)
-            rel = delta / ref  # inf where the reference is 0
-            rel[np.isnan(rel)] = np.inf
-            bad = ~(np.isfinite(delta) & (delta <= tol.atol + tol.rtol * ref))
-        max_abs = max(max_abs, float(delta.max()))
-        max_rel = max(max_rel, float(rel.max()))
-        exceed = exceed or bool(bad.any())
-    if not differing:
-        return None
-    return TensorDiff(
-        name=name,
-        shape=list(ea.shape),
-        dtype=ea.dtype,
-        max_abs=max_abs,
-        max_rel=max_rel,
-        differing=differing,
-        numel=numel,
-        within_tolerance=not exceed,
-    )
-
-
-_NUMPY_UNSAFE_TORCH = ("bfloat16", "float8", "complex32", "uint16", "uint32", "uint64")
-
-
-def _chunk(value: Any, start: int, stop: int) -> Any:
-    """Elements [start, stop) of a flattened value as float64 (complex128 for complex)."""
-    import numpy as np
-
-    if type(value).__module__.startswith("torch"):
-        import torch
-
-        t = value.detach()
-        if t.is_quantized:
-            t = t.dequantize()
-        if t.layout != torch.strided:
-            t = t.to_dense()
-        flat = t.reshape(-1)[start:stop].cpu()
-        if flat.is_complex():
-            return flat.to(torch.complex128).numpy()
-        return flat.to(torch.float64).numpy()
-    arr = np.asarray(value).reshape(-1)[start:stop]
-    if arr.dtype.kind == "c":
-        return arr.astype(np.complex128)
-    return arr.astype(np.float64)
-
-
 # --------------------------------------------------------------------------- metrics
 
 
@@ -886,7 +466,7 @@ def compare_metrics(
     result = decisive or first
     if result is not None:
         result.differing = differing
-        result.max_abs = _largest(deltas)
+        result.max_abs = largest(deltas)
     return result
 
 
@@ -1011,5 +591,5 @@ def compare_stdout(original: str, replay: str, tol: Tolerance) -> StdoutDivergen
     result = decisive or first
     if result is not None:
         result.differing = differing
-        result.max_abs = _largest(deltas)
+        result.max_abs = largest(deltas)
     return result

@@ -1,0 +1,146 @@
+"""Likely causes: rank the differences by how likely each is to have changed the results."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from repro.capsule import Record
+from repro.diff.changes import change_phrase
+from repro.diff.files import files_summary
+from repro.diff.model import Cause, Change, Section
+
+# Cause ranks: lower is more likely. Changed inputs beat dependencies beat seeds beat
+# determinism settings beat hardware; gaps leave room for finer categories.
+RANK_DATA = 10
+RANK_PARAMS = 20
+RANK_CODE = 30
+RANK_WORLD = 35
+RANK_DEPS = 40
+RANK_SOFTWARE = 45
+RANK_IMAGE = 48
+RANK_SEEDS = 50
+RANK_DETERMINISM = 60
+RANK_HARDWARE = 70
+RANK_HARDWARE_STRICT = 80
+RANK_NONDETERMINISM = 90
+
+
+def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_differ: bool) -> list[Cause]:
+    """Rank the differences by how likely each is to have changed the results (first = most likely)."""
+    causes = _input_causes(sections) + _dependency_causes(sections) + _setting_causes(sections)
+    causes += _environment_causes(sections["environment"], a, b)
+    if results_differ and not causes:
+        modes = {a.determinism.mode, b.determinism.mode}
+        mode = a.determinism.mode if len(modes) == 1 else f"{a.determinism.mode}/{b.determinism.mode}"
+        reason = f"no recorded difference — non-determinism under mode {mode}"
+        if a.data.undeclared or b.data.undeclared:
+            reason += "; or an undeclared input changed"
+        causes.append(Cause("outputs", "nondeterminism", reason, RANK_NONDETERMINISM, []))
+    causes.sort(key=lambda c: c.rank)
+    return causes
+
+
+def _keys(changes: list[Change], limit: int = 50) -> list[str]:
+    return [c.key for c in changes[:limit]]
+
+
+def _input_causes(sections: dict[str, Section]) -> list[Cause]:
+    causes: list[Cause] = []
+    data = sections["data"]
+    if data.differs:
+        causes.append(
+            Cause("data", "input", f"data changed: {_data_reason(data)}", RANK_DATA, _keys(data.changes))
+        )
+    cmd = sections["command"]
+    params = [c for c in cmd.changes if c.scope in ("param", "logged", "config")]
+    if params:
+        reason = f"hyper-parameters changed: {cmd.summary}"
+        causes.append(Cause("command", "input", reason, RANK_PARAMS, _keys(params)))
+    other = [c for c in cmd.changes if c.scope == "argv"]
+    if other:
+        reason = "command changed: " + ", ".join(change_phrase(c) for c in other)
+        causes.append(Cause("command", "input", reason, RANK_PARAMS + 1, _keys(other)))
+    code = sections["code"]
+    if code.differs:
+        causes.append(Cause("code", "input", f"code changed: {code.summary}", RANK_CODE, _keys(code.changes)))
+    world = [c for c in sections["environment"].changes if c.scope == "world"]
+    if world:
+        reason = (
+            "world size changed: "
+            + ", ".join(change_phrase(c) for c in world[:2])
+            + " (data sharding, effective batch size)"
+        )
+        causes.append(Cause("environment", "input", reason, RANK_WORLD, _keys(world)))
+    return causes
+
+
+_IMAGE_INPUTS = ("image.base", "image.base_id", "image.dockerfile", "image.template")
+
+
+def _dependency_causes(sections: dict[str, Section]) -> list[Cause]:
+    causes: list[Cause] = []
+    deps = sections["dependencies"]
+    pkgs = [c for c in deps.changes if c.scope in ("lockfile", "installed")]
+    image = [c for c in deps.changes if c.scope == "image"]
+    if pkgs or any(c.key in _IMAGE_INPUTS for c in image):
+        reason = f"dependencies changed: {deps.summary}"
+        causes.append(Cause("dependencies", "dependency", reason, RANK_DEPS, _keys(deps.changes)))
+    elif image:
+        reason = "image differs with the same lockfile: " + ", ".join(c.key for c in image)
+        causes.append(Cause("dependencies", "dependency", reason, RANK_IMAGE, _keys(image)))
+    software = [c for c in sections["environment"].changes if c.scope == "software"]
+    if software:
+        reason = "software versions changed: " + ", ".join(change_phrase(c) for c in software)
+        causes.append(Cause("environment", "dependency", reason, RANK_SOFTWARE, _keys(software)))
+    return causes
+
+
+def _setting_causes(sections: dict[str, Section]) -> list[Cause]:
+    causes: list[Cause] = []
+    seeds = sections["seeds"]
+    if seeds.differs:
+        causes.append(
+            Cause("seeds", "seed", f"seed changed: {seeds.summary}", RANK_SEEDS, _keys(seeds.changes))
+        )
+    det = sections["determinism"]
+    if det.differs:
+        reason = f"determinism settings changed: {det.summary}"
+        causes.append(Cause("determinism", "determinism", reason, RANK_DETERMINISM, _keys(det.changes)))
+    return causes
+
+
+def _environment_causes(env: Section, a: Record, b: Record) -> list[Cause]:
+    hardware = [c for c in env.changes if c.scope in ("hardware", "variable", "backend")]
+    if not hardware:
+        return []
+    phrase = ", ".join(_hw_phrase(c) for c in hardware[:3])
+    if len(hardware) > 3:
+        phrase += f" (+{len(hardware) - 3} more)"
+    if a.determinism.mode == "strict" and b.determinism.mode == "strict":
+        reason = f"environment differs under strict mode (pinned, so unlikely): {phrase}"
+        return [Cause("environment", "hardware", reason, RANK_HARDWARE_STRICT, _keys(hardware))]
+    modes = "/".join(sorted({a.determinism.mode, b.determinism.mode}))
+    reason = f"environment differs under mode {modes}: {phrase}"
+    return [Cause("environment", "hardware", reason, RANK_HARDWARE, _keys(hardware))]
+
+
+def _hw_phrase(c: Change) -> str:
+    if c.key == "cpu_flags":
+        return "CPU flags differ"
+    return change_phrase(c)
+
+
+def _data_reason(data: Section) -> str:
+    files = [c for c in data.changes if c.scope == "file"]
+    if not files:
+        return data.summary
+    dirs = sorted({g.dir for g in data.groups})
+    where = f" in {dirs[0]}" if len(dirs) == 1 else f" in {len(dirs)} directories"
+    named = ""
+    if len(files) <= 3:
+        kinds = {c.kind for c in files}
+        names = [PurePosixPath(c.key).name if len(dirs) == 1 else c.key for c in files]
+        if len(kinds) > 1:
+            names = [f"{n} {c.kind}" for n, c in zip(names, files, strict=True)]
+        named = ": " + ", ".join(names)
+    return files_summary(files) + where + named

@@ -1,0 +1,60 @@
+"""Metric series of a run: read them from the record, and find where two series part."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from repro.capsule import Record
+from repro.diff.changes import same
+from repro.diff.model import Divergence
+from repro.diff.reader import ReadBlob, SafeReader
+
+
+def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:
+    """The run's metrics series (rows of name/value/step) from its metrics.jsonl blob; [] when absent."""
+    text = SafeReader(read_blob).text(record.results.metrics)
+    rows: list[dict[str, Any]] = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "name" in row and "value" in row:
+            rows.append(row)
+    return rows
+
+
+def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """Rows → {metric: [(step, value), …]}; rows without a step count from 0 in order."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        name = str(row["name"])
+        points = out.setdefault(name, [])
+        step = row.get("step")
+        try:
+            value = float(row["value"])
+        except (TypeError, ValueError):
+            continue
+        points.append((int(step) if isinstance(step, int | float) else len(points), value))
+    return out
+
+
+def first_divergence(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> Divergence | None:
+    """The earliest step (then metric name) where the two series differ, or None."""
+    sa, sb = series(rows_a), series(rows_b)
+    found: list[tuple[int, str, float | None, float | None]] = []
+    for name in sorted(set(sa) & set(sb)):
+        pa, pb = dict(sa[name]), dict(sb[name])
+        for step in sorted(set(pa) | set(pb)):
+            x, y = pa.get(step), pb.get(step)
+            if x is None or y is None or not same(x, y):
+                found.append((step, name, x, y))
+                break
+    if not found:
+        return None
+    step, name, x, y = min(found, key=lambda f: (f[0], f[1]))
+    return Divergence(metric=name, step=step, a=x, b=y)

@@ -1,0 +1,439 @@
+"""One function per section of a diff: each compares one part of two records into a `Section`."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from repro.capsule import Record
+from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
+from repro.diff.files import (
+    MAX_GROUPS,
+    add_line_counts,
+    file_changes,
+    file_patch,
+    files_summary,
+    group_by_dir,
+)
+from repro.diff.metrics import first_divergence, metric_rows, series
+from repro.diff.model import Change, Section
+from repro.diff.patches import patch_changes
+from repro.diff.reader import SafeReader
+from repro.diff.versions import compare_versions, parse_pins
+from repro.units import human_bytes, plural
+
+# --------------------------------------------------------------------------- command
+
+
+_FLAG = re.compile(r"^--?([A-Za-z_][\w.-]*)(=.*)?$")
+
+
+def _param_name(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _argv_skeleton(argv: list[str], params: dict[str, Any]) -> list[str]:
+    """argv with the hyper-parameter values taken out, to see changes params do not explain."""
+    out: list[str] = []
+    skip = False
+    for i, token in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        m = _FLAG.match(token)
+        if m and _param_name(m.group(1)) in params:
+            out.append(token.split("=", 1)[0])
+            if m.group(2) is None and i + 1 < len(argv) and not _FLAG.match(argv[i + 1]):
+                skip = True
+            continue
+        out.append(token)
+    return out
+
+
+def diff_command(a: Record, b: Record, read: SafeReader) -> Section:
+    """The command section: hyper-parameters, logged params, argv, cwd and config files."""
+    ca, cb = a.command, b.command
+    changes = dict_changes(ca.params, cb.params, "param")
+    changes += dict_changes(a.results.params, b.results.params, "logged", prefix="logged:")
+    skel_a = _argv_skeleton(ca.argv, ca.params)
+    skel_b = _argv_skeleton(cb.argv, cb.params)
+    if skel_a != skel_b:
+        changes.append(
+            Change(key="argv", kind="changed", scope="argv", old=shlex.join(ca.argv), new=shlex.join(cb.argv))
+        )
+    changes += scalar("cwd", ca.cwd, cb.cwd, "argv")
+    changes += scalar("nproc_per_node", ca.nproc_per_node, cb.nproc_per_node, "argv")
+    for c in file_changes(ca.config_files, cb.config_files, "config"):
+        add_line_counts(c, ca.config_files, cb.config_files, read)
+        changes.append(c)
+    params = [c for c in changes if c.scope in ("param", "logged", "config")]
+    summary = ", ".join(change_phrase(c) for c in params[:6])
+    if len(params) > 6:
+        summary += f" (+{len(params) - 6} more)"
+    if not summary and changes:
+        summary = "command line changed"
+    return Section(name="", title="", changes=changes, summary=summary)
+
+
+# --------------------------------------------------------------------------- code
+
+
+def diff_code(a: Record, b: Record, read: SafeReader, with_patch: bool) -> Section:
+    """The code section: git facts, changed files or the uncommitted patch, and their diff if asked."""
+    ca, cb = a.code, b.code
+    changes: list[Change] = []
+    notes: list[str] = []
+    patches: list[str] = []
+    changes += scalar("kind", ca.kind, cb.kind, "git")
+    changes += scalar("commit", ca.commit, cb.commit, "git")
+    changes += scalar("branch", ca.branch, cb.branch, "git")
+    changes += scalar("remote", ca.remote, cb.remote, "git")
+    changes += scalar("dirty", ca.dirty, cb.dirty, "git")
+    if ca.commit and cb.commit and ca.commit != cb.commit and not (ca.files and cb.files):
+        notes.append(f"files changed between the commits: git diff --stat {ca.commit[:12]} {cb.commit[:12]}")
+
+    # Recorded file contents say everything the patch and the untracked list say, once per file.
+    recorded = bool(ca.files or cb.files)
+    scopes = [("file", ca.files, cb.files)] if recorded else [("untracked", ca.untracked, cb.untracked)]
+    for scope, fa, fb in scopes:
+        for c in file_changes(fa, fb, scope):
+            add_line_counts(c, fa, fb, read)
+            changes.append(c)
+            if with_patch:
+                patches.append(file_patch(c, fa, fb, read))
+
+    if ca.patch != cb.patch and not recorded:
+        pa, pb = read.text(ca.patch), read.text(cb.patch)
+        if (ca.patch and pa is None) or (cb.patch and pb is None):
+            changes.append(
+                Change(
+                    key="(uncommitted patch)",
+                    kind="changed",
+                    scope="patch",
+                    detail="uncommitted changes differ (patch not available)",
+                )
+            )
+        else:
+            changes += patch_changes(pa or "", pb or "", patches if with_patch else None)
+
+    if [c.key for c in changes] == ["dirty"]:
+        # The flag alone, with identical commit, patch and files, does not change what ran:
+        # files outside the captured code (declared data, outputs) make git report dirty.
+        side = "B" if cb.dirty else "A"
+        notes.append(f"working tree marked dirty only in {side}; the recorded code is identical")
+        changes = []
+    files = [c for c in changes if c.scope in ("file", "untracked", "patch")]
+    parts = []
+    commit = next((c for c in changes if c.key == "commit"), None)
+    if commit:
+        parts.append(f"commit {_short(commit.old)} → {_short(commit.new)}")
+    if files:
+        plus = sum(c.lines[0] for c in files if c.lines)
+        minus = sum(c.lines[1] for c in files if c.lines)
+        parts.append(f"{plural(len(files), 'file')} changed (+{plus} −{minus})")
+    elif any(c.key == "dirty" for c in changes):
+        parts.append("working tree " + ("dirty" if cb.dirty else "clean") + " in B")
+    summary = ", ".join(parts) or ("code changed" if changes else "")
+    patch = "".join(patches) if with_patch and patches else None
+    return Section(
+        name="",
+        title="",
+        changes=changes,
+        summary=summary,
+        groups=group_by_dir(files) if len(files) > MAX_GROUPS else [],
+        patch=patch,
+        notes=notes,
+    )
+
+
+def _short(value: Any) -> str:
+    return str(value)[:12] if value else "—"
+
+
+# --------------------------------------------------------------------------- data
+
+
+def diff_data(a: Record, b: Record) -> Section:
+    """The data section: declared inputs by digest and file, and undeclared inputs."""
+    ia = {i.path: i for i in a.data.inputs}
+    ib = {i.path: i for i in b.data.inputs}
+    changes: list[Change] = []
+    changed_files: list[Change] = []
+    for path in sorted(set(ia) | set(ib)):
+        x, y = ia.get(path), ib.get(path)
+        if y is None:
+            assert x is not None
+            changes.append(
+                Change(
+                    key=path,
+                    kind="removed",
+                    scope="input",
+                    old=x.size,
+                    detail=f"{plural(len(x.files), 'file')}, {human_bytes(x.size)}",
+                )
+            )
+        elif x is None:
+            changes.append(
+                Change(
+                    key=path,
+                    kind="added",
+                    scope="input",
+                    new=y.size,
+                    detail=f"{plural(len(y.files), 'file')}, {human_bytes(y.size)}",
+                )
+            )
+        elif x.digest != y.digest:
+            found = file_changes(x.files, y.files, "file")
+            if not found:
+                changes.append(
+                    Change(
+                        key=path,
+                        kind="changed",
+                        scope="input",
+                        old=x.digest,
+                        new=y.digest,
+                        detail="directory digest changed",
+                    )
+                )
+            changed_files += found
+    changes += changed_files
+    undeclared_a, undeclared_b = set(a.data.undeclared), set(b.data.undeclared)
+    for path in sorted(undeclared_b - undeclared_a):
+        changes.append(Change(key=path, kind="added", scope="undeclared", detail="read but not declared"))
+    for path in sorted(undeclared_a - undeclared_b):
+        changes.append(Change(key=path, kind="removed", scope="undeclared", detail="read but not declared"))
+    notes = []
+    if a.data.undeclared or b.data.undeclared:
+        notes.append(
+            f"undeclared inputs (read, not hashed): A {len(a.data.undeclared)}, B {len(b.data.undeclared)}"
+        )
+    inputs = [c for c in changes if c.scope == "input"]
+    parts = [files_summary(changed_files)] if changed_files else []
+    parts += [f"input {c.key} {c.kind}" for c in inputs]
+    summary = ", ".join(p for p in parts if p)
+    if not summary and changes:
+        summary = "undeclared inputs differ"
+    return Section(
+        name="", title="", changes=changes, summary=summary, groups=group_by_dir(changed_files), notes=notes
+    )
+
+
+# --------------------------------------------------------------------------- dependencies
+
+
+def _pin_changes(a: dict[str, str], b: dict[str, str], scope: str) -> list[Change]:
+    changes: list[Change] = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x == y:
+            continue
+        if x is None:
+            changes.append(Change(key=name, kind="added", scope=scope, new=y))
+        elif y is None:
+            changes.append(Change(key=name, kind="removed", scope=scope, old=x))
+        else:
+            order = compare_versions(x, y)
+            kind = "upgraded" if order < 0 else "downgraded" if order > 0 else "changed"
+            changes.append(Change(key=name, kind=kind, scope=scope, old=x, new=y))
+    return changes
+
+
+def _lock_pins(r: Record, read: SafeReader) -> dict[str, str]:
+    if r.deps.requirements:
+        return parse_pins(r.deps.requirements)
+    text = read.text(r.deps.lock_blob)
+    return parse_pins(text.splitlines()) if text else {}
+
+
+def diff_deps(a: Record, b: Record, read: SafeReader) -> Section:
+    """The dependencies section: lockfile pins, installed packages and the image."""
+    da, db = a.deps, b.deps
+    changes = _pin_changes(_lock_pins(a, read), _lock_pins(b, read), "lockfile")
+    if not changes and da.lock_blob != db.lock_blob and da.lock_blob and db.lock_blob:
+        changes.append(
+            Change(
+                key="(lockfile)",
+                kind="changed",
+                scope="lockfile",
+                detail="lockfile content differs (hashes or markers)",
+            )
+        )
+    seen = {(c.key, c.kind, c.old, c.new) for c in changes}
+    for c in _pin_changes(parse_pins(da.freeze), parse_pins(db.freeze), "installed"):
+        if (c.key, c.kind, c.old, c.new) not in seen:
+            changes.append(c)
+    changes += scalar("lockfile path", da.lockfile, db.lockfile, "lockfile")
+    if da.site_fingerprint and db.site_fingerprint:
+        changes += scalar("site-packages fingerprint", da.site_fingerprint, db.site_fingerprint, "installed")
+    ia, ib = da.image, db.image
+    if ia is not None or ib is not None:
+        for attr in ("base", "base_id", "template", "tag", "id"):
+            changes += scalar(f"image.{attr}", getattr(ia, attr, None), getattr(ib, attr, None), "image")
+        if ia is not None and ib is not None and ia.dockerfile != ib.dockerfile:
+            changes.append(
+                Change(
+                    key="image.dockerfile",
+                    kind="changed",
+                    scope="image",
+                    detail="rendered Dockerfile differs",
+                )
+            )
+    pkgs = [
+        c
+        for c in changes
+        if c.scope in ("lockfile", "installed") and " " not in c.key and not c.key.startswith("(")
+    ]
+    parts = [_pkg_phrase(c) for c in pkgs[:4]]
+    if len(pkgs) > 4:
+        parts.append(f"+{len(pkgs) - 4} more")
+    if any(c.scope == "image" and c.key in ("image.base", "image.base_id") for c in changes):
+        parts.append("base image changed")
+    elif any(c.scope == "image" for c in changes):
+        parts.append("image differs")
+    summary = ", ".join(parts) or ("dependencies changed" if changes else "")
+    return Section(name="", title="", changes=changes, summary=summary)
+
+
+def _pkg_phrase(c: Change) -> str:
+    if c.kind == "added":
+        return f"{c.key} {c.new} added"
+    if c.kind == "removed":
+        return f"{c.key} {c.old} removed"
+    return f"{c.key} {c.old} → {c.new}"
+
+
+# --------------------------------------------------------------------------- seeds, determinism
+
+
+def diff_seeds(a: Record, b: Record) -> Section:
+    """The seeds section: master seed, how it was drawn, derived and per-rank seeds."""
+    sa, sb = a.seeds, b.seeds
+    changes = scalar("master", sa.master, sb.master, "seed")
+    changes += scalar("drawn", sa.drawn, sb.drawn, "seed")
+    changes += scalar("PYTHONHASHSEED", sa.pythonhashseed, sb.pythonhashseed, "seed")
+    if not changes or changes[0].key != "master":
+        changes += dict_changes(sa.derived, sb.derived, "derived")
+        flat_a = {f"rank{r}.{k}": v for r, d in sa.per_rank.items() for k, v in d.items()}
+        flat_b = {f"rank{r}.{k}": v for r, d in sb.per_rank.items() for k, v in d.items()}
+        changes += dict_changes(flat_a, flat_b, "derived")
+    master = next((c for c in changes if c.key == "master"), None)
+    if master:
+        summary = f"seed {master.old} → {master.new}" + (" (drawn)" if sb.drawn or sa.drawn else "")
+    else:
+        summary = ", ".join(f"{c.key} {fmt_value(c.old)} → {fmt_value(c.new)}" for c in changes[:3])
+    return Section(name="", title="", changes=changes, summary=summary)
+
+
+def diff_determinism(a: Record, b: Record) -> Section:
+    """The determinism section: mode, threads, ISA, knobs and environment variables."""
+    da, db = a.determinism, b.determinism
+    changes = scalar("mode", da.mode, db.mode, "mode")
+    changes += scalar("threads", da.threads, db.threads, "knob")
+    changes += scalar("isa", da.isa, db.isa, "knob")
+    changes += dict_changes(da.knobs, db.knobs, "knob")
+    changes += dict_changes(da.env, db.env, "env")
+    summary = ", ".join(change_phrase(c) for c in changes[:4])
+    if len(changes) > 4:
+        summary += f" (+{len(changes) - 4} more)"
+    return Section(name="", title="", changes=changes, summary=summary)
+
+
+# --------------------------------------------------------------------------- environment
+
+_SOFTWARE = ("python", "implementation", "torch", "cuda", "cudnn", "nccl")
+_HARDWARE = ("os", "machine", "cpu_model", "cpu_count", "driver")
+
+
+def _gpu_summary(gpus: list[dict[str, Any]]) -> str | None:
+    if not gpus:
+        return None
+    names: dict[str, int] = {}
+    for g in gpus:
+        name = str(g.get("name") or g.get("model") or "GPU")
+        names[name] = names.get(name, 0) + 1
+    return ", ".join(f"{n}× {name}" for name, n in names.items())
+
+
+def diff_env(a: Record, b: Record) -> Section:
+    """The environment section: software versions, hardware, world size, variables and backend."""
+    ea, eb = a.env, b.env
+    changes: list[Change] = []
+    for attr in _SOFTWARE:
+        changes += scalar(attr, getattr(ea, attr), getattr(eb, attr), "software")
+    for attr in _HARDWARE:
+        changes += scalar(attr, getattr(ea, attr), getattr(eb, attr), "hardware")
+    changes += scalar("gpus", _gpu_summary(ea.gpus), _gpu_summary(eb.gpus), "hardware")
+    fa, fb = set(ea.cpu_flags), set(eb.cpu_flags)
+    if fa != fb and fa and fb:
+        only_a, only_b = sorted(fa - fb), sorted(fb - fa)
+        changes.append(
+            Change(
+                key="cpu_flags",
+                kind="changed",
+                scope="hardware",
+                old=only_a,
+                new=only_b,
+                detail=f"{len(only_a)} only in A, {len(only_b)} only in B",
+            )
+        )
+    changes += scalar("world_size", ea.world_size, eb.world_size, "world")
+    changes += dict_changes(ea.rank_devices, eb.rank_devices, "world", prefix="rank_device:")
+    changes += dict_changes(ea.variables, eb.variables, "variable", prefix="$")
+    changes += scalar("backend", a.backend.name, b.backend.name, "backend")
+    summary = ", ".join(change_phrase(c) if c.key != "cpu_flags" else "CPU flags differ" for c in changes[:4])
+    if len(changes) > 4:
+        summary += f" (+{len(changes) - 4} more)"
+    return Section(name="", title="", changes=changes, summary=summary)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def diff_metrics(a: Record, b: Record, read: SafeReader) -> Section:
+    """The metrics section: final metrics, series present on one side, and the first divergence."""
+    fa, fb = a.results.final_metrics, b.results.final_metrics
+    changes = dict_changes(fa, fb, "final")
+    rows_a = metric_rows(a, read)
+    rows_b = metric_rows(b, read)
+    divergence = first_divergence(rows_a, rows_b)
+    names_a, names_b = set(series(rows_a)), set(series(rows_b))
+    for name in sorted(names_b - names_a - set(fb)):
+        changes.append(Change(key=name, kind="added", scope="series"))
+    for name in sorted(names_a - names_b - set(fa)):
+        changes.append(Change(key=name, kind="removed", scope="series"))
+    parts = [_metric_phrase(c) for c in changes[:3] if c.scope == "final"]
+    if divergence is not None:
+        parts.append(f"series diverge at step {divergence.step} ({divergence.metric})")
+    return Section(name="", title="", changes=changes, summary=", ".join(parts), divergence=divergence)
+
+
+def _metric_phrase(c: Change) -> str:
+    if c.kind == "changed" and c.delta is not None:
+        sign = "+" if c.delta >= 0 else "−"
+        return f"{c.key} {fmt_value(c.old)} → {fmt_value(c.new)} ({sign}{abs(c.delta):.4g})"
+    return change_phrase(c)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def diff_outputs(a: Record, b: Record) -> Section:
+    """The outputs section: run status, exit code and output files."""
+    ra, rb = a.results, b.results
+    changes = scalar("status", ra.status, rb.status, "status")
+    changes += scalar("exit_code", ra.exit_code, rb.exit_code, "status")
+    files = file_changes(ra.outputs, rb.outputs, "file")
+    changes += files
+    parts = []
+    if any(c.key == "status" for c in changes):
+        parts.append(f"status {ra.status} → {rb.status}")
+    if files:
+        parts.append(files_summary(files))
+    return Section(
+        name="",
+        title="",
+        changes=changes,
+        summary=", ".join(parts),
+        groups=group_by_dir(files) if len(files) > MAX_GROUPS else [],
+    )
