@@ -219,9 +219,10 @@ def _sha256_index(wheelhouse: Path) -> dict[str, Path]:
         fresh[stamp] = digest
         index[digest] = path
     if fresh != cached:
-        tmp = cache_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(fresh, sort_keys=True))
-        tmp.replace(cache_file)
+        fd, tmp = tempfile.mkstemp(prefix=".sha256-", dir=wheelhouse)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(fresh, sort_keys=True))
+        os.replace(tmp, cache_file)
     return index
 
 
@@ -241,11 +242,14 @@ def prepare_wheelhouse(
     lockfile: Path,
     wheelhouse: Path | None = None,
     on_line: Callable[[str], None] | None = None,
+    python_version: str | None = None,
 ) -> list[Path]:
     """The wheel files that satisfy ``lockfile``, downloading only those not already there.
 
     Downloads go through ``python -m pip download --no-deps --require-hashes`` with the
     host's pip configuration (indexes, find-links), so every file matches a lock hash.
+    ``python_version`` (e.g. "3.11", the image's Python) fetches wheels for that Python
+    when it differs from the host's.
 
     Raises:
         NotFoundError: the lockfile does not exist.
@@ -263,7 +267,7 @@ def prepare_wheelhouse(
         with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
             partial = Path(tmp) / LOCK_NAME
             partial.write_text("\n".join(req.text for req in missing) + "\n")
-            _pip_download(partial, house, on_line)
+            _pip_download(partial, house, on_line, _target_args(python_version))
         found, missing = _match(pinned, _sha256_index(house))
         if missing:
             names = ", ".join(f"{r.name}=={r.version}" for r in missing[:5])
@@ -274,8 +278,18 @@ def prepare_wheelhouse(
     return [found[req.key] for req in pinned]
 
 
-def _pip_download(lock: Path, dest: Path, on_line: Callable[[str], None] | None) -> None:
+def _target_args(python_version: str | None) -> list[str]:
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not python_version or python_version == host:
+        return []
+    return ["--python-version", python_version, "--only-binary=:all:"]
+
+
+def _pip_download(
+    lock: Path, dest: Path, on_line: Callable[[str], None] | None, extra: list[str] | None = None
+) -> None:
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "-r", str(lock)]
+    argv += extra or []
     argv += ["-d", str(dest), "--progress-bar", "off", "--disable-pip-version-check"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None

@@ -8,6 +8,7 @@ package mirror has to be reachable; no container registry is involved.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -27,6 +28,7 @@ IMAGE_CHANGES = [
     "ENV LANG=C.UTF-8",
     'CMD ["python3"]',
 ]
+PYTHON_LABEL = "org.repro.python"  # the base's python3 version: wheels are fetched for it
 # Left out of the image: package caches and lists, logs, documentation.
 _PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "var/log", "usr/share/doc", "usr/share/man")
 
@@ -97,6 +99,16 @@ def bootstrap(root: Path, suite: str, mirror: str, on_line: Callable[[str], None
                     child.unlink(missing_ok=True)
 
 
+def python_version(root: Path) -> str | None:
+    """The ``X.Y`` version of the root filesystem's python3, from its symlink target."""
+    try:
+        target = os.readlink(root / "usr" / "bin" / "python3")
+    except OSError:
+        return None
+    match = re.fullmatch(r"python(\d+\.\d+)", Path(target).name)
+    return match.group(1) if match else None
+
+
 def make_base_image(
     tag: str = DEFAULT_BASE_IMAGE,
     suite: str = DEFAULT_SUITE,
@@ -123,5 +135,9 @@ def make_base_image(
         _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(archive), "."], on_line, "tar")
         if on_line:
             on_line(f"importing {archive.stat().st_size // (1 << 20)} MiB rootfs as {tag}")
-        image_id = import_rootfs(archive, tag, IMAGE_CHANGES)
+        changes = list(IMAGE_CHANGES)
+        version = python_version(root)
+        if version:
+            changes.append(f"LABEL {PYTHON_LABEL}={version}")
+        image_id = import_rootfs(archive, tag, changes)
     return BaseImage(id=image_id, tag=tag, suite=suite, seconds=time.monotonic() - start)

@@ -39,6 +39,7 @@ from repro.backends.base import (
     launch_argv,
     runtime_source,
 )
+from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError, ReproError
 
@@ -161,8 +162,12 @@ def resolve_base(client: docker.DockerClient, ref: str) -> str:
     Raises:
         BackendUnavailable: the engine has no such image.
     """
+    return str(_inspect_base(client, ref)["Id"])
+
+
+def _inspect_base(client: docker.DockerClient, ref: str) -> dict[str, Any]:
     try:
-        return str(client.api.inspect_image(ref)["Id"])
+        return dict(client.api.inspect_image(ref))
     except docker.errors.ImageNotFound as e:
         raise BackendUnavailable(f"the Docker engine has no base image {ref}", hint=BASE_HINT) from e
 
@@ -237,9 +242,9 @@ def ensure_image(
         BackendUnavailable: no base image ``base``.
         BuildError: the lockfile cannot be satisfied, or the build failed.
     """
-    base_id = base if images.is_image_id(base) else resolve_base(client, base)
-    if images.is_image_id(base):
-        resolve_base(client, base_id)  # a recorded id must exist in this engine
+    inspected = _inspect_base(client, base)  # a recorded id must exist in this engine too
+    base_id = str(inspected["Id"])
+    python = ((inspected.get("Config") or {}).get("Labels") or {}).get(PYTHON_LABEL)
     lock = lockfile.read_bytes() if lockfile is not None else b""
     dockerfile = images.render_dockerfile(template, base_id)
     tag = images.image_tag(dockerfile, lock, base_id)
@@ -250,7 +255,9 @@ def ensure_image(
     start = time.monotonic()
     wheels: list[Path] = []
     if lockfile is not None:
-        wheels = images.prepare_wheelhouse(lockfile, on_line=lambda line: on_event(Event("build", line)))
+        wheels = images.prepare_wheelhouse(
+            lockfile, on_line=lambda line: on_event(Event("build", line)), python_version=python
+        )
     on_event(Event("info", f"building image {tag} from {base} ({len(wheels)} wheels)"))
     labels = images.image_labels(lock, base_id, template)
     with tempfile.TemporaryFile(prefix="repro-context-") as context:

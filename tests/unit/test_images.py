@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sys
 import tarfile
 from pathlib import Path
 
@@ -129,8 +130,9 @@ def test_wheelhouse_downloads_only_what_is_missing(tmp_path: Path, monkeypatch: 
     )
     asked: list[str] = []
 
-    def fake_download(partial: Path, dest: Path, on_line: object) -> None:
+    def fake_download(partial: Path, dest: Path, on_line: object, extra: list[str]) -> None:
         asked.append(partial.read_text())
+        assert extra == []  # the host's Python: no target options
         (dest / "typing_extensions-4.16.0-py3-none-any.whl").write_bytes(want_body)
 
     monkeypatch.setattr(images, "_pip_download", fake_download)
@@ -176,3 +178,28 @@ def test_context_holds_dockerfile_lock_and_wheels_only(tmp_path: Path) -> None:
     empty.seek(0)
     with tarfile.open(fileobj=empty) as tar:
         assert tar.getmember("wheelhouse").isdir()
+
+
+def test_wheels_for_another_python_are_binary_only() -> None:
+    assert images._target_args(None) == []
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert images._target_args(host) == []
+    assert images._target_args("3.9") == ["--python-version", "3.9", "--only-binary=:all:"]
+
+
+def test_base_image_python_version_and_prerequisites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from repro.backends import baseimage
+    from repro.errors import BackendUnavailable
+
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "python3").symlink_to("python3.11")
+    assert baseimage.python_version(tmp_path) == "3.11"
+    assert baseimage.python_version(tmp_path / "none") is None
+    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 1000)
+    with pytest.raises(BackendUnavailable, match="needs root"):
+        baseimage.check_prerequisites()
+    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
+    with pytest.raises(BackendUnavailable, match="debootstrap is not installed") as caught:
+        baseimage.check_prerequisites()
+    assert caught.value.exit_code == 3 and "make docker-up" in (caught.value.hint or "")
