@@ -331,3 +331,31 @@ def test_hash_file_cached_without_cache(tmp_path: Path) -> None:
     p = tmp_path / "f"
     p.write_bytes(b"abc")
     assert hash_file_cached(p, None) == hash_bytes(b"abc")
+
+
+def test_small_files_move_to_the_pool_when_reads_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"f{i:04d}": os.urandom(i % 500) for i in range(1200)}
+    root = make_tree(tmp_path / "d", files)
+    monkeypatch.setattr(hashing, "_io_bound", lambda before, n: True)
+    calls: list[tuple[int, int]] = []
+    tree = hash_tree(root, root, on_progress=lambda d, t: calls.append((d, t)))
+    assert {f.path: f.hash for f in tree.files} == {k: hash_bytes(v) for k, v in files.items()}
+    assert calls[-1] == (tree.size, tree.size)
+
+
+def test_a_file_that_grows_after_its_stat_is_read_to_the_end(tmp_path: Path) -> None:
+    p = tmp_path / "f"
+    p.write_bytes(b"12345")
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        fields = list(st[:10])
+        fields[6] = 2  # st_size as it was before the file grew
+        return os.stat_result(fields)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hashing.os, "fstat", stale_fstat)
+        assert hash_file(p) == hash_bytes(b"12345")
