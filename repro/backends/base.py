@@ -111,7 +111,9 @@ def launch_argv(
 
     ``argv`` starts with a python interpreter (the runner normalises `train.py` to
     `python train.py`); under torchrun the interpreter is dropped and the script and
-    its arguments follow torchrun's options. With ``log_dir`` (a path as the process
+    its arguments follow torchrun's options. The ranks meet on the loopback address
+    (``--local-addr``): a single node needs no name lookup, and a container without a
+    network cannot resolve its own hostname. With ``log_dir`` (a path as the process
     sees it) every rank's stdout and stderr also go to their own files there
     (``<log_dir>/<run>/attempt_<n>/<rank>/std{out,err}.log``) while the combined,
     rank-prefixed stream still reaches the terminal.
@@ -119,7 +121,10 @@ def launch_argv(
     if nproc_per_node <= 1:
         return list(argv)
     rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
-    launcher = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}"]
+    launcher = [
+        python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
+        "--local-addr=127.0.0.1",
+    ]  # fmt: skip
     if log_dir:
         launcher += [f"--log-dir={log_dir}", "--redirects=3", "--tee=3"]
     return [*launcher, *rest]

@@ -76,7 +76,9 @@ class LocalBackend:
                 start_new_session=True,  # its own process group: torchrun ranks and workers stop with it
             )
         except FileNotFoundError as e:
-            raise UsageError(f"command not found: {argv[0]}", hint="check the command after `repro run --`") from e
+            raise UsageError(
+                f"command not found: {argv[0]}", hint="check the command after `repro run --`"
+            ) from e
         except PermissionError as e:
             raise UsageError(f"command is not executable: {argv[0]}") from e
         pumps = [
@@ -91,6 +93,7 @@ class LocalBackend:
             code = _stop(proc)
         finally:
             _kill_group(proc.pid)
+            _kill_leftovers(spec.env.get("REPRO_RUN_ID"))
             for t in pumps:
                 t.join(timeout=10)
         return RunResult(
@@ -138,6 +141,42 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_leftovers(run_id: str | None) -> None:
+    """Kill what escaped the group: torchrun starts each rank in a session of its own.
+
+    Every process of the run carries its REPRO_RUN_ID from the start, so a scan of
+    /proc finds ranks and their children even when they left the command's group.
+    """
+    if not run_id or not os.path.isdir("/proc"):
+        return
+    for pid in run_processes(run_id):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_processes(run_id: str) -> list[int]:
+    """Live processes started with REPRO_RUN_ID=``run_id`` in their environment (Linux /proc)."""
+    needle = f"REPRO_RUN_ID={run_id}".encode()
+    found: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in entries:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(name))
+    return found
 
 
 def _link_data(spec: RunSpec) -> None:
