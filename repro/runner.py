@@ -411,8 +411,8 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
     rank, code = found
     status = f"exit code {code}" if code is not None else "a Python exception"
     record.warnings.append(
-        f"rank {rank} of {len(rank_logs)} failed first ({status}); its stderr follows "
-        f"and is kept in the record as rank{rank}.stderr"
+        f"rank {rank} of {len(rank_logs)} failed first ({status}); "
+        f"its stderr is kept in the record as rank{rank}.stderr"
     )
     tail = stderr.get(rank, "").splitlines()[-20:]
     prefix = f"[rank{rank}]:"

@@ -3,6 +3,7 @@
 import argparse
 import os
 import random
+import sys
 from pathlib import Path
 
 import torch
@@ -18,7 +19,10 @@ parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--data", default="data/points.csv")
 args = parser.parse_args()
 
-dist.init_process_group("gloo")
+if "RANK" in os.environ:
+    dist.init_process_group("gloo")
+else:  # one process without torchrun
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 rank, world = dist.get_rank(), dist.get_world_size()
 
 rows = [line.split(",") for line in Path(args.data).read_text().split()]
@@ -41,7 +45,7 @@ for epoch in range(args.epochs):
         loss.backward()
         opt.step()
     print(f"rank {rank} epoch {epoch} loss {loss.item():.6f}", flush=True)
-    print(f"rank {rank} epoch {epoch} done", file=__import__("sys").stderr, flush=True)
+    print(f"rank {rank} epoch {epoch} done", file=sys.stderr, flush=True)
 if rank == 0:
     os.makedirs("outputs", exist_ok=True)
     torch.save(model.module.state_dict(), "outputs/model.pt")
