@@ -78,9 +78,11 @@ class Backend(Protocol):
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         """Run the command to completion, streaming its output lines as "log" events.
 
+        Ctrl-C stops what the backend started and returns a result with
+        ``interrupted=True`` (exit code 130), so the run is still sealed.
+
         Raises:
             BackendUnavailable: the backend went away.
-            Interrupted: Ctrl-C; the backend has stopped and cleaned up what it started.
         """
         ...
 
