@@ -1,0 +1,49 @@
+"""`--gpus` where no GPU is: exit 3 with a clear message, and nothing recorded."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from repro.backends import local
+from tests.conftest import Project
+
+
+def _project(project: Project) -> Project:
+    project.write("t.py", "print('trained')\n")
+    project.commit("t")
+    return project
+
+
+def test_local_gpus_asked_for_and_none_present_exits_3(
+    project: Project, cli, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.setattr(local, "_gpu_count", lambda: 0)  # as on a CPU-only machine
+    r = cli("run", "--backend", "local", "--gpus", "1", "--", "python", "t.py", cwd=_project(project).root)
+    assert r.code == 3
+    assert "--gpus 1 was asked for, but no NVIDIA GPU is visible on this machine" in r.err
+    assert "trained" not in r.err + r.out
+    assert json.loads(cli("ls", "--json").out) == []
+
+
+@pytest.mark.skipif(bool(shutil.which("nvidia-smi")), reason="this machine has an NVIDIA GPU")
+def test_local_gpus_on_this_machine_without_a_gpu(project: Project) -> None:
+    r = _project(project).repro("run", "--backend", "local", "--gpus", "all", "t.py")
+    assert r.code == 3 and "no NVIDIA GPU is visible" in r.err
+
+
+@pytest.mark.docker
+def test_docker_gpus_without_an_nvidia_runtime_exits_3(project: Project, cli) -> None:  # type: ignore[no-untyped-def]
+    from repro.backends import docker as backend
+
+    if not backend.engine_available():
+        pytest.skip("no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)")
+    with backend.engine() as client:
+        if "nvidia" in (client.info().get("Runtimes") or {}) or any(map(shutil.which, backend._GPU_TOOLS)):
+            pytest.skip("this engine can give GPUs")
+    r = cli("run", "--backend", "docker", "--gpus", "all", "--", "python", "t.py", cwd=_project(project).root)
+    assert r.code == 3
+    assert "GPUs were asked for, but the Docker engine has no NVIDIA runtime" in r.err
+    assert json.loads(cli("ls", "--json").out) == []
