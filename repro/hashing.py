@@ -88,40 +88,49 @@ def _hash_open(path: str, on_bytes: Callable[[int], None] | None = None) -> tupl
     """The file's xxh3-128 and the stat of the very file that was read.
 
     Small files take one os.read (a file object costs more than the read itself);
-    big ones stream through the reused buffer.
+    big ones stream through the reused buffer. A file whose length changed while it
+    was read is stat'ed again, so the size recorded is the size read (and its new
+    ctime keeps the cache from trusting the row).
     """
     fd = os.open(path, _O_FLAGS)
     try:
         st = os.fstat(fd)
         if st.st_size < READ_SIZE:
-            # +1 notices a file that grew since the stat; a short read ends only at b"".
+            # Asking for one byte more than the stat says tells that the read reached
+            # the end; a file that grew, shrank or gave a short read is read to b"".
             data = os.read(fd, st.st_size + 1)
-            if data:
-                more = os.read(fd, READ_SIZE)
-                if more:
-                    return _hash_stream(fd, data + more, on_bytes), st
-            if on_bytes and data:
-                on_bytes(len(data))
-            return xxhash.xxh3_128_hexdigest(data), st
-        return _hash_stream(fd, b"", on_bytes), st
+            if len(data) == st.st_size:
+                if on_bytes and data:
+                    on_bytes(len(data))
+                return xxhash.xxh3_128_hexdigest(data), st
+            digest, n = _hash_stream(fd, data, on_bytes)
+        else:
+            digest, n = _hash_stream(fd, b"", on_bytes)
+        return digest, (st if n == st.st_size else os.fstat(fd))
     finally:
         os.close(fd)
 
 
-def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -> str:
+def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -> tuple[str, int]:
+    """Hash `head` and then the rest of the file; (digest, bytes hashed)."""
     h = xxhash.xxh3_128(head)
+    total = len(head)
     if on_bytes and head:
-        on_bytes(len(head))
+        on_bytes(total)
     buf = _buffer()
     view = memoryview(buf)
-    with open(fd, "rb", buffering=0, closefd=False) as f:
-        n = f.readinto(buf)
-        while n:
-            h.update(view[:n])
-            if on_bytes:
-                on_bytes(n)
+    try:
+        with open(fd, "rb", buffering=0, closefd=False) as f:
             n = f.readinto(buf)
-    return h.hexdigest()
+            while n:
+                h.update(view[:n])
+                total += n
+                if on_bytes:
+                    on_bytes(n)
+                n = f.readinto(buf)
+    finally:
+        view.release()
+    return h.hexdigest(), total
 
 
 def hash_file(path: Path) -> str:
@@ -542,7 +551,7 @@ def _hash_tree(
     todo: list[_Stat] = []
     for s in stats:
         row = known.get(s.path)
-        if row is not None and row[:-_HEX] == s.key:
+        if row is not None and len(row) == len(s.key) + _HEX and row.startswith(s.key):
             files.append(FileEntry(s.rel, s.size, row[-_HEX:]))
         else:
             files.append(None)

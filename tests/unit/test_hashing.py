@@ -349,13 +349,19 @@ def test_a_file_that_grows_after_its_stat_is_read_to_the_end(tmp_path: Path) -> 
     p = tmp_path / "f"
     p.write_bytes(b"12345")
     real_fstat = os.fstat
+    calls: list[int] = []
 
-    def stale_fstat(fd: int) -> os.stat_result:
+    def stale_then_real(fd: int) -> os.stat_result:
         st = real_fstat(fd)
+        calls.append(fd)
+        if len(calls) > 1:
+            return st
         fields = list(st[:10])
         fields[6] = 2  # st_size as it was before the file grew
         return os.stat_result(fields)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(hashing.os, "fstat", stale_fstat)
-        assert hash_file(p) == hash_bytes(b"12345")
+        m.setattr(hashing.os, "fstat", stale_then_real)
+        digest, st = hashing._hash_open(str(p))
+    assert digest == hash_bytes(b"12345")
+    assert st.st_size == 5  # the size recorded is the size read
