@@ -562,6 +562,8 @@ def _hash_tree(
         on_progress(done_cached, total)
     if todo:
         fresh = _hash_todo(todo, done_cached, total, on_progress)
+        if on_progress is not None:
+            on_progress(total, total)  # the end, even when a file vanished or shrank meanwhile
         if cache is not None and use_cache:
             cache.store_many(fresh)
         hashed = {path: (int(key.partition(":")[0]), digest) for path, key, _, _, digest in fresh}
