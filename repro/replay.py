@@ -63,7 +63,7 @@ def side(loaded: LoadedRun) -> Side:
             except ValueError:
                 continue
     # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
-    blobs = _rank_stdout_blobs(record) or [record.results.logs.get("stdout")]
+    blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
     stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
     root = record.backend.details.get("project_root")
     if root:  # where the code ran differs between a run and its replay; the text after it must not
@@ -256,8 +256,8 @@ def run_replay(
     if original.env.cpu_model != record.env.cpu_model:
         notes.append(f"other CPU: {original.env.cpu_model} → {record.env.cpu_model}")
     if gpu_note and original.env.cuda and record.env.cuda and original.env.cuda != record.env.cuda:
-        changed = f"{original.env.cuda} → {record.env.cuda}"
-        notes.append(f"CUDA changed: {changed} (expect within_tolerance at best)")
+        cuda = f"{original.env.cuda} → {record.env.cuda}"
+        notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
     verdict = compare_runs(
         side(loaded), side(replayed), record.determinism.mode,
