@@ -10,9 +10,9 @@ import copy
 import json
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from repro import __version__
 from repro.backends.base import Event, OnEvent
@@ -218,9 +218,10 @@ def run_replay(
     nproc = original.command.nproc_per_node
     if request.nproc_per_node and request.nproc_per_node != nproc:
         if not request.allow_world_size_change:
+            wanted = request.nproc_per_node
             raise UsageError(
-                f"the run used {nproc} process(es); replaying with {request.nproc_per_node} changes the result",
-                hint="pass --allow-world-size-change to do it anyway (the verdict is then at best within_tolerance)",
+                f"the run used {nproc} process(es); replaying with {wanted} changes the result",
+                hint="pass --allow-world-size-change to do it anyway (the verdict is then within_tolerance at best)",
             )
         notes.append(f"world size changed: {nproc} → {request.nproc_per_node}")
         record.command.nproc_per_node = request.nproc_per_node

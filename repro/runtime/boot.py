@@ -22,9 +22,10 @@ import os
 import platform
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 _state: dict[str, Any] = {"knobs": {}, "opened": set()}
 _MAX_OPENED = 20000
@@ -67,7 +68,9 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name, self.callback = name, callback
 
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != self.name:
             return None
         sys.meta_path.remove(self)

@@ -32,7 +32,8 @@ def test_unseeded_training_replays_identical_in_a_container(project: Project, tm
     project.points()
     project.lock_torch()
     project.commit("train")
-    r = project.repro("run", "--backend", "docker", "--data", "data", "--", "python", "train.py", "--epochs", "2")
+    argv = ["--", "python", "train.py", "--epochs", "2"]
+    r = project.repro("run", "--backend", "docker", "--data", "data", *argv)
     assert r.code == 0, r.err
     original = json.loads(project.repro("show", "latest", "--json").out)
     assert original["backend"]["name"] == "docker" and original["deps"]["image"]["id"]
