@@ -221,7 +221,7 @@ def run_replay(
             wanted = request.nproc_per_node
             raise UsageError(
                 f"the run used {nproc} process(es); replaying with {wanted} changes the result",
-                hint="pass --allow-world-size-change to do it anyway (the verdict is then within_tolerance at best)",
+                hint="pass --allow-world-size-change to do it anyway (then within_tolerance at best)",
             )
         notes.append(f"world size changed: {nproc} → {request.nproc_per_node}")
         record.command.nproc_per_node = request.nproc_per_node
