@@ -403,17 +403,46 @@ class _Counter:
             self.value += n
 
 
-def _hash_batch(batch: list[_Stat], counter: _Counter | None) -> list[_Row]:
+def _hash_known(item: _Stat, on_bytes: Callable[[int], None] | None) -> tuple[str, _Stat]:
+    """Hash a file stat'ed by the scan; its stat is taken again only if its length changed.
+
+    A file changed since the scan without a change of length keeps the scan's key: the
+    cache row then no longer matches the file's stat, so the next check reads it again.
+    """
+    fd = os.open(item.path, _O_FLAGS)
+    try:
+        if item.size < READ_SIZE:
+            data = os.read(fd, item.size + 1)
+            if len(data) == item.size:
+                if on_bytes and data:
+                    on_bytes(len(data))
+                return xxhash.xxh3_128_hexdigest(data), item
+            digest, n = _hash_stream(fd, data, on_bytes)
+        else:
+            digest, n = _hash_stream(fd, b"", on_bytes)
+            if n == item.size:
+                return digest, item
+        st = os.fstat(fd)
+        return digest, item._replace(size=n, key=_key(st), ctime_ns=st.st_ctime_ns)
+    finally:
+        os.close(fd)
+
+
+# A hashed file: its stat, when its read began (ns), its digest.
+_Fresh = tuple[_Stat, int, str]
+
+
+def _hash_batch(batch: list[_Stat], counter: _Counter | None) -> list[_Fresh]:
     """Hash each file; one that vanished is left out."""
-    out: list[_Row] = []
+    out: list[_Fresh] = []
     on_bytes = counter.add if counter is not None else None
+    started = time.time_ns()  # once per batch: earlier is only stricter about racy rows
     for item in batch:
-        started = time.time_ns()
         try:
-            digest, st = _hash_open(item.path, on_bytes)
+            digest, st = _hash_known(item, on_bytes)
         except FileNotFoundError:
             continue
-        out.append((item.path, _key(st), st.st_ctime_ns, started, digest))
+        out.append((st, started, digest))
     return out
 
 
@@ -441,7 +470,9 @@ def _io_bound(before: tuple[float, float, int], files: int) -> bool:
     return wall - wall0 > 2 * (cpu - cpu0) + 0.005
 
 
-def _hash_todo(todo: list[_Stat], done_before: int, total: int, on_progress: ProgressFn | None) -> list[_Row]:
+def _hash_todo(
+    todo: list[_Stat], done_before: int, total: int, on_progress: ProgressFn | None
+) -> list[_Fresh]:
     """Hash the files in `todo`; progress is reported from this thread.
 
     Big files go to a thread pool at once. Small files are hashed here, in order,
@@ -456,8 +487,8 @@ def _hash_todo(todo: list[_Stat], done_before: int, total: int, on_progress: Pro
     small = [s for s in todo if s.size < READ_SIZE]
     if on_progress is None and len(big) + len(small) == 1:
         return _hash_batch(todo, None)
-    results: list[_Row] = []
-    pending: set[Future[list[_Row]]] = set()
+    results: list[_Fresh] = []
+    pending: set[Future[list[_Fresh]]] = set()
 
     def collect(block: bool) -> None:
         nonlocal pending
@@ -565,8 +596,8 @@ def _hash_tree(
         if on_progress is not None:
             on_progress(total, total)  # the end, even when a file vanished or shrank meanwhile
         if cache is not None and use_cache:
-            cache.store_many(fresh)
-        hashed = {path: (int(key.partition(":")[0]), digest) for path, key, _, _, digest in fresh}
+            cache.store_many([(f.path, f.key, f.ctime_ns, t, digest) for f, t, digest in fresh])
+        hashed = {f.path: (f.size, digest) for f, _, digest in fresh}
         for i, s in enumerate(stats):
             if files[i] is None and s.path in hashed:
                 files[i] = FileEntry(s.rel, *hashed[s.path])

@@ -21,13 +21,18 @@ from repro.hashing import HashCache, hash_bytes, hash_file, hash_file_cached, ha
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every file the hashing module actually reads."""
     seen: list[str] = []
-    real = hashing._hash_open
+    real_open, real_known = hashing._hash_open, hashing._hash_known
 
-    def spy(path: str, on_bytes=None):  # type: ignore[no-untyped-def]
+    def spy_open(path: str, on_bytes=None):  # type: ignore[no-untyped-def]
         seen.append(path)
-        return real(path, on_bytes)
+        return real_open(path, on_bytes)
 
-    monkeypatch.setattr(hashing, "_hash_open", spy)
+    def spy_known(item, on_bytes):  # type: ignore[no-untyped-def]
+        seen.append(item.path)
+        return real_known(item, on_bytes)
+
+    monkeypatch.setattr(hashing, "_hash_open", spy_open)
+    monkeypatch.setattr(hashing, "_hash_known", spy_known)
     return seen
 
 
@@ -365,3 +370,19 @@ def test_a_file_that_grows_after_its_stat_is_read_to_the_end(tmp_path: Path) -> 
         digest, st = hashing._hash_open(str(p))
     assert digest == hash_bytes(b"12345")
     assert st.st_size == 5  # the size recorded is the size read
+
+
+def test_a_file_changed_between_scan_and_read_is_recorded_as_read(tmp_path: Path, cache: HashCache) -> None:
+    root = make_tree(tmp_path / "d", {"f": b"short"})
+    real_scan = hashing._scan
+
+    def scan_then_grow(*args):  # type: ignore[no-untyped-def]
+        found = real_scan(*args)
+        (root / "f").write_bytes(b"much longer now")
+        return found
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hashing, "_scan", scan_then_grow)
+        tree = hash_tree(root, root, cache)
+    assert [(f.path, f.size, f.hash) for f in tree.files] == [("f", 15, hash_bytes(b"much longer now"))]
+    assert hash_tree(root, root, cache) == tree
