@@ -27,7 +27,7 @@ from _common import PY, Row, log, machine, md_table, table, text_table, tool_ver
 
 SUITES = {
     "big": ("Big files, page cache warm: throughput vs xxh128sum", bench_hash_big.run, 5),
-    "small": ("100,000 small files: first hash and unchanged re-check", bench_hash_small.run, 3),
+    "small": ("Small files (1-16 KiB): first hash and unchanged re-check", bench_hash_small.run, 3),
     "run": ("`repro run` overhead over the bare command", bench_run_overhead.run, 5),
 }
 
