@@ -218,9 +218,9 @@ def run_replay(
     nproc = original.command.nproc_per_node
     if request.nproc_per_node and request.nproc_per_node != nproc:
         if not request.allow_world_size_change:
-            wanted = request.nproc_per_node
+            asked = request.nproc_per_node
             raise UsageError(
-                f"the run used {nproc} process(es); replaying with {wanted} changes the result",
+                f"the run used {nproc} process(es); replaying with {asked} changes the result",
                 hint="pass --allow-world-size-change to do it anyway (then within_tolerance at best)",
             )
         notes.append(f"world size changed: {nproc} → {request.nproc_per_node}")
