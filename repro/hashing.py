@@ -19,6 +19,7 @@ that file is read again on the next check, after which its row is safe.
 from __future__ import annotations
 
 import gc
+import marshal
 import mmap
 import os
 import sqlite3
@@ -35,6 +36,7 @@ from typing import NamedTuple
 import xxhash
 
 from repro.capsule import FileEntry
+from repro.listing import file_keys, tree_listing
 
 try:
     import resource
@@ -60,7 +62,7 @@ RACY_WINDOW_NS = 2_000_000_000
 # Files are hashed in batches of about this many bytes so a pool task amortises its cost.
 _BATCH_BYTES = 8 << 20
 _BATCH_FILES = 256
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3
 _HEX = 32  # hex digits of an xxh3-128 digest
 
 ProgressFn = Callable[[int, int], None]
@@ -203,9 +205,16 @@ class HashCache:
             if conn.execute("PRAGMA user_version").fetchone()[0] != _CACHE_FORMAT:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DROP TABLE IF EXISTS stat_cache")
+                conn.execute("DROP TABLE IF EXISTS tree_cache")
                 conn.execute(
                     "CREATE TABLE stat_cache (path TEXT PRIMARY KEY, stat TEXT NOT NULL,"
                     " ctime_ns INTEGER NOT NULL, hashed_ns INTEGER NOT NULL, hash TEXT NOT NULL)"
+                    " WITHOUT ROWID"
+                )
+                # One row per hashed tree: the digest of its find(1) listing → its manifest.
+                conn.execute(
+                    "CREATE TABLE tree_cache (root TEXT NOT NULL, base TEXT NOT NULL,"
+                    " listing TEXT NOT NULL, files BLOB NOT NULL, PRIMARY KEY (root, base))"
                     " WITHOUT ROWID"
                 )
                 conn.execute(f"PRAGMA user_version = {_CACHE_FORMAT}")
@@ -247,6 +256,27 @@ class HashCache:
             gone = [(p,) for p in rows.keys() - set(paths) if not os.path.lexists(p)]
             self._write("DELETE FROM stat_cache WHERE path = ?", gone)
         return rows
+
+    def tree(self, root: str, base: str, listing: str) -> list[FileEntry] | None:
+        """The manifest recorded for `root` (paths relative to `base`) when its listing is `listing`."""
+        if self._conn is None:
+            return None
+        try:
+            row = self._conn.execute(
+                "SELECT files FROM tree_cache WHERE root = ? AND base = ? AND listing = ?",
+                (root, base, listing),
+            ).fetchone()
+            if row is None:
+                return None
+            rows = marshal.loads(row[0])
+        except (sqlite3.Error, UnicodeEncodeError, ValueError, EOFError, TypeError):
+            return None
+        return [FileEntry(rel, size, digest) for rel, size, digest in rows]
+
+    def store_tree(self, root: str, base: str, listing: str, files: list[FileEntry]) -> None:
+        """Record a tree's manifest against the digest of its listing."""
+        blob = marshal.dumps([(f.path, f.size, f.hash) for f in files])
+        self._write("INSERT OR REPLACE INTO tree_cache VALUES (?, ?, ?, ?)", [(root, base, listing, blob)])
 
     def store_many(self, rows: Sequence[_Row]) -> None:
         """Write rows (absolute path, stat key, ctime_ns, hashed-at ns, hash) in one transaction."""
@@ -565,6 +595,18 @@ def _hash_tree(
     on_progress: ProgressFn | None,
 ) -> TreeDigest:
     rel_root = _rel(root_s, base)
+    use_cache = cache is not None and cache.enabled
+    listing: bytes | None = None
+    if use_cache and exclude is None and os.path.isdir(root_s):
+        listing = tree_listing(root_s)
+    if listing is not None:
+        assert cache is not None
+        known_tree = cache.tree(root_s, base, hash_bytes(listing))
+        if known_tree is not None:
+            total = sum(f.size for f in known_tree)
+            if on_progress is not None:
+                on_progress(total, total)
+            return TreeDigest(files=known_tree, digest=_digest_sorted(known_tree), size=total)
     if os.path.isdir(root_s):
         stats = _scan(root_s, rel_root, exclude)
     else:
@@ -577,7 +619,6 @@ def _hash_tree(
     total = sum(s.size for s in stats)
 
     stats.sort()
-    use_cache = cache is not None and cache.enabled
     known = cache.lookup_many([s.path for s in stats]) if cache is not None and use_cache else {}
     files: list[FileEntry | None] = []
     todo: list[_Stat] = []
@@ -603,4 +644,20 @@ def _hash_tree(
             if files[i] is None and s.path in hashed:
                 files[i] = FileEntry(s.rel, *hashed[s.path])
     entries = [f for f in files if f is not None]
+    if listing is not None and len(entries) == len(stats) and _settled(listing, stats):
+        assert cache is not None
+        cache.store_tree(root_s, base, hash_bytes(listing), entries)
     return TreeDigest(files=entries, digest=_digest_sorted(entries), size=sum(f.size for f in entries))
+
+
+def _settled(listing: bytes, stats: list[_Stat]) -> bool:
+    """Whether the listing (taken before the walk) shows every file exactly as the walk
+    stat'ed it, and none was written within the racy window: only then do the hashes
+    belong to the listing."""
+    keys = file_keys(listing)
+    if keys is None or len(keys) != len(stats):
+        return False
+    newest = max((s.ctime_ns for s in stats), default=0)
+    if newest + RACY_WINDOW_NS >= time.time_ns():
+        return False
+    return all(keys.get(s.path) == s.key for s in stats)
