@@ -14,6 +14,11 @@ with the same size and its mtime forced back still misses, because its ctime (an
 when replaced, its inode) changed. A row whose file changed within the timestamp
 granularity of the moment it was hashed is "racy" (git's term) and is not trusted:
 that file is read again on the next check, after which its row is safe.
+
+A tree that was hashed before is first listed with find(1) (`repro.listing`): when
+the listing is byte-identical to the one recorded at the last re-check, the recorded
+manifest is the answer, with no walk in Python at all. A re-check that walks records
+its listing once every file in it is shown unchanged and settled.
 """
 
 from __future__ import annotations
@@ -256,6 +261,17 @@ class HashCache:
             gone = [(p,) for p in rows.keys() - set(paths) if not os.path.lexists(p)]
             self._write("DELETE FROM stat_cache WHERE path = ?", gone)
         return rows
+
+    def knows(self, root: str) -> bool:
+        """Whether any file under directory `root` has been hashed before."""
+        if self._conn is None:
+            return False
+        try:
+            lo, hi = _prefix_range(root)
+            sql = "SELECT 1 FROM stat_cache WHERE path >= ? AND path < ? LIMIT 1"
+            return self._conn.execute(sql, (lo, hi)).fetchone() is not None
+        except (sqlite3.Error, UnicodeEncodeError):
+            return False
 
     def tree(self, root: str, base: str, listing: str) -> list[FileEntry] | None:
         """The manifest recorded for `root` (paths relative to `base`) when its listing is `listing`."""
@@ -597,7 +613,8 @@ def _hash_tree(
     rel_root = _rel(root_s, base)
     use_cache = cache is not None and cache.enabled
     listing: bytes | None = None
-    if use_cache and exclude is None and os.path.isdir(root_s):
+    # A first hash takes no listing (it would only slow it down); a re-check records one.
+    if use_cache and exclude is None and os.path.isdir(root_s) and cache is not None and cache.knows(root_s):
         listing = tree_listing(root_s)
     if listing is not None:
         assert cache is not None

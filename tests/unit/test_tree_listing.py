@@ -43,20 +43,28 @@ def test_listing_keys_match_os_stat(tree: Path) -> None:
     assert keys[str(path)] == f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{st.st_ctime_ns}"
 
 
+def test_a_first_hash_takes_no_listing(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hashing, "tree_listing", _no_walk)
+    with HashCache(tmp_path / "c.sqlite") as cache:
+        assert len(hash_tree(tree, tmp_path, cache).files) == 3
+
+
 def test_unchanged_tree_is_answered_from_its_listing(
     tree: Path, tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with HashCache(tmp_path / "c.sqlite") as cache:
-        first = hash_tree(tree, tmp_path, cache)
+        first = hash_tree(tree, tmp_path, cache)  # hashes every file
+        second = hash_tree(tree, tmp_path, cache)  # a re-check: walks, and records the listing
         monkeypatch.setattr(hashing, "_scan", _no_walk)
-        again = hash_tree(tree, tmp_path, cache)
-    assert again == first
+        third = hash_tree(tree, tmp_path, cache)
+    assert first == second == third
 
 
 def test_a_rewrite_with_size_and_mtime_forced_back_is_seen(tree: Path, tmp_path: Path, settled: None) -> None:
     target = tree / "a" / "x.bin"
     with HashCache(tmp_path / "c.sqlite") as cache:
         first = hash_tree(tree, tmp_path, cache)
+        hash_tree(tree, tmp_path, cache)  # records the listing
         st = target.stat()
         target.write_bytes(b"z" * 100)
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -68,6 +76,7 @@ def test_a_rewrite_with_size_and_mtime_forced_back_is_seen(tree: Path, tmp_path:
 def test_added_and_removed_files_are_seen(tree: Path, tmp_path: Path, settled: None) -> None:
     with HashCache(tmp_path / "c.sqlite") as cache:
         first = hash_tree(tree, tmp_path, cache)
+        hash_tree(tree, tmp_path, cache)
         (tree / "b" / "new.bin").write_bytes(b"n")
         added = hash_tree(tree, tmp_path, cache)
         (tree / "a" / "x.bin").unlink()
@@ -80,6 +89,7 @@ def test_recent_writes_are_not_recorded_as_settled(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with HashCache(tmp_path / "c.sqlite") as cache:
+        hash_tree(tree, tmp_path, cache)
         hash_tree(tree, tmp_path, cache)  # files written just now: within the racy window
         calls: list[object] = []
         real = hashing._scan
@@ -98,6 +108,7 @@ def test_a_symlink_disables_the_fast_path(tree: Path, tmp_path: Path, settled: N
 
 def test_the_manifest_is_keyed_by_the_base_too(tree: Path, tmp_path: Path, settled: None) -> None:
     with HashCache(tmp_path / "c.sqlite") as cache:
+        hash_tree(tree, tmp_path, cache)
         outer = hash_tree(tree, tmp_path, cache)
         inner = hash_tree(tree, tree.parent.parent, cache)
     assert outer.files[0].path.startswith("data/")
