@@ -25,7 +25,7 @@ from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, store_patch
-from repro.compare import OutputDiff, Verdict, compare_all, worst_status
+from repro.compare import REPRODUCED, OutputDiff, Verdict, compare_all, exit_code_for, worst_status
 from repro.config import Settings
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
@@ -60,14 +60,11 @@ class CheckResult:
 
     @property
     def reproduced(self) -> bool:
-        return self.status in ("identical", "within_tolerance")
+        return self.status in REPRODUCED
 
     @property
     def exit_code(self) -> ExitCode:
-        """0 reproduced, 4 a command failed, 5 not reproduced (DESIGN.md, "Exit codes")."""
-        if self.status == "failed":
-            return ExitCode.COMMAND_FAILED
-        return ExitCode.OK if self.reproduced else ExitCode.NOT_REPRODUCED
+        return exit_code_for(self.status)
 
     def differing_outputs(self) -> list[str]:
         """Paths of the outputs that make a verdict fail, in order, without repeats."""

@@ -44,6 +44,7 @@ from repro.tensors import (
 from repro.tolerance import DEFAULT_TOLERANCES, MODES, STRICT, Tolerance, check_mode, largest, tolerance_for
 
 __all__ = [
+    "REPRODUCED",
     "DEFAULT_TOLERANCES",
     "MODES",
     "STATUSES",
@@ -65,6 +66,7 @@ __all__ = [
     "compare_stdout",
     "compare_tensor_files",
     "compare_tensors",
+    "exit_code_for",
     "is_tensor_file",
     "load_tensors",
     "normalise_line",
@@ -151,6 +153,16 @@ class StdoutDivergence:
     max_abs: float | None
 
 
+REPRODUCED = ("identical", "within_tolerance")
+
+
+def exit_code_for(status: str) -> ExitCode:
+    """0 reproduced, 4 a command failed, 5 not reproduced (DESIGN.md, "Exit codes")."""
+    if status == "failed":
+        return ExitCode.COMMAND_FAILED
+    return ExitCode.OK if status in REPRODUCED else ExitCode.NOT_REPRODUCED
+
+
 @dataclass
 class Verdict:
     """The outcome of comparing a replay (or a repeated run) with its original."""
@@ -170,14 +182,12 @@ class Verdict:
 
     @property
     def reproduced(self) -> bool:
-        return self.status in ("identical", "within_tolerance")
+        return self.status in REPRODUCED
 
     @property
     def exit_code(self) -> ExitCode:
         """The CLI exit code this verdict maps to (DESIGN.md, "Exit codes")."""
-        if self.status == "failed":
-            return ExitCode.COMMAND_FAILED
-        return ExitCode.OK if self.reproduced else ExitCode.NOT_REPRODUCED
+        return exit_code_for(self.status)
 
     @property
     def changed_outputs(self) -> list[OutputDiff]:
