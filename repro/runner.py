@@ -27,7 +27,7 @@ from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Settings
 from repro.determinism import plan, resolve_isa
-from repro.errors import UsageError
+from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
 from repro.store import Store, new_run_id
 
@@ -141,6 +141,12 @@ def capture(
     if not cwd.is_relative_to(root):
         raise UsageError(f"the working directory {cwd} is outside the project {root}")
     argv = cmd.normalise_argv(request.argv)
+    script = cmd.script_path(argv)
+    if script is not None and not (cwd / script).is_file():
+        raise NotFoundError(
+            f"no script {script!r} in {cwd}",
+            hint="check the path; it is relative to the directory repro runs in",
+        )
     mode = choose_mode(request.mode or settings.mode, request.gpus)
     data = request.data or list(settings.data)
     outputs = request.outputs or list(settings.outputs)

@@ -31,6 +31,18 @@ def script_args(argv: list[str]) -> list[str]:
     return argv[1:]
 
 
+def script_path(argv: list[str]) -> str | None:
+    """The script a `python [flags] script.py …` command runs (None for -m, -c or other commands)."""
+    if not argv or not Path(argv[0]).name.startswith("python"):
+        return None
+    rest = argv[1:]
+    while rest and rest[0].startswith("-"):
+        if rest[0] in ("-m", "-c"):
+            return None
+        rest = rest[1:]
+    return rest[0] if rest else None
+
+
 def parse_value(text: str) -> Any:
     low = text.lower()
     if low in ("true", "yes"):

@@ -93,3 +93,9 @@ def test_bad_config_is_exit_2_with_suggestion(cli, tmp_path: Path) -> None:  # t
     (tmp_path / "t.py").write_text("print(1)\n")
     result = cli("run", "t.py", cwd=tmp_path)
     assert result.code == 2 and "did you mean 'backend'" in result.err
+
+
+def test_a_missing_script_is_a_usage_error_before_anything_runs(cli, store: Store) -> None:  # type: ignore[no-untyped-def]
+    result = cli("run", "--backend", "local", "nosuch.py", cwd=store.root)
+    assert result.code == 2 and "nosuch.py" in result.err and "Traceback" not in result.err
+    assert len(store.run_ids()) == 2  # the two runs of the fixture, nothing new

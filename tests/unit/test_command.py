@@ -34,3 +34,12 @@ def test_config_files_named_in_argv(tmp_path: Path) -> None:
     (tmp_path / "conf" / "exp.yaml").write_text("lr: 1\n")
     found = config_files(["--config=conf/exp.yaml", "missing.yaml", "x.txt"], tmp_path, tmp_path)
     assert found == [tmp_path / "conf" / "exp.yaml"]
+
+
+def test_script_path() -> None:
+    from repro.capture.command import script_path
+
+    assert script_path(["python", "-u", "train.py", "--lr", "1"]) == "train.py"
+    assert script_path(["python", "-m", "pkg.train"]) is None
+    assert script_path(["python", "-c", "print(1)"]) is None
+    assert script_path(["bash", "run.sh"]) is None
