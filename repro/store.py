@@ -36,9 +36,14 @@ _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    """A run id that sorts by time: ``YYYYMMDD-HHMMSS-xxxx``."""
+    """A run id that sorts by time to the millisecond: ``YYYYMMDD-HHMMSS-xxxx``.
+
+    The four hex digits are the millisecond (times 64) plus 6 random bits, so runs
+    started within one second still sort in the order they started.
+    """
     now = now or datetime.now(timezone.utc)
-    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    suffix = (now.microsecond // 1000) * 64 + secrets.randbelow(64)
+    return f"{now:%Y%m%d-%H%M%S}-{suffix:04x}"
 
 
 def find_project_root(start: Path) -> Path:

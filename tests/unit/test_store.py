@@ -23,6 +23,11 @@ def test_run_ids_sort_by_time() -> None:
     a = new_run_id(datetime(2026, 1, 1, tzinfo=timezone.utc))
     b = new_run_id(datetime(2026, 1, 2, tzinfo=timezone.utc))
     assert a < b
+    same_second = [
+        new_run_id(datetime(2026, 1, 1, 0, 0, 0, ms * 1000, tzinfo=timezone.utc)) for ms in range(0, 1000, 7)
+    ]
+    assert same_second == sorted(same_second)
+    assert all(len(i.rsplit("-", 1)[1]) == 4 for i in same_second)
 
 
 def test_refs(tmp_path: Path) -> None:
