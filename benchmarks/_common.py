@@ -249,3 +249,13 @@ def md_table(rows: list[list[str]], headers: list[str] = HEADERS) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def print_rows(rows: list[Row]) -> None:
+    """A suite's table on stdout, then one line per skipped row or note."""
+    print(text_table(table(rows)))
+    for r in rows:
+        if r.skipped:
+            print(f"  {r.case}: skipped — {r.skipped}")
+        elif r.note:
+            print(f"  {r.case}: {r.note}")

@@ -19,10 +19,9 @@ from _common import (
     Sample,
     ensure_xxh128sum,
     log,
+    print_rows,
     run_timed,
     scratch,
-    table,
-    text_table,
     time_inprocess,
 )
 
@@ -125,11 +124,7 @@ def run(repeats: int = 5) -> list[Row]:
 
 
 def main() -> None:
-    rows = run(int(os.environ.get("REPRO_BENCH_REPEATS", "5")))
-    print(text_table(table(rows)))
-    for r in rows:
-        if r.note:
-            print(f"  {r.case}: {r.note}")
+    print_rows(run(int(os.environ.get("REPRO_BENCH_REPEATS", "5"))))
 
 
 if __name__ == "__main__":

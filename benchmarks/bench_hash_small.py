@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PY, Row, Sample, ensure_dvc, ensure_xxh128sum, log, run_timed, scratch, table, text_table
+from _common import PY, Row, Sample, ensure_dvc, ensure_xxh128sum, log, print_rows, run_timed, scratch
 
 HERE = Path(__file__).resolve().parent
 CLI = str(HERE / "_hash_tree_cli.py")
@@ -153,13 +153,7 @@ def run(repeats: int = 3) -> list[Row]:
 
 
 def main() -> None:
-    rows = run(int(os.environ.get("REPRO_BENCH_REPEATS", "3")))
-    print(text_table(table(rows)))
-    for r in rows:
-        if r.skipped:
-            print(f"  {r.case}: skipped — {r.skipped}")
-        elif r.note:
-            print(f"  {r.case}: {r.note}")
+    print_rows(run(int(os.environ.get("REPRO_BENCH_REPEATS", "3"))))
 
 
 if __name__ == "__main__":

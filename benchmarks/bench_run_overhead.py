@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Sample, log, run_timed, scratch, table, text_table
+from _common import Row, Sample, log, print_rows, run_timed, scratch
 
 COMMAND = ["python", "-c", "pass"]
 
@@ -150,13 +150,7 @@ def run(repeats: int = 5) -> list[Row]:
 
 
 def main() -> None:
-    rows = run(int(os.environ.get("REPRO_BENCH_REPEATS", "5")))
-    print(text_table(table(rows)))
-    for r in rows:
-        if r.skipped:
-            print(f"  {r.case}: skipped — {r.skipped}")
-        elif r.note:
-            print(f"  {r.case}: {r.note}")
+    print_rows(run(int(os.environ.get("REPRO_BENCH_REPEATS", "5"))))
 
 
 if __name__ == "__main__":

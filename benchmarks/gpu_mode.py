@@ -152,8 +152,11 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    verdict = "identical weights" if same["identical"] else (
-        f"weights differ: max abs {same['max_abs']:.3g} in {same['tensor']}")
+    verdict = (
+        "identical weights"
+        if same["identical"]
+        else (f"weights differ: max abs {same['max_abs']:.3g} in {same['tensor']}")
+    )
     print(f"{result['gpu']}, {args.steps} steps, seed {args.seed}")
     print(f"  gpu mode, run twice : {verdict}")
     print(f"  throughput (best)   : gpu {gpu_rate:,.0f} samples/s, off {off_rate:,.0f} samples/s")
