@@ -249,6 +249,9 @@ def run_replay(
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
                            f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
     execute(prepared, backend, store, on_event)
+    image, recorded = record.deps.image, original.deps.image
+    if image and recorded and image.base == recorded.base_id:
+        image.base = recorded.base  # built from the recorded id; keep the name it was recorded under
     if backend.name == "local" and original.deps.freeze and record.deps.freeze:
         changed = deps.freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:

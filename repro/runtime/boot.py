@@ -120,7 +120,6 @@ def _apply_torch(torch: ModuleType) -> None:
     seed, mode = _state["seed"], _state["mode"]
     knobs = _state["knobs"]
     torch.manual_seed(seed)  # CPU and every CUDA device
-    knobs["torch_seed"] = seed
     if mode in ("strict", "gpu"):
         threads = _env_int("REPRO_THREADS", 1)
         torch.set_num_threads(threads)

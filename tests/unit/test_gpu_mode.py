@@ -59,15 +59,15 @@ def test_the_runtime_applies_gpu_mode_in_process_and_records_it(tmp_path: Path) 
         "import json, torch\n"
         "b = torch.backends\n"
         "print(json.dumps([torch.are_deterministic_algorithms_enabled(), b.cudnn.deterministic,\n"
-        "    b.cudnn.benchmark, b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32]))\n"
+        "    b.cudnn.benchmark, b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.initial_seed()]))\n"
     )
     env = {**plan("gpu", 1, None).env, "PYTHONPATH": _pythonpath(), "REPRO_RUNTIME_DIR": str(tmp_path),
            "REPRO_RUN_ID": "t", "REPRO_SEED": "7", "RANK": "1", "WORLD_SIZE": "2",
            "PATH": "/usr/bin:/bin"}  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == [True, True, False, False, False]
+    assert json.loads(out.stdout) == [True, True, False, False, False, 8]  # seed: master + rank
     knobs = json.loads((tmp_path / "knobs.rank1.json").read_text())
-    assert knobs["tf32"] is False and knobs["torch_seed"] == 8  # master + rank
+    assert knobs["tf32"] is False
     assert json.loads((tmp_path / "env.rank1.json").read_text())["world_size"] == 2
     assert not (tmp_path / "knobs.json").exists()  # a rank never writes the launcher's files
 
