@@ -156,15 +156,6 @@ def engine_available(timeout: float = 2.0) -> bool:
         client.close()
 
 
-def resolve_base(client: docker.DockerClient, ref: str) -> str:
-    """The immutable id of base image ``ref`` (a tag, or an id that must exist).
-
-    Raises:
-        BackendUnavailable: the engine has no such image.
-    """
-    return str(_inspect_base(client, ref)["Id"])
-
-
 def _inspect_base(client: docker.DockerClient, ref: str) -> dict[str, Any]:
     try:
         return dict(client.api.inspect_image(ref))

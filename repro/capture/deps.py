@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -154,18 +153,6 @@ def _compile(text: str, dest: Path) -> None:
         os.replace(tmp_dest, dest)
 
 
-def installed() -> list[str]:
-    """`name==version` of the distributions importable by this interpreter (a fast pip freeze)."""
-    from importlib import metadata
-
-    seen = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            seen[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
-    return sorted(f"{k}=={v}" for k, v in seen.items())
-
-
 def freeze_diff(recorded: list[str], current: list[str]) -> list[str]:
     """Packages whose presence or version differs: `name: recorded → current`."""
 
@@ -178,8 +165,3 @@ def freeze_diff(recorded: list[str], current: list[str]) -> list[str]:
         if a.get(name) != b.get(name):
             out.append(f"{name}: {a.get(name, 'absent')} → {b.get(name, 'absent')}")
     return out
-
-
-def copy_lock(lock: Lock, dest: Path) -> None:
-    if lock.path is not None:
-        shutil.copyfile(lock.path, dest)
