@@ -85,6 +85,8 @@ def show_text(record: Record) -> str:
     head = f"{ui.style(res.status, _STATUS_COLOUR.get(res.status, 'bold'))} (exit {res.exit_code}, "
     head += f"{res.duration_s or 0:.1f}s, backend {r.backend.name})"
     lines.append(("run", f"{r.id}  {head}" + (f"  {r.kind} of {r.parent}" if r.parent else "")))
+    if r.verification:
+        lines.append(("verdict", str(r.verification.get("summary") or r.verification.get("status"))))
     lines.append(
         ("command", " ".join(r.command.argv) + (f"   (cwd {r.command.cwd})" if r.command.cwd != "." else ""))
     )
