@@ -25,11 +25,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from repro.capsule import FileEntry
 from repro.errors import ExitCode, UsageError
+from repro.steptrace import TraceDivergence, compare_trace
+from repro.steptrace import describe as describe_trace
 from repro.tensors import (
     TENSOR_SUFFIXES,
     TensorDiff,
@@ -54,6 +56,7 @@ __all__ = [
     "OutputDiff",
     "Side",
     "StdoutDivergence",
+    "TraceDivergence",
     "TensorDiff",
     "TensorMismatch",
     "TensorReport",
@@ -91,6 +94,7 @@ class Side:
     stdout: str
     exit_code: int | None = None
     status: str = "succeeded"
+    trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
 
     @property
     def failed(self) -> bool:
@@ -175,6 +179,7 @@ class Verdict:
     outputs: list[OutputDiff] = field(default_factory=list)
     metrics: MetricDivergence | None = None
     stdout: StdoutDivergence | None = None
+    trace: TraceDivergence | None = None  # the first optimizer step and parameter that differ
     max_abs: float | None = None
     summary: str = ""
     reasons: list[str] = field(default_factory=list)  # why diverged / failed, most decisive first
@@ -228,6 +233,9 @@ def compare_runs(original: Side, replay: Side, mode: str, tol: Tolerance | None 
     outputs = _compare_outputs(original, replay, tolerance)
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)
     stdout = compare_stdout(original.stdout, replay.stdout, tolerance)
+    trace = (
+        compare_trace(original.trace, replay.trace, tolerance) if original.trace and replay.trace else None
+    )
     verdict = Verdict(
         status="identical",
         mode=mode,
@@ -237,6 +245,7 @@ def compare_runs(original: Side, replay: Side, mode: str, tol: Tolerance | None 
         outputs=outputs,
         metrics=metrics,
         stdout=stdout,
+        trace=trace,
         max_abs=largest(
             [o.tensors.max_abs for o in outputs if o.tensors]
             + [metrics.max_abs if metrics else None, stdout.max_abs if stdout else None]
@@ -270,7 +279,8 @@ def _decide(v: Verdict, original: Side, replay: Side) -> str:
         return "failed"
     if original.failed:
         return "diverged"  # the original failed and the replay did not: another result
-    if all(o.status == "same" for o in v.outputs) and v.metrics is None and v.stdout is None:
+    same = all(o.status == "same" for o in v.outputs)
+    if same and v.metrics is None and v.stdout is None and v.trace is None:
         return "identical"
     if v.mode == "strict":
         return "diverged"
@@ -278,6 +288,7 @@ def _decide(v: Verdict, original: Side, replay: Side) -> str:
         all(o.within_tolerance for o in v.outputs)
         and (v.metrics is None or v.metrics.within_tolerance)
         and (v.stdout is None or v.stdout.within_tolerance)
+        and (v.trace is None or v.trace.within_tolerance)
     ):
         return "within_tolerance"
     return "diverged"
@@ -290,6 +301,9 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[str]:
         reasons.append(f"{replay.label or 'the replay'} {replay.status}{code}")
     elif original.failed:
         reasons.append(f"{original.label or 'the original'} {original.status}; the replay succeeded")
+    t = v.trace
+    if t is not None and (v.mode == "strict" or not t.within_tolerance):
+        reasons.append(describe_trace(t))  # where it started: the most telling reason
     for o in v.outputs:
         if o.status == "same" or (v.mode != "strict" and o.within_tolerance):
             continue
@@ -393,7 +407,7 @@ def _tensor_report(
         who = original.label if pa is None else replay.label
         return None, f"bytes not kept for {who or 'one side'}"
     try:
-        return compare_tensor_files(pa, pb, tol), None
+        return compare_tensor_files(pa, pb, tol, suffix=PurePosixPath(ea.path).suffix), None
     except UnreadableTensorFile as e:
         return None, f"unreadable: {e.reason}"
 

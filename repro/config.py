@@ -35,6 +35,7 @@ class Settings:
     base_image: str = DEFAULT_BASE_IMAGE
     requirements: str | None = None  # the file the lockfile is compiled from
     network: bool = False
+    trace: bool = False  # record a per-step fingerprint of every parameter
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
@@ -56,6 +57,7 @@ _YAML_KEYS: dict[str, str] = {
     "data": "data",
     "outputs": "outputs",
     "network": "network",
+    "trace": "trace",
     "image.base": "base_image",
     "deps.requirements": "requirements",
     "store.max_output_bytes": "max_output_bytes",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import __version__
+from repro import __version__, steptrace
 from repro.backends.base import Event, OnEvent
 from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
 from repro.capture import deps
@@ -73,6 +73,7 @@ def side(loaded: LoadedRun) -> Side:
         path = loaded.blob_path(entry.hash)
         return path if entry.stored and path.is_file() else None
 
+    trace = steptrace.parse((loaded.read_blob(record.results.logs.get(steptrace.TRACE_LOG)) or b"").decode())
     return Side(
         label=record.id,
         outputs=list(record.results.outputs),
@@ -81,6 +82,7 @@ def side(loaded: LoadedRun) -> Side:
         stdout=stdout,
         exit_code=record.results.exit_code,
         status=record.results.status,
+        trace=trace,
     )
 
 

@@ -29,6 +29,7 @@ from repro.config import Settings
 from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
+from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
 
@@ -44,6 +45,7 @@ class RunRequest:
     nproc_per_node: int = 1
     gpus: str | None = None
     network: bool | None = None
+    trace: bool | None = None
     data: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 
@@ -199,6 +201,8 @@ def capture(
     )
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(mode, settings.threads, isa)
+    if settings.trace if request.trace is None else request.trace:
+        record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
     network = settings.network if request.network is None else request.network
     record.backend = BackendInfo(
         name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
@@ -326,6 +330,9 @@ def collect(
         _report_failed_rank(record, spec, rank_logs)
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
         res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
+    trace = next((p for p in (runtime / "trace.jsonl", runtime / "trace.rank0.jsonl") if p.is_file()), None)
+    if trace is not None:
+        res.logs[TRACE_LOG] = store.put_file(trace)
     metrics = runtime / "metrics.jsonl"
     if metrics.is_file():
         res.metrics = store.put_file(metrics)

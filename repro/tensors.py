@@ -100,30 +100,31 @@ class _Entry:
     numeric: bool
 
 
-def load_tensors(path: Path) -> dict[str, Any]:
+def load_tensors(path: Path, suffix: str | None = None) -> dict[str, Any]:
     """Load the tensors of a .pt/.pth/.ckpt/.bin, .safetensors, .npy or .npz file by dotted name.
 
     Torch files are loaded with ``weights_only=True`` and nested dicts/lists flattened
     to dotted names (``model.fc.weight``, ``optimizer.param_groups.0.lr``); non-tensor
     leaves (numbers, strings) are kept as they are. Safetensors files are parsed
     directly into numpy arrays (bf16 and fp8 widened to float32 exactly). A ``.npy``
-    file yields one entry, ``array``.
+    file yields one entry, ``array``. ``suffix`` names the format when the file's own
+    name has none (a content-addressed blob).
 
     Raises:
         UnreadableTensorFile: an unknown suffix, or a file that cannot be parsed.
     """
-    return {name: e.value for name, e in _load(path).items()}
+    return {name: e.value for name, e in _load(path, suffix).items()}
 
 
-def _load(path: Path) -> dict[str, _Entry]:
-    suffix = path.suffix.lower()
+def _load(path: Path, suffix: str | None = None) -> dict[str, _Entry]:
+    suffix = (suffix or path.suffix).lower()
     try:
         if suffix in _TORCH_SUFFIXES:
             return _load_torch(path)
         if suffix == ".safetensors":
             return _load_safetensors(path)
         if suffix in (".npy", ".npz"):
-            return _load_numpy(path)
+            return _load_numpy(path, suffix)
     except UnreadableTensorFile:
         raise
     except Exception as e:  # OSError, ValueError, pickle.UnpicklingError from torch.load…
@@ -283,10 +284,10 @@ def _fp8_table(dtype: str) -> Any:
     return table
 
 
-def _load_numpy(path: Path) -> dict[str, _Entry]:
+def _load_numpy(path: Path, suffix: str) -> dict[str, _Entry]:
     import numpy as np
 
-    if path.suffix.lower() == ".npy":
+    if suffix == ".npy":
         return {"array": _entry(np.load(path, allow_pickle=False, mmap_mode="r"))}
     with np.load(path, allow_pickle=False) as npz:
         return {name: _entry(npz[name]) for name in npz.files}
@@ -295,13 +296,15 @@ def _load_numpy(path: Path) -> dict[str, _Entry]:
 # --------------------------------------------------------------------------- comparison
 
 
-def compare_tensor_files(a: Path, b: Path, tol: Tolerance) -> TensorReport:
+def compare_tensor_files(a: Path, b: Path, tol: Tolerance, suffix: str | None = None) -> TensorReport:
     """Compare the tensors of two files by name: shapes, dtypes and values (a is the reference).
+
+    ``suffix`` names the format when the files' own names carry none (blobs).
 
     Raises:
         UnreadableTensorFile: either file cannot be parsed.
     """
-    ta, tb = _load(a), _load(b)
+    ta, tb = _load(a, suffix), _load(b, suffix)
     return compare_tensors(ta, tb, tol)
 
 

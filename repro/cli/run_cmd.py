@@ -64,6 +64,7 @@ class Execution:
     nproc_per_node: int
     gpus: str | None
     network: bool | None
+    trace: bool | None
 
     def request(self, argv: list[str], mode: str | None = None) -> runner.RunRequest:
         return runner.RunRequest(
@@ -75,6 +76,7 @@ class Execution:
             nproc_per_node=self.nproc_per_node,
             gpus=self.gpus,
             network=self.network,
+            trace=self.trace,
             data=list(self.data),
             outputs=list(self.outputs),
         )
@@ -145,6 +147,12 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--network/--no-network",
                 default=None,
                 help="Allow network access inside the container (default: none; recorded).",
+            ),
+            click.option(
+                "--trace/--no-trace",
+                default=None,
+                help="Record each parameter's fingerprint after every optimizer step, so a replay "
+                "names the first step and parameter that diverged.",
             ),
         ]
     ):

@@ -14,7 +14,9 @@ the launcher process itself writes the plain names):
 from __future__ import annotations
 
 import atexit
+import gc
 import hashlib
+import importlib
 import importlib.abc
 import importlib.machinery
 import json
@@ -142,6 +144,39 @@ def _apply_torch(torch: ModuleType) -> None:
     knobs["cpu_capability"] = _safe(lambda: torch.backends.cpu.get_cpu_capability())
     if _state.get("rank", -1) >= 0:
         _watch_process_group(torch)
+    if os.environ.get("REPRO_TRACE") == "1" and os.environ.get("REPRO_RUNTIME_DIR"):
+        _trace_steps(torch)
+
+
+def _trace_steps(torch: ModuleType) -> None:
+    """After every optimizer step, append each parameter's float64 sum and |x| sum to trace.jsonl."""
+    path = Path(os.environ["REPRO_RUNTIME_DIR"]) / f"trace{_suffix()}.jsonl"
+    names: dict[int, str] = {}
+    steps = [0]
+
+    def name_of(param: Any, fallback: str) -> str:
+        if not names:  # the first step: name parameters after the modules that hold them
+            for obj in gc.get_objects():
+                if isinstance(obj, torch.nn.Module):
+                    for name, p in obj.named_parameters():
+                        if len(name) > len(names.get(id(p), "")):
+                            names[id(p)] = name
+            names.setdefault(0, "")
+        return names.get(id(param), fallback)
+
+    def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        params: dict[str, list[float]] = {}
+        with torch.no_grad():
+            for g, group in enumerate(optimizer.param_groups):
+                for i, p in enumerate(group["params"]):
+                    x = p.detach().double()
+                    params[name_of(p, f"group{g}.param{i}")] = [x.sum().item(), x.abs().sum().item()]
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": steps[0], "params": params}) + "\n")
+        steps[0] += 1
+
+    importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)
+    _state["knobs"]["trace"] = True
 
 
 def _watch_process_group(torch: ModuleType) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict, worst_status
+from repro.steptrace import describe as describe_trace
 from repro.ui import style
 
 WIDTH = 100
@@ -139,6 +140,10 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
             lines.append(f"  largest difference {_num(m.max_abs)}")
     if verdict.stdout is not None:
         lines += _stdout_text(verdict.stdout, paint)
+    if verdict.trace is not None:
+        t = verdict.trace
+        ok = paint("within tolerance", "green") if t.within_tolerance else paint("diverged", "red")
+        lines += ["", f"{paint('Trace', 'bold')}  {ok}", _fit(f"  {describe_trace(t)}")]
     if verdict.notes:
         lines += ["", paint("Notes", "bold")]
         lines += [_fit(f"  • {n}") for n in verdict.notes]
@@ -305,6 +310,10 @@ def _md_checks(v: Verdict) -> list[list[str]]:
     else:
         ok = s.within_tolerance and v.mode != "strict"
         rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", f"from line {s.line}"])
+    t = v.trace
+    if t is not None:
+        ok = t.within_tolerance and v.mode != "strict"
+        rows.append([_mark(ok), "trace", "within tolerance" if ok else "diverged", _md(describe_trace(t))])
     return rows
 
 

@@ -72,3 +72,18 @@ def test_crashing_capsule_replays_failed(project: Project) -> None:
     r = project.repro("replay", "--json")
     assert r.code == 4
     assert json.loads(r.out)["status"] == "failed"
+
+
+def test_the_trace_names_the_first_step_and_parameter_that_diverged(project: Project) -> None:
+    project.script("drift_at_step3.py")
+    r = project.repro("run", "--backend", "local", "--trace", "drift_at_step3.py")
+    assert r.code == 0, r.err
+    record = json.loads(project.repro("show", "--json").out)
+    assert record["determinism"]["env"]["REPRO_TRACE"] == "1" and "trace" in record["results"]["logs"]
+    r = project.repro("replay", "--json")
+    assert r.code == 5, r.out + r.err
+    verdict = json.loads(r.out)
+    assert verdict["trace"]["step"] == 3 and verdict["trace"]["param"] == "2.bias"
+    assert verdict["reasons"][0].startswith("parameter 2.bias first differs at optimizer step 3")
+    tensors = verdict["outputs"][0]["tensors"]  # the checkpoint itself, tensor by tensor
+    assert "2.bias" in [d["name"] for d in tensors["differing"]] and tensors["max_abs"] > 0

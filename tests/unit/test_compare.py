@@ -549,3 +549,20 @@ def test_strict_reasons_name_only_the_parts_that_differ(tmp_path: Path) -> None:
     verdict = compare_runs(side("a\nb\n"), side("a\nc\n"), "strict")
     assert verdict.status == "diverged"
     assert verdict.reasons == ["stdout differs at line 2"]
+
+
+def test_tensor_report_reads_suffixless_blobs_by_the_output_name(tmp_path: Path) -> None:
+    a, b = {"w": torch.zeros(3), "b": torch.ones(2)}, {"w": torch.zeros(3), "b": torch.tensor([1.0, 1.5])}
+    blobs = {}
+    for label, sd in (("a", a), ("b", b)):
+        blob = tmp_path / f"blob-{label}"  # content-addressed names carry no suffix
+        torch.save(sd, blob)
+        blobs[label] = blob
+    ea = FileEntry("outputs/model.pt", 1, "ha", True)
+    eb = FileEntry("outputs/model.pt", 1, "hb", True)
+    verdict = compare_runs(
+        Side("a", [ea], lambda e: blobs["a"], [], ""), Side("b", [eb], lambda e: blobs["b"], [], ""), "strict"
+    )
+    report = verdict.outputs[0].tensors
+    assert report is not None and [d.name for d in report.differing] == ["b"]
+    assert report.differing[0].max_abs == 0.5

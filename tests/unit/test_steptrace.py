@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from repro.capsule import FileEntry
+from repro.compare import Side, compare_runs
+from repro.steptrace import compare_trace, describe, parse
+from repro.tolerance import STRICT, Tolerance
+
+
+def _trace(*steps: dict[str, list[float]]) -> list[dict[str, object]]:
+    return [{"step": i, "params": p} for i, p in enumerate(steps)]
+
+
+A = _trace({"w": [1.0, 2.0], "b": [0.5, 0.5]}, {"w": [1.5, 2.5], "b": [0.25, 0.25]})
+
+
+def test_identical_traces_have_no_divergence() -> None:
+    assert compare_trace(A, A, STRICT) is None
+
+
+def test_the_first_step_and_parameter_that_differ() -> None:
+    b = _trace({"w": [1.0, 2.0], "b": [0.5, 0.5]}, {"w": [1.5, 2.5], "b": [0.2500001, 0.25]})
+    d = compare_trace(A, b, STRICT)
+    assert d is not None and (d.step, d.param, d.kind, d.within_tolerance) == (1, "b", "value", False)
+    assert "parameter b first differs at optimizer step 1" in describe(d)
+
+
+def test_tolerance_decides_and_the_first_beyond_it_is_reported() -> None:
+    b = _trace({"w": [1.0000001, 2.0], "b": [0.5, 0.5]}, {"w": [1.5, 2.5], "b": [0.3, 0.25]})
+    d = compare_trace(A, b, Tolerance(atol=1e-6, rtol=1e-5))
+    assert d is not None and (d.step, d.param, d.within_tolerance) == (1, "b", False)
+    near = _trace({"w": [1.0000001, 2.0], "b": [0.5, 0.5]}, A[1]["params"])  # type: ignore[arg-type]
+    d = compare_trace(A, near, Tolerance(atol=1e-6, rtol=1e-5))
+    assert d is not None and d.within_tolerance and d.param == "w"
+
+
+def test_length_and_missing_parameters() -> None:
+    d = compare_trace(A, A[:1], STRICT)
+    assert d is not None and d.kind == "length" and "2 vs 1" in describe(d)
+    d = compare_trace(A, _trace({"w": [1.0, 2.0]}), STRICT)
+    assert d is not None and d.kind == "missing" and d.param == "b"
+
+
+def test_parse_skips_bad_lines() -> None:
+    assert parse('{"step": 0, "params": {"w": [1, 2]}}\nnot json\n{"x": 1}\n') == [
+        {"step": 0, "params": {"w": [1, 2]}}
+    ]
+
+
+def test_a_trace_divergence_leads_the_verdict_reasons() -> None:
+    out = FileEntry("outputs/model.pt", 10, "aa", False)
+    changed = FileEntry("outputs/model.pt", 10, "bb", False)
+    b = _trace(A[0]["params"], {"w": [1.5, 2.5], "b": [9.0, 9.0]})  # type: ignore[arg-type]
+    v = compare_runs(
+        Side("a", [out], lambda e: None, [], "", trace=A),
+        Side("b", [changed], lambda e: None, [], "", trace=b),
+        "strict",
+    )
+    assert v.status == "diverged" and v.trace is not None
+    assert v.reasons[0].startswith("parameter b first differs at optimizer step 1")
+    same = compare_runs(
+        Side("a", [out], lambda e: None, [], "", trace=A),
+        Side("b", [out], lambda e: None, [], "", trace=A),
+        "strict",
+    )
+    assert same.status == "identical" and same.trace is None
