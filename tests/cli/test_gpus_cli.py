@@ -18,7 +18,9 @@ def _project(project: Project) -> Project:
 
 
 def test_local_gpus_asked_for_and_none_present_exits_3(
-    project: Project, cli, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    project: Project,
+    cli,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     monkeypatch.setattr(local, "_gpu_count", lambda: 0)  # as on a CPU-only machine
     r = cli("run", "--backend", "local", "--gpus", "1", "--", "python", "t.py", cwd=_project(project).root)
