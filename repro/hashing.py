@@ -103,20 +103,27 @@ def _hash_open(path: str, on_bytes: Callable[[int], None] | None = None) -> tupl
     fd = os.open(path, _O_FLAGS)
     try:
         st = os.fstat(fd)
-        if st.st_size < READ_SIZE:
-            # Asking for one byte more than the stat says tells that the read reached
-            # the end; a file that grew, shrank or gave a short read is read to b"".
-            data = os.read(fd, st.st_size + 1)
-            if len(data) == st.st_size:
-                if on_bytes and data:
-                    on_bytes(len(data))
-                return xxhash.xxh3_128_hexdigest(data), st
-            digest, n = _hash_stream(fd, data, on_bytes)
-        else:
-            digest, n = _hash_stream(fd, b"", on_bytes)
+        digest, n = _hash_fd(fd, st.st_size, on_bytes)
         return digest, (st if n == st.st_size else os.fstat(fd))
     finally:
         os.close(fd)
+
+
+def _hash_fd(fd: int, size: int, on_bytes: Callable[[int], None] | None) -> tuple[str, int]:
+    """Hash an open file the stat says holds `size` bytes; (digest, bytes hashed).
+
+    A small file takes one os.read of one byte more than the stat says, which tells
+    that the read reached the end; a file that grew, shrank or gave a short read is
+    read on to b"". A big one streams through the reused buffer.
+    """
+    if size < READ_SIZE:
+        data = os.read(fd, size + 1)
+        if len(data) == size:
+            if on_bytes and data:
+                on_bytes(len(data))
+            return xxhash.xxh3_128_hexdigest(data), size
+        return _hash_stream(fd, data, on_bytes)
+    return _hash_stream(fd, b"", on_bytes)
 
 
 def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -> tuple[str, int]:
@@ -458,17 +465,9 @@ def _hash_known(item: _Stat, on_bytes: Callable[[int], None] | None) -> tuple[st
     """
     fd = os.open(item.path, _O_FLAGS)
     try:
-        if item.size < READ_SIZE:
-            data = os.read(fd, item.size + 1)
-            if len(data) == item.size:
-                if on_bytes and data:
-                    on_bytes(len(data))
-                return xxhash.xxh3_128_hexdigest(data), item
-            digest, n = _hash_stream(fd, data, on_bytes)
-        else:
-            digest, n = _hash_stream(fd, b"", on_bytes)
-            if n == item.size:
-                return digest, item
+        digest, n = _hash_fd(fd, item.size, on_bytes)
+        if n == item.size:
+            return digest, item
         st = os.fstat(fd)
         return digest, item._replace(size=n, key=_key(st), ctime_ns=st.st_ctime_ns)
     finally:
