@@ -5,6 +5,7 @@ Core only: returns the sealed record; the CLI decides what to print and the exit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, R
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
-from repro.capture import deps
+from repro.capture import deps, hydra
 from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
@@ -120,6 +121,65 @@ def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, i
     return seen
 
 
+def launch(request: RunRequest) -> tuple[list[str], int, list[str]]:
+    """The command and process count to run: `torchrun … script.py` is read as `--nproc-per-node`.
+
+    Raises:
+        UsageError: a torchrun line repro cannot run as one node, or a process count that
+            contradicts `--nproc-per-node`.
+    """
+    argv = cmd.normalise_argv(request.argv)
+    torchrun = cmd.parse_torchrun(argv)
+    if torchrun is None:
+        return argv, request.nproc_per_node, []
+    if request.nproc_per_node not in (1, torchrun.nproc_per_node):
+        raise UsageError(
+            f"--nproc-per-node {request.nproc_per_node} and torchrun --nproc-per-node "
+            f"{torchrun.nproc_per_node} disagree",
+            hint="give the process count once",
+        )
+    notes = []
+    if torchrun.ignored:
+        notes.append(f"torchrun options left to repro's single-node launcher: {' '.join(torchrun.ignored)}")
+    return torchrun.argv, torchrun.nproc_per_node, notes
+
+
+def expand(request: RunRequest) -> list[RunRequest]:
+    """The runs a request stands for: a Hydra multirun (`-m a=1,2`) is one run per job.
+
+    Raises:
+        UsageError: see `launch`; a multirun whose overrides Hydra rejects.
+    """
+    argv, nproc, _ = launch(request)
+    args = cmd.script_args(argv)
+    jobs = hydra.sweep_jobs(args, datetime.now())
+    if jobs is None:
+        return [request]
+    head = argv[: len(argv) - len(args)]
+    return [
+        dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)], nproc_per_node=nproc)
+        for job in jobs
+    ]
+
+
+def _hydra_app(
+    argv: list[str], script: Path | None, rel_cwd: str, outputs: list[str]
+) -> tuple[list[str], list[str]]:
+    """For a Hydra app: its run directory pinned in argv and counted among the outputs."""
+    text = script.read_text("utf-8", "replace") if script is not None and script.is_file() else None
+    args = cmd.script_args(argv)
+    if not hydra.is_hydra_app(text, args):
+        return argv, outputs
+    head = argv[: len(argv) - len(args)]
+    args = hydra.pin_run_dir(args, datetime.now())
+    root = hydra.output_root(args)
+    if root:
+        rel = (Path(rel_cwd) / root).as_posix() if rel_cwd != "." else root
+        if not any(rel == o or rel.startswith(o.rstrip("/") + "/") for o in outputs):
+            outputs = [*outputs, rel]
+    return [*head, *args], outputs
+
+
 def capture(
     request: RunRequest,
     settings: Settings,
@@ -142,7 +202,7 @@ def capture(
     cwd = request.cwd.resolve()
     if not cwd.is_relative_to(root):
         raise UsageError(f"the working directory {cwd} is outside the project {root}")
-    argv = cmd.normalise_argv(request.argv)
+    argv, nproc, notes = launch(request)
     script = cmd.script_path(argv)
     if script is not None and not (cwd / script).is_file():
         raise NotFoundError(
@@ -152,17 +212,17 @@ def capture(
     mode = choose_mode(request.mode or settings.mode, request.gpus)
     data = request.data or list(settings.data)
     outputs = request.outputs or list(settings.outputs)
+    rel_cwd = cwd.relative_to(root).as_posix() or "."
+    argv, outputs = _hydra_app(argv, cwd / script if script else None, rel_cwd, outputs)
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
-    rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
-    record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node
-    )
+    record.command = CommandInfo(argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=nproc)
     record.redactions += argv_hits
+    record.warnings += notes
 
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
@@ -196,9 +256,7 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(
-        request.seed if request.seed is not None else settings.seed, request.nproc_per_node
-    )
+    record.seeds = make_seeds(request.seed if request.seed is not None else settings.seed, nproc)
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(mode, settings.threads, isa)
     if settings.trace if request.trace is None else request.trace:
@@ -344,6 +402,30 @@ def collect(
     _undeclared(record, runtime, spec)
     res.output_roots = list(spec.outputs)
     res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
+    _hydra_bookkeeping(record, store, Redactor(settings.secret_patterns))
+
+
+def _hydra_bookkeeping(record: Record, store: Store, redactor: Redactor) -> None:
+    """Hydra's own files become logs, not outputs; its composed config becomes the run's params."""
+    res = record.results
+    jobs = hydra.job_dirs([e.path for e in res.outputs])
+    if not jobs:
+        return
+    kept = []
+    for entry in res.outputs:
+        if not hydra.is_bookkeeping(entry.path, jobs):
+            kept.append(entry)
+            continue
+        if entry.stored:
+            res.logs[f"hydra:{entry.path}"] = entry.hash
+        if entry.path.endswith("/" + hydra.CONFIG_NAME) and len(jobs) == 1:
+            path = store.blob_path(entry.hash)
+            if entry.stored and path.is_file():
+                composed = hydra.composed_params(path.read_text("utf-8", "replace"))
+                record.command.params.update(
+                    {k: ("***" if redactor.is_secret_name(k) else v) for k, v in composed.items()}
+                )
+    res.outputs = kept
 
 
 def _tail(path: Path, n: int) -> list[str]:

@@ -175,6 +175,9 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
     repro run train.py --lr 0.02                         (a .py first argument runs it with python)
     repro run --seed 42 --data data -- python train.py --lr 0.02
     repro run --backend local --outputs ckpt -- python -m mypkg.train
+    repro run -- torchrun --nproc-per-node 2 train.py   (the same as --nproc-per-node 2)
+    repro run train.py optim.lr=0.1 +model.depth=3      (Hydra overrides are parameters)
+    repro run train.py -m optim.lr=0.1,0.01             (a Hydra multirun: one run per job)
 
     Options for repro go before the command (or before `--`); everything after belongs
     to the command. Exit status 4 when the command fails (the run is still recorded).
@@ -182,8 +185,10 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    record = run_and_report(app, execution.request(argv), execution.settings(app.settings), as_json)
-    _raise_for_status(record)
+    settings = execution.settings(app.settings)
+    records = [run_and_report(app, r, settings, as_json) for r in runner.expand(execution.request(argv))]
+    for record in records:
+        _raise_for_status(record)
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settings, as_json: bool) -> Record:

@@ -1,0 +1,102 @@
+"""A real Hydra app (single run and multirun) and a real torchrun command line, run under repro.
+
+Each run is a separate process; reproducibility is checked by replaying and comparing bytes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repro.store import Store
+from tests.conftest import Project
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("hydra", reason="hydra-core is not installed (pip install 'repro[integrations]')")
+
+CONFIG = """\
+model:
+  hidden: 8
+optim:
+  lr: 0.05
+  momentum: 0.9
+epochs: 2
+batch_size: 16
+data: data/points.csv
+save: model.pt
+"""
+
+
+def _hydra_project(project: Project) -> None:
+    project.script("hydra_train.py", "train.py")
+    project.write("conf/config.yaml", CONFIG)
+    project.write(".gitignore", "outputs/\nmultirun/\n")
+    project.points()
+    project.commit("hydra app")
+
+
+def test_a_hydra_run_records_overrides_and_composed_config_and_replays_identical(project: Project) -> None:
+    _hydra_project(project)
+    r = project.repro("run", "--backend", "local", "--data", "data", "--", "python", "train.py",
+                      "optim.lr=0.1", "+tag=baseline", "~optim.momentum")  # fmt: skip
+    assert r.code == 0, r.err
+    store = Store(project.root)
+    record = store.resolve("latest").record
+    params = record.command.params
+    assert params["optim.lr"] == 0.1 and params["tag"] == "baseline"  # overrides, typed
+    assert params["model.hidden"] == 8 and params["save"] == "model.pt"  # the composed config
+    pinned = [a for a in record.command.argv if a.startswith("hydra.run.dir=outputs/")]
+    assert len(pinned) == 1
+    run_dir = pinned[0].partition("=")[2]
+    assert [o.path for o in record.results.outputs] == [f"{run_dir}/model.pt"]
+    assert f"hydra:{run_dir}/.hydra/config.yaml" in record.results.logs
+    assert f"hydra:{run_dir}/train.log" in record.results.logs
+
+    r = project.repro("replay", "latest", "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+
+
+def test_a_hydra_multirun_is_one_record_per_job(project: Project) -> None:
+    _hydra_project(project)
+    r = project.repro("run", "--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py",
+                      "-m", "optim.lr=0.05,0.2", "epochs=1")  # fmt: skip
+    assert r.code == 0, r.err
+    store = Store(project.root)
+    jobs = [store.resolve("latest~1").record, store.resolve("latest").record]
+    assert [j.command.params["optim.lr"] for j in jobs] == [0.05, 0.2]
+    assert all(j.command.params["epochs"] == 1 and j.seeds.master == 7 for j in jobs)
+    assert all("-m" not in j.command.argv for j in jobs)
+    dirs = [o.path.rsplit("/", 1)[0] for j in jobs for o in j.results.outputs]
+    assert len(dirs) == 2 and dirs[0].startswith("multirun/") and dirs[0].endswith("/0")
+    assert dirs[1] == dirs[0][:-1] + "1"
+    a, b = (j.results.outputs[0].hash for j in jobs)
+    assert a != b  # other learning rates, other weights
+
+    r = project.repro("replay", jobs[0].id, "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+
+
+def test_torchrun_on_the_command_line_is_the_same_run_as_nproc_per_node(project: Project) -> None:
+    project.script("ddp_train.py", "train_ddp.py")
+    project.points()
+    project.commit("ddp")
+    common = ["run", "--backend", "local", "--seed", "5", "--data", "data", "--"]
+    r = project.repro(*common, "torchrun", "--nproc-per-node", "2", "--standalone", "train_ddp.py",
+                      "--epochs", "1")  # fmt: skip
+    assert r.code == 0, r.err
+    r = project.repro("run", "--backend", "local", "--seed", "5", "--nproc-per-node", "2", "--data", "data",
+                      "--", "python", "train_ddp.py", "--epochs", "1")  # fmt: skip
+    assert r.code == 0, r.err
+    store = Store(project.root)
+    via_torchrun, via_flag = store.resolve("latest~1").record, store.resolve("latest").record
+    assert via_torchrun.command.argv == via_flag.command.argv == ["python", "train_ddp.py", "--epochs", "1"]
+    assert via_torchrun.command.nproc_per_node == 2 and via_torchrun.env.world_size == 2
+    assert via_torchrun.seeds.per_rank == via_flag.seeds.per_rank
+    assert "rank1.stdout" in via_torchrun.results.logs
+    assert [(o.path, o.hash) for o in via_torchrun.results.outputs] == [
+        (o.path, o.hash) for o in via_flag.results.outputs
+    ]
+    assert any("--standalone" in w for w in via_torchrun.warnings)
