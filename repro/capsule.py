@@ -117,6 +117,8 @@ class SeedInfo:
     pythonhashseed: int = 0
     derived: dict[str, int] = field(default_factory=dict)
     per_rank: dict[str, dict[str, int]] = field(default_factory=dict)
+    # A training framework's own seeding, as it reported it (Lightning's seed_everything, HF's seed).
+    framework: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -172,6 +174,8 @@ class ResultInfo:
     params: dict[str, Any] = field(default_factory=dict)  # from repro.log_params
     output_roots: list[str] = field(default_factory=list)
     outputs: list[FileEntry] = field(default_factory=list)
+    # Experiment-tracker runs the command started: {"tool": "mlflow", "tracking_uri", "runs": [...]}, …
+    trackers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from repro.config import Settings
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
+from repro.integrations import trackers
 from repro.replay import ReplayRequest, run_replay, side, tolerance
 from repro.store import Store
 
@@ -131,6 +132,7 @@ def run_check(
             return result
     sides = [side(store.load_run(r.id)) for r in result.records]
     result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol))
+    trackers.report_verdict(result.records, result.status, store.root, lambda s: on_event(Event("info", s)))
     return result
 
 

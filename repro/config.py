@@ -40,6 +40,7 @@ class Settings:
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
+    mlflow_log_capsule: bool = False  # log the exported capsule to the MLflow runs the command started
 
     def with_overrides(self, **flags: Any) -> Settings:
         """Apply command-line flags (None means "not given")."""
@@ -64,6 +65,7 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
+    "mlflow.log_capsule": "mlflow_log_capsule",
 }
 
 _ENV_KEYS: dict[str, str] = {

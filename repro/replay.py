@@ -26,6 +26,7 @@ from repro.compare import Side, Tolerance, Verdict, compare_runs
 from repro.config import Settings
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
+from repro.integrations import trackers
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
 
@@ -276,6 +277,9 @@ def run_replay(
     record.warnings += notes
     record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
     store.seal(record, run_dir)
+    trackers.report_verdict(
+        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s))
+    )
     return ReplayOutcome(original, record, verdict, drift, notes)
 
 

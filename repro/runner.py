@@ -30,6 +30,7 @@ from repro.config import Settings
 from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
+from repro.integrations import trackers
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
@@ -345,7 +346,14 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         raise
     record.results.finished = now_iso()
     collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
+
+    def note(text: str) -> None:
+        on_event(Event("info", text))
+
+    trackers.link_mlflow_runs(record, spec.project_root, note)
     store.seal(record, prepared.run_dir)
+    log_capsule = prepared.settings.mlflow_log_capsule
+    trackers.after_seal(record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note)
     return record
 
 
@@ -399,6 +407,7 @@ def collect(
     if params.is_file():
         res.params = _read_json(params)
     _merge_process_env(record, runtime)
+    trackers.fold(record, runtime)
     _undeclared(record, runtime, spec)
     res.output_roots = list(spec.outputs)
     res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
@@ -551,7 +560,9 @@ def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
         opened.update(line for line in f.read_text().splitlines() if line)
     # Source the interpreter imports is code; every other file read is an input the replay should check.
     configs = {c.path for c in record.command.config_files}
-    prefixes = tuple(p.rstrip("/") + "/" for p in [*spec.data, *spec.outputs, ".repro", "lockfiles"])
+    tracker_stores = [str(t["path"]) for t in record.results.trackers if t.get("path")]
+    kept = [*spec.data, *spec.outputs, ".repro", ".git", "lockfiles", *tracker_stores]
+    prefixes = tuple(p.rstrip("/") + "/" for p in kept)
     exact = {p.rstrip("/") for p in spec.data}
     found = sorted(
         p

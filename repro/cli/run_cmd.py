@@ -165,10 +165,22 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @execution_options
+@click.option(
+    "--mlflow-log-capsule/--no-mlflow-log-capsule",
+    default=None,
+    help="Log the exported capsule as an artifact of the MLflow runs the command starts "
+    "(repro.yaml: mlflow.log_capsule).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
-def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json: bool) -> None:
+def run(
+    app: AppContext,
+    command: tuple[str, ...],
+    execution: Execution,
+    mlflow_log_capsule: bool | None,
+    as_json: bool,
+) -> None:
     """Run COMMAND under repro and seal its record.
 
     \b
@@ -185,7 +197,7 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    settings = execution.settings(app.settings)
+    settings = execution.settings(app.settings).with_overrides(mlflow_log_capsule=mlflow_log_capsule)
     records = [run_and_report(app, r, settings, as_json) for r in runner.expand(execution.request(argv))]
     for record in records:
         _raise_for_status(record)

@@ -1,0 +1,61 @@
+"""What an integration running inside the training process tells the runner: linked tracker runs,
+a framework's own seed and settings.
+
+Standard library only. One JSON object per line in ``$REPRO_RUNTIME_DIR/links.jsonl``
+(``links.rankN.jsonl`` for torchrun rank N > 0); nothing is written outside a repro run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+LINKS = "links"
+
+
+def active() -> bool:
+    """Whether this process runs under `repro run` (or `repro.capture`)."""
+    return bool(os.environ.get("REPRO_RUN_ID") and os.environ.get("REPRO_RUNTIME_DIR"))
+
+
+def note(kind: str, **fields: Any) -> None:
+    """Append one fact for the runner (`kind`: "mlflow", "wandb", "framework", …)."""
+    if not active():
+        return
+    rank = os.environ.get("RANK", "0")
+    name = f"{LINKS}.jsonl" if rank in ("", "0") else f"{LINKS}.rank{rank}.jsonl"
+    line = json.dumps({"kind": kind, **fields}, default=str, sort_keys=True)
+    with open(Path(os.environ["REPRO_RUNTIME_DIR"]) / name, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def in_project(path: str | os.PathLike[str]) -> str | None:
+    """A path as seen by this process, relative to the project root; None when outside it.
+
+    The runner resolves it against its own view of the project (a container sees the
+    project at another path than the host).
+    """
+    root = os.environ.get("REPRO_PROJECT_ROOT")
+    if not root:
+        return None
+    full = os.path.abspath(path)
+    root = os.path.abspath(root)
+    if full == root or full.startswith(root + os.sep):
+        return os.path.relpath(full, root)
+    return None
+
+
+def read(runtime_dir: Path) -> list[dict[str, Any]]:
+    """Every fact the run's processes noted, rank 0's first."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(runtime_dir.glob(f"{LINKS}*.jsonl")):
+        for line in path.read_text("utf-8", "replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("kind"), str):
+                found.append(row)
+    return found
