@@ -23,7 +23,7 @@ from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import Side, Tolerance, Verdict, compare_runs
-from repro.config import Settings
+from repro.config import Plan, Settings
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -33,7 +33,6 @@ from repro.store import LoadedRun, Store, new_run_id
 @dataclass
 class ReplayRequest:
     ref: str
-    backend: str | None = None  # None: the recorded backend
     data_root: Path | None = None
     allow_data_drift: bool = False
     atol: float | None = None
@@ -178,7 +177,7 @@ def replay_record(original: Record, settings: Settings) -> Record:
 def run_replay(
     request: ReplayRequest,
     store: Store,
-    settings: Settings,
+    plan: Plan,
     on_event: OnEvent,
     *,
     code: CodeInfo | None = None,
@@ -186,7 +185,8 @@ def run_replay(
 ) -> ReplayOutcome:
     """Replay a run and compare it with its record.
 
-    ``code`` replays other code (a capture of today's working tree, its files in the
+    The backend is the plan's flag or environment value, else the recorded one
+    (`Plan.with_recorded`). ``code`` replays other code (a capture of today's working tree, its files in the
     store) instead of the recorded code — what `repro check --against` does.
 
     Raises:
@@ -198,6 +198,8 @@ def run_replay(
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record
+    plan = plan.with_recorded(backend=original.backend.name)
+    settings = plan.settings
     notes: list[str] = []
     if any(REDACTED in a for a in original.command.argv):
         raise UsageError(
@@ -239,7 +241,7 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
-        wanted = request.backend or original.backend.name
+        wanted = settings.backend
         backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")

@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
-from repro.config import Settings
+from repro.config import Plan, Settings
 from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
@@ -35,19 +35,10 @@ from repro.store import Store, new_run_id
 
 @dataclass
 class RunRequest:
-    """What the user asked for; unset fields fall back to the settings."""
+    """The command to run and where; every setting comes from the `Plan`."""
 
     argv: list[str]
     cwd: Path
-    seed: int | None = None
-    mode: str | None = None
-    backend: str | None = None
-    nproc_per_node: int = 1
-    gpus: str | None = None
-    network: bool | None = None
-    trace: bool | None = None
-    data: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,12 +57,6 @@ ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def choose_mode(requested: str | None, gpus: str | None) -> str:
-    if requested:
-        return requested
-    return "gpu" if gpus else "strict"
 
 
 def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
@@ -122,7 +107,7 @@ def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, i
 
 def capture(
     request: RunRequest,
-    settings: Settings,
+    run_plan: Plan,
     store: Store,
     on_event: OnEvent,
     progress: ProgressFactory | None = None,
@@ -149,9 +134,8 @@ def capture(
             f"no script {script!r} in {cwd}",
             hint="check the path; it is relative to the directory repro runs in",
         )
-    mode = choose_mode(request.mode or settings.mode, request.gpus)
-    data = request.data or list(settings.data)
-    outputs = request.outputs or list(settings.outputs)
+    settings = run_plan.settings
+    data, outputs = list(settings.data), list(settings.outputs)
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
 
@@ -160,7 +144,7 @@ def capture(
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
     record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node
+        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=run_plan.nproc_per_node
     )
     record.redactions += argv_hits
 
@@ -196,16 +180,13 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(
-        request.seed if request.seed is not None else settings.seed, request.nproc_per_node
-    )
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(mode, settings.threads, isa)
-    if settings.trace if request.trace is None else request.trace:
+    record.determinism = plan(run_plan.mode, settings.threads, isa)
+    if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
-    network = settings.network if request.network is None else request.network
     record.backend = BackendInfo(
-        name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
+        name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
 
     run_dir = store.begin_run(record.id, safe_argv)

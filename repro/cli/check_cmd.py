@@ -11,8 +11,10 @@ from repro import check as core
 from repro import ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
-from repro.cli.run_cmd import Execution, execution_options, on_event, progress_factory, sigterm_interrupts
+from repro.cli.run_cmd import execution_options, on_event, progress_factory, sigterm_interrupts
+from repro.config import Flags
 from repro.errors import CommandFailed, Interrupted, UsageError
+from repro.runner import RunRequest
 from repro.ui import diff as diff_render
 from repro.ui import records as records_render
 from repro.ui import verdict as render
@@ -78,7 +80,7 @@ Exit status (stable; DESIGN.md "Exit codes"):
 def check(
     app: AppContext,
     command: tuple[str, ...],
-    execution: Execution,
+    flags: Flags,
     runs: int,
     against: str | None,
     data_root: Path | None,
@@ -98,7 +100,7 @@ def check(
     repro check --markdown summary.md -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
-    in strict mode unless --mode says otherwise, and is recorded in the store (kind
+    in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is recorded in the store (kind
     "check"). Outputs, metrics and stdout of run 1 are compared with each later run;
     on a difference the outputs that differ and the first divergence are printed.
 
@@ -121,19 +123,17 @@ def check(
             if against:
                 request = core.AgainstRequest(
                     capsule=against,
-                    backend=execution.backend,
                     data_root=data_root,
                     allow_data_drift=allow_data_drift,
                     atol=atol,
                     rtol=rtol,
                 )
-                result = core.run_against(request, app.store, app.settings, on_event)
+                result = core.run_against(request, app.store, app.plan(flags), on_event)
             else:
-                mode = execution.mode or ("gpu" if execution.gpus else "strict")
                 result = core.run_check(
-                    execution.request(argv, mode=mode),
+                    RunRequest(argv=argv, cwd=Path.cwd()),
                     app.store,
-                    execution.settings(app.settings),
+                    app.plan(flags),
                     on_event,
                     runs=runs,
                     atol=atol,

@@ -9,7 +9,7 @@ import click
 from repro import ui
 from repro.cli.context import AppContext, pass_app
 from repro.cli.run_cmd import on_event, sigterm_interrupts
-from repro.config import BACKENDS
+from repro.config import BACKENDS, Flags
 from repro.errors import Interrupted
 from repro.replay import ReplayRequest, run_replay
 from repro.ui import verdict as render
@@ -21,7 +21,7 @@ from repro.ui import verdict as render
     "--backend",
     type=click.Choice(BACKENDS),
     default=None,
-    help="Execute on this backend instead of the recorded one (reported in the verdict).",
+    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict).",
 )
 @click.option(
     "--data-root",
@@ -87,7 +87,6 @@ def replay(
     """
     request = ReplayRequest(
         ref=ref,
-        backend=backend,
         data_root=data_root,
         allow_data_drift=allow_data_drift,
         atol=atol,
@@ -97,7 +96,7 @@ def replay(
     )
     try:
         with sigterm_interrupts():
-            outcome = run_replay(request, app.store, app.settings, on_event)
+            outcome = run_replay(request, app.store, app.plan(Flags(backend=backend)), on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
     verdict = outcome.verdict

@@ -6,7 +6,6 @@ import contextlib
 import functools
 import signal
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -17,7 +16,7 @@ from repro import runner, ui
 from repro.backends.base import Event
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
-from repro.config import BACKENDS, MODES, Settings
+from repro.config import BACKENDS, ISAS, MODES, Flags, Plan
 from repro.errors import CommandFailed, Interrupted
 from repro.ui import records as render
 
@@ -50,50 +49,15 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@dataclass(frozen=True)
-class Execution:
-    """The execution options shared by `run` and `check`, as one value."""
-
-    backend: str | None
-    seed: int | None
-    mode: str | None
-    data: tuple[str, ...]
-    outputs: tuple[str, ...]
-    threads: int | None
-    isa: str | None
-    nproc_per_node: int
-    gpus: str | None
-    network: bool | None
-    trace: bool | None
-
-    def request(self, argv: list[str], mode: str | None = None) -> runner.RunRequest:
-        return runner.RunRequest(
-            argv=argv,
-            cwd=Path.cwd(),
-            seed=self.seed,
-            mode=mode or self.mode,
-            backend=self.backend,
-            nproc_per_node=self.nproc_per_node,
-            gpus=self.gpus,
-            network=self.network,
-            trace=self.trace,
-            data=list(self.data),
-            outputs=list(self.outputs),
-        )
-
-    def settings(self, base: Settings) -> Settings:
-        return base.with_overrides(threads=self.threads, isa=self.isa)
-
-
-_EXECUTION_FIELDS = tuple(Execution.__dataclass_fields__)
+_FLAG_FIELDS = tuple(Flags.__dataclass_fields__)
 
 
 def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the shared execution options; the command receives them as `execution: Execution`."""
+    """Add the shared execution options; the command receives them as `flags: Flags`."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["execution"] = Execution(**{name: kwargs.pop(name) for name in _EXECUTION_FIELDS})
+        kwargs["flags"] = Flags(**{name: kwargs.pop(name) for name in _FLAG_FIELDS})
         return f(*args, **kwargs)
 
     for option in reversed(
@@ -130,15 +94,15 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--isa",
-                type=click.Choice(["auto", "avx2", "avx512", "default", "none"]),
+                type=click.Choice(ISAS),
                 default=None,
                 help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
             ),
             click.option(
                 "--nproc-per-node",
                 type=click.IntRange(1),
-                default=1,
-                help="Launch N processes through torchrun --standalone.",
+                default=None,
+                help="Launch N processes through torchrun --standalone (default 1).",
             ),
             click.option(
                 "--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."
@@ -168,7 +132,7 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
-def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json: bool) -> None:
+def run(app: AppContext, command: tuple[str, ...], flags: Flags, as_json: bool) -> None:
     """Run COMMAND under repro and seal its record.
 
     \b
@@ -182,18 +146,19 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    record = run_and_report(app, execution.request(argv), execution.settings(app.settings), as_json)
+    request = runner.RunRequest(argv=argv, cwd=Path.cwd())
+    record = run_and_report(app, request, app.plan(flags), as_json)
     _raise_for_status(record)
 
 
-def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settings, as_json: bool) -> Record:
+def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:
     """Capture, execute and print the outcome; shared by `run` and `check`."""
     store = app.store
     try:
         with sigterm_interrupts():
-            prepared = runner.capture(request, settings, store, on_event, progress_factory)
+            prepared = runner.capture(request, plan, store, on_event, progress_factory)
             backend = runner.select_backend(
-                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
             )
             r = prepared.record
             ui.info(
