@@ -85,3 +85,19 @@ def test_help_does_not_import_torch_numpy_or_docker() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_command_modules_import_no_other_command_module() -> None:
+    """Shared options live in cli/options.py and shared helpers in cli/events.py, never in a command."""
+    for path in sorted((PACKAGE / "cli").glob("*_cmd.py")):
+        tree = ast.parse(path.read_text())
+        sideways = [
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("_cmd")
+        ]
+        assert sideways == [], path.name
+
+
+def test_commands_are_registered_by_plain_imports() -> None:
+    assert "importlib" not in _imports(PACKAGE / "cli" / "__init__.py")
