@@ -267,8 +267,10 @@ def test_non_tensor_file_differing_diverges_naming_it(dirs: tuple[Path, Path]) -
     for mode in ("strict", "gpu", "off"):
         v = compare_runs(side(a), side(b), mode)
         assert v.status == "diverged", mode
-        assert v.outputs[0].status == "changed" and v.outputs[0].note == "not a tensor file"
-        assert "predictions.csv" in v.summary
+        o = v.outputs[0]
+        assert o.status == "changed" and o.kind == "table" and o.values is not None
+        assert (o.values.first.name, o.values.first.original, o.values.first.replay) == ("label", "cat", "dog")
+        assert "predictions.csv" in v.summary and v.reasons[0].code == "metric_differs"
     assert v.exit_code == ExitCode.NOT_REPRODUCED
 
 
@@ -312,7 +314,8 @@ def test_large_difference_diverges_in_gpu_mode(dirs: tuple[Path, Path]) -> None:
     torch.save({**sd, "fc1.weight": sd["fc1.weight"] + 0.01}, b / "model.pt")
     v = compare_runs(side(a), side(b), "gpu")
     assert v.status == "diverged"
-    assert "fc1.weight" in v.reasons[0] and v.max_abs == pytest.approx(0.01, rel=1e-3)
+    assert v.reasons[0].code == "tensor_differs" and v.reasons[0].fields["tensor"] == "fc1.weight"
+    assert "fc1.weight" in v.reasons[0].message and v.max_abs == pytest.approx(0.01, rel=1e-3)
     off = compare_runs(side(a), side(b), "off", Tolerance(atol=0.1, rtol=0))
     assert off.status == "within_tolerance"
 
@@ -548,7 +551,7 @@ def test_strict_reasons_name_only_the_parts_that_differ(tmp_path: Path) -> None:
 
     verdict = compare_runs(side("a\nb\n"), side("a\nc\n"), "strict")
     assert verdict.status == "diverged"
-    assert verdict.reasons == ["stdout differs at line 2"]
+    assert [(r.code, r.message) for r in verdict.reasons] == [("log_differs", "stdout differs at line 2")]
 
 
 def test_tensor_report_reads_suffixless_blobs_by_the_output_name(tmp_path: Path) -> None:
