@@ -45,15 +45,21 @@ _RATE_UNIT = (
     r"|T?FLOPS|[KMGT]i?B/s)"
 )
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+_WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?"
 _KEY = r"[A-Za-z_][\w./-]*"
 
 _DATE = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
     r"|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{4}/\d{2}/\d{2}\b"
-    rf"|\b{_MONTH}\s+\d{{1,2}}(?:,?\s+\d{{4}})?\b"
+    rf"|\b(?:{_WEEKDAY}\s+)?{_MONTH}\s+\d{{1,2}}(?:,?\s+\d{{4}})?"
+    r"(?:\s+\d{1,2}:\d{2}(?::\d{2})?(?:\s+\d{4})?)?\b"
 )
 _CLOCK = re.compile(r"\b\d{1,3}:\d{2}(?::\d{2})?(?:[.,]\d+)?\b")
-_WITH_UNIT = re.compile(rf"(?<![\w.]){NUM}\s*(?:{_RATE_UNIT}|{_TIME_UNIT}\b)", re.IGNORECASE)
+# A unit followed by ":" or "=" is the next field's name (``lr: 0.1  img/s: 1083``), not a unit.
+_WITH_UNIT = re.compile(
+    rf"(?<![\w.]){NUM}\s*(?:{_RATE_UNIT}|{_TIME_UNIT}\b)(?!\s*['\"]?\s*[:=])", re.IGNORECASE
+)
+_SPACES = re.compile(r"[ \t]+")
 _AFTER_KEY = re.compile(rf"(?P<key>{_KEY})(?P<sep>['\"]?\s*[:=|]?\s*)(?P<num>{NUM})(?P<pct>\s*%)?")
 
 
@@ -76,11 +82,15 @@ def _mask_after_key(m: re.Match[str]) -> str:
 
 
 def mask_timings(line: str) -> str:
-    """A log line with every number that measures time, speed or utilisation replaced by ``<t>``."""
+    """A log line with every number that measures time, speed or utilisation replaced by ``<t>``.
+
+    Runs of spaces become one: aligned columns pad by the width of the numbers they hold.
+    """
     line = _DATE.sub(MASK, line)
     line = _CLOCK.sub(MASK, line)
     line = _WITH_UNIT.sub(MASK, line)
-    return _AFTER_KEY.sub(_mask_after_key, line)
+    line = _AFTER_KEY.sub(_mask_after_key, line)
+    return _SPACES.sub(" ", line)  # padding moves with the width of what was masked
 
 
 def _compile(patterns: Sequence[str], setting: str) -> tuple[re.Pattern[str], ...]:

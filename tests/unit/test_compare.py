@@ -252,7 +252,8 @@ def test_non_tensor_file_differing_diverges_naming_it(dirs: tuple[Path, Path]) -
         assert v.status == "diverged", mode
         o = v.outputs[0]
         assert o.status == "changed" and o.kind == "table" and o.values is not None
-        assert (o.values.first.name, o.values.first.original, o.values.first.replay) == ("label", "cat", "dog")
+        first = o.values.first
+        assert first is not None and (first.name, first.original, first.replay) == ("label", "cat", "dog")
         assert "predictions.csv" in v.summary and v.reasons[0].code == "metric_differs"
     assert v.exit_code == ExitCode.NOT_REPRODUCED
 
