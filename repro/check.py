@@ -19,12 +19,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import reasons as codes
 from repro import runner
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, store_patch
-from repro.compare import REPRODUCED, OutputDiff, Verdict, compare_all, exit_code_for, worst_status
+from repro.compare import (
+    REPRODUCED,
+    CompareOptions,
+    OutputDiff,
+    Verdict,
+    compare_all,
+    exit_code_for,
+    worst_status,
+)
 from repro.config import Plan, Settings
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
@@ -128,7 +137,8 @@ def run_check(
             result.failed = record
             return result
     sides = [side(store.load_run(r.id)) for r in result.records]
-    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol))
+    options = CompareOptions.from_settings(plan.settings)
+    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol), options)
     return result
 
 
@@ -222,8 +232,13 @@ def output_fails(v: Verdict, o: OutputDiff) -> bool:
     return v.mode == "strict" or not o.within_tolerance
 
 
-def _reason(v: Verdict, prefix: str, fallback: str) -> str:
-    return next((r for r in v.reasons if r.startswith(prefix)), fallback)
+def _reason(v: Verdict, fallback: str, *, code: str | None = None, path: str | None = None) -> str:
+    """The message of the verdict's first reason about output ``path``, or with ``code`` (no path)."""
+    if path is not None:
+        found = (r for r in v.reasons if r.about_output(path))
+    else:
+        found = (r for r in v.reasons if r.code == code and r.path is None)
+    return next((r.message for r in found), fallback)
 
 
 def _pair(result: CheckResult, v: Verdict, index: int) -> str:
@@ -253,19 +268,21 @@ def junit_xml(result: CheckResult) -> str:
         pair = _pair(result, v, i)
         classname = f"repro.check.{v.replay or i + 2}"
         if v.status == "failed":
-            case(f"{pair}: run", classname, v.reasons[0] if v.reasons else "the run failed")
+            case(f"{pair}: run", classname, v.reasons[0].message if v.reasons else "the run failed")
         for o in v.outputs:
             fails = output_fails(v, o)
-            reason = _reason(v, f"output {o.path}", f"output {o.path} {o.status}") if fails else None
+            reason = _reason(v, f"output {o.path} {o.status}", path=o.path) if fails else None
             detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}" if fails else ""
             case(f"{pair}: output {o.path}", classname, reason, f"{reason}\n{detail}" if reason else "")
         m = v.metrics
         m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        case(f"{pair}: metrics", classname, _reason(v, "metric ", "metrics differ") if m_fails else None)
+        m_reason = _reason(v, "metrics differ", code=codes.METRIC_DIFFERS) if m_fails else None
+        case(f"{pair}: metrics", classname, m_reason)
         s = v.stdout
         s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
         body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        case(f"{pair}: stdout", classname, _reason(v, "stdout ", "stdout differs") if s_fails else None, body)
+        s_reason = _reason(v, "stdout differs", code=codes.LOG_DIFFERS) if s_fails else None
+        case(f"{pair}: stdout", classname, s_reason, body)
     if result.failed is not None and not result.verdicts:
         r = result.failed.results
         message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"

@@ -23,6 +23,7 @@ import tomllib
 import yaml
 
 from repro.errors import ConfigError
+from repro.logmask import check_patterns
 
 MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker")
@@ -47,6 +48,9 @@ class Settings:
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
+    compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
+    compare_mask: tuple[str, ...] = ()  # regexes masked in stdout lines before comparing
+    compare_ignore_lines: tuple[str, ...] = ()  # regexes: stdout lines left out of the comparison
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -66,6 +70,9 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
+    "compare.stdout": "compare_stdout",
+    "compare.mask": "compare_mask",
+    "compare.ignore_lines": "compare_ignore_lines",
 }
 
 _ENV_KEYS: dict[str, str] = {
@@ -75,6 +82,7 @@ _ENV_KEYS: dict[str, str] = {
     "REPRO_ISA": "isa",
     "REPRO_SEED_DEFAULT": "seed",
     "REPRO_BASE_IMAGE": "base_image",
+    "REPRO_COMPARE_STDOUT": "compare_stdout",
 }
 
 
@@ -134,6 +142,8 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
         )
     if settings.threads < 1:
         raise ConfigError(f"threads must be at least 1{origin('threads')}")
+    check_patterns(settings.compare_mask, "compare.mask")
+    check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
     return settings
 
 

@@ -22,7 +22,7 @@ from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
-from repro.compare import Side, Tolerance, Verdict, compare_runs
+from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
@@ -220,15 +220,16 @@ def run_replay(
     if code is not None:
         record.code = code
     nproc = original.command.nproc_per_node
-    if request.nproc_per_node and request.nproc_per_node != nproc:
+    asked = request.nproc_per_node or nproc
+    world_changed = asked != nproc
+    if world_changed:
         if not request.allow_world_size_change:
-            asked = request.nproc_per_node
             raise UsageError(
                 f"the run used {nproc} process(es); replaying with {asked} changes the result",
                 hint="pass --allow-world-size-change to do it anyway (then within_tolerance at best)",
             )
-        notes.append(f"world size changed: {nproc} → {request.nproc_per_node}")
-        record.command.nproc_per_node = request.nproc_per_node
+        notes.append(f"world size changed: {nproc} → {asked}")
+        record.command.nproc_per_node = asked
 
     run_dir = store.begin_run(record.id, record.command.argv)
     try:
@@ -270,8 +271,9 @@ def run_replay(
     verdict = compare_runs(
         side(loaded), side(replayed), record.determinism.mode,
         tolerance(record.determinism.mode, request.atol, request.rtol),
+        CompareOptions.from_settings(settings),
     )  # fmt: skip
-    if any(n.startswith("world size changed") for n in notes) and verdict.status == "identical":
+    if world_changed and verdict.status == "identical":
         verdict.status = "within_tolerance"
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
