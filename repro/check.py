@@ -27,6 +27,7 @@ from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, store_patch
 from repro.compare import REPRODUCED, OutputDiff, Verdict, compare_all, exit_code_for, worst_status
 from repro.config import Settings
+from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
@@ -121,7 +122,8 @@ def run_check(
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
         record = runner.execute(prepared, backend, store, on_event)
-        seed, result.seed, result.mode = record.seeds.master, record.seeds.master, record.determinism.mode
+        seed, result.seed = record.seeds.master, record.seeds.master
+        result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
         result.records.append(record)
         result.notes += [w for w in record.warnings if w not in result.notes]
         if on_record is not None:
@@ -195,7 +197,7 @@ def run_against(request: AgainstRequest, store: Store, settings: Settings, on_ev
     replayed = store.load_run(new.id)
     result = CheckResult(
         kind="against",
-        mode=new.determinism.mode,
+        mode=outcome.verdict.mode,
         records=[original, new],
         verdicts=[outcome.verdict],
         seed=new.seeds.master,
