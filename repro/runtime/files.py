@@ -24,7 +24,7 @@ def install(root: str) -> None:
     """Report reads and writes of this process (and of its forked children)."""
     _state["root"] = os.path.abspath(root)
     runtime_dir = os.environ.get("REPRO_RUNTIME_DIR", "")
-    ignored = [runtime_dir, "/dev", "/proc", "/sys", tempfile.gettempdir(), "/tmp"]
+    ignored = [runtime_dir, "/dev", "/proc", "/sys", tempfile.gettempdir()]
     _state["ignored"] = "\0".join(os.path.abspath(p) for p in ignored if p)
     import sys
 
