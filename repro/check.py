@@ -35,6 +35,7 @@ from repro.compare import (
     worst_status,
 )
 from repro.config import Plan, Settings
+from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
@@ -127,7 +128,8 @@ def run_check(
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
         record = runner.execute(prepared, backend, store, on_event)
-        result.seed, result.mode = record.seeds.master, record.determinism.mode
+        result.seed = record.seeds.master
+        result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
         plan = plan.with_seed(record.seeds.master)
         result.records.append(record)
         result.notes += [w for w in record.warnings if w not in result.notes]
@@ -202,7 +204,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
     replayed = store.load_run(new.id)
     result = CheckResult(
         kind="against",
-        mode=new.determinism.mode,
+        mode=outcome.verdict.mode,
         records=[original, new],
         verdicts=[outcome.verdict],
         seed=new.seeds.master,

@@ -40,6 +40,7 @@ class Settings:
     seed: int | None = None
     data: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("outputs",)
+    outputs_exclude: tuple[str, ...] = ()  # globs of files the run writes that are not outputs
     base_image: str = DEFAULT_BASE_IMAGE
     requirements: str | None = None  # the file the lockfile is compiled from
     network: bool = False
@@ -62,6 +63,8 @@ _YAML_KEYS: dict[str, str] = {
     "seed": "seed",
     "data": "data",
     "outputs": "outputs",
+    "outputs.dirs": "outputs",
+    "outputs.exclude": "outputs_exclude",
     "network": "network",
     "trace": "trace",
     "image.base": "base_image",
@@ -90,7 +93,7 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict) and not any(k == name for k in _YAML_KEYS):
+        if isinstance(value, dict):
             flat.update(_flatten(value, f"{name}."))
         else:
             flat[name] = value

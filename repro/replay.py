@@ -24,8 +24,10 @@ from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
+from repro.determinism import verifiable_mode
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
+from repro.attribution import snapshot_tree
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
 
@@ -163,7 +165,7 @@ def replay_record(original: Record, settings: Settings) -> Record:
     record.kind = "replay"
     record.parent = original.id
     record.repro_version = __version__
-    record.results = ResultInfo()
+    record.results = ResultInfo(output_excludes=list(original.results.output_excludes))
     record.warnings = []
     record.data.undeclared = []
     env, _ = host_env(Redactor(settings.secret_patterns), settings.env_allow)
@@ -250,9 +252,12 @@ def run_replay(
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    prepared = Prepared(record, spec, run_dir, {}, settings)
+    prepared = Prepared(record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data))
+    shown_mode = record.determinism.mode
+    if original.determinism.applied is False:
+        shown_mode += " (not applied in the original: the repro runtime did not load)"
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
-                           f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
+                           f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
     execute(prepared, backend, store, on_event)
     image, recorded = record.deps.image, original.deps.image
     if image and recorded and image.base == recorded.base_id:
@@ -268,9 +273,14 @@ def run_replay(
         cuda = f"{original.env.cuda} → {record.env.cuda}"
         notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
+    mode = verifiable_mode(original.determinism, record.determinism)
+    if mode != record.determinism.mode:
+        which = "original run" if original.determinism.applied is False else "replay"
+        notes.append(
+            f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
+        )
     verdict = compare_runs(
-        side(loaded), side(replayed), record.determinism.mode,
-        tolerance(record.determinism.mode, request.atol, request.rtol),
+        side(loaded), side(replayed), mode, tolerance(mode, request.atol, request.rtol),
         CompareOptions.from_settings(settings),
     )  # fmt: skip
     if world_changed and verdict.status == "identical":
