@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro import __version__, steptrace
+from repro.attribution import snapshot_tree
 from repro.backends.base import Event, OnEvent
 from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
 from repro.capture import deps
@@ -27,7 +28,6 @@ from repro.config import Plan, Settings
 from repro.determinism import verifiable_mode
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
-from repro.attribution import snapshot_tree
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
 

@@ -6,7 +6,6 @@ import pytest
 
 from repro.capsule import FileEntry
 from repro.compare import CompareOptions, Side, compare_runs
-from repro.config import Settings
 from repro.errors import ConfigError
 from repro.logcompare import compare_stdout
 from repro.logmask import LogMask, is_timing_key, mask_timings
