@@ -10,13 +10,15 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from repro import __version__
+from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
@@ -26,30 +28,22 @@ from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
-from repro.config import Settings
+from repro.config import Plan, Settings
 from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
 from repro.integrations import trackers
+from repro.reports import Reports, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
 
 @dataclass
 class RunRequest:
-    """What the user asked for; unset fields fall back to the settings."""
+    """The command to run and where; every setting comes from the `Plan`."""
 
     argv: list[str]
     cwd: Path
-    seed: int | None = None
-    mode: str | None = None
-    backend: str | None = None
-    nproc_per_node: int = 1
-    gpus: str | None = None
-    network: bool | None = None
-    trace: bool | None = None
-    data: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +55,8 @@ class Prepared:
     run_dir: Path
     outputs_before: dict[str, tuple[int, int, int]]
     settings: Settings
+    started_ns: int = 0  # when the run began: files other runs claim after this are theirs
+    tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
 
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
@@ -68,12 +64,6 @@ ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def choose_mode(requested: str | None, gpus: str | None) -> str:
-    if requested:
-        return requested
-    return "gpu" if gpus else "strict"
 
 
 def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
@@ -105,24 +95,7 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
     return LocalBackend()
 
 
-def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, int]]:
-    seen: dict[str, tuple[int, int, int]] = {}
-    for rel in outputs:
-        base = root / rel
-        if not base.is_dir():
-            continue
-        for dirpath, _, files in os.walk(base):
-            for name in files:
-                p = Path(dirpath) / name
-                try:
-                    st = p.stat()
-                except OSError:
-                    continue
-                seen[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return seen
-
-
-def launch(request: RunRequest) -> tuple[list[str], int, list[str]]:
+def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, list[str]]:
     """The command and process count to run: `torchrun … script.py` is read as `--nproc-per-node`.
 
     Raises:
@@ -132,10 +105,10 @@ def launch(request: RunRequest) -> tuple[list[str], int, list[str]]:
     argv = cmd.normalise_argv(request.argv)
     torchrun = cmd.parse_torchrun(argv)
     if torchrun is None:
-        return argv, request.nproc_per_node, []
-    if request.nproc_per_node not in (1, torchrun.nproc_per_node):
+        return argv, run_plan.nproc_per_node, []
+    if run_plan.nproc_per_node not in (1, torchrun.nproc_per_node):
         raise UsageError(
-            f"--nproc-per-node {request.nproc_per_node} and torchrun --nproc-per-node "
+            f"--nproc-per-node {run_plan.nproc_per_node} and torchrun --nproc-per-node "
             f"{torchrun.nproc_per_node} disagree",
             hint="give the process count once",
         )
@@ -145,45 +118,34 @@ def launch(request: RunRequest) -> tuple[list[str], int, list[str]]:
     return torchrun.argv, torchrun.nproc_per_node, notes
 
 
-def expand(request: RunRequest) -> list[RunRequest]:
+def expand(request: RunRequest, run_plan: Plan) -> list[RunRequest]:
     """The runs a request stands for: a Hydra multirun (`-m a=1,2`) is one run per job.
 
     Raises:
         UsageError: see `launch`; a multirun whose overrides Hydra rejects.
     """
-    argv, nproc, _ = launch(request)
+    argv, _, _ = launch(request, run_plan)
     args = cmd.script_args(argv)
     jobs = hydra.sweep_jobs(args, datetime.now())
     if jobs is None:
         return [request]
     head = argv[: len(argv) - len(args)]
-    return [
-        dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)], nproc_per_node=nproc)
-        for job in jobs
-    ]
+    return [dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)]) for job in jobs]
 
 
-def _hydra_app(
-    argv: list[str], script: Path | None, rel_cwd: str, outputs: list[str]
-) -> tuple[list[str], list[str]]:
-    """For a Hydra app: its run directory pinned in argv and counted among the outputs."""
+def _hydra_app(argv: list[str], script: Path | None) -> list[str]:
+    """For a Hydra app: its run directory pinned in argv, so a replay writes where the run wrote."""
     text = script.read_text("utf-8", "replace") if script is not None and script.is_file() else None
     args = cmd.script_args(argv)
     if not hydra.is_hydra_app(text, args):
-        return argv, outputs
+        return argv
     head = argv[: len(argv) - len(args)]
-    args = hydra.pin_run_dir(args, datetime.now())
-    root = hydra.output_root(args)
-    if root:
-        rel = (Path(rel_cwd) / root).as_posix() if rel_cwd != "." else root
-        if not any(rel == o or rel.startswith(o.rstrip("/") + "/") for o in outputs):
-            outputs = [*outputs, rel]
-    return [*head, *args], outputs
+    return [*head, *hydra.pin_run_dir(args, datetime.now())]
 
 
 def capture(
     request: RunRequest,
-    settings: Settings,
+    run_plan: Plan,
     store: Store,
     on_event: OnEvent,
     progress: ProgressFactory | None = None,
@@ -203,22 +165,21 @@ def capture(
     cwd = request.cwd.resolve()
     if not cwd.is_relative_to(root):
         raise UsageError(f"the working directory {cwd} is outside the project {root}")
-    argv, nproc, notes = launch(request)
+    argv, nproc, notes = launch(request, run_plan)
     script = cmd.script_path(argv)
     if script is not None and not (cwd / script).is_file():
         raise NotFoundError(
             f"no script {script!r} in {cwd}",
             hint="check the path; it is relative to the directory repro runs in",
         )
-    mode = choose_mode(request.mode or settings.mode, request.gpus)
-    data = request.data or list(settings.data)
-    outputs = request.outputs or list(settings.outputs)
-    rel_cwd = cwd.relative_to(root).as_posix() or "."
-    argv, outputs = _hydra_app(argv, cwd / script if script else None, rel_cwd, outputs)
+    settings = run_plan.settings
+    data, outputs = list(settings.data), list(settings.outputs)
+    argv = _hydra_app(argv, cwd / script if script else None)
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
+    rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
     record.command = CommandInfo(argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=nproc)
@@ -257,19 +218,21 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(request.seed if request.seed is not None else settings.seed, nproc)
+    record.seeds = make_seeds(settings.seed, nproc)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(mode, settings.threads, isa)
-    if settings.trace if request.trace is None else request.trace:
+    record.determinism = plan(run_plan.mode, settings.threads, isa)
+    if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
-    network = settings.network if request.network is None else request.network
     record.backend = BackendInfo(
-        name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
+        name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
 
+    record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
     spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
-    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings)
+    started = time.time_ns()
+    tree = output_rules.snapshot_tree(root, data)
+    return Prepared(record, spec, run_dir, output_rules.snapshot(root, outputs), settings, started, tree)
 
 
 def run_environment(record: Record) -> dict[str, str]:
@@ -345,7 +308,7 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
     record.results.finished = now_iso()
-    collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
+    collect(record, result, spec, store, prepared)
 
     def note(text: str) -> None:
         on_event(Event("info", text))
@@ -371,8 +334,7 @@ def collect(
     result: RunResult,
     spec: RunSpec,
     store: Store,
-    outputs_before: dict[str, tuple[int, int, int]],
-    settings: Settings,
+    prepared: Prepared,
 ) -> None:
     """Fold logs, metrics, the in-process environment and the outputs into the record."""
     res = record.results
@@ -408,33 +370,50 @@ def collect(
         res.params = _read_json(params)
     _merge_process_env(record, runtime)
     trackers.fold(record, runtime)
-    _undeclared(record, runtime, spec)
+    reports = read_reports(runtime)
+    reports.written |= set(result.written)
+    _runtime_proof(record, reports)
+    if not reports.main_booted and prepared.tree_before is not None:
+        # No runtime watched the writes: whatever changed in the project is this run's.
+        reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
+    record.seeds.script_seeds = reports.script_seeds
+    _undeclared(record, reports, spec)
     res.output_roots = list(spec.outputs)
-    res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
-    _hydra_bookkeeping(record, store, Redactor(settings.secret_patterns))
+    claimed: set[str] = set()
+    if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
+        claimed = output_rules.claimed_elsewhere(store.runs_dir, record.id, prepared.started_ns)
+    found = output_rules.select(
+        spec.project_root, written=reports.written, declared=spec.outputs, before=prepared.outputs_before,
+        data=spec.data, exclude=[*res.output_excludes, *trackers.store_paths(record)],
+        claimed=claimed - reports.written,
+    )  # fmt: skip
+    res.outputs = _store_outputs(spec, store, found, prepared.settings.max_output_bytes, record)
+    _hydra_bookkeeping(record, store, Redactor(prepared.settings.secret_patterns))
+    res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
+    if reports.written_outside:
+        shown = ", ".join(res.outputs_outside_root[:3])
+        more = len(reports.written_outside) - 3
+        record.warnings.append(
+            f"the run wrote files outside the project root, which are not recorded: {shown}"
+            + (f" (+{more} more)" if more > 0 else "")
+        )
 
 
-def _hydra_bookkeeping(record: Record, store: Store, redactor: Redactor) -> None:
-    """Hydra's own files become logs, not outputs; its composed config becomes the run's params."""
-    res = record.results
-    jobs = hydra.job_dirs([e.path for e in res.outputs])
-    if not jobs:
+_MAX_OUTSIDE = 200
+
+
+def _runtime_proof(record: Record, reports: Reports) -> None:
+    """Record whether the runtime ran; when it never loaded, nothing repro promised was applied."""
+    det = record.determinism
+    det.applied = reports.main_booted
+    if det.applied:
         return
-    kept = []
-    for entry in res.outputs:
-        if not hydra.is_bookkeeping(entry.path, jobs):
-            kept.append(entry)
-            continue
-        if entry.stored:
-            res.logs[f"hydra:{entry.path}"] = entry.hash
-        if entry.path.endswith("/" + hydra.CONFIG_NAME) and len(jobs) == 1:
-            path = store.blob_path(entry.hash)
-            if entry.stored and path.is_file():
-                composed = hydra.composed_params(path.read_text("utf-8", "replace"))
-                record.command.params.update(
-                    {k: ("***" if redactor.is_secret_name(k) else v) for k, v in composed.items()}
-                )
-    res.outputs = kept
+    det.knobs = {}
+    record.warnings.append(
+        "the repro runtime never loaded in this command (a reset PYTHONPATH, `python -I`/`-E`/`-S`, "
+        "or not Python): seeds and determinism were NOT applied, so this run is not reproducible by "
+        f"construction (recorded mode {det.mode}, not applied)"
+    )
 
 
 def _tail(path: Path, n: int) -> list[str]:
@@ -554,13 +533,12 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
-    opened: set[str] = set()
-    for f in runtime.glob("opened.*"):
-        opened.update(line for line in f.read_text().splitlines() if line)
+def _undeclared(record: Record, reports: Reports, spec: RunSpec) -> None:
+    # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output.
+    opened = {p for p in reports.read - reports.written if (spec.project_root / p).is_file()}
     # Source the interpreter imports is code; every other file read is an input the replay should check.
     configs = {c.path for c in record.command.config_files}
-    tracker_stores = [str(t["path"]) for t in record.results.trackers if t.get("path")]
+    tracker_stores = trackers.store_paths(record)
     kept = [*spec.data, *spec.outputs, ".repro", ".git", "lockfiles", *tracker_stores]
     prefixes = tuple(p.rstrip("/") + "/" for p in kept)
     exact = {p.rstrip("/") for p in spec.data}
@@ -578,29 +556,44 @@ def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
         )
 
 
-def _collect_outputs(
-    spec: RunSpec,
-    store: Store,
-    before: dict[str, tuple[int, int, int]],
-    max_bytes: int,
-    record: Record,
+def _hydra_bookkeeping(record: Record, store: Store, redactor: Redactor) -> None:
+    """Hydra's own files become logs, not outputs; its composed config becomes the run's params."""
+    res = record.results
+    jobs = hydra.job_dirs([e.path for e in res.outputs])
+    if not jobs:
+        return
+    kept = []
+    for entry in res.outputs:
+        if not hydra.is_bookkeeping(entry.path, jobs):
+            kept.append(entry)
+            continue
+        if entry.stored:
+            res.logs[f"hydra:{entry.path}"] = entry.hash
+        if entry.path.endswith("/" + hydra.CONFIG_NAME) and len(jobs) == 1:
+            path = store.blob_path(entry.hash)
+            if entry.stored and path.is_file():
+                composed = hydra.composed_params(path.read_text("utf-8", "replace"))
+                record.command.params.update(
+                    {k: ("***" if redactor.is_secret_name(k) else v) for k, v in composed.items()}
+                )
+    res.outputs = kept
+
+
+def _store_outputs(
+    spec: RunSpec, store: Store, found: list[str], max_bytes: int, record: Record
 ) -> list[FileEntry]:
-    """Output files written by this run (new or changed since it started), hashed and stored."""
+    """Hash each output file and keep its bytes (up to the size limit)."""
     from repro.hashing import hash_file
 
     entries: list[FileEntry] = []
-    after = _stat_outputs(spec.project_root, spec.outputs)
-    for rel, stat in sorted(after.items()):
-        if before.get(rel) == stat:
-            continue  # left over from an earlier run, untouched by this one
+    for rel in found:
         path = spec.project_root / rel
+        size = path.stat().st_size
         digest = hash_file(path)
-        stored = stat[0] <= max_bytes
+        stored = size <= max_bytes
         if stored:
             store.put_file(path, digest)
         else:
-            record.warnings.append(
-                f"output {rel} is over the size limit ({stat[0]} bytes): hashed, not stored"
-            )
-        entries.append(FileEntry(rel, stat[0], digest, stored))
+            record.warnings.append(f"output {rel} is over the size limit ({size} bytes): hashed, not stored")
+        entries.append(FileEntry(rel, size, digest, stored))
     return entries

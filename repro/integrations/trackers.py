@@ -98,5 +98,14 @@ def report_verdict(records: list[Record], status: str, project_root: Path, note:
                 note(f"mlflow: could not tag runs {', '.join(tracker['runs'])} with the verdict: {e}")
 
 
+def store_paths(record: Record) -> list[str]:
+    """Project-relative directories where trackers keep their own files (`mlruns`, `wandb`).
+
+    What a tracker writes there (run ids, clock times) is its bookkeeping: neither an output
+    nor an undeclared input of the run.
+    """
+    return sorted({str(t["path"]) for t in record.results.trackers if t.get("path")})
+
+
 def _mlflow(record: Record) -> list[dict[str, Any]]:
     return [t for t in record.results.trackers if t.get("tool") == MLFLOW and t.get("tracking_uri")]

@@ -60,8 +60,8 @@ def test_a_hydra_run_records_overrides_and_composed_config_and_replays_identical
 
 def test_a_hydra_multirun_is_one_record_per_job(project: Project) -> None:
     _hydra_project(project)
-    r = project.repro("run", "--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py",
-                      "-m", "optim.lr=0.05,0.2", "epochs=1")  # fmt: skip
+    r = project.repro("run", "--backend", "local", "--seed", "7", "--data", "data", "--",
+                      "python", "train.py", "-m", "optim.lr=0.05,0.2", "epochs=1")  # fmt: skip
     assert r.code == 0, r.err
     store = Store(project.root)
     jobs = [store.resolve("latest~1").record, store.resolve("latest").record]

@@ -9,6 +9,7 @@ import pytest
 
 from repro.capture import hydra
 from repro.capture.command import flatten_config, hydra_override, parse_params, parse_torchrun
+from repro.config import Flags, resolve
 from repro.errors import UsageError
 from repro.runner import RunRequest, expand, launch
 
@@ -114,16 +115,19 @@ def test_torchrun_lines_repro_cannot_run(argv: list[str], message: str) -> None:
 
 
 def test_torchrun_is_the_same_run_as_nproc_per_node(tmp_path: Path) -> None:
-    argv, nproc, notes = launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path))
+    plan, two, three = (resolve(tmp_path, Flags(nproc_per_node=n)) for n in (None, 2, 3))
+    argv, nproc, notes = launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path), plan)
     assert (argv, nproc, notes) == (["python", "train.py"], 2, [])
-    assert launch(RunRequest(["train.py"], tmp_path, nproc_per_node=2))[:2] == (["python", "train.py"], 2)
+    assert launch(RunRequest(["train.py"], tmp_path), two)[:2] == (["python", "train.py"], 2)
+    assert launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path), two)[1] == 2
     with pytest.raises(UsageError, match="disagree"):
-        launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path, nproc_per_node=3))
+        launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path), three)
 
 
 def test_expand_gives_one_request_per_multirun_job(tmp_path: Path) -> None:
-    requests = expand(RunRequest(["train.py", "-m", "lr=1,2"], tmp_path, seed=4))
+    plan = resolve(tmp_path)
+    requests = expand(RunRequest(["train.py", "-m", "lr=1,2"], tmp_path), plan)
     assert [r.argv[:3] for r in requests] == [["python", "train.py", "lr=1"], ["python", "train.py", "lr=2"]]
-    assert all(r.seed == 4 and r.argv[3].startswith("hydra.run.dir=multirun/") for r in requests)
+    assert all(r.argv[3].startswith("hydra.run.dir=multirun/") for r in requests)
     single = RunRequest(["train.py", "lr=1"], tmp_path)
-    assert expand(single) == [single]
+    assert expand(single, plan) == [single]

@@ -20,7 +20,8 @@ def main(cfg: DictConfig) -> None:
     rows = [line.split(",") for line in Path(to_absolute_path(cfg.data)).read_text().split()]
     x = torch.tensor([[float(a), float(b)] for a, b, _ in rows])
     y = torch.tensor([int(c) for _, _, c in rows])
-    model = nn.Sequential(nn.Linear(2, cfg.model.hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(cfg.model.hidden, 2))
+    hidden = cfg.model.hidden
+    model = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, 2))
     opt = torch.optim.SGD(model.parameters(), lr=cfg.optim.lr, momentum=cfg.optim.get("momentum", 0.0))
     for epoch in range(cfg.epochs):
         start = time.perf_counter()
