@@ -301,6 +301,7 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         raise
     if image:
         record.deps.image = _image_info(image, store)
+        spec.env.update(trackers.image_environment(image))
     record.results.started = now_iso()
     try:
         result = backend.execute(spec, on_event)
@@ -376,6 +377,7 @@ def collect(
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
+    trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
     _undeclared(record, reports, spec)
     res.output_roots = list(spec.outputs)

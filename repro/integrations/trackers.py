@@ -8,6 +8,7 @@ run actually used them.
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -31,10 +32,36 @@ def fold(record: Record, runtime_dir: Path) -> None:
                 if warning not in record.warnings:
                     record.warnings.append(str(warning))
             record.seeds.framework.setdefault(name, {}).update(row)
-        elif kind in (MLFLOW, WANDB):
+        elif kind == MLFLOW:
             key = (kind, str(row.get("tracking_uri") or row.get("run_id") or ""))
             trackers.setdefault(key, {"tool": kind}).update({k: v for k, v in row.items() if v is not None})
     record.results.trackers = list(trackers.values())
+
+
+# W&B keeps each run in <dir>/wandb/run-<date>_<time>-<id>/ (offline-run-… in offline mode).
+_WANDB_RUN = re.compile(
+    r"^(?P<dir>(?:.*/)?wandb)/(?P<offline>offline-)?run-\d{8}_\d{6}-(?P<id>[A-Za-z0-9]+)/"
+)
+
+
+def find_wandb_runs(record: Record, written: set[str]) -> None:
+    """Name the W&B runs the command started, from the files W&B wrote for them."""
+    found: dict[str, dict[str, Any]] = {}
+    for rel in sorted(written):
+        match = _WANDB_RUN.match(rel)
+        if match is None:
+            continue
+        entry = found.setdefault(match["dir"], {"tool": WANDB, "path": match["dir"], "runs": []})
+        entry["mode"] = "offline" if match["offline"] else "online"
+        if match["id"] not in entry["runs"]:
+            entry["runs"].append(match["id"])
+    record.results.trackers += list(found.values())
+
+
+def image_environment(image: dict[str, Any] | None) -> dict[str, str]:
+    """Variables that name the run's image to trackers: W&B records ``WANDB_DOCKER`` as the run's image."""
+    image_id = (image or {}).get("id")
+    return {"WANDB_DOCKER": str(image_id)} if image_id else {}
 
 
 def link_mlflow_runs(record: Record, project_root: Path, note: Note) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import files, report, seeding
+from repro.runtime import files, links, report, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -51,6 +51,7 @@ def boot() -> None:
     main = "REPRO_BOOT_PID" not in os.environ
     if main:
         os.environ["REPRO_BOOT_PID"] = str(os.getpid())
+        links.tracker_environment()
     _state.update(seed=seed, mode=mode, rank=rank, main=main)
     _report_in(main)
     os.register_at_fork(after_in_child=lambda: _report_in(False))

@@ -59,3 +59,22 @@ def read(runtime_dir: Path) -> list[dict[str, Any]]:
             if isinstance(row, dict) and isinstance(row.get("kind"), str):
                 found.append(row)
     return found
+
+
+# --------------------------------------------------------------------------- trackers' own variables
+
+
+def tracker_environment() -> None:
+    """Pass the repro run to W&B through its documented variables, read when `wandb.init()` runs.
+
+    ``WANDB_TAGS`` gains ``repro:<run id>`` (tags the user set are kept). W&B also documents
+    ``WANDB_CONFIG_PATHS``, but wandb 0.31 rejects it when set (its settings model wants a
+    list), so the run id travels as a tag only. Set once, in the run's first process; every
+    child inherits it.
+    """
+    if not active():
+        return
+    tag = f"repro:{os.environ['REPRO_RUN_ID']}"
+    tags = [t for t in os.environ.get("WANDB_TAGS", "").split(",") if t]
+    if tag not in tags:
+        os.environ["WANDB_TAGS"] = ",".join([*tags, tag])
