@@ -71,6 +71,7 @@ class CodeInfo:
     untracked: list[FileEntry] = field(default_factory=list)
     files: list[FileEntry] = field(default_factory=list)  # snapshot (outside git)
     excluded: list[str] = field(default_factory=list)  # left out as secret-looking
+    cells: str | None = None  # blob: notebook cells executed before an in-process capture
 
 
 @dataclass
@@ -213,6 +214,7 @@ class Record:
     warnings: list[str] = field(default_factory=list)
     redactions: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # a replay's verdict against its parent
+    captured_in_process: bool = False  # recorded by repro.capture() inside the process, not by repro run
 
     def blobs(self) -> set[str]:
         """Every blob digest the record refers to."""
@@ -222,6 +224,7 @@ class Record:
                 found.add(entry.hash)
         for digest in (
             self.code.patch,
+            self.code.cells,
             self.deps.lock_blob,
             self.deps.image.dockerfile if self.deps.image else None,
             self.results.metrics,

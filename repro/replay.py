@@ -201,6 +201,11 @@ def run_replay(
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record
+    if original.captured_in_process:
+        raise UsageError(
+            f"run {original.id} was captured in-process (repro.capture); there is no command to replay",
+            hint="record it with `repro run` to make it replayable",
+        )
     plan = plan.with_recorded(backend=original.backend.name)
     settings = plan.settings
     notes: list[str] = []

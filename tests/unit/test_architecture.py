@@ -17,6 +17,12 @@ HOMES = {
     "git": ("capture/code.py",),
     "click": ("cli/",),
     "piptools": (),  # only ever run as a subprocess, from capture/deps.py
+    "hydra": ("capture/hydra.py",),
+    "mlflow": ("integrations/mlflow.py",),
+    "wandb": (),  # configured through its environment variables only
+    "lightning": ("integrations/lightning.py",),
+    "transformers": ("integrations/hf.py",),
+    "IPython": ("integrations/notebook.py",),
 }
 
 
@@ -81,7 +87,8 @@ def test_no_print_outside_ui() -> None:
 def test_help_does_not_import_torch_numpy_or_docker() -> None:
     code = (
         "import sys; from repro.cli import main; main(['--help']); "
-        "print(sorted(m for m in ('torch', 'numpy', 'docker', 'git') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'numpy', 'docker', 'git', 'mlflow', 'hydra', 'IPython') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,216 @@
+"""`repro.capture(...)`: record a run from inside a process that cannot be wrapped (a notebook, a service).
+
+    with repro.capture(data=["data"], outputs=["outputs"], seed=42):
+        train()
+
+On entry: the code (git state or snapshot, plus notebook cells when given), the declared
+data's hashes, the machine and the installed packages are recorded, and the seed is applied
+to `random`, and to NumPy and torch where they are already imported. Inside the block the
+optional API (`repro.log_metric`, `repro.log_params`) and the integrations write to the run.
+On exit the outputs (files new or changed in the output dirs) are hashed and stored and the
+record is sealed, failed if the block raised.
+
+Weaker than `repro run`, and the record says so (``captured_in_process``): no container,
+nothing seeded before the process started (PYTHONHASHSEED, libraries imported earlier keep
+their state), no determinism knobs, files read or written are not watched, and the command
+cannot be replayed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from repro import __version__
+from repro import attribution as output_rules
+from repro.capsule import CommandInfo, FileEntry, Record
+from repro.capture import code as code_capture
+from repro.capture import deps
+from repro.capture.data import capture_data
+from repro.capture.env import host_env
+from repro.capture.secrets import Redactor
+from repro.capture.seeds import make_seeds
+from repro.config import Settings, resolve
+from repro.determinism import plan
+from repro.hashing import HashCache, hash_file
+from repro.runner import now_iso
+from repro.store import Store, new_run_id
+
+IN_PROCESS_NOTE = (
+    "captured in-process: no container, seeds applied late (after the process started), "
+    "no determinism knobs, reads and writes not watched; this record cannot be replayed"
+)
+_RUN_VARS = ("REPRO_RUN_ID", "REPRO_RUNTIME_DIR", "REPRO_SEED", "REPRO_MODE", "REPRO_PROJECT_ROOT")
+
+
+class InProcessRun:
+    """The run being recorded; `record` is complete (sealed) once the block has ended."""
+
+    def __init__(self, record: Record, run_dir: Path) -> None:
+        self.record = record
+        self.run_dir = run_dir
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+
+@contextlib.contextmanager
+def capture(
+    data: Sequence[str] = (),
+    outputs: Sequence[str] = (),
+    seed: int | None = None,
+    *,
+    cells: str | None = None,
+    start: str | os.PathLike[str] | None = None,
+) -> Iterator[InProcessRun]:
+    """Record the code, data, environment, seed, metrics and outputs of the block as one run.
+
+    ``cells``: notebook code executed so far, recorded as the run's code beside the project's.
+
+    Raises:
+        NotFoundError: declared data is missing. ConfigError: a bad repro.yaml.
+    """
+    store = Store.open(Path(start) if start else Path.cwd())
+    settings = resolve(store.root).settings
+    data_dirs = list(data) or list(settings.data)
+    output_dirs = list(outputs) or list(settings.outputs)
+    record, run_dir = _begin(store, settings, data_dirs, output_dirs, seed, cells)
+    before = output_rules.snapshot(store.root, output_dirs)
+    saved = {k: os.environ.get(k) for k in _RUN_VARS}
+    os.environ.update(_variables(record, run_dir, store.root))
+    started = time.perf_counter()
+    run = InProcessRun(record, run_dir)
+    failed = True
+    try:
+        yield run
+        failed = False
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _finish(record, run_dir, store, settings, output_dirs, data_dirs, before, failed, started)
+
+
+def _begin(
+    store: Store, settings: Settings, data: list[str], outputs: list[str], seed: int | None, cells: str | None
+) -> tuple[Record, Path]:
+    root = store.root
+    redactor = Redactor(settings.secret_patterns)
+    record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
+    record.captured_in_process = True
+    argv, hits = redactor.argv([sys.executable, *sys.argv])
+    rel_cwd = (
+        Path.cwd().resolve().relative_to(root).as_posix()
+        if Path.cwd().resolve().is_relative_to(root)
+        else "."
+    )
+    record.command = CommandInfo(argv=argv, cwd=rel_cwd or ".")
+    record.redactions += hits
+    store.ensure()
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        code = code_capture.capture_code(
+            root, store.put_file, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
+            max_file_bytes=settings.max_code_file_bytes,
+        )  # fmt: skip
+        code_capture.store_patch(code, store.put_bytes)
+        record.code = code.info
+        record.warnings += code.warnings
+        record.data.inputs = capture_data(data, root, cache=cache)
+    if cells is not None:
+        record.code.cells = store.put_bytes(cells.encode())
+    env, env_hits = host_env(redactor, settings.env_allow)
+    record.env = env
+    record.redactions += env_hits
+    record.deps.freeze = _installed()
+    record.seeds = make_seeds(seed if seed is not None else settings.seed, 1)
+    record.determinism = plan("off", settings.threads, None)
+    record.determinism.knobs = _apply_seed(record.seeds.master)
+    record.backend.name = record.backend.requested = "in-process"
+    record.results.started = now_iso()
+    record.results.output_roots = outputs
+    record.warnings.append(IN_PROCESS_NOTE)
+    run_dir = store.begin_run(record.id, argv)
+    (run_dir / "work" / "runtime").mkdir(parents=True, exist_ok=True)
+    return record, run_dir
+
+
+def _variables(record: Record, run_dir: Path, root: Path) -> dict[str, str]:
+    """What the optional API and the integrations read to find the run."""
+    return {
+        "REPRO_RUN_ID": record.id,
+        "REPRO_RUNTIME_DIR": str(run_dir / "work" / "runtime"),
+        "REPRO_SEED": str(record.seeds.master),
+        "REPRO_MODE": record.determinism.mode,
+        "REPRO_PROJECT_ROOT": str(root),
+    }
+
+
+def _apply_seed(seed: int) -> dict[str, Any]:
+    """Seed `random`, and NumPy and torch if the process has imported them; say which."""
+    random.seed(seed)
+    seeded = ["random"]
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+        seeded.append("numpy")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+        seeded.append("torch")
+    return {"seeded_in_process": seeded}
+
+
+def _installed() -> list[str]:
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name:
+            found.setdefault(name, dist.version)
+    return [f"{k}=={v}" for k, v in sorted(found.items())]
+
+
+def _finish(
+    record: Record, run_dir: Path, store: Store, settings: Settings, outputs: list[str], data: list[str],
+    before: dict[str, tuple[int, int, int]], failed: bool, started: float,
+) -> None:  # fmt: skip
+    res = record.results
+    res.finished = now_iso()
+    res.duration_s = round(time.perf_counter() - started, 3)
+    res.status, res.exit_code = ("failed", 1) if failed else ("succeeded", 0)
+    runtime = run_dir / "work" / "runtime"
+    metrics = runtime / "metrics.jsonl"
+    if metrics.is_file():
+        res.metrics = store.put_file(metrics)
+        for line in metrics.read_text().splitlines():
+            row = json.loads(line)
+            res.final_metrics[str(row["name"])] = float(row["value"])
+    params = runtime / "params.json"
+    if params.is_file():
+        res.params = json.loads(params.read_text())
+    from repro.integrations import trackers
+
+    trackers.fold(record, runtime)
+    found = output_rules.select(
+        store.root, written=set(), declared=outputs, before=before, data=data,
+        exclude=list(settings.outputs_exclude), claimed=set(),
+    )  # fmt: skip
+    for rel in found:
+        path = store.root / rel
+        size, digest = path.stat().st_size, hash_file(path)
+        stored = size <= settings.max_output_bytes
+        if stored:
+            store.put_file(path, digest)
+        res.outputs.append(FileEntry(rel, size, digest, stored))
+    store.seal(record, run_dir)
