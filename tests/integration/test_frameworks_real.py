@@ -19,24 +19,24 @@ def _project(project: Project, script: str) -> None:
 
 
 def test_lightning_seed_everything_and_deterministic_false_are_recorded_and_warned(project: Project) -> None:
-    pytest.importorskip("lightning", reason="lightning is not installed (pip install 'repro[integrations]')")
+    pytest.importorskip("lightning", reason="lightning is not installed (repro[integrations])")
     _project(project, "lightning_train.py")
     r = project.repro("run", "--backend", "local", "--seed", "5", "--data", "data", "--",
                       "python", "train.py", "--epochs", "1")  # fmt: skip
     assert r.code == 0, r.err
     record = Store(project.root).resolve("latest").record
-    assert record.seeds.framework["lightning"] == {"seed": 1337, "workers": True, "deterministic_algorithms": False}
+    lightning = record.seeds.framework["lightning"]
+    assert lightning == {"seed": 1337, "workers": True, "deterministic_algorithms": False}
     assert any("seed_everything=1337 after repro seeded them with 5" in w for w in record.warnings)
     assert any("Lightning set deterministic algorithms off" in w for w in record.warnings)
     assert record.results.params == {"hidden": 8, "lr": 0.05}  # save_hyperparameters, through the logger
     assert "train_loss" in record.results.final_metrics
-    assert "lightning seeded with 1337, overriding repro" not in r.out
 
 
 def test_hf_trainer_seed_and_metrics_reach_the_record(project: Project) -> None:
-    pytest.importorskip("transformers", reason="transformers is not installed (pip install 'repro[integrations]')")
+    pytest.importorskip("transformers", reason="transformers is not installed (repro[integrations])")
     _project(project, "hf_train.py")
-    r = project.repro("run", "--backend", "local", "--seed", "42", "--", "python", "train.py", "--epochs", "1")
+    r = project.repro("run", "--backend", "local", "--seed", "42", "--", "python", "train.py", "--epochs=1")
     assert r.code == 0, r.err
     record = Store(project.root).resolve("latest").record
     facts = record.seeds.framework["transformers"]
@@ -46,7 +46,7 @@ def test_hf_trainer_seed_and_metrics_reach_the_record(project: Project) -> None:
     assert "loss" in record.results.final_metrics and "train_loss" in record.results.final_metrics
     assert any(o.path == "outputs/hf/model.safetensors" for o in record.results.outputs)
 
-    r = project.repro("run", "--backend", "local", "--seed", "3", "--", "python", "train.py", "--epochs", "1")
+    r = project.repro("run", "--backend", "local", "--seed", "3", "--", "python", "train.py", "--epochs=1")
     assert r.code == 0, r.err
     record = Store(project.root).resolve("latest").record
     assert any("TrainingArguments.seed=42 after repro seeded them with 3" in w for w in record.warnings)

@@ -42,6 +42,7 @@ for epoch in range(args.epochs):
         loss.backward()
         opt.step()
     run.log({"loss": loss.item(), "epoch": epoch})
-    print(f"epoch {epoch} loss {loss.item():.6f} {1000 * (time.perf_counter() - start) / len(loader):.2f} ms/batch")
+    ms = 1000 * (time.perf_counter() - start) / len(loader)
+    print(f"epoch {epoch} loss {loss.item():.6f} {ms:.2f} ms/batch")
 torch.save(model.state_dict(), args.save)
 run.finish()
