@@ -1,0 +1,130 @@
+"""What the training process tells the runner about trackers and frameworks, and what the runner does."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro.backends.base import OnEvent, RunResult, RunSpec
+from repro.capsule import Record
+from repro.config import resolve
+from repro.integrations import trackers
+from repro.runner import RunRequest, capture, execute
+from repro.runtime import links
+from repro.store import Store
+from tests.conftest import Project
+
+
+@pytest.fixture
+def in_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for key, value in {"REPRO_RUN_ID": "r1", "REPRO_RUNTIME_DIR": str(runtime), "REPRO_SEED": "7",
+                       "REPRO_MODE": "strict", "REPRO_PROJECT_ROOT": str(tmp_path)}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WANDB_TAGS", raising=False)
+    return runtime
+
+
+def test_nothing_is_noted_outside_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPRO_RUN_ID", raising=False)
+    monkeypatch.setenv("REPRO_RUNTIME_DIR", str(tmp_path))
+    links.note("mlflow", tracking_uri="file:./mlruns")
+    links.tracker_environment()
+    assert list(tmp_path.iterdir()) == [] and "repro:" not in os.environ.get("WANDB_TAGS", "")
+
+
+def test_notes_fold_into_the_record(in_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    links.note("mlflow", tracking_uri="file:./mlruns", path=links.in_project(tmp_path / "mlruns"))
+    links.note("mlflow", tracking_uri="file:./mlruns", path="mlruns")  # a second start_run: one store
+    monkeypatch.setenv("RANK", "1")
+    links.note("framework", name="lightning", seed=3, warnings=["Lightning re-seeded"])
+    with (in_run / "links.jsonl").open("a") as f:
+        f.write("not json\n")
+    record = Record(id="r1", created="now")
+    trackers.fold(record, in_run)
+    assert record.results.trackers == [{"tool": "mlflow", "tracking_uri": "file:./mlruns", "path": "mlruns"}]
+    assert record.seeds.framework == {"lightning": {"seed": 3}}
+    assert record.warnings == ["Lightning re-seeded"]
+    assert trackers.store_paths(record) == ["mlruns"]
+    assert links.in_project("/elsewhere/mlruns") is None
+
+
+def test_wandb_runs_are_found_from_the_files_wandb_wrote() -> None:
+    record = Record(id="r1", created="now")
+    written = {"wandb/offline-run-20261122_175139-5cqnfxf2/logs/debug.log", "wandb/debug.log",
+               "sub/wandb/run-20261122_180000-abc123/files/config.yaml", "model.pt"}  # fmt: skip
+    trackers.find_wandb_runs(record, written)
+    assert record.results.trackers == [
+        {"tool": "wandb", "path": "sub/wandb", "runs": ["abc123"], "mode": "online"},
+        {"tool": "wandb", "path": "wandb", "runs": ["5cqnfxf2"], "mode": "offline"},
+    ]
+
+
+def test_wandb_tags_keep_the_users_own(in_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_TAGS", "baseline")
+    links.tracker_environment()
+    links.tracker_environment()
+    assert os.environ["WANDB_TAGS"] == "baseline,repro:r1"
+
+
+class ImageBackend:
+    """A backend whose environment is an image: records the variables the command would get."""
+
+    name = "fake-image"
+
+    def __init__(self) -> None:
+        self.env: dict[str, str] = {}
+
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+        return {"id": "sha256:" + "ab" * 32, "tag": "repro-env:test"}
+
+    def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
+        self.env = dict(spec.env)
+        return RunResult(exit_code=0, duration_s=0.0)
+
+
+def test_wandb_docker_names_the_runs_image(project: Project) -> None:
+    project.write("train.py", "print('hi')\n")
+    project.commit("script")
+    store = Store(project.root)
+    prepared = capture(RunRequest(["train.py"], project.root), resolve(project.root), store, lambda e: None)
+    backend = ImageBackend()
+    record = execute(prepared, backend, store, lambda e: None)
+    assert backend.env["WANDB_DOCKER"] == "sha256:" + "ab" * 32
+    assert record.results.trackers == []
+    assert trackers.image_environment(None) == {} and trackers.image_environment({"tag": "x"}) == {}
+
+
+def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a closed loopback port, refused at once
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    record = Record(id="r1", created="now")
+    record.results.trackers = [{"tool": "mlflow", "tracking_uri": "http://127.0.0.1:9/", "runs": ["x"]}]
+    notes: list[str] = []
+    trackers.report_verdict([record], "identical", project.root, notes.append)
+    assert len(notes) == 1 and notes[0].startswith("mlflow: could not tag runs x with the verdict")
+
+
+def test_mlflow_provider_tags_and_notes_its_store(in_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
+    import mlflow
+
+    from repro.integrations.mlflow import ReproRunContextProvider
+
+    monkeypatch.chdir(in_run.parent)
+    mlflow.set_tracking_uri("file:./mlruns")
+    try:
+        provider = ReproRunContextProvider()
+        assert provider.in_context()
+        assert provider.tags() == {"repro.run_id": "r1", "repro.mode": "strict", "repro.seed": "7"}
+    finally:
+        mlflow.set_tracking_uri(None)
+    (row,) = [json.loads(line) for line in (in_run / "links.jsonl").read_text().splitlines()]
+    assert row == {"kind": "mlflow", "tracking_uri": "file:./mlruns", "path": "mlruns"}
