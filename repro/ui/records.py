@@ -114,6 +114,8 @@ def show_text(record: Record) -> str:
         lines.append(("image", f"{d.image.tag} ({(d.image.id or '')[:19]}, {reuse}), base {d.image.base}"))
     seed_note = "drawn" if r.seeds.drawn else "given"
     lines.append(("seed", f"{r.seeds.master} ({seed_note}); PYTHONHASHSEED {r.seeds.pythonhashseed}"))
+    for name, facts in sorted(r.seeds.framework.items()):
+        lines.append(("seed", f"{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(facts.items()))))
     m = r.determinism
     knobs = f"mode {m.mode}"
     if m.threads:
@@ -133,6 +135,14 @@ def show_text(record: Record) -> str:
     if e.gpus:
         env += f", {len(e.gpus)}× {e.gpus[0].get('name')}"
     lines.append(("environment", env))
+    for t in res.trackers:
+        where = t.get("tracking_uri") or t.get("path") or ""
+        runs = ", ".join(t.get("runs") or []) or "no run found"
+        lines.append(("tracker", f"{t.get('tool')} {runs} ({where})"))
+    if r.captured_in_process:
+        lines.append(
+            ("captured", "in-process (repro.capture): no container, seeds applied late, not replayable")
+        )
     if res.final_metrics:
         lines.append(("metrics", ", ".join(f"{k}={v:.6g}" for k, v in res.final_metrics.items())))
     for o in res.outputs[:20]:

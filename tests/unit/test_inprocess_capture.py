@@ -56,6 +56,9 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
     assert any("captured in-process" in w for w in record.warnings)
     assert "REPRO_RUN_ID" not in __import__("os").environ  # the process is left as it was
     assert any(p.startswith("torch==") for p in record.deps.freeze)
+    from repro.ui.records import show_text
+
+    assert "in-process (repro.capture)" in show_text(record)
 
     # The same seed in the same process state gives the same stream: the seed was applied.
     with repro.capture(outputs=["outputs"], seed=11):

@@ -52,6 +52,10 @@ def test_notes_fold_into_the_record(in_run: Path, tmp_path: Path, monkeypatch: p
     assert record.seeds.framework == {"lightning": {"seed": 3}}
     assert record.warnings == ["Lightning re-seeded"]
     assert trackers.store_paths(record) == ["mlruns"]
+    from repro.ui.records import show_text
+
+    shown = show_text(record)
+    assert "mlflow no run found (file:./mlruns)" in shown and "lightning: seed 3" in shown
     assert links.in_project("/elsewhere/mlruns") is None
 
 
