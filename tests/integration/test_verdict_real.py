@@ -25,7 +25,9 @@ ARGS = ["--epochs", "2", "--workers", "2", "--output-dir", "outputs", "--save", 
 def _side(root: Path, label: str) -> Side:
     outputs = sorted(
         (
-            FileEntry(p.relative_to(root).as_posix(), p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes()))
+            FileEntry(
+                p.relative_to(root).as_posix(), p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes())
+            )
             for p in root.rglob("*")
             if p.is_file()
         ),
@@ -58,7 +60,9 @@ def test_self_seeding_tensorboard_script_replays_identical_and_another_lr_diverg
     other = tmp_path / "other"
     other.mkdir()
     (other / "train.py").write_bytes((project.root / "train.py").read_bytes())
-    subprocess.run([sys.executable, "train.py", *ARGS, "--lr", "0.3"], cwd=other, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "train.py", *ARGS, "--lr", "0.3"], cwd=other, check=True, capture_output=True
+    )
     v = compare_runs(_side(project.root / "outputs", "A"), _side(other / "outputs", "B"), "gpu")
     assert v.status == "diverged"
     tb = next(r for r in v.reasons if r.path and r.path.startswith("runs/"))

@@ -80,9 +80,9 @@ for epoch in range(1, args.epochs + 1):
         sys.stdout.write("\r" + bar(i, len(loader), start))
         sys.stdout.flush()
         if i % 2 == 0:
-            ms = (time.time() - t0) * 1000
+            ms, cur = (time.time() - t0) * 1000, loss.item()
             print(f"\n| epoch {epoch:3d} | {i:3d}/{len(loader):3d} batches | lr {args.lr:.2f} | "
-                  f"ms/batch {ms:5.2f} | loss {loss.item():5.2f} | ppl {math.exp(loss.item()):8.2f}")  # fmt: skip
+                  f"ms/batch {ms:5.2f} | loss {cur:5.2f} | ppl {math.exp(cur):8.2f}")  # fmt: skip
     writer.add_scalar("train/epoch_loss", total / len(loader), epoch)
     writer.add_histogram("weights/fc1", model[0].weight, epoch)
     print(f"\n| end of epoch {epoch:3d} | time: {time.time() - start:5.2f}s | loss {total / len(loader):.4f}")
