@@ -6,7 +6,6 @@ import pytest
 
 from repro.capsule import FileEntry
 from repro.compare import CompareOptions, Side, compare_runs
-from repro.config import Settings
 from repro.errors import ConfigError
 from repro.logcompare import compare_stdout
 from repro.logmask import LogMask, is_timing_key, mask_timings
@@ -179,7 +178,7 @@ def test_stdout_can_be_left_out_of_the_verdict() -> None:
 
 
 def test_compare_settings_come_from_repro_yaml_and_bad_patterns_are_config_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from repro.config import load
+    from repro.config import Layer, Plan, Rank, load
 
     (tmp_path / "repro.yaml").write_text(
         "compare:\n  stdout: false\n  mask: ['seed=\\d+']\n  ignore_lines: ['^wandb:']\n"
@@ -191,4 +190,4 @@ def test_compare_settings_come_from_repro_yaml_and_bad_patterns_are_config_error
     with pytest.raises(ConfigError, match="compare.mask"):
         load(tmp_path, environ={})
     with pytest.raises(ConfigError, match="compare.ignore_lines"):
-        Settings().with_overrides(compare_ignore_lines=("[",))
+        Plan((Layer(Rank.FLAG, {"compare_ignore_lines": (("[",), "--test")}),))
