@@ -32,7 +32,7 @@ def report_files(runtime_dir: Path) -> list[Path]:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    found = []
+    found: list[dict[str, Any]] = []
     try:
         lines = path.read_text("utf-8", "replace").splitlines()
     except OSError:
