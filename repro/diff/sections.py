@@ -37,7 +37,7 @@ def _param_name(flag: str) -> str:
 
 
 def _argv_skeleton(argv: list[str], params: dict[str, Any]) -> list[str]:
-    """argv with the hyper-parameter values taken out, to see changes params do not explain."""
+    """argv with the hyper-parameter flags and values taken out, to see changes params do not explain."""
     out: list[str] = []
     skip = False
     for i, token in enumerate(argv):
@@ -46,7 +46,6 @@ def _argv_skeleton(argv: list[str], params: dict[str, Any]) -> list[str]:
             continue
         m = _FLAG.match(token)
         if m and _param_name(m.group(1)) in params:
-            out.append(token.split("=", 1)[0])
             if m.group(2) is None and i + 1 < len(argv) and not _FLAG.match(argv[i + 1]):
                 skip = True
             continue
@@ -59,8 +58,10 @@ def diff_command(a: Record, b: Record, read: SafeReader) -> Section:
     ca, cb = a.command, b.command
     changes = dict_changes(ca.params, cb.params, "param")
     changes += dict_changes(a.results.params, b.results.params, "logged", prefix="logged:")
-    skel_a = _argv_skeleton(ca.argv, ca.params)
-    skel_b = _argv_skeleton(cb.argv, cb.params)
+    # A flag added or removed is a hyper-parameter row already: the skeleton leaves out both sides' flags.
+    both = {**ca.params, **cb.params}
+    skel_a = _argv_skeleton(ca.argv, both)
+    skel_b = _argv_skeleton(cb.argv, both)
     if skel_a != skel_b:
         changes.append(
             Change(key="argv", kind="changed", scope="argv", old=shlex.join(ca.argv), new=shlex.join(cb.argv))

@@ -1,48 +1,29 @@
-"""Verdicts on real training code: timing text, TensorBoard events and metric files.
+"""Verdicts and diffs on real training code: timing text, TensorBoard events, metric files, self-seeding.
 
-The script seeds itself, logs to TensorBoard through SummaryWriter (whose event file
-names and contents carry wall times), prints tqdm-style bars and `ms/batch` timings,
-and writes a metrics.json with a `train_runtime`. A replay in another process must come
-back identical; a run with another learning rate must diverge, naming tag and step.
+The script seeds itself (torch.manual_seed(1337)), logs to TensorBoard through SummaryWriter
+(whose event file names and contents carry wall times), prints tqdm-style bars and `ms/batch`
+timings, and writes a metrics.json with a `train_runtime`. Each run is a separate process.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-import xxhash
-
-from repro.capsule import FileEntry
-from repro.compare import Side, compare_runs
+from repro.compare import compare_runs
+from repro.replay import side
+from repro.store import Store
 from tests.conftest import Project
 
 ARGS = ["--epochs", "2", "--workers", "2", "--output-dir", "outputs", "--save", "outputs/model.pt"]
 
 
-def _side(root: Path, label: str) -> Side:
-    outputs = sorted(
-        (
-            FileEntry(
-                p.relative_to(root).as_posix(), p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes())
-            )
-            for p in root.rglob("*")
-            if p.is_file()
-        ),
-        key=lambda e: e.path,
-    )
-    return Side(label, outputs, lambda e: root / e.path, [], "")
-
-
-def test_self_seeding_tensorboard_script_replays_identical_and_another_lr_diverges(
-    project: Project, tmp_path: Path
-) -> None:
+def test_self_seeding_tensorboard_script_replays_identical_and_another_lr_diverges(project: Project) -> None:
     project.script("tb_train.py", "train.py")
     project.commit("train")
-    r = project.repro("run", "--backend", "local", "--", "python", "train.py", *ARGS)
+    r = project.repro("run", "--backend", "local", "--seed", "5", "--", "python", "train.py", *ARGS)
     assert r.code == 0, r.err
+
+    # A replay in another process: identical, although event file names, wall times, runtimes differ.
     r = project.repro("replay", "latest", "--json")
     assert r.code == 0, r.out + r.err
     verdict = json.loads(r.out)
@@ -56,16 +37,26 @@ def test_self_seeding_tensorboard_script_replays_identical_and_another_lr_diverg
     model = next(o for o in verdict["outputs"] if o["path"] == "outputs/model.pt")
     assert model["status"] == "same"
 
-    # Another process, another learning rate: the TensorBoard scalars part at the second step.
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "train.py").write_bytes((project.root / "train.py").read_bytes())
-    subprocess.run(
-        [sys.executable, "train.py", *ARGS, "--lr", "0.3"], cwd=other, check=True, capture_output=True
+    # Another master seed and another learning rate: the script's own seed makes repro's moot,
+    # so the learning rate is the cause, and the TensorBoard scalars part at the second step.
+    r = project.repro(
+        "run", "--backend", "local", "--seed", "7", "--", "python", "train.py", *ARGS, "--lr", "0.3"
     )
-    v = compare_runs(_side(project.root / "outputs", "A"), _side(other / "outputs", "B"), "gpu")
+    assert r.code == 0, r.err
+    r = project.repro("diff", "latest~2", "latest", "--json")
+    assert r.code == 0, r.err
+    diff = json.loads(r.out)
+    assert diff["results_differ"] is True
+    assert [c["category"] for c in diff["likely_causes"]] == ["input"]
+    assert diff["likely_causes"][0]["reason"] == "hyper-parameters changed: lr = 0.3 (added)"
+    seeds = next(s for s in diff["sections"] if s["name"] == "seeds")
+    assert seeds["summary"].startswith("seed 5 → 7, overridden by the script (torch.manual_seed(1337)")
+
+    store = Store(project.root)
+    first, third = (store.resolve(ref) for ref in ("latest~2", "latest"))
+    v = compare_runs(side(first), side(third), "gpu")
     assert v.status == "diverged"
-    tb = next(r for r in v.reasons if r.path and r.path.startswith("runs/"))
+    tb = next(r for r in v.reasons if r.path and r.path.startswith("outputs/runs/"))
     assert tb.code == "metric_differs"
     assert (tb.fields["name"], tb.fields["step"]) == ("train/loss", 2)  # step 1's loss precedes any update
     assert "train/loss at step 2" in tb.message

@@ -717,3 +717,13 @@ def test_tensorboard_outputs_diff_by_content_not_by_file_name(blobs: Blobs, tmp_
     (change,) = outputs.changes
     assert change.kind == "changed" and change.detail == "loss at step 1: 0.5 → 0.4"
     assert diff_records(a, b, blobs).section("outputs").differs  # no bytes to read: by hash, and they differ
+
+
+def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = other_results(same_as(a, "b"))
+    b.command.argv = [*a.command.argv, "--momentum", "0.9"]
+    b.command.params = {**a.command.params, "momentum": 0.9}
+    result = diff_records(a, b, blobs)
+    assert [(c.key, c.kind) for c in result.section("command").changes] == [("momentum", "added")]
+    assert [c.reason for c in result.likely_causes] == ["hyper-parameters changed: momentum = 0.9 (added)"]
