@@ -424,7 +424,7 @@ def _nan_big(x: float) -> float:
 def _summary(v: Verdict) -> str:
     n = len(v.outputs)
     if v.status == "identical":
-        by_content = sum(1 for o in v.outputs if o.original_hash != o.replay_hash)
+        by_content = sum(1 for o in v.outputs if o.values is not None)
         how = f" ({by_content} equal by content)" if by_content else ""
         logs = "stdout equal" if v.stdout_compared else "stdout not compared"
         return f"identical: {n} output{'s' * (n != 1)} identical{how}, metrics and {logs}"

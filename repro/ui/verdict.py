@@ -218,6 +218,9 @@ def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
     lines = ["", head]
     lines.append(_fit(paint("  - ", "red") + (s.original if s.original is not None else "(no line)")))
     lines.append(_fit(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)")))
+    if s.original_value is not None:
+        name = f"{s.field} " if s.field else ""
+        lines.append(_fit(f"  first value that differs: {name}{s.original_value} → {s.replay_value}"))
     return lines
 
 

@@ -10,6 +10,7 @@ from repro.errors import ConfigError
 from repro.logcompare import compare_stdout
 from repro.logmask import LogMask, is_timing_key, mask_timings
 from repro.tolerance import STRICT, Tolerance
+from repro.ui.verdict import render_text
 
 # (a line from one run, the same line from another run whose timings differ)
 TIMING_PAIRS = [
@@ -120,6 +121,8 @@ def test_a_changed_loss_still_diverges_naming_both_values() -> None:
         "2.3461",
     )
     assert "loss 2.3456 -> 2.3461" in reason.message and "line 1" in reason.message
+    text = render_text(v, colour=False)
+    assert "first value that differs: loss 2.3456 → 2.3461" in text
 
 
 def test_hf_metrics_line_diverges_on_the_loss_not_the_runtime() -> None:
