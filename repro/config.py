@@ -37,6 +37,7 @@ class Settings:
     requirements: str | None = None  # the file the lockfile is compiled from
     network: bool = False
     trace: bool = False  # record a per-step fingerprint of every parameter
+    allow_nondeterministic_ops: bool = False  # strict/gpu: such ops warn (and are counted), not fail
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
@@ -61,6 +62,7 @@ _YAML_KEYS: dict[str, str] = {
     "outputs.exclude": "outputs_exclude",
     "network": "network",
     "trace": "trace",
+    "allow_nondeterministic_ops": "allow_nondeterministic_ops",
     "image.base": "base_image",
     "deps.requirements": "requirements",
     "store.max_output_bytes": "max_output_bytes",

@@ -32,7 +32,7 @@ def report_files(runtime_dir: Path) -> list[Path]:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    found = []
+    found: list[dict[str, Any]] = []
     try:
         lines = path.read_text("utf-8", "replace").splitlines()
     except OSError:
@@ -79,3 +79,32 @@ def read_reports(runtime_dir: Path) -> Reports:
                 reports.nondeterministic.append(event)
     reports.script_seeds = sorted(seeds.values(), key=lambda s: (str(s["where"]), str(s["api"])))
     return reports
+
+
+def ledger(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The nondeterministic-op ledger from the raw alerts, and the alert that ended the run (if any).
+
+    Each process reports running counts; its last (largest) count per (op, where) is kept,
+    then processes of one rank are summed: ``{"op","count","rank","where","first_step"}``.
+    """
+    per_process: dict[tuple[Any, ...], dict[str, Any]] = {}
+    fatal = None
+    for event in events:
+        key = (event.get("pid"), event.get("op"), event.get("where"), event.get("rank"))
+        seen = per_process.get(key)
+        if seen is None or int(event.get("count") or 0) >= int(seen.get("count") or 0):
+            per_process[key] = event
+        if event.get("fatal") and fatal is None:
+            fatal = {"op": event.get("op"), "where": event.get("where"), "rank": event.get("rank")}
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for event in per_process.values():
+        group = (event.get("op"), event.get("rank"), event.get("where"))
+        entry = merged.setdefault(
+            group, {"op": group[0], "count": 0, "rank": group[1], "where": group[2], "first_step": None}
+        )
+        entry["count"] += int(event.get("count") or 0)
+        step = event.get("first_step")
+        if step is not None and (entry["first_step"] is None or step < entry["first_step"]):
+            entry["first_step"] = step
+    ops = sorted(merged.values(), key=lambda e: (str(e["op"]), e["rank"] or 0, str(e["where"])))
+    return ops, fatal

@@ -28,10 +28,10 @@ from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Settings
-from repro.determinism import plan, resolve_isa
+from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
-from repro.reports import Reports, read_reports
+from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
@@ -45,10 +45,11 @@ class RunRequest:
     seed: int | None = None
     mode: str | None = None
     backend: str | None = None
-    nproc_per_node: int = 1
+    nproc_per_node: int | None = None  # None: the command as given; N: through torchrun (even N=1)
     gpus: str | None = None
     network: bool | None = None
     trace: bool | None = None
+    allow_nondeterministic_ops: bool | None = None
     data: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 
@@ -148,7 +149,11 @@ def capture(
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
     record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node
+        argv=safe_argv,
+        cwd=rel_cwd,
+        params=params,
+        nproc_per_node=request.nproc_per_node or 1,
+        torchrun=request.nproc_per_node is not None,
     )
     record.redactions += argv_hits
 
@@ -185,10 +190,13 @@ def capture(
     record.env = env
     record.redactions += env_hits
     record.seeds = make_seeds(
-        request.seed if request.seed is not None else settings.seed, request.nproc_per_node
+        request.seed if request.seed is not None else settings.seed, request.nproc_per_node or 1
     )
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(mode, settings.threads, isa)
+    allow = request.allow_nondeterministic_ops
+    record.determinism = plan(
+        mode, settings.threads, isa, settings.allow_nondeterministic_ops if allow is None else allow
+    )
     if settings.trace if request.trace is None else request.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
     network = settings.network if request.network is None else request.network
@@ -247,6 +255,7 @@ def build_spec(
         data_root=data_root,
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
+        torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -334,6 +343,7 @@ def collect(
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
+    _determinism_state(record, runtime, reports)
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
@@ -359,6 +369,20 @@ def collect(
 
 
 _MAX_OUTSIDE = 200
+
+
+def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
+    """The ledger of nondeterministic ops, the switches as the run left them, and why it failed."""
+    det = record.determinism
+    det.nondeterministic_ops, fatal = ledger(reports.nondeterministic)
+    state = _read_json(runtime / "state.rank0.json") or _read_json(runtime / "state.json")
+    det.effective = dict(state.get("effective") or {})
+    det.changed_by_script = dict(state.get("changed_by_script") or {})
+    record.warnings += state_warnings(det)
+    if record.results.status == "failed":
+        record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+    for path in sorted(runtime.glob("boot-error.*.txt")):
+        record.warnings.append(f"the repro runtime failed to start in a process: {path.read_text().strip()}")
 
 
 def _runtime_proof(record: Record, reports: Reports) -> None:

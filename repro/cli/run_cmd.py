@@ -61,10 +61,11 @@ class Execution:
     outputs: tuple[str, ...]
     threads: int | None
     isa: str | None
-    nproc_per_node: int
+    nproc_per_node: int | None
     gpus: str | None
     network: bool | None
     trace: bool | None
+    allow_nondeterministic_ops: bool | None
 
     def request(self, argv: list[str], mode: str | None = None) -> runner.RunRequest:
         return runner.RunRequest(
@@ -77,6 +78,7 @@ class Execution:
             gpus=self.gpus,
             network=self.network,
             trace=self.trace,
+            allow_nondeterministic_ops=self.allow_nondeterministic_ops,
             data=list(self.data),
             outputs=list(self.outputs),
         )
@@ -137,8 +139,8 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--nproc-per-node",
                 type=click.IntRange(1),
-                default=1,
-                help="Launch N processes through torchrun --standalone.",
+                default=None,
+                help="Launch N processes through torchrun --standalone (N=1 too: one rank under torchrun).",
             ),
             click.option(
                 "--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."
@@ -153,6 +155,12 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Record each parameter's fingerprint after every optimizer step, so a replay "
                 "names the first step and parameter that diverged.",
+            ),
+            click.option(
+                "--allow-nondeterministic-ops/--no-allow-nondeterministic-ops",
+                default=None,
+                help="strict/gpu: an op without a deterministic kernel warns instead of failing the run; "
+                "every such op is counted in the record (then a replay cannot promise identical).",
             ),
         ]
     ):
@@ -220,7 +228,11 @@ def _raise_for_status(record: Record) -> None:
         tail = record.results.stderr_tail[-10:]
         for line in tail:
             ui.log_line(line, "stderr")
-        raise CommandFailed(record.results.exit_code or 1, tail, record.id)
+        code, why = record.results.exit_code or 1, record.results.failure
+        if why:
+            message = f"{why['message']} (run {record.id}, recorded as failed)"
+            raise CommandFailed(code, tail, record.id, message=message, hint=why.get("hint"))
+        raise CommandFailed(code, tail, record.id)
 
 
 COMMANDS = [run]
