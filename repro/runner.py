@@ -11,13 +11,13 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from repro import __version__
-from repro import outputs as output_rules
+from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
@@ -27,7 +27,7 @@ from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
-from repro.config import Settings
+from repro.config import Plan, Settings
 from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
@@ -38,20 +38,10 @@ from repro.store import Store, new_run_id
 
 @dataclass
 class RunRequest:
-    """What the user asked for; unset fields fall back to the settings."""
+    """The command to run and where; every setting comes from the `Plan`."""
 
     argv: list[str]
     cwd: Path
-    seed: int | None = None
-    mode: str | None = None
-    backend: str | None = None
-    nproc_per_node: int | None = None  # None: the command as given; N: through torchrun (even N=1)
-    gpus: str | None = None
-    network: bool | None = None
-    trace: bool | None = None
-    allow_nondeterministic_ops: bool | None = None
-    data: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -72,12 +62,6 @@ ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def choose_mode(requested: str | None, gpus: str | None) -> str:
-    if requested:
-        return requested
-    return "gpu" if gpus else "strict"
 
 
 def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
@@ -111,7 +95,7 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
 
 def capture(
     request: RunRequest,
-    settings: Settings,
+    run_plan: Plan,
     store: Store,
     on_event: OnEvent,
     progress: ProgressFactory | None = None,
@@ -138,9 +122,8 @@ def capture(
             f"no script {script!r} in {cwd}",
             hint="check the path; it is relative to the directory repro runs in",
         )
-    mode = choose_mode(request.mode or settings.mode, request.gpus)
-    data = request.data or list(settings.data)
-    outputs = request.outputs or list(settings.outputs)
+    settings = run_plan.settings
+    data, outputs = list(settings.data), list(settings.outputs)
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
 
@@ -152,8 +135,8 @@ def capture(
         argv=safe_argv,
         cwd=rel_cwd,
         params=params,
-        nproc_per_node=request.nproc_per_node or 1,
-        torchrun=request.nproc_per_node is not None,
+        nproc_per_node=run_plan.nproc_per_node,
+        torchrun=run_plan.torchrun,
     )
     record.redactions += argv_hits
 
@@ -189,19 +172,13 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(
-        request.seed if request.seed is not None else settings.seed, request.nproc_per_node or 1
-    )
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    allow = request.allow_nondeterministic_ops
-    record.determinism = plan(
-        mode, settings.threads, isa, settings.allow_nondeterministic_ops if allow is None else allow
-    )
-    if settings.trace if request.trace is None else request.trace:
+    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
+    if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
-    network = settings.network if request.network is None else request.network
     record.backend = BackendInfo(
-        name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
+        name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
 
     record.results.output_excludes = list(settings.outputs_exclude)

@@ -13,10 +13,11 @@ import pytest
 from repro.backends import local
 from repro.backends.base import RunSpec, launch_argv, runtime_source
 from repro.capsule import EnvInfo, Record
+from repro.config import Layer, Plan, Rank
 from repro.determinism import NCCL_PINS, plan
 from repro.errors import BackendUnavailable
 from repro.replay import describe_gpus, gpu_hardware_note, uses_gpu
-from repro.runner import _merge_process_env, _rank_logs, choose_mode, failed_rank
+from repro.runner import _merge_process_env, _rank_logs, failed_rank
 
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB"}
 A100 = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory": "81920 MiB"}
@@ -43,8 +44,8 @@ def test_gpu_mode_sets_every_documented_knob_before_the_interpreter_starts() -> 
 
 
 def test_gpus_choose_gpu_mode_and_strict_mode_hides_them() -> None:
-    assert choose_mode(None, "1") == "gpu" and choose_mode(None, None) == "strict"
-    assert choose_mode("off", "all") == "off"
+    assert Plan((), gpus="1").mode == "gpu" and Plan(()).mode == "strict"
+    assert Plan((Layer(Rank.FLAG, {"mode": ("off", "--mode")}),), gpus="all").mode == "off"
     assert plan("strict", 1, None).env["CUDA_VISIBLE_DEVICES"] == ""
     assert "NCCL_ALGO" not in plan("off", 1, None).env
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repro import outputs
+from repro import attribution as outputs
 from repro.backends import scratch
 from repro.backends.base import merge_pythonpath, runtime_source
 from repro.capsule import FileEntry, Record
