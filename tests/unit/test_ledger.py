@@ -27,7 +27,7 @@ CUDA = (
 def test_alerts_name_their_op_also_when_wrapped_by_a_dataloader_worker() -> None:
     assert runtime_ledger.op_of(STRICT) == "put_"
     assert runtime_ledger.op_of(CUDA) == "upsample_bilinear2d_backward_out_cuda"
-    wrapped = f"Caught RuntimeError in DataLoader worker process 0.\nOriginal Traceback:\nRuntimeError: {STRICT}"
+    wrapped = f"Caught RuntimeError in DataLoader worker process 0.\nTraceback:\nRuntimeError: {STRICT}"
     assert runtime_ledger.op_of(wrapped) == "put_"
     cudnn = "cuDNN Attention defaults to a non-deterministic algorithm. To explicitly enable determinism ..."
     assert runtime_ledger.op_of(cudnn) == "cudnn_attention_backward"
