@@ -25,6 +25,7 @@ class Reports:
     read: set[str] = field(default_factory=set)  # relative to the project root
     script_seeds: list[dict[str, Any]] = field(default_factory=list)
     nondeterministic: list[dict[str, Any]] = field(default_factory=list)  # raw "nd" events
+    errors: list[str] = field(default_factory=list)  # settings the runtime could not apply
 
 
 def report_files(runtime_dir: Path) -> list[Path]:
@@ -77,6 +78,10 @@ def read_reports(runtime_dir: Path) -> Reports:
                 seeds.setdefault((str(entry["api"]), repr(entry["value"]), str(entry["where"])), entry)
             elif kind == "nd":
                 reports.nondeterministic.append(event)
+            elif kind == "error":
+                text = f"{event.get('where')}: {event.get('error')}"
+                if text not in reports.errors:
+                    reports.errors.append(text)
     reports.script_seeds = sorted(seeds.values(), key=lambda s: (str(s["where"]), str(s["api"])))
     return reports
 

@@ -358,6 +358,8 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     record.warnings += state_warnings(det)
     if record.results.status == "failed":
         record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+    for error in reports.errors:
+        record.warnings.append(f"the repro runtime could not apply its settings to {error}")
     for path in sorted(runtime.glob("boot-error.*.txt")):
         record.warnings.append(f"the repro runtime failed to start in a process: {path.read_text().strip()}")
 

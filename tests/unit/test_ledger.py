@@ -137,3 +137,18 @@ def test_one_process_per_node_still_launches_torchrun() -> None:
     argv = launch_argv(["python", "t.py", "--lr", "1"], 1, torchrun=True)
     assert argv[:4] == ["python", "-m", "torch.distributed.run", "--standalone"]
     assert "--nproc-per-node=1" in argv and argv[-3:] == ["t.py", "--lr", "1"]
+
+
+def test_diff_names_the_nondeterministic_ops_as_the_cause_of_a_divergence() -> None:
+    from repro.capsule import FileEntry, Record
+    from repro.diff import diff_records
+
+    a, b = Record(id="a", created="t"), Record(id="b", created="t")
+    for r, digest in ((a, "1" * 32), (b, "2" * 32)):
+        r.determinism = DeterminismInfo(mode="gpu", allow_nondeterministic_ops=True, applied=True)
+        r.results.outputs = [FileEntry("model.pt", 4, digest)]
+    a.determinism.nondeterministic_ops = [
+        {"op": "index_add_cuda_", "count": 12, "rank": 0, "where": "train.py:40", "first_step": 0}
+    ]
+    causes = [c.reason for c in diff_records(a, b, lambda digest: None).likely_causes]
+    assert causes[0] == "nondeterministic ops ran in a (allowed): index_add_cuda_ ×12 at train.py:40"
