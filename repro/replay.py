@@ -25,7 +25,7 @@ from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.determinism import verifiable_mode
+from repro.determinism import expectation, verifiable_mode
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -219,6 +219,10 @@ def run_replay(
     if gpu_note:
         on_event(Event("info", gpu_note))
         notes.append(gpu_note)
+    expect = expectation(original.determinism)
+    if expect:
+        on_event(Event("info", expect))
+        notes.append(expect)
     if code is not None:
         record.code = code
     nproc = original.command.nproc_per_node
@@ -274,7 +278,7 @@ def run_replay(
         notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
     mode = verifiable_mode(original.determinism, record.determinism)
-    if mode != record.determinism.mode:
+    if original.determinism.applied is False or record.determinism.applied is False:
         which = "original run" if original.determinism.applied is False else "replay"
         notes.append(
             f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"

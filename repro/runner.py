@@ -28,10 +28,10 @@ from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
-from repro.determinism import plan, resolve_isa
+from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
-from repro.reports import Reports, read_reports
+from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
@@ -132,7 +132,11 @@ def capture(
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
     record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=run_plan.nproc_per_node
+        argv=safe_argv,
+        cwd=rel_cwd,
+        params=params,
+        nproc_per_node=run_plan.nproc_per_node,
+        torchrun=run_plan.torchrun,
     )
     record.redactions += argv_hits
 
@@ -170,7 +174,7 @@ def capture(
     record.redactions += env_hits
     record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(run_plan.mode, settings.threads, isa)
+    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
     record.backend = BackendInfo(
@@ -228,6 +232,7 @@ def build_spec(
         data_root=data_root,
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
+        torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -315,6 +320,7 @@ def collect(
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
+    _determinism_state(record, runtime, reports)
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
@@ -340,6 +346,22 @@ def collect(
 
 
 _MAX_OUTSIDE = 200
+
+
+def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
+    """The ledger of nondeterministic ops, the switches as the run left them, and why it failed."""
+    det = record.determinism
+    det.nondeterministic_ops, fatal = ledger(reports.nondeterministic)
+    state = _read_json(runtime / "state.rank0.json") or _read_json(runtime / "state.json")
+    det.effective = dict(state.get("effective") or {})
+    det.changed_by_script = dict(state.get("changed_by_script") or {})
+    record.warnings += state_warnings(det)
+    if record.results.status == "failed":
+        record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+    for error in reports.errors:
+        record.warnings.append(f"the repro runtime could not apply its settings to {error}")
+    for path in sorted(runtime.glob("boot-error.*.txt")):
+        record.warnings.append(f"the repro runtime failed to start in a process: {path.read_text().strip()}")
 
 
 def _runtime_proof(record: Record, reports: Reports) -> None:

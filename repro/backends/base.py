@@ -44,6 +44,7 @@ class RunSpec:
     data_root: Path | None = None  # host dir the data paths are relative to (default project_root)
     outputs: list[str] = field(default_factory=list)  # relative output dirs (writable)
     nproc_per_node: int = 1  # >1: launched through `torchrun --standalone`
+    torchrun: bool = False  # launched through torchrun even with one process
     network: bool = False
     gpus: str | None = None  # None, "all" or a count
     lockfile: Path | None = None  # hash-pinned requirements for image builds
@@ -109,7 +110,11 @@ RANK_LOGS = "ranks"  # under the runtime dir: torchrun's per-rank stdout/stderr 
 
 
 def launch_argv(
-    argv: list[str], nproc_per_node: int, python: str = "python", log_dir: str | None = None
+    argv: list[str],
+    nproc_per_node: int,
+    python: str = "python",
+    log_dir: str | None = None,
+    torchrun: bool = False,
 ) -> list[str]:
     """The argv to execute: the command itself, or torchrun around it for N>1 processes.
 
@@ -122,7 +127,7 @@ def launch_argv(
     (``<log_dir>/<run>/attempt_<n>/<rank>/std{out,err}.log``) while the combined,
     rank-prefixed stream still reaches the terminal.
     """
-    if nproc_per_node <= 1:
+    if nproc_per_node <= 1 and not torchrun:
         return list(argv)
     rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
     launcher = [

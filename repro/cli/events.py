@@ -56,4 +56,8 @@ def raise_for_status(record: Record) -> None:
         tail = record.results.stderr_tail[-10:]
         for line in tail:
             ui.log_line(line, "stderr")
-        raise CommandFailed(record.results.exit_code or 1, tail, record.id)
+        code, why = record.results.exit_code or 1, record.results.failure
+        if why:  # repro knows why: a nondeterministic op under strict/gpu, a GPU hidden by strict mode
+            message = f"{why['message']} (run {record.id}, recorded as failed)"
+            raise CommandFailed(code, tail, record.id, message=message, hint=why.get("hint"))
+        raise CommandFailed(code, tail, record.id)
