@@ -57,6 +57,7 @@ class CommandInfo:
     params: dict[str, Any] = field(default_factory=dict)
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
+    nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
 
 @dataclass

@@ -19,7 +19,7 @@ import yaml
 from repro.errors import ConfigError
 
 MODES = ("strict", "gpu", "off")
-BACKENDS = ("auto", "local", "docker")
+BACKENDS = ("auto", "local", "docker", "slurm")
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 
@@ -40,6 +40,13 @@ class Settings:
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
+    # --backend slurm: the allocation asked of sbatch
+    slurm_nodes: int = 1
+    slurm_partition: str | None = None
+    slurm_time: str | None = None  # sbatch --time, e.g. 00:30:00
+    slurm_account: str | None = None
+    slurm_sbatch_args: tuple[str, ...] = ()  # passed to sbatch as given
+    slurm_requeue: bool = False
 
     def with_overrides(self, **flags: Any) -> Settings:
         """Apply command-line flags (None means "not given")."""
@@ -64,6 +71,12 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
+    "slurm.nodes": "slurm_nodes",
+    "slurm.partition": "slurm_partition",
+    "slurm.time": "slurm_time",
+    "slurm.account": "slurm_account",
+    "slurm.sbatch_args": "slurm_sbatch_args",
+    "slurm.requeue": "slurm_requeue",
 }
 
 _ENV_KEYS: dict[str, str] = {
@@ -119,6 +132,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError(f"unknown mode {settings.mode!r}", hint=f"choose one of: {', '.join(MODES)}")
     if settings.threads < 1:
         raise ConfigError("threads must be at least 1")
+    if settings.slurm_nodes < 1:
+        raise ConfigError("slurm.nodes must be at least 1")
     return settings
 
 

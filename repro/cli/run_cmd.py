@@ -17,6 +17,7 @@ from repro import runner, ui
 from repro.backends.base import Event
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
+from repro.cli.slurm_options import SlurmFlags, slurm_options
 from repro.config import BACKENDS, MODES, Settings
 from repro.errors import CommandFailed, Interrupted
 from repro.ui import records as render
@@ -165,16 +166,20 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @execution_options
+@slurm_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
-def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json: bool) -> None:
+def run(
+    app: AppContext, command: tuple[str, ...], execution: Execution, slurm: SlurmFlags, as_json: bool
+) -> None:
     """Run COMMAND under repro and seal its record.
 
     \b
     repro run train.py --lr 0.02                         (a .py first argument runs it with python)
     repro run --seed 42 --data data -- python train.py --lr 0.02
     repro run --backend local --outputs ckpt -- python -m mypkg.train
+    repro run --backend slurm --nodes 2 --partition gpu --time 01:00:00 train_ddp.py
 
     Options for repro go before the command (or before `--`); everything after belongs
     to the command. Exit status 4 when the command fails (the run is still recorded).
@@ -182,7 +187,9 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    record = run_and_report(app, execution.request(argv), execution.settings(app.settings), as_json)
+    settings = execution.settings(app.settings)
+    settings = slurm.settings(settings, execution.backend or settings.backend)
+    record = run_and_report(app, execution.request(argv), settings, as_json)
     _raise_for_status(record)
 
 
@@ -193,7 +200,10 @@ def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settin
         with sigterm_interrupts():
             prepared = runner.capture(request, settings, store, on_event, progress_factory)
             backend = runner.select_backend(
-                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                request.backend or settings.backend,
+                on_event,
+                need_lock=prepared.spec.lockfile is not None,
+                slurm=runner.slurm_options(settings),
             )
             r = prepared.record
             ui.info(
@@ -220,7 +230,15 @@ def _raise_for_status(record: Record) -> None:
         tail = record.results.stderr_tail[-10:]
         for line in tail:
             ui.log_line(line, "stderr")
-        raise CommandFailed(record.results.exit_code or 1, tail, record.id)
+        code = record.results.exit_code or 1
+        failed = record.backend.details.get("failed")
+        message = None
+        if isinstance(failed, dict):
+            message = (
+                f"rank {failed.get('rank')} on node {failed.get('node')} failed (exit status {code}); "
+                f"run {record.id} recorded as failed"
+            )
+        raise CommandFailed(code, tail, record.id, message=message)
 
 
 COMMANDS = [run]
