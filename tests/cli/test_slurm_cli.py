@@ -44,3 +44,25 @@ def test_slurm_options_for_another_backend_are_a_usage_error(project: Project, c
     assert r.code == 2
     assert "--nodes, --partition only apply to --backend slurm" in r.err
     assert "trained" not in r.out + r.err
+
+
+def test_export_as_slurm_writes_a_script_and_as_k8s_needs_an_image_when_the_run_had_none(
+    project: Project,
+    cli,  # type: ignore[no-untyped-def]
+) -> None:
+    root = _project(project).root
+    assert cli("run", "--backend", "local", "--seed", "5", "t.py", cwd=root).code == 0
+    r = cli("export", "latest", "--as", "k8s", "-o", "job.yaml")
+    assert r.code == 2
+    assert "ran without an image (local backend)" in r.err and "--image" in r.err
+    assert not (root / "job.yaml").exists()
+
+    r = cli("export", "latest", "--as", "slurm", "-o", "job.sbatch")
+    assert r.code == 0, r.err
+    text = (root / "job.sbatch").read_text()
+    assert text.startswith("#!/bin/bash") and "export REPRO_SEED=5" in text
+    assert "srun --kill-on-bad-exit=1 python t.py" in text
+
+    r = cli("export", "latest", "--as", "k8s", "--image", "reg/x@sha256:" + "0" * 64, "-o", "job.yaml")
+    assert r.code == 0, r.err
+    assert "kind: Job" in (root / "job.yaml").read_text()
