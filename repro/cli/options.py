@@ -1,0 +1,206 @@
+"""Options shared by several commands, each defined once (as pip-tools keeps them in scripts/options.py)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
+from repro.errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_FLAG_FIELDS = tuple(Flags.__dataclass_fields__)
+
+
+def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the shared execution options; the command receives them as `flags: Flags`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["flags"] = Flags(**{name: kwargs.pop(name) for name in _FLAG_FIELDS})
+        return f(*args, **kwargs)
+
+    for option in reversed(
+        [
+            click.option(
+                "--backend",
+                type=click.Choice(BACKENDS),
+                default=None,
+                help="Where to execute (auto: docker when an engine answers, else local).",
+            ),
+            click.option("--seed", type=int, default=None, help="Master seed (default: drawn and recorded)."),
+            click.option(
+                "--mode",
+                type=click.Choice(MODES),
+                default=None,
+                help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off.",
+            ),
+            click.option(
+                "--data",
+                "data",
+                multiple=True,
+                metavar="PATH",
+                help="Declared input data (repeatable); hashed and checked on replay.",
+            ),
+            click.option(
+                "--outputs",
+                "outputs",
+                multiple=True,
+                metavar="DIR",
+                help="Output directory (repeatable; default: outputs).",
+            ),
+            click.option(
+                "--threads", type=int, default=None, help="Intra-op threads in strict/gpu mode (1)."
+            ),
+            click.option(
+                "--isa",
+                type=click.Choice(ISAS),
+                default=None,
+                help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
+            ),
+            click.option(
+                "--nproc-per-node",
+                type=click.IntRange(1),
+                default=None,
+                help="Launch N processes through torchrun --standalone (default 1).",
+            ),
+            click.option(
+                "--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."
+            ),
+            click.option(
+                "--network/--no-network",
+                default=None,
+                help="Allow network access inside the container (default: none; recorded).",
+            ),
+            click.option(
+                "--trace/--no-trace",
+                default=None,
+                help="Record each parameter's fingerprint after every optimizer step, so a replay "
+                "names the first step and parameter that diverged.",
+            ),
+        ]
+    ):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+replay_backend = click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict).",
+)
+data_root = click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Directory the recorded data paths are relative to (default: the project root).",
+)
+allow_data_drift = click.option(
+    "--allow-data-drift", is_flag=True, help="Go on even when the data differs from the record."
+)
+atol = click.option(
+    "--atol",
+    type=float,
+    default=None,
+    help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).",
+)
+rtol = click.option(
+    "--rtol",
+    type=float,
+    default=None,
+    help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).",
+)
+
+
+def replay_options(f: F) -> F:
+    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol (replay, check --against)."""
+    for option in (rtol, atol, allow_data_drift, data_root):
+        f = option(f)
+    return f
+
+
+@dataclass(frozen=True)
+class SlurmFlags:
+    """The allocation asked of sbatch on the command line; None (or empty) means not given."""
+
+    nodes: int | None = None
+    partition: str | None = None
+    time_limit: str | None = None
+    account: str | None = None
+    sbatch_args: tuple[str, ...] = ()
+    requeue: bool | None = None
+
+    _NAMES = {
+        "nodes": ("slurm_nodes", "--nodes"), "partition": ("slurm_partition", "--partition"),
+        "time_limit": ("slurm_time", "--time"), "account": ("slurm_account", "--account"),
+        "sbatch_args": ("slurm_sbatch_args", "--sbatch-arg"), "requeue": ("slurm_requeue", "--requeue"),
+    }  # fmt: skip
+
+    def given(self) -> dict[str, tuple[Any, str]]:
+        """Settings field → (value, flag) for the flags that were given."""
+        return {
+            field: (getattr(self, name), flag)
+            for name, (field, flag) in self._NAMES.items()
+            if getattr(self, name) not in (None, ())
+        }
+
+    def over(self, plan: Plan) -> Plan:
+        """The plan with these flags on top (they win over repro.yaml's `slurm:` section).
+
+        Raises:
+            UsageError: Slurm options given where the backend is not slurm.
+        """
+        given = self.given()
+        if not given:
+            return plan
+        if plan.settings.backend != "slurm":
+            raise UsageError(
+                f"{', '.join(flag for _, flag in given.values())} only apply to --backend slurm",
+                hint="add --backend slurm (or `backend: slurm` in repro.yaml)",
+            )
+        return plan.over(Layer(Rank.FLAG, given))
+
+
+_SLURM_FIELDS = ("nodes", "partition", "time_limit", "account", "sbatch_args", "requeue")
+
+
+def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the Slurm options of `run`; the command receives them as `slurm: SlurmFlags`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["slurm"] = SlurmFlags(**{name: kwargs.pop(name) for name in _SLURM_FIELDS})
+        return f(*args, **kwargs)
+
+    for option in reversed(
+        [
+            click.option(
+                "--nodes", type=click.IntRange(1), default=None,
+                help="Slurm: nodes to run on; torchrun on each, --nproc-per-node ranks per node.",
+            ),
+            click.option("--partition", default=None, help="Slurm: the partition (sbatch --partition)."),
+            click.option(
+                "--time", "time_limit", default=None, metavar="LIMIT",
+                help="Slurm: the job's time limit (sbatch --time, e.g. 00:30:00).",
+            ),
+            click.option("--account", default=None, help="Slurm: the account to charge (sbatch --account)."),
+            click.option(
+                "--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+                help="Slurm: one more sbatch argument, as given (repeatable), e.g. --sbatch-arg=--qos=high.",
+            ),
+            click.option(
+                "--requeue/--no-requeue", default=None,
+                help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
+                "120 s before the time limit, so it can save a checkpoint and continue from it.",
+            ),
+        ]
+    ):  # fmt: skip
+        wrapper = option(wrapper)
+    return wrapper
