@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test test-fast demo lint docker-up base-image bench clean
+.PHONY: install test test-fast demo lint docker-up slurm-up slurm-down base-image bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,8 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv with repro and its dev dependencies (torch==2.13.0)
 
-test: install docker-up ## the whole suite: unit, cli, integration (real training, real Docker engine)
+test: install docker-up ## the whole suite: unit, cli, integration (real training, real Docker engine, local Slurm)
+	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
 	$(PY) -m pytest tests
 
 test-fast: install ## unit and cli tests only
@@ -34,6 +35,12 @@ lint: install ## ruff + mypy
 
 docker-up: install ## install and start a Docker engine where none answers, and make the base image
 	bash scripts/docker-up.sh
+
+slurm-up: ## install and start a local two-node Slurm cluster (n1, n2 on loopback; root + apt); idempotent
+	bash scripts/slurm-up.sh
+
+slurm-down: ## stop the local Slurm cluster's daemons
+	bash scripts/slurm-down.sh
 
 bench: install ## benchmarks against named peers; results in benchmarks/RESULTS.md
 	$(PY) benchmarks/run_all.py

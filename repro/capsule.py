@@ -58,6 +58,7 @@ class CommandInfo:
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
     torchrun: bool = False  # launched through torchrun (always when nproc_per_node > 1)
+    nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
 
 @dataclass

@@ -26,7 +26,7 @@ from repro.errors import ConfigError
 from repro.logmask import check_patterns
 
 MODES = ("strict", "gpu", "off")
-BACKENDS = ("auto", "local", "docker")
+BACKENDS = ("auto", "local", "docker", "slurm")
 ISAS = ("auto", "avx2", "avx512", "default", "none")
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
@@ -53,6 +53,13 @@ class Settings:
     compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
     compare_mask: tuple[str, ...] = ()  # regexes masked in stdout lines before comparing
     compare_ignore_lines: tuple[str, ...] = ()  # regexes: stdout lines left out of the comparison
+    # --backend slurm: the allocation asked of sbatch
+    slurm_nodes: int = 1
+    slurm_partition: str | None = None
+    slurm_time: str | None = None  # sbatch --time, e.g. 00:30:00
+    slurm_account: str | None = None
+    slurm_sbatch_args: tuple[str, ...] = ()  # passed to sbatch as given
+    slurm_requeue: bool = False
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -75,6 +82,12 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
+    "slurm.nodes": "slurm_nodes",
+    "slurm.partition": "slurm_partition",
+    "slurm.time": "slurm_time",
+    "slurm.account": "slurm_account",
+    "slurm.sbatch_args": "slurm_sbatch_args",
+    "slurm.requeue": "slurm_requeue",
     "compare.stdout": "compare_stdout",
     "compare.mask": "compare_mask",
     "compare.ignore_lines": "compare_ignore_lines",
@@ -149,6 +162,8 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
         raise ConfigError(f"threads must be at least 1{origin('threads')}")
     check_patterns(settings.compare_mask, "compare.mask")
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
+    if settings.slurm_nodes < 1:
+        raise ConfigError(f"slurm.nodes must be at least 1{origin('slurm_nodes')}")
     return settings
 
 

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
 from repro.attribution import snapshot_tree
@@ -30,6 +31,9 @@ from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -249,7 +253,11 @@ def run_replay(
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
         wanted = settings.backend
-        backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
+        _fit_layout(record, wanted, notes)
+        spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
+        backend = select_backend(
+            wanted, on_event, need_lock=lockfile is not None, slurm=recorded_slurm_options(original)
+        )
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
@@ -295,6 +303,35 @@ def run_replay(
     record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def recorded_slurm_options(record: Record) -> SlurmOptions:
+    """The allocation a Slurm run had, to ask for the same again (nodes from the command)."""
+    from repro.backends.slurm import SlurmOptions
+
+    asked = record.backend.details.get("slurm", {}).get("options", {})
+    return SlurmOptions(
+        nodes=record.command.nodes,
+        partition=asked.get("partition"),
+        time=asked.get("time"),
+        account=asked.get("account"),
+        sbatch_args=tuple(asked.get("sbatch_args") or ()),
+        requeue=bool(asked.get("requeue")),
+    )
+
+
+def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
+    """A multi-node run replayed on one machine: the same world size, as processes of one torchrun.
+
+    Ranks, per-rank seeds and the process group are the same; only where the ranks run changes.
+    """
+    nodes, nproc = record.command.nodes, record.command.nproc_per_node
+    if nodes <= 1 or backend == "slurm":
+        return
+    record.command.nodes, record.command.nproc_per_node = 1, nodes * nproc
+    notes.append(
+        f"layout changed: {nodes} nodes × {nproc} process(es) → {nodes * nproc} processes on one machine"
+    )
 
 
 def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro import __version__
 from repro import attribution as output_rules
@@ -34,6 +34,9 @@ from repro.hashing import HashCache, hash_file_cached
 from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -64,8 +67,24 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
-    """`local`, `docker`, or `auto`: docker when an engine answers (and dependencies are declared).
+def slurm_options(settings: Settings) -> SlurmOptions:
+    """The Slurm allocation the settings (repro.yaml, flags) ask for."""
+    from repro.backends.slurm import SlurmOptions
+
+    return SlurmOptions(
+        nodes=settings.slurm_nodes,
+        partition=settings.slurm_partition,
+        time=settings.slurm_time,
+        account=settings.slurm_account,
+        sbatch_args=settings.slurm_sbatch_args,
+        requeue=settings.slurm_requeue,
+    )
+
+
+def select_backend(
+    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+) -> Backend:
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -74,6 +93,10 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
 
     if name == "local":
         return LocalBackend()
+    if name == "slurm":
+        from repro.backends.slurm import SlurmBackend
+
+        return SlurmBackend(slurm)
     try:
         from repro.backends import docker as docker_backend
     except ImportError:  # pragma: no cover - docker SDK missing
@@ -131,12 +154,14 @@ def capture(
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
         argv=safe_argv,
         cwd=rel_cwd,
         params=params,
         nproc_per_node=run_plan.nproc_per_node,
         torchrun=run_plan.torchrun,
+        nodes=nodes,
     )
     record.redactions += argv_hits
 
@@ -172,7 +197,7 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     if settings.trace:
@@ -233,6 +258,7 @@ def build_spec(
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
         torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
+        nodes=record.command.nodes,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -302,7 +328,10 @@ def collect(
     for rank, streams in sorted(rank_logs.items()):
         for name, path in sorted(streams.items()):
             res.logs[f"rank{rank}.{name}"] = store.put_file(path)
-    if res.status == "failed" and rank_logs:
+    failed = result.details.get("failed")
+    if res.status == "failed" and isinstance(failed, dict):
+        _report_failed_node(record, failed, rank_logs)
+    elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
         res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
@@ -462,6 +491,20 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
     tail = stderr.get(rank, "").splitlines()[-20:]
     prefix = f"[rank{rank}]:"
     record.results.stderr_tail = [line if line.startswith(prefix) else f"{prefix} {line}" for line in tail]
+
+
+def _report_failed_node(
+    record: Record, failed: dict[str, Any], rank_logs: dict[int, dict[str, Path]]
+) -> None:
+    """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
+    rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
+    record.warnings.append(
+        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped"
+    )
+    stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
+    if stderr is not None:
+        tail = stderr.read_text("utf-8", "replace").splitlines()[-20:]
+        record.results.stderr_tail = [f"[{node} rank{rank}]: {line}" for line in tail]
 
 
 def _merge_process_env(record: Record, runtime: Path) -> None:
