@@ -23,6 +23,7 @@ _COMMAND_MODULES = [
     "repro.cli.diff_cmd",
     "repro.cli.check_cmd",
     "repro.cli.docker_cmd",
+    "repro.cli.lock_cmd",
 ]
 
 

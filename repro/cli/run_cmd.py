@@ -193,7 +193,7 @@ def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settin
         with sigterm_interrupts():
             prepared = runner.capture(request, settings, store, on_event, progress_factory)
             backend = runner.select_backend(
-                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                request.backend or settings.backend, on_event, need_lock=prepared.declares_deps
             )
             r = prepared.record
             ui.info(
