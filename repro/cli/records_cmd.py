@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from repro import ui
-from repro.capsule import pack, verify_tar
+from repro.capsule import verify_tar
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid
+from repro.exporting import export_run
 from repro.ui import records as render
 
 
@@ -47,14 +48,19 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 @click.argument("ref", default="latest")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Capsule file to write (default: <id>.tar).")  # fmt: skip
+@click.option("--with-image", is_flag=True,
+              help="Carry the environment image inside (docker save): the capsule replays with no "
+              "network, wheelhouse or base image.")  # fmt: skip
 @pass_app
-def export(app: AppContext, ref: str, output: str | None) -> None:
+def export(app: AppContext, ref: str, output: str | None, with_image: bool) -> None:
     """Write a run as one self-contained capsule .tar (deterministic bytes)."""
     loaded = app.store.resolve(ref)
     dest = Path(output or f"{loaded.record.id}.tar")
-    pack(loaded.record, loaded.blob_path, dest)
-    size = dest.stat().st_size
-    ui.out(f"exported {loaded.record.id} → {dest} ({ui.human_bytes(size)})")
+    if with_image:
+        ui.info("saving the environment image into the capsule (docker save)")
+    done = export_run(loaded, dest, with_image)
+    image = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
+    ui.out(f"exported {loaded.record.id} → {dest} ({ui.human_bytes(done.size)}{image})")
 
 
 @click.command("verify")
@@ -67,17 +73,20 @@ def verify(app: AppContext, ref: str, as_json: bool) -> None:
     REF is a capsule .tar, or a run in the store (its blobs are re-hashed).
     """
     path = Path(ref)
+    image_size: int | None = None
     if path.is_file():
         verified = verify_tar(path)
-        record, count = verified.record, len(verified.members)
+        record, count, image_size = verified.record, len(verified.members), verified.image_size
     else:
         loaded = app.store.resolve(ref)
         record = loaded.record
         count = _verify_store_run(loaded.blob_path, record.blobs())
     if as_json:
-        ui.json_out({"ok": True, "id": record.id, "members": count, "format": record.format})
+        result = {"ok": True, "id": record.id, "members": count, "format": record.format}
+        ui.json_out({**result, "image_bytes": image_size})
     else:
-        ui.out(f"ok: {record.id} ({record.format}), {count} members verified")
+        image = f", image {ui.human_bytes(image_size)} included" if image_size is not None else ""
+        ui.out(f"ok: {record.id} ({record.format}), {count} members verified{image}")
 
 
 def _verify_store_run(blob_path: object, digests: set[str]) -> int:
