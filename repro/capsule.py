@@ -328,12 +328,17 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class _Hashing:
+    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.sha = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.f.read(size)
+        self.sha.update(data)
+        return data
 
 
 def pack(
@@ -369,8 +374,9 @@ def pack(
                     sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
                 else:
                     with open(src, "rb") as f:
-                        tar.addfile(_tarinfo(name, src.stat().st_size), f)
-                    sums.append(f"{_sha256_file(src)}  {name}")
+                        reader = _Hashing(f)
+                        tar.addfile(_tarinfo(name, src.stat().st_size), reader)
+                    sums.append(f"{reader.sha.hexdigest()}  {name}")
             body = ("\n".join(sums) + "\n").encode()
             tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
         os.replace(tmp, dest)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import yaml
 
 from repro.errors import ConfigError

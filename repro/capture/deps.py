@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -40,11 +41,6 @@ from repro.lockfile import (
     logical_lines,
     pin_list,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 LOCK_DIR = "lockfiles"
 VARIANTS = ("cpu", "cuda")
