@@ -23,7 +23,11 @@ def _wheel(dir: Path, name: str, body: bytes) -> tuple[Path, str]:
 
 
 def _lock_text(*names: str) -> str:
-    return "".join(f"{n}==1.0 \\\n    --hash=sha256:{hashlib.sha256(n.encode()).hexdigest()}\n" for n in names)
+    return "".join(f"{n}==1.0 \\\n    --hash=sha256:{_sha(n)}\n" for n in names)
+
+
+def _sha(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
 
 
 TORCH_LOCK = _lock_text("filelock", "torch", "nvidia-cublas-cu12", "typing-extensions", "nvidia-cudnn-cu12")
