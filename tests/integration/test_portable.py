@@ -147,6 +147,7 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
         image = record["deps"]["image"]
         made.append(image["tag"])
         assert image["base"] == own_base and not image["reused"]
+        assert record["deps"]["freeze"] and record["deps"]["mismatches"] == []  # pip freeze inside = lock
         assert (cache / "wheelhouse").is_dir()
 
         tar = tmp_path / "run.tar"
