@@ -22,7 +22,8 @@ $(VENV)/.installed: pyproject.toml $(DEV_LOCK)
 
 install: $(VENV)/.installed ## create .venv with repro and its dev dependencies (torch==2.13.0) from lockfiles/
 
-locks: install ## refresh lockfiles/ (repro's runtime and dev locks) from pyproject.toml
+locks: ## refresh lockfiles/ (repro's runtime and dev locks) from pyproject.toml; then `make install`
+	test -x $(PY) || $(MAKE) install
 	$(PY) $(COMPILE) --output-file $(RUNTIME_LOCK) pyproject.toml
 	$(PY) $(COMPILE) --extra dev --output-file $(DEV_LOCK) pyproject.toml
 
