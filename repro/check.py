@@ -125,7 +125,7 @@ def run_check(
             backend = runner.select_backend(
                 plan.settings.backend,
                 on_event,
-                need_lock=prepared.spec.lockfile is not None,
+                need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "

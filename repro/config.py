@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import yaml
 
 from repro.errors import ConfigError

@@ -44,6 +44,10 @@ class NotFoundError(UsageError):
     """A run ref, file or directory that does not exist."""
 
 
+class StoreConflict(UsageError):
+    """The store already holds a different record under the same run id."""
+
+
 class BackendUnavailable(ReproError):
     """No Docker engine, or no GPU when one was asked for."""
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
+
+# Opens a `docker save` archive of the recorded image (a capsule member) for reading.
+OpenImage = Callable[[], AbstractContextManager[IO[bytes]]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class RunSpec:
     lockfile: Path | None = None  # hash-pinned requirements for image builds
     base_image: str | None = None  # tag or id; docker resolves and records it
     shm_size: str = "2g"
+    recorded_image: dict[str, Any] | None = None  # ImageInfo fields of the image a capsule carries
+    image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
 
 
 @dataclass

@@ -109,9 +109,14 @@ def show_text(record: Record) -> str:
     d = r.deps
     if d.lockfile:
         torch = next((q for q in d.requirements if q.startswith("torch==")), None)
-        lines.append(("deps", f"{d.lockfile} ({len(d.requirements)} pinned{', ' + torch if torch else ''})"))
+        variant = f"{d.variant} lock, " if d.variant else ""
+        lines.append(("deps", f"{d.lockfile} ({variant}{len(d.requirements)} pinned"
+                      f"{', ' + torch if torch else ''})"))  # fmt: skip
+        for mismatch in d.mismatches:
+            lines.append(("deps", f"! not as locked: {mismatch}"))
     if d.image:
         reuse = "reused" if d.image.reused else f"built in {d.image.build_seconds or 0:.0f}s"
+        reuse = "loaded from the capsule" if d.image.loaded else reuse
         lines.append(("image", f"{d.image.tag} ({(d.image.id or '')[:19]}, {reuse}), base {d.image.base}"))
     seed_note = "drawn" if r.seeds.drawn else "given"
     lines.append(("seed", f"{r.seeds.master} ({seed_note}); PYTHONHASHSEED {r.seeds.pythonhashseed}"))
