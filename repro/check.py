@@ -123,7 +123,10 @@ def run_check(
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from repro.capsule import Record
+from repro.determinism import ledger_text
 from repro.diff.changes import change_phrase
 from repro.diff.files import files_summary
 from repro.diff.model import Cause, Change, Section
@@ -34,6 +35,8 @@ def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_diff
     """
     causes = _input_causes(sections) + _dependency_causes(sections) + _setting_causes(sections, a, b)
     causes += _environment_causes(sections["environment"], a, b)
+    if results_differ:
+        causes += _runtime_causes(a, b)
     if results_differ and not causes:
         modes = {a.determinism.mode, b.determinism.mode}
         mode = a.determinism.mode if len(modes) == 1 else f"{a.determinism.mode}/{b.determinism.mode}"
@@ -42,6 +45,23 @@ def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_diff
             reason += "; or an undeclared input changed"
         causes.append(Cause("outputs", "nondeterminism", reason, RANK_NONDETERMINISM, []))
     causes.sort(key=lambda c: c.rank)
+    return causes
+
+
+def _runtime_causes(a: Record, b: Record) -> list[Cause]:
+    """Named nondeterminism: a run without the runtime, or nondeterministic ops that ran."""
+    causes: list[Cause] = []
+    unseeded = [r.id for r in (a, b) if r.determinism.applied is False]
+    if unseeded:
+        reason = f"the repro runtime did not load in {', '.join(unseeded)}: nothing was seeded or pinned"
+        causes.append(Cause("determinism", "seed", reason, RANK_SEEDS - 1, []))
+    for r in (a, b):
+        ops = r.determinism.nondeterministic_ops
+        if ops:
+            why = "allowed" if r.determinism.allow_nondeterministic_ops else f"mode {r.determinism.mode}"
+            reason = f"nondeterministic ops ran in {r.id} ({why}): {ledger_text(ops)}"
+            causes.append(Cause("determinism", "nondeterminism", reason, RANK_NONDETERMINISM - 5, []))
+            break
     return causes
 
 
