@@ -89,6 +89,10 @@ KEPT = [
     ("Epoch: [0]  [ 10/469]  eta: 0:00:42  lr: 0.100000  loss: 2.2811", "2.2811"),
     ("timestep 40 beta1 0.9 update 3", "40"),
     ("timestep 40 beta1 0.9 update 3", "0.9"),
+    ("val ms_ssim 0.9132 psnr 31.20", "0.9132"),
+    ("grad mean 0.52 min 0.31 max 0.97", "0.52"),
+    ("grad mean 0.52 min 0.31 max 0.97", "0.31"),
+    ("eta 0.05 lambda 0.1", "0.05"),
 ]
 
 
@@ -152,6 +156,10 @@ def test_hf_metrics_line_diverges_on_the_loss_not_the_runtime() -> None:
         ("update", False),
         ("beta1", False),
         ("tokens_per_batch", False),
+        ("ms_ssim", False),
+        ("step_time_ms", True),
+        ("sec/iter", True),
+        ("eta", False),
     ],
 )
 def test_field_names_that_measure_time(name: str, timing: bool) -> None:
