@@ -200,5 +200,8 @@ def test_compare_settings_come_from_repro_yaml_and_bad_patterns_are_config_error
     (tmp_path / "repro.yaml").write_text("compare:\n  mask: ['(unclosed']\n")
     with pytest.raises(ConfigError, match="compare.mask"):
         load(tmp_path, environ={})
+    (tmp_path / "repro.yaml").write_text("compare:\n  stdout: maybe\n")
+    with pytest.raises(ConfigError, match="compare_stdout has a bad value 'maybe'"):
+        load(tmp_path, environ={})
     with pytest.raises(ConfigError, match="compare.ignore_lines"):
         Plan((Layer(Rank.FLAG, {"compare_ignore_lines": (("[",), "--test")}),))
