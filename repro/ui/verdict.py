@@ -326,7 +326,10 @@ def _md_checks(v: Verdict) -> list[list[str]]:
         rows.append([_mark(True), "stdout", "equal", ""])
     else:
         ok = s.within_tolerance and v.mode != "strict"
-        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", f"from line {s.line}"])
+        detail = f"from line {s.line}"
+        if s.original_value is not None:
+            detail += f": {s.field + ' ' if s.field else ''}{s.original_value} → {s.replay_value}"
+        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", _md(detail)])
     t = v.trace
     if t is not None:
         ok = t.within_tolerance and v.mode != "strict"

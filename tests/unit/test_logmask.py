@@ -10,7 +10,7 @@ from repro.errors import ConfigError
 from repro.logcompare import compare_stdout
 from repro.logmask import LogMask, is_timing_key, mask_timings
 from repro.tolerance import STRICT, Tolerance
-from repro.ui.verdict import render_text
+from repro.ui.verdict import render_markdown, render_text
 
 # (a line from one run, the same line from another run whose timings differ)
 TIMING_PAIRS = [
@@ -127,6 +127,7 @@ def test_a_changed_loss_still_diverges_naming_both_values() -> None:
     assert "loss 2.3456 -> 2.3461" in reason.message and "line 1" in reason.message
     text = render_text(v, colour=False)
     assert "first value that differs: loss 2.3456 → 2.3461" in text
+    assert "| ❌ | stdout | differs | from line 1: loss 2.3456 → 2.3461 |" in render_markdown(v)
 
 
 def test_hf_metrics_line_diverges_on_the_loss_not_the_runtime() -> None:
