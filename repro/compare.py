@@ -4,9 +4,9 @@ Pure data in, pure data out: nothing here prints, and rendering lives in
 ``repro.ui.verdict``. Outputs are compared by ``repro.outputs`` (tensor files through
 ``repro.tensors``, metric files and TensorBoard events through ``repro.artifacts``),
 metric series by ``repro.metriccompare``, stdout by ``repro.logcompare`` with the timing
-rule of ``repro.logmask``; tolerances live
-in ``repro.tolerance``. Their public names are re-exported here. Each reason a verdict
-gives carries a code (``repro.reasons``); callers decide on codes, never on sentences.
+rule of ``repro.logmask``; tolerances live in ``repro.tolerance``. Their public names are
+re-exported here. Each reason a verdict gives carries a code (``repro.reasons``); callers
+decide on codes, never on sentences.
 
 Verdict rules (DESIGN.md, "Replay and verification"):
 
