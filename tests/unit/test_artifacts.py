@@ -179,3 +179,6 @@ def test_event_directories_pair_by_path_then_parent_and_tags_then_tags() -> None
         ("tb/fixed", "tb/fixed"),
     ]
     assert only_a == ["gone"] and only_b == []
+    # the one directory left on each side under one parent pairs, so a new tag reads as a new tag
+    pairs, only_a, only_b = tensorboard.pair_dirs({"runs/Nov22_a": loss}, {"runs/Nov22_b": acc})
+    assert (pairs, only_a, only_b) == ([("runs/Nov22_a", "runs/Nov22_b")], [], [])
