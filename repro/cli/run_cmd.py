@@ -10,7 +10,7 @@ from repro import runner, ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
-from repro.cli.options import execution_options
+from repro.cli.options import SlurmFlags, execution_options, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
 from repro.ui import records as render
@@ -21,6 +21,7 @@ from repro.ui import records as render
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @execution_options
+@slurm_options
 @click.option(
     "--mlflow-log-capsule/--no-mlflow-log-capsule",
     default=None,
@@ -31,7 +32,12 @@ from repro.ui import records as render
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
 def run(
-    app: AppContext, command: tuple[str, ...], flags: Flags, mlflow_log_capsule: bool | None, as_json: bool
+    app: AppContext,
+    command: tuple[str, ...],
+    flags: Flags,
+    slurm: SlurmFlags,
+    mlflow_log_capsule: bool | None,
+    as_json: bool,
 ) -> None:
     """Run COMMAND under repro and seal its record.
 
@@ -39,6 +45,7 @@ def run(
     repro run train.py --lr 0.02                         (a .py first argument runs it with python)
     repro run --seed 42 --data data -- python train.py --lr 0.02
     repro run --backend local --outputs ckpt -- python -m mypkg.train
+    repro run --backend slurm --nodes 2 --partition gpu --time 01:00:00 train_ddp.py
     repro run -- torchrun --nproc-per-node 2 train.py   (the same as --nproc-per-node 2)
     repro run train.py optim.lr=0.1 +model.depth=3      (Hydra overrides are parameters)
     repro run train.py -m optim.lr=0.1,0.01             (a Hydra multirun: one run per job)
@@ -49,7 +56,7 @@ def run(
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    plan = app.plan(flags)
+    plan = slurm.over(app.plan(flags))
     if mlflow_log_capsule is not None:
         given = {"mlflow_log_capsule": (mlflow_log_capsule, "--mlflow-log-capsule")}
         plan = plan.over(Layer(Rank.FLAG, given))
@@ -66,7 +73,10 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
         with sigterm_interrupts():
             prepared = runner.capture(request, plan, store, on_event, progress_factory)
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
             r = prepared.record
             ui.info(

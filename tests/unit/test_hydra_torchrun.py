@@ -116,8 +116,10 @@ def test_torchrun_lines_repro_cannot_run(argv: list[str], message: str) -> None:
 
 def test_torchrun_is_the_same_run_as_nproc_per_node(tmp_path: Path) -> None:
     plan, two, three = (resolve(tmp_path, Flags(nproc_per_node=n)) for n in (None, 2, 3))
-    argv, nproc, notes = launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path), plan)
-    assert (argv, nproc, notes) == (["python", "train.py"], 2, [])
+    launched = launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path), plan)
+    assert launched == (["python", "train.py"], 2, True, [])
+    one = launch(RunRequest(["torchrun", "--nproc-per-node=1", "train.py"], tmp_path), plan)
+    assert one[1:3] == (1, True)  # one rank, still under torchrun, as --nproc-per-node 1 would be
     assert launch(RunRequest(["train.py"], tmp_path), two)[:2] == (["python", "train.py"], 2)
     assert launch(RunRequest(["torchrun", "--nproc-per-node=2", "train.py"], tmp_path), two)[1] == 2
     with pytest.raises(UsageError, match="disagree"):
