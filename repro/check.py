@@ -114,6 +114,13 @@ def run_check(
         raise UsageError(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
+    requests = runner.expand(request, plan)
+    if len(requests) > 1:
+        raise UsageError(
+            "a Hydra multirun is several runs; a check repeats one command",
+            hint="check one job: drop -m and give each override one value",
+        )
+    request = requests[0]  # a Hydra app writes into the same directory in every run
     result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
     backend = None
     for i in range(runs):

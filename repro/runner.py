@@ -150,28 +150,30 @@ def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, l
 
 
 def expand(request: RunRequest, run_plan: Plan) -> list[RunRequest]:
-    """The runs a request stands for: a Hydra multirun (`-m a=1,2`) is one run per job.
+    """The runs a request stands for, each as it will be recorded.
+
+    A Hydra multirun (`-m a=1,2`) is one run per job; a Hydra app gets its run directory
+    pinned (`hydra.run.dir=…`), so every run of a `repro check` and every replay write where
+    the first run wrote. Other commands come back unchanged.
 
     Raises:
         UsageError: see `launch`; a multirun whose overrides Hydra rejects.
     """
-    argv, _, _, _ = launch(request, run_plan)
-    args = cmd.script_args(argv)
-    jobs = hydra.sweep_jobs(args, datetime.now())
-    if jobs is None:
-        return [request]
-    head = argv[: len(argv) - len(args)]
-    return [dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)]) for job in jobs]
-
-
-def _hydra_app(argv: list[str], script: Path | None) -> list[str]:
-    """For a Hydra app: its run directory pinned in argv, so a replay writes where the run wrote."""
-    text = script.read_text("utf-8", "replace") if script is not None and script.is_file() else None
-    args = cmd.script_args(argv)
+    launched, _, _, _ = launch(request, run_plan)
+    args = cmd.script_args(launched)
+    # The script's arguments end the command whether torchrun launches it or python does.
+    original = cmd.normalise_argv(request.argv)
+    head = original[: len(original) - len(args)]
+    now = datetime.now()
+    jobs = hydra.sweep_jobs(args, now)
+    if jobs is not None:
+        return [dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)]) for job in jobs]
+    script = cmd.script_path(launched)
+    path = request.cwd / script if script else None
+    text = path.read_text("utf-8", "replace") if path is not None and path.is_file() else None
     if not hydra.is_hydra_app(text, args):
-        return argv
-    head = argv[: len(argv) - len(args)]
-    return [*head, *hydra.pin_run_dir(args, datetime.now())]
+        return [request]
+    return [dataclasses.replace(request, argv=[*head, *hydra.pin_run_dir(args, now)])]
 
 
 def capture(
@@ -205,7 +207,6 @@ def capture(
         )
     settings = run_plan.settings
     data, outputs = list(settings.data), list(settings.outputs)
-    argv = _hydra_app(argv, cwd / script if script else None)
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
 

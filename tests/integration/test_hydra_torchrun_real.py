@@ -58,6 +58,16 @@ def test_a_hydra_run_records_overrides_and_composed_config_and_replays_identical
     assert json.loads(r.out)["status"] == "identical"
 
 
+def test_a_hydra_app_passes_repro_check_its_runs_share_one_output_dir(project: Project) -> None:
+    _hydra_project(project)
+    r = project.repro("check", "--backend", "local", "--data", "data", "--json", "--",
+                      "python", "train.py", "epochs=1")  # fmt: skip
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+    r = project.repro("check", "--backend", "local", "--", "python", "train.py", "-m", "epochs=1,2")
+    assert r.code == 2 and "a Hydra multirun is several runs" in r.err
+
+
 def test_a_hydra_multirun_is_one_record_per_job(project: Project) -> None:
     _hydra_project(project)
     r = project.repro("run", "--backend", "local", "--seed", "7", "--data", "data", "--",

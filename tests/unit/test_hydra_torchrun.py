@@ -132,4 +132,9 @@ def test_expand_gives_one_request_per_multirun_job(tmp_path: Path) -> None:
     assert [r.argv[:3] for r in requests] == [["python", "train.py", "lr=1"], ["python", "train.py", "lr=2"]]
     assert all(r.argv[3].startswith("hydra.run.dir=multirun/") for r in requests)
     single = RunRequest(["train.py", "lr=1"], tmp_path)
-    assert expand(single, plan) == [single]
+    assert expand(single, plan) == [single]  # not a Hydra app: as given
+    (tmp_path / "app.py").write_text("import hydra\n")
+    (pinned,) = expand(RunRequest(["torchrun", "--nproc-per-node=2", "app.py", "lr=1"], tmp_path), plan)
+    assert pinned.argv[:4] == ["torchrun", "--nproc-per-node=2", "app.py", "lr=1"]
+    assert pinned.argv[4].startswith("hydra.run.dir=outputs/") and len(pinned.argv) == 5
+    assert expand(pinned, plan) == [pinned]  # pinned once: a check's runs and a replay share it
