@@ -132,3 +132,28 @@ def test_mlflow_provider_tags_and_notes_its_store(in_run: Path, monkeypatch: pyt
         mlflow.set_tracking_uri(None)
     (row,) = [json.loads(line) for line in (in_run / "links.jsonl").read_text().splitlines()]
     assert row == {"kind": "mlflow", "tracking_uri": "file:./mlruns", "path": "mlruns"}
+
+
+def test_framework_warnings_only_when_the_framework_overrides(
+    in_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from repro.integrations import frameworks
+
+    assert frameworks.seed_override("The Trainer", 7, "TrainingArguments.seed") is None  # repro's own seed
+    assert frameworks.seed_override("The Trainer", None, "seed") is None
+    warning = frameworks.seed_override("The Trainer", 42, "TrainingArguments.seed")
+    assert warning and "TrainingArguments.seed=42 after repro seeded them with 7" in warning
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert frameworks.mode_conflict("Lightning", "deterministic=True") is None
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        assert "warn-only" in (frameworks.mode_conflict("Lightning", "deterministic='warn'") or "")
+        torch.use_deterministic_algorithms(False)
+        assert "off" in (frameworks.mode_conflict("Lightning", "deterministic=False") or "")
+        monkeypatch.setenv("REPRO_MODE", "off")
+        assert frameworks.mode_conflict("Lightning", "deterministic=False") is None
+    finally:
+        torch.use_deterministic_algorithms(was)
