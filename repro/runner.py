@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import __version__
-from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
+from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
@@ -272,13 +272,17 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
     return record
 
 
-def _image_info(image: dict[str, Any], store: Store) -> ImageInfo:
-    text = image.get("dockerfile_text")
-    known = {k: v for k, v in image.items() if k in ImageInfo.__dataclass_fields__ and k != "dockerfile"}
-    info = ImageInfo(**known)
-    if text:
-        info.dockerfile = store.put_bytes(text.encode())
-    return info
+def _image_info(image: BuiltImage, store: Store) -> ImageInfo:
+    return ImageInfo(
+        id=image.id,
+        tag=image.tag,
+        base=image.base,
+        base_id=image.base_id,
+        dockerfile=store.put_bytes(image.dockerfile_text.encode()) if image.dockerfile_text else None,
+        template=image.template,
+        reused=image.reused,
+        build_seconds=image.build_seconds,
+    )
 
 
 def collect(

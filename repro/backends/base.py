@@ -51,6 +51,20 @@ class RunSpec:
     shm_size: str = "2g"
 
 
+@dataclass(frozen=True)
+class BuiltImage:
+    """The environment image a run uses: the record's ImageInfo fields plus the rendered Dockerfile."""
+
+    id: str
+    tag: str
+    base: str
+    base_id: str
+    template: str
+    dockerfile_text: str
+    reused: bool
+    build_seconds: float
+
+
 @dataclass
 class RunResult:
     """What a backend reports after the command ended."""
@@ -59,7 +73,7 @@ class RunResult:
     duration_s: float
     interrupted: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # e.g. container id, image id
-    image: dict[str, Any] | None = None  # ImageInfo fields for the record (docker)
+    image: BuiltImage | None = None  # the image it ran in (docker)
 
 
 class Backend(Protocol):
@@ -67,8 +81,8 @@ class Backend(Protocol):
 
     name: str
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        """Get ready to run (build or reuse an image). Returns ImageInfo fields or None.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
+        """Get ready to run (build or reuse an image). Returns the image, or None without one.
 
         Raises:
             BackendUnavailable: the backend cannot run here (no engine, no GPU).

@@ -32,6 +32,7 @@ from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     RunResult,
@@ -194,39 +195,13 @@ def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
 # --------------------------------------------------------------------------- images
 
 
-@dataclass
-class Built:
-    """The environment image a run uses (ImageInfo fields plus the rendered Dockerfile)."""
-
-    id: str
-    tag: str
-    base: str
-    base_id: str
-    template: str
-    dockerfile_text: str
-    reused: bool
-    build_seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tag": self.tag,
-            "base": self.base,
-            "base_id": self.base_id,
-            "template": self.template,
-            "dockerfile_text": self.dockerfile_text,
-            "reused": self.reused,
-            "build_seconds": self.build_seconds,
-        }
-
-
 def ensure_image(
     client: docker.DockerClient,
     lockfile: Path | None,
     base: str,
     template: str,
     on_event: OnEvent,
-) -> Built:
+) -> BuiltImage:
     """Reuse the image whose tag is the hash of its inputs, or build it offline.
 
     Raises:
@@ -242,7 +217,7 @@ def ensure_image(
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
-        return Built(existing, tag, base, base_id, template, dockerfile, True, 0.0)
+        return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0)
     start = time.monotonic()
     wheels: list[Path] = []
     if lockfile is not None:
@@ -258,7 +233,7 @@ def ensure_image(
     image_id = _image_id(client, tag)
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
-    return Built(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+    return BuiltImage(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
 
 
 def _build(
@@ -303,13 +278,13 @@ class DockerBackend:
 
     def __init__(self, base_image: str = DEFAULT_BASE_IMAGE) -> None:
         self.base_image = base_image
-        self._built: dict[tuple[Any, ...], Built] = {}
+        self._built: dict[tuple[Any, ...], BuiltImage] = {}
 
     def _key(self, spec: RunSpec) -> tuple[Any, ...]:
         return (spec.lockfile, spec.base_image or self.base_image, images.template_for(spec.gpus))
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any]:
-        """Build or reuse the run's image; returns ImageInfo fields plus ``dockerfile_text``.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:
+        """Build or reuse the run's image.
 
         Raises:
             BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
@@ -326,7 +301,7 @@ class DockerBackend:
                 on_event,
             )
         self._built[self._key(spec)] = built
-        return built.as_dict()
+        return built
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         """Run the command in a fresh container, streaming its output; always removes it.
@@ -450,7 +425,7 @@ def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
-def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[str, Any]:
+def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int) -> dict[str, Any]:
     env = dict(spec.env)
     env.update(
         {
@@ -482,7 +457,7 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[s
 
 
 def _run_container(
-    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: Built, on_event: OnEvent
+    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: BuiltImage, on_event: OnEvent
 ) -> RunResult:
     api = client.api
     host_config = api.create_host_config(**config.pop("host_config"))
@@ -512,13 +487,11 @@ def _run_container(
         except KeyboardInterrupt:
             on_event(Event("info", "interrupted: stopping the container"))
             _stop_quietly(api, cid)
-            return RunResult(
-                130, time.monotonic() - start, interrupted=True, details=details, image=built.as_dict()
-            )
+            return RunResult(130, time.monotonic() - start, interrupted=True, details=details, image=built)
         duration = time.monotonic() - start
         state = api.inspect_container(cid).get("State", {})
         details["oom_killed"] = bool(state.get("OOMKilled"))
-        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built.as_dict())
+        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built)
     finally:
         _remove_quietly(api, cid)
 

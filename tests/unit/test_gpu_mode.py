@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repro.backends import local
-from repro.backends.base import RunSpec, launch_argv, runtime_source
+from repro.backends.base import BuiltImage, RunSpec, launch_argv, runtime_source
 from repro.capsule import EnvInfo, Record
 from repro.config import Layer, Plan, Rank
 from repro.determinism import NCCL_PINS, plan
@@ -138,7 +138,7 @@ def test_docker_gpus_become_device_requests_on_the_cuda_image(tmp_path: Path) ->
     assert docker_backend._device_requests("0,2")[0]["DeviceIDs"] == ["0", "2"]
     assert docker_backend._device_requests(None) is None
 
-    built = docker_backend.Built("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
+    built = BuiltImage("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
     spec = _spec(tmp_path, gpus="all", nproc_per_node=2, env=plan("gpu", 1, None).env)
     config = docker_backend._container_config(spec, built, 1000, 1000)
     assert config["host_config"]["device_requests"][0]["Count"] == -1
