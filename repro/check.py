@@ -8,13 +8,12 @@ Two questions, one result type:
   fresh capture of the working tree, stored in the store, restored into a scratch
   directory) and today's data, and compare with the capsule's results.
 
-Core only: returns a `CheckResult`; the CLI and the pytest plugin render it. The JUnit
-XML a CI system reads is built here from the result as a string, with no I/O.
+Core only: returns a `CheckResult`; ``repro.ui.check`` renders it (text, JSON, Markdown,
+JUnit) for the CLI and the pytest plugin.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,7 +211,7 @@ def _inside(path: Path, root: Path) -> str | None:
         return None
 
 
-# --------------------------------------------------------------------------- JUnit
+# --------------------------------------------------------------------------- decisions
 
 
 def output_fails(v: Verdict, o: OutputDiff) -> bool:
@@ -220,61 +219,3 @@ def output_fails(v: Verdict, o: OutputDiff) -> bool:
     if o.status == "same":
         return False
     return v.mode == "strict" or not o.within_tolerance
-
-
-def _reason(v: Verdict, prefix: str, fallback: str) -> str:
-    return next((r for r in v.reasons if r.startswith(prefix)), fallback)
-
-
-def _pair(result: CheckResult, v: Verdict, index: int) -> str:
-    if result.kind == "against":
-        return "capsule vs current code"
-    return f"run 1 vs run {index + 2}"
-
-
-def junit_xml(result: CheckResult) -> str:
-    """The check as JUnit XML: one testcase per compared output, plus metrics and stdout per verdict.
-
-    A command that failed adds a testcase ``run`` carrying its exit status and last stderr lines.
-    """
-    suite = ET.Element("testsuite", name="repro check")
-    tests = failures = 0
-
-    def case(name: str, classname: str, failure: str | None, body: str = "") -> None:
-        nonlocal tests, failures
-        tc = ET.SubElement(suite, "testcase", name=name, classname=classname, time="0")
-        tests += 1
-        if failure is not None:
-            failures += 1
-            el = ET.SubElement(tc, "failure", message=failure, type="NotReproduced")
-            el.text = body or failure
-
-    for i, v in enumerate(result.verdicts):
-        pair = _pair(result, v, i)
-        classname = f"repro.check.{v.replay or i + 2}"
-        if v.status == "failed":
-            case(f"{pair}: run", classname, v.reasons[0] if v.reasons else "the run failed")
-        for o in v.outputs:
-            fails = output_fails(v, o)
-            reason = _reason(v, f"output {o.path}", f"output {o.path} {o.status}") if fails else None
-            detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}" if fails else ""
-            case(f"{pair}: output {o.path}", classname, reason, f"{reason}\n{detail}" if reason else "")
-        m = v.metrics
-        m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        case(f"{pair}: metrics", classname, _reason(v, "metric ", "metrics differ") if m_fails else None)
-        s = v.stdout
-        s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
-        body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        case(f"{pair}: stdout", classname, _reason(v, "stdout ", "stdout differs") if s_fails else None, body)
-    if result.failed is not None and not result.verdicts:
-        r = result.failed.results
-        message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"
-        case("run", f"repro.check.{result.failed.id}", message, "\n".join([message, *r.stderr_tail[-20:]]))
-    suite.set("tests", str(tests))
-    suite.set("failures", str(failures))
-    suite.set("errors", "0")
-    suite.set("skipped", "0")
-    root = ET.Element("testsuites", name="repro", tests=str(tests), failures=str(failures), errors="0")
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
