@@ -23,13 +23,13 @@ from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, store_patch
-from repro.compare import REPRODUCED, OutputDiff, Verdict, compare_all, exit_code_for, worst_status
+from repro.compare import REPRODUCED, OutputDiff, Side, Verdict, compare_runs, exit_code_for, worst_status
 from repro.config import Plan, Settings
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
-from repro.replay import ReplayRequest, run_replay, side, tolerance
-from repro.store import Store
+from repro.replay import ReplayRequest, run_replay, side, tolerance, verification
+from repro.store import LoadedRun, Store
 
 DEFAULT_RUNS = 2
 KIND = "check"
@@ -103,7 +103,18 @@ def run_check(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
     result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
+    tol = tolerance(plan.mode, atol, rtol)
     backend = None
+    first: Side | None = None
+
+    def judge(run: LoadedRun) -> None:
+        """Compare a later run with run 1 before it is sealed, so its record carries the verdict."""
+        if first is None or run.record.results.status != "succeeded":
+            return
+        verdict = compare_runs(first, side(run), plan.mode, tol)
+        run.record.verification = verification(verdict, result.records[0].id)
+        result.verdicts.append(verdict)
+
     for i in range(runs):
         prepared = runner.capture(request, plan, store, on_event, progress)
         record = prepared.record
@@ -116,7 +127,7 @@ def run_check(
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-        record = runner.execute(prepared, backend, store, on_event)
+        record = runner.execute(prepared, backend, store, on_event, before_seal=judge)
         result.seed, result.mode = record.seeds.master, record.determinism.mode
         plan = plan.with_seed(record.seeds.master)
         result.records.append(record)
@@ -126,8 +137,8 @@ def run_check(
         if record.results.status != "succeeded":
             result.failed = record
             return result
-    sides = [side(store.load_run(r.id)) for r in result.records]
-    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol))
+        if first is None:
+            first = side(store.load_run(record.id))
     return result
 
 

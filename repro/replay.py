@@ -140,6 +140,11 @@ def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | 
     return Tolerance(atol=base.atol if atol is None else atol, rtol=base.rtol if rtol is None else rtol)
 
 
+def verification(verdict: Verdict, of: str) -> dict[str, str]:
+    """What a replay's (or a check run's) record keeps of its verdict against run ``of``."""
+    return {"of": of, "status": verdict.status, "summary": verdict.summary}
+
+
 def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
     """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
 
@@ -276,7 +281,7 @@ def run_replay(
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
     record.warnings += notes
-    record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
+    record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
 

@@ -30,7 +30,7 @@ from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
 from repro.steptrace import TRACE_LOG
-from repro.store import Store, new_run_id
+from repro.store import LoadedRun, Store, new_run_id
 
 
 @dataclass
@@ -244,8 +244,17 @@ def build_spec(
     )
 
 
-def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEvent) -> Record:
+def execute(
+    prepared: Prepared,
+    backend: Backend,
+    store: Store,
+    on_event: OnEvent,
+    before_seal: Callable[[LoadedRun], None] | None = None,
+) -> Record:
     """Build/reuse the environment, run, collect and seal. A failed command is still sealed.
+
+    ``before_seal`` sees the collected run (its blobs already stored) and may complete its
+    record — a check's verdict — before the record is written once.
 
     Raises:
         BackendUnavailable, BuildError: before the command started (the run dir is removed).
@@ -268,6 +277,8 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         raise
     record.results.finished = now_iso()
     collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
+    if before_seal is not None:
+        before_seal(LoadedRun(record, prepared.run_dir, store.dir))
     store.seal(record, prepared.run_dir)
     return record
 

@@ -89,9 +89,10 @@ def check(
     repro check --markdown summary.md -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
-    in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is recorded in the store (kind
-    "check"). Outputs, metrics and stdout of run 1 are compared with each later run;
-    on a difference the outputs that differ and the first divergence are printed.
+    in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is
+    recorded in the store (kind "check"; runs 2..N with their verdict against run 1, as
+    `repro ls` shows). Outputs, metrics and stdout of run 1 are compared with each later
+    run; on a difference the outputs that differ and the first divergence are printed.
 
     With --against, the capsule's recorded command is replayed against a fresh capture
     of the working tree (executed in a scratch directory; the tree is only read) and
