@@ -6,7 +6,7 @@ imports numpy and torch only when a tensor file has to be opened); tolerances li
 ``repro.tolerance`` (the ``|a - b| <= atol + rtol * |a|`` rule and each mode's
 default). Their public names are re-exported here.
 
-Verdict rules (DESIGN.md, "Replay and verification"):
+Verdict rules (README, "Replay verdicts"):
 
 - the replay failed (non-zero exit, or status other than ``succeeded``) → ``failed``;
 - ``strict`` mode: every output byte-identical, every metric value equal and stdout
@@ -161,7 +161,7 @@ REPRODUCED = ("identical", "within_tolerance")
 
 
 def exit_code_for(status: str) -> ExitCode:
-    """0 reproduced, 4 a command failed, 5 not reproduced (DESIGN.md, "Exit codes")."""
+    """0 reproduced, 4 a command failed, 5 not reproduced (README, "Exit codes")."""
     if status == "failed":
         return ExitCode.COMMAND_FAILED
     return ExitCode.OK if status in REPRODUCED else ExitCode.NOT_REPRODUCED
@@ -191,7 +191,7 @@ class Verdict:
 
     @property
     def exit_code(self) -> ExitCode:
-        """The CLI exit code this verdict maps to (DESIGN.md, "Exit codes")."""
+        """The CLI exit code this verdict maps to (README, "Exit codes")."""
         return exit_code_for(self.status)
 
     @property

@@ -69,17 +69,11 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
 
     if name == "local":
         return LocalBackend()
-    try:
-        from repro.backends import docker as docker_backend
-    except ImportError:  # pragma: no cover - docker SDK missing
-        docker_backend = None  # type: ignore[assignment]
-    if name == "docker":
-        if docker_backend is None:
-            from repro.errors import BackendUnavailable
+    from repro.backends import docker as docker_backend  # the docker SDK is a dependency: no fallback
 
-            raise BackendUnavailable("the docker Python package is not installed", hint="pip install docker")
+    if name == "docker":
         return docker_backend.DockerBackend()
-    if docker_backend is not None and docker_backend.engine_available():
+    if docker_backend.engine_available():
         if need_lock:
             return docker_backend.DockerBackend()
         on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))

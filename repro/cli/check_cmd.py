@@ -19,7 +19,7 @@ from repro.ui import check as render
 from repro.ui import records as records_render
 
 _EPILOG = """\b
-Exit status (stable; DESIGN.md "Exit codes"):
+Exit status (stable; README "Exit codes"):
   0    reproduced: every run identical (or within --atol/--rtol in gpu/off modes)
   2    usage or configuration error
   3    backend unavailable (no Docker engine for --backend docker, no GPU for --gpus)
