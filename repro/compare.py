@@ -202,7 +202,8 @@ class Verdict:
         """A JSON-able dict (non-finite floats become the strings "inf", "-inf", "nan")."""
         data = dataclasses.asdict(self)
         data["reproduced"] = self.reproduced
-        return _json_safe(data)
+        safe: dict[str, Any] = _json_safe(data)
+        return safe
 
 
 def _json_safe(value: Any) -> Any:

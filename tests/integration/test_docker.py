@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _spec(root: Path, argv: list[str], **kw: object) -> RunSpec:
     (root / "outputs").mkdir(parents=True, exist_ok=True)
-    defaults: dict = dict(
+    defaults: dict[str, Any] = dict(
         argv=argv,
         project_root=root,
         workdir=".",
@@ -109,9 +110,12 @@ def _repro_image_ids() -> set[str]:
         return {str(i["Id"]) for i in client.api.images(all=True)}
 
 
-def _containers_of(run_id: str) -> list:
+def _containers_of(run_id: str) -> list[dict[str, Any]]:
     with backend.engine() as client:
-        return client.api.containers(all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"})
+        found: list[dict[str, Any]] = client.api.containers(
+            all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"}
+        )
+        return found
 
 
 # --------------------------------------------------------------------------- no engine needed
@@ -358,10 +362,10 @@ def test_gc_removes_unreferenced_images_only(engine_ready: None, tmp_path: Path)
     lock = _tiny_lock(tmp_path / "gc.lock", "a", nonce=f"gc test {time.time_ns()}")
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"], lockfile=lock)
     doomed = backend.DockerBackend().prepare(spec, lambda e: None)
-    others = {img.id for img in backend.list_images()} - {doomed["id"]}
+    others = {img.id for img in backend.list_images()} - {doomed.id}
     removed = backend.remove_images(keep=others)
-    assert [img.id for img in removed] == [doomed["id"]]
-    assert doomed["id"] not in {img.id for img in backend.list_images()}
+    assert [img.id for img in removed] == [doomed.id]
+    assert doomed.id not in {img.id for img in backend.list_images()}
 
 
 @pytest.mark.docker

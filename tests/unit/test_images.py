@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -195,11 +197,11 @@ def test_base_image_python_version_and_prerequisites(tmp_path: Path, monkeypatch
     (tmp_path / "usr" / "bin" / "python3").symlink_to("python3.11")
     assert baseimage.python_version(tmp_path) == "3.11"
     assert baseimage.python_version(tmp_path / "none") is None
-    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(BackendUnavailable, match="needs root"):
         baseimage.check_prerequisites()
-    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(BackendUnavailable, match="debootstrap is not installed") as caught:
         baseimage.check_prerequisites()
     assert caught.value.exit_code == 3 and "make docker-up" in (caught.value.hint or "")
