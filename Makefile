@@ -3,6 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+TESTS ?= tests
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install test test-fast demo lint docker-up base-image bench clean
@@ -18,7 +19,7 @@ install: $(VENV)/.installed ## create .venv with repro and its dev dependencies 
 test: install ## the whole suite: unit, cli, integration (real training, real Docker engine where one answers)
 	@bash scripts/docker-up.sh || { test -z "$$CI" || exit 1; \
 		echo "make test: no Docker engine here (starting one needs root); docker tests skip with a reason"; }
-	$(PY) -m pytest tests
+	$(PY) -m pytest $(TESTS)
 
 test-fast: install ## unit and cli tests only
 	$(PY) -m pytest tests/unit tests/cli
