@@ -23,8 +23,18 @@ from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, store_patch
-from repro.compare import REPRODUCED, OutputDiff, Side, Verdict, compare_runs, exit_code_for, worst_status
+from repro.compare import (
+    REPRODUCED,
+    CompareOptions,
+    OutputDiff,
+    Side,
+    Verdict,
+    compare_runs,
+    exit_code_for,
+    worst_status,
+)
 from repro.config import Plan, Settings
+from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
@@ -103,7 +113,7 @@ def run_check(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
     result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
-    tol = tolerance(plan.mode, atol, rtol)
+    options = CompareOptions.from_settings(plan.settings)
     backend = None
     first: Side | None = None
 
@@ -111,7 +121,8 @@ def run_check(
         """Compare a later run with run 1 before it is sealed, so its record carries the verdict."""
         if first is None or run.record.results.status != "succeeded":
             return
-        verdict = compare_runs(first, side(run), plan.mode, tol)
+        mode = verifiable_mode(result.records[0].determinism, run.record.determinism)
+        verdict = compare_runs(first, side(run), mode, tolerance(mode, atol, rtol), options)
         run.record.verification = verification(verdict, result.records[0].id)
         result.verdicts.append(verdict)
 
@@ -123,12 +134,16 @@ def run_check(
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
         record = runner.execute(prepared, backend, store, on_event, before_seal=judge)
-        result.seed, result.mode = record.seeds.master, record.determinism.mode
+        result.seed = record.seeds.master
+        result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
         plan = plan.with_seed(record.seeds.master)
         result.records.append(record)
         result.notes += [w for w in record.warnings if w not in result.notes]
@@ -202,17 +217,25 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
     replayed = store.load_run(new.id)
     result = CheckResult(
         kind="against",
-        mode=new.determinism.mode,
+        mode=outcome.verdict.mode,
         records=[original, new],
         verdicts=[outcome.verdict],
         seed=new.seeds.master,
         capsule=request.capsule,
         notes=list(current.warnings) + list(outcome.notes),
-        diff=diff_records(original, new, replayed.read_blob),
+        diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
     )
     if new.results.status != "succeeded":
         result.failed = new
     return result
+
+
+def _kept(run: LoadedRun) -> Callable[[str], Path | None]:
+    def open_blob(digest: str) -> Path | None:
+        path = run.blob_path(digest)
+        return path if path.is_file() else None
+
+    return open_blob
 
 
 def _inside(path: Path, root: Path) -> str | None:

@@ -9,13 +9,15 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro import __version__
+from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
@@ -26,11 +28,16 @@ from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
-from repro.determinism import plan, resolve_isa
-from repro.errors import NotFoundError, UsageError
+from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
+from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
+from repro.lockfile import mismatches
+from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import LoadedRun, Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -50,6 +57,14 @@ class Prepared:
     run_dir: Path
     outputs_before: dict[str, tuple[int, int, int]]
     settings: Settings
+    started_ns: int = 0  # when the run began: files other runs claim after this are theirs
+    tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
+    lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
+
+    @property
+    def declares_deps(self) -> bool:
+        """Whether the run has dependencies to lock (and so an image to build)."""
+        return self.spec.lockfile is not None or (self.lock is not None and self.lock.source is not None)
 
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
@@ -59,8 +74,24 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
-    """`local`, `docker`, or `auto`: docker when an engine answers (and dependencies are declared).
+def slurm_options(settings: Settings) -> SlurmOptions:
+    """The Slurm allocation the settings (repro.yaml, flags) ask for."""
+    from repro.backends.slurm import SlurmOptions
+
+    return SlurmOptions(
+        nodes=settings.slurm_nodes,
+        partition=settings.slurm_partition,
+        time=settings.slurm_time,
+        account=settings.slurm_account,
+        sbatch_args=settings.slurm_sbatch_args,
+        requeue=settings.slurm_requeue,
+    )
+
+
+def select_backend(
+    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+) -> Backend:
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -69,6 +100,10 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
 
     if name == "local":
         return LocalBackend()
+    if name == "slurm":
+        from repro.backends.slurm import SlurmBackend
+
+        return SlurmBackend(slurm)
     from repro.backends import docker as docker_backend  # the docker SDK is a dependency: no fallback
 
     if name == "docker":
@@ -80,23 +115,6 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
         return LocalBackend()
     on_event(Event("info", "backend auto → local (no Docker engine answers; `make docker-up` starts one)"))
     return LocalBackend()
-
-
-def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, int]]:
-    seen: dict[str, tuple[int, int, int]] = {}
-    for rel in outputs:
-        base = root / rel
-        if not base.is_dir():
-            continue
-        for dirpath, _, files in os.walk(base):
-            for name in files:
-                p = Path(dirpath) / name
-                try:
-                    st = p.stat()
-                except OSError:
-                    continue
-                seen[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return seen
 
 
 def capture(
@@ -137,8 +155,14 @@ def capture(
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=run_plan.nproc_per_node
+        argv=safe_argv,
+        cwd=rel_cwd,
+        params=params,
+        nproc_per_node=run_plan.nproc_per_node,
+        torchrun=run_plan.torchrun,
+        nodes=nodes,
     )
     record.redactions += argv_hits
 
@@ -159,33 +183,31 @@ def capture(
             data, root, cache=cache, on_progress=progress("hashing data") if progress else None
         )
 
-    lock = deps.ensure_lock(root, settings.requirements, on_line=lambda s: on_event(Event("info", s)))
-    if lock.path is not None:
-        record.deps.lockfile = lock.path.relative_to(root).as_posix()
-        record.deps.lock_blob = store.put_file(lock.path)
-        record.deps.lock_inputs = lock.inputs_hash
-        record.deps.requirements = lock.requirements
-    else:
-        record.warnings.append(
-            "no requirements.in, requirements.txt or pyproject dependencies: "
-            "the environment is recorded, not locked"
-        )
+    variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
+    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
+    if not lock.done and lock.source is not None:
+        on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
+                               "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
 
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(run_plan.mode, settings.threads, isa)
+    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
     record.backend = BackendInfo(
         name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
 
+    record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
-    spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
-    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings)
+    spec = build_spec(record, root, run_dir, data, outputs, None, settings.base_image, argv)
+    started = time.time_ns()
+    tree = output_rules.snapshot_tree(root, data)
+    before = output_rules.snapshot(root, outputs)
+    return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock)
 
 
 def run_environment(record: Record) -> dict[str, str]:
@@ -231,6 +253,8 @@ def build_spec(
         data_root=data_root,
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
+        torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
+        nodes=record.command.nodes,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -257,6 +281,8 @@ def execute(
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
     try:
+        if backend.name != "local":  # the image is built from the lock: it must be there first
+            settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
         image = backend.prepare(spec, on_event)
     except (Exception, KeyboardInterrupt):
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
@@ -270,11 +296,60 @@ def execute(
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
     record.results.finished = now_iso()
-    collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
+    collect(record, result, spec, store, prepared)
+    if prepared.lock is not None and not prepared.lock.done:
+        on_event(Event("info", "the command ended; waiting for the lock to seal the record"))
+    try:
+        settle_lock(prepared, store, None)
+    except BuildError as e:  # the run happened: record it, say why it is not locked
+        record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
+    check_lock(record)
     if before_seal is not None:
         before_seal(LoadedRun(record, prepared.run_dir, store.dir))
     store.seal(record, prepared.run_dir)
     return record
+
+
+def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:
+    """Wait for the run's lock (once) and put it into the record and the spec.
+
+    Raises:
+        BuildError: the lock could not be compiled.
+    """
+    pending, record = prepared.lock, prepared.record
+    if pending is None:
+        return
+    prepared.lock = None
+    lock = pending.result(on_line)
+    record.deps.variant = lock.variant
+    if lock.path is None:
+        record.warnings.append(
+            "no requirements.in, requirements.txt or pyproject dependencies: "
+            "the environment is recorded, not locked"
+        )
+        return
+    root = store.root
+    record.deps.lockfile = lock.path.relative_to(root).as_posix()
+    record.deps.lock_blob = store.put_file(lock.path)
+    record.deps.lock_inputs = lock.inputs_hash
+    record.deps.requirements = lock.requirements
+    prepared.spec.lockfile = lock.path
+
+
+def check_lock(record: Record) -> None:
+    """Record where what ran differs from the lock: each package in the record, one warning line."""
+    if not record.deps.requirements or not record.deps.freeze:
+        return
+    found = mismatches(record.deps.requirements, record.deps.freeze)
+    record.deps.mismatches = [m.describe() for m in found]
+    if found:
+        shown = "; ".join(m.describe() for m in found[:6]) + (
+            f" (+{len(found) - 6} more)" if len(found) > 6 else ""
+        )
+        record.warnings.append(
+            f"the lock does not describe what ran ({len(found)} package(s)): {shown} "
+            "(`repro lock --upgrade` re-locks against this environment)"
+        )
 
 
 def _image_info(image: BuiltImage, store: Store) -> ImageInfo:
@@ -287,6 +362,7 @@ def _image_info(image: BuiltImage, store: Store) -> ImageInfo:
         template=image.template,
         reused=image.reused,
         build_seconds=image.build_seconds,
+        loaded=image.loaded,
     )
 
 
@@ -295,8 +371,7 @@ def collect(
     result: RunResult,
     spec: RunSpec,
     store: Store,
-    outputs_before: dict[str, tuple[int, int, int]],
-    settings: Settings,
+    prepared: Prepared,
 ) -> None:
     """Fold logs, metrics, the in-process environment and the outputs into the record."""
     res = record.results
@@ -316,7 +391,10 @@ def collect(
     for rank, streams in sorted(rank_logs.items()):
         for name, path in sorted(streams.items()):
             res.logs[f"rank{rank}.{name}"] = store.put_file(path)
-    if res.status == "failed" and rank_logs:
+    failed = result.details.get("failed")
+    if res.status == "failed" and isinstance(failed, dict):
+        _report_failed_node(record, failed, rank_logs)
+    elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
         res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
@@ -331,9 +409,65 @@ def collect(
     if params.is_file():
         res.params = _read_json(params)
     _merge_process_env(record, runtime)
-    _undeclared(record, runtime, spec)
+    reports = read_reports(runtime)
+    reports.written |= set(result.written)
+    _runtime_proof(record, reports)
+    _determinism_state(record, runtime, reports)
+    if not reports.main_booted and prepared.tree_before is not None:
+        # No runtime watched the writes: whatever changed in the project is this run's.
+        reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
+    record.seeds.script_seeds = reports.script_seeds
+    _undeclared(record, reports, spec)
     res.output_roots = list(spec.outputs)
-    res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
+    claimed: set[str] = set()
+    if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
+        claimed = output_rules.claimed_elsewhere(store.runs_dir, record.id, prepared.started_ns)
+    found = output_rules.select(
+        spec.project_root, written=reports.written, declared=spec.outputs, before=prepared.outputs_before,
+        data=spec.data, exclude=res.output_excludes, claimed=claimed - reports.written,
+    )  # fmt: skip
+    res.outputs = _store_outputs(spec, store, found, prepared.settings.max_output_bytes, record)
+    res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
+    if reports.written_outside:
+        shown = ", ".join(res.outputs_outside_root[:3])
+        more = len(reports.written_outside) - 3
+        record.warnings.append(
+            f"the run wrote files outside the project root, which are not recorded: {shown}"
+            + (f" (+{more} more)" if more > 0 else "")
+        )
+
+
+_MAX_OUTSIDE = 200
+
+
+def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
+    """The ledger of nondeterministic ops, the switches as the run left them, and why it failed."""
+    det = record.determinism
+    det.nondeterministic_ops, fatal = ledger(reports.nondeterministic)
+    state = _read_json(runtime / "state.rank0.json") or _read_json(runtime / "state.json")
+    det.effective = dict(state.get("effective") or {})
+    det.changed_by_script = dict(state.get("changed_by_script") or {})
+    record.warnings += state_warnings(det)
+    if record.results.status == "failed":
+        record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+    for error in reports.errors:
+        record.warnings.append(f"the repro runtime could not apply its settings to {error}")
+    for path in sorted(runtime.glob("boot-error.*.txt")):
+        record.warnings.append(f"the repro runtime failed to start in a process: {path.read_text().strip()}")
+
+
+def _runtime_proof(record: Record, reports: Reports) -> None:
+    """Record whether the runtime ran; when it never loaded, nothing repro promised was applied."""
+    det = record.determinism
+    det.applied = reports.main_booted
+    if det.applied:
+        return
+    det.knobs = {}
+    record.warnings.append(
+        "the repro runtime never loaded in this command (a reset PYTHONPATH, `python -I`/`-E`/`-S`, "
+        "or not Python): seeds and determinism were NOT applied, so this run is not reproducible by "
+        f"construction (recorded mode {det.mode}, not applied)"
+    )
 
 
 def _tail(path: Path, n: int) -> list[str]:
@@ -422,6 +556,20 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
     record.results.stderr_tail = [line if line.startswith(prefix) else f"{prefix} {line}" for line in tail]
 
 
+def _report_failed_node(
+    record: Record, failed: dict[str, Any], rank_logs: dict[int, dict[str, Path]]
+) -> None:
+    """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
+    rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
+    record.warnings.append(
+        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped"
+    )
+    stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
+    if stderr is not None:
+        tail = stderr.read_text("utf-8", "replace").splitlines()[-20:]
+        record.results.stderr_tail = [f"[{node} rank{rank}]: {line}" for line in tail]
+
+
 def _merge_process_env(record: Record, runtime: Path) -> None:
     env = _read_json(runtime / "env.json")
     if env:
@@ -453,10 +601,9 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
-    opened: set[str] = set()
-    for f in runtime.glob("opened.*"):
-        opened.update(line for line in f.read_text().splitlines() if line)
+def _undeclared(record: Record, reports: Reports, spec: RunSpec) -> None:
+    # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output.
+    opened = {p for p in reports.read - reports.written if (spec.project_root / p).is_file()}
     # Source the interpreter imports is code; every other file read is an input the replay should check.
     configs = {c.path for c in record.command.config_files}
     prefixes = tuple(p.rstrip("/") + "/" for p in [*spec.data, *spec.outputs, ".repro", "lockfiles"])
@@ -475,29 +622,21 @@ def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
         )
 
 
-def _collect_outputs(
-    spec: RunSpec,
-    store: Store,
-    before: dict[str, tuple[int, int, int]],
-    max_bytes: int,
-    record: Record,
+def _store_outputs(
+    spec: RunSpec, store: Store, found: list[str], max_bytes: int, record: Record
 ) -> list[FileEntry]:
-    """Output files written by this run (new or changed since it started), hashed and stored."""
+    """Hash each output file and keep its bytes (up to the size limit)."""
     from repro.hashing import hash_file
 
     entries: list[FileEntry] = []
-    after = _stat_outputs(spec.project_root, spec.outputs)
-    for rel, stat in sorted(after.items()):
-        if before.get(rel) == stat:
-            continue  # left over from an earlier run, untouched by this one
+    for rel in found:
         path = spec.project_root / rel
+        size = path.stat().st_size
         digest = hash_file(path)
-        stored = stat[0] <= max_bytes
+        stored = size <= max_bytes
         if stored:
             store.put_file(path, digest)
         else:
-            record.warnings.append(
-                f"output {rel} is over the size limit ({stat[0]} bytes): hashed, not stored"
-            )
-        entries.append(FileEntry(rel, stat[0], digest, stored))
+            record.warnings.append(f"output {rel} is over the size limit ({size} bytes): hashed, not stored")
+        entries.append(FileEntry(rel, size, digest, stored))
     return entries

@@ -7,6 +7,7 @@ chained with ``from e``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import re
@@ -28,6 +29,7 @@ from docker.types import DeviceRequest
 from docker.utils.socket import STDERR, frames_iter
 
 from repro import images
+from repro.backends import scratch
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -35,14 +37,16 @@ from repro.backends.base import (
     BuiltImage,
     Event,
     OnEvent,
+    OpenImage,
     RunResult,
     RunSpec,
     launch_argv,
+    merge_pythonpath,
     runtime_source,
 )
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.errors import BackendUnavailable, BuildError, ReproError
+from repro.errors import BackendUnavailable, BuildError, NotFoundError, ReproError
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
 BASE_HINT = "make one with `repro base-image` (or `make docker-up`), or set image.base in repro.yaml"
@@ -212,15 +216,15 @@ def ensure_image(
     base_id = str(inspected["Id"])
     python = ((inspected.get("Config") or {}).get("Labels") or {}).get(PYTHON_LABEL)
     lock = lockfile.read_bytes() if lockfile is not None else b""
-    dockerfile = images.render_dockerfile(template, base_id)
+    dockerfile = images.render_dockerfile(template, base_id, lock.decode())
     tag = images.image_tag(dockerfile, lock, base_id)
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
         return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0)
     start = time.monotonic()
-    wheels: list[Path] = []
-    if lockfile is not None:
+    wheels: dict[str, Path] = {}
+    if lockfile is not None and lock.strip():
         wheels = images.prepare_wheelhouse(
             lockfile, on_line=lambda line: on_event(Event("build", line)), python_version=python
         )
@@ -234,6 +238,77 @@ def ensure_image(
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
     return BuiltImage(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+
+
+def _carried_image(
+    client: docker.DockerClient, recorded: BuiltImage, archive: OpenImage, on_event: OnEvent
+) -> BuiltImage:
+    """The recorded image: the engine's copy, or loaded from the capsule's archive.
+
+    Raises:
+        BuildError: the archive does not load, or loads an image other than the recorded one.
+    """
+    image_id, tag = recorded.id, recorded.tag
+    loaded = _image_id(client, image_id) is None
+    if loaded:
+        on_event(Event("info", f"loading image {tag or image_id[:19]} from the capsule (no build)"))
+        load_image(client, archive, on_event)
+        if _image_id(client, image_id) is None:
+            raise BuildError(
+                f"the capsule's image archive did not hold the recorded image {image_id[:19]}",
+                hint="re-export the capsule with `repro export RUN --with-image`",
+            )
+    else:
+        on_event(Event("info", f"reusing image {tag or image_id[:19]} (the one the capsule carries)"))
+    if tag and _image_id(client, tag) != image_id:
+        repository, _, version = str(tag).rpartition(":")
+        client.api.tag(image_id, repository, version)
+    return dataclasses.replace(
+        recorded, tag=tag or image_id, reused=not loaded, build_seconds=0.0, loaded=loaded
+    )
+
+
+def save_image(image_id: str, tag: str | None, dest: Path) -> int:
+    """Write ``docker save`` of one image (every layer once, with its tag) to ``dest``; its size.
+
+    Raises:
+        BackendUnavailable: no engine answers.
+        NotFoundError: the engine has no such image.
+    """
+    with engine(timeout=600) as client:
+        if _image_id(client, image_id) is None:
+            raise NotFoundError(
+                f"the Docker engine has no image {image_id[:19]} to export",
+                hint="replay the run once on this engine (it rebuilds the image), then export again",
+            )
+        ref = tag if tag and _image_id(client, tag) == image_id else image_id
+        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in client.api.get_image(ref, chunk_size=1 << 20):
+                    f.write(chunk)
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return dest.stat().st_size
+
+
+def load_image(client: docker.DockerClient, archive: OpenImage, on_event: OnEvent) -> None:
+    """``docker load`` an image archive, streamed from where it lies (a capsule member).
+
+    Raises:
+        BuildError: the engine rejected the archive.
+    """
+    try:
+        with archive() as stream:
+            for chunk in client.api.load_image(stream):
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
+                text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
+                if text:
+                    on_event(Event("build", text))
+    except docker.errors.APIError as e:
+        raise BuildError(f"the engine could not load the capsule's image: {e.explanation or e}") from e
 
 
 def _build(
@@ -286,13 +361,20 @@ class DockerBackend:
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:
         """Build or reuse the run's image.
 
+        A capsule that carries its image (``spec.image_archive``) is replayed in exactly that
+        image: reused when the engine has it, else loaded from the archive; never rebuilt.
+
         Raises:
             BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
-            BuildError: the wheelhouse or the image build failed.
+            BuildError: the wheelhouse or the image build failed, or a carried image does not load.
         """
-        with engine() as client:
+        with engine(timeout=600) as client:
             if spec.gpus:
                 _check_gpus(client)
+            if spec.image_archive is not None and spec.recorded_image:
+                built = _carried_image(client, spec.recorded_image, spec.image_archive, on_event)
+                self._built[self._key(spec)] = built
+                return built
             built = ensure_image(
                 client,
                 spec.lockfile,
@@ -314,16 +396,24 @@ class DockerBackend:
             self.prepare(spec, on_event)
             built = self._built[self._key(spec)]
         uid, gid = _container_user()
-        writable = _writable_dirs(spec)
+        tree = spec.runtime_dir.parent / "tree"
+        separate = [*spec.data, *spec.outputs]
+        copied = scratch.make(spec.project_root, tree, separate)
+        writable = [*_writable_dirs(spec), tree]
         for path in writable:
             path.mkdir(parents=True, exist_ok=True)
         _open_for(uid, gid, spec, writable)
-        config = _container_config(spec, built, uid, gid)
+        config = _container_config(spec, built, uid, gid, tree)
         try:
             with engine() as client:
-                return _run_container(client, config, spec, built, on_event)
+                result = _run_container(client, config, spec, built, on_event)
         finally:
             _restore_owner(writable)
+        # What the command wrote into its copy of the project lands where a local run puts it.
+        result.written = scratch.changed(tree, copied, separate)
+        scratch.bring_back(tree, spec.project_root, result.written)
+        shutil.rmtree(tree, ignore_errors=True)
+        return result
 
 
 def _check_gpus(client: docker.DockerClient) -> None:
@@ -352,7 +442,8 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
         os.chown(dirpath, uid, gid)
         for name in filenames + dirnames:
             path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
+            st = os.lstat(path)
+            if not os.path.islink(path) and (name in dirnames or st.st_nlink == 1):  # links: not ours
                 os.chown(path, uid, gid)
 
 
@@ -396,10 +487,11 @@ def _mountpoint(host_parent: Path, rel: str, is_dir: bool) -> None:
         target.touch()
 
 
-def _volumes(spec: RunSpec) -> dict[str, dict[str, str]]:
+def _volumes(spec: RunSpec, tree: Path) -> dict[str, dict[str, str]]:
+    """The project's writable copy at /work, data read-only and the output dirs writable over it."""
     inject, lib = runtime_source()
     volumes = {
-        str(spec.project_root.resolve()): {"bind": WORK, "mode": "ro"},
+        str(tree.resolve()): {"bind": WORK, "mode": "rw"},
         str(inject): {"bind": INJECT, "mode": "ro"},
         str(lib / "repro"): {"bind": f"{LIB}/repro", "mode": "ro"},
         str(spec.runtime_dir.resolve()): {"bind": RUNTIME, "mode": "rw"},
@@ -407,10 +499,10 @@ def _volumes(spec: RunSpec) -> dict[str, dict[str, str]]:
     data_root = (spec.data_root or spec.project_root).resolve()
     for rel in spec.data:
         source = data_root / rel
-        if data_root != spec.project_root.resolve():
-            _mountpoint(spec.project_root, rel, source.is_dir())
+        _mountpoint(tree, rel, source.is_dir())
         volumes[str(source)] = {"bind": _in_work(rel), "mode": "ro"}
     for rel in spec.outputs:
+        _mountpoint(tree, rel, True)
         volumes[str((spec.project_root / rel).resolve())] = {"bind": _in_work(rel), "mode": "rw"}
     return volumes
 
@@ -425,7 +517,7 @@ def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
-def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int) -> dict[str, Any]:
+def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path) -> dict[str, Any]:
     env = dict(spec.env)
     env.update(
         {
@@ -438,7 +530,12 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int) -> d
     run_id = spec.env.get("REPRO_RUN_ID", "")
     return {
         "image": built.id,
-        "command": launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}"),
+        "command": merge_pythonpath(
+            launch_argv(
+                spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}", torchrun=spec.torchrun
+            ),
+            f"{INJECT}:{LIB}",
+        ),
         "environment": env,
         "working_dir": _in_work(spec.workdir),
         "user": f"{uid}:{gid}",
@@ -446,7 +543,7 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int) -> d
         "labels": {LABEL_RUN: run_id} if run_id else {},
         "name": f"repro-{run_id}" if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) else None,
         "host_config": {
-            "binds": _volumes(spec),
+            "binds": _volumes(spec, tree),
             "network_mode": "bridge" if spec.network else "none",
             "shm_size": spec.shm_size,
             "device_requests": _device_requests(spec.gpus),

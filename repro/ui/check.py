@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
+from repro import reasons as codes
 from repro.check import CheckResult, output_fails
 from repro.compare import Verdict, worst_status
 from repro.ui import diff as diff_render
@@ -136,11 +137,22 @@ def _pair(result: CheckResult, index: int) -> str:
     return "capsule vs current code" if result.kind == "against" else f"run 1 vs run {index + 2}"
 
 
+def _reason(v: Verdict, fallback: str, *, code: str | None = None, path: str | None = None) -> str:
+    """The message of the verdict's first reason about output ``path``, or with ``code`` and no path.
+
+    Chosen by the reasons' codes and paths (`repro.reasons`), never by their wording.
+    """
+    if path is not None:
+        found = (r for r in v.reasons if r.about_output(path))
+    else:
+        found = (r for r in v.reasons if r.code == code and r.path is None)
+    return next((r.message for r in found), fallback)
+
+
 def render_junit(result: CheckResult) -> str:
     """The check as JUnit XML: one testcase per compared output, plus metrics and stdout per verdict.
 
     A command that failed adds a testcase ``run`` carrying its exit status and last stderr lines.
-    Failure messages are drawn from each comparison's data, as the text verdict draws them.
     """
     suite = ET.Element("testsuite", name="repro check")
     tests = failures = 0
@@ -157,23 +169,23 @@ def render_junit(result: CheckResult) -> str:
     for i, v in enumerate(result.verdicts):
         pair, classname = _pair(result, i), f"repro.check.{v.replay or i + 2}"
         if v.status == "failed":
-            case(f"{pair}: run", classname, v.reasons[0] if v.reasons else "the run failed")
+            case(f"{pair}: run", classname, _reason(v, "the run failed", code=codes.RUN_FAILED))
         for o in v.outputs:
             if not output_fails(v, o):
                 case(f"{pair}: output {o.path}", classname, None)
                 continue
-            message = f"output {o.path}: {render.output_detail(o)}"
+            message = _reason(v, f"output {o.path}: {render.output_detail(o)}", path=o.path)
             detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}"
             case(f"{pair}: output {o.path}", classname, message, f"{message}\n{detail}")
         m = v.metrics
         m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        case(f"{pair}: metrics", classname, f"metric {render.metric_text(m)}" if m and m_fails else None)
+        m_message = _reason(v, "metrics differ", code=codes.METRIC_DIFFERS) if m_fails else None
+        case(f"{pair}: metrics", classname, m_message)
         s = v.stdout
         s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
         body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        case(
-            f"{pair}: stdout", classname, f"stdout differs at line {s.line}" if s and s_fails else None, body
-        )
+        s_message = _reason(v, "stdout differs", code=codes.LOG_DIFFERS) if s_fails else None
+        case(f"{pair}: stdout", classname, s_message, body)
     if result.failed is not None and not result.verdicts:
         r = result.failed.results
         message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"

@@ -1,0 +1,115 @@
+"""What the processes of a run reported about themselves (``proc.<pid>.jsonl``, see repro.runtime.report).
+
+Pure data: the runner folds it into the record. A run whose main process never reported
+in ran without the runtime: nothing was seeded, no determinism knob was set.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.runtime.report import REPORT_PREFIX, REPORT_SUFFIX
+
+
+@dataclass
+class Reports:
+    """The union of every process's report."""
+
+    processes: int = 0  # processes that reported in
+    main_booted: bool = False  # the first Python process of the run reported in
+    written: set[str] = field(default_factory=set)  # relative to the project root
+    written_outside: set[str] = field(default_factory=set)  # absolute, outside the project root
+    read: set[str] = field(default_factory=set)  # relative to the project root
+    script_seeds: list[dict[str, Any]] = field(default_factory=list)
+    nondeterministic: list[dict[str, Any]] = field(default_factory=list)  # raw "nd" events
+    errors: list[str] = field(default_factory=list)  # settings the runtime could not apply
+
+
+def report_files(runtime_dir: Path) -> list[Path]:
+    return sorted(runtime_dir.glob(f"{REPORT_PREFIX}*{REPORT_SUFFIX}"))
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text("utf-8", "replace").splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a process killed mid-line
+        if isinstance(event, dict):
+            found.append(event)
+    return found
+
+
+def written_by(runtime_dir: Path) -> set[str]:
+    """The project-relative files the processes reporting to ``runtime_dir`` wrote."""
+    found: set[str] = set()
+    for path in report_files(runtime_dir):
+        for event in _events(path):
+            p = event.get("p")
+            if event.get("e") == "w" and isinstance(p, str) and not p.startswith("/"):
+                found.add(p)
+    return found
+
+
+def read_reports(runtime_dir: Path) -> Reports:
+    """Every process's report in ``runtime_dir``, merged."""
+    reports = Reports()
+    seeds: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for path in report_files(runtime_dir):
+        for event in _events(path):
+            kind, p = event.get("e"), event.get("p")
+            if kind == "boot":
+                reports.processes += 1
+                reports.main_booted = reports.main_booted or bool(event.get("main"))
+            elif kind == "w" and isinstance(p, str):
+                (reports.written_outside if p.startswith("/") else reports.written).add(p)
+            elif kind == "r" and isinstance(p, str):
+                reports.read.add(p)
+            elif kind == "seed":
+                entry = {"api": event.get("api"), "value": event.get("value"), "where": event.get("where")}
+                seeds.setdefault((str(entry["api"]), repr(entry["value"]), str(entry["where"])), entry)
+            elif kind == "nd":
+                reports.nondeterministic.append(event)
+            elif kind == "error":
+                text = f"{event.get('where')}: {event.get('error')}"
+                if text not in reports.errors:
+                    reports.errors.append(text)
+    reports.script_seeds = sorted(seeds.values(), key=lambda s: (str(s["where"]), str(s["api"])))
+    return reports
+
+
+def ledger(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The nondeterministic-op ledger from the raw alerts, and the alert that ended the run (if any).
+
+    Each process reports running counts; its last (largest) count per (op, where) is kept,
+    then processes of one rank are summed: ``{"op","count","rank","where","first_step"}``.
+    """
+    per_process: dict[tuple[Any, ...], dict[str, Any]] = {}
+    fatal = None
+    for event in events:
+        key = (event.get("pid"), event.get("op"), event.get("where"), event.get("rank"))
+        seen = per_process.get(key)
+        if seen is None or int(event.get("count") or 0) >= int(seen.get("count") or 0):
+            per_process[key] = event
+        if event.get("fatal") and fatal is None:
+            fatal = {"op": event.get("op"), "where": event.get("where"), "rank": event.get("rank")}
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for event in per_process.values():
+        group = (event.get("op"), event.get("rank"), event.get("where"))
+        entry = merged.setdefault(
+            group, {"op": group[0], "count": 0, "rank": group[1], "where": group[2], "first_step": None}
+        )
+        entry["count"] += int(event.get("count") or 0)
+        step = event.get("first_step")
+        if step is not None and (entry["first_step"] is None or step < entry["first_step"]):
+            entry["first_step"] = step
+    ops = sorted(merged.values(), key=lambda e: (str(e["op"]), e["rank"] or 0, str(e["where"])))
+    return ops, fatal
