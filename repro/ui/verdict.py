@@ -315,7 +315,7 @@ def _md_checks(v: Verdict) -> list[list[str]]:
         detail = f"from line {s.line}"
         if s.original_value is not None:
             detail += f": {s.field + ' ' if s.field else ''}{s.original_value} → {s.replay_value}"
-        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", _md(detail)])
+        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", md_cell(detail)])
     t = v.trace
     if t is not None:
         ok = t.within_tolerance and v.mode != "strict"

@@ -122,7 +122,7 @@ def test_junit_picks_each_testcase_reason_by_code_not_by_wording(tmp_path: Path)
     for r in v.reasons:  # reword every sentence: the JUnit reasons must follow the codes and paths
         r.message = f"[{r.code}] reworded"
     result = CheckResult(kind="repeat", mode="strict", verdicts=[v])
-    suite = ET.fromstring(junit_xml(result)).find("testsuite")
+    suite = ET.fromstring(render_junit(result)).find("testsuite")
     assert suite is not None
     failing = {c.get("name"): c.find("failure") for c in suite.findall("testcase")}
     messages = {name: (f.get("message") if f is not None else None) for name, f in failing.items()}
