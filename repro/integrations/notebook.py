@@ -11,12 +11,14 @@ what that cannot promise said in the record.
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import shlex
+from typing import Any, cast
 
 from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from repro import ui
+from repro.errors import UsageError
 from repro.inprocess import capture
 
 
@@ -30,18 +32,29 @@ def executed_cells(history: list[str], body: str) -> str:
     return "\n".join(parts)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # a bad line is a usage error, not SystemExit in a kernel
+        raise UsageError(f"%%repro: {message}", hint=self.format_usage().strip())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%%repro", add_help=False)
+    parser.add_argument("--data", action="append", default=[], metavar="PATH")
+    parser.add_argument("--outputs", action="append", default=[], metavar="DIR")
+    parser.add_argument("--seed", type=int, default=None)
+    return parser
+
+
 @magics_class
 class ReproMagics(Magics):
-    @magic_arguments()
-    @argument("--data", action="append", default=[], metavar="PATH", help="Declared input data (repeatable).")
-    @argument("--outputs", action="append", default=[], metavar="DIR", help="Output directory (repeatable).")
-    @argument("--seed", type=int, default=None, help="Master seed (default: drawn and recorded).")
     @cell_magic
     def repro(self, line: str, cell: str) -> None:
-        """Run the cell and record it as a repro run (code: the session's cells; data; outputs; metrics)."""
-        args = parse_argstring(self.repro, line)
-        shell = self.shell
-        assert shell is not None and shell.history_manager is not None  # a magic runs inside a shell
+        """Run the cell and record it as a repro run (code: the session's cells; data; outputs; metrics).
+
+        %%repro [--data PATH]... [--outputs DIR]... [--seed N]
+        """
+        args = _parser().parse_args(shlex.split(line))
+        shell = cast(Any, self.shell)  # IPython's shell is untyped
         cells = executed_cells(list(shell.history_manager.input_hist_raw), cell)
         with capture(data=args.data, outputs=args.outputs, seed=args.seed, cells=cells) as run:
             shell.ex(cell)

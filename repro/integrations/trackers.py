@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from repro.backends.base import BuiltImage
 from repro.capsule import RECORD_NAME, Record, pack
 from repro.runtime import links
 
@@ -58,10 +59,9 @@ def find_wandb_runs(record: Record, written: set[str]) -> None:
     record.results.trackers += list(found.values())
 
 
-def image_environment(image: dict[str, Any] | None) -> dict[str, str]:
+def image_environment(image: BuiltImage | None) -> dict[str, str]:
     """Variables that name the run's image to trackers: W&B records ``WANDB_DOCKER`` as the run's image."""
-    image_id = (image or {}).get("id")
-    return {"WANDB_DOCKER": str(image_id)} if image_id else {}
+    return {"WANDB_DOCKER": image.id} if image is not None and image.id else {}
 
 
 def link_mlflow_runs(record: Record, project_root: Path, note: Note) -> None:

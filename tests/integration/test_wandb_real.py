@@ -31,7 +31,7 @@ def _records(path: Path) -> Iterator[Any]:
         _, length, kind = struct.unpack("<IHB", raw[pos : pos + 7])
         buf, pos = buf + raw[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 4):  # a whole record, or the last piece of one
-            record = pb.Record()
+            record = pb.Record()  # type: ignore[attr-defined]  # generated protobuf class
             record.ParseFromString(buf)
             buf = b""
             yield record

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from repro.backends.base import OnEvent, RunResult, RunSpec
+from repro.backends.base import BuiltImage, OnEvent, RunResult, RunSpec
 from repro.capsule import Record
 from repro.config import resolve
 from repro.integrations import trackers
@@ -77,6 +76,12 @@ def test_wandb_tags_keep_the_users_own(in_run: Path, monkeypatch: pytest.MonkeyP
     assert os.environ["WANDB_TAGS"] == "baseline,repro:r1"
 
 
+IMAGE = BuiltImage(
+    id="sha256:" + "ab" * 32, tag="repro-env:test", base="repro-base:bookworm", base_id="sha256:" + "cd" * 32,
+    template="cpu", dockerfile_text="FROM scratch\n", reused=True, build_seconds=0.0,
+)
+
+
 class ImageBackend:
     """A backend whose environment is an image: records the variables the command would get."""
 
@@ -85,8 +90,8 @@ class ImageBackend:
     def __init__(self) -> None:
         self.env: dict[str, str] = {}
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        return {"id": "sha256:" + "ab" * 32, "tag": "repro-env:test"}
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
+        return IMAGE
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         self.env = dict(spec.env)
@@ -102,7 +107,7 @@ def test_wandb_docker_names_the_runs_image(project: Project) -> None:
     record = execute(prepared, backend, store, lambda e: None)
     assert backend.env["WANDB_DOCKER"] == "sha256:" + "ab" * 32
     assert record.results.trackers == []
-    assert trackers.image_environment(None) == {} and trackers.image_environment({"tag": "x"}) == {}
+    assert trackers.image_environment(None) == {}
 
 
 def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,18 +123,13 @@ def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch
 
 def test_mlflow_provider_tags_and_notes_its_store(in_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
-    import mlflow
-
     from repro.integrations.mlflow import ReproRunContextProvider
 
     monkeypatch.chdir(in_run.parent)
-    mlflow.set_tracking_uri("file:./mlruns")
-    try:
-        provider = ReproRunContextProvider()
-        assert provider.in_context()
-        assert provider.tags() == {"repro.run_id": "r1", "repro.mode": "strict", "repro.seed": "7"}
-    finally:
-        mlflow.set_tracking_uri(None)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:./mlruns")
+    provider = ReproRunContextProvider()
+    assert provider.in_context()
+    assert provider.tags() == {"repro.run_id": "r1", "repro.mode": "strict", "repro.seed": "7"}
     (row,) = [json.loads(line) for line in (in_run / "links.jsonl").read_text().splitlines()]
     assert row == {"kind": "mlflow", "tracking_uri": "file:./mlruns", "path": "mlruns"}
 
