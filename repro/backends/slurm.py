@@ -327,28 +327,32 @@ class SlurmBackend:
             BackendUnavailable: Slurm stopped answering before the job was submitted.
             UsageError: sbatch refused the job.
         """
+        start = time.monotonic()
+        job_id = self.submit(spec, on_event)
+        on_event(Event("info", f"Ctrl-C cancels job {job_id}"))
+        follower = _Follower(spec.runtime_dir / JOB_DIR, on_event)
+        state, interrupted = self._wait(job_id, follower, on_event)
+        follower.poll(final=True)
+        return self.finish(spec, job_id, state, interrupted, time.monotonic() - start)
+
+    def submit(self, spec: RunSpec, on_event: OnEvent) -> str:
+        """Write the batch script into the run's directory and sbatch it; returns the job id.
+
+        Raises:
+            BackendUnavailable: Slurm stopped answering.
+            UsageError: sbatch refused the job.
+        """
         job_dir = spec.runtime_dir / JOB_DIR
         job_dir.mkdir(parents=True, exist_ok=True)
         for rel in spec.outputs:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         script = job_dir / "job.sbatch"
-        script.write_text(
-            job_script(
-                spec,
-                self.options,
-                sys.executable,
-                self.environment(spec),
-                spec.env.get("REPRO_RUN_ID", "run"),
-            )
-        )
-        start = time.monotonic()
+        run_id = spec.env.get("REPRO_RUN_ID", "run")
+        script.write_text(job_script(spec, self.options, sys.executable, self.environment(spec), run_id))
         job_id = submit(script, self.options)
         on_event(Event("info", f"submitted batch job {job_id} ({self.options.nodes} node(s) × "
-                               f"{spec.nproc_per_node} process(es)); Ctrl-C cancels it"))  # fmt: skip
-        follower = _Follower(job_dir, on_event)
-        state, interrupted = self._wait(job_id, follower, on_event)
-        follower.poll(final=True)
-        return self._result(spec, job_id, state, interrupted, time.monotonic() - start)
+                               f"{spec.nproc_per_node} process(es))"))  # fmt: skip
+        return job_id
 
     def _wait(self, job_id: str, follower: _Follower, on_event: OnEvent) -> tuple[JobState, bool]:
         seen = ""
@@ -372,9 +376,10 @@ class SlurmBackend:
                     on_event(Event("info", f"cancelling job {job_id}"))
                     cancel(job_id)
 
-    def _result(
+    def finish(
         self, spec: RunSpec, job_id: str, state: JobState, interrupted: bool, duration: float
     ) -> RunResult:
+        """The result of an ended job: its exit code, logs gathered, nodes, the node and rank that failed."""
         job_dir = spec.runtime_dir / JOB_DIR
         facts = node_facts(job_dir)
         names = {int(k): str(v.get("node")) for k, v in facts.items()}

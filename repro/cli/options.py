@@ -136,6 +136,7 @@ class SlurmFlags:
     account: str | None = None
     sbatch_args: tuple[str, ...] = ()
     requeue: bool | None = None
+    detach: bool = False  # not a setting: this run only
 
     _NAMES = {
         "nodes": ("slurm_nodes", "--nodes"), "partition": ("slurm_partition", "--partition"),
@@ -158,17 +159,18 @@ class SlurmFlags:
             UsageError: Slurm options given where the backend is not slurm.
         """
         given = self.given()
-        if not given:
+        flags = [flag for _, flag in given.values()] + (["--detach"] if self.detach else [])
+        if not flags:
             return plan
         if plan.settings.backend != "slurm":
             raise UsageError(
-                f"{', '.join(flag for _, flag in given.values())} only apply to --backend slurm",
+                f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend slurm",
                 hint="add --backend slurm (or `backend: slurm` in repro.yaml)",
             )
         return plan.over(Layer(Rank.FLAG, given))
 
 
-_SLURM_FIELDS = ("nodes", "partition", "time_limit", "account", "sbatch_args", "requeue")
+_SLURM_FIELDS = ("nodes", "partition", "time_limit", "account", "sbatch_args", "requeue", "detach")
 
 
 def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -199,6 +201,11 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--requeue/--no-requeue", default=None,
                 help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
                 "120 s before the time limit, so it can save a checkpoint and continue from it.",
+            ),
+            click.option(
+                "--detach", is_flag=True, default=False,
+                help="Slurm: submit and return at once; `repro ls` shows the run pending or running, "
+                "and seals it once the job ended.",
             ),
         ]
     ):  # fmt: skip

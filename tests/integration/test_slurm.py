@@ -19,7 +19,7 @@ import pytest
 
 from repro.capsule import Record
 from repro.store import Store
-from tests.conftest import Project
+from tests.conftest import REPO, Project
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -45,7 +45,7 @@ def nodes() -> list[str]:
 
 
 def _train_project(project: Project) -> None:
-    project.script("slurm_train.py", "train.py")
+    shutil.copyfile(REPO / "recipes" / "slurm" / "train.py", project.root / "train.py")  # the recipe's script
     project.points()
     project.write(".gitignore", "outputs/\ncheckpoints/\n")
     project.commit("train")
@@ -194,3 +194,29 @@ def test_ctrl_c_cancels_the_job_and_the_run_is_recorded_as_interrupted(
     assert record.results.status == "interrupted"
     assert record.backend.details["slurm"]["state"] == "CANCELLED"
     assert _job_state(job) == "CANCELLED"
+
+
+def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
+    project: Project, nodes: list[str]
+) -> None:
+    _train_project(project)
+    r = project.repro("run", "--backend", "slurm", "--detach", "--json", "--data", "data", "--",
+                      "python", "train.py", "--save", "outputs/model.pt", "--epochs", "2")  # fmt: skip
+    assert r.code == 0, r.err
+    submitted = json.loads(r.out)
+    assert submitted["detached"] is True and submitted["job_id"].isdigit()
+    rows = json.loads(project.repro("ls", "--json").out)
+    assert [(row["id"], row["status"], row["backend"]) for row in rows] in (
+        [(submitted["id"], "pending", "slurm")],
+        [(submitted["id"], "running", "slurm")],
+    )
+
+    def sealed() -> bool:
+        return json.loads(project.repro("ls", "--json").out)[0]["status"] == "succeeded"
+
+    _wait_for(sealed, 180, "a `repro ls` to seal the ended job")
+    record = _record(project, submitted["id"])
+    assert record.backend.details["slurm"]["job_id"] == submitted["job_id"]
+    assert record.results.exit_code == 0 and _output_hash(record, "outputs/model.pt")
+    shown = project.repro("show", submitted["id"]).out
+    assert f"job {submitted['job_id']} completed" in shown and "node " in shown
