@@ -111,9 +111,14 @@ def test_a_single_node_run_replays_identical_locally_and_a_requeued_run_ends_wit
     hardware = slurm["node_hardware"][slurm["nodes"][0]]
     assert hardware["cpu_count"] >= 1 and hardware["memory_bytes"] > 0 and hardware["cpu_model"]
 
-    r = project.repro("replay", "latest", "--backend", "local", "--json")
+    r = project.repro("replay", straight.id, "--backend", "local", "--json")
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"
+    r = project.repro("replay", straight.id, "--json")  # where it ran: on Slurm, the same allocation
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+    again = _record(project)
+    assert again.backend.name == "slurm" and again.backend.details["slurm"]["job_id"] != slurm["job_id"]
 
     # The same training with --requeue, put back in the queue after its first checkpoint.
     proc = _slurm_run(project, "--requeue", "--", "python", "train.py", "--save", "outputs/model.pt",
