@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import yaml
 
 from repro.errors import ConfigError
@@ -45,6 +45,7 @@ class Settings:
     requirements: str | None = None  # the file the lockfile is compiled from
     network: bool = False
     trace: bool = False  # record a per-step fingerprint of every parameter
+    allow_nondeterministic_ops: bool = False  # strict/gpu: such ops warn (and are counted), not fail
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
@@ -74,6 +75,7 @@ _YAML_KEYS: dict[str, str] = {
     "outputs.exclude": "outputs_exclude",
     "network": "network",
     "trace": "trace",
+    "allow_nondeterministic_ops": "allow_nondeterministic_ops",
     "image.base": "base_image",
     "deps.requirements": "requirements",
     "store.max_output_bytes": "max_output_bytes",
@@ -196,6 +198,7 @@ class Flags:
     outputs: tuple[str, ...] = ()
     network: bool | None = None
     trace: bool | None = None
+    allow_nondeterministic_ops: bool | None = None
     gpus: str | None = None  # not a setting: given per run
     nproc_per_node: int | None = None  # not a setting: given per run
 
@@ -222,6 +225,7 @@ class Plan:
     layers: tuple[Layer, ...]
     gpus: str | None = None
     nproc_per_node: int = 1
+    torchrun: bool = False  # launch through torchrun even for one process (--nproc-per-node 1)
     settings: Settings = field(init=False)
     sources: Mapping[str, str] = field(init=False)
 
@@ -339,7 +343,12 @@ def resolve(
     """
     flags = flags or Flags()
     layers = (file_layer(root), *extra, env_layer(environ), flags.layer())
-    return Plan(layers, gpus=flags.gpus, nproc_per_node=flags.nproc_per_node or 1)
+    return Plan(
+        layers,
+        gpus=flags.gpus,
+        nproc_per_node=flags.nproc_per_node or 1,
+        torchrun=flags.nproc_per_node is not None,
+    )
 
 
 def load(root: Path, environ: Mapping[str, str] | None = None) -> Settings:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
+
+# Opens a `docker save` archive of the recorded image (a capsule member) for reading.
+OpenImage = Callable[[], AbstractContextManager[IO[bytes]]]
 
 
 @dataclass(frozen=True)
@@ -44,12 +48,15 @@ class RunSpec:
     data_root: Path | None = None  # host dir the data paths are relative to (default project_root)
     outputs: list[str] = field(default_factory=list)  # relative output dirs (writable)
     nproc_per_node: int = 1  # >1: launched through `torchrun --standalone`
+    torchrun: bool = False  # launched through torchrun even with one process
     nodes: int = 1  # >1: one torchrun per node (the slurm backend), ranks node by node
     network: bool = False
     gpus: str | None = None  # None, "all" or a count
     lockfile: Path | None = None  # hash-pinned requirements for image builds
     base_image: str | None = None  # tag or id; docker resolves and records it
     shm_size: str = "2g"
+    recorded_image: dict[str, Any] | None = None  # ImageInfo fields of the image a capsule carries
+    image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
 
 
 @dataclass
@@ -114,6 +121,7 @@ def launch_argv(
     nproc_per_node: int,
     python: str = "python",
     log_dir: str | None = None,
+    torchrun: bool = False,
     nodes: int = 1,
     node_rank: int = 0,
     master: tuple[str, int] | None = None,
@@ -133,7 +141,7 @@ def launch_argv(
     also go to their own files there (``<log_dir>/<run>/attempt_<n>/<local rank>/std{out,err}.log``)
     while the combined, rank-prefixed stream still reaches the terminal.
     """
-    if nproc_per_node * nodes <= 1:
+    if nproc_per_node * nodes <= 1 and not torchrun:
         return list(argv)
     rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
     launcher = [python, "-m", "torch.distributed.run"]

@@ -68,7 +68,8 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--nproc-per-node",
                 type=click.IntRange(1),
                 default=None,
-                help="Launch N processes through torchrun --standalone (default 1).",
+                help="Launch N processes through torchrun --standalone (N=1 too: one rank under torchrun; "
+                "default: the command as given).",
             ),
             click.option(
                 "--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."
@@ -83,6 +84,12 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Record each parameter's fingerprint after every optimizer step, so a replay "
                 "names the first step and parameter that diverged.",
+            ),
+            click.option(
+                "--allow-nondeterministic-ops/--no-allow-nondeterministic-ops",
+                default=None,
+                help="strict/gpu: an op without a deterministic kernel warns instead of failing the run; "
+                "every such op is counted in the record (a replay then cannot promise identical).",
             ),
         ]
     ):

@@ -81,7 +81,7 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
             backend = runner.select_backend(
                 plan.settings.backend,
                 on_event,
-                need_lock=prepared.spec.lockfile is not None,
+                need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
             )
             r = prepared.record
