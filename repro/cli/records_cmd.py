@@ -67,7 +67,9 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
               help="capsule: carry the environment image inside (docker save): the capsule replays with "
               "no network, wheelhouse or base image.")  # fmt: skip
 @pass_app
-def export(app: AppContext, ref: str, output: str | None, as_: str, image: str | None, with_image: bool) -> None:
+def export(
+    app: AppContext, ref: str, output: str | None, as_: str, image: str | None, with_image: bool
+) -> None:
     """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
 
     \b
@@ -87,7 +89,9 @@ def export(app: AppContext, ref: str, output: str | None, as_: str, image: str |
         ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size})")
         return
     if with_image:
-        raise UsageError(f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image")
+        raise UsageError(
+            f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image"
+        )
     if as_ == "slurm":
         from repro.exporters.slurm import slurm_script
 
