@@ -20,6 +20,7 @@ loads one when present continues where it stopped.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ from repro.backends.base import (
     OnEvent,
     RunResult,
     RunSpec,
+    link_data,
+    merge_pythonpath,
     runtime_source,
 )
 from repro.errors import BackendUnavailable, UsageError
@@ -344,10 +347,15 @@ class SlurmBackend:
         """
         job_dir = spec.runtime_dir / JOB_DIR
         job_dir.mkdir(parents=True, exist_ok=True)
+        link_data(spec)  # a replay runs in a scratch copy of the code; the data stays where it is
         for rel in spec.outputs:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         script = job_dir / "job.sbatch"
         run_id = spec.env.get("REPRO_RUN_ID", "run")
+        # `env PYTHONPATH=… python train.py` keeps the injected runtime ahead of its own entries
+        spec = replace(
+            spec, argv=merge_pythonpath(spec.argv, os.pathsep.join(str(p) for p in runtime_source()))
+        )
         script.write_text(job_script(spec, self.options, sys.executable, self.environment(spec), run_id))
         job_id = submit(script, self.options)
         on_event(Event("info", f"submitted batch job {job_id} ({self.options.nodes} node(s) × "
@@ -424,8 +432,6 @@ def _read(path: Path) -> str:
 
 def node_facts(job_dir: Path) -> dict[int, dict[str, Any]]:
     """Each node's facts as ``repro.runtime.node`` wrote them, by node rank."""
-    import json
-
     found: dict[int, dict[str, Any]] = {}
     for path in job_dir.glob("node*.json"):
         try:
