@@ -244,12 +244,20 @@ def job_script(spec: RunSpec, options: SlurmOptions, python: str, env: dict[str,
 
 
 class _Follower:
-    """Streams the lines appended to the job's files as "log" events."""
+    """Streams the lines appended to the job's files as "log" events, each labelled with its node."""
 
     def __init__(self, job_dir: Path, on_event: OnEvent) -> None:
         self.job_dir, self.on_event = job_dir, on_event
         self.offsets: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
+        self.names: dict[str, str] = {}  # "node0" → the node's Slurm name, once its task said it
+
+    def label(self, path: Path) -> str:
+        if path.name == "job.out":
+            return "slurm"
+        if path.stem not in self.names:
+            self.names.update({f"node{k}": str(v.get("node")) for k, v in node_facts(self.job_dir).items()})
+        return self.names.get(path.stem, path.stem)
 
     def poll(self, final: bool = False) -> None:
         for path in (
@@ -277,7 +285,7 @@ class _Follower:
         elif rest:
             lines.append(rest)
         stream = "stdout" if path.suffix == ".out" and path.name != "job.out" else "stderr"
-        label = "slurm" if path.name == "job.out" else path.stem
+        label = self.label(path)
         for raw in lines:
             self.on_event(Event("log", f"[{label}] {raw.decode('utf-8', 'replace')}", stream))
 
