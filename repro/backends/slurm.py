@@ -151,8 +151,29 @@ def parse_job(text: str) -> JobState | None:
 
 
 def job_state(job_id: str) -> JobState | None:
-    """The job as the controller sees it now (None once it has forgotten the job)."""
-    return parse_job(_slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
+    """The job as the controller sees it now; once it has forgotten the job (MinJobAge), as
+    accounting remembers it (sacct, where the cluster keeps accounting); else None."""
+    state = parse_job(_slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
+    if state is not None or shutil.which("sacct") is None:
+        return state
+    out = _slurm(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,NodeList,Partition"])
+    return parse_sacct(out.stdout) if out.returncode == 0 else None
+
+
+def parse_sacct(text: str) -> JobState | None:
+    """``sacct -X -n -P -o State,ExitCode,NodeList,Partition`` output → a JobState."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    parts = line.split("|")
+    if len(parts) != 4 or not parts[0]:
+        return None
+    code, _, sig = parts[1].partition(":")
+    return JobState(
+        state=parts[0].split()[0],  # "CANCELLED by 0" → CANCELLED
+        exit_code=int(code) if code.isdigit() else None,
+        signal=int(sig) if sig.isdigit() else None,
+        nodes=parts[2] or None,
+        partition=parts[3] or None,
+    )
 
 
 def expand_nodes(nodelist: str) -> list[str]:

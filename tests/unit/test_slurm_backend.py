@@ -13,6 +13,7 @@ from repro.backends.slurm import (
     failed_task,
     job_script,
     parse_job,
+    parse_sacct,
 )
 
 
@@ -91,3 +92,10 @@ def test_torchrun_across_nodes_uses_a_static_rendezvous_on_the_first_node() -> N
     )
     assert argv == ["py", "-m", "torch.distributed.run", "--nproc-per-node=1", "--nnodes=2", "--node-rank=1",
                     "--master-addr=10.0.0.1", "--master-port=20004", "train.py"]  # fmt: skip
+
+
+def test_a_job_the_controller_forgot_is_read_from_accounting() -> None:
+    state = parse_sacct("CANCELLED by 0|0:15|n[1-2]|debug\n")
+    assert state is not None and not state.active
+    assert (state.state, state.exit_code, state.signal, state.nodes) == ("CANCELLED", 0, 15, "n[1-2]")
+    assert parse_sacct("") is None
