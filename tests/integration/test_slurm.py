@@ -14,10 +14,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from repro.capsule import Record
+from repro.hashing import hash_file
 from repro.store import Store
 from tests.conftest import REPO, Project
 
@@ -225,3 +227,14 @@ def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
     assert record.results.exit_code == 0 and _output_hash(record, "outputs/model.pt")
     shown = project.repro("show", submitted["id"]).out
     assert f"job {submitted['job_id']} completed" in shown and "node " in shown
+
+    # The run exported as a standalone batch script, submitted by hand: the same weights.
+    r = project.repro("export", submitted["id"], "--as", "slurm", "-o", "job.sbatch")
+    assert r.code == 0, r.err
+    (project.root / "outputs" / "model.pt").unlink()
+    shutil.rmtree(project.root / "checkpoints")  # a fresh training, not a continuation
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # `python` with torch on PATH
+    subprocess.run(["sbatch", "--wait", "--output=export.out", "job.sbatch"], cwd=project.root, check=True,
+                   env={**os.environ, "PATH": path}, capture_output=True, timeout=300)  # fmt: skip
+    assert "rank 0 epoch 1 loss" in (project.root / "export.out").read_text()
+    assert hash_file(project.root / "outputs" / "model.pt") == _output_hash(record, "outputs/model.pt")
