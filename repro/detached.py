@@ -21,7 +21,7 @@ from repro.backends.base import Event, OnEvent, RunSpec
 from repro.backends.slurm import JobState, SlurmBackend, SlurmOptions, job_state
 from repro.capsule import Record
 from repro.config import Settings
-from repro.runner import Prepared, collect, now_iso
+from repro.runner import Prepared, collect, image_info, now_iso
 from repro.store import DETACHED as MARKER
 from repro.store import Store
 
@@ -40,7 +40,9 @@ def submit(prepared: Prepared, backend: SlurmBackend, store: Store, on_event: On
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
     try:
-        backend.prepare(spec, on_event)
+        image = backend.prepare(spec, on_event)
+        if image:
+            record.deps.image = image_info(image, store)
         record.results.started = now_iso()
         job_id = backend.submit(spec, on_event)
     except BaseException:

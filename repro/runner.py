@@ -85,6 +85,7 @@ def slurm_options(settings: Settings) -> SlurmOptions:
         account=settings.slurm_account,
         sbatch_args=settings.slurm_sbatch_args,
         requeue=settings.slurm_requeue,
+        environment=settings.slurm_environment,
     )
 
 
@@ -285,7 +286,7 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
     if image:
-        record.deps.image = _image_info(image, store)
+        record.deps.image = image_info(image, store)
     record.results.started = now_iso()
     try:
         result = backend.execute(spec, on_event)
@@ -347,7 +348,7 @@ def check_lock(record: Record) -> None:
         )
 
 
-def _image_info(image: dict[str, Any], store: Store) -> ImageInfo:
+def image_info(image: dict[str, Any], store: Store) -> ImageInfo:
     text = image.get("dockerfile_text")
     known = {k: v for k, v in image.items() if k in ImageInfo.__dataclass_fields__ and k != "dockerfile"}
     info = ImageInfo(**known)
@@ -370,7 +371,7 @@ def collect(
     res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
-        record.deps.image = _image_info(result.image, store)
+        record.deps.image = image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
             res.logs[name] = store.put_file(path)

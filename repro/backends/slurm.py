@@ -69,12 +69,13 @@ class SlurmOptions:
     account: str | None = None
     sbatch_args: tuple[str, ...] = ()
     requeue: bool = False
+    environment: str = "python"  # python: this interpreter, shared filesystem; docker: the run's image
     grace_s: int = 120  # SIGUSR1 this long before the time limit, when requeue is on
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "nodes": self.nodes, "partition": self.partition, "time": self.time, "account": self.account,
-            "sbatch_args": list(self.sbatch_args), "requeue": self.requeue,
+            "sbatch_args": list(self.sbatch_args), "requeue": self.requeue, "environment": self.environment,
         }  # fmt: skip
 
 
@@ -204,8 +205,19 @@ def submit(script: Path, options: SlurmOptions) -> str:
 # --------------------------------------------------------------------------- the batch script
 
 
-def job_script(spec: RunSpec, options: SlurmOptions, python: str, env: dict[str, str], run_id: str) -> str:
-    """The batch script of one run (pure: the same inputs give the same text)."""
+def job_script(
+    spec: RunSpec,
+    options: SlurmOptions,
+    python: str,
+    env: dict[str, str],
+    run_id: str,
+    image: str | None = None,
+) -> str:
+    """The batch script of one run (pure: the same inputs give the same text).
+
+    With ``image`` every node's task runs the command in that image (``docker run``, host
+    network, the project, the runtime and the data mounted at their own paths).
+    """
     job_dir = spec.runtime_dir / JOB_DIR
     q = shlex.quote
     lines = ["#!/bin/bash", f"#SBATCH --job-name=repro-{run_id}", f"#SBATCH --nodes={options.nodes}",
@@ -240,6 +252,12 @@ def job_script(spec: RunSpec, options: SlurmOptions, python: str, env: dict[str,
     launcher = [python, "-S", "-m", "repro.runtime.node", f"--nodes={options.nodes}",
                 f"--nproc-per-node={spec.nproc_per_node}", f"--facts={job_dir}",
                 f"--log-dir={spec.runtime_dir / NODE_LOGS}"]  # fmt: skip
+    if image:
+        _, package_parent = runtime_source()
+        binds = sorted(
+            {str(spec.project_root), str(package_parent), str(spec.data_root or spec.project_root)}
+        )
+        launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(sorted(env))}"]
     command = " ".join(q(a) for a in [*srun, *launcher])
     command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
     if not options.requeue:
@@ -326,13 +344,16 @@ class SlurmBackend:
     def __init__(self, options: SlurmOptions | None = None) -> None:
         self.options = options or SlurmOptions()
         self.version: str | None = None
+        self.image: str | None = None  # the run's image, when the nodes run it (environment docker)
 
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        """Check that a controller answers and note its version; nothing to build.
+        """Check that a controller answers and note its version; with environment docker, build
+        or reuse the run's image (the nodes use this machine's engine, or one that has the image).
 
         Raises:
-            BackendUnavailable: no Slurm commands, or no controller answers.
-            UsageError: GPUs asked for (not supported on this backend yet).
+            BackendUnavailable: no Slurm commands, no controller answers, no Docker engine.
+            UsageError: GPUs asked for (not supported on this backend yet); docker without a lock.
+            BuildError: the image could not be built.
         """
         if spec.gpus:
             raise UsageError(
@@ -340,7 +361,18 @@ class SlurmBackend:
                 hint="ask for GPUs with --sbatch-arg=--gpus-per-node=N",
             )
         self.version = slurm_version()
-        return None
+        if self.options.environment != "docker":
+            return None
+        if spec.lockfile is None:
+            raise UsageError(
+                "--node-env docker builds the image from the lock; the project declares no dependencies",
+                hint="add a requirements.in (or pyproject dependencies), or use --node-env python",
+            )
+        from repro.backends.docker import DockerBackend
+
+        built = DockerBackend().prepare(spec, on_event)
+        self.image = str(built.get("id") or built.get("tag"))
+        return built
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
         """The variables the job exports: the run's own, and where the runtime and project are."""
@@ -385,7 +417,8 @@ class SlurmBackend:
         spec = replace(
             spec, argv=merge_pythonpath(spec.argv, os.pathsep.join(str(p) for p in runtime_source()))
         )
-        script.write_text(job_script(spec, self.options, sys.executable, self.environment(spec), run_id))
+        env = self.environment(spec)
+        script.write_text(job_script(spec, self.options, sys.executable, env, run_id, self.image))
         job_id = submit(script, self.options)
         on_event(Event("info", f"submitted batch job {job_id} ({self.options.nodes} node(s) × "
                                f"{spec.nproc_per_node} process(es))"))  # fmt: skip
@@ -430,7 +463,7 @@ class SlurmBackend:
         else:
             code = (failed or {}).get("exit_code") or state.exit_code or 1
         details: dict[str, Any] = {
-            "python": sys.executable,
+            "python": sys.executable if self.options.environment == "python" else "python in the run's image",
             "project_root": str(spec.project_root),
             "slurm": {
                 "job_id": job_id, "state": state.state, "version": self.version,

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
+from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -143,12 +143,14 @@ class SlurmFlags:
     account: str | None = None
     sbatch_args: tuple[str, ...] = ()
     requeue: bool | None = None
+    node_env: str | None = None
     detach: bool = False  # not a setting: this run only
 
     _NAMES = {
         "nodes": ("slurm_nodes", "--nodes"), "partition": ("slurm_partition", "--partition"),
         "time_limit": ("slurm_time", "--time"), "account": ("slurm_account", "--account"),
         "sbatch_args": ("slurm_sbatch_args", "--sbatch-arg"), "requeue": ("slurm_requeue", "--requeue"),
+        "node_env": ("slurm_environment", "--node-env"),
     }  # fmt: skip
 
     def given(self) -> dict[str, tuple[Any, str]]:
@@ -177,7 +179,16 @@ class SlurmFlags:
         return plan.over(Layer(Rank.FLAG, given))
 
 
-_SLURM_FIELDS = ("nodes", "partition", "time_limit", "account", "sbatch_args", "requeue", "detach")
+_SLURM_FIELDS = (
+    "nodes",
+    "partition",
+    "time_limit",
+    "account",
+    "sbatch_args",
+    "requeue",
+    "node_env",
+    "detach",
+)
 
 
 def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -208,6 +219,11 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--requeue/--no-requeue", default=None,
                 help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
                 "120 s before the time limit, so it can save a checkpoint and continue from it.",
+            ),
+            click.option(
+                "--node-env", type=click.Choice(NODE_ENVIRONMENTS), default=None,
+                help="Slurm: what runs the command on the nodes: python (this interpreter, on a filesystem "
+                "the nodes share; default) or docker (the run's image, built from its lock).",
             ),
             click.option(
                 "--detach", is_flag=True, default=False,

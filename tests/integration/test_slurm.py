@@ -238,3 +238,28 @@ def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
                    env={**os.environ, "PATH": path}, capture_output=True, timeout=300)  # fmt: skip
     assert "rank 0 epoch 1 loss" in (project.root / "export.out").read_text()
     assert hash_file(project.root / "outputs" / "model.pt") == _output_hash(record, "outputs/model.pt")
+
+
+@pytest.mark.docker
+def test_nodes_can_run_the_command_in_the_runs_image_and_the_result_replays_identical_locally(
+    project: Project, nodes: list[str]
+) -> None:
+    from repro.backends import docker as docker_backend
+
+    if not docker_backend.engine_available():
+        pytest.skip("no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)")
+    _train_project(project)
+    project.lock_torch()
+    project.commit("lock")
+    r = project.repro("run", "--backend", "slurm", "--node-env", "docker", "--data", "data", "--",
+                      "python", "train.py", "--save", "outputs/model.pt", "--epochs", "2")  # fmt: skip
+    assert r.code == 0, r.err
+    record = _record(project)
+    assert record.backend.details["slurm"]["options"]["environment"] == "docker"
+    assert record.deps.image is not None and (record.deps.image.id or "").startswith("sha256:")
+    # measured inside the image: the lock's packages, none of this test environment's (pytest)
+    assert any(p.startswith("torch==") for p in record.deps.freeze)
+    assert not any(p.startswith("pytest==") for p in record.deps.freeze)
+    r = project.repro("replay", "latest", "--backend", "local", "--json")
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from repro.backends.base import RANK_LOGS, RunSpec, launch_argv
 from repro.backends.slurm import (
     NODE_LOGS,
@@ -99,3 +101,21 @@ def test_a_job_the_controller_forgot_is_read_from_accounting() -> None:
     assert state is not None and not state.active
     assert (state.state, state.exit_code, state.signal, state.nodes) == ("CANCELLED", 0, 15, "n[1-2]")
     assert parse_sacct("") is None
+
+
+def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.runtime.node import container_argv
+
+    text = job_script(_spec(tmp_path), SlurmOptions(environment="docker"), "py", {"REPRO_SEED": "1"}, "r1",
+                      image="sha256:abc")  # fmt: skip
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--image=sha256:abc" in srun and "--pass-env=REPRO_SEED" in srun and str(tmp_path / "proj") in srun
+
+    monkeypatch.setenv("REPRO_RUN_ID", "r1")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    argv = container_argv("sha256:abc", ["/p", "/lib"], ["REPRO_SEED"], node_rank=1)
+    assert argv[:3] == ["docker", "run", "--rm"] and argv[-1] == "sha256:abc"
+    assert "--name=repro-r1-node1-2" in argv and "--network=host" in argv
+    assert "--volume=/p:/p" in argv and "--volume=/lib:/lib" in argv and "--env=REPRO_SEED" in argv
