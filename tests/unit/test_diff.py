@@ -624,7 +624,7 @@ def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs):
     assert not result.results_differ and result.likely_causes == []
     assert [c.category for c in result.without_effect] == ["input", "hardware"]
     lines = render_text(result).splitlines()
-    assert lines[0] == "a → b: results identical (metrics and outputs); 2 of 9 sections differ"
+    assert lines[0] == "a → b: results identical; 2 of 9 sections differ"
     assert lines[1:3] == [
         "  changed without effect on results:",
         "  - hyper-parameters changed: batch_size 32 → 64",
@@ -650,6 +650,12 @@ def test_a_self_seeding_script_overrides_the_master_seed_which_is_never_a_cause(
     assert seeds.summary == "seed 1 → 2, overridden by the script (torch.manual_seed(1337))"
     assert [c.category for c in result.likely_causes] == ["nondeterminism"]
     assert "overridden by the script (torch.manual_seed(1337))" in render_text(result)
+
+    c = same_as(a, "c")
+    c.seeds.master, c.seeds.derived = 2, {"python": 21, "numpy": 22, "torch": 23}
+    same = diff_records(a, c, blobs)  # identical results: listed among the differences, not a cause
+    (moot,) = same.without_effect
+    assert moot.reason == "seed changed: seed 1 → 2, overridden by the script (torch.manual_seed(1337))"
 
     b.seeds.script_seeds = [{"api": "torch.manual_seed", "value": 42, "where": "train.py:12"}]
     result = diff_records(a, b, blobs)
