@@ -36,6 +36,7 @@ from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     RunResult,
@@ -346,7 +347,7 @@ class SlurmBackend:
         self.version: str | None = None
         self.image: str | None = None  # the run's image, when the nodes run it (environment docker)
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
         """Check that a controller answers and note its version; with environment docker, build
         or reuse the run's image (the nodes use this machine's engine, or one that has the image).
 
@@ -371,7 +372,7 @@ class SlurmBackend:
         from repro.backends.docker import DockerBackend
 
         built = DockerBackend().prepare(spec, on_event)
-        self.image = str(built.get("id") or built.get("tag"))
+        self.image = built.id or built.tag
         return built
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
