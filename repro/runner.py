@@ -87,6 +87,7 @@ def slurm_options(settings: Settings) -> SlurmOptions:
         account=settings.slurm_account,
         sbatch_args=settings.slurm_sbatch_args,
         requeue=settings.slurm_requeue,
+        environment=settings.slurm_environment,
     )
 
 
@@ -342,7 +343,7 @@ def execute(
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
     if image:
-        record.deps.image = _image_info(image, store)
+        record.deps.image = image_info(image, store)
         spec.env.update(trackers.image_environment(image))
     record.results.started = now_iso()
     try:
@@ -414,7 +415,7 @@ def check_lock(record: Record) -> None:
         )
 
 
-def _image_info(image: BuiltImage, store: Store) -> ImageInfo:
+def image_info(image: BuiltImage, store: Store) -> ImageInfo:
     return ImageInfo(
         id=image.id,
         tag=image.tag,
@@ -442,7 +443,7 @@ def collect(
     res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
-        record.deps.image = _image_info(result.image, store)
+        record.deps.image = image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
             res.logs[name] = store.put_file(path)

@@ -61,9 +61,36 @@ def run(
         given = {"mlflow_log_capsule": (mlflow_log_capsule, "--mlflow-log-capsule")}
         plan = plan.over(Layer(Rank.FLAG, given))
     requests = runner.expand(runner.RunRequest(argv=argv, cwd=Path.cwd()), plan)
+    if slurm.detach:
+        for request in requests:
+            submit_and_report(app, request, plan, as_json)
+        return
     records = [run_and_report(app, request, plan, as_json) for request in requests]
     for record in records:
         raise_for_status(record)
+
+
+def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> None:
+    """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended."""
+    from repro import detached
+    from repro.backends.slurm import SlurmBackend
+
+    store = app.store
+    try:
+        with sigterm_interrupts():
+            prepared = runner.capture(request, plan, store, on_event, progress_factory)
+            backend = SlurmBackend(runner.slurm_options(plan.settings))
+            r = prepared.record
+            ui.info(
+                f"run {r.id} · backend slurm · mode {r.determinism.mode} · seed {r.seeds.master} · detached"
+            )
+            job_id = detached.submit(prepared, backend, store, on_event)
+    except KeyboardInterrupt as e:
+        raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
+    if as_json:
+        ui.json_out({"id": r.id, "status": "pending", "job_id": job_id, "detached": True})
+    else:
+        ui.out(f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended")
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:
