@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from repro import __version__
+from repro import __version__, checkpoints
 from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
@@ -103,7 +103,7 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
     return LocalBackend()
 
 
-def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, int]]:
+def stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, int]]:
     seen: dict[str, tuple[int, int, int]] = {}
     for rel in outputs:
         base = root / rel
@@ -203,6 +203,7 @@ def capture(
     record.determinism = plan(mode, settings.threads, isa)
     if settings.trace if request.trace is None else request.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
+        record.determinism.env["REPRO_KEEP_CHECKPOINTS"] = str(settings.max_checkpoint_bytes)
     network = settings.network if request.network is None else request.network
     record.backend = BackendInfo(
         name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
@@ -210,7 +211,7 @@ def capture(
 
     run_dir = store.begin_run(record.id, safe_argv)
     spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
-    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings)
+    return Prepared(record, spec, run_dir, stat_outputs(root, outputs), settings)
 
 
 def run_environment(record: Record) -> dict[str, str]:
@@ -280,6 +281,8 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
     if image:
         record.deps.image = _image_info(image, store)
     record.results.started = now_iso()
+    kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
+    store.write_pending(record, prepared.run_dir, kept)  # what `repro resume` needs if repro dies
     try:
         result = backend.execute(spec, on_event)
     except Exception:
@@ -341,7 +344,8 @@ def collect(
     if params.is_file():
         res.params = _read_json(params)
     _merge_process_env(record, runtime)
-    _undeclared(record, runtime, spec)
+    checkpoints.collect(record, runtime, store.put_file, settings.max_checkpoint_bytes)
+    _undeclared(record, runtime, spec, checkpoints.loaded_paths(runtime))
     res.output_roots = list(spec.outputs)
     res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
 
@@ -463,7 +467,7 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
+def _undeclared(record: Record, runtime: Path, spec: RunSpec, resumed_from: set[str]) -> None:
     opened: set[str] = set()
     for f in runtime.glob("opened.*"):
         opened.update(line for line in f.read_text().splitlines() if line)
@@ -474,7 +478,11 @@ def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
     found = sorted(
         p
         for p in opened
-        if p not in configs and p not in exact and not p.startswith(prefixes) and not p.endswith(_SOURCE)
+        if p not in configs
+        and p not in exact
+        and not p.startswith(prefixes)
+        and not p.endswith(_SOURCE)
+        and p not in resumed_from  # a checkpoint a resumed run continues from is its own chain's output
     )
     record.data.undeclared = found
     if found:
@@ -496,7 +504,7 @@ def _collect_outputs(
     from repro.hashing import hash_file
 
     entries: list[FileEntry] = []
-    after = _stat_outputs(spec.project_root, spec.outputs)
+    after = stat_outputs(spec.project_root, spec.outputs)
     for rel, stat in sorted(after.items()):
         if before.get(rel) == stat:
             continue  # left over from an earlier run, untouched by this one

@@ -22,6 +22,7 @@ _COMMAND_MODULES = [
     "repro.cli.replay_cmd",
     "repro.cli.diff_cmd",
     "repro.cli.check_cmd",
+    "repro.cli.resume_cmd",
     "repro.cli.docker_cmd",
 ]
 

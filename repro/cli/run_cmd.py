@@ -183,7 +183,7 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
     if argv and argv[0] == "--":
         argv = argv[1:]
     record = run_and_report(app, execution.request(argv), execution.settings(app.settings), as_json)
-    _raise_for_status(record)
+    raise_for_status(record)
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settings, as_json: bool) -> Record:
@@ -212,7 +212,7 @@ def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settin
     return record
 
 
-def _raise_for_status(record: Record) -> None:
+def raise_for_status(record: Record) -> None:
     status = record.results.status
     if status == "interrupted":
         raise Interrupted(f"interrupted; run {record.id} recorded as interrupted")

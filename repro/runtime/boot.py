@@ -29,6 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from repro.runtime import resume
+
 _state: dict[str, Any] = {"knobs": {}, "opened": set()}
 _MAX_OPENED = 20000
 
@@ -53,6 +55,8 @@ def boot() -> None:
     random.seed(seed)
     _on_import("numpy", _apply_numpy)
     _on_import("torch", _apply_torch)
+    for name, hook in resume.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/resume.py)
+        _on_import(name, hook)
     root = os.environ.get("REPRO_PROJECT_ROOT")
     if root:
         _state["root"] = os.path.abspath(root)
@@ -65,10 +69,10 @@ def boot() -> None:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a callback once a top-level module has finished executing."""
+    """Runs callbacks, in registration order, once a module has finished executing."""
 
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        self.name, self.callback = name, callback
+        self.name, self.callbacks = name, [callback]
 
     def find_spec(
         self, fullname: str, path: Any, target: Any = None
@@ -81,14 +85,15 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             return spec
         loader = spec.loader
         original = loader.exec_module
-        callback = self.callback
+        callbacks = self.callbacks
 
         def exec_module(module: ModuleType) -> None:
             original(module)
-            try:
-                callback(module)
-            except Exception as e:  # the user's program must still run
-                sys.stderr.write(f"repro: could not apply settings to {fullname}: {e}\n")
+            for callback in callbacks:
+                try:
+                    callback(module)
+                except Exception as e:  # the user's program must still run
+                    sys.stderr.write(f"repro: could not apply settings to {fullname}: {e}\n")
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -97,8 +102,12 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 def _on_import(name: str, callback: Callable[[ModuleType], None]) -> None:
     if name in sys.modules:
         callback(sys.modules[name])
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name:
+            finder.callbacks.append(callback)
+            return
+    sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
 def _apply_numpy(np: ModuleType) -> None:
@@ -214,7 +223,7 @@ def _safe(fn: Callable[[], Any]) -> Any:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event != "open":
+    if event != "open" or resume.hashing():
         return
     path, mode = args[0], args[1]
     if not isinstance(path, str):
