@@ -144,8 +144,15 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     """
     from repro.backends.local import run_processes
 
-    if store.is_running(run_id) or run_processes(run_id):
+    if store.is_running(run_id):
         raise UsageError(f"run {run_id} is still running", hint="stop it first, or wait until it ends")
+    alive = run_processes(run_id)
+    if alive:
+        raise UsageError(
+            f"the repro process of run {run_id} is gone but processes of its command still run "
+            f"(pid {', '.join(map(str, alive[:5]))})",
+            hint="stop them first (kill PID), then resume",
+        )
     pending = store.load_pending(run_id)
     if pending is None:
         raise NotFoundError(

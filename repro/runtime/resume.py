@@ -17,9 +17,11 @@ the load, so DataLoader iterators created afterwards (sampler order, worker base
 with them NumPy/``random`` in the workers) and dropout continue the same streams. A
 checkpoint loaded without a recorded state is reported: that resume will not be exact.
 
-Events (``restored``, ``missing``) go to ``resume-events.jsonl``; with ``REPRO_RESUME_TRACE=1``
-every optimizer step appends a fingerprint of the learning rates, optimizer state and RNG
-streams to ``rtrace.rank<R>.jsonl`` (what `repro check --interrupt` compares).
+Events (``restored``, ``missing``) go to ``resume-events.jsonl``. For `repro check --interrupt`:
+with ``REPRO_RESUME_TRACE=1`` every optimizer step first appends what decides it (parameter,
+gradient and optimizer-state sums, learning rates, a fingerprint of each RNG stream) to
+``rtrace.rank<R>.jsonl``; ``REPRO_INTERRUPT_AT_STEP=N`` SIGKILLs rank 0's process group
+(its DataLoader workers included) right after optimizer step N.
 """
 
 from __future__ import annotations
@@ -98,13 +100,19 @@ def hashing() -> bool:
 
 
 def _durable_write(path: Path, text: str) -> None:
+    """Whole or not at all (rename). No fsync: a SIGKILL keeps what was written, and a node that loses
+    its page cache loses the checkpoint it just wrote as well."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def stat_key(path: str | os.PathLike[str]) -> str:
+    """A name for a file's content known without reading it: size and mtime (a rename keeps both)."""
+    st = os.stat(path)
+    return f"stat-{st.st_size}-{st.st_mtime_ns}"
 
 
 def _event(kind: str, **fields: Any) -> None:
@@ -217,10 +225,14 @@ def record_checkpoint(path: str | os.PathLike[str], states: dict[str, Any] | Non
     d = _runtime_dir()
     if d is None or not os.path.isfile(path):
         return None
-    digest = file_sha256(path)
     step = _state["step"]
     body = {"path": _shown_path(path), "step": step, "rank": _rank(), "states": states or capture_states()}
+    # Under the file's stat first (at once), then under its hash: a kill while hashing loses nothing.
+    quick = _state_path(d, stat_key(path), _rank())
+    _durable_write(quick, json.dumps(body))
+    digest = file_sha256(path)
     _durable_write(_state_path(d, digest, _rank()), json.dumps(body))
+    quick.unlink(missing_ok=True)
     _keep_copy(d, path, digest)
     if _world() > 1:  # tell the ranks that did not save which step this checkpoint belongs to
         marks = d / RNG_DIR / MARKS_DIR
@@ -265,10 +277,14 @@ def _after_save(f: Any) -> None:
 def _before_load(f: Any) -> str | None:
     """The hash of a checkpoint about to be loaded, when this resumed process still has to restore."""
     path = _path_of(f)
-    if path is None or _state["restored"] or not _resuming() or _runtime_dir() is None:
+    d = _runtime_dir()
+    if path is None or _state["restored"] or not _resuming() or d is None:
         return None
     try:
-        return file_sha256(path) if os.path.isfile(path) else None
+        if not os.path.isfile(path):
+            return None
+        quick = stat_key(path)
+        return quick if _state_path(d, quick, _rank()).is_file() else file_sha256(path)
     except OSError:
         return None
 
@@ -308,8 +324,23 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         while len(ring) > RING:
             ring.popitem(last=False)
         _write_marked(d)
-    if os.environ.get("REPRO_RESUME_TRACE") == "1":
+    stop = os.environ.get("REPRO_INTERRUPT_AT_STEP")
+    if stop and stop.isdigit() and _state["step"] == int(stop) and not _resuming() and _rank() == 0:
+        _event("interrupting", step=_state["step"])
+        os.killpg(os.getpgrp(), 9)  # what a preempted node does to the whole job: SIGKILL, no clean-up
+
+
+def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    d = _runtime_dir()
+    if d is not None and os.environ.get("REPRO_RESUME_TRACE") == "1":
         _trace_row(d, optimizer)
+
+
+def _after_barrier() -> None:
+    """Ranks usually wait at a barrier while rank 0 saves: the earliest moment to see its mark."""
+    d = _runtime_dir()
+    if d is not None:
+        _write_marked(d)
 
 
 def _write_marked(d: Path) -> None:
@@ -327,7 +358,7 @@ def _write_marked(d: Path) -> None:
         if step > _state["step"]:
             continue  # this rank has not got there yet
         _state["marks_seen"].add(name)
-        states = _state["ring"].get(step)
+        states = capture_states() if step == _state["step"] else _state["ring"].get(step)
         target = _state_path(d, digest, _rank())
         if states is None or target.exists():
             continue
@@ -340,20 +371,24 @@ def _fingerprint(data: Any) -> str:
 
 
 def _trace_row(d: Path, optimizer: Any) -> None:
-    """What decides the next steps, after this one: learning rates, optimizer state, RNG streams."""
+    """What decides the step about to be taken: parameters, gradients, optimizer state, LR, RNG streams."""
     torch = sys.modules["torch"]
-    states = capture_states()
-    opt_sum = 0.0
+    sums = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
     with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                sums["params"] += float(p.detach().double().sum().item())
+                if p.grad is not None:
+                    sums["grads"] += float(p.grad.detach().double().sum().item())
         for per_param in optimizer.state.values():
             for value in per_param.values():
                 if isinstance(value, torch.Tensor):
-                    opt_sum += float(value.double().sum().item())
+                    sums["optimizer"] += float(value.detach().double().sum().item())
     row = {
         "step": _state["step"],
+        **sums,
         "lr": [group.get("lr") for group in optimizer.param_groups],
-        "optimizer": opt_sum,
-        "rng": {name: _fingerprint(value) for name, value in sorted(states.items())},
+        "rng": {name: _fingerprint(value) for name, value in sorted(capture_states().items())},
     }
     with open(d / f"rtrace.rank{_rank()}.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row, default=str) + "\n")
@@ -388,7 +423,20 @@ def install_torch(torch: ModuleType) -> None:
         import importlib
 
         optimizer = importlib.import_module("torch.optim.optimizer")
+    if os.environ.get("REPRO_RESUME_TRACE") == "1":
+        optimizer.register_optimizer_step_pre_hook(_before_step)
     optimizer.register_optimizer_step_post_hook(_after_step)
+    dist = getattr(torch, "distributed", None)
+    if _world() > 1 and dist is not None and hasattr(dist, "barrier"):
+        barrier = dist.barrier
+
+        def wrapped_barrier(*args: Any, **kwargs: Any) -> Any:
+            result = barrier(*args, **kwargs)
+            _after_barrier()
+            return result
+
+        functools.update_wrapper(wrapped_barrier, barrier)
+        setattr(dist, "barrier", wrapped_barrier)  # noqa: B010
 
 
 def install_numpy(np: ModuleType) -> None:

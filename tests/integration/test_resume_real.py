@@ -1,0 +1,123 @@
+"""`repro resume`: real training SIGKILLed at a random point after a checkpoint, resumed, compared bytewise.
+
+Everything is killed — the repro process, the training command, its DataLoader workers,
+torchrun and its ranks — as a preempted node would; the resumed run's model must equal
+the uninterrupted run's, byte for byte (strict mode, CPU). Kept small: 32 points, a few
+epochs, 2 workers (the CI machine has 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repro.backends.local import run_processes
+from tests.conftest import Project
+
+pytestmark = pytest.mark.slow
+
+IGNORED = "outputs/\ncheckpoints/\nmodel.pt\n"
+
+
+def resumable_project(project: Project, script: str) -> None:
+    project.script(script, "train.py")
+    project.points(n=32)
+    project.write(".gitignore", IGNORED)
+    project.commit("train")
+
+
+def _states(root: Path) -> list[Path]:
+    """RNG states the runtime recorded under their checkpoint's hash, in the run being executed."""
+    found = root.glob(".repro/runs/*/work/runtime/rng/*.rank*.json")
+    return [p for p in found if not p.name.startswith("stat-")]
+
+
+def kill_after_checkpoint(project: Project, args: list[str], states: int = 1) -> str:
+    """Start `repro run ARGS`, wait for a checkpoint's states, wait a random moment, SIGKILL everything."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repro", "run", *args], cwd=project.root, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while len(_states(project.root)) < states:
+        assert proc.poll() is None, "the run ended before its first checkpoint"
+        assert time.monotonic() < deadline, "no checkpoint state after 300 s"
+        time.sleep(0.02)
+    time.sleep(random.uniform(0.0, 0.4))
+    (run_dir,) = [p for p in (project.root / ".repro" / "runs").iterdir() if (p / "work").is_dir()]
+    os.killpg(proc.pid, signal.SIGKILL)  # repro itself
+    proc.wait()
+    while victims := run_processes(run_dir.name):  # the command's group, its workers, torchrun ranks
+        for pid in victims:
+            try:
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    return run_dir.name
+
+
+def _fresh(project: Project) -> bytes:
+    """The uninterrupted run's model, and a project with no checkpoint left for the next run."""
+    model = (project.root / "model.pt").read_bytes()
+    (project.root / "model.pt").unlink()
+    for p in (project.root / "checkpoints").iterdir():
+        p.unlink()
+    return model
+
+
+def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=3"]
+    assert project.repro("run", *args).code == 0
+    reference = _fresh(project)
+
+    killed = kill_after_checkpoint(project, args)
+    assert not (project.root / "model.pt").exists()
+    r = project.repro("resume", "latest", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["resumed_from"] == killed
+    assert "never sealed" in r.err and "=> resuming from checkpoints/last.pt" in r.err
+    assert "not exact" not in r.err
+    assert (project.root / "model.pt").read_bytes() == reference
+
+    rows = json.loads(project.repro("ls", "--json").out)
+    assert [(r["status"], r["kind"], r["parent"]) for r in rows[1:]] == [
+        ("interrupted", "run", None),
+        ("succeeded", "resume", killed),
+    ]
+    assert f"(resume of {killed})" in project.repro("ls").out
+    shown = project.repro("show", "latest").out
+    assert f"resume of {killed}" in shown and "checkpoint   checkpoints/last.pt" in shown
+
+
+def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> None:
+    resumable_project(project, "ddp_resumable.py")
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--nproc-per-node", "2",
+            "--", "python", "train.py", "--epochs", "3"]  # fmt: skip
+    assert project.repro("run", *args).code == 0
+    reference = _fresh(project)
+
+    killed = kill_after_checkpoint(project, args, states=2)  # both ranks' states of the first checkpoint
+    r = project.repro("resume", killed)
+    assert r.code == 0, r.err
+    assert "rank 0: resumed at epoch" in r.err and "rank 1: resumed at epoch" in r.err
+    assert "not exact" not in r.err
+    assert (project.root / "model.pt").read_bytes() == reference
+
+
+def test_resume_refuses_changed_code_and_a_run_that_succeeded(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=0"]
+    assert project.repro("run", *args).code == 0
+    r = project.repro("resume", "latest")
+    assert r.code == 2 and "succeeded: there is nothing to resume" in r.err and "Traceback" not in r.err
