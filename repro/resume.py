@@ -50,11 +50,13 @@ def resume(
     *,
     backend: str | None = None,
     env: dict[str, str] | None = None,
+    root: Path | None = None,
     on_start: Callable[[Record], None] | None = None,
 ) -> Record:
     """Continue the run ``ref`` as a new run; returns its sealed record (``resumed_from`` = the original).
 
-    ``env`` adds variables to the resumed processes (what `repro check --interrupt` traces with).
+    ``root`` is where the original executed (default: the project); ``env`` adds variables
+    to the resumed processes (what `repro check --interrupt` traces with).
 
     Raises:
         NotFoundError: no such run. UsageError: a run that succeeded, is still running, or
@@ -69,7 +71,8 @@ def resume(
                 "info", f"run {original.id} was never sealed (its repro process died): sealed as interrupted"
             )
         )
-    check_code(store, settings, original)
+    root = root or store.root
+    check_code(store, settings, original, root)
     check_recorded_data(original, store.root, store, allow=False)
     record = resumed_record(original, settings)
     run_dir = store.begin_run(record.id, record.command.argv)
@@ -77,8 +80,8 @@ def resume(
     lockfile = _restore_lock(store, original, run_dir)
     base = (original.deps.image.base_id or original.deps.image.base) if original.deps.image else None
     spec = runner.build_spec(
-        record, store.root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
-        base or settings.base_image, list(original.command.argv),
+        record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
+        base or settings.base_image, list(original.command.argv), data_root=store.root,
     )  # fmt: skip
     spec.env[RESUMED_FROM_ENV] = original.id
     spec.env.update(env or {})
@@ -95,7 +98,7 @@ def resume(
         on_start(record)
     on_event(Event("info", f"resuming {original.id} as {record.id} · backend {chosen.name} · mode "
                            f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-    before = runner.stat_outputs(store.root, outputs)
+    before = runner.stat_outputs(root, outputs)
     prepared = runner.Prepared(record, spec, run_dir, before, settings)
     record = runner.execute(prepared, chosen, store, on_event)
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
@@ -177,15 +180,15 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     return record
 
 
-def check_code(store: Store, settings: Settings, original: Record) -> None:
-    """Refuse to resume on code other than the recorded snapshot.
+def check_code(store: Store, settings: Settings, original: Record, root: Path) -> None:
+    """Refuse to resume on code at ``root`` other than the recorded snapshot.
 
     Raises:
         UsageError: a recorded file changed or is gone, or a new Python file appeared.
     """
     exclude = [i.path for i in original.data.inputs] + list(original.results.output_roots or settings.outputs)
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        now = capture_code(store.root, lambda p, d: d, exclude=[*exclude, "lockfiles"], cache=cache).info
+        now = capture_code(root, lambda p, d: d, exclude=[*exclude, "lockfiles"], cache=cache).info
     recorded = {f.path: f.hash for f in original.code.files}
     current = {f.path: f.hash for f in now.files}
     changed = sorted(p for p, h in recorded.items() if current.get(p) != h)

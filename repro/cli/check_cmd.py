@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,15 @@ Exit status (stable; DESIGN.md "Exit codes"):
     help="How many times to run COMMAND; run 1 is compared with each later run.",
 )
 @click.option(
+    "--interrupt",
+    "interrupts",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Certify exact resume: run once uninterrupted, then N times SIGKILLed at a random point after "
+    "a checkpoint and continued with `repro resume`; fail naming what a resume did not restore.",
+)
+@click.option(
     "--against",
     "against",
     metavar="CAPSULE",
@@ -80,6 +90,7 @@ def check(
     command: tuple[str, ...],
     execution: Execution,
     runs: int,
+    interrupts: int | None,
     against: str | None,
     data_root: Path | None,
     allow_data_drift: bool,
@@ -95,6 +106,7 @@ def check(
     repro check -- python train.py --epochs 1      run twice with one seed; exit 0 if identical, 5 if not
     repro check --runs 3 --junit report.xml -- python train.py
     repro check --against golden/capsule.tar       does today's code still reproduce the capsule?
+    repro check --interrupt 2 -- python train.py   killed twice after a checkpoint, resumed: still identical?
     repro check --markdown summary.md -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
@@ -112,6 +124,8 @@ def check(
         argv = argv[1:]
     if against and argv:
         raise UsageError("give either a COMMAND or --against CAPSULE, not both")
+    if against and interrupts:
+        raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
     if not against and not argv:
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
@@ -128,6 +142,16 @@ def check(
                     rtol=rtol,
                 )
                 result = core.run_against(request, app.store, app.settings, on_event)
+            elif interrupts:
+                mode = execution.mode or ("gpu" if execution.gpus else "strict")
+                result = core.run_interrupt_check(
+                    execution.request(argv, mode=mode),
+                    app.store,
+                    execution.settings(app.settings),
+                    on_event,
+                    interrupts=interrupts,
+                    on_record=lambda r: _announce(r, app),
+                )
             else:
                 mode = execution.mode or ("gpu" if execution.gpus else "strict")
                 result = core.run_check(
@@ -167,6 +191,8 @@ def _report(result: core.CheckResult, junit: Path | None, markdown: Path | None,
         if result.kind == "against":
             ui.out(f"check against {result.capsule}")
             ui.out(render.render_text(result.verdicts[0]))
+        elif result.kind == "interrupt":
+            ui.out(render.render_interrupt_text(result.verdicts, result.causes))
         else:
             ui.out(render.render_check_text(result.verdicts))
     if result.diff is not None and not result.reproduced:
@@ -213,6 +239,8 @@ def _json(result: core.CheckResult) -> dict[str, Any]:
     }
     if result.capsule is not None:
         data["capsule"] = result.capsule
+    if result.kind == "interrupt":
+        data["causes"] = [dataclasses.asdict(c) | {"text": c.describe()} for c in result.causes]
     if result.diff is not None:
         data["diff"] = diff_render.render_json(result.diff)
     return data

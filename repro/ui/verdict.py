@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict, worst_status
+from repro.interrupt import ResumeCause
 from repro.steptrace import describe as describe_trace
 from repro.ui import style
 
@@ -213,6 +214,20 @@ def render_check_text(verdicts: Sequence[Verdict], *, colour: bool = True) -> st
     label, hue = _HEAD[status]
     head = f"{style(label, hue) if colour else label}  {len(verdicts) + 1} runs compared with the first"
     parts = [head]
+    for v in verdicts:
+        parts += ["", render_text(v, colour=colour)]
+    return "\n".join(parts)
+
+
+def render_interrupt_text(
+    verdicts: Sequence[Verdict], causes: Sequence[ResumeCause], *, colour: bool = True
+) -> str:
+    """`check --interrupt`: an overall line, what a resume did not restore, then each resume's verdict."""
+    status = worst_status(verdicts)
+    label, hue = _HEAD[status]
+    head = f"{style(label, hue) if colour else label}  {len(verdicts)} killed and resumed run(s) compared "
+    parts = [head + "with the uninterrupted run"]
+    parts += [f"  not restored: {c.describe()}" for c in causes]
     for v in verdicts:
         parts += ["", render_text(v, colour=colour)]
     return "\n".join(parts)

@@ -1,7 +1,7 @@
 """Train a small classifier on points.csv; resumes from checkpoints/last.pt when it exists.
 
 Shuffling DataLoader with worker processes, random augmentation (torch, NumPy and
-`random`) in __getitem__, dropout, Adam and a step LR schedule.
+`random`) in __getitem__, dropout, Adam and a per-step warm-up/linear-decay LR schedule.
 """
 
 import argparse
@@ -47,7 +47,10 @@ class Points(Dataset):
 loader = DataLoader(Points(args.data), batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
 model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2))
 optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+total_steps = args.epochs * len(loader)
+scheduler = torch.optim.lr_scheduler.LambdaLR(
+    optimizer, lambda s: min(1.0, (s + 1) / 4) * max(0.1, 1.0 - s / max(total_steps, 1))
+)
 
 start_epoch = 0
 last = os.path.join(args.ckpt_dir, "last.pt")
@@ -69,11 +72,11 @@ for epoch in range(start_epoch, args.epochs):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        scheduler.step()
         if i % 4 == 0:
             ms = (time.time() - t0) * 1000 / (i + 1)
             print(f"epoch {epoch} [{i + 1}/{len(loader)}] loss {loss.item():.4f} | {ms:.1f} ms/batch",
                   flush=True)
-    scheduler.step()
     tmp = last + ".tmp"
     torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict()}, tmp)
