@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from repro import interrupt, runner
+from repro import reasons as codes
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, restore_code, store_patch
 from repro.compare import (
     REPRODUCED,
+    CompareOptions,
     OutputDiff,
     Side,
     Verdict,
@@ -39,7 +41,8 @@ from repro.compare import (
     exit_code_for,
     worst_status,
 )
-from repro.config import Settings
+from repro.config import Plan, Settings
+from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
@@ -97,7 +100,7 @@ class CheckResult:
 def run_check(
     request: runner.RunRequest,
     store: Store,
-    settings: Settings,
+    plan: Plan,
     on_event: OnEvent,
     *,
     runs: int = DEFAULT_RUNS,
@@ -108,7 +111,7 @@ def run_check(
 ) -> CheckResult:
     """Run ``request`` ``runs`` times with one seed and compare run 1 with each later run.
 
-    The seed is ``request.seed``, else the configured seed, else drawn by run 1 and reused.
+    The seed is the plan's, else drawn by run 1 and reused.
     A run whose command fails stops the check (``CheckResult.failed``).
 
     Raises:
@@ -119,24 +122,24 @@ def run_check(
         raise UsageError(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
-    seed = request.seed if request.seed is not None else settings.seed
-    result = CheckResult(kind="repeat", mode="", seed=seed)
+    result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
     backend = None
     for i in range(runs):
-        this = dataclasses.replace(request, seed=seed)
-        prepared = runner.capture(this, settings, store, on_event, progress)
+        prepared = runner.capture(request, plan, store, on_event, progress)
         record = prepared.record
         record.kind = KIND
         if result.records:
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
         record = runner.execute(prepared, backend, store, on_event)
-        seed, result.seed, result.mode = record.seeds.master, record.seeds.master, record.determinism.mode
+        result.seed = record.seeds.master
+        result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
+        plan = plan.with_seed(record.seeds.master)
         result.records.append(record)
         result.notes += [w for w in record.warnings if w not in result.notes]
         if on_record is not None:
@@ -145,7 +148,8 @@ def run_check(
             result.failed = record
             return result
     sides = [side(store.load_run(r.id)) for r in result.records]
-    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol))
+    options = CompareOptions.from_settings(plan.settings)
+    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol), options)
     return result
 
 
@@ -157,7 +161,7 @@ TRACE_ENV = {"REPRO_RESUME_TRACE": "1"}
 def run_interrupt_check(
     request: runner.RunRequest,
     store: Store,
-    settings: Settings,
+    plan: Plan,
     on_event: OnEvent,
     *,
     interrupts: int,
@@ -168,35 +172,34 @@ def run_interrupt_check(
     checkpoint and continued with `repro resume`; compare each resumed run's outputs with the
     uninterrupted run's. Every run executes in a scratch copy of the recorded code, so no
     checkpoint of one run is seen by another. A resume that diverged is explained from the
-    resume trace: the first step and what was not restored (``CheckResult.causes``).
+    resume trace: the first step and what was not restored (``CheckResult.causes``); the
+    check stops there.
 
     Raises:
         UsageError: no command; a command that saves no checkpoint before its last step.
         BackendUnavailable, BuildError: the backend cannot run the command.
     """
-    rng = rng or random.Random()
-    seed = request.seed if request.seed is not None else settings.seed
-    prepared = runner.capture(dataclasses.replace(request, seed=seed), settings, store, on_event)
+    prepared = runner.capture(request, plan, store, on_event)
     first = prepared.record
     first.kind = KIND
     backend = runner.select_backend(
-        request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+        plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
     )
     result = CheckResult(kind="interrupt", mode=first.determinism.mode, seed=first.seeds.master)
-    scratch_dirs: list[Path] = []
+    scratch_dirs = [_scratch_copy(store, first)]
     try:
-        scratch_dirs.append(_scratch_copy(store, first))
         prepared.spec.project_root, prepared.spec.data_root = scratch_dirs[0], store.root
         prepared.spec.env.update(TRACE_ENV)
-        prepared.outputs_before = {}
+        prepared.outputs_before, prepared.tree_before = {}, None
         on_event(Event("info", f"check --interrupt: uninterrupted run {first.id} · backend {backend.name}"))
         first = _record_run(result, runner.execute(prepared, backend, store, on_event), on_record)
         if result.failed is not None:
             return result
         reference = _resume_traces(store, first)
         total = len(reference.get(0, []))
+        saved = [c.step for c in first.results.checkpoints]
         steps = interrupt.kill_steps(
-            [c.step for c in first.results.checkpoints], total, interrupts, first.command.nproc_per_node, rng
+            saved, total, interrupts, first.command.nproc_per_node, rng or random.Random()
         )
         if not steps:
             raise UsageError(
@@ -204,7 +207,7 @@ def run_interrupt_check(
                 f"({total} steps): there is no point to interrupt it at",
                 hint="save a checkpoint during training (torch.save every epoch) and load it when present",
             )
-        attempt = _Attempts(result, first, reference, store, settings, backend, on_event, on_record)
+        attempt = _Attempts(result, first, reference, store, plan, backend, on_event, on_record)
         for step in steps:
             scratch_dirs.append(_scratch_copy(store, first))
             verdict = attempt.run(step, scratch_dirs[-1])
@@ -240,7 +243,7 @@ class _Attempts:
     first: Record  # the uninterrupted run
     reference: dict[int, list[dict[str, Any]]]  # its resume trace, by rank
     store: Store
-    settings: Settings
+    plan: Plan
     backend: Any
     on_event: OnEvent
     on_record: Callable[[Record], None] | None
@@ -255,13 +258,15 @@ class _Attempts:
             self.result.notes.append(
                 f"run {killed.id} ended before optimizer step {step}: nothing was interrupted"
             )
-        resumed = resume(self.store, killed.id, self.settings, self.on_event, backend=self.backend.name,
+        resumed = resume(self.store, killed.id, self.plan, self.on_event, backend=self.backend.name,
                          env=TRACE_ENV, root=scratch)  # fmt: skip
         _record_run(self.result, resumed, self.on_record)
         if self.result.failed is not None:
             return None
         original, again = (_outputs_only(side(self.store.load_run(r.id))) for r in (self.first, resumed))
-        verdict = compare_runs(original, again, self.result.mode)
+        verdict = compare_runs(
+            original, again, self.result.mode, options=CompareOptions.from_settings(self.plan.settings)
+        )
         verdict.notes.append(f"killed after optimizer step {step}, resumed as {resumed.id}")
         verdict.notes.append(
             "a resumed run logs only what follows its checkpoint: outputs compared, not logs"
@@ -272,19 +277,19 @@ class _Attempts:
 
     def _killed(self, step: int, scratch: Path) -> Record:
         first, store = self.first, self.store
-        record = replay_record(first, self.settings)
+        record = replay_record(first, self.plan.settings)
         record.kind, record.parent = KIND, first.id
         run_dir = store.begin_run(record.id, record.command.argv)
         data = [i.path for i in first.data.inputs]
         lock = _lock_copy(store, first, run_dir)
         outputs, argv = list(first.results.output_roots), list(first.command.argv)
-        base = self.settings.base_image
+        base = self.plan.settings.base_image
         spec = runner.build_spec(
             record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root
         )
         spec.env.update({**TRACE_ENV, "REPRO_INTERRUPT_AT_STEP": str(step)})
         self.on_event(Event("info", f"check --interrupt: {record.id} is killed after optimizer step {step}"))
-        prepared = runner.Prepared(record, spec, run_dir, {}, self.settings)
+        prepared = runner.Prepared(record, spec, run_dir, {}, self.plan.settings)
         return runner.execute(prepared, self.backend, store, self.on_event)
 
     def _explain(self, verdict: Verdict, resumed: Record) -> None:
@@ -293,7 +298,9 @@ class _Attempts:
         found = sorted((c for c in causes if c is not None), key=lambda c: (c.step, c.rank))
         if found:
             self.result.causes.append(found[0])
-            verdict.reasons.insert(0, found[0].describe())
+            cause = found[0]
+            fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
+            verdict.reasons.insert(0, codes.Reason(codes.NOT_RESTORED, cause.describe(), fields=fields))
 
 
 def _outputs_only(s: Side) -> Side:
@@ -312,7 +319,6 @@ def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any
 
 def _scratch_copy(store: Store, record: Record) -> Path:
     """A directory holding the record's code, where one run of the check executes."""
-    store.ensure()
     scratch = Path(tempfile.mkdtemp(prefix="repro-interrupt-"))  # outside the project: not its git tree
     restore_code(record.code, store.blob_path, scratch)
     (scratch / record.command.cwd).mkdir(parents=True, exist_ok=True)
@@ -336,7 +342,6 @@ class AgainstRequest:
     """Replay a golden capsule against the current code."""
 
     capsule: str
-    backend: str | None = None
     data_root: Path | None = None
     allow_data_drift: bool = False
     atol: float | None = None
@@ -361,7 +366,7 @@ def capture_current_code(
     return code
 
 
-def run_against(request: AgainstRequest, store: Store, settings: Settings, on_event: OnEvent) -> CheckResult:
+def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnEvent) -> CheckResult:
     """Replay the capsule's command on today's code and data; compare with the capsule's results.
 
     The working tree is only read: its files go to the store and the run executes in a
@@ -377,19 +382,19 @@ def run_against(request: AgainstRequest, store: Store, settings: Settings, on_ev
         loaded = store.import_run(loaded)
     original = loaded.record
     inside = _inside(Path(request.capsule), store.root)
-    current = capture_current_code(store, settings, original, [inside] if inside else [])
+    current = capture_current_code(store, plan.settings, original, [inside] if inside else [])
     outcome = run_replay(
         ReplayRequest(
-            ref=original.id, backend=request.backend, data_root=request.data_root,
-            allow_data_drift=request.allow_data_drift, atol=request.atol, rtol=request.rtol,
+            ref=original.id, data_root=request.data_root, allow_data_drift=request.allow_data_drift,
+            atol=request.atol, rtol=request.rtol,
         ),
-        store, settings, on_event, code=current.info, kind=KIND,
+        store, plan, on_event, code=current.info, kind=KIND,
     )  # fmt: skip
     new = outcome.replay
     replayed = store.load_run(new.id)
     result = CheckResult(
         kind="against",
-        mode=new.determinism.mode,
+        mode=outcome.verdict.mode,
         records=[original, new],
         verdicts=[outcome.verdict],
         seed=new.seeds.master,
@@ -419,8 +424,13 @@ def output_fails(v: Verdict, o: OutputDiff) -> bool:
     return v.mode == "strict" or not o.within_tolerance
 
 
-def _reason(v: Verdict, prefix: str, fallback: str) -> str:
-    return next((r for r in v.reasons if r.startswith(prefix)), fallback)
+def _reason(v: Verdict, fallback: str, *, code: str | None = None, path: str | None = None) -> str:
+    """The message of the verdict's first reason about output ``path``, or with ``code`` (no path)."""
+    if path is not None:
+        found = (r for r in v.reasons if r.about_output(path))
+    else:
+        found = (r for r in v.reasons if r.code == code and r.path is None)
+    return next((r.message for r in found), fallback)
 
 
 def _pair(result: CheckResult, v: Verdict, index: int) -> str:
@@ -452,19 +462,21 @@ def junit_xml(result: CheckResult) -> str:
         pair = _pair(result, v, i)
         classname = f"repro.check.{v.replay or i + 2}"
         if v.status == "failed":
-            case(f"{pair}: run", classname, v.reasons[0] if v.reasons else "the run failed")
+            case(f"{pair}: run", classname, v.reasons[0].message if v.reasons else "the run failed")
         for o in v.outputs:
             fails = output_fails(v, o)
-            reason = _reason(v, f"output {o.path}", f"output {o.path} {o.status}") if fails else None
+            reason = _reason(v, f"output {o.path} {o.status}", path=o.path) if fails else None
             detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}" if fails else ""
             case(f"{pair}: output {o.path}", classname, reason, f"{reason}\n{detail}" if reason else "")
         m = v.metrics
         m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        case(f"{pair}: metrics", classname, _reason(v, "metric ", "metrics differ") if m_fails else None)
+        m_reason = _reason(v, "metrics differ", code=codes.METRIC_DIFFERS) if m_fails else None
+        case(f"{pair}: metrics", classname, m_reason)
         s = v.stdout
         s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
         body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        case(f"{pair}: stdout", classname, _reason(v, "stdout ", "stdout differs") if s_fails else None, body)
+        s_reason = _reason(v, "stdout differs", code=codes.LOG_DIFFERS) if s_fails else None
+        case(f"{pair}: stdout", classname, s_reason, body)
     if result.failed is not None and not result.verdicts:
         r = result.failed.results
         message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"

@@ -14,17 +14,19 @@ interrupted, from what its run directory kept. Core only: returns the sealed rec
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro import __version__, checkpoints, runner
+from repro import attribution as output_rules
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record, ResultInfo
 from repro.capture.code import capture_code
 from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
-from repro.config import Settings
+from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache
 from repro.replay import check_recorded_data
@@ -45,7 +47,7 @@ class Found:
 def resume(
     store: Store,
     ref: str,
-    settings: Settings,
+    plan: Plan,
     on_event: OnEvent = lambda e: None,
     *,
     backend: str | None = None,
@@ -63,6 +65,7 @@ def resume(
             whose code changed since. DataDrift: its data changed.
         BackendUnavailable, BuildError: the backend cannot run it.
     """
+    settings = plan.settings
     found = find_resumable(store, ref, settings)
     original = found.record
     if found.salvaged:
@@ -98,8 +101,9 @@ def resume(
         on_start(record)
     on_event(Event("info", f"resuming {original.id} as {record.id} · backend {chosen.name} · mode "
                            f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-    before = runner.stat_outputs(root, outputs)
-    prepared = runner.Prepared(record, spec, run_dir, before, settings)
+    before = output_rules.snapshot(root, outputs)
+    tree = output_rules.snapshot_tree(root, spec.data)
+    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree)
     record = runner.execute(prepared, chosen, store, on_event)
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
     store.seal(record, run_dir)
@@ -171,9 +175,8 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     )
     before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
     record.results.finished = runner.now_iso()
-    runner.collect(
-        record, RunResult(exit_code=137, duration_s=0.0, interrupted=True), spec, store, before, settings
-    )
+    prepared = runner.Prepared(record, spec, run_dir, before, settings)
+    runner.collect(record, RunResult(exit_code=137, duration_s=0.0, interrupted=True), spec, store, prepared)
     record.results.duration_s = None
     record.warnings.append("the repro process died with the run; sealed as interrupted by `repro resume`")
     store.seal(record, run_dir)

@@ -7,7 +7,7 @@ import click
 from repro import resume as core
 from repro import ui
 from repro.cli.context import AppContext, pass_app
-from repro.cli.run_cmd import on_event, raise_for_status, sigterm_interrupts
+from repro.cli.events import on_event, raise_for_status, sigterm_interrupts
 from repro.config import BACKENDS
 from repro.errors import Interrupted
 from repro.ui import records as render
@@ -42,7 +42,7 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     store = app.store
     try:
         with sigterm_interrupts():
-            record = core.resume(store, ref, app.settings, on_event, backend=backend)
+            record = core.resume(store, ref, app.plan(), on_event, backend=backend)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     capsule = store.runs_dir / record.id
