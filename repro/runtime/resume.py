@@ -479,6 +479,12 @@ def install_safetensors(module: ModuleType) -> None:
     setattr(module, "load_file", wrapped_load_file)  # noqa: B010
 
 
+def set_step(step: int) -> None:
+    """Continue counting optimizer steps from a checkpoint's count (`repro.checkpoint.load`)."""
+    _state["step"] = step
+    _state["restored"] = True
+
+
 def current_step() -> int:
     """Optimizer steps taken so far (continued from the checkpoint in a resumed process)."""
     return int(_state["step"])

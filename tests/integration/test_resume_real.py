@@ -121,3 +121,26 @@ def test_resume_refuses_changed_code_and_a_run_that_succeeded(project: Project) 
     assert project.repro("run", *args).code == 0
     r = project.repro("resume", "latest")
     assert r.code == 2 and "succeeded: there is nothing to resume" in r.err and "Traceback" not in r.err
+
+
+def readme_example() -> str:
+    """The complete mid-epoch script the README documents, exactly as written there."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return readme.split("<!-- mid-epoch example -->\n```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_mid_epoch_example_resumes_exactly_from_a_kill_mid_epoch(project: Project) -> None:
+    project.write("train.py", readme_example())
+    project.points(n=32)  # 4 batches an epoch, a checkpoint every 3 steps: in the middle of epochs
+    project.write(".gitignore", IGNORED)
+    project.commit("mid-epoch example")
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py"]
+    assert project.repro("run", *args).code == 0
+    reference = _fresh(project)
+
+    kill_after_checkpoint(project, args)
+    r = project.repro("resume", "latest")
+    assert r.code == 0, r.err
+    resumed_at = r.err.split("=> resuming at epoch ", 1)[1].split("\n", 1)[0]
+    assert not resumed_at.endswith("batch 0"), resumed_at  # inside an epoch
+    assert (project.root / "model.pt").read_bytes() == reference
