@@ -14,7 +14,6 @@ XML a CI system reads is built here from the result as a string, with no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import shutil
 import tempfile
@@ -34,7 +33,6 @@ from repro.compare import (
     REPRODUCED,
     CompareOptions,
     OutputDiff,
-    Side,
     Verdict,
     compare_all,
     compare_runs,
@@ -47,7 +45,7 @@ from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
 from repro.interrupt import ResumeCause
-from repro.replay import ReplayRequest, replay_record, run_replay, side, tolerance
+from repro.replay import ReplayRequest, outputs_only, replay_record, run_replay, side, tolerance
 from repro.store import Store
 
 DEFAULT_RUNS = 2
@@ -263,7 +261,7 @@ class _Attempts:
         _record_run(self.result, resumed, self.on_record)
         if self.result.failed is not None:
             return None
-        original, again = (_outputs_only(side(self.store.load_run(r.id))) for r in (self.first, resumed))
+        original, again = (outputs_only(side(self.store.load_run(r.id))) for r in (self.first, resumed))
         verdict = compare_runs(
             original, again, self.result.mode, options=CompareOptions.from_settings(self.plan.settings)
         )
@@ -301,11 +299,6 @@ class _Attempts:
             cause = found[0]
             fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
             verdict.reasons.insert(0, codes.Reason(codes.NOT_RESTORED, cause.describe(), fields=fields))
-
-
-def _outputs_only(s: Side) -> Side:
-    """A resumed run logged only what came after its checkpoint: its outputs are what compare."""
-    return dataclasses.replace(s, metrics=[], stdout="", trace=[])
 
 
 def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any]]]:

@@ -7,6 +7,7 @@ so `repro diff ORIGINAL REPLAY` works afterwards.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import shutil
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro import __version__, steptrace
+from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import Event, OnEvent
 from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
@@ -26,7 +28,7 @@ from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.determinism import verifiable_mode
-from repro.errors import DataDrift, UsageError
+from repro.errors import DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
@@ -41,6 +43,8 @@ class ReplayRequest:
     rtol: float | None = None
     allow_world_size_change: bool = False
     nproc_per_node: int | None = None
+    from_checkpoint: str | None = None  # replay only a window after this recorded checkpoint
+    steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
 
 
 @dataclass
@@ -213,6 +217,10 @@ def run_replay(
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")
 
+    window = None
+    if request.from_checkpoint:
+        window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))
+        notes.append(window.describe())
     record = replay_record(original, settings)
     record.kind = kind
     gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
@@ -244,6 +252,8 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
+        if window is not None:
+            windows.prepare(window, spec, original, loaded.read_blob)
         wanted = settings.backend
         backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
         if backend.name != original.backend.name:
@@ -279,10 +289,14 @@ def run_replay(
         notes.append(
             f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
         )
-    verdict = compare_runs(
-        side(loaded), side(replayed), mode, tolerance(mode, request.atol, request.rtol),
-        CompareOptions.from_settings(settings),
-    )  # fmt: skip
+    tol, options = tolerance(mode, request.atol, request.rtol), CompareOptions.from_settings(settings)
+    if window is not None:
+        verdict = windows.compare(side(loaded), side(replayed), window, mode, tol, options)
+    elif original.resumed_from:
+        notes.append(resumed_note(store, original))
+        verdict = compare_runs(outputs_only(side(loaded)), outputs_only(side(replayed)), mode, tol, options)
+    else:
+        verdict = compare_runs(side(loaded), side(replayed), mode, tol, options)
     if world_changed and verdict.status == "identical":
         verdict.status = "within_tolerance"
     verdict.notes += notes
@@ -291,6 +305,27 @@ def run_replay(
     record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def outputs_only(s: Side) -> Side:
+    """A resumed run logged only what followed its checkpoint: its outputs are what compare."""
+    return dataclasses.replace(s, metrics=[], stdout="", trace=[])
+
+
+def resumed_note(store: Store, record: Record) -> str:
+    """How a resumed run is replayed: its whole chain as one uninterrupted run."""
+    chain = [record.id]
+    ref = record.resumed_from
+    while ref and ref not in chain and len(chain) < 1000:
+        chain.insert(0, ref)
+        try:
+            ref = store.resolve(ref).record.resumed_from
+        except ReproError:
+            break
+    return (
+        f"run {record.id} resumed an interrupted run: replayed as one uninterrupted run of its chain "
+        f"({' → '.join(chain)}); outputs compared, not its logs"
+    )
 
 
 def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:

@@ -21,7 +21,8 @@ Events (``restored``, ``missing``) go to ``resume-events.jsonl``. For `repro che
 with ``REPRO_RESUME_TRACE=1`` every optimizer step first appends what decides it (parameter,
 gradient and optimizer-state sums, learning rates, a fingerprint of each RNG stream) to
 ``rtrace.rank<R>.jsonl``; ``REPRO_INTERRUPT_AT_STEP=N`` SIGKILLs rank 0's process group
-(its DataLoader workers included) right after optimizer step N.
+(its DataLoader workers included) right after optimizer step N. For `repro replay --from`:
+``REPRO_STOP_AFTER_STEPS=K`` ends each process K optimizer steps after its restore.
 """
 
 from __future__ import annotations
@@ -231,8 +232,10 @@ def record_checkpoint(path: str | os.PathLike[str], states: dict[str, Any] | Non
     quick = _state_path(d, stat_key(path), _rank())
     _durable_write(quick, json.dumps(body))
     digest = file_sha256(path)
-    _durable_write(_state_path(d, digest, _rank()), json.dumps(body))
+    final = _state_path(d, digest, _rank())
+    _durable_write(final, json.dumps(body))
     quick.unlink(missing_ok=True)
+    _state.setdefault("saved", {})[os.path.abspath(path)] = final
     _keep_copy(d, path, digest)
     if _world() > 1:  # tell the ranks that did not save which step this checkpoint belongs to
         marks = d / RNG_DIR / MARKS_DIR
@@ -255,6 +258,25 @@ def _keep_copy(d: Path, path: str | os.PathLike[str], digest: str) -> None:
     tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
     shutil.copyfile(path, tmp)
     os.replace(tmp, target)
+
+
+def _on_rename(event: str, args: tuple[Any, ...]) -> None:
+    """A checkpoint saved to a temporary name and renamed into place is recorded under its final name."""
+    if event not in ("os.rename", "os.replace") or not _state.get("saved"):
+        return
+    try:
+        src, dst = os.path.abspath(os.fspath(args[0])), os.fspath(args[1])
+    except TypeError:
+        return
+    state_path = _state["saved"].pop(src, None)
+    if state_path is None or not state_path.is_file():
+        return
+    try:
+        body = json.loads(state_path.read_text(encoding="utf-8"))
+        body["path"] = _shown_path(dst)
+        _durable_write(state_path, json.dumps(body))
+    except (OSError, ValueError):
+        pass
 
 
 def _path_of(f: Any) -> str | None:
@@ -324,6 +346,13 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         while len(ring) > RING:
             ring.popitem(last=False)
         _write_marked(d)
+    window = os.environ.get("REPRO_STOP_AFTER_STEPS")
+    if window and window.isdigit() and _state["restored"]:
+        _state["window"] = _state.get("window", 0) + 1
+        if _state["window"] >= int(window):  # `repro replay --from`: the window is done
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     stop = os.environ.get("REPRO_INTERRUPT_AT_STEP")
     if stop and stop.isdigit() and _state["step"] == int(stop) and not _resuming() and _rank() == 0:
         _event("interrupting", step=_state["step"])
@@ -423,6 +452,7 @@ def install_torch(torch: ModuleType) -> None:
         import importlib
 
         optimizer = importlib.import_module("torch.optim.optimizer")
+    sys.addaudithook(_on_rename)
     if os.environ.get("REPRO_RESUME_TRACE") == "1":
         optimizer.register_optimizer_step_pre_hook(_before_step)
     optimizer.register_optimizer_step_post_hook(_after_step)

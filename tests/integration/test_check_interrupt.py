@@ -37,3 +37,29 @@ def test_a_script_that_forgets_its_scheduler_fails_naming_it(project: Project) -
     assert "not restored: the learning-rate scheduler state was not restored: lr differs at" in r.out
     differ = r.out.split("outputs that differ: ", 1)[1].splitlines()[0]
     assert "outputs/model.pt" in differ.split(", ")
+
+
+def _engine() -> bool:
+    try:
+        from repro.backends.docker import engine_available
+
+        return engine_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)")
+def test_a_run_killed_in_a_container_resumes_identical_there(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    project.lock_torch()
+    project.commit("locked")
+    docker = ["--backend", "docker", *COMMAND[2:]]
+    r = project.repro("check", "--interrupt", "1", "--json", *docker)
+    assert r.code == 0, r.out + r.err
+    result = json.loads(r.out)
+    assert result["status"] == "identical" and len(result["run_ids"]) == 3
+    shown = [json.loads(project.repro("show", rid, "--json").out) for rid in result["run_ids"]]
+    assert [s["backend"]["name"] for s in shown] == ["docker"] * 3
+    assert shown[1]["results"]["exit_code"] == 137  # SIGKILLed inside its container
+    assert shown[2]["resumed_from"] == shown[1]["id"]

@@ -99,6 +99,12 @@ def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Proj
     shown = project.repro("show", "latest").out
     assert f"resume of {killed}" in shown and "checkpoint   checkpoints/last.pt" in shown
 
+    r = project.repro("replay", "latest", "--json")  # the chain, replayed as one uninterrupted run
+    assert r.code == 0, r.out + r.err
+    verdict = json.loads(r.out)
+    assert verdict["status"] == "identical"
+    assert any(f"{killed} → " in note and "one uninterrupted run" in note for note in verdict["notes"])
+
 
 def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> None:
     resumable_project(project, "ddp_resumable.py")
@@ -144,3 +150,18 @@ def test_the_readme_mid_epoch_example_resumes_exactly_from_a_kill_mid_epoch(proj
     resumed_at = r.err.split("=> resuming at epoch ", 1)[1].split("\n", 1)[0]
     assert not resumed_at.endswith("batch 0"), resumed_at  # inside an epoch
     assert (project.root / "model.pt").read_bytes() == reference
+
+
+def test_a_window_of_a_traced_run_replays_identical_from_its_middle_checkpoint(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    r = project.repro("run", "--trace", "--backend", "local", "--seed", "7", "--data", "data",
+                      "--", "python", "train.py", "--epochs=3")  # fmt: skip
+    assert r.code == 0, r.err
+    shown = project.repro("show", "latest").out
+    assert "checkpoint   checkpoints/last.pt (step 4, RNG states of 1 process, file kept)" in shown
+    r = project.repro("replay", "latest", "--from", "step:4", "--steps", "4", "--json")
+    assert r.code == 0, r.out + r.err
+    verdict = json.loads(r.out)
+    assert verdict["status"] == "identical"
+    assert "4 of the window's 4 steps compared by their parameter fingerprints" in verdict["notes"]
+    assert "window: optimizer steps 4..7, from checkpoint checkpoints/last.pt" in verdict["notes"]
