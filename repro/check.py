@@ -46,7 +46,7 @@ from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
 from repro.interrupt import ResumeCause
 from repro.replay import ReplayRequest, outputs_only, replay_record, run_replay, side, tolerance
-from repro.store import Store
+from repro.store import LoadedRun, Store
 
 DEFAULT_RUNS = 2
 KIND = "check"
@@ -130,7 +130,10 @@ def run_check(
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
@@ -393,11 +396,19 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         seed=new.seeds.master,
         capsule=request.capsule,
         notes=list(current.warnings) + list(outcome.notes),
-        diff=diff_records(original, new, replayed.read_blob),
+        diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
     )
     if new.results.status != "succeeded":
         result.failed = new
     return result
+
+
+def _kept(run: LoadedRun) -> Callable[[str], Path | None]:
+    def open_blob(digest: str) -> Path | None:
+        path = run.blob_path(digest)
+        return path if path.is_file() else None
+
+    return open_blob
 
 
 def _inside(path: Path, root: Path) -> str | None:

@@ -8,30 +8,35 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
-from repro.backends.base import Event, OnEvent
-from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
-from repro.capture import deps
+from repro.backends.base import Event, OnEvent, RunSpec
+from repro.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, Record, ResultInfo, open_member
 from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.determinism import verifiable_mode
+from repro.determinism import expectation, verifiable_mode
 from repro.errors import DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
+from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -227,6 +232,10 @@ def run_replay(
     if gpu_note:
         on_event(Event("info", gpu_note))
         notes.append(gpu_note)
+    expect = expectation(original.determinism)
+    if expect:
+        on_event(Event("info", expect))
+        notes.append(expect)
     if code is not None:
         record.code = code
     nproc = original.command.nproc_per_node
@@ -254,8 +263,13 @@ def run_replay(
         )  # fmt: skip
         if window is not None:
             windows.prepare(window, spec, original, loaded.read_blob)
+        _carry_image(spec, original, loaded)
         wanted = settings.backend
-        backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
+        _fit_layout(record, wanted, notes)
+        spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
+        backend = select_backend(
+            wanted, on_event, need_lock=lockfile is not None, slurm=recorded_slurm_options(original)
+        )
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
@@ -273,7 +287,7 @@ def run_replay(
     if image and recorded and image.base == recorded.base_id:
         image.base = recorded.base  # built from the recorded id; keep the name it was recorded under
     if backend.name == "local" and original.deps.freeze and record.deps.freeze:
-        changed = deps.freeze_diff(original.deps.freeze, record.deps.freeze)
+        changed = freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:
             shown = "; ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
             notes.append(f"installed packages differ from the record: {shown}")
@@ -284,7 +298,7 @@ def run_replay(
         notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
     mode = verifiable_mode(original.determinism, record.determinism)
-    if mode != record.determinism.mode:
+    if original.determinism.applied is False or record.determinism.applied is False:
         which = "original run" if original.determinism.applied is False else "replay"
         notes.append(
             f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
@@ -328,6 +342,35 @@ def resumed_note(store: Store, record: Record) -> str:
     )
 
 
+def recorded_slurm_options(record: Record) -> SlurmOptions:
+    """The allocation a Slurm run had, to ask for the same again (nodes from the command)."""
+    from repro.backends.slurm import SlurmOptions
+
+    asked = record.backend.details.get("slurm", {}).get("options", {})
+    return SlurmOptions(
+        nodes=record.command.nodes,
+        partition=asked.get("partition"),
+        time=asked.get("time"),
+        account=asked.get("account"),
+        sbatch_args=tuple(asked.get("sbatch_args") or ()),
+        requeue=bool(asked.get("requeue")),
+    )
+
+
+def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
+    """A multi-node run replayed on one machine: the same world size, as processes of one torchrun.
+
+    Ranks, per-rank seeds and the process group are the same; only where the ranks run changes.
+    """
+    nodes, nproc = record.command.nodes, record.command.nproc_per_node
+    if nodes <= 1 or backend == "slurm":
+        return
+    record.command.nodes, record.command.nproc_per_node = 1, nodes * nproc
+    notes.append(
+        f"layout changed: {nodes} nodes × {nproc} process(es) → {nodes * nproc} processes on one machine"
+    )
+
+
 def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:
     """Write the record's code into a scratch directory next to the run."""
     original = record
@@ -341,6 +384,17 @@ def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, no
         notes.append(f"{len(missing)} code file(s) were not stored and are absent: {', '.join(missing[:5])}")
     (dest / original.command.cwd).mkdir(parents=True, exist_ok=True)
     return dest
+
+
+def _carry_image(spec: RunSpec, original: Record, loaded: LoadedRun) -> None:
+    """Replay in the very image a capsule carries (loaded when the engine lacks it, never rebuilt)."""
+    image = original.deps.image
+    if loaded.image_archive is None or image is None or not image.id:
+        return
+    recorded = dataclasses.asdict(image)
+    recorded["dockerfile_text"] = (loaded.read_blob(image.dockerfile) or b"").decode()
+    spec.recorded_image = recorded
+    spec.image_archive = functools.partial(open_member, loaded.image_archive, IMAGE_MEMBER)
 
 
 def _restore_lock(original: Record, loaded: LoadedRun, run_dir: Path) -> Path | None:

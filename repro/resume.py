@@ -29,7 +29,7 @@ from repro.capture.secrets import Redactor
 from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache
-from repro.replay import check_recorded_data
+from repro.replay import check_recorded_data, recorded_slurm_options
 from repro.store import Store, new_run_id
 
 RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # tells the runtime to restore recorded states at load
@@ -91,8 +91,9 @@ def resume(
     checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
     try:
         chosen = runner.select_backend(
-            backend or original.backend.name, on_event, need_lock=lockfile is not None
-        )
+            backend or original.backend.name, on_event, need_lock=lockfile is not None,
+            slurm=recorded_slurm_options(original),
+        )  # fmt: skip
     except BaseException:
         store.remove_run(record.id)
         raise

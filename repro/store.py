@@ -27,8 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from repro.capsule import RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
-from repro.errors import CapsuleInvalid, NotFoundError, UsageError
+from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
+from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.hashing import hash_bytes, hash_file
 
 STORE_DIR = ".repro"
@@ -69,6 +69,7 @@ class LoadedRun:
     location: Path  # the run directory, or the capsule file
     blob_root: Path  # directory holding `blobs/`
     from_capsule: bool = False
+    image_archive: Path | None = None  # the capsule tar, when it carries its environment image
 
     def blob_path(self, digest: str) -> Path:
         return self.blob_root / blob_member(digest)
@@ -296,10 +297,16 @@ class Store:
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-        return LoadedRun(verified.record, path.resolve(), scratch, from_capsule=True)
+        carried = path.resolve() if IMAGE_MEMBER in verified.members else None
+        return LoadedRun(verified.record, path.resolve(), scratch, from_capsule=True, image_archive=carried)
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:
-        """Copy an extracted capsule into this store (blobs and record); idempotent."""
+        """Copy an extracted capsule into this store (blobs and record); idempotent.
+
+        Raises:
+            StoreConflict: the store holds another record under the capsule's run id.
+        """
+        self._refuse_other_record(loaded.record)
         self.ensure()
         for digest in loaded.record.blobs():
             if not self.has_blob(digest):
@@ -310,7 +317,26 @@ class Store:
             self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
             with self._index() as db:
                 _index_put(db, loaded.record)
-        return self.load_run(loaded.record.id)
+        imported = self.load_run(loaded.record.id)
+        imported.image_archive = loaded.image_archive
+        return imported
+
+    def _refuse_other_record(self, record: Record) -> None:
+        """Never let a capsule's record and a stored one share an id with different content."""
+        stored = self.runs_dir / record.id / RECORD_NAME
+        if not stored.is_file():
+            return
+        try:
+            same = load_record(stored.read_bytes()).to_dict() == record.to_dict()
+        except CapsuleInvalid:
+            same = False
+        if not same:
+            raise StoreConflict(
+                f"this store already holds a different run {record.id}; "
+                "the capsule was not imported and nothing was replayed",
+                hint=f"compare them with `repro diff {record.id} CAPSULE.tar`, "
+                "or replay the capsule in another project directory (repro -C DIR replay …)",
+            )
 
     def remove_run(self, run_id: str) -> None:
         shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)

@@ -61,8 +61,10 @@ def read_events(paths: Sequence[Path]) -> Series:
                     continue  # file version, graph, session log: no values
                 for value in event.summary.value:
                     if value.HasField("tensor"):
+                        arr = tensor_util.make_ndarray(value.tensor)
+                        scalar = arr.ndim == 0 and arr.dtype.kind in "biuf"
                         series.setdefault(value.tag, []).append(
-                            (int(event.step), tensor_util.make_ndarray(value.tensor))
+                            (int(event.step), arr.item() if scalar else arr)
                         )
         except Exception as e:  # DataLossError, DecodeError, OSError: whatever the loader raises
             raise UnreadableEvents(f"{type(e).__name__}: {str(e)[:120]}") from e

@@ -35,6 +35,7 @@ from repro.backends.base import (
     RUNTIME_ENV_DIR,
     Event,
     OnEvent,
+    OpenImage,
     RunResult,
     RunSpec,
     launch_argv,
@@ -43,7 +44,7 @@ from repro.backends.base import (
 )
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.errors import BackendUnavailable, BuildError, ReproError
+from repro.errors import BackendUnavailable, BuildError, NotFoundError, ReproError
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
 BASE_HINT = "make one with `repro base-image` (or `make docker-up`), or set image.base in repro.yaml"
@@ -208,6 +209,7 @@ class Built:
     dockerfile_text: str
     reused: bool
     build_seconds: float
+    loaded: bool = False  # loaded from the archive a capsule carries
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -219,6 +221,7 @@ class Built:
             "dockerfile_text": self.dockerfile_text,
             "reused": self.reused,
             "build_seconds": self.build_seconds,
+            "loaded": self.loaded,
         }
 
 
@@ -239,15 +242,15 @@ def ensure_image(
     base_id = str(inspected["Id"])
     python = ((inspected.get("Config") or {}).get("Labels") or {}).get(PYTHON_LABEL)
     lock = lockfile.read_bytes() if lockfile is not None else b""
-    dockerfile = images.render_dockerfile(template, base_id)
+    dockerfile = images.render_dockerfile(template, base_id, lock.decode())
     tag = images.image_tag(dockerfile, lock, base_id)
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
         return Built(existing, tag, base, base_id, template, dockerfile, True, 0.0)
     start = time.monotonic()
-    wheels: list[Path] = []
-    if lockfile is not None:
+    wheels: dict[str, Path] = {}
+    if lockfile is not None and lock.strip():
         wheels = images.prepare_wheelhouse(
             lockfile, on_line=lambda line: on_event(Event("build", line)), python_version=python
         )
@@ -261,6 +264,85 @@ def ensure_image(
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
     return Built(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+
+
+def _carried_image(
+    client: docker.DockerClient, recorded: dict[str, Any], archive: OpenImage, on_event: OnEvent
+) -> Built:
+    """The recorded image: the engine's copy, or loaded from the capsule's archive.
+
+    Raises:
+        BuildError: the archive does not load, or loads an image other than the recorded one.
+    """
+    image_id, tag = str(recorded.get("id") or ""), recorded.get("tag")
+    loaded = _image_id(client, image_id) is None
+    if loaded:
+        on_event(Event("info", f"loading image {tag or image_id[:19]} from the capsule (no build)"))
+        load_image(client, archive, on_event)
+        if _image_id(client, image_id) is None:
+            raise BuildError(
+                f"the capsule's image archive did not hold the recorded image {image_id[:19]}",
+                hint="re-export the capsule with `repro export RUN --with-image`",
+            )
+    else:
+        on_event(Event("info", f"reusing image {tag or image_id[:19]} (the one the capsule carries)"))
+    if tag and _image_id(client, tag) != image_id:
+        repository, _, version = str(tag).rpartition(":")
+        client.api.tag(image_id, repository, version)
+    return Built(
+        id=image_id,
+        tag=str(tag or image_id),
+        base=str(recorded.get("base") or ""),
+        base_id=str(recorded.get("base_id") or ""),
+        template=str(recorded.get("template") or ""),
+        dockerfile_text=str(recorded.get("dockerfile_text") or ""),
+        reused=not loaded,
+        build_seconds=0.0,
+        loaded=loaded,
+    )
+
+
+def save_image(image_id: str, tag: str | None, dest: Path) -> int:
+    """Write ``docker save`` of one image (every layer once, with its tag) to ``dest``; its size.
+
+    Raises:
+        BackendUnavailable: no engine answers.
+        NotFoundError: the engine has no such image.
+    """
+    with engine(timeout=600) as client:
+        if _image_id(client, image_id) is None:
+            raise NotFoundError(
+                f"the Docker engine has no image {image_id[:19]} to export",
+                hint="replay the run once on this engine (it rebuilds the image), then export again",
+            )
+        ref = tag if tag and _image_id(client, tag) == image_id else image_id
+        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in client.api.get_image(ref, chunk_size=1 << 20):
+                    f.write(chunk)
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return dest.stat().st_size
+
+
+def load_image(client: docker.DockerClient, archive: OpenImage, on_event: OnEvent) -> None:
+    """``docker load`` an image archive, streamed from where it lies (a capsule member).
+
+    Raises:
+        BuildError: the engine rejected the archive.
+    """
+    try:
+        with archive() as stream:
+            for chunk in client.api.load_image(stream):
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
+                text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
+                if text:
+                    on_event(Event("build", text))
+    except docker.errors.APIError as e:
+        raise BuildError(f"the engine could not load the capsule's image: {e.explanation or e}") from e
 
 
 def _build(
@@ -313,13 +395,20 @@ class DockerBackend:
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any]:
         """Build or reuse the run's image; returns ImageInfo fields plus ``dockerfile_text``.
 
+        A capsule that carries its image (``spec.image_archive``) is replayed in exactly that
+        image: reused when the engine has it, else loaded from the archive; never rebuilt.
+
         Raises:
             BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
-            BuildError: the wheelhouse or the image build failed.
+            BuildError: the wheelhouse or the image build failed, or a carried image does not load.
         """
-        with engine() as client:
+        with engine(timeout=600) as client:
             if spec.gpus:
                 _check_gpus(client)
+            if spec.image_archive is not None and spec.recorded_image:
+                built = _carried_image(client, spec.recorded_image, spec.image_archive, on_event)
+                self._built[self._key(spec)] = built
+                return built.as_dict()
             built = ensure_image(
                 client,
                 spec.lockfile,
@@ -476,7 +565,10 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Pat
     return {
         "image": built.id,
         "command": merge_pythonpath(
-            launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}"), f"{INJECT}:{LIB}"
+            launch_argv(
+                spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}", torchrun=spec.torchrun
+            ),
+            f"{INJECT}:{LIB}",
         ),
         "environment": env,
         "working_dir": _in_work(spec.workdir),

@@ -46,7 +46,8 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     if lockfile is None:
         from repro.capture.deps import ensure_lock
 
-        found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.info)
+        variant = "cuda" if gpus else "cpu"
+        found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.build_line, variant=variant)
         if found.path is None:
             raise NotFoundError(
                 f"no declared dependencies in {app.store.root} to build an image from",

@@ -80,6 +80,11 @@ def replay(
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
 
     \b
+    Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
+    repro.yaml's compare.mask / compare.ignore_lines add patterns, compare.stdout: false
+    leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV
+    metric files value by value; --json gives each reason a code and its fields.
+
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
     A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
     """

@@ -8,6 +8,7 @@ from typing import Any
 
 from repro import ui
 from repro.capsule import Record
+from repro.determinism import ledger_text
 from repro.store import RunRow
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
@@ -113,9 +114,14 @@ def show_text(record: Record) -> str:
     d = r.deps
     if d.lockfile:
         torch = next((q for q in d.requirements if q.startswith("torch==")), None)
-        lines.append(("deps", f"{d.lockfile} ({len(d.requirements)} pinned{', ' + torch if torch else ''})"))
+        variant = f"{d.variant} lock, " if d.variant else ""
+        lines.append(("deps", f"{d.lockfile} ({variant}{len(d.requirements)} pinned"
+                      f"{', ' + torch if torch else ''})"))  # fmt: skip
+        for mismatch in d.mismatches:
+            lines.append(("deps", f"! not as locked: {mismatch}"))
     if d.image:
         reuse = "reused" if d.image.reused else f"built in {d.image.build_seconds or 0:.0f}s"
+        reuse = "loaded from the capsule" if d.image.loaded else reuse
         lines.append(("image", f"{d.image.tag} ({(d.image.id or '')[:19]}, {reuse}), base {d.image.base}"))
     seed_note = "drawn" if r.seeds.drawn else "given"
     lines.append(("seed", f"{r.seeds.master} ({seed_note}); PYTHONHASHSEED {r.seeds.pythonhashseed}"))
@@ -130,7 +136,21 @@ def show_text(record: Record) -> str:
         knobs += f", TF32 off, CUBLAS_WORKSPACE_CONFIG {m.env.get('CUBLAS_WORKSPACE_CONFIG', '-')}"
         if nccl:
             knobs += f", NCCL {nccl.get('NCCL_ALGO', '?')}/{nccl.get('NCCL_PROTO', '?')}"
+    if m.applied is False:
+        knobs += " — NOT applied: the repro runtime never loaded"
+    elif m.allow_nondeterministic_ops:
+        knobs += ", nondeterministic ops allowed"
     lines.append(("determinism", knobs))
+    if m.nondeterministic_ops:
+        lines.append(("nondet ops", ledger_text(m.nondeterministic_ops, limit=8)))
+    if m.changed_by_script:
+        shown = ", ".join(f"{k}={v.get('found')}" for k, v in m.changed_by_script.items())
+        lines.append(("changed", f"by the script after repro set them: {shown}"))
+    if r.seeds.script_seeds:
+        own = ", ".join(
+            f"{s.get('api')}({s.get('value')}) at {s.get('where')}" for s in r.seeds.script_seeds[:4]
+        )
+        lines.append(("script seeds", own))
     if r.command.nproc_per_node > 1 or r.env.world_size > 1:
         lines.append(("world", world_text(r)))
     e = r.env
@@ -150,6 +170,10 @@ def show_text(record: Record) -> str:
                       f"process{'es' if ranks != 1 else ''}{', file kept' if ck.blob else ''})"))  # fmt: skip
     if len(res.checkpoints) > 5:
         lines.append(("checkpoint", f"… and {len(res.checkpoints) - 5} earlier"))
+    if res.outputs_outside_root:
+        lines.append(("outside root", ", ".join(res.outputs_outside_root[:5])))
+    if res.failure:
+        lines.append(("failure", f"{res.failure.get('message')}; {res.failure.get('hint')}"))
     if res.status == "failed" and res.stderr_tail:
         lines.append(("stderr", res.stderr_tail[-1]))
     for w in r.warnings:

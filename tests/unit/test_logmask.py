@@ -45,7 +45,10 @@ TIMING_PAIRS = [
         "100%|██████████| 10/10 [00:01<00:00,  15.20it/s, loss=0.123]",
         "100%|██████████| 10/10 [00:02<00:00,   4.87it/s, loss=0.123]",
     ),
-    ("Epoch 2:  40%|████      | 4/10 [00:12<00:18,  3.05s/it]", "Epoch 2:  40%|████      | 4/10 [00:09<00:13,  2.21s/it]"),
+    (
+        "Epoch 2:  40%|████      | 4/10 [00:12<00:18,  3.05s/it]",
+        "Epoch 2:  40%|████      | 4/10 [00:09<00:13,  2.21s/it]",
+    ),
     # Keras, Lightning, torchvision references
     (
         "10/10 [==============================] - 1s 52ms/step - loss: 0.6931 - accuracy: 0.5000",
@@ -104,7 +107,9 @@ def test_a_changed_loss_still_diverges_naming_both_values() -> None:
     nano_b = "iter 10: loss 2.3461, time 41.02ms, mfu 23.08%\n"
     entry = FileEntry("model.pt", 1, "same", False)
     v = compare_runs(
-        Side("A", [entry], lambda e: None, [], nano_a), Side("B", [entry], lambda e: None, [], nano_b), "strict"
+        Side("A", [entry], lambda e: None, [], nano_a),
+        Side("B", [entry], lambda e: None, [], nano_b),
+        "strict",
     )
     assert v.status == "diverged"
     reason = v.reasons[0]
@@ -163,7 +168,10 @@ def test_project_patterns_mask_and_ignore_lines() -> None:
 
 def test_stdout_can_be_left_out_of_the_verdict() -> None:
     entry = FileEntry("model.pt", 1, "same", False)
-    a, b = Side("A", [entry], lambda e: None, [], "loss 0.5\n"), Side("B", [entry], lambda e: None, [], "loss 0.7\n")
+    a, b = (
+        Side("A", [entry], lambda e: None, [], "loss 0.5\n"),
+        Side("B", [entry], lambda e: None, [], "loss 0.7\n"),
+    )
     assert compare_runs(a, b, "strict").status == "diverged"
     v = compare_runs(a, b, "strict", options=CompareOptions(stdout=False))
     assert v.status == "identical" and v.stdout is None and "stdout not compared" in v.summary
