@@ -19,6 +19,7 @@ from repro.capsule import CheckpointInfo, Record
 from repro.errors import NotFoundError
 
 RNG_DIR = "rng"  # the runtime's names (repro/runtime/resume.py)
+RING_DIR = "ring"
 COPIES_DIR = "ckpt"
 EVENTS = "resume-events.jsonl"
 RESUME_TRACE = "rtrace"  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
@@ -37,6 +38,7 @@ def collect(record: Record, runtime: Path, put_file: Callable[[Path], str], max_
         info.states[rest.removesuffix(".json")] = put_file(path)
         if body.get("path") and not info.path:
             info.path = str(body["path"])
+    _fill_from_ring(found, runtime, put_file)
     for info in found.values():
         copy = runtime / COPIES_DIR / info.hash
         if copy.is_file():
@@ -53,6 +55,23 @@ def collect(record: Record, runtime: Path, put_file: Callable[[Path], str], max_
             record.warnings.append(
                 f"rank {event.get('rank', 0)} loaded checkpoint {what} but {reason}: this resume is not exact"
             )
+
+
+def _fill_from_ring(found: dict[str, CheckpointInfo], runtime: Path, put_file: Callable[[Path], str]) -> None:
+    """A rank killed before it wrote its state of a checkpointed step: take it from its ring of steps."""
+    ring: dict[tuple[str, int], Path] = {}
+    for path in (runtime / RNG_DIR / RING_DIR).glob("rank*.json"):
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+            ring[(str(body["rank"]), int(body["step"]))] = path
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    ranks = {rank for rank, _ in ring}
+    for info in found.values():
+        for rank in sorted(ranks - set(info.states)):
+            slot = ring.get((rank, info.step))
+            if slot is not None:
+                info.states[rank] = put_file(slot)
 
 
 def loaded_paths(runtime: Path) -> set[str]:

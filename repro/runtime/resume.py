@@ -9,7 +9,8 @@ rename) to ``$REPRO_RUNTIME_DIR/rng/<sha256 of the file>.rank<R>.json``, before 
 returns: a SIGKILL of everything afterwards loses nothing. In a multi-process run the ranks
 that do not save (rank 0 usually saves alone) keep their states of the last few optimizer
 steps in memory and write the one of the step the checkpoint was taken at as soon as they see
-the saver's mark (``rng/marks/<step>.<sha256>``), at most a step later.
+the saver's mark (``rng/marks/<step>.<sha256>``), at most a step later; their states of the
+last few steps are also kept in ``rng/ring/``, where the host finds one a kill left unwritten.
 
 In a resumed run (``REPRO_RESUMED_FROM`` set; the states of the chain are put in ``rng/``),
 the first load of a file whose hash has a recorded state restores those states right after
@@ -41,6 +42,7 @@ from types import ModuleType
 from typing import Any
 
 RNG_DIR = "rng"
+RING_DIR = "ring"  # under rng/: each rank's states of its last RING optimizer steps (several ranks)
 COPIES_DIR = "ckpt"
 MARKS_DIR = "marks"
 EVENTS = "resume-events.jsonl"
@@ -342,9 +344,14 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         return
     if _world() > 1:
         ring = _state["ring"]
-        ring[_state["step"]] = capture_states()
+        states = ring[_state["step"]] = capture_states()
         while len(ring) > RING:
             ring.popitem(last=False)
+        # Also on disk: a kill between another rank's save and this rank's next look at the marks
+        # would lose this rank's state of the checkpointed step; the host finds it here instead.
+        body = {"step": _state["step"], "rank": _rank(), "states": states}
+        slot = d / RNG_DIR / RING_DIR / f"rank{_rank()}.{_state['step'] % RING}.json"
+        _durable_write(slot, json.dumps(body))
         _write_marked(d)
     window = os.environ.get("REPRO_STOP_AFTER_STEPS")
     if window and window.isdigit() and _state["restored"]:

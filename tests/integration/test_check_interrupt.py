@@ -12,7 +12,7 @@ from tests.integration.test_resume_real import resumable_project
 pytestmark = pytest.mark.slow
 
 COMMAND = ["--backend", "local", "--seed", "7", "--data", "data", "--outputs", "outputs",
-           "--", "python", "train.py", "--epochs", "3", "--save", "outputs/model.pt"]  # fmt: skip
+           "--", "python", "train.py", "--epochs", "2", "--save", "outputs/model.pt"]  # fmt: skip
 
 
 def test_a_resumable_script_passes_two_interrupts(project: Project) -> None:

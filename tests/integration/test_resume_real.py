@@ -51,7 +51,7 @@ def kill_after_checkpoint(project: Project, args: list[str], states: int = 1) ->
         assert proc.poll() is None, "the run ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint state after 300 s"
         time.sleep(0.02)
-    time.sleep(random.uniform(0.0, 0.4))
+    time.sleep(random.uniform(0.0, 0.3))
     (run_dir,) = [p for p in (project.root / ".repro" / "runs").iterdir() if (p / "work").is_dir()]
     os.killpg(proc.pid, signal.SIGKILL)  # repro itself
     proc.wait()
@@ -77,7 +77,7 @@ def _fresh(project: Project) -> bytes:
 
 def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Project) -> None:
     resumable_project(project, "resumable_train.py")
-    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=3"]
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=8"]
     assert project.repro("run", *args).code == 0
     reference = _fresh(project)
 
@@ -97,7 +97,7 @@ def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Proj
     ]
     assert f"(resume of {killed})" in project.repro("ls").out
     shown = project.repro("show", "latest").out
-    assert f"resume of {killed}" in shown and "checkpoint   checkpoints/last.pt" in shown
+    assert f"resume of {killed}" in shown and "checkpoints/last.pt (step " in shown
 
     r = project.repro("replay", "latest", "--json")  # the chain, replayed as one uninterrupted run
     assert r.code == 0, r.out + r.err
@@ -109,7 +109,7 @@ def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Proj
 def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> None:
     resumable_project(project, "ddp_resumable.py")
     args = ["--backend", "local", "--seed", "7", "--data", "data", "--nproc-per-node", "2",
-            "--", "python", "train.py", "--epochs", "3"]  # fmt: skip
+            "--", "python", "train.py", "--epochs", "6"]  # fmt: skip
     assert project.repro("run", *args).code == 0
     reference = _fresh(project)
 
@@ -119,14 +119,6 @@ def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> Non
     assert "rank 0: resumed at epoch" in r.err and "rank 1: resumed at epoch" in r.err
     assert "not exact" not in r.err
     assert (project.root / "model.pt").read_bytes() == reference
-
-
-def test_resume_refuses_changed_code_and_a_run_that_succeeded(project: Project) -> None:
-    resumable_project(project, "resumable_train.py")
-    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=0"]
-    assert project.repro("run", *args).code == 0
-    r = project.repro("resume", "latest")
-    assert r.code == 2 and "succeeded: there is nothing to resume" in r.err and "Traceback" not in r.err
 
 
 def readme_example() -> str:
@@ -140,7 +132,7 @@ def test_the_readme_mid_epoch_example_resumes_exactly_from_a_kill_mid_epoch(proj
     project.points(n=32)  # 4 batches an epoch, a checkpoint every 3 steps: in the middle of epochs
     project.write(".gitignore", IGNORED)
     project.commit("mid-epoch example")
-    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py"]
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=4"]
     assert project.repro("run", *args).code == 0
     reference = _fresh(project)
 
@@ -158,7 +150,7 @@ def test_a_window_of_a_traced_run_replays_identical_from_its_middle_checkpoint(p
                       "--", "python", "train.py", "--epochs=3")  # fmt: skip
     assert r.code == 0, r.err
     shown = project.repro("show", "latest").out
-    assert "checkpoint   checkpoints/last.pt (step 4, RNG states of 1 process, file kept)" in shown
+    assert "checkpoints/last.pt (step 4, RNG states of 1 process, file kept)" in shown
     r = project.repro("replay", "latest", "--from", "step:4", "--steps", "4", "--json")
     assert r.code == 0, r.out + r.err
     verdict = json.loads(r.out)

@@ -51,6 +51,23 @@ def test_collect_groups_ranks_by_checkpoint_and_survives_the_record_round_trip(t
     assert json.loads((seeded / "rng" / f"{'b' * 64}.rank1.json").read_text())["step"] == 16
 
 
+def test_a_rank_killed_before_writing_its_state_is_filled_from_its_ring(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.ensure()
+    runtime = tmp_path / "runtime"
+    _state(runtime, "d" * 64, 0, 12, "checkpoints/ddp.pt")  # rank 0 saved at step 12; rank 1 died first
+    ring = runtime / "rng" / "ring"
+    ring.mkdir(parents=True)
+    for step in (11, 12, 13):
+        body = {"step": step, "rank": 1, "states": {"python": [3, [step], None]}}
+        (ring / f"rank1.{step % 8}.json").write_text(json.dumps(body))
+    record = Record(id="r", created="now")
+    checkpoints.collect(record, runtime, store.put_file, max_bytes=0)
+    (info,) = record.results.checkpoints
+    assert sorted(info.states) == ["0", "1"]
+    assert json.loads(store.read_blob(info.states["1"]) or b"")["step"] == 12
+
+
 def test_checkpoints_are_found_by_path_hash_prefix_or_step() -> None:
     record = Record(id="r", created="now")
     record.results.checkpoints = [
