@@ -85,6 +85,7 @@ def replay(
     leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV
     metric files value by value; --json gives each reason a code and its fields.
 
+    \b
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
     A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
     """

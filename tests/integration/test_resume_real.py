@@ -77,7 +77,7 @@ def _fresh(project: Project) -> bytes:
 
 def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Project) -> None:
     resumable_project(project, "resumable_train.py")
-    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=8"]
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=5"]
     assert project.repro("run", *args).code == 0
     reference = _fresh(project)
 
