@@ -117,6 +117,10 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     f = {f.name: f for f in dataclasses.fields(Settings)}[name]
     kind = str(f.type)
@@ -133,7 +137,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return int(value)
         if kind == "bool":
             if isinstance(value, str):
-                return value.lower() in ("1", "true", "yes", "on")
+                if value.lower() not in _TRUE + _FALSE:
+                    raise ValueError("expected true or false")
+                return value.lower() in _TRUE
+            if not isinstance(value, (bool, int)):
+                raise TypeError("expected true or false")
             return bool(value)
         if isinstance(value, bool):  # YAML 1.1 reads an unquoted `mode: off` as false
             return "on" if value else "off"

@@ -9,14 +9,15 @@ Wall times, file versions and plugin metadata are left out.
 
 Directories pair by path; directories left over pair when their parent and tag set
 match (``SummaryWriter()`` names its directory after the clock and the host), then by
-tag set alone when that is unambiguous. The ``tensorboard`` package is optional: without
-it, callers compare event files by bytes (`available`).
+tag set alone, then by parent alone, each only where it is unambiguous. The
+``tensorboard`` package is optional: without it, callers compare event files by bytes
+(`available`).
 """
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from repro.artifacts.values import Series
@@ -74,7 +75,7 @@ def read_events(paths: Sequence[Path]) -> Series:
 def pair_dirs(
     a: dict[str, frozenset[str]], b: dict[str, frozenset[str]]
 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
-    """Pair directories of event files: by path, then by parent and tag set, then by tag set.
+    """Pair directories of event files: by path, then by parent and tag set, then by tag set, then by parent.
 
     ``a`` and ``b`` map a directory to its tag set. Returns the pairs, and the directories
     left unpaired on each side.
@@ -82,7 +83,12 @@ def pair_dirs(
     pairs = [(d, d) for d in a if d in b]
     left_a = [d for d in a if d not in b]
     left_b = [d for d in b if d not in a]
-    for key in (lambda d, tags: (str(PurePosixPath(d).parent), tags), lambda d, tags: tags):
+    keys: list[Callable[[str, frozenset[str]], object]] = [
+        lambda d, tags: (str(PurePosixPath(d).parent), tags),
+        lambda d, tags: tags,
+        lambda d, tags: str(PurePosixPath(d).parent),  # one left on each side: their tags then differ
+    ]
+    for key in keys:
         for da in list(left_a):
             wanted = key(da, a[da])
             matches_b = [db for db in left_b if key(db, b[db]) == wanted]

@@ -9,12 +9,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     RunResult,
@@ -34,7 +35,7 @@ class LocalBackend:
 
     name = "local"
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
         """Check that the GPUs asked for are here; nothing to build.
 
         Raises:

@@ -35,6 +35,7 @@ from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     RunResult,
@@ -295,7 +296,7 @@ class SlurmBackend:
         self.options = options or SlurmOptions()
         self.version: str | None = None
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
         """Check that a controller answers and note its version; nothing to build.
 
         Raises:

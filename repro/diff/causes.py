@@ -33,7 +33,11 @@ def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_diff
     Called for identical results too: then the list is what changed without effect. The
     master seed of a script that seeds itself is never a cause (``overridden``).
     """
-    causes = _input_causes(sections) + _dependency_causes(sections) + _setting_causes(sections, a, b)
+    causes = (
+        _input_causes(sections)
+        + _dependency_causes(sections)
+        + _setting_causes(sections, a, b, results_differ)
+    )
     causes += _environment_causes(sections["environment"], a, b)
     if results_differ:
         causes += _runtime_causes(a, b)
@@ -120,11 +124,13 @@ def _dependency_causes(sections: dict[str, Section]) -> list[Cause]:
     return causes
 
 
-def _setting_causes(sections: dict[str, Section], a: Record, b: Record) -> list[Cause]:
+def _setting_causes(sections: dict[str, Section], a: Record, b: Record, results_differ: bool) -> list[Cause]:
     causes: list[Cause] = []
     seeds = sections["seeds"]
-    # A script that seeds itself overrides repro's seeds: only its own seed values can matter.
-    counted = [c for c in seeds.changes if c.scope == "script" or not overridden(a, b)]
+    # A script that seeds itself overrides repro's seeds: only its own seed values can matter
+    # (listed all the same among the differences without effect when the results are identical).
+    moot = overridden(a, b) is not None and results_differ
+    counted = [c for c in seeds.changes if c.scope == "script" or not moot]
     if counted:
         reason = "seed changed: " + (
             seeds.summary if len(counted) == len(seeds.changes) else ", ".join(map(change_phrase, counted))

@@ -80,8 +80,7 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
             return "\n".join(lines)
     elif not result.results_differ:
         n = sum(1 for s in result.sections if s.differs)
-        head = f"{a} → {b}: results identical (metrics and outputs); {n} of {len(result.sections)} sections"
-        head += " differ"
+        head = f"{a} → {b}: results identical; {n} of {len(result.sections)} sections differ"
         lines = [p(_fit(head), "bold"), "  changed without effect on results:"]
         lines += [_fit(f"  - {cause.reason}") for cause in result.without_effect]
     else:

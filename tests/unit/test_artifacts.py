@@ -137,6 +137,7 @@ def test_event_files_compare_by_tag_and_step_not_by_name(dirs: tuple[Path, Path]
         "runs/Nov22_10-00-00_hostA/events.out.tfevents.*",
     )
     assert o.replay_path == "runs/Nov22_10-00-07_hostB" and o.values is not None and o.values.compared == 4
+    assert v.summary == "identical: 1 output identical (1 equal by content), metrics and stdout equal"
 
     _write_events(b / "runs" / "Nov22_10-00-07_hostB", [0.9, 0.7, 0.25])
     (old,) = [p for p in sorted((b / "runs" / "Nov22_10-00-07_hostB").iterdir())][:1]
@@ -178,3 +179,6 @@ def test_event_directories_pair_by_path_then_parent_and_tags_then_tags() -> None
         ("tb/fixed", "tb/fixed"),
     ]
     assert only_a == ["gone"] and only_b == []
+    # the one directory left on each side under one parent pairs, so a new tag reads as a new tag
+    pairs, only_a, only_b = tensorboard.pair_dirs({"runs/Nov22_a": loss}, {"runs/Nov22_b": acc})
+    assert (pairs, only_a, only_b) == ([("runs/Nov22_a", "runs/Nov22_b")], [], [])
