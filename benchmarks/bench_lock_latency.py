@@ -47,20 +47,20 @@ def _project(root: Path) -> None:
     (root / "repro.yaml").write_text("backend: local\n")
 
 
-def _first_line(argv: list[str], cwd: Path, env: dict[str, str], marker: str) -> tuple[float, float]:
-    """Seconds until a stderr/stdout line containing ``marker``, and until the process ends."""
+def _first_line(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """Seconds until the command's first line, until its line after `import torch`, until the end."""
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    first = float("nan")
+    out = subprocess.PIPE
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    seen: dict[str, float] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
-        if marker in line and first != first:
-            first = time.monotonic() - start
+        for marker in ("config", "training starts"):
+            if marker in line and marker not in seen:
+                seen[marker] = time.monotonic() - start
     if proc.wait() != 0:
         raise SystemExit(f"{argv} failed")
-    return first, time.monotonic() - start
+    return seen["config"], seen["training starts"], time.monotonic() - start
 
 
 def main() -> None:
