@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test test-fast demo lint docker-up base-image bench locks clean
+.PHONY: install test test-fast demo lint docker-up slurm-up slurm-down base-image bench locks clean
 
 # repro's own dependencies, hash-pinned (Python 3.11, linux x86_64); `make locks` refreshes them.
 DEV_LOCK := lockfiles/dev.lock.txt
@@ -27,7 +27,8 @@ locks: ## refresh lockfiles/ (repro's runtime and dev locks) from pyproject.toml
 	$(PY) $(COMPILE) --output-file $(RUNTIME_LOCK) pyproject.toml
 	$(PY) $(COMPILE) --extra dev --output-file $(DEV_LOCK) pyproject.toml
 
-test: install docker-up ## the whole suite: unit, cli, integration (real training, real Docker engine)
+test: install docker-up ## the whole suite: unit, cli, integration (real training, real Docker engine, local Slurm)
+	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
 	$(PY) -m pytest tests
 
 test-fast: install ## unit and cli tests only
@@ -46,6 +47,12 @@ lint: install ## ruff + mypy
 
 docker-up: install ## install and start a Docker engine where none answers, and make the base image
 	bash scripts/docker-up.sh
+
+slurm-up: ## install and start a local two-node Slurm cluster (n1, n2 on loopback; root + apt); idempotent
+	bash scripts/slurm-up.sh
+
+slurm-down: ## stop the local Slurm cluster's daemons
+	bash scripts/slurm-down.sh
 
 bench: install ## benchmarks against named peers; results in benchmarks/RESULTS.md
 	$(PY) benchmarks/run_all.py

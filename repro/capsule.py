@@ -61,6 +61,8 @@ class CommandInfo:
     params: dict[str, Any] = field(default_factory=dict)
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
+    torchrun: bool = False  # launched through torchrun (always when nproc_per_node > 1)
+    nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
 
 @dataclass
@@ -179,6 +181,7 @@ class BackendInfo:
 class ResultInfo:
     status: str = "running"  # succeeded | failed | interrupted | running
     exit_code: int | None = None
+    failure: dict[str, Any] | None = None  # why the command failed, when repro knows: code, message, hint
     started: str | None = None
     finished: str | None = None
     duration_s: float | None = None

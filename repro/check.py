@@ -40,7 +40,7 @@ from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
 from repro.replay import ReplayRequest, run_replay, side, tolerance
-from repro.store import Store
+from repro.store import LoadedRun, Store
 
 DEFAULT_RUNS = 2
 KIND = "check"
@@ -123,7 +123,10 @@ def run_check(
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.declares_deps
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
@@ -210,11 +213,19 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         seed=new.seeds.master,
         capsule=request.capsule,
         notes=list(current.warnings) + list(outcome.notes),
-        diff=diff_records(original, new, replayed.read_blob),
+        diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
     )
     if new.results.status != "succeeded":
         result.failed = new
     return result
+
+
+def _kept(run: LoadedRun) -> Callable[[str], Path | None]:
+    def open_blob(digest: str) -> Path | None:
+        path = run.blob_path(digest)
+        return path if path.is_file() else None
+
+    return open_blob
 
 
 def _inside(path: Path, root: Path) -> str | None:

@@ -71,6 +71,7 @@ class CommandFailed(ReproError):
         stderr_tail: list[str],
         run_id: str | None = None,
         message: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.exit_status = exit_status
         self.stderr_tail = stderr_tail
@@ -78,7 +79,7 @@ class CommandFailed(ReproError):
         where = f" (run {run_id}, recorded as failed)" if run_id else ""
         super().__init__(
             message or f"the training command exited with status {exit_status}{where}",
-            hint=f"repro show {run_id}" if run_id else None,
+            hint=hint or (f"repro show {run_id}" if run_id else None),
         )
 
 

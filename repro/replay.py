@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
 from repro.attribution import snapshot_tree
@@ -26,12 +27,15 @@ from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.determinism import verifiable_mode
+from repro.determinism import expectation, verifiable_mode
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
 from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -221,6 +225,10 @@ def run_replay(
     if gpu_note:
         on_event(Event("info", gpu_note))
         notes.append(gpu_note)
+    expect = expectation(original.determinism)
+    if expect:
+        on_event(Event("info", expect))
+        notes.append(expect)
     if code is not None:
         record.code = code
     nproc = original.command.nproc_per_node
@@ -248,7 +256,11 @@ def run_replay(
         )  # fmt: skip
         _carry_image(spec, original, loaded)
         wanted = settings.backend
-        backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
+        _fit_layout(record, wanted, notes)
+        spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
+        backend = select_backend(
+            wanted, on_event, need_lock=lockfile is not None, slurm=recorded_slurm_options(original)
+        )
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
@@ -277,7 +289,7 @@ def run_replay(
         notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
     mode = verifiable_mode(original.determinism, record.determinism)
-    if mode != record.determinism.mode:
+    if original.determinism.applied is False or record.determinism.applied is False:
         which = "original run" if original.determinism.applied is False else "replay"
         notes.append(
             f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
@@ -294,6 +306,35 @@ def run_replay(
     record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def recorded_slurm_options(record: Record) -> SlurmOptions:
+    """The allocation a Slurm run had, to ask for the same again (nodes from the command)."""
+    from repro.backends.slurm import SlurmOptions
+
+    asked = record.backend.details.get("slurm", {}).get("options", {})
+    return SlurmOptions(
+        nodes=record.command.nodes,
+        partition=asked.get("partition"),
+        time=asked.get("time"),
+        account=asked.get("account"),
+        sbatch_args=tuple(asked.get("sbatch_args") or ()),
+        requeue=bool(asked.get("requeue")),
+    )
+
+
+def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
+    """A multi-node run replayed on one machine: the same world size, as processes of one torchrun.
+
+    Ranks, per-rank seeds and the process group are the same; only where the ranks run changes.
+    """
+    nodes, nproc = record.command.nodes, record.command.nproc_per_node
+    if nodes <= 1 or backend == "slurm":
+        return
+    record.command.nodes, record.command.nproc_per_node = 1, nodes * nproc
+    notes.append(
+        f"layout changed: {nodes} nodes × {nproc} process(es) → {nodes * nproc} processes on one machine"
+    )
 
 
 def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro import __version__
 from repro import attribution as output_rules
@@ -28,13 +28,16 @@ from repro.capture.env import host_env
 from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
-from repro.determinism import plan, resolve_isa
+from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
 from repro.lockfile import mismatches
-from repro.reports import Reports, read_reports
+from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -71,8 +74,24 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
-    """`local`, `docker`, or `auto`: docker when an engine answers (and dependencies are declared).
+def slurm_options(settings: Settings) -> SlurmOptions:
+    """The Slurm allocation the settings (repro.yaml, flags) ask for."""
+    from repro.backends.slurm import SlurmOptions
+
+    return SlurmOptions(
+        nodes=settings.slurm_nodes,
+        partition=settings.slurm_partition,
+        time=settings.slurm_time,
+        account=settings.slurm_account,
+        sbatch_args=settings.slurm_sbatch_args,
+        requeue=settings.slurm_requeue,
+    )
+
+
+def select_backend(
+    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+) -> Backend:
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -81,6 +100,10 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
 
     if name == "local":
         return LocalBackend()
+    if name == "slurm":
+        from repro.backends.slurm import SlurmBackend
+
+        return SlurmBackend(slurm)
     try:
         from repro.backends import docker as docker_backend
     except ImportError:  # pragma: no cover - docker SDK missing
@@ -138,8 +161,14 @@ def capture(
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=run_plan.nproc_per_node
+        argv=safe_argv,
+        cwd=rel_cwd,
+        params=params,
+        nproc_per_node=run_plan.nproc_per_node,
+        torchrun=run_plan.torchrun,
+        nodes=nodes,
     )
     record.redactions += argv_hits
 
@@ -169,9 +198,9 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(run_plan.mode, settings.threads, isa)
+    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
     record.backend = BackendInfo(
@@ -230,6 +259,8 @@ def build_spec(
         data_root=data_root,
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
+        torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
+        nodes=record.command.nodes,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -350,7 +381,10 @@ def collect(
     for rank, streams in sorted(rank_logs.items()):
         for name, path in sorted(streams.items()):
             res.logs[f"rank{rank}.{name}"] = store.put_file(path)
-    if res.status == "failed" and rank_logs:
+    failed = result.details.get("failed")
+    if res.status == "failed" and isinstance(failed, dict):
+        _report_failed_node(record, failed, rank_logs)
+    elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
         res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
@@ -368,6 +402,7 @@ def collect(
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
+    _determinism_state(record, runtime, reports)
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
@@ -393,6 +428,22 @@ def collect(
 
 
 _MAX_OUTSIDE = 200
+
+
+def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
+    """The ledger of nondeterministic ops, the switches as the run left them, and why it failed."""
+    det = record.determinism
+    det.nondeterministic_ops, fatal = ledger(reports.nondeterministic)
+    state = _read_json(runtime / "state.rank0.json") or _read_json(runtime / "state.json")
+    det.effective = dict(state.get("effective") or {})
+    det.changed_by_script = dict(state.get("changed_by_script") or {})
+    record.warnings += state_warnings(det)
+    if record.results.status == "failed":
+        record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+    for error in reports.errors:
+        record.warnings.append(f"the repro runtime could not apply its settings to {error}")
+    for path in sorted(runtime.glob("boot-error.*.txt")):
+        record.warnings.append(f"the repro runtime failed to start in a process: {path.read_text().strip()}")
 
 
 def _runtime_proof(record: Record, reports: Reports) -> None:
@@ -493,6 +544,20 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
     tail = stderr.get(rank, "").splitlines()[-20:]
     prefix = f"[rank{rank}]:"
     record.results.stderr_tail = [line if line.startswith(prefix) else f"{prefix} {line}" for line in tail]
+
+
+def _report_failed_node(
+    record: Record, failed: dict[str, Any], rank_logs: dict[int, dict[str, Path]]
+) -> None:
+    """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
+    rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
+    record.warnings.append(
+        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped"
+    )
+    stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
+    if stderr is not None:
+        tail = stderr.read_text("utf-8", "replace").splitlines()[-20:]
+        record.results.stderr_tail = [f"[{node} rank{rank}]: {line}" for line in tail]
 
 
 def _merge_process_env(record: Record, runtime: Path) -> None:

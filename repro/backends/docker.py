@@ -565,7 +565,10 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Pat
     return {
         "image": built.id,
         "command": merge_pythonpath(
-            launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}"), f"{INJECT}:{LIB}"
+            launch_argv(
+                spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}", torchrun=spec.torchrun
+            ),
+            f"{INJECT}:{LIB}",
         ),
         "environment": env,
         "working_dir": _in_work(spec.workdir),

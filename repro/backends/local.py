@@ -58,7 +58,9 @@ class LocalBackend:
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         log_dir = str(spec.runtime_dir / RANK_LOGS)
-        argv = launch_argv(spec.argv, spec.nproc_per_node, python=sys.executable, log_dir=log_dir)
+        argv = launch_argv(
+            spec.argv, spec.nproc_per_node, python=sys.executable, log_dir=log_dir, torchrun=spec.torchrun
+        )
         if argv and argv[0] in ("python", "python3"):
             argv[0] = sys.executable
         argv = merge_pythonpath(argv, os.pathsep.join(str(p) for p in runtime_source()))

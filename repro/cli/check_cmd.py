@@ -94,6 +94,8 @@ def check(
     in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is recorded in the store (kind
     "check"). Outputs, metrics and stdout of run 1 are compared with each later run;
     on a difference the outputs that differ and the first divergence are printed.
+    Stdout compares with timings masked (compare.mask, compare.ignore_lines and
+    compare.stdout in repro.yaml); TensorBoard events and metric files by value.
 
     With --against, the capsule's recorded command is replayed against a fresh capture
     of the working tree (executed in a scratch directory; the tree is only read) and

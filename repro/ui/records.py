@@ -8,6 +8,7 @@ from typing import Any
 
 from repro import ui
 from repro.capsule import Record
+from repro.determinism import ledger_text
 from repro.store import RunRow
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
@@ -130,7 +131,21 @@ def show_text(record: Record) -> str:
         knobs += f", TF32 off, CUBLAS_WORKSPACE_CONFIG {m.env.get('CUBLAS_WORKSPACE_CONFIG', '-')}"
         if nccl:
             knobs += f", NCCL {nccl.get('NCCL_ALGO', '?')}/{nccl.get('NCCL_PROTO', '?')}"
+    if m.applied is False:
+        knobs += " — NOT applied: the repro runtime never loaded"
+    elif m.allow_nondeterministic_ops:
+        knobs += ", nondeterministic ops allowed"
     lines.append(("determinism", knobs))
+    if m.nondeterministic_ops:
+        lines.append(("nondet ops", ledger_text(m.nondeterministic_ops, limit=8)))
+    if m.changed_by_script:
+        shown = ", ".join(f"{k}={v.get('found')}" for k, v in m.changed_by_script.items())
+        lines.append(("changed", f"by the script after repro set them: {shown}"))
+    if r.seeds.script_seeds:
+        own = ", ".join(
+            f"{s.get('api')}({s.get('value')}) at {s.get('where')}" for s in r.seeds.script_seeds[:4]
+        )
+        lines.append(("script seeds", own))
     if r.command.nproc_per_node > 1 or r.env.world_size > 1:
         lines.append(("world", world_text(r)))
     e = r.env
@@ -144,6 +159,10 @@ def show_text(record: Record) -> str:
         lines.append(("output", f"{o.path} ({ui.human_bytes(o.size)}, {o.hash[:16]})"))
     if len(res.outputs) > 20:
         lines.append(("output", f"… and {len(res.outputs) - 20} more"))
+    if res.outputs_outside_root:
+        lines.append(("outside root", ", ".join(res.outputs_outside_root[:5])))
+    if res.failure:
+        lines.append(("failure", f"{res.failure.get('message')}; {res.failure.get('hint')}"))
     if res.status == "failed" and res.stderr_tail:
         lines.append(("stderr", res.stderr_tail[-1]))
     for w in r.warnings:

@@ -218,6 +218,9 @@ def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
     lines = ["", head]
     lines.append(_fit(paint("  - ", "red") + (s.original if s.original is not None else "(no line)")))
     lines.append(_fit(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)")))
+    if s.original_value is not None:
+        name = f"{s.field} " if s.field else ""
+        lines.append(_fit(f"  first value that differs: {name}{s.original_value} → {s.replay_value}"))
     return lines
 
 
@@ -323,7 +326,10 @@ def _md_checks(v: Verdict) -> list[list[str]]:
         rows.append([_mark(True), "stdout", "equal", ""])
     else:
         ok = s.within_tolerance and v.mode != "strict"
-        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", f"from line {s.line}"])
+        detail = f"from line {s.line}"
+        if s.original_value is not None:
+            detail += f": {s.field + ' ' if s.field else ''}{s.original_value} → {s.replay_value}"
+        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", _md(detail)])
     t = v.trace
     if t is not None:
         ok = t.within_tolerance and v.mode != "strict"

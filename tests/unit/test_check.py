@@ -114,3 +114,20 @@ def test_fewer_than_two_runs_is_a_usage_error(tmp_path: Path) -> None:
         run_check(
             RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1
         )
+
+
+def test_junit_picks_each_testcase_reason_by_code_not_by_wording(tmp_path: Path) -> None:
+    (v,) = _verdicts(tmp_path, same=False)
+    for r in v.reasons:  # reword every sentence: the JUnit reasons must follow the codes and paths
+        r.message = f"[{r.code}] reworded"
+    result = CheckResult(kind="repeat", mode="strict", verdicts=[v])
+    suite = ET.fromstring(junit_xml(result)).find("testsuite")
+    assert suite is not None
+    failing = {c.get("name"): c.find("failure") for c in suite.findall("testcase")}
+    messages = {name: (f.get("message") if f is not None else None) for name, f in failing.items()}
+    assert messages == {
+        "run 1 vs run 2: output outputs/x.txt": None,
+        "run 1 vs run 2: output outputs/y.txt": "[output_differs] reworded",
+        "run 1 vs run 2: metrics": "[metric_differs] reworded",
+        "run 1 vs run 2: stdout": "[log_differs] reworded",
+    }

@@ -108,6 +108,12 @@ def same_as(record: Record, run_id: str) -> Record:
     return other
 
 
+def other_results(record: Record) -> Record:
+    """The run's model came out with other bytes: its differences now explain something."""
+    record.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m-other")]
+    return record
+
+
 @pytest.fixture
 def blobs() -> Blobs:
     return Blobs()
@@ -164,8 +170,8 @@ def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs):
     assert set(by_key) == {"lr", "batch_size"}  # argv differs only by the values: no extra "argv" row
     assert (by_key["lr"].old, by_key["lr"].new, by_key["lr"].kind) == (0.1, 0.05, "changed")
     assert by_key["batch_size"].delta == 32
-    assert result.likely_causes[0].reason == "hyper-parameters changed: batch_size 32 → 64, lr 0.1 → 0.05"
-    assert not result.results_differ
+    assert not result.results_differ and result.likely_causes == []
+    assert result.without_effect[0].reason == "hyper-parameters changed: batch_size 32 → 64, lr 0.1 → 0.05"
 
 
 def test_script_change_is_reported_as_a_command_change(blobs: Blobs):
@@ -216,7 +222,7 @@ def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs):
     b = same_as(a, "b")
     b.deps.requirements = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
     b.deps.freeze = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     changes = result.section("dependencies").changes
     assert [(c.key, c.kind, c.old, c.new, c.scope) for c in changes] == [
         ("numpy", "upgraded", "1.26.0", "1.26.4", "lockfile"),
@@ -244,7 +250,7 @@ def test_base_image_change_is_a_dependency_change(blobs: Blobs):
     b = same_as(a, "b")
     assert b.deps.image is not None
     b.deps.image.base_id = "sha256:b2"
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     assert result.section("dependencies").summary == "base image changed"
     assert result.likely_causes[0].section == "dependencies"
 
@@ -290,7 +296,7 @@ def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blob
     b.command.argv = ["python", "train.py", "--lr", "0.2", "--batch-size", "32"]
     b.data.inputs[0].files[0] = FileEntry(path="data/s00000.csv", size=33, hash="changed")
     b.data.inputs[0].digest = "d2"
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     assert [(c.section, c.category) for c in result.likely_causes] == [
         ("data", "input"),
         ("command", "input"),
@@ -310,7 +316,7 @@ def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs):
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.cpu_model = "EPYC"
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     assert "strict mode" in result.likely_causes[0].reason
 
 
@@ -327,7 +333,7 @@ def test_world_size_and_determinism_knobs(blobs: Blobs):
     b.env.world_size = 2
     b.determinism.knobs = {"deterministic_algorithms": True, "tf32": True}
     b.determinism.threads = 4
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     det = result.section("determinism")
     assert {(c.key, c.kind) for c in det.changes} == {("threads", "changed"), ("tf32", "added")}
     assert [c.section for c in result.likely_causes] == ["environment", "determinism"]
@@ -403,7 +409,7 @@ def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs):
     b = same_as(a, "b")
     b.code.dirty = True
     b.code.patch = blobs.put(PATCH_B)
-    result = diff_records(a, b, blobs, code=True)
+    result = diff_records(a, other_results(b), blobs, code=True)
     code = result.section("code")
     files = {c.key: c.lines for c in code.changes if c.scope == "patch"}
     assert files == {"model.py": (1, 0), "train.py": (1, 1)}
@@ -502,7 +508,9 @@ def test_outputs_and_status(blobs: Blobs):
 def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs: Blobs):
     leslie, dave = leslie_dave
     data = render_json(diff_records(leslie, dave, blobs))
-    assert list(data) == ["format", "a", "b", "differs", "results_differ", "likely_causes", "sections"]
+    assert list(data) == [
+        "format", "a", "b", "differs", "results_differ", "likely_causes", "without_effect", "sections"
+    ]  # fmt: skip
     assert data["format"] == DIFF_FORMAT
     assert [s["name"] for s in data["sections"]] == [name for name, _ in SECTIONS]
     assert list(data["sections"][0]) == [
@@ -515,7 +523,7 @@ def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs
     assert data["likely_causes"][0]["section"] == "data" and data["likely_causes"][0]["position"] == 1
     assert json.loads(json.dumps(data)) == data  # plain JSON types only
     docs = (Path(__file__).parents[2] / "docs" / "diff.md").read_text()
-    for key in ("likely_causes", "results_differ", "divergence", "bytes_delta", "position", "scope"):
+    for key in ("likely_causes", "without_effect", "results_differ", "divergence", "bytes_delta", "scope"):
         assert f"`{key}`" in docs
 
 
@@ -601,3 +609,127 @@ def test_a_new_untracked_file_is_listed_once_when_file_contents_are_recorded() -
     b.code.patch = blobs.put("diff --git a/train.py b/train.py\n")
     keys = [c.key for c in diff_records(a, b, blobs).section("code").changes if c.scope != "git"]
     assert keys == ["notes.md"]
+
+
+# --------------------------------------------------------------------------- telling the truth
+
+
+def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.command.argv = ["python", "train.py", "--lr", "0.1", "--batch-size", "64"]
+    b.command.params = {"lr": 0.1, "batch_size": 64}
+    b.env.cpu_model = "EPYC"
+    result = diff_records(a, b, blobs)
+    assert not result.results_differ and result.likely_causes == []
+    assert [c.category for c in result.without_effect] == ["input", "hardware"]
+    lines = render_text(result).splitlines()
+    assert lines[0] == "a → b: results identical; 2 of 9 sections differ"
+    assert lines[1:3] == [
+        "  changed without effect on results:",
+        "  - hyper-parameters changed: batch_size 32 → 64",
+    ]
+    assert "likely causes" not in render_text(result).lower()
+    md = render_markdown(result)
+    assert "Changed without effect on results" in md and "Likely causes" not in md
+    data = render_json(result)
+    assert data["likely_causes"] == [] and data["without_effect"][0]["section"] == "command"
+
+
+def test_a_self_seeding_script_overrides_the_master_seed_which_is_never_a_cause(blobs: Blobs):
+    a = make_record(blobs, "a")
+    a.determinism.mode = "gpu"
+    a.seeds.script_seeds = [{"api": "torch.manual_seed", "value": 1337, "where": "train.py:12"}]
+    b = other_results(same_as(a, "b"))
+    b.seeds.master, b.seeds.derived = 2, {"python": 21, "numpy": 22, "torch": 23}
+    result = diff_records(a, b, blobs)
+    seeds = result.section("seeds")
+    (master,) = seeds.changes
+    assert (master.key, master.old, master.new) == ("master", 1, 2)
+    assert master.detail == "overridden by the script (torch.manual_seed(1337))"
+    assert seeds.summary == "seed 1 → 2, overridden by the script (torch.manual_seed(1337))"
+    assert [c.category for c in result.likely_causes] == ["nondeterminism"]
+    assert "overridden by the script (torch.manual_seed(1337))" in render_text(result)
+
+    c = same_as(a, "c")
+    c.seeds.master, c.seeds.derived = 2, {"python": 21, "numpy": 22, "torch": 23}
+    same = diff_records(a, c, blobs)  # identical results: listed among the differences, not a cause
+    (moot,) = same.without_effect
+    assert moot.reason == "seed changed: seed 1 → 2, overridden by the script (torch.manual_seed(1337))"
+
+    b.seeds.script_seeds = [{"api": "torch.manual_seed", "value": 42, "where": "train.py:12"}]
+    result = diff_records(a, b, blobs)
+    (cause,) = result.likely_causes
+    assert cause.category == "seed" and cause.reason == "seed changed: script torch.manual_seed 1337 → 42"
+    assert cause.keys == ["script torch.manual_seed"]
+
+
+def test_how_a_seed_was_chosen_is_not_a_change_when_its_value_is_equal(blobs: Blobs):
+    a = make_record(blobs, "a")
+    a.seeds.drawn = True
+    b = other_results(same_as(a, "b"))
+    b.seeds.drawn = False
+    result = diff_records(a, b, blobs)
+    seeds = result.section("seeds")
+    assert not seeds.differs and seeds.notes == ["seed 1 in both (drawn in A, given in B)"]
+    assert all(c.category != "seed" for c in result.likely_causes)
+    assert "drawn True" not in render_text(result, show_all=True)
+
+
+def test_a_fact_recorded_twice_is_one_row(blobs: Blobs):
+    a = make_record(blobs, "a")
+    a.determinism.knobs = {"threads": 1, "deterministic_algorithms": True}
+    b = same_as(a, "b")
+    b.determinism.mode, b.determinism.threads, b.determinism.knobs = "off", None, {}
+    det = diff_records(a, b, blobs).section("determinism")
+    assert [(c.key, c.kind) for c in det.changes] == [
+        ("mode", "changed"),
+        ("threads", "removed"),
+        ("deterministic_algorithms", "removed"),
+    ]
+    text = render_text(diff_records(a, b, blobs))
+    assert [line for line in text.splitlines() if line.lstrip().startswith("- threads")] == [
+        "  - threads                   1 (removed)"
+    ]
+
+
+def test_tensorboard_outputs_diff_by_content_not_by_file_name(blobs: Blobs, tmp_path: Path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    kept: dict[str, Path] = {}
+
+    def run_outputs(name: str, losses: list[float]) -> list[FileEntry]:
+        root = tmp_path / name
+        with SummaryWriter(str(root / "runs" / f"Nov22_{name}")) as w:
+            for step, loss in enumerate(losses):
+                w.add_scalar("loss", loss, step)
+        entries = []
+        for p in sorted(root.rglob("*tfevents*")):
+            digest = f"{name}-{p.name}"
+            kept[digest] = p
+            entries.append(FileEntry(p.relative_to(root).as_posix(), p.stat().st_size, digest, stored=True))
+        return entries
+
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    a.results.outputs = run_outputs("a", [0.9, 0.5])
+    b.results.outputs = run_outputs("b", [0.9, 0.5])
+    result = diff_records(a, b, blobs, open_blob=kept.get)
+    assert not result.results_differ and not result.section("outputs").differs
+    assert "values equal per tag and step" in result.section("outputs").notes[0]
+
+    b.results.outputs = run_outputs("c", [0.9, 0.4])
+    outputs = diff_records(a, b, blobs, open_blob=kept.get).section("outputs")
+    (change,) = outputs.changes
+    assert change.kind == "changed" and change.detail == "loss at step 1: 0.5 → 0.4"
+    assert diff_records(a, b, blobs).section("outputs").differs  # no bytes to read: by hash, and they differ
+
+
+def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blobs):
+    a = make_record(blobs, "a")
+    b = other_results(same_as(a, "b"))
+    b.command.argv = [*a.command.argv, "--momentum", "0.9"]
+    b.command.params = {**a.command.params, "momentum": 0.9}
+    result = diff_records(a, b, blobs)
+    assert [(c.key, c.kind) for c in result.section("command").changes] == [("momentum", "added")]
+    assert [c.reason for c in result.likely_causes] == ["hyper-parameters changed: momentum = 0.9 (added)"]
