@@ -159,9 +159,7 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
         tar = tmp_path / "run.tar"
         r = _repro(wheel_venv, "export", "latest", "-o", str(tar), "--with-image", cwd=root, env=env)
         assert r.returncode == 0, r.stderr
-        assert "image" in r.stdout
-        r = _repro(wheel_venv, "verify", str(tar), "--json", cwd=root, env=env)
-        assert r.returncode == 0 and json.loads(r.stdout)["image_bytes"] > 0, r.stderr
+        assert ", image " in r.stdout  # its size (verify of a carried image: tests/cli/test_export_cli.py)
 
         _remove([image["tag"], own_base])  # the environment image and its base image
         shutil.rmtree(cache)  # and the wheelhouse
