@@ -70,7 +70,7 @@ def own_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                    lockfile=QUICKSTART_LOCK)  # fmt: skip
     torch_image = backend.DockerBackend().prepare(spec, lambda e: None)
     tag = f"repro-test-base:{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {torch_image['id']}\nLABEL {TEST_LABEL}=portable-{tag.split(':')[1]}\n"
+    dockerfile = f"FROM {torch_image.id}\nLABEL {TEST_LABEL}=portable-{tag.split(':')[1]}\n"
     with backend.engine(timeout=600) as client:
         client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
                             labels={TEST_LABEL: "portable"}, network_mode="none")  # fmt: skip

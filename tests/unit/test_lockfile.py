@@ -20,7 +20,7 @@ def test_parse_lockfile_reads_markers_extras_and_continuations() -> None:
         "# repro-lock-inputs: abc\n--index-url https://example.invalid/simple\n"
         f"Typing_Extensions==4.16.0 \\\n    --hash=sha256:{H1} \\\n    --hash=sha256:{H2}\n"
         "    # via torch\n"
-        f"uvicorn[standard]==0.30.0 ; python_version >= \"3.10\" \\\n    --hash=sha256:{H1}\n"
+        f'uvicorn[standard]==0.30.0 ; python_version >= "3.10" \\\n    --hash=sha256:{H1}\n'
     )
     pinned = lockfile.parse_lockfile(text)
     assert [(p.key, p.version) for p in pinned] == [("typing-extensions", "4.16.0"), ("uvicorn", "0.30.0")]
@@ -72,9 +72,9 @@ def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> Non
     with pytest.raises(BuildError, match="cannot compile here"):
         deps._compile("torch\n", other, Path("/nonexistent/lock.txt"), None)
     assert deps.resolution("cuda", "numpy\n").index_url is None  # no torch: no torch index
-    assert deps.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url.endswith(
-        "cu126"
-    )
+    assert str(
+        deps.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url
+    ).endswith("cu126")
     with pytest.raises(UsageError):
         deps.resolution("rocm", "torch\n")
 
