@@ -359,6 +359,7 @@ def recorded_slurm_options(record: Record) -> SlurmOptions:
         account=asked.get("account"),
         sbatch_args=tuple(asked.get("sbatch_args") or ()),
         requeue=bool(asked.get("requeue")),
+        environment=str(asked.get("environment") or "python"),
     )
 
 

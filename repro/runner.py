@@ -85,6 +85,7 @@ def slurm_options(settings: Settings) -> SlurmOptions:
         account=settings.slurm_account,
         sbatch_args=settings.slurm_sbatch_args,
         requeue=settings.slurm_requeue,
+        environment=settings.slurm_environment,
     )
 
 
@@ -289,7 +290,7 @@ def execute(
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
     if image:
-        record.deps.image = _image_info(image, store)
+        record.deps.image = image_info(image, store)
     record.results.started = now_iso()
     kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
     store.write_pending(record, prepared.run_dir, kept)  # what `repro resume` needs if repro dies
@@ -355,7 +356,7 @@ def check_lock(record: Record) -> None:
         )
 
 
-def _image_info(image: BuiltImage, store: Store) -> ImageInfo:
+def image_info(image: BuiltImage, store: Store) -> ImageInfo:
     return ImageInfo(
         id=image.id,
         tag=image.tag,
@@ -383,7 +384,7 @@ def collect(
     res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
-        record.deps.image = _image_info(result.image, store)
+        record.deps.image = image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
             res.logs[name] = store.put_file(path)

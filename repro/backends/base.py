@@ -191,3 +191,16 @@ def merge_pythonpath(argv: list[str], runtime_path: str) -> list[str]:
             return merged + argv[i:]  # the command env runs
         merged.append(arg)
     return merged
+
+
+def link_data(spec: RunSpec) -> None:
+    """When the data lives elsewhere (a replay from a scratch copy), link it in place (local and slurm)."""
+    if spec.data_root is None or spec.data_root.resolve() == spec.project_root.resolve():
+        return
+    for rel in spec.data:
+        target = spec.project_root / rel
+        source = spec.data_root / rel
+        if target.exists() or target.is_symlink() or not source.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(source.resolve(), target_is_directory=source.is_dir())

@@ -44,6 +44,8 @@ def test_slurm_options_for_another_backend_are_a_usage_error(project: Project, c
     assert r.code == 2
     assert "--nodes, --partition only apply to --backend slurm" in r.err
     assert "trained" not in r.out + r.err
+    r = cli("run", "--backend", "local", "--detach", "t.py")
+    assert r.code == 2 and "--detach only applies to --backend slurm" in r.err
 
 
 def test_export_as_slurm_writes_a_script_and_as_k8s_needs_an_image_when_the_run_had_none(
