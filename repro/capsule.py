@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+from zlib import error as zlib_error
 
-import yaml
-
+from repro import capsule_rules as rules
 from repro.errors import CapsuleInvalid
 
 FORMAT = "repro.capsule/v1"
@@ -237,9 +237,11 @@ class Record:
                 hint="upgrade repro to read newer capsules",
             )
         try:
-            return _build(cls, data)
-        except (TypeError, ValueError, KeyError) as e:
+            record: Record = _build(cls, data)
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
             raise CapsuleInvalid(f"{RECORD_NAME} is malformed: {e}", member=RECORD_NAME) from e
+        rules.check_record(record)
+        return record
 
 
 def _walk_file_entries(record: Record) -> Iterator[FileEntry]:
@@ -285,12 +287,17 @@ def _build(tp: Any, value: Any) -> Any:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         return _build(args[0], value)
+    if tp in _SCALARS and not isinstance(value, _SCALARS[tp]) or (tp is int and isinstance(value, bool)):
+        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__} {str(value)[:40]!r}")
     return value
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
 
 
 def dump_record(record: Record) -> bytes:
     """Serialise a record to YAML bytes (stable key order)."""
-    return yaml.safe_dump(record.to_dict(), sort_keys=False, allow_unicode=True).encode()
+    return rules.dump_yaml(record.to_dict())
 
 
 def load_record(raw: bytes) -> Record:
@@ -299,11 +306,7 @@ def load_record(raw: bytes) -> Record:
     Raises:
         CapsuleInvalid: unparsable YAML or a record that does not fit the format.
     """
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise CapsuleInvalid(f"{RECORD_NAME} is not valid YAML: {e}", member=RECORD_NAME) from e
-    return Record.from_dict(data)
+    return Record.from_dict(rules.load_yaml(raw))
 
 
 # --------------------------------------------------------------------------- tar files
@@ -388,14 +391,16 @@ class Verified:
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
-    """Check every member of a capsule tar against SHA256SUMS; optionally extract it.
+    """Check every member of a capsule tar against SHA256SUMS and every blob against its
+    content-address name; optionally extract it.
 
     Only regular files with safe names are accepted; nothing is written outside
-    ``extract_to``.
+    ``extract_to``; reading stops at the bounds of `capsule_rules` (members, bytes).
 
     Raises:
-        CapsuleInvalid: unreadable/truncated tar, unsafe member, checksum mismatch,
-            missing or unexpected member, unknown format, blob missing.
+        CapsuleInvalid: unreadable/truncated tar, unsafe member, checksum mismatch, a blob
+            whose bytes do not match its name, missing or unexpected member, unknown format,
+            a record field that escapes its root, a capsule over the bounds.
     """
     if not path.is_file():
         raise CapsuleInvalid(
@@ -404,9 +409,11 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     try:
         tar = tarfile.open(path, "r:*")
     except (tarfile.TarError, OSError, EOFError) as e:
-        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
+    budget = rules.TarBudget(path.stat().st_size)
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
+    misnamed: list[str] = []
     try:
         with tar:
             for info in tar:
@@ -419,31 +426,87 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
                     )
                 if name in digests:
                     raise CapsuleInvalid(f"member {name!r} appears twice", member=name)
-                f = tar.extractfile(info)
-                assert f is not None
-                h = hashlib.sha256()
-                keep = name in (RECORD_NAME, SUMS_NAME)
-                buf = bytearray()
-                out = None
-                if extract_to is not None and not keep:
-                    target = extract_to / name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    out = open(target, "wb")
-                try:
-                    while chunk := f.read(1 << 20):
-                        h.update(chunk)
-                        if keep:
-                            buf += chunk
-                        if out is not None:
-                            out.write(chunk)
-                finally:
-                    if out is not None:
-                        out.close()
-                digests[name] = h.hexdigest()
-                if keep:
-                    contents[name] = bytes(buf)
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise CapsuleInvalid(f"{path.name} is truncated or damaged: {e}") from e
+                budget.take(name, info.size)
+                digests[name] = _read_member(tar, info, name, extract_to, contents, misnamed)
+    except (tarfile.TarError, OSError, EOFError, zlib_error) as e:
+        raise CapsuleInvalid(f"{path.name} is truncated or damaged: {_first_line(e)}") from e
+    _check_sums(path, contents, digests)
+    if misnamed:  # the checksums agree, so the bytes were replaced and the sums recomputed
+        raise CapsuleInvalid(
+            f"blob {misnamed[0].rsplit('/', 1)[-1]} does not match its content-address name "
+            "(its bytes were replaced)",
+            member=misnamed[0],
+        )
+    record = load_record(contents[RECORD_NAME])
+    for digest in record.blobs():
+        if not rules.is_digest(digest):  # else its bytes would escape the name check above
+            raise CapsuleInvalid(f"the record names a blob {digest!r} that is not a content digest")
+        if blob_member(digest) not in digests:
+            raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
+    if extract_to is not None:
+        (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
+    return Verified(record=record, members=sorted(digests))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _read_member(
+    tar: tarfile.TarFile,
+    info: tarfile.TarInfo,
+    name: str,
+    extract_to: Path | None,
+    keep: dict[str, bytes],
+    misnamed: list[str],
+) -> str:
+    """Stream one member: its SHA-256, its xxh3-128 when it is a blob (checked against its
+    name), the bytes of the record and sums, the file under ``extract_to``."""
+    import xxhash
+
+    f = tar.extractfile(info)
+    if f is None:
+        raise CapsuleInvalid(f"member {name!r} cannot be read", member=name)
+    h = hashlib.sha256()
+    blob = _blob_digest(name)
+    x = xxhash.xxh3_128() if blob is not None else None
+    wanted = name in (RECORD_NAME, SUMS_NAME)
+    buf = bytearray()
+    out = None
+    if extract_to is not None and not wanted:
+        target = extract_to / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = open(target, "wb")
+    try:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            if x is not None:
+                x.update(chunk)
+            if wanted:
+                buf += chunk
+            if out is not None:
+                out.write(chunk)
+    finally:
+        if out is not None:
+            out.close()
+    if x is not None and x.hexdigest() != blob:
+        misnamed.append(name)
+    if wanted:
+        keep[name] = bytes(buf)
+    return h.hexdigest()
+
+
+def _blob_digest(name: str) -> str | None:
+    """The digest a `blobs/xx/<digest>` member claims; None for other members (which the
+    record cannot name, so they are never used)."""
+    parts = name.split("/")
+    if len(parts) != 3 or parts[0] != BLOB_DIR or not rules.is_digest(parts[2]) or parts[1] != parts[2][:2]:
+        return None
+    return parts[2]
+
+
+def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str]) -> None:
     if SUMS_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {SUMS_NAME}", member=SUMS_NAME)
     expected: dict[str, str] = {}
@@ -465,10 +528,3 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)
     if RECORD_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {RECORD_NAME}", member=RECORD_NAME)
-    record = load_record(contents[RECORD_NAME])
-    for digest in record.blobs():
-        if blob_member(digest) not in digests:
-            raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
-    if extract_to is not None:
-        (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
-    return Verified(record=record, members=sorted(digests))

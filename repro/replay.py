@@ -24,6 +24,7 @@ from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import Side, Tolerance, Verdict, compare_runs
 from repro.config import Settings
+from repro.determinism import allowed_env
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -40,6 +41,7 @@ class ReplayRequest:
     rtol: float | None = None
     allow_world_size_change: bool = False
     nproc_per_node: int | None = None
+    network: bool = False  # the capsule's own `backend.network` is never obeyed
 
 
 @dataclass
@@ -156,6 +158,25 @@ def check_recorded_data(original: Record, data_root: Path, store: Store, allow: 
     return drift or None
 
 
+def contain(record: Record, original: Record, network: bool) -> list[str]:
+    """Apply what a replay decides itself, not the capsule: the network and the environment.
+
+    Returns notes saying what the capsule asked for and did not get.
+    """
+    notes: list[str] = []
+    record.backend.network = network
+    if original.backend.network and not network:
+        notes.append("the capsule asked for a network; the replay runs without one (pass --network to allow)")
+    elif network:
+        notes.append("the replay has a network (--network)")
+    kept, dropped = allowed_env(original.determinism.env)
+    record.determinism.env = kept
+    if dropped:
+        shown = ", ".join(dropped[:8]) + (f" (+{len(dropped) - 8} more)" if len(dropped) > 8 else "")
+        notes.append(f"environment variables in the capsule that repro does not set were dropped: {shown}")
+    return notes
+
+
 def replay_record(original: Record, settings: Settings) -> Record:
     """The record of a replay: the original's inputs, a fresh id, this machine, no results."""
     record = copy.deepcopy(original)
@@ -211,6 +232,10 @@ def run_replay(
 
     record = replay_record(original, settings)
     record.kind = kind
+    contained = contain(record, original, request.network)
+    for note in contained:
+        on_event(Event("info", note))
+    notes += contained
     gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
     if gpu_note:
         on_event(Event("info", gpu_note))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.capsule import DataInput
-from repro.errors import NotFoundError
+from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_tree
 
 Progress = Callable[[int, int], None]
@@ -23,10 +24,17 @@ def capture_data(
 
     Raises:
         NotFoundError: a declared input does not exist.
+        UsageError: a declared input resolves outside the project.
     """
     inputs: list[DataInput] = []
     for rel in paths:
-        path = (root / rel).resolve()
+        # Normalised, not resolved: a link inside the project to a dataset elsewhere is fine.
+        path = Path(os.path.normpath(root / rel))
+        if not path.is_relative_to(root):
+            raise UsageError(
+                f"declared data {rel!r} is outside the project {root}",
+                hint="declare data inside the project (a symbolic link to it there works too)",
+            )
         if not path.exists():
             raise NotFoundError(
                 f"declared data {rel!r} does not exist under {root}",

@@ -49,6 +49,11 @@ from repro.ui import verdict as render
     help="Replay with another number of processes (needs --allow-world-size-change).",
 )
 @click.option("--allow-world-size-change", is_flag=True, help="Allow a different world size.")
+@click.option(
+    "--network",
+    is_flag=True,
+    help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option(
     "--markdown",
@@ -68,6 +73,7 @@ def replay(
     rtol: float | None,
     nproc_per_node: int | None,
     allow_world_size_change: bool,
+    network: bool,
     as_json: bool,
     markdown: Path | None,
 ) -> None:
@@ -84,6 +90,8 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
+    A capsule is untrusted input: a path that leaves its root is refused (exit 6); the
+    network stays off unless --network; the process environment comes from repro's own list.
     """
     request = ReplayRequest(
         ref=ref,
@@ -94,6 +102,7 @@ def replay(
         rtol=rtol,
         allow_world_size_change=allow_world_size_change,
         nproc_per_node=nproc_per_node,
+        network=network,
     )
     try:
         with sigterm_interrupts():
