@@ -151,7 +151,7 @@ def capture(
         )
     mode = choose_mode(request.mode or settings.mode, request.gpus)
     data = request.data or list(settings.data)
-    outputs = request.outputs or list(settings.outputs)
+    outputs = [_inside(root, rel, "output directory") for rel in request.outputs or list(settings.outputs)]
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
 
@@ -213,6 +213,27 @@ def capture(
     return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings)
 
 
+def _inside(root: Path, rel: str, what: str) -> str:
+    """``rel`` as a normalised path strictly inside the project.
+
+    Raises:
+        UsageError: an absolute path or one that leaves the project (`/`, `..`).
+    """
+    path = Path(os.path.normpath(root / rel))
+    if path == root or not path.is_relative_to(root):
+        raise UsageError(
+            f"the {what} {rel!r} is not inside the project {root}",
+            hint="give a path relative to the project root, such as outputs",
+        )
+    return path.relative_to(root).as_posix()
+
+
+def discard(prepared: Prepared) -> None:
+    """Remove the directory of a run that never started (nothing of it is worth keeping)."""
+    if not (prepared.run_dir / "capsule.yaml").is_file():
+        shutil.rmtree(prepared.run_dir, ignore_errors=True)
+
+
 def run_environment(record: Record) -> dict[str, str]:
     """The path-free variables every process of the run gets."""
     env = dict(record.determinism.env)
@@ -260,6 +281,7 @@ def build_spec(
         gpus=record.backend.gpus,
         lockfile=lockfile,
         base_image=base_image,
+        store_dir=run_dir.parent.parent,
     )
 
 

@@ -175,8 +175,9 @@ class Store:
         self._write_atomic(run_dir / RECORD_NAME, dump_record(record))
         (run_dir / "running.json").unlink(missing_ok=True)
         shutil.rmtree(run_dir / "work", ignore_errors=True)
-        with self._index() as db:
-            _index_put(db, record)
+        with contextlib.suppress(sqlite3.Error):  # the record is the truth; `rows()` indexes it later
+            with self._index() as db:
+                _index_put(db, record)
         return run_dir
 
     def run_ids(self) -> list[str]:
@@ -334,6 +335,17 @@ class Store:
                 db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         except sqlite3.Error:
             pass  # a full disk: `rows()` lists from the run directories, so a stale row is harmless
+
+    def partial_blobs(self) -> list[Path]:
+        """Partial blob copies (``.<digest>.<pid>.tmp``) whose writing process is gone."""
+        found: list[Path] = []
+        if not self.blobs_dir.is_dir():
+            return found
+        for path in self.blobs_dir.glob("*/.*.tmp"):
+            pid = path.name[: -len(".tmp")].rpartition(".")[2]
+            if not (pid.isdigit() and _alive(int(pid))):
+                found.append(path)
+        return sorted(found)
 
     # ------------------------------------------------------------------ index
 

@@ -15,7 +15,7 @@ from repro.ui import records as render
 
 @click.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
-@click.option("-n", "--last", type=int, default=None, help="Only the last N runs.")
+@click.option("-n", "--last", type=click.IntRange(1), default=None, help="Only the last N runs.")
 @pass_app
 def ls(app: AppContext, as_json: bool, last: int | None) -> None:
     """List the runs of this project, oldest first (incomplete ones included)."""

@@ -189,6 +189,7 @@ def run(app: AppContext, command: tuple[str, ...], execution: Execution, as_json
 def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settings, as_json: bool) -> Record:
     """Capture, execute and print the outcome; shared by `run` and `check`."""
     store = app.store
+    prepared: runner.Prepared | None = None
     try:
         with sigterm_interrupts():
             prepared = runner.capture(request, settings, store, on_event, progress_factory)
@@ -201,6 +202,8 @@ def run_and_report(app: AppContext, request: runner.RunRequest, settings: Settin
             )
             record = runner.execute(prepared, backend, store, on_event)
     except KeyboardInterrupt as e:
+        if prepared is not None:
+            runner.discard(prepared)
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     capsule = store.runs_dir / record.id
     if as_json:
