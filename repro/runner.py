@@ -23,12 +23,12 @@ from repro.capture import command as cmd
 from repro.capture import deps
 from repro.capture.data import capture_data
 from repro.capture.env import host_env
-from repro.capture.secrets import Redactor
+from repro.capture.secrets import Masker, Redactor, config_secrets
 from repro.capture.seeds import make_seeds
 from repro.config import Settings
 from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
-from repro.hashing import HashCache, hash_file_cached
+from repro.hashing import HashCache
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
@@ -59,6 +59,7 @@ class Prepared:
     run_dir: Path
     outputs_before: dict[str, tuple[int, int, int]]
     settings: Settings
+    masker: Masker | None = None  # None: secrets of this process's environment only
 
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
@@ -154,11 +155,16 @@ def capture(
     outputs = [_inside(root, rel, "output directory") for rel in request.outputs or list(settings.outputs)]
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
+    configs = cmd.config_files(cmd.script_args(argv), cwd, root)
+    masker = Masker(redactor.secret_values(dict(os.environ), argv) | _config_values(configs))
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
-    params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    params = {
+        k: ("***" if redactor.is_secret_name(k) else masker.obj(v, "params"))
+        for k, v in cmd.parse_params(args).items()
+    }
     record.command = CommandInfo(
         argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node
     )
@@ -166,14 +172,16 @@ def capture(
 
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        for path in cmd.config_files(args, cwd, root):
-            digest = store.put_file(path, hash_file_cached(path, cache))
+        for path in configs:
             rel = path.relative_to(root).as_posix()
-            record.command.config_files.append(FileEntry(rel, path.stat().st_size, digest, True))
+            raw = masker.data(path.read_bytes(), f"config file {rel}")
+            record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
         not_code = [*data, *outputs, deps.LOCK_DIR]
         code = code_capture.capture_code(
-            root, store.put_file, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes
-        )
+            root, _masked_put(store, masker), exclude=not_code, cache=cache,
+            max_file_bytes=settings.max_code_file_bytes,
+        )  # fmt: skip
+        code.patch = masker.text(code.patch, "the uncommitted patch")
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info
         record.warnings += code.warnings
@@ -210,7 +218,33 @@ def capture(
 
     run_dir = store.begin_run(record.id, safe_argv)
     spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
-    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings)
+    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings, masker)
+
+
+def _config_values(paths: list[Path]) -> set[str]:
+    values: set[str] = set()
+    for path in paths:
+        try:
+            values |= config_secrets(path.read_text("utf-8", "replace"))
+        except OSError:
+            continue
+    return values
+
+
+def _masked_put(store: Store, masker: Masker) -> Callable[[Path, str], str]:
+    """Store a code file; one holding a secret value is stored masked (under its masked digest).
+
+    Only files whose bytes are not yet in the store are read: a stored blob was masked then.
+    """
+
+    def put(path: Path, digest: str) -> str:
+        if store.has_blob(digest) or not masker.values:
+            return store.put_file(path, digest)
+        raw = path.read_bytes()
+        masked = masker.data(raw, f"code file {path.name}")
+        return store.put_file(path, digest) if masked == raw else store.put_bytes(masked)
+
+    return put
 
 
 def _inside(root: Path, rel: str, what: str) -> str:
@@ -308,7 +342,11 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
     record.results.finished = now_iso()
-    collect(record, result, spec, store, prepared.outputs_before, prepared.settings)
+    masker = prepared.masker or Masker(
+        Redactor(prepared.settings.secret_patterns).secret_values(dict(os.environ), [])
+    )
+    collect(record, result, spec, store, prepared.outputs_before, prepared.settings, masker)
+    record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     store.seal(record, prepared.run_dir)
     return record
 
@@ -329,8 +367,18 @@ def collect(
     store: Store,
     outputs_before: dict[str, tuple[int, int, int]],
     settings: Settings,
+    masker: Masker | None = None,
 ) -> None:
-    """Fold logs, metrics, the in-process environment and the outputs into the record."""
+    """Fold logs, metrics, the in-process environment and the outputs into the record.
+
+    Logs, metrics and logged params pass through ``masker``: a secret the script prints
+    or logs is stored as ``***``.
+    """
+    masker = masker or Masker()
+
+    def put(path: Path, where: str) -> str:
+        return store.put_bytes(masker.data(path.read_bytes(), where))
+
     res = record.results
     res.exit_code = result.exit_code
     res.duration_s = round(result.duration_s, 3)
@@ -340,28 +388,29 @@ def collect(
         record.deps.image = _image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
-            res.logs[name] = store.put_file(path)
+            res.logs[name] = put(path, "the logs")
     if spec.stderr_path.is_file():
-        res.stderr_tail = _tail(spec.stderr_path, 20)
+        res.stderr_tail = [masker.text(line, "the logs") for line in _tail(spec.stderr_path, 20)]
     runtime = spec.runtime_dir
     rank_logs = _rank_logs(runtime / RANK_LOGS)
     for rank, streams in sorted(rank_logs.items()):
         for name, path in sorted(streams.items()):
-            res.logs[f"rank{rank}.{name}"] = store.put_file(path)
+            res.logs[f"rank{rank}.{name}"] = put(path, "the logs")
     if res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
+        res.stderr_tail = [masker.text(line, "the logs") for line in res.stderr_tail]
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
-        res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
+        res.logs[extra.stem.replace("metrics.", "metrics-")] = put(extra, "metrics")
     trace = next((p for p in (runtime / "trace.jsonl", runtime / "trace.rank0.jsonl") if p.is_file()), None)
     if trace is not None:
         res.logs[TRACE_LOG] = store.put_file(trace)
     metrics = runtime / "metrics.jsonl"
     if metrics.is_file():
-        res.metrics = store.put_file(metrics)
+        res.metrics = put(metrics, "metrics")
         res.final_metrics = _final_metrics(metrics)
     params = runtime / "params.json"
     if params.is_file():
-        res.params = _read_json(params)
+        res.params = masker.obj(_read_json(params), "logged params")
     _merge_process_env(record, runtime)
     _undeclared(record, runtime, spec)
     res.output_roots = list(spec.outputs)

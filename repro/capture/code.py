@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.capsule import CodeInfo, FileEntry
-from repro.capture.secrets import is_secret_file, strip_url_credentials
+from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.errors import ReproError, UsageError
 from repro.hashing import HashCache, hash_file_cached
 
@@ -33,7 +33,17 @@ ALWAYS_EXCLUDED = (
     "node_modules",
 )
 
-PutFile = Callable[[Path, str], str]  # (path, digest) -> digest, stores the bytes once
+PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
+# Files that may be credentials under any name; their first bytes decide.
+_CREDENTIAL_SUFFIXES = (".json", ".ini", ".cfg", ".conf", ".yaml", ".yml")
+
+
+def _credential_content(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return is_credential_content(f.read(64 * 1024))
+    except OSError:
+        return False
 
 
 @dataclass
@@ -103,9 +113,12 @@ def capture_code(
             continue  # deleted in the work tree, or a broken link
         digest = hash_file_cached(path, cache)
         size = path.stat().st_size
+        if rel.endswith(_CREDENTIAL_SUFFIXES) and size <= 1 << 20 and _credential_content(path):
+            capture.info.excluded.append(rel)
+            continue
         stored = size <= max_file_bytes
         if stored:
-            put_file(path, digest)
+            digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked
         else:
             capture.warnings.append(
                 f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored"
@@ -147,10 +160,24 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
         with repo:
             cmd = git.Git(root)
             has_head = repo.head.is_valid()
+            tracked = cmd.ls_files("-z", "--cached").split("\0")
+            untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
+            secret = sorted(f for f in tracked if f and is_secret_file(f))
             if has_head:
                 info.commit = repo.head.commit.hexsha
                 info.branch = None if repo.head.is_detached else repo.active_branch.name
-                patch = cmd.diff("HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".")
+                # Secret-looking tracked files (a modified .env) stay out of the patch too.
+                patch = cmd.diff(
+                    "HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".",
+                    *(f":(exclude,literal){f}" for f in secret),
+                )  # fmt: skip
+                changed = cmd.diff("HEAD", "--name-only", "--relative", "--", *secret) if secret else ""
+                left_out = [f for f in changed.splitlines() if f]
+                if left_out:
+                    capture.warnings.append(
+                        "changes to secret-looking tracked files were left out of the patch: "
+                        + ", ".join(left_out[:10])
+                    )
             else:
                 capture.warnings.append(
                     "the git repository has no commits yet; recorded as uncommitted files"
@@ -160,8 +187,6 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
             if remote is not None:
                 urls = list(remote.urls)
                 info.remote = strip_url_credentials(urls[0]) if urls else None
-            tracked = cmd.ls_files("-z", "--cached").split("\0")
-            untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
             info.dirty = bool(patch) or not has_head  # untracked code is added once it is filtered
     except git.GitCommandError as e:
         raise UsageError(
