@@ -549,10 +549,11 @@ def _run_container(
     reaper = _start_reaper(cid)
     try:
         try:
-            _stream_output(api, cid, spec, on_event)
+            interrupted = _stream_output(api, cid, spec, on_event)
+            if interrupted:
+                raise KeyboardInterrupt
             status = api.wait(cid, timeout=None)
         except KeyboardInterrupt:
-            on_event(Event("info", "interrupted: stopping the container"))
             _stop_quietly(api, cid)
             return RunResult(
                 130, time.monotonic() - start, interrupted=True, details=details, image=built.as_dict()
@@ -566,30 +567,57 @@ def _run_container(
         _stop_reaper(reaper)
 
 
-def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnEvent) -> None:
-    """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line."""
+def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnEvent) -> bool:
+    """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line.
+
+    Ctrl-C while streaming stops the container (SIGINT first) and keeps reading until
+    its output ends, so the script's last words are kept. Returns whether it was interrupted.
+    """
     spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
     spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
     stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
     pending = {"stdout": b"", "stderr": b""}
+    interrupted = False
     with open(spec.stdout_path, "wb") as out, open(spec.stderr_path, "wb") as err:
         files = {"stdout": out, "stderr": err}
         try:
             api.start(cid)
-            for chunks in stream:
-                for name, data in zip(("stdout", "stderr"), chunks, strict=True):
-                    if not data:
+            chunks_iter = iter(stream)
+            while True:
+                try:
+                    chunks = next(chunks_iter)
+                    for name, data in zip(("stdout", "stderr"), chunks, strict=True):
+                        if data:
+                            files[name].write(data)
+                            files[name].flush()
+                            *lines, pending[name] = (pending[name] + data).split(b"\n")
+                            for line in lines:
+                                on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
+                except StopIteration:
+                    break
+                except KeyboardInterrupt:
+                    if interrupted:
                         continue
-                    files[name].write(data)
-                    files[name].flush()
-                    *lines, pending[name] = (pending[name] + data).split(b"\n")
-                    for line in lines:
-                        on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
+                    interrupted = True
+                    on_event(Event("info", "interrupted: stopping the container"))
+                    _stop_quietly(api, cid)
         finally:
-            stream.close()
+            _release(stream)
         for name, rest in pending.items():
             if rest:
                 on_event(Event("log", rest.decode(errors="replace").rstrip("\r"), name))
+    return interrupted
+
+
+def _release(stream: Any) -> None:
+    """Close an attach stream. `close()` shuts the socket down, but docker-py keeps the
+    hijacked HTTP response (and with it the file descriptor) in a reference cycle, so the
+    response is closed too; otherwise the descriptor lingers until a garbage collection."""
+    stream.close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        with contextlib.suppress(OSError, ValueError):
+            response.close()
 
 
 # The reaper: a small process that outlives a killed repro and removes its container. It
