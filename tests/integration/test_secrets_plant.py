@@ -43,7 +43,9 @@ ARGV = [
     "--db", "postgres://u:dbargpass0020@h/db", "--config", "config.yaml",
 ]  # fmt: skip
 FILES = {
-    "config.yaml": "lr: 0.1\napi_key: cfgapikey0021\npassword: cfgpassword0022\nauth:\n  token: \"cfgtoken0023\"\n",
+    "config.yaml": (
+        'lr: 0.1\napi_key: cfgapikey0021\npassword: cfgpassword0022\nauth:\n  token: "cfgtoken0023"\n'
+    ),
     ".git-credentials": "https://user:gitcred0025@github.com\n",
     ".pgpass": "db.internal:5432:train:user:pgpass0026\n",
     "gcp-prod.json": json.dumps(

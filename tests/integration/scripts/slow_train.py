@@ -29,7 +29,7 @@ w, b = 0.0, 0.0
 print("training started", flush=True)
 for epoch in range(args.epochs):
     start = time.perf_counter()
-    for i in range(args.batches):
+    for _ in range(args.batches):
         x = random.uniform(-1, 1)
         y = 3 * x + 0.5
         err = w * x + b - y
@@ -37,7 +37,8 @@ for epoch in range(args.epochs):
         b -= 0.1 * err
         time.sleep(args.sleep)
     ms = (time.perf_counter() - start) * 1000 / args.batches
-    sys.stdout.write(f"epoch {epoch}: {args.batches}/{args.batches} [{ms:.1f} ms/batch] loss {err * err:.6f}\n")
+    bar = f"{args.batches}/{args.batches} [{ms:.1f} ms/batch]"
+    sys.stdout.write(f"epoch {epoch}: {bar} loss {err * err:.6f}\n")
     sys.stdout.flush()
     (ckpt / f"epoch{epoch}.json").write_text(json.dumps({"w": w, "b": b, "epoch": epoch}))
 print(f"done w={w:.6f} b={b:.6f}")
