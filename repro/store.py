@@ -146,6 +146,8 @@ class Store:
         try:
             shutil.copyfile(source, tmp)
             os.replace(tmp, target)
+        except OSError as e:
+            raise _named(e, target) from e
         finally:
             tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
 
@@ -156,6 +158,8 @@ class Store:
         try:
             tmp.write_bytes(data)
             os.replace(tmp, target)
+        except OSError as e:
+            raise _named(e, target) from e
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -362,6 +366,13 @@ class Store:
                 yield db
         finally:
             db.close()
+
+
+def _named(e: OSError, path: Path) -> OSError:
+    """The error with the path it concerns (a failed write() does not say which file)."""
+    if e.filename is not None:
+        return e
+    return type(e)(e.errno, e.strerror, str(path)) if e.errno is not None else OSError(str(e), str(path))
 
 
 def _index_put(db: sqlite3.Connection, record: Record) -> None:

@@ -129,7 +129,7 @@ def _pump(
                     out.write(raw)
                     out.flush()
                 except OSError as e:
-                    failures.append(e)
+                    failures.append(OSError(e.errno, e.strerror, str(dest)))  # name the file
                     _close_quietly(out)
                     out = None
             on_event(Event("log", raw.decode("utf-8", "replace").rstrip("\n"), stream))
