@@ -117,6 +117,8 @@ class SeedInfo:
     pythonhashseed: int = 0
     derived: dict[str, int] = field(default_factory=dict)
     per_rank: dict[str, dict[str, int]] = field(default_factory=dict)
+    # RNGs the script seeded itself: {"api": "torch.manual_seed", "value": 1337, "where": "train.py:12"}
+    script_seeds: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -126,6 +128,14 @@ class DeterminismInfo:
     isa: str | None = None
     knobs: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    # True: the runtime reported in from the main process; False: it never loaded, so no seed
+    # or knob was applied; None: a record made before this was known.
+    applied: bool | None = None
+    allow_nondeterministic_ops: bool = False
+    # {"op", "count", "rank", "where", "first_step"} for each nondeterministic op alert
+    nondeterministic_ops: list[dict[str, Any]] = field(default_factory=list)
+    effective: dict[str, Any] = field(default_factory=dict)  # knobs read back at the end of the run
+    changed_by_script: dict[str, Any] = field(default_factory=dict)  # {knob: {"set": …, "found": …}}
 
 
 @dataclass
@@ -171,7 +181,9 @@ class ResultInfo:
     final_metrics: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # from repro.log_params
     output_roots: list[str] = field(default_factory=list)
+    output_excludes: list[str] = field(default_factory=list)  # outputs.exclude globs in force
     outputs: list[FileEntry] = field(default_factory=list)
+    outputs_outside_root: list[str] = field(default_factory=list)  # written outside the project
 
 
 @dataclass

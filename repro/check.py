@@ -14,19 +14,28 @@ XML a CI system reads is built here from the result as a string, with no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import reasons as codes
 from repro import runner
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, capture_code, store_patch
-from repro.compare import REPRODUCED, OutputDiff, Verdict, compare_all, exit_code_for, worst_status
-from repro.config import Settings
+from repro.compare import (
+    REPRODUCED,
+    CompareOptions,
+    OutputDiff,
+    Verdict,
+    compare_all,
+    exit_code_for,
+    worst_status,
+)
+from repro.config import Plan, Settings
+from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
@@ -82,7 +91,7 @@ class CheckResult:
 def run_check(
     request: runner.RunRequest,
     store: Store,
-    settings: Settings,
+    plan: Plan,
     on_event: OnEvent,
     *,
     runs: int = DEFAULT_RUNS,
@@ -93,7 +102,7 @@ def run_check(
 ) -> CheckResult:
     """Run ``request`` ``runs`` times with one seed and compare run 1 with each later run.
 
-    The seed is ``request.seed``, else the configured seed, else drawn by run 1 and reused.
+    The seed is the plan's, else drawn by run 1 and reused.
     A run whose command fails stops the check (``CheckResult.failed``).
 
     Raises:
@@ -104,24 +113,24 @@ def run_check(
         raise UsageError(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
-    seed = request.seed if request.seed is not None else settings.seed
-    result = CheckResult(kind="repeat", mode="", seed=seed)
+    result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
     backend = None
     for i in range(runs):
-        this = dataclasses.replace(request, seed=seed)
-        prepared = runner.capture(this, settings, store, on_event, progress)
+        prepared = runner.capture(request, plan, store, on_event, progress)
         record = prepared.record
         record.kind = KIND
         if result.records:
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                request.backend or settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
         record = runner.execute(prepared, backend, store, on_event)
-        seed, result.seed, result.mode = record.seeds.master, record.seeds.master, record.determinism.mode
+        result.seed = record.seeds.master
+        result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
+        plan = plan.with_seed(record.seeds.master)
         result.records.append(record)
         result.notes += [w for w in record.warnings if w not in result.notes]
         if on_record is not None:
@@ -130,7 +139,8 @@ def run_check(
             result.failed = record
             return result
     sides = [side(store.load_run(r.id)) for r in result.records]
-    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol))
+    options = CompareOptions.from_settings(plan.settings)
+    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol), options)
     return result
 
 
@@ -142,7 +152,6 @@ class AgainstRequest:
     """Replay a golden capsule against the current code."""
 
     capsule: str
-    backend: str | None = None
     data_root: Path | None = None
     allow_data_drift: bool = False
     atol: float | None = None
@@ -167,7 +176,7 @@ def capture_current_code(
     return code
 
 
-def run_against(request: AgainstRequest, store: Store, settings: Settings, on_event: OnEvent) -> CheckResult:
+def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnEvent) -> CheckResult:
     """Replay the capsule's command on today's code and data; compare with the capsule's results.
 
     The working tree is only read: its files go to the store and the run executes in a
@@ -183,19 +192,19 @@ def run_against(request: AgainstRequest, store: Store, settings: Settings, on_ev
         loaded = store.import_run(loaded)
     original = loaded.record
     inside = _inside(Path(request.capsule), store.root)
-    current = capture_current_code(store, settings, original, [inside] if inside else [])
+    current = capture_current_code(store, plan.settings, original, [inside] if inside else [])
     outcome = run_replay(
         ReplayRequest(
-            ref=original.id, backend=request.backend, data_root=request.data_root,
-            allow_data_drift=request.allow_data_drift, atol=request.atol, rtol=request.rtol,
+            ref=original.id, data_root=request.data_root, allow_data_drift=request.allow_data_drift,
+            atol=request.atol, rtol=request.rtol,
         ),
-        store, settings, on_event, code=current.info, kind=KIND,
+        store, plan, on_event, code=current.info, kind=KIND,
     )  # fmt: skip
     new = outcome.replay
     replayed = store.load_run(new.id)
     result = CheckResult(
         kind="against",
-        mode=new.determinism.mode,
+        mode=outcome.verdict.mode,
         records=[original, new],
         verdicts=[outcome.verdict],
         seed=new.seeds.master,
@@ -225,8 +234,13 @@ def output_fails(v: Verdict, o: OutputDiff) -> bool:
     return v.mode == "strict" or not o.within_tolerance
 
 
-def _reason(v: Verdict, prefix: str, fallback: str) -> str:
-    return next((r for r in v.reasons if r.startswith(prefix)), fallback)
+def _reason(v: Verdict, fallback: str, *, code: str | None = None, path: str | None = None) -> str:
+    """The message of the verdict's first reason about output ``path``, or with ``code`` (no path)."""
+    if path is not None:
+        found = (r for r in v.reasons if r.about_output(path))
+    else:
+        found = (r for r in v.reasons if r.code == code and r.path is None)
+    return next((r.message for r in found), fallback)
 
 
 def _pair(result: CheckResult, v: Verdict, index: int) -> str:
@@ -256,19 +270,21 @@ def junit_xml(result: CheckResult) -> str:
         pair = _pair(result, v, i)
         classname = f"repro.check.{v.replay or i + 2}"
         if v.status == "failed":
-            case(f"{pair}: run", classname, v.reasons[0] if v.reasons else "the run failed")
+            case(f"{pair}: run", classname, v.reasons[0].message if v.reasons else "the run failed")
         for o in v.outputs:
             fails = output_fails(v, o)
-            reason = _reason(v, f"output {o.path}", f"output {o.path} {o.status}") if fails else None
+            reason = _reason(v, f"output {o.path} {o.status}", path=o.path) if fails else None
             detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}" if fails else ""
             case(f"{pair}: output {o.path}", classname, reason, f"{reason}\n{detail}" if reason else "")
         m = v.metrics
         m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        case(f"{pair}: metrics", classname, _reason(v, "metric ", "metrics differ") if m_fails else None)
+        m_reason = _reason(v, "metrics differ", code=codes.METRIC_DIFFERS) if m_fails else None
+        case(f"{pair}: metrics", classname, m_reason)
         s = v.stdout
         s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
         body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        case(f"{pair}: stdout", classname, _reason(v, "stdout ", "stdout differs") if s_fails else None, body)
+        s_reason = _reason(v, "stdout differs", code=codes.LOG_DIFFERS) if s_fails else None
+        case(f"{pair}: stdout", classname, s_reason, body)
     if result.failed is not None and not result.verdicts:
         r = result.failed.results
         message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"

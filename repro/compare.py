@@ -1,35 +1,41 @@
 """Compare two runs' results: outputs, tensors, metric series and stdout → a Verdict.
 
 Pure data in, pure data out: nothing here prints, and rendering lives in
-``repro.ui.verdict``. Tensor files are loaded and compared by ``repro.tensors`` (which
-imports numpy and torch only when a tensor file has to be opened); tolerances live in
-``repro.tolerance`` (the ``|a - b| <= atol + rtol * |a|`` rule and each mode's
-default). Their public names are re-exported here.
+``repro.ui.verdict``. Outputs are compared by ``repro.outputs`` (tensor files through
+``repro.tensors``, metric files and TensorBoard events through ``repro.artifacts``),
+stdout by ``repro.logcompare`` with the timing rule of ``repro.logmask``; tolerances live
+in ``repro.tolerance``. Their public names are re-exported here. Each reason a verdict
+gives carries a code (``repro.reasons``); callers decide on codes, never on sentences.
 
 Verdict rules (DESIGN.md, "Replay and verification"):
 
 - the replay failed (non-zero exit, or status other than ``succeeded``) → ``failed``;
-- ``strict`` mode: every output byte-identical, every metric value equal and stdout
-  equal (timing tokens aside) → ``identical``, anything else → ``diverged``;
+- ``strict`` mode: every output byte-identical (or, for metric files and TensorBoard
+  events, equal in every value), every metric value equal and stdout equal (timings
+  masked) → ``identical``, anything else → ``diverged``;
 - ``gpu``/``off`` modes: all of the above → ``identical``; otherwise, when every
-  differing output is a tensor file whose tensors have the same names, shapes and
-  dtypes and values within tolerance, every metric value is within tolerance and
-  stdout differs only in numbers within tolerance → ``within_tolerance``; anything
-  else → ``diverged``.
+  differing output's content is within tolerance (tensors with the same names, shapes
+  and dtypes; metric values), every metric value is within tolerance and stdout differs
+  only in numbers within tolerance → ``within_tolerance``; anything else → ``diverged``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from repro import reasons as codes
 from repro.capsule import FileEntry
+from repro.config import Settings
 from repro.errors import ExitCode, UsageError
+from repro.logcompare import StdoutDivergence, compare_stdout
+from repro.logmask import LogMask, mask_timings
+from repro.outputs import OutputDiff, Outputs, compare_outputs
+from repro.reasons import Reason
 from repro.steptrace import TraceDivergence, compare_trace
 from repro.steptrace import describe as describe_trace
 from repro.tensors import (
@@ -52,8 +58,10 @@ __all__ = [
     "STATUSES",
     "STRICT",
     "TENSOR_SUFFIXES",
+    "CompareOptions",
     "MetricDivergence",
     "OutputDiff",
+    "Reason",
     "Side",
     "StdoutDivergence",
     "TraceDivergence",
@@ -101,28 +109,33 @@ class Side:
         return self.status != "succeeded" or (self.exit_code is not None and self.exit_code != 0)
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """What a comparison looks at beyond outputs and metrics (repro.yaml's ``compare:`` section).
+
+    ``stdout=False`` leaves stdout out of the verdict; ``mask`` and ``ignore_lines`` are
+    regular expressions (`repro.logmask.LogMask`).
+    """
+
+    stdout: bool = True
+    mask: tuple[str, ...] = ()
+    ignore_lines: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CompareOptions:
+        """The options repro.yaml's ``compare:`` section (or REPRO_COMPARE_STDOUT) sets."""
+        return cls(settings.compare_stdout, settings.compare_mask, settings.compare_ignore_lines)
+
+    def log_mask(self) -> LogMask:
+        """The mask stdout is compared through.
+
+        Raises:
+            ConfigError: a pattern that is not a regular expression.
+        """
+        return LogMask(mask=self.mask, ignore_lines=self.ignore_lines)
+
+
 # --------------------------------------------------------------------------- results
-
-
-@dataclass
-class OutputDiff:
-    """One output path compared across the two sides."""
-
-    path: str
-    status: str  # same | changed | missing (replay lacks it) | added (replay only)
-    original_hash: str | None = None
-    replay_hash: str | None = None
-    original_size: int | None = None
-    replay_size: int | None = None
-    tensors: TensorReport | None = None
-    note: str | None = None  # why no tensor report, when a changed file has none
-
-    @property
-    def within_tolerance(self) -> bool:
-        """A changed tensor file whose tensors are all within tolerance (or any same file)."""
-        if self.status == "same":
-            return True
-        return self.status == "changed" and self.tensors is not None and self.tensors.within_tolerance
 
 
 @dataclass
@@ -141,20 +154,6 @@ class MetricDivergence:
     replay_count: int
     differing: int  # aligned values that differ at all
     max_abs: float | None  # largest difference over all aligned numeric values
-
-
-@dataclass
-class StdoutDivergence:
-    """The first stdout line that differs (timing tokens aside)."""
-
-    line: int  # 1-based
-    original: str | None  # None where that side had no more lines
-    replay: str | None
-    within_tolerance: bool
-    differing: int  # lines that differ
-    original_lines: int
-    replay_lines: int
-    max_abs: float | None
 
 
 REPRODUCED = ("identical", "within_tolerance")
@@ -180,9 +179,10 @@ class Verdict:
     metrics: MetricDivergence | None = None
     stdout: StdoutDivergence | None = None
     trace: TraceDivergence | None = None  # the first optimizer step and parameter that differ
+    stdout_compared: bool = True  # False where compare.stdout is off
     max_abs: float | None = None
     summary: str = ""
-    reasons: list[str] = field(default_factory=list)  # why diverged / failed, most decisive first
+    reasons: list[Reason] = field(default_factory=list)  # why diverged / failed, most decisive first
     notes: list[str] = field(default_factory=list)  # context callers add: data drift, backend change…
 
     @property
@@ -220,19 +220,34 @@ def _json_safe(value: Any) -> Any:
 # --------------------------------------------------------------------------- runs
 
 
-def compare_runs(original: Side, replay: Side, mode: str, tol: Tolerance | None = None) -> Verdict:
+def compare_runs(
+    original: Side,
+    replay: Side,
+    mode: str,
+    tol: Tolerance | None = None,
+    options: CompareOptions | None = None,
+) -> Verdict:
     """Compare a replay (or a repeated run) with the original and decide the verdict.
 
     ``tol`` defaults to the mode's tolerance (``tolerance_for``); strict mode ignores it.
 
     Raises:
-        UsageError: an unknown mode.
+        UsageError: an unknown mode. ConfigError: a bad ``compare.mask``/``ignore_lines`` pattern.
     """
     check_mode(mode)
+    options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
-    outputs = _compare_outputs(original, replay, tolerance)
+    outputs = compare_outputs(
+        Outputs(original.label, original.outputs, original.open_output),
+        Outputs(replay.label, replay.outputs, replay.open_output),
+        tolerance,
+    )
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)
-    stdout = compare_stdout(original.stdout, replay.stdout, tolerance)
+    stdout = (
+        compare_stdout(original.stdout, replay.stdout, tolerance, options.log_mask())
+        if options.stdout
+        else None
+    )
     trace = (
         compare_trace(original.trace, replay.trace, tolerance) if original.trace and replay.trace else None
     )
@@ -246,18 +261,23 @@ def compare_runs(original: Side, replay: Side, mode: str, tol: Tolerance | None 
         metrics=metrics,
         stdout=stdout,
         trace=trace,
+        stdout_compared=options.stdout,
         max_abs=largest(
             [o.tensors.max_abs for o in outputs if o.tensors]
             + [metrics.max_abs if metrics else None, stdout.max_abs if stdout else None]
         ),
     )
+    if not options.stdout:
+        verdict.notes.append("stdout left out of the comparison (compare.stdout: false)")
     verdict.reasons = _reasons(verdict, original, replay)
     verdict.status = _decide(verdict, original, replay)
     verdict.summary = _summary(verdict)
     return verdict
 
 
-def compare_all(sides: Sequence[Side], mode: str, tol: Tolerance | None = None) -> list[Verdict]:
+def compare_all(
+    sides: Sequence[Side], mode: str, tol: Tolerance | None = None, options: CompareOptions | None = None
+) -> list[Verdict]:
     """Compare run 1 with each of runs 2..N (``repro check --runs N``).
 
     Raises:
@@ -265,7 +285,7 @@ def compare_all(sides: Sequence[Side], mode: str, tol: Tolerance | None = None) 
     """
     if len(sides) < 2:
         raise UsageError("comparing runs needs at least two of them")
-    return [compare_runs(sides[0], other, mode, tol) for other in sides[1:]]
+    return [compare_runs(sides[0], other, mode, tol, options) for other in sides[1:]]
 
 
 def worst_status(verdicts: Sequence[Verdict]) -> str:
@@ -294,47 +314,95 @@ def _decide(v: Verdict, original: Side, replay: Side) -> str:
     return "diverged"
 
 
-def _reasons(v: Verdict, original: Side, replay: Side) -> list[str]:
-    reasons: list[str] = []
+def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
+    found: list[Reason] = []
     if replay.failed:
         code = f" with status {replay.exit_code}" if replay.exit_code not in (None, 0) else ""
-        reasons.append(f"{replay.label or 'the replay'} {replay.status}{code}")
+        found.append(
+            Reason(
+                codes.RUN_FAILED,
+                f"{replay.label or 'the replay'} {replay.status}{code}",
+                fields={"status": replay.status, "exit_code": replay.exit_code},
+            )
+        )
     elif original.failed:
-        reasons.append(f"{original.label or 'the original'} {original.status}; the replay succeeded")
+        found.append(
+            Reason(
+                codes.ORIGINAL_FAILED,
+                f"{original.label or 'the original'} {original.status}; the replay succeeded",
+                fields={"status": original.status, "exit_code": original.exit_code},
+            )
+        )
     t = v.trace
     if t is not None and (v.mode == "strict" or not t.within_tolerance):
-        reasons.append(describe_trace(t))  # where it started: the most telling reason
+        fields = {"step": t.step, "param": t.param, "kind": t.kind}
+        found.append(Reason(codes.TRACE_DIFFERS, describe_trace(t), fields=fields))  # the most telling
     for o in v.outputs:
         if o.status == "same" or (v.mode != "strict" and o.within_tolerance):
             continue
-        reasons.append(_output_reason(o))
+        found.append(_output_reason(o))
     m = v.metrics
     if m is not None and (v.mode == "strict" or not m.within_tolerance):
-        reasons.append(_metric_reason(m))
+        fields = {"name": m.name, "step": m.step, "original": m.original, "replay": m.replay, "kind": m.kind}
+        found.append(Reason(codes.METRIC_DIFFERS, _metric_reason(m), fields=fields))
     s = v.stdout
     if s is not None and (v.mode == "strict" or not s.within_tolerance):
-        reasons.append(f"stdout differs at line {s.line}")
-    return reasons
+        found.append(_stdout_reason(s))
+    return found
 
 
-def _output_reason(o: OutputDiff) -> str:
+def _stdout_reason(s: StdoutDivergence) -> Reason:
+    fields = {"line": s.line, "original": s.original, "replay": s.replay, "field": s.field,
+              "original_value": s.original_value, "replay_value": s.replay_value}  # fmt: skip
+    if s.original_value is not None:
+        name = f"{s.field} " if s.field else ""
+        text = f"stdout differs at line {s.line}: {name}{s.original_value} -> {s.replay_value}"
+    elif s.original is None or s.replay is None:
+        text = f"stdout differs at line {s.line}: {s.original_lines} vs {s.replay_lines} lines"
+    else:
+        text = f"stdout differs at line {s.line}"
+    return Reason(codes.LOG_DIFFERS, text, fields=fields)
+
+
+def _output_reason(o: OutputDiff) -> Reason:
     if o.status == "missing":
-        return f"output {o.path} is missing from the replay"
+        return Reason(codes.MISSING_OUTPUT, f"output {o.path} is missing from the replay", o.path)
     if o.status == "added":
-        return f"output {o.path} appears only in the replay"
+        return Reason(codes.EXTRA_OUTPUT, f"output {o.path} appears only in the replay", o.path)
+    if o.values is not None:
+        return _values_reason(o)
     t = o.tensors
     if t is None:
-        return f"output {o.path} changed ({o.note or 'not a tensor file'})"
+        return Reason(codes.OUTPUT_DIFFERS, f"output {o.path} changed ({o.note or 'not compared'})", o.path)
     if t.only_original or t.only_replay:
         names = t.only_original + t.only_replay
-        return f"output {o.path}: tensor {names[0]} exists on one side only"
+        text = f"output {o.path}: tensor {names[0]} exists on one side only"
+        return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": names[0], "kind": "only_one_side"})
     if t.mismatched:
         m = t.mismatched[0]
-        return f"output {o.path}: {m.name} {m.reason} {m.original} -> {m.replay}"
+        text = f"output {o.path}: {m.name} {m.reason} {m.original} -> {m.replay}"
+        return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": m.name, "kind": m.reason})
     worst = max(t.differing, key=lambda d: _nan_big(d.max_abs), default=None)
     if worst is None:
-        return f"output {o.path} changed bytes; all tensors equal"
-    return f"output {o.path}: tensor {worst.name} max abs {worst.max_abs:.3g}"
+        return Reason(codes.OUTPUT_DIFFERS, f"output {o.path} changed bytes; all tensors equal", o.path)
+    text = f"output {o.path}: tensor {worst.name} max abs {worst.max_abs:.3g}"
+    return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": worst.name, "max_abs": worst.max_abs})
+
+
+def _values_reason(o: OutputDiff) -> Reason:
+    r = o.values
+    assert r is not None
+    if r.only_original or r.only_replay:
+        name = (r.only_original or r.only_replay)[0]
+        side = "original" if r.only_original else "replay"
+        text = f"output {o.path}: {name} is only in the {side}"
+        return Reason(codes.METRIC_DIFFERS, text, o.path, {"name": name, "kind": "only_one_side"})
+    d = r.first
+    assert d is not None
+    at = f" at step {d.step}" if d.step is not None else ""
+    text = f"output {o.path}: {d.name}{at}: {d.original!r} -> {d.replay!r}"
+    fields = {"name": d.name, "step": d.step, "original": d.original, "replay": d.replay, "kind": "value"}
+    return Reason(codes.METRIC_DIFFERS, text, o.path, fields)
 
 
 def _metric_reason(m: MetricDivergence) -> str:
@@ -356,7 +424,10 @@ def _nan_big(x: float) -> float:
 def _summary(v: Verdict) -> str:
     n = len(v.outputs)
     if v.status == "identical":
-        return f"identical: {n} output{'s' * (n != 1)} byte-identical, metrics and stdout equal"
+        by_content = sum(1 for o in v.outputs if o.original_hash != o.replay_hash)
+        how = f" ({by_content} equal by content)" if by_content else ""
+        logs = "stdout equal" if v.stdout_compared else "stdout not compared"
+        return f"identical: {n} output{'s' * (n != 1)} identical{how}, metrics and {logs}"
     if v.status == "within_tolerance":
         parts = [f"{len(v.changed_outputs)} of {n} outputs"] if v.changed_outputs else []
         parts += [name for name, part in (("metrics", v.metrics), ("stdout", v.stdout)) if part is not None]
@@ -366,50 +437,7 @@ def _summary(v: Verdict) -> str:
     if not v.reasons:
         return head
     more = f" (+{len(v.reasons) - 1} more)" if len(v.reasons) > 1 else ""
-    return f"{head}: {v.reasons[0]}{more}"
-
-
-# --------------------------------------------------------------------------- outputs
-
-
-def _compare_outputs(original: Side, replay: Side, tol: Tolerance) -> list[OutputDiff]:
-    a = {e.path: e for e in original.outputs}
-    b = {e.path: e for e in replay.outputs}
-    diffs: list[OutputDiff] = []
-    for path in sorted(a.keys() | b.keys()):
-        ea, eb = a.get(path), b.get(path)
-        d = OutputDiff(
-            path=path,
-            status="same",
-            original_hash=ea.hash if ea else None,
-            replay_hash=eb.hash if eb else None,
-            original_size=ea.size if ea else None,
-            replay_size=eb.size if eb else None,
-        )
-        if ea is None:
-            d.status = "added"
-        elif eb is None:
-            d.status = "missing"
-        elif ea.hash != eb.hash:
-            d.status = "changed"
-            d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
-        diffs.append(d)
-    return diffs
-
-
-def _tensor_report(
-    original: Side, ea: FileEntry, replay: Side, eb: FileEntry, tol: Tolerance
-) -> tuple[TensorReport | None, str | None]:
-    if not is_tensor_file(ea.path):
-        return None, "not a tensor file"
-    pa, pb = original.open_output(ea), replay.open_output(eb)
-    if pa is None or pb is None:
-        who = original.label if pa is None else replay.label
-        return None, f"bytes not kept for {who or 'one side'}"
-    try:
-        return compare_tensor_files(pa, pb, tol, suffix=PurePosixPath(ea.path).suffix), None
-    except UnreadableTensorFile as e:
-        return None, f"unreadable: {e.reason}"
+    return f"{head}: {v.reasons[0].message}{more}"
 
 
 # --------------------------------------------------------------------------- metrics
@@ -496,124 +524,7 @@ def compare_metrics(
 
 # --------------------------------------------------------------------------- stdout
 
-# Substrings that mark a line as reporting time; in such lines the timing tokens are
-# replaced before comparing, and every other line is compared as it is.
-_TIMING_LINE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}"
-    r"|\b\d{1,2}:\d{2}(:\d{2})?\b"
-    r"|\btook\b|\belapsed\b|\bduration\b|\beta\b|\btime\b|\btimestamp\b"
-    r"|it/s|s/it|/step\b|/sec\b|/s\b|\bper sec"
-    r"|\d\s*(ms|us|µs|ns|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?)\b",
-    re.IGNORECASE,
-)
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_TIMING_TOKENS = [
-    re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"),
-    re.compile(r"\b\d{1,3}:\d{2}(?::\d{2})?(?:[.,]\d+)?\b"),
-    re.compile(
-        _NUM + r"\s*(?:it/s|s/it|ms/step|s/step|ms/it|samples/s(?:ec)?|tokens/s(?:ec)?|img/s|ex/s"
-        r"|steps/s(?:ec)?|batch(?:es)?/s)",
-        re.IGNORECASE,
-    ),
-    re.compile(
-        _NUM + r"\s*(?:ms|us|µs|ns|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?)\b", re.IGNORECASE
-    ),
-    re.compile(
-        r"(\b(?:took|elapsed|duration|eta|time|timestamp)\b[^\d\-+.]{0,12})" + _NUM,
-        re.IGNORECASE,
-    ),
-]
-_NUMBER = re.compile(_NUM)
-
 
 def normalise_line(line: str) -> str:
-    """A stdout line with its timing tokens (dates, clock times, durations, rates) masked."""
-    line = line.rstrip()
-    if not _TIMING_LINE.search(line):
-        return line
-    for pattern in _TIMING_TOKENS[:-1]:
-        line = pattern.sub("<t>", line)
-    return _TIMING_TOKENS[-1].sub(r"\1<t>", line)
-
-
-def _lines(text: str) -> list[str]:
-    # A carriage return redraws a line (progress bars): keep what the terminal shows last.
-    out = []
-    for raw in text.split("\n"):  # not splitlines(): it would split at every \r too
-        parts = [p for p in raw.split("\r") if p.strip()]
-        out.append((parts[-1] if parts else "").rstrip())
-    while out and not out[-1]:
-        out.pop()
-    return out
-
-
-def _numbers_close(a: str, b: str, tol: Tolerance) -> tuple[bool, float | None]:
-    """Whether two lines differ only in numbers within tolerance, and the largest difference.
-
-    A printed decimal is a rounded value, so one unit in its last printed place is
-    allowed on top of the tolerance, but only where that unit is at most 1e-3 of the
-    value (about four significant digits): a coarse print such as ``0.8`` vs ``0.9``
-    proves nothing either way and counts as a difference. Integers get no allowance.
-    """
-    if _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
-        return False, None
-    largest: float | None = None
-    ok = True
-    for ma, mb in zip(_NUMBER.finditer(a), _NUMBER.finditer(b), strict=True):
-        sa, sb = ma.group(), mb.group()
-        if sa == sb:
-            continue
-        fa, fb = float(sa), float(sb)
-        delta = abs(fa - fb)
-        largest = delta if largest is None else max(largest, delta)
-        slack = max(_last_place(sa), _last_place(sb))
-        if slack > 1e-3 * max(abs(fa), abs(fb)):
-            slack = 0.0
-        if not (tol.close(fa, fb) or (slack and delta <= slack + tol.atol + tol.rtol * abs(fa))):
-            ok = False
-    return ok, largest
-
-
-def _last_place(text: str) -> float:
-    """One unit in the last printed place of a decimal number; 0 for an integer."""
-    mantissa, _, exp = text.lower().partition("e")
-    if "." not in mantissa and not exp:
-        return 0.0
-    decimals = len(mantissa.partition(".")[2])
-    return 10.0 ** (-decimals + (int(exp) if exp else 0))
-
-
-def compare_stdout(original: str, replay: str, tol: Tolerance) -> StdoutDivergence | None:
-    """Compare two stdout texts line by line, timing tokens masked; None when equal."""
-    la, lb = _lines(original), _lines(replay)
-    na, nb = [normalise_line(x) for x in la], [normalise_line(x) for x in lb]
-    first: StdoutDivergence | None = None
-    decisive: StdoutDivergence | None = None
-    differing = 0
-    deltas: list[float | None] = []
-    for i in range(max(len(la), len(lb))):
-        a = la[i] if i < len(la) else None
-        b = lb[i] if i < len(lb) else None
-        if a is not None and b is not None and na[i] == nb[i]:
-            continue
-        differing += 1
-        ok, delta = (False, None) if a is None or b is None else _numbers_close(na[i], nb[i], tol)
-        deltas.append(delta)
-        div = StdoutDivergence(
-            line=i + 1,
-            original=a,
-            replay=b,
-            within_tolerance=ok,
-            differing=0,
-            original_lines=len(la),
-            replay_lines=len(lb),
-            max_abs=None,
-        )
-        first = first or div
-        if not ok:
-            decisive = decisive or div
-    result = decisive or first
-    if result is not None:
-        result.differing = differing
-        result.max_abs = largest(deltas)
-    return result
+    """A stdout line as compared: numbers that measure time masked (`repro.logmask`)."""
+    return mask_timings(line.rstrip())

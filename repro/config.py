@@ -1,7 +1,11 @@
-"""repro.yaml / [tool.repro] / REPRO_* environment → one frozen Settings object.
+"""The one place settings are resolved: flags, REPRO_* environment, repro.yaml → a frozen Plan.
 
 Precedence: command-line flag > environment (REPRO_…) > repro.yaml (or pyproject's
-[tool.repro]) > default. The core receives a Settings; nothing reads a global.
+[tool.repro]) > default. A replay (and `check --against`) adds what the record says
+between the environment and the project file: a replay runs where its record ran unless
+a flag or the environment says otherwise. Every command and the pytest fixture build a
+`Plan` with `resolve` and hand it to the core; nothing reads a global, and no other
+module merges a flag with a setting.
 """
 
 from __future__ import annotations
@@ -9,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +23,11 @@ import tomllib
 import yaml
 
 from repro.errors import ConfigError
+from repro.logmask import check_patterns
 
 MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker")
+ISAS = ("auto", "avx2", "avx512", "default", "none")
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 
@@ -32,6 +40,7 @@ class Settings:
     seed: int | None = None
     data: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("outputs",)
+    outputs_exclude: tuple[str, ...] = ()  # globs of files the run writes that are not outputs
     base_image: str = DEFAULT_BASE_IMAGE
     requirements: str | None = None  # the file the lockfile is compiled from
     network: bool = False
@@ -40,11 +49,9 @@ class Settings:
     max_code_file_bytes: int = 16 * 1024 * 1024
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
-
-    def with_overrides(self, **flags: Any) -> Settings:
-        """Apply command-line flags (None means "not given")."""
-        given = {k: v for k, v in flags.items() if v is not None and v != ()}
-        return _validated(dataclasses.replace(self, **given))
+    compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
+    compare_mask: tuple[str, ...] = ()  # regexes masked in stdout lines before comparing
+    compare_ignore_lines: tuple[str, ...] = ()  # regexes: stdout lines left out of the comparison
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -56,6 +63,8 @@ _YAML_KEYS: dict[str, str] = {
     "seed": "seed",
     "data": "data",
     "outputs": "outputs",
+    "outputs.dirs": "outputs",
+    "outputs.exclude": "outputs_exclude",
     "network": "network",
     "trace": "trace",
     "image.base": "base_image",
@@ -64,6 +73,9 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
+    "compare.stdout": "compare_stdout",
+    "compare.mask": "compare_mask",
+    "compare.ignore_lines": "compare_ignore_lines",
 }
 
 _ENV_KEYS: dict[str, str] = {
@@ -73,6 +85,7 @@ _ENV_KEYS: dict[str, str] = {
     "REPRO_ISA": "isa",
     "REPRO_SEED_DEFAULT": "seed",
     "REPRO_BASE_IMAGE": "base_image",
+    "REPRO_COMPARE_STDOUT": "compare_stdout",
 }
 
 
@@ -80,7 +93,7 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict) and not any(k == name for k in _YAML_KEYS):
+        if isinstance(value, dict):
             flat.update(_flatten(value, f"{name}."))
         else:
             flat[name] = value
@@ -105,21 +118,131 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if isinstance(value, str):
                 return value.lower() in ("1", "true", "yes", "on")
             return bool(value)
+        if isinstance(value, bool):  # YAML 1.1 reads an unquoted `mode: off` as false
+            return "on" if value else "off"
         return None if value is None else str(value)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{source}: {name} has a bad value {value!r} ({e})") from e
 
 
-def _validated(settings: Settings) -> Settings:
+def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
+    def origin(name: str) -> str:
+        source = sources.get(name, "default")
+        return "" if source == "default" else f" (from {source})"
+
     if settings.backend not in BACKENDS:
         raise ConfigError(
-            f"unknown backend {settings.backend!r}", hint=f"choose one of: {', '.join(BACKENDS)}"
+            f"unknown backend {settings.backend!r}{origin('backend')}",
+            hint=f"choose one of: {', '.join(BACKENDS)}",
         )
     if settings.mode is not None and settings.mode not in MODES:
-        raise ConfigError(f"unknown mode {settings.mode!r}", hint=f"choose one of: {', '.join(MODES)}")
+        raise ConfigError(
+            f"unknown mode {settings.mode!r}{origin('mode')}", hint=f"choose one of: {', '.join(MODES)}"
+        )
+    if settings.isa not in ISAS:
+        raise ConfigError(
+            f"unknown isa {settings.isa!r}{origin('isa')}", hint=f"choose one of: {', '.join(ISAS)}"
+        )
     if settings.threads < 1:
-        raise ConfigError("threads must be at least 1")
+        raise ConfigError(f"threads must be at least 1{origin('threads')}")
+    check_patterns(settings.compare_mask, "compare.mask")
+    check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
     return settings
+
+
+class Rank(IntEnum):
+    """Where a value came from, lowest first: a later rank wins."""
+
+    DEFAULT = 0
+    FILE = 1  # repro.yaml or [tool.repro]; then tool files such as pytest's ini
+    RECORDED = 2  # what a replayed record says
+    ENV = 3  # REPRO_*
+    FLAG = 4  # the command line, or the pytest fixture's arguments
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Values for some Settings fields from one kind of source, each with its source's name."""
+
+    rank: Rank
+    values: Mapping[str, tuple[Any, str]]  # field → (value, "repro.yaml" | "REPRO_MODE" | "--mode" | …)
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What a command line (or the pytest fixture's arguments) asked for; None or () means not given."""
+
+    backend: str | None = None
+    mode: str | None = None
+    seed: int | None = None
+    threads: int | None = None
+    isa: str | None = None
+    data: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    network: bool | None = None
+    trace: bool | None = None
+    gpus: str | None = None  # not a setting: given per run
+    nproc_per_node: int | None = None  # not a setting: given per run
+
+    def layer(self, label: str = "--{}") -> Layer:
+        """The flags that were given, as the highest layer; ``label`` names each source."""
+        given = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in _RUN_ONLY and getattr(self, f.name) not in (None, ())
+        }
+        return Layer(
+            Rank.FLAG,
+            {k: (_coerce(k, v, label), label.format(k.replace("_", "-"))) for k, v in given.items()},
+        )
+
+
+_RUN_ONLY = ("gpus", "nproc_per_node")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every setting a command runs with, resolved once; ``sources`` says where each came from."""
+
+    layers: tuple[Layer, ...]
+    gpus: str | None = None
+    nproc_per_node: int = 1
+    settings: Settings = field(init=False)
+    sources: Mapping[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for layer in sorted(self.layers, key=lambda layer: layer.rank):  # stable: later layers of a rank win
+            for name, (value, source) in layer.values.items():
+                values[name], sources[name] = value, source
+        settings = _validated(Settings(**values), sources)
+        if settings.mode is None:  # strict on CPU, gpu when GPUs are given to the run
+            settings = dataclasses.replace(settings, mode="gpu" if self.gpus else "strict")
+            sources["mode"] = "--gpus" if self.gpus else "default"
+        object.__setattr__(self, "settings", settings)
+        object.__setattr__(self, "sources", sources)
+
+    @property
+    def mode(self) -> str:
+        """The determinism mode: never None in a plan."""
+        return self.settings.mode or "strict"
+
+    def source(self, name: str) -> str:
+        """Where a setting's value came from: a flag, an environment variable, a file, the record, default."""
+        return self.sources.get(name, "default")
+
+    def over(self, layer: Layer) -> Plan:
+        """This plan with one more layer (a record's values, a flag fixed after the first run)."""
+        return dataclasses.replace(self, layers=(*self.layers, layer))
+
+    def with_recorded(self, **values: Any) -> Plan:
+        """What a record says, above the project file and below the environment and flags."""
+        return self.over(Layer(Rank.RECORDED, {k: (v, "the record") for k, v in values.items()}))
+
+    def with_seed(self, seed: int) -> Plan:
+        """The same plan with this master seed, as if given on the command line (one check, one seed)."""
+        return self.over(Layer(Rank.FLAG, {"seed": (seed, self.source("seed"))}))
 
 
 def read_project_file(root: Path) -> tuple[dict[str, Any], str] | None:
@@ -148,13 +271,13 @@ def read_project_file(root: Path) -> tuple[dict[str, Any], str] | None:
     return None
 
 
-def load(root: Path, environ: dict[str, str] | None = None) -> Settings:
-    """Settings for the project at ``root``: defaults, then the project file, then REPRO_* vars.
+def file_layer(root: Path) -> Layer:
+    """repro.yaml (or [tool.repro]) as a layer.
 
     Raises:
-        ConfigError: unknown keys (with a suggestion) or bad values.
+        ConfigError: unknown keys (with a suggestion), bad values, a file that does not parse.
     """
-    values: dict[str, Any] = {}
+    values: dict[str, tuple[Any, str]] = {}
     found = read_project_file(root)
     if found:
         raw, source = found
@@ -168,9 +291,46 @@ def load(root: Path, environ: dict[str, str] | None = None) -> Settings:
                     else f"known: {', '.join(sorted(_YAML_KEYS))}",
                 )
             name = _YAML_KEYS[key]
-            values[name] = _coerce(name, value, source)
+            values[name] = (_coerce(name, value, source), source)
+    return Layer(Rank.FILE, values)
+
+
+def env_layer(environ: Mapping[str, str] | None = None) -> Layer:
+    """The REPRO_* variables that are set, as a layer.
+
+    Raises:
+        ConfigError: a value of the wrong type.
+    """
     env = os.environ if environ is None else environ
-    for var, name in _ENV_KEYS.items():
-        if env.get(var):
-            values[name] = _coerce(name, env[var], var)
-    return _validated(Settings(**values))
+    return Layer(
+        Rank.ENV,
+        {name: (_coerce(name, env[var], var), var) for var, name in _ENV_KEYS.items() if env.get(var)},
+    )
+
+
+def resolve(
+    root: Path,
+    flags: Flags | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    extra: tuple[Layer, ...] = (),
+) -> Plan:
+    """The plan for a command in the project at ``root``: flag > env > project file > default.
+
+    ``extra`` adds layers such as the pytest ini's ``repro_backend`` (a file, ranked above repro.yaml).
+
+    Raises:
+        ConfigError: unknown keys (with a suggestion) or bad values, naming where they came from.
+    """
+    flags = flags or Flags()
+    layers = (file_layer(root), *extra, env_layer(environ), flags.layer())
+    return Plan(layers, gpus=flags.gpus, nproc_per_node=flags.nproc_per_node or 1)
+
+
+def load(root: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings for the project at ``root`` with no flags: defaults, the project file, REPRO_* vars.
+
+    Raises:
+        ConfigError: unknown keys (with a suggestion) or bad values.
+    """
+    return resolve(root, environ=environ).settings

@@ -104,3 +104,11 @@ def plan(mode: str, threads: int, isa: str | None) -> DeterminismInfo:
         mode=mode, threads=threads if mode != "off" else None, isa=isa if mode != "off" else None,
         knobs=knobs, env=env,
     )  # fmt: skip
+
+
+def verifiable_mode(*records: DeterminismInfo) -> str:
+    """The mode a comparison may hold runs to: the recorded one, or ``off`` when any of the runs
+    ran without the runtime (nothing was seeded or pinned, so nothing strict can be promised)."""
+    if any(r.applied is False for r in records):
+        return "off"
+    return records[0].mode if records else "strict"

@@ -3,8 +3,9 @@
     def test_training_reproduces(repro_check):
         repro_check("python train.py --epochs 1", cwd="training/")
 
-`repro_check` runs the command under repro N times (default 2) with one seed in strict
-mode and fails the test, with what differs, when the runs do not match; with
+`repro_check` runs the command under repro N times (default 2) with one seed (in strict
+mode unless ``mode=``, REPRO_MODE or repro.yaml says otherwise) and fails the test, with
+what differs, when the runs do not match; with
 ``against="golden/capsule.tar"`` it replays a golden capsule against the current code
 instead. It returns the `repro.check.CheckResult` on success.
 
@@ -35,16 +36,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--repro-backend",
         default=None,
         choices=("auto", "local", "docker"),
-        help="Backend for the repro_check fixture (default: ini repro_backend, else the project's setting).",
+        help="Backend for the repro_check fixture (over REPRO_BACKEND, ini repro_backend and repro.yaml).",
     )
-    parser.addini("repro_backend", "Backend for the repro_check fixture: auto, local or docker.", default="")
+    parser.addini(
+        "repro_backend",
+        "Backend for the repro_check fixture: auto, local or docker (under REPRO_BACKEND, over repro.yaml).",
+        default="",
+    )
 
 
 class ReproCheck:
-    """The callable behind the `repro_check` fixture."""
+    """The callable behind the `repro_check` fixture.
 
-    def __init__(self, backend: str | None, base: Path) -> None:
+    Settings resolve as for `repro check` (`repro.config.resolve`): the fixture's arguments,
+    then ``--repro-backend``, are flags; the ini's ``repro_backend`` ranks as a project file.
+    """
+
+    def __init__(self, backend: str | None, base: Path, ini_backend: str | None = None) -> None:
         self.backend = backend
+        self.ini_backend = ini_backend
         self.base = base
 
     def __call__(
@@ -68,6 +78,7 @@ class ReproCheck:
             pytest.fail.Exception: not reproduced, the command failed, or repro could not run it.
         """
         from repro import check, config, runner
+        from repro.config import Flags, Layer, Rank
         from repro.errors import ReproError
         from repro.store import Store
 
@@ -78,18 +89,23 @@ class ReproCheck:
         events: list[Event] = []
         try:
             store = Store.open(where)
-            settings = config.load(store.root)
+            ini = (Layer(Rank.FILE, {"backend": (self.ini_backend, "pytest ini repro_backend")}),)
+            flags = Flags(
+                backend=backend or self.backend,
+                mode=mode,
+                seed=seed,
+                data=tuple(data),
+                outputs=tuple(outputs),
+            )
+            plan = config.resolve(store.root, flags, extra=ini if self.ini_backend else ())
             if against is not None:
                 capsule = where / against  # an absolute `against` stays as it is
-                request = check.AgainstRequest(str(capsule), backend or self.backend, atol=atol, rtol=rtol)
-                result = check.run_against(request, store, settings, events.append)
+                request = check.AgainstRequest(str(capsule), atol=atol, rtol=rtol)
+                result = check.run_against(request, store, plan, events.append)
             else:
                 argv = shlex.split(command) if isinstance(command, str) else list(command or [])
-                run = runner.RunRequest(
-                    argv=argv, cwd=where, seed=seed, mode=mode or "strict", backend=backend or self.backend,
-                    data=list(data), outputs=list(outputs),
-                )  # fmt: skip
-                result = check.run_check(run, store, settings, events.append, runs=runs, atol=atol, rtol=rtol)
+                run = runner.RunRequest(argv=argv, cwd=where)
+                result = check.run_check(run, store, plan, events.append, runs=runs, atol=atol, rtol=rtol)
         except ReproError as e:
             hint = f"\n  hint: {e.hint}" if e.hint else ""
             pytest.fail(f"repro check could not run: {e.message}{hint}", pytrace=False)
@@ -129,5 +145,6 @@ def failure_message(result: CheckResult, events: Sequence[Event] = ()) -> str:
 def repro_check(request: pytest.FixtureRequest) -> ReproCheck:
     """Check that a training command reproduces under repro; see `ReproCheck.__call__`."""
     config = request.config
-    backend = config.getoption("--repro-backend") or config.getini("repro_backend") or None
-    return ReproCheck(backend, Path(str(request.config.rootpath)))
+    backend = config.getoption("--repro-backend") or None
+    ini = str(config.getini("repro_backend") or "") or None
+    return ReproCheck(backend, Path(str(request.config.rootpath)), ini)

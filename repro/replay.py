@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro import __version__, steptrace
+from repro.attribution import snapshot_tree
 from repro.backends.base import Event, OnEvent
 from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
 from repro.capture import deps
@@ -22,9 +23,9 @@ from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
-from repro.compare import Side, Tolerance, Verdict, compare_runs
-from repro.config import Settings
-from repro.determinism import allowed_env
+from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
+from repro.config import Plan, Settings
+from repro.determinism import allowed_env, verifiable_mode
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -34,7 +35,6 @@ from repro.store import LoadedRun, Store, new_run_id
 @dataclass
 class ReplayRequest:
     ref: str
-    backend: str | None = None  # None: the recorded backend
     data_root: Path | None = None
     allow_data_drift: bool = False
     atol: float | None = None
@@ -185,7 +185,7 @@ def replay_record(original: Record, settings: Settings) -> Record:
     record.kind = "replay"
     record.parent = original.id
     record.repro_version = __version__
-    record.results = ResultInfo()
+    record.results = ResultInfo(output_excludes=list(original.results.output_excludes))
     record.warnings = []
     record.data.undeclared = []
     env, _ = host_env(Redactor(settings.secret_patterns), settings.env_allow)
@@ -199,7 +199,7 @@ def replay_record(original: Record, settings: Settings) -> Record:
 def run_replay(
     request: ReplayRequest,
     store: Store,
-    settings: Settings,
+    plan: Plan,
     on_event: OnEvent,
     *,
     code: CodeInfo | None = None,
@@ -207,7 +207,8 @@ def run_replay(
 ) -> ReplayOutcome:
     """Replay a run and compare it with its record.
 
-    ``code`` replays other code (a capture of today's working tree, its files in the
+    The backend is the plan's flag or environment value, else the recorded one
+    (`Plan.with_recorded`). ``code`` replays other code (a capture of today's working tree, its files in the
     store) instead of the recorded code — what `repro check --against` does.
 
     Raises:
@@ -219,6 +220,8 @@ def run_replay(
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record
+    plan = plan.with_recorded(backend=original.backend.name)
+    settings = plan.settings
     notes: list[str] = []
     if any(REDACTED in a for a in original.command.argv):
         raise UsageError(
@@ -243,15 +246,16 @@ def run_replay(
     if code is not None:
         record.code = code
     nproc = original.command.nproc_per_node
-    if request.nproc_per_node and request.nproc_per_node != nproc:
+    asked = request.nproc_per_node or nproc
+    world_changed = asked != nproc
+    if world_changed:
         if not request.allow_world_size_change:
-            asked = request.nproc_per_node
             raise UsageError(
                 f"the run used {nproc} process(es); replaying with {asked} changes the result",
                 hint="pass --allow-world-size-change to do it anyway (then within_tolerance at best)",
             )
-        notes.append(f"world size changed: {nproc} → {request.nproc_per_node}")
-        record.command.nproc_per_node = request.nproc_per_node
+        notes.append(f"world size changed: {nproc} → {asked}")
+        record.command.nproc_per_node = asked
 
     run_dir = store.begin_run(record.id, record.command.argv)
     try:
@@ -264,7 +268,7 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
-        wanted = request.backend or original.backend.name
+        wanted = settings.backend
         backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
@@ -272,9 +276,12 @@ def run_replay(
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    prepared = Prepared(record, spec, run_dir, {}, settings)
+    prepared = Prepared(record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data))
+    shown_mode = record.determinism.mode
+    if original.determinism.applied is False:
+        shown_mode += " (not applied in the original: the repro runtime did not load)"
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
-                           f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
+                           f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
     execute(prepared, backend, store, on_event)
     image, recorded = record.deps.image, original.deps.image
     if image and recorded and image.base == recorded.base_id:
@@ -290,11 +297,17 @@ def run_replay(
         cuda = f"{original.env.cuda} → {record.env.cuda}"
         notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
     replayed = store.load_run(record.id)
+    mode = verifiable_mode(original.determinism, record.determinism)
+    if mode != record.determinism.mode:
+        which = "original run" if original.determinism.applied is False else "replay"
+        notes.append(
+            f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
+        )
     verdict = compare_runs(
-        side(loaded), side(replayed), record.determinism.mode,
-        tolerance(record.determinism.mode, request.atol, request.rtol),
+        side(loaded), side(replayed), mode, tolerance(mode, request.atol, request.rtol),
+        CompareOptions.from_settings(settings),
     )  # fmt: skip
-    if any(n.startswith("world size changed") for n in notes) and verdict.status == "identical":
+    if world_changed and verdict.status == "identical":
         verdict.status = "within_tolerance"
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)

@@ -9,13 +9,15 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from repro import __version__
+from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
@@ -25,29 +27,21 @@ from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Masker, Redactor, config_secrets
 from repro.capture.seeds import make_seeds
-from repro.config import Settings
+from repro.config import Plan, Settings
 from repro.determinism import plan, resolve_isa
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache
+from repro.reports import Reports, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import Store, new_run_id
 
 
 @dataclass
 class RunRequest:
-    """What the user asked for; unset fields fall back to the settings."""
+    """The command to run and where; every setting comes from the `Plan`."""
 
     argv: list[str]
     cwd: Path
-    seed: int | None = None
-    mode: str | None = None
-    backend: str | None = None
-    nproc_per_node: int = 1
-    gpus: str | None = None
-    network: bool | None = None
-    trace: bool | None = None
-    data: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -59,6 +53,8 @@ class Prepared:
     run_dir: Path
     outputs_before: dict[str, tuple[int, int, int]]
     settings: Settings
+    started_ns: int = 0  # when the run began: files other runs claim after this are theirs
+    tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
     masker: Masker | None = None  # None: secrets of this process's environment only
 
 
@@ -67,12 +63,6 @@ ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def choose_mode(requested: str | None, gpus: str | None) -> str:
-    if requested:
-        return requested
-    return "gpu" if gpus else "strict"
 
 
 def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
@@ -104,26 +94,9 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
     return LocalBackend()
 
 
-def _stat_outputs(root: Path, outputs: list[str]) -> dict[str, tuple[int, int, int]]:
-    seen: dict[str, tuple[int, int, int]] = {}
-    for rel in outputs:
-        base = root / rel
-        if not base.is_dir():
-            continue
-        for dirpath, _, files in os.walk(base):
-            for name in files:
-                p = Path(dirpath) / name
-                try:
-                    st = p.stat()
-                except OSError:
-                    continue
-                seen[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
-    return seen
-
-
 def capture(
     request: RunRequest,
-    settings: Settings,
+    run_plan: Plan,
     store: Store,
     on_event: OnEvent,
     progress: ProgressFactory | None = None,
@@ -150,9 +123,9 @@ def capture(
             f"no script {script!r} in {cwd}",
             hint="check the path; it is relative to the directory repro runs in",
         )
-    mode = choose_mode(request.mode or settings.mode, request.gpus)
-    data = request.data or list(settings.data)
-    outputs = [_inside(root, rel, "output directory") for rel in request.outputs or list(settings.outputs)]
+    settings = run_plan.settings
+    data = list(settings.data)
+    outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
     configs = cmd.config_files(cmd.script_args(argv), cwd, root)
@@ -166,7 +139,7 @@ def capture(
         for k, v in cmd.parse_params(args).items()
     }
     record.command = CommandInfo(
-        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=request.nproc_per_node
+        argv=safe_argv, cwd=rel_cwd, params=params, nproc_per_node=run_plan.nproc_per_node
     )
     record.redactions += argv_hits
 
@@ -204,21 +177,23 @@ def capture(
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(
-        request.seed if request.seed is not None else settings.seed, request.nproc_per_node
-    )
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(mode, settings.threads, isa)
-    if settings.trace if request.trace is None else request.trace:
+    record.determinism = plan(run_plan.mode, settings.threads, isa)
+    if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
-    network = settings.network if request.network is None else request.network
     record.backend = BackendInfo(
-        name="?", requested=request.backend or settings.backend, network=network, gpus=request.gpus
+        name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
 
+    record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
     spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
-    return Prepared(record, spec, run_dir, _stat_outputs(root, outputs), settings, masker)
+    started = time.time_ns()
+    tree = output_rules.snapshot_tree(root, data)
+    return Prepared(
+        record, spec, run_dir, output_rules.snapshot(root, outputs), settings, started, tree, masker
+    )
 
 
 def _config_values(paths: list[Path]) -> set[str]:
@@ -345,7 +320,7 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
     masker = prepared.masker or Masker(
         Redactor(prepared.settings.secret_patterns).secret_values(dict(os.environ), [])
     )
-    collect(record, result, spec, store, prepared.outputs_before, prepared.settings, masker)
+    collect(record, result, spec, store, prepared, masker)
     record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     store.seal(record, prepared.run_dir)
     return record
@@ -365,8 +340,7 @@ def collect(
     result: RunResult,
     spec: RunSpec,
     store: Store,
-    outputs_before: dict[str, tuple[int, int, int]],
-    settings: Settings,
+    prepared: Prepared,
     masker: Masker | None = None,
 ) -> None:
     """Fold logs, metrics, the in-process environment and the outputs into the record.
@@ -412,9 +386,48 @@ def collect(
     if params.is_file():
         res.params = masker.obj(_read_json(params), "logged params")
     _merge_process_env(record, runtime)
-    _undeclared(record, runtime, spec)
+    reports = read_reports(runtime)
+    reports.written |= set(result.written)
+    _runtime_proof(record, reports)
+    if not reports.main_booted and prepared.tree_before is not None:
+        # No runtime watched the writes: whatever changed in the project is this run's.
+        reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
+    record.seeds.script_seeds = reports.script_seeds
+    _undeclared(record, reports, spec)
     res.output_roots = list(spec.outputs)
-    res.outputs = _collect_outputs(spec, store, outputs_before, settings.max_output_bytes, record)
+    claimed: set[str] = set()
+    if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
+        claimed = output_rules.claimed_elsewhere(store.runs_dir, record.id, prepared.started_ns)
+    found = output_rules.select(
+        spec.project_root, written=reports.written, declared=spec.outputs, before=prepared.outputs_before,
+        data=spec.data, exclude=res.output_excludes, claimed=claimed - reports.written,
+    )  # fmt: skip
+    res.outputs = _store_outputs(spec, store, found, prepared.settings.max_output_bytes, record)
+    res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
+    if reports.written_outside:
+        shown = ", ".join(res.outputs_outside_root[:3])
+        more = len(reports.written_outside) - 3
+        record.warnings.append(
+            f"the run wrote files outside the project root, which are not recorded: {shown}"
+            + (f" (+{more} more)" if more > 0 else "")
+        )
+
+
+_MAX_OUTSIDE = 200
+
+
+def _runtime_proof(record: Record, reports: Reports) -> None:
+    """Record whether the runtime ran; when it never loaded, nothing repro promised was applied."""
+    det = record.determinism
+    det.applied = reports.main_booted
+    if det.applied:
+        return
+    det.knobs = {}
+    record.warnings.append(
+        "the repro runtime never loaded in this command (a reset PYTHONPATH, `python -I`/`-E`/`-S`, "
+        "or not Python): seeds and determinism were NOT applied, so this run is not reproducible by "
+        f"construction (recorded mode {det.mode}, not applied)"
+    )
 
 
 def _tail(path: Path, n: int) -> list[str]:
@@ -534,10 +547,9 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
-    opened: set[str] = set()
-    for f in runtime.glob("opened.*"):
-        opened.update(line for line in f.read_text().splitlines() if line)
+def _undeclared(record: Record, reports: Reports, spec: RunSpec) -> None:
+    # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output.
+    opened = {p for p in reports.read - reports.written if (spec.project_root / p).is_file()}
     # Source the interpreter imports is code; every other file read is an input the replay should check.
     configs = {c.path for c in record.command.config_files}
     prefixes = tuple(p.rstrip("/") + "/" for p in [*spec.data, *spec.outputs, ".repro", "lockfiles"])
@@ -556,29 +568,21 @@ def _undeclared(record: Record, runtime: Path, spec: RunSpec) -> None:
         )
 
 
-def _collect_outputs(
-    spec: RunSpec,
-    store: Store,
-    before: dict[str, tuple[int, int, int]],
-    max_bytes: int,
-    record: Record,
+def _store_outputs(
+    spec: RunSpec, store: Store, found: list[str], max_bytes: int, record: Record
 ) -> list[FileEntry]:
-    """Output files written by this run (new or changed since it started), hashed and stored."""
+    """Hash each output file and keep its bytes (up to the size limit)."""
     from repro.hashing import hash_file
 
     entries: list[FileEntry] = []
-    after = _stat_outputs(spec.project_root, spec.outputs)
-    for rel, stat in sorted(after.items()):
-        if before.get(rel) == stat:
-            continue  # left over from an earlier run, untouched by this one
+    for rel in found:
         path = spec.project_root / rel
+        size = path.stat().st_size
         digest = hash_file(path)
-        stored = stat[0] <= max_bytes
+        stored = size <= max_bytes
         if stored:
             store.put_file(path, digest)
         else:
-            record.warnings.append(
-                f"output {rel} is over the size limit ({stat[0]} bytes): hashed, not stored"
-            )
-        entries.append(FileEntry(rel, stat[0], digest, stored))
+            record.warnings.append(f"output {rel} is over the size limit ({size} bytes): hashed, not stored")
+        entries.append(FileEntry(rel, size, digest, stored))
     return entries

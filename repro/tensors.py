@@ -1,14 +1,13 @@
 """Tensor files: load them by name and compare their tensors within a tolerance.
 
 Reads ``.pt``/``.pth``/``.ckpt``/``.bin`` (torch, ``weights_only``), ``.safetensors``
-(parsed directly), ``.npy`` and ``.npz`` files into name → tensor mappings, and compares
+(the ``safetensors`` library), ``.npy`` and ``.npz`` files into name → tensor mappings, and compares
 two such mappings into a `TensorReport` (pure data). numpy and torch are imported at
 call time, and only when a tensor file has to be opened (torch only for torch files).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -105,8 +104,9 @@ def load_tensors(path: Path, suffix: str | None = None) -> dict[str, Any]:
 
     Torch files are loaded with ``weights_only=True`` and nested dicts/lists flattened
     to dotted names (``model.fc.weight``, ``optimizer.param_groups.0.lr``); non-tensor
-    leaves (numbers, strings) are kept as they are. Safetensors files are parsed
-    directly into numpy arrays (bf16 and fp8 widened to float32 exactly). A ``.npy``
+    leaves (numbers, strings) are kept as they are. Safetensors files are read with the
+    ``safetensors`` library into numpy arrays (bf16 and fp8 through torch, widened to
+    float32 exactly); their metadata as ``__metadata__.<key>`` strings. A ``.npy``
     file yields one entry, ``array``. ``suffix`` names the format when the file's own
     name has none (a content-addressed blob).
 
@@ -175,113 +175,30 @@ def _entry(value: Any) -> _Entry:
     return _Entry(value, type(value).__name__, (), True)
 
 
-_ST_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U64": "<u8",
-    "U32": "<u4",
-    "U16": "<u2",
-    "U8": "u1",
-    "BOOL": "?",
-}
-_ST_WIDENED = {"BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1}
-_ST_NAMES = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E5M2": "float8_e5m2",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U64": "uint64",
-    "U32": "uint32",
-    "U16": "uint16",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
-_ST_MAX_HEADER = 100 << 20
+# Dtypes numpy lacks: read through torch and widened to float32, which holds them exactly.
+_ST_WIDENED = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 
 
 def _load_safetensors(path: Path) -> dict[str, _Entry]:
-    import numpy as np
+    from safetensors import safe_open
 
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            raise UnreadableTensorFile(path, "shorter than the 8-byte header length")
-        n = int.from_bytes(head, "little")
-        if n > min(size - 8, _ST_MAX_HEADER):
-            raise UnreadableTensorFile(path, f"header length {n} exceeds the file")
-        try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UnreadableTensorFile(path, f"header is not JSON: {e}") from e
-    if not isinstance(header, dict):
-        raise UnreadableTensorFile(path, "header is not a JSON object")
-    base = 8 + n
-    raw = np.memmap(path, dtype=np.uint8, mode="r") if size > base else np.zeros(0, np.uint8)
     found: dict[str, _Entry] = {}
-    for key, value in (header.get("__metadata__") or {}).items():
-        found[f"__metadata__.{key}"] = _Entry(value, "str", (), False)
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (start, end) = info["dtype"], [int(d) for d in info["shape"]], info["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise UnreadableTensorFile(path, f"tensor {name!r} has a malformed header entry") from e
-        if dtype not in _ST_NAMES:
-            raise UnreadableTensorFile(path, f"tensor {name!r} has unsupported dtype {dtype}")
-        itemsize = _ST_WIDENED.get(dtype) or np.dtype(_ST_DTYPES[dtype]).itemsize
-        count = math.prod(shape)
-        if not (0 <= start <= end and base + end <= size and end - start == count * itemsize):
-            raise UnreadableTensorFile(path, f"tensor {name!r} has data offsets that do not fit")
-        buf = raw[base + start : base + end]
-        if dtype in _ST_WIDENED:
-            arr = _widen(buf, dtype)
-        else:
-            arr = buf.view(np.dtype(_ST_DTYPES[dtype]))
-        found[name] = _Entry(arr.reshape(shape), _ST_NAMES[dtype], tuple(shape), True)
+    wide: list[tuple[str, str]] = []
+    with safe_open(str(path), framework="np") as f:
+        for key, value in (f.metadata() or {}).items():
+            found[f"__metadata__.{key}"] = _Entry(value, "str", (), False)
+        for name in f.keys():
+            dtype = f.get_slice(name).get_dtype()
+            if dtype in _ST_WIDENED:
+                wide.append((name, dtype))
+            else:
+                found[name] = _entry(f.get_tensor(name))
+    if wide:
+        with safe_open(str(path), framework="pt") as f:
+            for name, dtype in wide:
+                t = f.get_tensor(name)
+                found[name] = _Entry(t.float().numpy(), _ST_WIDENED[dtype], tuple(t.shape), True)
     return found
-
-
-def _widen(buf: Any, dtype: str) -> Any:
-    """Decode bf16/fp8 bytes to float32 exactly (numpy has no such dtypes)."""
-    import numpy as np
-
-    if dtype == "BF16":
-        return (buf.view("<u2").astype(np.uint32) << 16).view(np.float32)
-    return _fp8_table(dtype)[np.asarray(buf)]
-
-
-def _fp8_table(dtype: str) -> Any:
-    import numpy as np
-
-    exp_bits, man_bits, bias = (4, 3, 7) if dtype == "F8_E4M3" else (5, 2, 15)
-    table = np.empty(256, dtype=np.float32)
-    for byte in range(256):
-        sign = -1.0 if byte & 0x80 else 1.0
-        exp = (byte >> man_bits) & ((1 << exp_bits) - 1)
-        man = byte & ((1 << man_bits) - 1)
-        if dtype == "F8_E4M3" and exp == 0xF and man == 0x7:
-            value = math.nan  # e4m3fn: no infinities, one NaN pattern per sign
-        elif dtype == "F8_E5M2" and exp == 0x1F:
-            value = math.inf if man == 0 else math.nan
-        elif exp == 0:
-            value = man / (1 << man_bits) * 2.0 ** (1 - bias)
-        else:
-            value = (1 + man / (1 << man_bits)) * 2.0 ** (exp - bias)
-        table[byte] = sign * value
-    return table
 
 
 def _load_numpy(path: Path, suffix: str) -> dict[str, _Entry]:

@@ -61,6 +61,7 @@ class RunResult:
     interrupted: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # e.g. container id, image id
     image: dict[str, Any] | None = None  # ImageInfo fields for the record (docker)
+    written: list[str] = field(default_factory=list)  # files the backend saw the command write
 
 
 class Backend(Protocol):
@@ -132,3 +133,22 @@ def launch_argv(
     if log_dir:
         launcher += [f"--log-dir={log_dir}", "--redirects=3", "--tee=3"]
     return [*launcher, *rest]
+
+
+def merge_pythonpath(argv: list[str], runtime_path: str) -> list[str]:
+    """Keep the runtime loadable when the command sets PYTHONPATH itself through ``env``.
+
+    ``env PYTHONPATH=. python train.py`` would replace the PYTHONPATH that carries the
+    runtime; the runtime's entries are put in front of the command's own.
+    """
+    if not argv or Path(argv[0]).name != "env":
+        return list(argv)
+    merged = [argv[0]]
+    for i, arg in enumerate(argv[1:], 1):
+        if arg.startswith("PYTHONPATH="):
+            own = arg.partition("=")[2]
+            arg = "PYTHONPATH=" + ":".join(p for p in (runtime_path, own) if p)
+        elif "=" not in arg and not arg.startswith("-"):
+            return merged + argv[i:]  # the command env runs
+        merged.append(arg)
+    return merged

@@ -109,20 +109,25 @@ def python_version(root: Path) -> str | None:
     return match.group(1) if match else None
 
 
+ImportRootfs = Callable[[Path, str, list[str]], str]  # (archive, tag, changes) → image id
+
+
 def make_base_image(
+    import_rootfs: ImportRootfs,
     tag: str = DEFAULT_BASE_IMAGE,
     suite: str = DEFAULT_SUITE,
     mirror: str | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> BaseImage:
-    """debootstrap a minimal Debian, import it into the engine as ``tag`` and return its id.
+    """debootstrap a minimal Debian, import it with ``import_rootfs`` as ``tag`` and return its id.
+
+    The engine is the caller's (`repro.backends.docker.import_rootfs`): this module makes the
+    root filesystem and never talks to Docker itself.
 
     Raises:
         BackendUnavailable: not root, no debootstrap, or no engine answers.
         BuildError: debootstrap, tar or the import failed.
     """
-    from repro.backends.docker import import_rootfs
-
     start = time.monotonic()
     mirror = mirror or os.environ.get("REPRO_DEBIAN_MIRROR") or DEFAULT_MIRROR
     check_prerequisites()

@@ -30,6 +30,7 @@ import requests.exceptions
 from docker.types import DeviceRequest
 
 from repro import images
+from repro.backends import scratch
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -39,6 +40,7 @@ from repro.backends.base import (
     RunResult,
     RunSpec,
     launch_argv,
+    merge_pythonpath,
     runtime_source,
 )
 from repro.backends.baseimage import PYTHON_LABEL
@@ -346,16 +348,24 @@ class DockerBackend:
             self.prepare(spec, on_event)
             built = self._built[self._key(spec)]
         uid, gid = _container_user()
-        writable = _writable_dirs(spec)
+        tree = spec.runtime_dir.parent / "tree"
+        separate = [*spec.data, *spec.outputs]
+        copied = scratch.make(spec.project_root, tree, separate)
+        writable = [*_writable_dirs(spec), tree]
         for path in writable:
             path.mkdir(parents=True, exist_ok=True)
         saved = _open_for(uid, gid, spec, writable)
-        config = _container_config(spec, built, uid, gid)
+        config = _container_config(spec, built, uid, gid, tree)
         try:
             with engine() as client:
-                return _run_container(client, config, spec, built, on_event)
+                result = _run_container(client, config, spec, built, on_event)
         finally:
             _restore_owner(writable, saved)
+        # What the command wrote into its copy of the project lands where a local run puts it.
+        result.written = scratch.changed(tree, copied, separate)
+        scratch.bring_back(tree, spec.project_root, result.written)
+        shutil.rmtree(tree, ignore_errors=True)
+        return result
 
 
 def _check_gpus(client: docker.DockerClient) -> None:
@@ -380,12 +390,15 @@ def _writable_dirs(spec: RunSpec) -> list[Path]:
 
 
 def _entries(root: Path) -> Iterator[str]:
-    """Every entry under ``root`` (itself included), links not followed."""
+    """Every entry under ``root`` (itself included) that is ours to re-own: symbolic links
+    are not followed, and hard-linked files (the scratch copy links large project files) are
+    left alone, since changing one changes the project's file too."""
     for dirpath, dirnames, filenames in os.walk(root):
         yield dirpath
         for name in filenames + dirnames:
             path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
+            st = os.lstat(path)
+            if not os.path.islink(path) and (name in dirnames or st.st_nlink == 1):
                 yield path
 
 
@@ -452,10 +465,11 @@ def _mountpoint(host_parent: Path, rel: str, is_dir: bool) -> None:
         target.touch()
 
 
-def _volumes(spec: RunSpec) -> dict[str, dict[str, str]]:
+def _volumes(spec: RunSpec, tree: Path) -> dict[str, dict[str, str]]:
+    """The project's writable copy at /work, data read-only and the output dirs writable over it."""
     inject, lib = runtime_source()
     volumes = {
-        str(spec.project_root.resolve()): {"bind": WORK, "mode": "ro"},
+        str(tree.resolve()): {"bind": WORK, "mode": "rw"},
         str(inject): {"bind": INJECT, "mode": "ro"},
         str(lib / "repro"): {"bind": f"{LIB}/repro", "mode": "ro"},
         str(spec.runtime_dir.resolve()): {"bind": RUNTIME, "mode": "rw"},
@@ -463,10 +477,10 @@ def _volumes(spec: RunSpec) -> dict[str, dict[str, str]]:
     data_root = (spec.data_root or spec.project_root).resolve()
     for rel in spec.data:
         source = data_root / rel
-        if data_root != spec.project_root.resolve():
-            _mountpoint(spec.project_root, rel, source.is_dir())
+        _mountpoint(tree, rel, source.is_dir())
         volumes[str(source)] = {"bind": _in_work(rel), "mode": "ro"}
     for rel in spec.outputs:
+        _mountpoint(tree, rel, True)
         volumes[str((spec.project_root / rel).resolve())] = {"bind": _in_work(rel), "mode": "rw"}
     return volumes
 
@@ -481,7 +495,7 @@ def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
-def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[str, Any]:
+def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Path) -> dict[str, Any]:
     env = dict(spec.env)
     env.update(
         {
@@ -494,7 +508,9 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[s
     run_id = spec.env.get("REPRO_RUN_ID", "")
     return {
         "image": built.id,
-        "command": launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}"),
+        "command": merge_pythonpath(
+            launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}"), f"{INJECT}:{LIB}"
+        ),
         "environment": env,
         "working_dir": _in_work(spec.workdir),
         "user": f"{uid}:{gid}",
@@ -502,7 +518,7 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int) -> dict[s
         "labels": _labels(spec, run_id),
         "name": f"repro-{run_id}" if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) else None,
         "host_config": {
-            "binds": _volumes(spec),
+            "binds": _volumes(spec, tree),
             "network_mode": "bridge" if spec.network else "none",
             "shm_size": spec.shm_size,
             "device_requests": _device_requests(spec.gpus),

@@ -22,6 +22,7 @@ from repro.backends.base import (
     RunResult,
     RunSpec,
     launch_argv,
+    merge_pythonpath,
     runtime_source,
 )
 from repro.errors import BackendUnavailable, UsageError
@@ -62,6 +63,7 @@ class LocalBackend:
         argv = launch_argv(spec.argv, spec.nproc_per_node, python=sys.executable, log_dir=log_dir)
         if argv and argv[0] in ("python", "python3"):
             argv[0] = sys.executable
+        argv = merge_pythonpath(argv, os.pathsep.join(str(p) for p in runtime_source()))
         _link_data(spec)
         for rel in spec.outputs:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)

@@ -6,25 +6,15 @@ Commands parse arguments, call the core and hand what it returns to `repro.ui`.
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import sys
 
 import click
 
 from repro import __version__, ui
+from repro.cli import check_cmd, diff_cmd, docker_cmd, records_cmd, replay_cmd, run_cmd
 from repro.cli.context import AppContext
 from repro.errors import ExitCode, ReproError, from_os_error
-
-# Each module defines click commands and a `COMMANDS` list of them.
-_COMMAND_MODULES = [
-    "repro.cli.run_cmd",
-    "repro.cli.records_cmd",
-    "repro.cli.replay_cmd",
-    "repro.cli.diff_cmd",
-    "repro.cli.check_cmd",
-    "repro.cli.docker_cmd",
-]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -54,8 +44,9 @@ def cli(ctx: click.Context, quiet: bool, project_dir: str | None) -> None:
     ctx.obj = AppContext(start=project_dir)
 
 
-for _name in _COMMAND_MODULES:
-    for _command in importlib.import_module(_name).COMMANDS:
+# Each module defines click commands and a `COMMANDS` list of them, registered in this order.
+for _module in (run_cmd, records_cmd, replay_cmd, diff_cmd, check_cmd, docker_cmd):
+    for _command in _module.COMMANDS:
         cli.add_command(_command)
 
 

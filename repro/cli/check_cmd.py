@@ -10,9 +10,12 @@ import click
 from repro import check as core
 from repro import ui
 from repro.capsule import Record
+from repro.cli import options
 from repro.cli.context import AppContext, pass_app
-from repro.cli.run_cmd import Execution, execution_options, on_event, progress_factory, sigterm_interrupts
-from repro.errors import CommandFailed, Interrupted, UsageError
+from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
+from repro.config import Flags
+from repro.errors import Interrupted, UsageError
+from repro.runner import RunRequest
 from repro.ui import diff as diff_render
 from repro.ui import records as records_render
 from repro.ui import verdict as render
@@ -34,7 +37,7 @@ Exit status (stable; DESIGN.md "Exit codes"):
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
     epilog=_EPILOG,
 )
-@execution_options
+@options.execution_options
 @click.option(
     "--runs",
     type=click.IntRange(2),
@@ -49,17 +52,7 @@ Exit status (stable; DESIGN.md "Exit codes"):
     default=None,
     help="Replay this golden capsule (.tar or run ref) against the current code instead.",
 )
-@click.option(
-    "--data-root",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="With --against: directory the recorded data paths are relative to.",
-)
-@click.option("--allow-data-drift", is_flag=True, help="With --against: check even when the data changed.")
-@click.option(
-    "--atol", type=float, default=None, help="Absolute tolerance for gpu/off modes (strict is exact)."
-)
-@click.option("--rtol", type=float, default=None, help="Relative tolerance for gpu/off modes.")
+@options.replay_options
 @click.option(
     "--junit",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -78,7 +71,7 @@ Exit status (stable; DESIGN.md "Exit codes"):
 def check(
     app: AppContext,
     command: tuple[str, ...],
-    execution: Execution,
+    flags: Flags,
     runs: int,
     against: str | None,
     data_root: Path | None,
@@ -98,7 +91,7 @@ def check(
     repro check --markdown summary.md -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
-    in strict mode unless --mode says otherwise, and is recorded in the store (kind
+    in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is recorded in the store (kind
     "check"). Outputs, metrics and stdout of run 1 are compared with each later run;
     on a difference the outputs that differ and the first divergence are printed.
 
@@ -121,19 +114,17 @@ def check(
             if against:
                 request = core.AgainstRequest(
                     capsule=against,
-                    backend=execution.backend,
                     data_root=data_root,
                     allow_data_drift=allow_data_drift,
                     atol=atol,
                     rtol=rtol,
                 )
-                result = core.run_against(request, app.store, app.settings, on_event)
+                result = core.run_against(request, app.store, app.plan(flags), on_event)
             else:
-                mode = execution.mode or ("gpu" if execution.gpus else "strict")
                 result = core.run_check(
-                    execution.request(argv, mode=mode),
+                    RunRequest(argv=argv, cwd=Path.cwd()),
                     app.store,
-                    execution.settings(app.settings),
+                    app.plan(flags),
                     on_event,
                     runs=runs,
                     atol=atol,
@@ -145,7 +136,7 @@ def check(
         raise Interrupted("check interrupted") from e
     _report(result, junit, markdown, as_json)
     if result.failed is not None:
-        _raise_failed(result.failed)
+        raise_for_status(result.failed)
     code = int(result.exit_code)
     if code:
         raise click.exceptions.Exit(code)
@@ -216,15 +207,6 @@ def _json(result: core.CheckResult) -> dict[str, Any]:
     if result.diff is not None:
         data["diff"] = diff_render.render_json(result.diff)
     return data
-
-
-def _raise_failed(record: Record) -> None:
-    tail = record.results.stderr_tail[-10:]
-    for line in tail:
-        ui.log_line(line, "stderr")
-    if record.results.status == "interrupted":
-        raise Interrupted(f"interrupted; run {record.id} recorded as interrupted")
-    raise CommandFailed(record.results.exit_code or 1, tail, record.id)
 
 
 COMMANDS = [check]

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from repro import config
-from repro.config import Settings
+from repro.config import Flags, Plan, Settings
 from repro.store import Store
 
 
@@ -22,7 +22,16 @@ class AppContext:
 
     @cached_property
     def settings(self) -> Settings:
-        return config.load(self.store.root)
+        """The project's settings with no flags: environment, project file, defaults."""
+        return self.plan().settings
+
+    def plan(self, flags: Flags | None = None) -> Plan:
+        """The settings a command runs with: its flags over the environment, the project file, defaults.
+
+        Raises:
+            ConfigError: a bad value, naming where it came from.
+        """
+        return config.resolve(self.store.root, flags)
 
 
 pass_app = click.make_pass_decorator(AppContext)

@@ -79,12 +79,15 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     Prints the new image's id.
     """
     from repro.backends.baseimage import make_base_image
+    from repro.backends.docker import import_rootfs
     from repro.config import DEFAULT_BASE_IMAGE
 
     if tag is None:
         tag = _settings_base(app) or DEFAULT_BASE_IMAGE
     ui.info(f"making base image {tag} from Debian {suite} (debootstrap; a few minutes)")
-    made = make_base_image(tag=tag, suite=suite, mirror=mirror, on_line=lambda line: ui.log_line(line))
+    made = make_base_image(
+        import_rootfs, tag=tag, suite=suite, mirror=mirror, on_line=lambda line: ui.log_line(line)
+    )
     ui.info(f"{made.tag} made in {made.seconds:.0f}s")
     ui.out(made.id)
 

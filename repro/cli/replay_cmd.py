@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from repro import ui
+from repro.cli import options
 from repro.cli.context import AppContext, pass_app
-from repro.cli.run_cmd import on_event, sigterm_interrupts
-from repro.config import BACKENDS
+from repro.cli.events import on_event, sigterm_interrupts
+from repro.config import Flags
 from repro.errors import Interrupted
 from repro.replay import ReplayRequest, run_replay
 from repro.ui import verdict as render
@@ -17,31 +18,8 @@ from repro.ui import verdict as render
 
 @click.command("replay")
 @click.argument("ref", default="latest")
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default=None,
-    help="Execute on this backend instead of the recorded one (reported in the verdict).",
-)
-@click.option(
-    "--data-root",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="Directory the recorded data paths are relative to (default: the project root).",
-)
-@click.option("--allow-data-drift", is_flag=True, help="Replay even when the data differs from the record.")
-@click.option(
-    "--atol",
-    type=float,
-    default=None,
-    help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).",
-)
-@click.option(
-    "--rtol",
-    type=float,
-    default=None,
-    help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).",
-)
+@options.replay_backend
+@options.replay_options
 @click.option(
     "--nproc-per-node",
     type=click.IntRange(1),
@@ -95,7 +73,6 @@ def replay(
     """
     request = ReplayRequest(
         ref=ref,
-        backend=backend,
         data_root=data_root,
         allow_data_drift=allow_data_drift,
         atol=atol,
@@ -106,7 +83,7 @@ def replay(
     )
     try:
         with sigterm_interrupts():
-            outcome = run_replay(request, app.store, app.settings, on_event)
+            outcome = run_replay(request, app.store, app.plan(Flags(backend=backend)), on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
     verdict = outcome.verdict

@@ -8,7 +8,8 @@ Files written to $REPRO_RUNTIME_DIR (a torchrun rank N adds `.rankN` before the 
 the launcher process itself writes the plain names):
   env.json       the interpreter, torch/CUDA versions, installed packages, a fingerprint
   knobs.json     the determinism knobs actually applied, and the process-group backend
-  opened.<pid>   files opened for reading under the project (one per line)
+  proc.<pid>.jsonl  what each process did, as it happened (repro.runtime.report): that it
+                 started, the files it read and wrote, the seeds the script set itself
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-_state: dict[str, Any] = {"knobs": {}, "opened": set()}
-_MAX_OPENED = 20000
+from repro.runtime import files, report, seeding
+
+_state: dict[str, Any] = {"knobs": {}}
 
 
 def _env_int(name: str, default: int) -> int:
@@ -50,15 +52,27 @@ def boot() -> None:
     if main:
         os.environ["REPRO_BOOT_PID"] = str(os.getpid())
     _state.update(seed=seed, mode=mode, rank=rank, main=main)
+    _report_in(main)
+    os.register_at_fork(after_in_child=lambda: _report_in(False))
     random.seed(seed)
+    seeding.watch_random(random)
     _on_import("numpy", _apply_numpy)
     _on_import("torch", _apply_torch)
+    for name in ("safetensors.torch", "safetensors.numpy"):
+        _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
     root = os.environ.get("REPRO_PROJECT_ROOT")
     if root:
-        _state["root"] = os.path.abspath(root)
-        sys.addaudithook(_audit)
+        files.install(root)
     if main or rank >= 0:
         atexit.register(_write_files)
+
+
+def _report_in(main: bool) -> None:
+    """The proof that the runtime ran in this process (the runner looks for the main one)."""
+    report.emit(
+        "boot", pid=os.getpid(), ppid=os.getppid(), rank=_state.get("rank", -1), main=main,
+        mode=_state.get("mode"), seed=_state.get("seed"),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- import hooks
@@ -116,6 +130,7 @@ def _apply_numpy(np: ModuleType) -> None:
 
     np.random.default_rng = default_rng
     _state["knobs"]["numpy_seeded"] = True
+    seeding.watch_numpy(np)
 
 
 def _apply_torch(torch: ModuleType) -> None:
@@ -142,6 +157,9 @@ def _apply_torch(torch: ModuleType) -> None:
         torch.backends.cudnn.allow_tf32 = False
         knobs["tf32"] = False
     knobs["cpu_capability"] = _safe(lambda: torch.backends.cpu.get_cpu_capability())
+    seeding.watch_torch(torch)
+    _report_writes(torch, "save", 1)
+    _report_writes(getattr(torch, "jit", None), "save", 1)
     if _state.get("rank", -1) >= 0:
         _watch_process_group(torch)
     if os.environ.get("REPRO_TRACE") == "1" and os.environ.get("REPRO_RUNTIME_DIR"):
@@ -210,22 +228,24 @@ def _safe(fn: Callable[[], Any]) -> Any:
         return None
 
 
-# --------------------------------------------------------------------------- audit
+# --------------------------------------------------------------------------- C-level writers
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event != "open":
+def _report_writes(owner: Any, attr: str, index: int, keyword: str = "f") -> None:
+    """Wrap a function that writes a file from C, so the file is reported as written."""
+    original = getattr(owner, attr, None) if owner is not None else None
+    if original is None or getattr(original, "__repro_wrapped__", False):
         return
-    path, mode = args[0], args[1]
-    if not isinstance(path, str):
-        return
-    if isinstance(mode, str) and any(c in mode for c in "wax+"):
-        return
-    if isinstance(args[2], int) and mode is None and args[2] & (os.O_WRONLY | os.O_RDWR):
-        return
-    opened = _state["opened"]
-    if len(opened) < _MAX_OPENED:
-        opened.add(path)
+
+    def writer(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        files.note_written(args[index] if len(args) > index else kwargs.get(keyword))
+        return result
+
+    writer.__wrapped__ = original  # type: ignore[attr-defined]
+    writer.__doc__ = original.__doc__
+    writer.__repro_wrapped__ = True  # type: ignore[attr-defined]
+    setattr(owner, attr, writer)
 
 
 # --------------------------------------------------------------------------- exit
@@ -245,26 +265,11 @@ def _write_files() -> None:
     if dist is not None:
         _note_process_group(dist)
     try:
-        _write_opened(d)
         if _state.get("rank", -1) >= 0 or _state.get("main"):
             (d / f"knobs{_suffix()}.json").write_text(json.dumps(_state["knobs"], sort_keys=True))
             (d / f"env{_suffix()}.json").write_text(json.dumps(_environment(), sort_keys=True))
     except OSError:
         pass
-
-
-def _write_opened(d: Path) -> None:
-    root = _state.get("root")
-    if not root:
-        return
-    cwd = os.getcwd()
-    inside = set()
-    for p in _state["opened"]:
-        full = os.path.normpath(os.path.join(cwd, p))
-        if full.startswith(root + os.sep) and os.path.isfile(full):
-            inside.add(os.path.relpath(full, root))
-    if inside:
-        (d / f"opened.{os.getpid()}").write_text("\n".join(sorted(inside)) + "\n")
 
 
 def _environment() -> dict[str, Any]:

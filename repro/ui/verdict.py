@@ -95,13 +95,27 @@ def _worst_tensors(t: TensorReport) -> list[Any]:
     return sorted(t.differing, key=lambda d: -(math.inf if math.isnan(d.max_abs) else d.max_abs))
 
 
+def _values_detail(o: OutputDiff) -> str:
+    r = o.values
+    assert r is not None
+    if r.only_original or r.only_replay:
+        return f"{len(r.only_original)} only in original, {len(r.only_replay)} only in replay"
+    d = r.first
+    if d is None:
+        return o.note or "equal values"
+    at = f" at step {d.step}" if d.step is not None else ""
+    return f"{r.differing} value(s) differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
+
+
 def _output_detail(o: OutputDiff) -> str:
     if o.status == "missing":
         return "missing from the replay"
     if o.status == "added":
         return "only in the replay"
     if o.status == "same":
-        return "same"
+        return o.note or "same"
+    if o.values is not None:
+        return _values_detail(o)
     t = o.tensors
     if t is None:
         return f"bytes differ ({o.note or 'not a tensor file'})"
@@ -129,7 +143,7 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
     lines = [_fit(f"{paint(label, hue)}  {pair}  ({_tolerance(verdict)})"), _fit(verdict.summary)]
     if verdict.reasons and len(verdict.reasons) > 1:
         lines += ["", paint("Why", "bold")]
-        lines += [_fit(f"  ✗ {r}") for r in verdict.reasons]
+        lines += [_fit(f"  ✗ {r.message}") for r in verdict.reasons]
     lines += _outputs_text(verdict, paint, show_all)
     if verdict.metrics is not None:
         m = verdict.metrics
@@ -286,7 +300,7 @@ def _mark(ok: bool) -> str:
 def _md_checks(v: Verdict) -> list[list[str]]:
     rows = []
     if v.status == "failed":
-        rows.append([_mark(False), "run", "failed", _md(v.reasons[0] if v.reasons else "")])
+        rows.append([_mark(False), "run", "failed", _md(v.reasons[0].message if v.reasons else "")])
     n, changed = len(v.outputs), v.changed_outputs
     if not changed:
         rows.append([_mark(True), "outputs", f"{n} identical", ""])

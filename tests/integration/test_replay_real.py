@@ -84,6 +84,7 @@ def test_the_trace_names_the_first_step_and_parameter_that_diverged(project: Pro
     assert r.code == 5, r.out + r.err
     verdict = json.loads(r.out)
     assert verdict["trace"]["step"] == 3 and verdict["trace"]["param"] == "2.bias"
-    assert verdict["reasons"][0].startswith("parameter 2.bias first differs at optimizer step 3")
+    assert verdict["reasons"][0]["code"] == "trace_differs"
+    assert verdict["reasons"][0]["message"].startswith("parameter 2.bias first differs at optimizer step 3")
     tensors = verdict["outputs"][0]["tensors"]  # the checkpoint itself, tensor by tensor
     assert "2.bias" in [d["name"] for d in tensors["differing"]] and tensors["max_abs"] > 0

@@ -85,3 +85,56 @@ def test_help_does_not_import_torch_numpy_or_docker() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_command_modules_import_no_other_command_module() -> None:
+    """Shared options live in cli/options.py and shared helpers in cli/events.py, never in a command."""
+    for path in sorted((PACKAGE / "cli").glob("*_cmd.py")):
+        tree = ast.parse(path.read_text())
+        sideways = [
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("_cmd")
+        ]
+        assert sideways == [], path.name
+
+
+def test_commands_are_registered_by_plain_imports() -> None:
+    assert "importlib" not in _imports(PACKAGE / "cli" / "__init__.py")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _repro_imports(path: Path, known: set[str]) -> set[str]:
+    """The repro modules a module imports, at the top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in known else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in known}
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    modules = {_module_name(p): p for p in _modules()}
+    graph = {name: _repro_imports(path, set(modules)) - {name} for name, path in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            name = todo.pop()
+            if name == goal:
+                return True
+            if name not in seen:
+                seen.add(name)
+                todo.extend(graph[name])
+        return False
+
+    cycles = sorted(f"{a} ↔ {b}" for a in graph for b in graph[a] if a < b and reaches(b, a))
+    assert cycles == []

@@ -10,7 +10,7 @@ import pytest
 from repro.capsule import FileEntry, Record
 from repro.check import CheckResult, junit_xml, output_fails, run_check
 from repro.compare import Side, Verdict, compare_runs
-from repro.config import Settings
+from repro.config import Plan
 from repro.errors import ExitCode, UsageError
 from repro.runner import RunRequest
 from repro.store import Store
@@ -112,5 +112,5 @@ def test_outside_strict_mode_an_output_within_tolerance_does_not_fail(tmp_path: 
 def test_fewer_than_two_runs_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="at least two runs"):
         run_check(
-            RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Settings(), print, runs=1
+            RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1
         )

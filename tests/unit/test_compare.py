@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import safetensors.numpy
+import safetensors.torch
 import torch
 import xxhash
 
@@ -67,28 +69,6 @@ def state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
         "fc2.weight": torch.randn(2, 8, generator=g),
         "bn.num_batches_tracked": torch.tensor(5),
     }
-
-
-def write_safetensors(
-    path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None
-) -> None:
-    """Write the safetensors format by hand: u64 LE header length, JSON header, raw bytes."""
-    codes = {"float32": "F32", "float64": "F64", "int64": "I64", "float16": "F16"}
-    header: dict[str, Any] = {}
-    blobs = b""
-    for name, arr in tensors.items():
-        raw = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
-        header[name] = {
-            "dtype": codes[arr.dtype.name],
-            "shape": list(arr.shape),
-            "data_offsets": [len(blobs), len(blobs) + len(raw)],
-        }
-        blobs += raw
-    if metadata:
-        header["__metadata__"] = metadata
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + blobs)
 
 
 @pytest.fixture
@@ -162,14 +142,14 @@ def test_bfloat16_tensors_compare(dirs: tuple[Path, Path]) -> None:
     assert report.differing[0].dtype == "bfloat16" and report.differing[0].max_abs == 1.0
 
 
-def test_safetensors_written_by_hand(dirs: tuple[Path, Path]) -> None:
+def test_safetensors_written_by_the_library(dirs: tuple[Path, Path]) -> None:
     a, b = dirs
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     steps = np.array([1, 2, 3], dtype=np.int64)
-    write_safetensors(a / "model.safetensors", {"w": w, "steps": steps}, {"format": "pt"})
+    safetensors.numpy.save_file({"w": w, "steps": steps}, str(a / "model.safetensors"), {"format": "pt"})
     w2 = w.copy()
     w2[2, 1] = 9.5
-    write_safetensors(b / "model.safetensors", {"w": w2, "steps": steps}, {"format": "pt"})
+    safetensors.numpy.save_file({"w": w2, "steps": steps}, str(b / "model.safetensors"), {"format": "pt"})
 
     loaded = load_tensors(a / "model.safetensors")
     np.testing.assert_array_equal(loaded["w"], w)
@@ -183,12 +163,15 @@ def test_safetensors_written_by_hand(dirs: tuple[Path, Path]) -> None:
     assert report.differing[0].max_rel == pytest.approx(0.5 / 9)
 
 
-def test_safetensors_bfloat16_decoded_exactly(tmp_path: Path) -> None:
+def test_safetensors_bfloat16_decoded_exactly(dirs: tuple[Path, Path]) -> None:
+    a, b = dirs
     values = np.array([1.0, -2.5, 3.140625], dtype=np.float32)
-    raw = (values.view(np.uint32) >> 16).astype("<u2").tobytes()
-    header = json.dumps({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, len(raw)]}}).encode()
-    (tmp_path / "x.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + raw)
-    np.testing.assert_array_equal(load_tensors(tmp_path / "x.safetensors")["x"], values)
+    x = torch.from_numpy(values).to(torch.bfloat16)
+    safetensors.torch.save_file({"x": x}, str(a / "x.safetensors"))
+    np.testing.assert_array_equal(load_tensors(a / "x.safetensors")["x"], values)
+    safetensors.torch.save_file({"x": x + 1}, str(b / "x.safetensors"))
+    report = compare_tensor_files(a / "x.safetensors", b / "x.safetensors", Tolerance())
+    assert [(d.name, d.dtype, d.max_abs) for d in report.differing] == [("x", "bfloat16", 1.0)]
 
 
 @pytest.mark.parametrize(
@@ -267,8 +250,11 @@ def test_non_tensor_file_differing_diverges_naming_it(dirs: tuple[Path, Path]) -
     for mode in ("strict", "gpu", "off"):
         v = compare_runs(side(a), side(b), mode)
         assert v.status == "diverged", mode
-        assert v.outputs[0].status == "changed" and v.outputs[0].note == "not a tensor file"
-        assert "predictions.csv" in v.summary
+        o = v.outputs[0]
+        assert o.status == "changed" and o.kind == "table" and o.values is not None
+        first = o.values.first
+        assert first is not None and (first.name, first.original, first.replay) == ("label", "cat", "dog")
+        assert "predictions.csv" in v.summary and v.reasons[0].code == "metric_differs"
     assert v.exit_code == ExitCode.NOT_REPRODUCED
 
 
@@ -312,7 +298,8 @@ def test_large_difference_diverges_in_gpu_mode(dirs: tuple[Path, Path]) -> None:
     torch.save({**sd, "fc1.weight": sd["fc1.weight"] + 0.01}, b / "model.pt")
     v = compare_runs(side(a), side(b), "gpu")
     assert v.status == "diverged"
-    assert "fc1.weight" in v.reasons[0] and v.max_abs == pytest.approx(0.01, rel=1e-3)
+    assert v.reasons[0].code == "tensor_differs" and v.reasons[0].fields["tensor"] == "fc1.weight"
+    assert "fc1.weight" in v.reasons[0].message and v.max_abs == pytest.approx(0.01, rel=1e-3)
     off = compare_runs(side(a), side(b), "off", Tolerance(atol=0.1, rtol=0))
     assert off.status == "within_tolerance"
 
@@ -548,7 +535,7 @@ def test_strict_reasons_name_only_the_parts_that_differ(tmp_path: Path) -> None:
 
     verdict = compare_runs(side("a\nb\n"), side("a\nc\n"), "strict")
     assert verdict.status == "diverged"
-    assert verdict.reasons == ["stdout differs at line 2"]
+    assert [(r.code, r.message) for r in verdict.reasons] == [("log_differs", "stdout differs at line 2")]
 
 
 def test_tensor_report_reads_suffixless_blobs_by_the_output_name(tmp_path: Path) -> None:

@@ -13,10 +13,11 @@ import pytest
 from repro.backends import local
 from repro.backends.base import RunSpec, launch_argv, runtime_source
 from repro.capsule import EnvInfo, Record
+from repro.config import Layer, Plan, Rank
 from repro.determinism import NCCL_PINS, plan
 from repro.errors import BackendUnavailable
 from repro.replay import describe_gpus, gpu_hardware_note, uses_gpu
-from repro.runner import _merge_process_env, _rank_logs, choose_mode, failed_rank
+from repro.runner import _merge_process_env, _rank_logs, failed_rank
 
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB"}
 A100 = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory": "81920 MiB"}
@@ -43,8 +44,8 @@ def test_gpu_mode_sets_every_documented_knob_before_the_interpreter_starts() -> 
 
 
 def test_gpus_choose_gpu_mode_and_strict_mode_hides_them() -> None:
-    assert choose_mode(None, "1") == "gpu" and choose_mode(None, None) == "strict"
-    assert choose_mode("off", "all") == "off"
+    assert Plan((), gpus="1").mode == "gpu" and Plan(()).mode == "strict"
+    assert Plan((Layer(Rank.FLAG, {"mode": ("off", "--mode")}),), gpus="all").mode == "off"
     assert plan("strict", 1, None).env["CUDA_VISIBLE_DEVICES"] == ""
     assert "NCCL_ALGO" not in plan("off", 1, None).env
 
@@ -139,7 +140,7 @@ def test_docker_gpus_become_device_requests_on_the_cuda_image(tmp_path: Path) ->
 
     built = docker_backend.Built("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
     spec = _spec(tmp_path, gpus="all", nproc_per_node=2, env=plan("gpu", 1, None).env)
-    config = docker_backend._container_config(spec, built, 1000, 1000)
+    config = docker_backend._container_config(spec, built, 1000, 1000, tmp_path / "tree")
     assert config["host_config"]["device_requests"][0]["Count"] == -1
     assert config["environment"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert "--nproc-per-node=2" in config["command"]

@@ -56,7 +56,8 @@ def test_a_trace_divergence_leads_the_verdict_reasons() -> None:
         "strict",
     )
     assert v.status == "diverged" and v.trace is not None
-    assert v.reasons[0].startswith("parameter b first differs at optimizer step 1")
+    assert v.reasons[0].code == "trace_differs" and v.reasons[0].fields["param"] == "b"
+    assert v.reasons[0].message.startswith("parameter b first differs at optimizer step 1")
     same = compare_runs(
         Side("a", [out], lambda e: None, [], "", trace=A),
         Side("b", [out], lambda e: None, [], "", trace=A),

@@ -1,0 +1,133 @@
+"""Which files are a run's outputs: what the run itself wrote, anywhere under the project root.
+
+The rule, in one place: every file the run's processes reported writing (or the backend saw
+change in its scratch copy), plus files new or changed in the declared output dirs that no
+other run claims, minus declared data, ``.repro/``, interpreter caches and the
+``outputs.exclude`` globs. A file another run wrote meanwhile is not this run's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path, PurePosixPath
+
+from repro.reports import written_by
+
+Stat = tuple[int, int, int]
+
+# Never outputs: the store, version control, bytecode the interpreter caches.
+DEFAULT_EXCLUDES = (".repro", ".git", "__pycache__", "*.pyc")
+
+
+def snapshot(root: Path, dirs: list[str]) -> dict[str, Stat]:
+    """(size, mtime, inode) of every file under the declared output dirs."""
+    seen: dict[str, Stat] = {}
+    for rel in dirs:
+        base = root / rel
+        if not base.is_dir():
+            continue
+        for dirpath, _, files in os.walk(base):
+            for name in files:
+                p = Path(dirpath) / name
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                seen[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return seen
+
+
+def snapshot_tree(root: Path, skip: list[str], limit: int = 100_000) -> dict[str, Stat]:
+    """(size, mtime, inode) of the project's files, for a command the runtime cannot watch.
+
+    The store, version control, virtual environments and ``skip`` (declared data) are not
+    walked; a tree larger than ``limit`` files is cut short there.
+    """
+    skipped = {s.strip("/") for s in skip}
+    seen: dict[str, Stat] = {}
+    for dirpath, dirnames, files in os.walk(root):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root).as_posix()
+        dirnames[:] = [
+            d for d in dirnames
+            if d not in (".repro", ".git") and not (here / d / "pyvenv.cfg").is_file()
+            and (d if rel_dir == "." else f"{rel_dir}/{d}") not in skipped
+        ]  # fmt: skip
+        for name in files:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if rel in skipped:
+                continue
+            try:
+                st = (here / name).stat()
+            except OSError:
+                continue
+            seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            if len(seen) >= limit:
+                return seen
+    return seen
+
+
+def changed_since(root: Path, before: dict[str, Stat], skip: list[str]) -> set[str]:
+    """Files new or changed in the project since ``snapshot_tree`` took ``before``."""
+    after = snapshot_tree(root, skip)
+    return {rel for rel, stat in after.items() if before.get(rel) != stat}
+
+
+def excluded(rel: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``rel`` or one of its parent directories matches one of the globs."""
+    path = PurePosixPath(rel)
+    candidates = [rel, *(p.as_posix() for p in path.parents if p.as_posix() != "."), path.name]
+    candidates += list(path.parts)
+    return any(fnmatch.fnmatchcase(c, pattern.rstrip("/")) for c in candidates for pattern in patterns)
+
+
+def under(rel: str, dirs: list[str]) -> bool:
+    return any(rel == d.rstrip("/") or rel.startswith(d.rstrip("/") + "/") for d in dirs if d)
+
+
+def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
+    """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
+    from repro.capsule import RECORD_NAME
+    from repro.store import load_record
+
+    claimed: set[str] = set()
+    if not runs_dir.is_dir():
+        return claimed
+    for run_dir in runs_dir.iterdir():
+        if run_dir.name == this_run:
+            continue
+        record = run_dir / RECORD_NAME
+        try:
+            if record.is_file() and record.stat().st_mtime_ns >= since_ns:
+                claimed.update(o.path for o in load_record(record.read_bytes()).results.outputs)
+        except Exception:  # a record being written or unreadable claims nothing
+            pass
+        runtime = run_dir / "work" / "runtime"
+        if runtime.is_dir():
+            claimed.update(written_by(runtime))
+    return claimed
+
+
+def select(
+    root: Path,
+    *,
+    written: set[str],
+    declared: list[str],
+    before: dict[str, Stat],
+    data: list[str],
+    exclude: list[str],
+    claimed: set[str],
+) -> list[str]:
+    """The run's output files (relative POSIX paths, sorted) that exist now."""
+    after = snapshot(root, declared)
+    changed = {rel for rel, stat in after.items() if before.get(rel) != stat and rel not in claimed}
+    patterns = [*DEFAULT_EXCLUDES, *exclude]
+    found = set()
+    for rel in written | changed:
+        rel = PurePosixPath(rel).as_posix()
+        if rel.startswith("../") or under(rel, data) or excluded(rel, patterns):
+            continue
+        if (root / rel).is_file():
+            found.add(rel)
+    return sorted(found)

@@ -1,0 +1,221 @@
+"""Compare two runs' output files: by hash, and by content for the formats repro knows.
+
+- any file: by hash; a file on one side only is ``missing`` (the replay lacks it) or ``added``;
+- tensor files (``.pt``/``.pth``/``.safetensors``/``.npy``/``.npz`` …) whose bytes differ:
+  tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report;
+- metric files (``.json``/``.jsonl``/``.csv``) whose bytes differ: value by value with the
+  mode's tolerance, timing fields left out (`repro.artifacts.tables`); equal values → ``same``;
+- TensorBoard event files: grouped by directory, never compared by name, read per tag and
+  step with wall times left out (`repro.artifacts.tensorboard`); one entry per directory,
+  ``same`` when every value is equal. Without the ``tensorboard`` package the files of
+  paired directories are compared by bytes, with a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from repro.artifacts import tables, tensorboard
+from repro.artifacts.values import Series, ValueReport, compare_series
+from repro.capsule import FileEntry
+from repro.tensors import TensorReport, UnreadableTensorFile, compare_tensor_files, is_tensor_file
+from repro.tolerance import Tolerance
+
+OpenOutput = Callable[[FileEntry], "Path | None"]
+
+
+@dataclass
+class OutputDiff:
+    """One output (a file, or a directory of TensorBoard event files) compared across two runs."""
+
+    path: str
+    status: str  # same | changed | missing (replay lacks it) | added (replay only)
+    original_hash: str | None = None
+    replay_hash: str | None = None
+    original_size: int | None = None
+    replay_size: int | None = None
+    tensors: TensorReport | None = None
+    note: str | None = None  # why no content report, or what "same" rests on when bytes differ
+    kind: str = "file"  # file | tensors | table | tensorboard
+    values: ValueReport | None = None  # table and tensorboard outputs compared by content
+    replay_path: str | None = None  # where the replay's counterpart lies, when paired by content
+
+    @property
+    def within_tolerance(self) -> bool:
+        """A same output, or a changed one whose content is all within tolerance."""
+        if self.status == "same":
+            return True
+        if self.status != "changed":
+            return False
+        if self.tensors is not None:
+            return self.tensors.within_tolerance
+        return self.values is not None and self.values.within_tolerance
+
+
+@dataclass
+class Outputs:
+    """One run's outputs and how to open their stored bytes."""
+
+    label: str
+    entries: list[FileEntry]
+    open: OpenOutput
+
+
+def compare_outputs(original: Outputs, replay: Outputs, tol: Tolerance) -> list[OutputDiff]:
+    """Every output of either run compared, sorted by path (TensorBoard directories as one each)."""
+    events_a = [e for e in original.entries if tensorboard.is_event_file(e.path)]
+    events_b = [e for e in replay.entries if tensorboard.is_event_file(e.path)]
+    a = {e.path: e for e in original.entries if not tensorboard.is_event_file(e.path)}
+    b = {e.path: e for e in replay.entries if not tensorboard.is_event_file(e.path)}
+    diffs = [
+        _compare_file(path, a.get(path), b.get(path), original, replay, tol) for path in a.keys() | b.keys()
+    ]
+    diffs += _compare_events(events_a, events_b, original, replay, tol)
+    return sorted(diffs, key=lambda d: d.path)
+
+
+def _compare_file(
+    path: str, ea: FileEntry | None, eb: FileEntry | None, original: Outputs, replay: Outputs, tol: Tolerance
+) -> OutputDiff:
+    d = OutputDiff(
+        path=path,
+        status="same",
+        original_hash=ea.hash if ea else None,
+        replay_hash=eb.hash if eb else None,
+        original_size=ea.size if ea else None,
+        replay_size=eb.size if eb else None,
+    )
+    if ea is None:
+        d.status = "added"
+    elif eb is None:
+        d.status = "missing"
+    elif ea.hash != eb.hash:
+        d.status = "changed"
+        if is_tensor_file(path):
+            d.kind = "tensors"
+            d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
+        elif tables.is_table_file(path):
+            d.kind = "table"
+            _table_report(d, original, ea, replay, eb, tol)
+        else:
+            d.note = "not a format compared by content"
+    return d
+
+
+def _opened(original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry) -> tuple[Path, Path] | str:
+    pa, pb = original.open(ea), replay.open(eb)
+    if pa is None or pb is None:
+        who = original.label if pa is None else replay.label
+        return f"bytes not kept for {who or 'one side'}"
+    return pa, pb
+
+
+def _tensor_report(
+    original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry, tol: Tolerance
+) -> tuple[TensorReport | None, str | None]:
+    opened = _opened(original, ea, replay, eb)
+    if isinstance(opened, str):
+        return None, opened
+    try:
+        return compare_tensor_files(*opened, tol, suffix=PurePosixPath(ea.path).suffix), None
+    except UnreadableTensorFile as e:
+        return None, f"unreadable: {e.reason}"
+
+
+def _table_report(
+    d: OutputDiff, original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry, tol: Tolerance
+) -> None:
+    if max(ea.size, eb.size) > tables.MAX_TABLE_BYTES:
+        d.note = "too large to compare by content"
+        return
+    opened = _opened(original, ea, replay, eb)
+    if isinstance(opened, str):
+        d.note = opened
+        return
+    try:
+        d.values = tables.compare_tables(*opened, tol, PurePosixPath(ea.path).suffix.lower())
+    except (tables.UnreadableTable, OSError) as e:
+        d.note = f"unreadable: {e}"
+        return
+    if d.values.equal:
+        d.status = "same"
+        shown = ", ".join(d.values.ignored[:4]) + (" …" if len(d.values.ignored) > 4 else "")
+        d.note = f"equal values; timing fields left out: {shown}" if shown else "equal values, other bytes"
+
+
+# --------------------------------------------------------------------------- TensorBoard
+
+
+def _by_dir(entries: list[FileEntry]) -> dict[str, list[FileEntry]]:
+    groups: dict[str, list[FileEntry]] = {}
+    for e in sorted(entries, key=lambda e: e.path):
+        groups.setdefault(tensorboard.event_dir(e.path), []).append(e)
+    return groups
+
+
+def _compare_events(
+    events_a: list[FileEntry], events_b: list[FileEntry], original: Outputs, replay: Outputs, tol: Tolerance
+) -> list[OutputDiff]:
+    if not events_a and not events_b:
+        return []
+    ga, gb = _by_dir(events_a), _by_dir(events_b)
+    readable = tensorboard.available()
+    series_a = {d: _read(files, original) if readable else None for d, files in ga.items()}
+    series_b = {d: _read(files, replay) if readable else None for d, files in gb.items()}
+    tags_a = {d: frozenset(s) if isinstance(s, dict) else frozenset() for d, s in series_a.items()}
+    tags_b = {d: frozenset(s) if isinstance(s, dict) else frozenset() for d, s in series_b.items()}
+    pairs, only_a, only_b = tensorboard.pair_dirs(tags_a, tags_b)
+    diffs = []
+    for da, db in pairs:
+        d = _events_diff(da, ga[da], gb[db], "changed")
+        d.replay_path = None if db == da else db
+        sa, sb = series_a[da], series_b[db]
+        if isinstance(sa, dict) and isinstance(sb, dict):
+            d.values = compare_series(sa, sb, tol, "tensorboard")
+            if d.values.equal:
+                d.status = "same"
+                d.note = (
+                    f"{d.values.compared} values equal per tag and step; wall times and file names left out"
+                )
+        else:
+            why = sa if isinstance(sa, str) else sb if isinstance(sb, str) else None
+            _events_by_bytes(d, ga[da], gb[db], why)
+        if d.replay_path:
+            d.note = f"paired with {db}/ by tags; " + (d.note or "")
+        diffs.append(d)
+    diffs += [_events_diff(da, ga[da], [], "missing") for da in only_a]
+    diffs += [_events_diff(db, [], gb[db], "added") for db in only_b]
+    return diffs
+
+
+def _events_diff(directory: str, fa: list[FileEntry], fb: list[FileEntry], status: str) -> OutputDiff:
+    return OutputDiff(
+        path=("" if directory == "." else directory + "/") + "events.out.tfevents.*",
+        status=status,
+        kind="tensorboard",
+        original_size=sum(e.size for e in fa) if fa else None,
+        replay_size=sum(e.size for e in fb) if fb else None,
+    )
+
+
+def _events_by_bytes(d: OutputDiff, fa: list[FileEntry], fb: list[FileEntry], why: str | None) -> None:
+    same = [e.hash for e in fa] == [e.hash for e in fb]
+    d.status = "same" if same else "changed"
+    reason = why or f"the tensorboard package is not installed ({tensorboard.INSTALL_HINT})"
+    d.note = f"compared by bytes: {reason}"
+
+
+def _read(files: list[FileEntry], side: Outputs) -> Series | str:
+    """A directory's tags, or why they could not be read."""
+    paths = []
+    for e in files:
+        p = side.open(e)
+        if p is None:
+            return f"bytes not kept for {side.label or 'one side'}"
+        paths.append(p)
+    try:
+        return tensorboard.read_events(paths)
+    except tensorboard.UnreadableEvents as e:
+        return f"unreadable: {e}"

@@ -1,0 +1,61 @@
+"""Why a verdict is not `identical`: a machine-readable code, the facts, and one sentence.
+
+Code decides on ``Reason.code`` and its fields, never on ``Reason.message``: the
+message is for people and may be reworded. Codes, most decisive first in a verdict:
+
+- ``run_failed`` — the replay did not succeed (fields: status, exit_code);
+- ``original_failed`` — the original failed and the replay succeeded;
+- ``trace_differs`` — the per-step fingerprint parted (fields: step, param);
+- ``missing_output`` / ``extra_output`` — an output only the original / only the replay has;
+- ``tensor_differs`` — tensors inside a tensor file differ (fields: tensor, max_abs);
+- ``metric_differs`` — a metric value differs: in the metric series when ``path`` is None,
+  else in a metric file or TensorBoard events under ``path`` (fields: name, step, original, replay);
+- ``output_differs`` — an output's bytes differ and its content could not be compared;
+- ``log_differs`` — stdout differs beyond timings (fields: line, original, replay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_FAILED = "run_failed"
+ORIGINAL_FAILED = "original_failed"
+TRACE_DIFFERS = "trace_differs"
+MISSING_OUTPUT = "missing_output"
+EXTRA_OUTPUT = "extra_output"
+TENSOR_DIFFERS = "tensor_differs"
+METRIC_DIFFERS = "metric_differs"
+OUTPUT_DIFFERS = "output_differs"
+LOG_DIFFERS = "log_differs"
+
+CODES = (
+    RUN_FAILED,
+    ORIGINAL_FAILED,
+    TRACE_DIFFERS,
+    MISSING_OUTPUT,
+    EXTRA_OUTPUT,
+    TENSOR_DIFFERS,
+    METRIC_DIFFERS,
+    OUTPUT_DIFFERS,
+    LOG_DIFFERS,
+)
+# Codes about one output file (``Reason.path`` names it).
+OUTPUT_CODES = (MISSING_OUTPUT, EXTRA_OUTPUT, TENSOR_DIFFERS, OUTPUT_DIFFERS)
+
+
+@dataclass
+class Reason:
+    """One reason a verdict is not identical: a code from `CODES`, the output it is about, facts."""
+
+    code: str
+    message: str
+    path: str | None = None  # the output (file, or TensorBoard directory) it is about
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def about_output(self, path: str) -> bool:
+        """Whether this reason is about the output ``path``."""
+        return self.path == path and (self.code in OUTPUT_CODES or self.code == METRIC_DIFFERS)

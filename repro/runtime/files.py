@@ -1,0 +1,84 @@
+"""Which files a process reads and writes, seen by an audit hook (and a few C-level writers).
+
+Standard library only. ``open`` (builtins, ``os.open``, ``io``), ``os.rename``/``os.replace``
+and ``shutil`` copies raise audit events; ``torch.save``, ``torch.jit.save`` and safetensors
+write from C, so the runtime wraps them when they are imported (``note_written``).
+Paths under the project root are reported relative to it; writes elsewhere are reported
+absolute (the runner lists them as a warning), except system and scratch places.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+from repro.runtime import report
+
+_WRITE_MODE = frozenset("wax+")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_state: dict[str, str] = {}
+
+
+def install(root: str) -> None:
+    """Report reads and writes of this process (and of its forked children)."""
+    _state["root"] = os.path.abspath(root)
+    runtime_dir = os.environ.get("REPRO_RUNTIME_DIR", "")
+    ignored = [runtime_dir, "/dev", "/proc", "/sys", tempfile.gettempdir()]
+    _state["ignored"] = "\0".join(os.path.abspath(p) for p in ignored if p)
+    import sys
+
+    sys.addaudithook(_audit)
+
+
+def _as_str(path: Any) -> str | None:
+    if isinstance(path, int):
+        return None
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        return None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return path if isinstance(path, str) and path else None
+
+
+def _is_write(mode: Any, flags: Any) -> bool:
+    if isinstance(mode, str):
+        return not _WRITE_MODE.isdisjoint(mode)
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open":
+        path = _as_str(args[0])
+        if path is not None:
+            note(path, written=_is_write(args[1], args[2] if len(args) > 2 else None))
+    elif event in ("os.rename", "os.replace"):
+        path = _as_str(args[1])
+        if path is not None:
+            note(path, written=True)
+
+
+def note_written(path: Any) -> None:
+    """Report a file written by code the audit hook does not see (C writers)."""
+    text = _as_str(path)
+    if text is not None and "root" in _state:
+        note(text, written=True)
+
+
+def note(path: str, written: bool) -> None:
+    full = os.path.abspath(path)
+    root = _state["root"]
+    if full.startswith(root + os.sep):
+        rel = full[len(root) + 1 :]
+        if rel.startswith(".repro" + os.sep):
+            return
+        report.emit("w" if written else "r", rel, p=rel)
+        return
+    if not written:
+        return
+    for ignored in _state["ignored"].split("\0"):
+        if full == ignored or full.startswith(ignored + os.sep):
+            return
+    report.emit("w", full, p=full)

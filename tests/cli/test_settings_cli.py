@@ -1,0 +1,100 @@
+"""Every command resolves its settings the same way: flag > REPRO_* > repro.yaml > default.
+
+Real runs of a tiny torch-free script on the local backend; what each run used is read back
+from its sealed record.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repro.pytest_plugin import ReproCheck
+from repro.store import Store
+
+SEEDED = """\
+import argparse
+import random
+from pathlib import Path
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--save", default="outputs/weights.txt")
+args = parser.parse_args()
+Path(args.save).parent.mkdir(exist_ok=True)
+Path(args.save).write_text(repr([random.random() for _ in range(4)]))
+print("loss", random.random())
+"""
+
+
+@pytest.fixture
+def seeded(project, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    for var in ("REPRO_MODE", "REPRO_SEED_DEFAULT", "REPRO_BACKEND", "REPRO_THREADS", "REPRO_ISA"):
+        monkeypatch.delenv(var, raising=False)
+    project.write("train.py", SEEDED)
+    project.write("repro.yaml", "backend: local\nmode: off\nseed: 5\n")
+    project.commit("seeded")
+    return project
+
+
+def _used(root: Path, run_id: str) -> tuple[str, int]:
+    record = Store(root).load_run(run_id).record
+    return record.determinism.mode, record.seeds.master
+
+
+def _run(cli, root: Path, *flags: str) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+    r = cli("run", "--json", *flags, "--", "python", "train.py", cwd=root)
+    assert r.code == 0, r.err
+    return _used(root, json.loads(r.out)["id"])
+
+
+def _check(cli, root: Path, *flags: str) -> set[tuple[str, int]]:  # type: ignore[no-untyped-def]
+    r = cli("check", "--json", *flags, "--", "python", "train.py", cwd=root)
+    assert r.code == 0, r.err
+    return {_used(root, run_id) for run_id in json.loads(r.out)["run_ids"]}
+
+
+def test_run(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    assert _run(cli, seeded.root) == ("off", 5)
+    monkeypatch.setenv("REPRO_MODE", "strict")
+    monkeypatch.setenv("REPRO_SEED_DEFAULT", "6")
+    assert _run(cli, seeded.root) == ("strict", 6)
+    assert _run(cli, seeded.root, "--mode", "off", "--seed", "7") == ("off", 7)
+
+
+def test_check(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    assert _check(cli, seeded.root) == {("off", 5)}
+    monkeypatch.setenv("REPRO_MODE", "strict")
+    monkeypatch.setenv("REPRO_SEED_DEFAULT", "6")
+    assert _check(cli, seeded.root) == {("strict", 6)}
+    assert _check(cli, seeded.root, "--mode", "off", "--seed", "7") == {("off", 7)}
+
+
+def test_replay(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Backend: flag > REPRO_BACKEND > the record > repro.yaml; a dead DOCKER_HOST shows docker was tried."""
+    assert _run(cli, seeded.root)[0] == "off"
+    seeded.write("repro.yaml", "backend: docker\nmode: off\nseed: 5\n")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # nothing listens: docker is unavailable
+
+    recorded = cli("replay", "--json", cwd=seeded.root)
+    assert recorded.code == 0, recorded.err
+    assert json.loads(recorded.out)["status"] == "identical"
+
+    monkeypatch.setenv("REPRO_BACKEND", "docker")
+    env = cli("replay", cwd=seeded.root)
+    assert env.code == 3 and "Docker engine" in env.err
+
+    flag = cli("replay", "--backend", "local", "--json", cwd=seeded.root)
+    assert flag.code == 0, flag.err
+    replay = Store(seeded.root).load_run(json.loads(flag.out)["replay_id"]).record
+    assert (replay.backend.name, replay.backend.requested) == ("local", "local")
+
+
+def test_pytest_fixture(seeded, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    check = ReproCheck(backend=None, base=seeded.root, ini_backend="local")
+    first = check("python train.py")
+    assert (first.mode, first.seed) == ("off", 5)
+    monkeypatch.setenv("REPRO_MODE", "strict")
+    assert check("python train.py").mode == "strict"
+    assert check("python train.py", mode="off", seed=7).seed == 7
