@@ -84,14 +84,19 @@ TOKEN_SHAPES = re.compile(
 
 # JSON/YAML/INI keys in config files whose values are secrets (`api_key: x`, `"token": "x"`).
 _CONFIG_SECRET = re.compile(
-    r"""(?im)^[ \t"']*(?P<key>[A-Za-z0-9_.-]*(?:key|token|secret|passw(?:or)?d|passphrase|pass|pwd|tkn|pat|"""
-    r"""credential|auth)[A-Za-z0-9_.-]*)["']?[ \t]*[:=][ \t]*["']?(?P<value>[^"'\s,#}]{4,})"""
+    r"""(?im)^[ \t"']{0,64}(?P<key>[A-Za-z0-9_.-]{0,64}(?:key|token|secret|passw(?:or)?d|passphrase|pass|"""
+    r"""pwd|tkn|pat|credential|auth)[A-Za-z0-9_.-]{0,64})["']?[ \t]{0,16}[:=][ \t]{0,16}["']?"""
+    r"""(?P<value>[^"'\s,#}]{4,512})"""
 )
 _MIN_SECRET = 4  # shorter values would mask ordinary text
 
-_URL_CRED = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<cred>[^/@\s:]+(?::[^/@\s]*)?)@")
+# `scheme://user:password@host`, matched from the literal `://` with bounded repeats: a long
+# line of text must not cost n² steps.
+_URL_CRED = re.compile(r"://(?P<cred>[^/@\s:]{1,256}(?::[^/@\s]{0,256})?)@")
 _URL_CRED_BYTES = re.compile(_URL_CRED.pattern.encode())
 _TOKEN_BYTES = re.compile(TOKEN_SHAPES.pattern.encode())
+_TOKEN_PREFIXES = (b"sk-", b"gho_", b"ghp_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"hf_", b"glpat-",
+                   b"xox", b"AKIA", b"AIza")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -202,11 +207,7 @@ class Masker:
     def __init__(self, values: set[str] | frozenset[str] = frozenset()) -> None:
         self.values = sorted({v for v in values if len(v) >= _MIN_SECRET}, key=len, reverse=True)
         self._text = re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
-        self._bytes = (
-            re.compile(b"|".join(re.escape(v.encode("utf-8", "surrogateescape")) for v in self.values))
-            if self.values
-            else None
-        )
+        self._encoded = [v.encode("utf-8", "surrogateescape") for v in self.values]
         self.masked: set[str] = set()  # where something was masked, for the record
 
     def add(self, values: set[str]) -> Masker:
@@ -220,9 +221,14 @@ class Masker:
         return out
 
     def data(self, raw: bytes, where: str = "") -> bytes:
-        out = self._bytes.sub(REDACTED.encode(), raw) if self._bytes is not None else raw
-        out = _TOKEN_BYTES.sub(REDACTED.encode(), out)
-        out = _URL_CRED_BYTES.sub(lambda m: m.group("scheme"), out)
+        out = raw
+        present = [v for v in self._encoded if v in raw]  # a substring search per value is fast
+        if present:
+            out = re.compile(b"|".join(re.escape(v) for v in present)).sub(REDACTED.encode(), out)
+        if any(prefix in out for prefix in _TOKEN_PREFIXES):  # substring checks before the regex
+            out = _TOKEN_BYTES.sub(REDACTED.encode(), out)
+        if b"://" in out:
+            out = _URL_CRED_BYTES.sub(b"://", out)
         if out != raw and where:
             self.masked.add(where)
         return out
@@ -244,7 +250,7 @@ class Masker:
 
 def strip_url_credentials(text: str) -> str:
     """`https://user:pw@host/x` → `https://host/x` (anywhere in the text)."""
-    return _URL_CRED.sub(lambda m: m.group("scheme"), text)
+    return _URL_CRED.sub("://", text)
 
 
 def is_secret_file(relpath: str) -> bool:

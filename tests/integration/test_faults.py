@@ -94,7 +94,7 @@ def test_a_full_disk_is_one_line_and_the_store_still_works(small_disk: Path) -> 
     project.write(
         "noisy.py",
         "import argparse\np = argparse.ArgumentParser()\np.add_argument('--mb', type=int, default=40)\n"
-        "a = p.parse_args()\nline = 'x' * 1023\nfor i in range(a.mb * 1024):\n    print(line)\n",
+        "a = p.parse_args()\nline = 'x' * ((1 << 20) - 1)\nfor i in range(a.mb):\n    print(line)\n",
     )
     first = project.repro("run", "--backend", "local", "--", "python", "noisy.py", "--mb", "1")
     assert first.code == 0, first.err
@@ -119,34 +119,29 @@ def test_a_full_disk_is_one_line_and_the_store_still_works(small_disk: Path) -> 
     assert len(json.loads(project.repro("ls", "--json").out)) == 1
 
 
-@pytest.mark.parametrize(
-    ("args", "code", "words"),
-    [
-        (["ls", "-n", "-3"], 2, "-3"),
-        (["export", "latest", "-o", "/proc/x.tar"], 1, "/proc"),
-        (
-            ["run", "--backend", "local", "--outputs", "/", "--", "python", "t.py"],
-            2,
-            "not inside the project",
-        ),
-        (["run", "--backend", "local", "--outputs", "../up", "--", "python", "t.py"], 2, "not inside"),
-        (["run", "--backend", "local", "--data", "loop", "--", "python", "t.py"], 2, "loop"),
-        (["run", "--backend", "local", "--data", "/etc/hostname", "--", "python", "t.py"], 2, "outside"),
-        (["diff", "latest", "garbage.tar"], 6, "garbage.tar"),
-    ],
-)
-def test_bad_input_is_one_line_with_the_right_exit_code(
-    project: Project, args: list[str], code: int, words: str
-) -> None:
+BAD_INPUT = [
+    (["ls", "-n", "-3"], 2, "-3"),
+    (["export", "latest", "-o", "/proc/x.tar"], 1, "/proc"),
+    (["run", "--backend", "local", "--outputs", "/", "--", "python", "t.py"], 2, "not inside the project"),
+    (["run", "--backend", "local", "--outputs", "../up", "--", "python", "t.py"], 2, "not inside"),
+    (["run", "--backend", "local", "--data", "loop", "--", "python", "t.py"], 2, "loop"),
+    (["run", "--backend", "local", "--data", "/etc/hostname", "--", "python", "t.py"], 2, "outside"),
+    (["diff", "latest", "garbage.tar"], 6, "garbage.tar"),
+]
+
+
+def test_bad_input_is_one_line_with_the_right_exit_code(project: Project) -> None:
     project.write("t.py", "print('ok')\n")
     (project.root / "loop").symlink_to("loop")
     (project.root / "garbage.tar").write_bytes(b"\x1f\x8b" + os.urandom(600))
     project.commit("t")
     assert project.repro("run", "--backend", "local", "t.py").code == 0
-    r = project.repro(*args)
-    assert r.code == code, r.out + r.err
-    assert "Traceback" not in r.err and "Exception" not in r.err
-    assert len([line for line in r.err.splitlines() if words in line]) == 1, r.err
+    for args, code, words in BAD_INPUT:
+        r = project.repro(*args)
+        assert r.code == code, (args, r.out + r.err)
+        assert "Traceback" not in r.err and "Exception" not in r.err, args
+        assert len([line for line in r.err.splitlines() if words in line]) == 1, (args, r.err)
+    assert len(json.loads(project.repro("ls", "--json").out)) == 1  # no bad run left a directory
 
 
 # --------------------------------------------------------------------------- hostile replays
@@ -193,34 +188,34 @@ def exported(project: Project, tmp_path: Path) -> Path:
     return tar
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("results.output_roots", ["{host}"]),
-        ("results.output_roots", ["../../../../{name}"]),
-        ("command.cwd", "../../../../{name}"),
-        ("id", "../../../../{name}"),
-        ("data.inputs", [{"path": "/etc/hostname", "digest": "0" * 32}]),
-    ],
-)
+FORGED_PATHS: list[tuple[str, Any]] = [
+    ("results.output_roots", ["{host}"]),
+    ("results.output_roots", ["../../../../{name}"]),
+    ("command.cwd", "../../../../{name}"),
+    ("id", "../../../../{name}"),
+    ("data.inputs", [{"path": "/etc/hostname", "digest": "0" * 32}]),
+]
+
+
 def test_a_forged_path_is_refused_before_anything_runs_or_is_created(
-    project: Project, exported: Path, tmp_path: Path, field: str, value: Any
+    project: Project, exported: Path, tmp_path: Path
 ) -> None:
     host = tmp_path / "host-dir-that-must-not-appear"
-    text = json.dumps(value).replace("{host}", str(host)).replace("{name}", host.name)
+    for i, (field, value) in enumerate(FORGED_PATHS):
+        text = json.dumps(value).replace("{host}", str(host)).replace("{name}", host.name)
 
-    def edit(record: dict[str, Any]) -> None:
-        node = record
-        *parents, last = field.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = json.loads(text)
+        def edit(record: dict[str, Any], field: str = field, text: str = text) -> None:
+            node = record
+            *parents, last = field.split(".")
+            for part in parents:
+                node = node[part]
+            node[last] = json.loads(text)
 
-    bad = _forge(exported, tmp_path / "bad.tar", edit)
-    r = project.repro("replay", str(bad))
-    assert r.code == 6, r.out + r.err
-    assert field.split(".")[-1] in r.err and "Traceback" not in r.err
-    assert not host.exists() and not (Path("/") / host.name).exists()
+        bad = _forge(exported, tmp_path / f"bad{i}.tar", edit)
+        r = project.repro("replay", str(bad))
+        assert r.code == 6, (field, r.out + r.err)
+        assert field.split(".")[-1] in r.err and "Traceback" not in r.err, r.err
+        assert not host.exists() and not (Path("/") / host.name).exists()
     assert len(json.loads(project.repro("ls", "--json").out)) == 1  # nothing ran, nothing was imported
 
 
