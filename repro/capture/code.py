@@ -7,11 +7,13 @@ hash, so a capsule restores the exact code without access to the repository.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pathspec
 
 from repro.capsule import CodeInfo, FileEntry
 from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
@@ -54,29 +56,30 @@ class CodeCapture:
 
 
 class Ignore:
-    """gitignore-like glob patterns (`.reproignore` plus built-ins), matched per path component."""
+    """`.reproignore` with gitignore's rules (pathspec): negation, anchoring, `**`, dir-only
+    patterns; plus the built-in exclusions and the project's data and output paths."""
 
     def __init__(self, patterns: list[str]) -> None:
-        self.patterns = [p.rstrip("/") for p in patterns if p.strip() and not p.startswith("#")]
+        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
 
     @classmethod
     def for_project(cls, root: Path, extra: list[str]) -> Ignore:
-        lines = list(ALWAYS_EXCLUDED) + extra
+        """Built-ins, then ``extra`` project-relative paths (anchored at the root), then `.reproignore`.
+
+        Raises:
+            UsageError: a `.reproignore` pattern that is not valid gitignore syntax.
+        """
+        lines = list(ALWAYS_EXCLUDED) + ["/" + e.strip("/") for e in extra if e.strip("/")]
         ignore_file = root / ".reproignore"
         if ignore_file.is_file():
-            lines += [line.strip() for line in ignore_file.read_text().splitlines()]
-        return cls(lines)
+            lines += ignore_file.read_text().splitlines()
+        try:
+            return cls(lines)
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"{ignore_file} has a pattern git would not accept: {e}") from e
 
-    def __call__(self, rel: str) -> bool:
-        parts = rel.split("/")
-        for pattern in self.patterns:
-            anchored = pattern.lstrip("/")
-            if "/" in anchored:
-                if fnmatch.fnmatchcase(rel, anchored) or rel.startswith(anchored + "/"):
-                    return True
-            elif any(fnmatch.fnmatchcase(part, anchored) for part in parts):
-                return True
-        return False
+    def __call__(self, rel: str, is_dir: bool = False) -> bool:
+        return bool(self.spec.match_file(rel + "/" if is_dir else rel))
 
 
 def capture_code(
@@ -160,7 +163,9 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
         with repo:
             cmd = git.Git(root)
             has_head = repo.head.is_valid()
-            tracked = cmd.ls_files("-z", "--cached").split("\0")
+            # Submodules' files too: a capsule that left them out would not import elsewhere.
+            tracked = cmd.ls_files("-z", "--cached", "--recurse-submodules").split("\0")
+            _warn_empty_submodules(cmd, root, capture)
             untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
             secret = sorted(f for f in tracked if f and is_secret_file(f))
             if has_head:
@@ -199,6 +204,19 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
     return files, {u for u in untracked if u}
 
 
+def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
+    """Name the submodules whose files are not checked out (so they cannot be captured)."""
+    staged = cmd.ls_files("-z", "--stage").split("\0")
+    links = [line.split("\t", 1)[1] for line in staged if line.startswith("160000 ") and "\t" in line]
+    empty = [p for p in links if not (root / p).is_dir() or not any((root / p).iterdir())]
+    if empty:
+        capture.warnings.append(
+            "git submodules not checked out, so their files are not in the capsule: "
+            + ", ".join(empty[:10])
+            + " (run `git submodule update --init`)"
+        )
+
+
 def store_patch(capture: CodeCapture, put_bytes: Callable[[bytes], str]) -> None:
     """Store the uncommitted patch (if any) as a blob and reference it from the record."""
     if capture.patch:
@@ -210,7 +228,7 @@ def _walk(root: Path, ignore: Ignore) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d))
+        dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d, is_dir=True))
         found += [rel_dir + f for f in filenames]
     return sorted(found)
 
