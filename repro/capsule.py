@@ -75,10 +75,55 @@ class CodeInfo:
 
 @dataclass
 class DataInput:
+    """One declared input. Up to ``MANIFEST_INLINE`` files are listed in the record; a larger
+    tree's manifest is a blob (``manifest``) and the record keeps its digest and ``count``."""
+
     path: str
     digest: str
     size: int = 0
     files: list[FileEntry] = field(default_factory=list)
+    count: int = 0  # files in the input (inline or in the manifest blob)
+    manifest: str | None = None  # blob of the manifest, for trees over MANIFEST_INLINE files
+
+    def entries(self, read_blob: Callable[[str], bytes | None]) -> list[FileEntry]:
+        """The input's files, inline or from its manifest blob.
+
+        Raises:
+            CapsuleInvalid: the manifest blob is missing or malformed.
+        """
+        if self.manifest is None:
+            return self.files
+        raw = read_blob(self.manifest)
+        if raw is None:
+            raise CapsuleInvalid(f"the manifest of data input {self.path} is missing", member=self.manifest)
+        return decode_manifest(raw)
+
+
+MANIFEST_INLINE = 1000  # files listed in the record itself; beyond that a manifest blob
+
+
+def encode_manifest(files: list[FileEntry]) -> bytes:
+    """Files as ``path\\0size\\0hash\\0`` in path order: the very bytes the tree digest hashes."""
+    ordered = sorted(files, key=lambda e: e.path)
+    return "".join(f"{f.path}\0{f.size}\0{f.hash}\0" for f in ordered).encode("utf-8", "surrogateescape")
+
+
+def decode_manifest(raw: bytes) -> list[FileEntry]:
+    """The files of a manifest blob.
+
+    Raises:
+        CapsuleInvalid: not a manifest, or a path that leaves its root.
+    """
+    parts = raw.decode("utf-8", "surrogateescape").split("\0")
+    if parts[-1] != "" or (len(parts) - 1) % 3:
+        raise CapsuleInvalid("a data manifest blob is malformed")
+    files: list[FileEntry] = []
+    for i in range(0, len(parts) - 1, 3):
+        path, size, digest = parts[i : i + 3]
+        if not rules.is_safe_relpath(path) or not size.isdigit():
+            raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path!r}")
+        files.append(FileEntry(path, int(size), digest))
+    return files
 
 
 @dataclass
@@ -217,6 +262,7 @@ class Record:
             if entry.stored:
                 found.add(entry.hash)
         for digest in (
+            *(item.manifest for item in self.data.inputs),
             self.code.patch,
             self.deps.lock_blob,
             self.deps.image.dockerfile if self.deps.image else None,

@@ -143,7 +143,9 @@ def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | 
     return Tolerance(atol=base.atol if atol is None else atol, rtol=base.rtol if rtol is None else rtol)
 
 
-def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
+def check_recorded_data(
+    original: Record, data_root: Path, store: Store, allow: bool, read_blob: Callable[[str], bytes | None]
+) -> Drift | None:
     """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
 
     Raises:
@@ -152,7 +154,7 @@ def check_recorded_data(original: Record, data_root: Path, store: Store, allow: 
     if not original.data.inputs:
         return None
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        drift = check_data(original.data.inputs, data_root, cache=cache)
+        drift = check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob)
     if drift and not allow:
         raise DataDrift(drift.changed, drift.missing, drift.extra)
     return drift or None
@@ -229,7 +231,7 @@ def run_replay(
             hint="pass secrets through environment variables, which the run inherits",
         )
     data_root = (request.data_root or store.root).resolve()
-    drift = check_recorded_data(original, data_root, store, request.allow_data_drift)
+    drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")
 

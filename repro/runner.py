@@ -159,8 +159,9 @@ def capture(
         record.code = code.info
         record.warnings += code.warnings
         record.data.inputs = capture_data(
-            data, root, cache=cache, on_progress=progress("hashing data") if progress else None
-        )
+            data, root, cache=cache, on_progress=progress("hashing data") if progress else None,
+            put_bytes=store.put_bytes,
+        )  # fmt: skip
 
     lock = deps.ensure_lock(root, settings.requirements, on_line=lambda s: on_event(Event("info", s)))
     if lock.path is not None:
