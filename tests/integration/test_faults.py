@@ -260,3 +260,24 @@ def test_a_replaced_blob_is_refused_by_verify_and_replay(
     for args in (["verify", str(bad)], ["replay", str(bad)]):
         r = project.repro(*args)
         assert r.code == 6 and "content-address name" in r.err, r.err
+
+
+
+CTRL_C_WHILE_IMPORTING = """
+import sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "click":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["repro", "ls"]
+from repro.__main__ import run
+run()
+"""
+
+
+def test_ctrl_c_while_the_cli_is_still_importing_is_one_line(project: Project) -> None:
+    argv = [sys.executable, "-c", CTRL_C_WHILE_IMPORTING]
+    done = subprocess.run(argv, cwd=project.root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "repro: error: interrupted\n"
