@@ -27,6 +27,7 @@ MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
 MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
 MAX_PLAIN_BYTES = 1 << 30  # any capsule may expand to 1 GiB before the ratio applies
+MAX_NPROC = 1024  # processes per node a replay may start (8 GPUs x 128 is already generous)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[0-9a-f]{16,128}$")
@@ -95,6 +96,9 @@ def check_record(record: Any) -> None:
                 RECORD_NAME,
                 hint,
             )
+    nproc = record.command.nproc_per_node
+    if not isinstance(nproc, int) or not 1 <= nproc <= MAX_NPROC:
+        raise CapsuleInvalid(f"capsule field command.nproc_per_node is out of range: {nproc!r}", RECORD_NAME)
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
             raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)

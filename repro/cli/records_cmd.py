@@ -62,9 +62,11 @@ def export(app: AppContext, ref: str, output: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
 def verify(app: AppContext, ref: str, as_json: bool) -> None:
-    """Check a capsule's integrity: every member against its checksum. Exit 6 when it fails.
+    """Check a capsule's integrity: every member against its checksum, every blob against its
+    content-address name, every path in the record inside its root. Exit 6 when it fails.
 
-    REF is a capsule .tar, or a run in the store (its blobs are re-hashed).
+    REF is a capsule .tar, or a run in the store (its blobs are re-hashed). A capsule that
+    passes is consistent; that says nothing of who made it: replay only capsules you trust.
     """
     path = Path(ref)
     if path.is_file():

@@ -117,6 +117,7 @@ HOSTILE_FIELDS = [
     ("results.outputs.0.path", "/root/.ssh/authorized_keys"),
     ("deps.lockfile", "/etc/shadow"),
     ("code.subdir", "../.."),
+    ("command.nproc_per_node", 100000),
 ]
 
 
