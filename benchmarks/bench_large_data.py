@@ -2,7 +2,8 @@
 
     python benchmarks/bench_large_data.py
 
-REPRO_BENCH_SMALL_N files (default 100,000) of 64 bytes under data/, declared with --data.
+REPRO_BENCH_SMALL_N files (default 100,000) of 64 bytes under data/, declared with --data;
+the peer is the same command in a project without the data.
 The first run hashes them (untimed); the timed runs find them unchanged. The record keeps
 the manifest as a blob, so `repro show` reads a small record whatever the tree's size.
 """
@@ -41,19 +42,22 @@ def run(repeats: int = 3) -> list[Row]:
             Row(case_show, "bare `python -c pass`", None, None, "< 1 s", "overhead", 1.0, skipped=why),
         ]
     env = _env()
-    with scratch("repro-bench-data-") as proj:
-        (proj / "repro.yaml").write_text("# benchmark project: data, no dependencies\n")
-        (proj / "requirements.in").write_text("")
+    with scratch("repro-bench-data-") as base:
+        plain_proj, proj = base / "no-data", base / "data"
+        for p in (plain_proj, proj):
+            p.mkdir()
+            (p / "repro.yaml").write_text("# benchmark project: no dependencies\n")
+            (p / "requirements.in").write_text("")
         log(f"writing {n:,} data files")
         _make_tree(proj / "data", n)
         plain = [repro, "run", "--backend", "local", "--", *COMMAND]
         with_data = [repro, "run", "--backend", "local", "--data", "data", "--", *COMMAND]
         log("first runs: lockfile and the data's first hash (untimed)")
-        run_timed(plain, cwd=proj, env=env)
+        run_timed(plain, cwd=plain_proj, env=env)
         run_timed(with_data, cwd=proj, env=env)
         bare, ours, bare_py, show = Sample(), Sample(), Sample(), Sample()
         for _ in range(repeats):
-            bare.add(*run_timed(plain, cwd=proj, env=env))
+            bare.add(*run_timed(plain, cwd=plain_proj, env=env))
             ours.add(*run_timed(with_data, cwd=proj, env=env))
             bare_py.add(*run_timed(COMMAND, cwd=proj, env=env))
             show.add(*run_timed([repro, "show", "latest"], cwd=proj, env=env))

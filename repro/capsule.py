@@ -10,6 +10,7 @@ single tar of the same members plus ``SHA256SUMS``, written deterministically.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -19,7 +20,7 @@ import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 from zlib import error as zlib_error
 
 from repro import capsule_rules as rules
@@ -30,6 +31,9 @@ READABLE_FORMATS = (FORMAT,)
 RECORD_NAME = "capsule.yaml"
 SUMS_NAME = "SHA256SUMS"
 BLOB_DIR = "blobs"
+# `repro export --with-image`: the environment image as `docker save` wrote it (every layer
+# once). Checksummed like every member; never extracted, streamed to the engine from the tar.
+IMAGE_MEMBER = "image/docker-image.tar"
 
 
 def blob_member(digest: str) -> str:
@@ -57,6 +61,8 @@ class CommandInfo:
     params: dict[str, Any] = field(default_factory=dict)
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
+    torchrun: bool = False  # launched through torchrun (always when nproc_per_node > 1)
+    nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
 
 @dataclass
@@ -142,6 +148,7 @@ class ImageInfo:
     template: str | None = None
     reused: bool = False
     build_seconds: float | None = None
+    loaded: bool = False  # loaded from the image archive a capsule carries, not built
 
 
 @dataclass
@@ -150,7 +157,9 @@ class DepsInfo:
     lock_blob: str | None = None
     lock_inputs: str | None = None  # hash of what the lock was compiled from
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
+    variant: str | None = None  # cpu | cuda: which lock of the project (see capture/deps.py)
     freeze: list[str] = field(default_factory=list)  # what actually ran
+    mismatches: list[str] = field(default_factory=list)  # locked packages that ran at another version
     site_fingerprint: str | None = None
     image: ImageInfo | None = None
 
@@ -217,6 +226,7 @@ class BackendInfo:
 class ResultInfo:
     status: str = "running"  # succeeded | failed | interrupted | running
     exit_code: int | None = None
+    failure: dict[str, Any] | None = None  # why the command failed, when repro knows: code, message, hint
     started: str | None = None
     finished: str | None = None
     duration_s: float | None = None
@@ -382,16 +392,24 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class _Hashing:
+    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.sha = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.f.read(size)
+        self.sha.update(data)
+        return data
 
 
-def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
-    """Write a capsule tar: record, referenced blobs, SHA256SUMS; deterministic bytes.
+def pack(
+    record: Record, blob_path: Callable[[str], Path], dest: Path, image_archive: Path | None = None
+) -> Path:
+    """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS;
+    deterministic bytes.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
@@ -407,6 +425,8 @@ def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
                 hint="the store was pruned or damaged; the run cannot be exported whole",
             )
         members.append((blob_member(digest), path))
+    if image_archive is not None:
+        members.append((IMAGE_MEMBER, image_archive))
     sums: list[str] = []
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
@@ -418,8 +438,9 @@ def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
                     sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
                 else:
                     with open(src, "rb") as f:
-                        tar.addfile(_tarinfo(name, src.stat().st_size), f)
-                    sums.append(f"{_sha256_file(src)}  {name}")
+                        reader = _Hashing(f)
+                        tar.addfile(_tarinfo(name, src.stat().st_size), reader)
+                    sums.append(f"{reader.sha.hexdigest()}  {name}")
             body = ("\n".join(sums) + "\n").encode()
             tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
         os.replace(tmp, dest)
@@ -446,6 +467,7 @@ class Verified:
 
     record: Record
     members: list[str]
+    image_size: int | None = None  # bytes of the carried image archive, when there is one
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
@@ -472,6 +494,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
     misnamed: list[str] = []
+    image_size: int | None = None
     try:
         with tar:
             for info in tar:
@@ -485,7 +508,10 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
                 if name in digests:
                     raise CapsuleInvalid(f"member {name!r} appears twice", member=name)
                 budget.take(name, info.size)
-                digests[name] = _read_member(tar, info, name, extract_to, contents, misnamed)
+                if name == IMAGE_MEMBER:
+                    image_size = info.size
+                into = extract_to if name != IMAGE_MEMBER else None  # gigabytes: read in place later
+                digests[name] = _read_member(tar, info, name, into, contents, misnamed)
     except (tarfile.TarError, OSError, EOFError, zlib_error) as e:
         raise CapsuleInvalid(f"{path.name} is truncated or damaged: {_first_line(e)}") from e
     _check_sums(path, contents, digests)
@@ -503,7 +529,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
             raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
     if extract_to is not None:
         (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
-    return Verified(record=record, members=sorted(digests))
+    return Verified(record=record, members=sorted(digests), image_size=image_size)
 
 
 def _first_line(e: BaseException) -> str:
@@ -586,3 +612,22 @@ def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str])
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)
     if RECORD_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {RECORD_NAME}", member=RECORD_NAME)
+@contextlib.contextmanager
+def open_member(path: Path, name: str) -> Iterator[IO[bytes]]:
+    """Read one member of a capsule tar in place (for the image archive: gigabytes, not copied).
+
+    Raises:
+        CapsuleInvalid: the member is missing or the tar unreadable.
+    """
+    try:
+        tar = tarfile.open(path, "r:*")
+        member = tar.extractfile(name)
+    except KeyError:
+        tar.close()
+        member = None
+    except (tarfile.TarError, OSError) as e:
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+    if member is None:
+        raise CapsuleInvalid(f"{path.name} has no member {name}", member=name)
+    with tar, member:
+        yield member

@@ -114,7 +114,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.composer.ComposerError(
                 None, None, "aliases are not allowed in a capsule record", event.start_mark
             )
@@ -122,7 +122,7 @@ class _BoundedLoader(yaml.SafeLoader):
         try:
             if self._depth > MAX_YAML_DEPTH:
                 raise yaml.composer.ComposerError(
-                    None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", self.peek_event().start_mark
+                    None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", self.get_mark()
                 )
             return super().compose_node(parent, index)
         finally:

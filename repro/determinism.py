@@ -1,4 +1,4 @@
-"""Determinism modes: the environment and in-process knobs each mode sets (DETERMINISM.md)."""
+"""Determinism modes: the environment and in-process knobs each mode sets (README, "How it works")."""
 
 from __future__ import annotations
 
@@ -59,9 +59,18 @@ def resolve_isa(isa: str, cpu_flags: list[str]) -> str | None:
     return isa
 
 
-def plan(mode: str, threads: int, isa: str | None) -> DeterminismInfo:
-    """The variables set before the interpreter starts and the knobs the runtime applies."""
+def plan(
+    mode: str, threads: int, isa: str | None, allow_nondeterministic_ops: bool = False
+) -> DeterminismInfo:
+    """The variables set before the interpreter starts and the knobs the runtime applies.
+
+    In strict and gpu mode an op without a deterministic kernel is an error, unless
+    ``allow_nondeterministic_ops`` makes it a warning (counted in the ledger either way).
+    """
     env: dict[str, str] = {"REPRO_MODE": mode}
+    allow = allow_nondeterministic_ops and mode != "off"
+    if allow:
+        env["REPRO_ALLOW_NONDETERMINISTIC_OPS"] = "1"
     knobs: dict[str, Any] = {}
     if mode in ("strict", "gpu"):
         n = str(threads)
@@ -99,16 +108,98 @@ def plan(mode: str, threads: int, isa: str | None) -> DeterminismInfo:
         knobs["gpu_visible"] = False
     if mode == "gpu":
         env.update({"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "NVIDIA_TF32_OVERRIDE": "0", **NCCL_PINS})
+        env["NVTE_ALLOW_NONDETERMINISTIC_ALGO"] = "0"  # Transformer Engine, outside torch's switch
         knobs.update({"tf32": False, "cublas_workspace": ":4096:8", "nccl": dict(NCCL_PINS)})
+    if mode in ("strict", "gpu"):
+        knobs["deterministic_warn_only"] = allow
     return DeterminismInfo(
         mode=mode, threads=threads if mode != "off" else None, isa=isa if mode != "off" else None,
-        knobs=knobs, env=env,
+        knobs=knobs, env=env, allow_nondeterministic_ops=allow,
     )  # fmt: skip
 
 
 def verifiable_mode(*records: DeterminismInfo) -> str:
-    """The mode a comparison may hold runs to: the recorded one, or ``off`` when any of the runs
-    ran without the runtime (nothing was seeded or pinned, so nothing strict can be promised)."""
+    """The mode a comparison may hold runs to: the recorded one; ``off`` when any of the runs ran
+    without the runtime (nothing was seeded or pinned); at most ``gpu`` (a tolerance, never bit for
+    bit) when a run used nondeterministic ops it was allowed to."""
     if any(r.applied is False for r in records):
         return "off"
-    return records[0].mode if records else "strict"
+    mode = records[0].mode if records else "strict"
+    if mode == "strict" and any(r.allow_nondeterministic_ops and r.nondeterministic_ops for r in records):
+        return "gpu"
+    return mode
+
+
+_NO_GPU = (
+    "No CUDA GPUs are available",
+    "Torch not compiled with CUDA",
+    "Found no NVIDIA driver",
+    "CUDA driver initialization failed",
+    "no CUDA-capable device",
+)
+
+
+def explain_failure(
+    det: DeterminismInfo, fatal: dict[str, Any] | None, stderr_tail: list[str]
+) -> dict[str, Any] | None:
+    """Why a run failed, when a determinism setting made it fail: {code, message, hint}."""
+    if fatal is not None and fatal.get("op"):
+        where = f" at {fatal['where']}" if fatal.get("where") else ""
+        rank = f" (rank {fatal['rank']})" if (fatal.get("rank") or 0) > 0 else ""
+        return {
+            "code": "nondeterministic_op",
+            "message": f"{fatal['op']}{where}{rank} has no deterministic kernel, and {det.mode} mode "
+            "makes that an error",
+            "hint": "use another op, or pass --allow-nondeterministic-ops (allow_nondeterministic_ops: true "
+            "in repro.yaml) to run it and have it counted; the replay then cannot promise identical",
+            "op": fatal["op"],
+            "where": fatal.get("where"),
+        }
+    if det.mode == "strict" and any(text in line for line in stderr_tail for text in _NO_GPU):
+        return {
+            "code": "strict_hides_gpus",
+            "message": "the script wanted a GPU, and strict mode hides every GPU (CPU only, bit for bit)",
+            "hint": "repro run --mode gpu --gpus N …  (or make the script fall back to the CPU)",
+        }
+    return None
+
+
+def state_warnings(det: DeterminismInfo) -> list[str]:
+    """One line for each thing that undoes what the mode promises: knobs the script changed,
+    kernel packages outside torch's deterministic switch, nondeterministic ops that ran."""
+    found = []
+    if det.changed_by_script:
+        shown = ", ".join(
+            f"{k} {v.get('found')} (repro set {v.get('set')})" for k, v in det.changed_by_script.items()
+        )
+        found.append(f"the script changed determinism switches after repro set them: {shown}")
+    kernels = det.effective.get("kernel_packages") or []
+    if kernels:
+        found.append(
+            f"kernel packages outside PyTorch's deterministic switch were imported: {', '.join(kernels)} "
+            "(their kernels may be nondeterministic whatever the mode)"
+        )
+    if det.nondeterministic_ops and det.allow_nondeterministic_ops:
+        found.append(f"nondeterministic ops ran (allowed): {ledger_text(det.nondeterministic_ops)}")
+    return found
+
+
+def ledger_text(ops: list[dict[str, Any]], limit: int = 4) -> str:
+    """``put_ ×3 at train.py:12, index_add_ ×1 (rank 1)``."""
+    parts = []
+    for e in ops[:limit]:
+        where = f" at {e['where']}" if e.get("where") else ""
+        rank = f" (rank {e['rank']})" if (e.get("rank") or 0) > 0 else ""
+        parts.append(f"{e['op']} ×{e['count']}{where}{rank}")
+    more = f" (+{len(ops) - limit} more)" if len(ops) > limit else ""
+    return ", ".join(parts) + more
+
+
+def expectation(det: DeterminismInfo) -> str | None:
+    """What a replay of a run that used nondeterministic ops can promise, in one line (else None)."""
+    if not det.nondeterministic_ops:
+        return None
+    return (
+        f"the run used nondeterministic ops ({ledger_text(det.nondeterministic_ops)}): "
+        "expect within_tolerance at best, not identical"
+    )

@@ -1,4 +1,4 @@
-"""The ReproError tree and the exit-code table (DESIGN.md, "Exit codes")."""
+"""The ReproError tree and the exit-code table (README, "Exit codes")."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ class NotFoundError(UsageError):
     """A run ref, file or directory that does not exist."""
 
 
+class StoreConflict(UsageError):
+    """The store already holds a different record under the same run id."""
+
+
 class BackendUnavailable(ReproError):
     """No Docker engine, or no GPU when one was asked for."""
 
@@ -68,6 +72,7 @@ class CommandFailed(ReproError):
         stderr_tail: list[str],
         run_id: str | None = None,
         message: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.exit_status = exit_status
         self.stderr_tail = stderr_tail
@@ -75,7 +80,7 @@ class CommandFailed(ReproError):
         where = f" (run {run_id}, recorded as failed)" if run_id else ""
         super().__init__(
             message or f"the training command exited with status {exit_status}{where}",
-            hint=f"repro show {run_id}" if run_id else None,
+            hint=hint or (f"repro show {run_id}" if run_id else None),
         )
 
 

@@ -25,6 +25,7 @@ class Reports:
     read: set[str] = field(default_factory=set)  # relative to the project root
     script_seeds: list[dict[str, Any]] = field(default_factory=list)
     nondeterministic: list[dict[str, Any]] = field(default_factory=list)  # raw "nd" events
+    errors: list[str] = field(default_factory=list)  # settings the runtime could not apply
 
 
 def report_files(runtime_dir: Path) -> list[Path]:
@@ -32,7 +33,7 @@ def report_files(runtime_dir: Path) -> list[Path]:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    found = []
+    found: list[dict[str, Any]] = []
     try:
         lines = path.read_text("utf-8", "replace").splitlines()
     except OSError:
@@ -77,5 +78,38 @@ def read_reports(runtime_dir: Path) -> Reports:
                 seeds.setdefault((str(entry["api"]), repr(entry["value"]), str(entry["where"])), entry)
             elif kind == "nd":
                 reports.nondeterministic.append(event)
+            elif kind == "error":
+                text = f"{event.get('where')}: {event.get('error')}"
+                if text not in reports.errors:
+                    reports.errors.append(text)
     reports.script_seeds = sorted(seeds.values(), key=lambda s: (str(s["where"]), str(s["api"])))
     return reports
+
+
+def ledger(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The nondeterministic-op ledger from the raw alerts, and the alert that ended the run (if any).
+
+    Each process reports running counts; its last (largest) count per (op, where) is kept,
+    then processes of one rank are summed: ``{"op","count","rank","where","first_step"}``.
+    """
+    per_process: dict[tuple[Any, ...], dict[str, Any]] = {}
+    fatal = None
+    for event in events:
+        key = (event.get("pid"), event.get("op"), event.get("where"), event.get("rank"))
+        seen = per_process.get(key)
+        if seen is None or int(event.get("count") or 0) >= int(seen.get("count") or 0):
+            per_process[key] = event
+        if event.get("fatal") and fatal is None:
+            fatal = {"op": event.get("op"), "where": event.get("where"), "rank": event.get("rank")}
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for event in per_process.values():
+        group = (event.get("op"), event.get("rank"), event.get("where"))
+        entry = merged.setdefault(
+            group, {"op": group[0], "count": 0, "rank": group[1], "where": group[2], "first_step": None}
+        )
+        entry["count"] += int(event.get("count") or 0)
+        step = event.get("first_step")
+        if step is not None and (entry["first_step"] is None or step < entry["first_step"]):
+            entry["first_step"] = step
+    ops = sorted(merged.values(), key=lambda e: (str(e["op"]), e["rank"] or 0, str(e["where"])))
+    return ops, fatal

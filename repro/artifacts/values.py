@@ -83,7 +83,7 @@ def _compare_arrays(a: Any, b: Any, tol: Tolerance) -> tuple[bool, bool, float |
     if a.dtype.kind not in "biuf":
         same = bool(np.array_equal(a, b))
         return same, same, None
-    x, y = a.astype(np.float64), b.astype(np.float64)
+    x, y = np.atleast_1d(a.astype(np.float64)), np.atleast_1d(b.astype(np.float64))  # 0-d: a scalar
     if np.array_equal(x, y, equal_nan=True):
         return True, True, None
     with np.errstate(invalid="ignore", over="ignore"):

@@ -70,6 +70,12 @@ def replay(
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
     A capsule is untrusted input: a path that leaves its root is refused (exit 6); the
     network stays off unless --network; the process environment comes from repro's own list.
+
+    \b
+    Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
+    repro.yaml's compare.mask / compare.ignore_lines add patterns, compare.stdout: false
+    leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV
+    metric files value by value; --json gives each reason a code and its fields.
     """
     request = ReplayRequest(
         ref=ref,

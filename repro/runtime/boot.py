@@ -25,12 +25,13 @@ import os
 import platform
 import random
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import files, report, seeding
+from repro.runtime import files, ledger, report, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -56,6 +57,8 @@ def boot() -> None:
     os.register_at_fork(after_in_child=lambda: _report_in(False))
     random.seed(seed)
     seeding.watch_random(random)
+    ledger.watch_warnings()
+    ledger.watch_errors()
     _on_import("numpy", _apply_numpy)
     _on_import("torch", _apply_torch)
     for name in ("safetensors.torch", "safetensors.numpy"):
@@ -101,8 +104,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             original(module)
             try:
                 callback(module)
-            except Exception as e:  # the user's program must still run
-                sys.stderr.write(f"repro: could not apply settings to {fullname}: {e}\n")
+            except Exception as e:  # the user's program must still run; the runner reports it
+                report.emit("error", f"{fullname}:{type(e).__name__}", where=fullname, error=str(e)[:300])
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -146,16 +149,23 @@ def _apply_torch(torch: ModuleType) -> None:
             knobs["interop_threads"] = 1
         except RuntimeError:
             knobs["interop_threads"] = torch.get_num_interop_threads()
-        torch.use_deterministic_algorithms(True, warn_only=(mode == "gpu"))
+        # Nondeterministic ops are errors unless the run allowed them (then warnings, counted).
+        warn_only = os.environ.get("REPRO_ALLOW_NONDETERMINISTIC_OPS") == "1"
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
         knobs["deterministic_algorithms"] = True
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
         knobs["cudnn_deterministic"] = True
         knobs["cudnn_benchmark"] = False
+        _state["set"] = {
+            "deterministic_algorithms": True, "deterministic_warn_only": warn_only,
+            "cudnn_deterministic": True, "cudnn_benchmark": False, "threads": knobs["threads"],
+        }  # fmt: skip
     if mode == "gpu":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         knobs["tf32"] = False
+        _state["set"].update(cudnn_allow_tf32=False, matmul_allow_tf32=False)
     knobs["cpu_capability"] = _safe(lambda: torch.backends.cpu.get_cpu_capability())
     seeding.watch_torch(torch)
     _report_writes(torch, "save", 1)
@@ -164,6 +174,7 @@ def _apply_torch(torch: ModuleType) -> None:
         _watch_process_group(torch)
     if os.environ.get("REPRO_TRACE") == "1" and os.environ.get("REPRO_RUNTIME_DIR"):
         _trace_steps(torch)
+        ledger.count_steps(torch)
 
 
 def _trace_steps(torch: ModuleType) -> None:
@@ -174,11 +185,13 @@ def _trace_steps(torch: ModuleType) -> None:
 
     def name_of(param: Any, fallback: str) -> str:
         if not names:  # the first step: name parameters after the modules that hold them
-            for obj in gc.get_objects():
-                if isinstance(obj, torch.nn.Module):
-                    for name, p in obj.named_parameters():
-                        if len(name) > len(names.get(id(p), "")):
-                            names[id(p)] = name
+            with warnings.catch_warnings():  # isinstance() on some of torch's objects warns
+                warnings.simplefilter("ignore")
+                for obj in gc.get_objects():
+                    if isinstance(obj, torch.nn.Module):
+                        for name, p in obj.named_parameters():
+                            if len(name) > len(names.get(id(p), "")):
+                                names[id(p)] = name
             names.setdefault(0, "")
         return names.get(id(param), fallback)
 
@@ -264,9 +277,18 @@ def _write_files() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is not None:
         _note_process_group(dist)
+    ledger.flush()
+    torch = sys.modules.get("torch")
     try:
         if _state.get("rank", -1) >= 0 or _state.get("main"):
             (d / f"knobs{_suffix()}.json").write_text(json.dumps(_state["knobs"], sort_keys=True))
+            if torch is not None and hasattr(torch, "backends"):
+                found = ledger.effective(torch)
+                state = {
+                    "effective": found,
+                    "changed_by_script": ledger.changed(_state.get("set", {}), found),
+                }
+                (d / f"state{_suffix()}.json").write_text(json.dumps(state, sort_keys=True, default=str))
             (d / f"env{_suffix()}.json").write_text(json.dumps(_environment(), sort_keys=True))
     except OSError:
         pass

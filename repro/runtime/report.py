@@ -8,7 +8,8 @@ Standard library only. One JSON object per line, appended with one ``write(2)`` 
   w      a file written: ``p`` relative to the project root, or absolute when outside it
   r      a file read under the project root
   seed   the script seeded an RNG itself: api, value, where
-  nd     a nondeterministic op alert: op, where, first_step, rank
+  nd     a nondeterministic op alert: op, where, first_step, rank, count so far, fatal
+  error  the runtime could not apply its settings to a module: where, error
 
 Every (kind, key) is reported once per process.
 """

@@ -11,10 +11,13 @@ if os.environ.get("REPRO_RUN_ID"):
         from repro.runtime import boot as _repro_boot
 
         _repro_boot.boot()
-    except Exception as _e:  # never stop the user's program from starting
-        import sys
-
-        sys.stderr.write(f"repro: runtime could not start: {type(_e).__name__}: {_e}\n")
+    except Exception as _e:  # never stop the user's program, never write into its output
+        try:
+            _dir = os.environ.get("REPRO_RUNTIME_DIR", "")
+            with open(os.path.join(_dir, f"boot-error.{os.getpid()}.txt"), "w") as _f:
+                _f.write(f"{type(_e).__name__}: {_e}\n")
+        except OSError:
+            pass
 
     def _repro_chain() -> None:
         import importlib.util
