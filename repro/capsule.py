@@ -612,6 +612,8 @@ def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str])
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)
     if RECORD_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {RECORD_NAME}", member=RECORD_NAME)
+
+
 @contextlib.contextmanager
 def open_member(path: Path, name: str) -> Iterator[IO[bytes]]:
     """Read one member of a capsule tar in place (for the image archive: gigabytes, not copied).
