@@ -8,6 +8,7 @@ optional run API works inside containers where only the runtime is mounted:
     repro.log_params(lr=0.1)
     out = repro.output_dir()
     seed = repro.seed()
+    repro.checkpoint.save("ckpt.pt", model=model, loader=loader)   # exact mid-epoch resume
 
 Code that cannot be wrapped by `repro run` (a notebook, a service) records a run from inside:
 
@@ -24,11 +25,13 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from repro import checkpoint  # noqa: E402
 from repro.runtime.api import log_metric, log_params, output_dir, seed  # noqa: E402
 
 __all__ = [
     "__version__",
     "capture",
+    "checkpoint",
     "load_ipython_extension",
     "log_metric",
     "log_params",
