@@ -50,6 +50,26 @@ def test_requeue_traps_the_warning_signal_and_requeues_after_the_command_saved(t
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("restart", "before", "after"), [("", "", ""), ("0", "", ""), ("1", "", "r1"), ("2", "r0", "r0")]
+)
+def test_a_restarted_job_resumes_its_own_run_or_the_one_it_resumes(
+    tmp_path: Path, restart: str, before: str, after: str
+) -> None:
+    """The script's own lines, run by bash: restarts set REPRO_RESUMED_FROM, first starts do not."""
+    text = job_script(_spec(tmp_path), SlurmOptions(requeue=True), "python", {}, "r1")
+    lines = text.splitlines()
+    start = lines.index('if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then')
+    snippet = "\n".join([*lines[start : start + 3], 'printf %s "${REPRO_RESUMED_FROM:-}"'])
+    env = {"PATH": "/usr/bin:/bin", "REPRO_RUN_ID": "r1", "SLURM_RESTART_COUNT": restart}
+    if before:
+        env["REPRO_RESUMED_FROM"] = before
+    out = subprocess.run(["bash", "-c", snippet], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout == after
+    plain = job_script(_spec(tmp_path), SlurmOptions(), "python", {}, "r1")
+    assert "REPRO_RESUMED_FROM" not in plain  # a job that is never requeued never restarts
+
+
 def test_scontrol_show_job_is_read_field_by_field() -> None:
     line = ("JobId=8 JobName=repro-x UserId=root(0) JobState=PENDING Reason=BeginTime Requeue=1 Restarts=1 "
             "ExitCode=0:15 Partition=debug NodeList=(null) TRES=cpu=2,node=2\n")  # fmt: skip
