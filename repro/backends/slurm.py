@@ -15,7 +15,9 @@ ends. Ctrl-C cancels the job (``scancel``) and the run is recorded as interrupte
 With ``requeue``, sbatch gets ``--requeue`` and ``--signal=USR1@<grace>``: a job that is
 preempted or requeued (``scontrol requeue``) starts again in the same run directory with
 the same command, so a script that saves checkpoints (on SIGUSR1, or every epoch) and
-loads one when present continues where it stopped.
+loads one when present continues where it stopped; a restart sets ``REPRO_RESUMED_FROM``, so
+the runtime restores the RNG states recorded at the save of the checkpoint it loads, as
+`repro resume` does, and the run stays one run (its restarts and restores in the record).
 """
 
 from __future__ import annotations
