@@ -132,6 +132,9 @@ def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_pat
                       image="sha256:abc")  # fmt: skip
     srun = next(line for line in text.splitlines() if line.startswith("srun "))
     assert "--image=sha256:abc" in srun and "--pass-env=REPRO_SEED" in srun and str(tmp_path / "proj") in srun
+    requeue = SlurmOptions(environment="docker", requeue=True)
+    text = job_script(_spec(tmp_path), requeue, "py", {"REPRO_SEED": "1"}, "r1", image="sha256:abc")
+    assert "--pass-env=REPRO_RESUMED_FROM,REPRO_SEED" in text  # a restart's resume reaches the container
 
     monkeypatch.setenv("REPRO_RUN_ID", "r1")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
