@@ -22,6 +22,7 @@ RNG_DIR = "rng"  # the runtime's names (repro/runtime/resume.py)
 RING_DIR = "ring"
 COPIES_DIR = "ckpt"
 EVENTS = "resume-events.jsonl"
+RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: the runtime restores the recorded RNG states at load
 RESUME_TRACE = "rtrace"  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
 
 
@@ -77,6 +78,15 @@ def _fill_from_ring(found: dict[str, CheckpointInfo], runtime: Path, put_file: C
 def loaded_paths(runtime: Path) -> set[str]:
     """Checkpoints a resumed run loaded (project-relative), restored or not."""
     return {str(e["path"]) for e in read_events(runtime) if e.get("path")}
+
+
+def restored(runtime: Path) -> list[dict[str, Any]]:
+    """Each checkpoint a resumed process loaded with its recorded RNG states: rank, path and step."""
+    return [
+        {"rank": e.get("rank", 0), "path": e.get("path"), "step": e.get("step")}
+        for e in read_events(runtime)
+        if e.get("event") == "restored"
+    ]
 
 
 def read_events(runtime: Path) -> list[dict[str, Any]]:

@@ -32,7 +32,6 @@ from repro.hashing import HashCache
 from repro.replay import check_recorded_data, recorded_slurm_options
 from repro.store import Store, new_run_id
 
-RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # tells the runtime to restore recorded states at load
 RESUMABLE = ("interrupted", "failed")
 
 
@@ -57,6 +56,9 @@ def resume(
 ) -> Record:
     """Continue the run ``ref`` as a new run; returns its sealed record (``resumed_from`` = the original).
 
+    The backend is ``backend``, else the plan's flag or environment value, else the recorded
+    one (`Plan.with_recorded`: the record is above the project file). The seed, mode, data and
+    code are always the record's: a resume continues the original, it does not start anew.
     ``root`` is where the original executed (default: the project); ``env`` adds variables
     to the resumed processes (what `repro check --interrupt` traces with).
 
@@ -65,9 +67,11 @@ def resume(
             whose code changed since. DataDrift: its data changed.
         BackendUnavailable, BuildError: the backend cannot run it.
     """
-    settings = plan.settings
-    found = find_resumable(store, ref, settings)
+    found = find_resumable(store, ref, plan.settings)
     original = found.record
+    plan = plan.with_recorded(backend=original.backend.name)
+    settings = plan.settings
+    backend = backend or settings.backend
     if found.salvaged:
         on_event(
             Event(
@@ -86,18 +90,18 @@ def resume(
         record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
         base or settings.base_image, list(original.command.argv), data_root=store.root,
     )  # fmt: skip
-    spec.env[RESUMED_FROM_ENV] = original.id
+    spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env or {})
     checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
     try:
         chosen = runner.select_backend(
-            backend or original.backend.name, on_event, need_lock=lockfile is not None,
+            backend, on_event, need_lock=lockfile is not None,
             slurm=recorded_slurm_options(original),
         )  # fmt: skip
     except BaseException:
         store.remove_run(record.id)
         raise
-    record.backend.requested = backend or original.backend.name
+    record.backend.requested = backend
     if on_start is not None:
         on_start(record)
     on_event(Event("info", f"resuming {original.id} as {record.id} · backend {chosen.name} · mode "

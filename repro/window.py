@@ -21,7 +21,6 @@ from repro.capsule import CheckpointInfo, Record
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.errors import UsageError
 
-RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"
 STOP_ENV = "REPRO_STOP_AFTER_STEPS"
 
 
@@ -79,7 +78,7 @@ def prepare(
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(raw)
     checkpoints.seed_runtime(spec.runtime_dir, [info], read_blob)
-    spec.env.update({RESUMED_FROM_ENV: original.id, STOP_ENV: str(window.steps)})
+    spec.env.update({checkpoints.RESUMED_FROM_ENV: original.id, STOP_ENV: str(window.steps)})
 
 
 def compare(original: Side, replay: Side, window: Window, mode: str, tol: Tolerance | None,

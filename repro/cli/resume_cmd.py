@@ -8,7 +8,7 @@ from repro import resume as core
 from repro import ui
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, raise_for_status, sigterm_interrupts
-from repro.config import BACKENDS
+from repro.config import BACKENDS, Flags
 from repro.errors import Interrupted
 from repro.ui import records as render
 
@@ -19,7 +19,7 @@ from repro.ui import records as render
     "--backend",
     type=click.Choice(BACKENDS),
     default=None,
-    help="Execute on this backend instead of the original run's.",
+    help="Execute on this backend (default: $REPRO_BACKEND, else the original run's).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, resumed_from, …)."
@@ -42,7 +42,7 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     store = app.store
     try:
         with sigterm_interrupts():
-            record = core.resume(store, ref, app.plan(), on_event, backend=backend)
+            record = core.resume(store, ref, app.plan(Flags(backend=backend)), on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     capsule = store.runs_dir / record.id

@@ -100,6 +100,8 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
         if ranks.get(name):
             text += f"; rank {', '.join(ranks[name])}"
         lines.append(("node", text))
+    for e in slurm.get("restored") or []:  # a requeued job continued from a checkpoint
+        lines.append(("requeue", f"rank {e.get('rank')} restored {e.get('path')} at step {e.get('step')}"))
     return lines
 
 

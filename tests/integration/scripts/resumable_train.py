@@ -22,6 +22,7 @@ parser.add_argument("--lr", type=float, default=0.01)
 parser.add_argument("--workers", type=int, default=2)
 parser.add_argument("--ckpt-dir", default="checkpoints")
 parser.add_argument("--save", default="model.pt")
+parser.add_argument("--epoch-sleep", type=float, default=0.0, help="seconds of extra work per epoch")
 parser.add_argument("--skip-scheduler-state", action="store_true",
                     help="do not restore the LR schedule when resuming (a bug, on purpose)")
 args = parser.parse_args()
@@ -82,5 +83,6 @@ for epoch in range(start_epoch, args.epochs):
                 "scheduler": scheduler.state_dict()}, tmp)
     os.replace(tmp, last)
     print(f"epoch {epoch} done, checkpoint saved", flush=True)
+    time.sleep(args.epoch_sleep)
 
 torch.save(model.state_dict(), args.save)
