@@ -259,7 +259,8 @@ class Record:
                 hint="upgrade repro to read newer capsules",
             )
         try:
-            return _build(cls, data)
+            record: Record = _build(cls, data)
+            return record
         except (TypeError, ValueError, KeyError) as e:
             raise CapsuleInvalid(f"{RECORD_NAME} is malformed: {e}", member=RECORD_NAME) from e
 

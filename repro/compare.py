@@ -8,7 +8,7 @@ rule of ``repro.logmask``; tolerances live in ``repro.tolerance``. Their public 
 re-exported here. Each reason a verdict gives carries a code (``repro.reasons``); callers
 decide on codes, never on sentences.
 
-Verdict rules (DESIGN.md, "Replay and verification"):
+Verdict rules (README, "Replay verdicts"):
 
 - the replay failed (non-zero exit, or status other than ``succeeded``) → ``failed``;
 - ``strict`` mode: every output byte-identical (or, for metric files and TensorBoard
@@ -144,7 +144,7 @@ REPRODUCED = ("identical", "within_tolerance")
 
 
 def exit_code_for(status: str) -> ExitCode:
-    """0 reproduced, 4 a command failed, 5 not reproduced (DESIGN.md, "Exit codes")."""
+    """0 reproduced, 4 a command failed, 5 not reproduced (README, "Exit codes")."""
     if status == "failed":
         return ExitCode.COMMAND_FAILED
     return ExitCode.OK if status in REPRODUCED else ExitCode.NOT_REPRODUCED
@@ -175,7 +175,7 @@ class Verdict:
 
     @property
     def exit_code(self) -> ExitCode:
-        """The CLI exit code this verdict maps to (DESIGN.md, "Exit codes")."""
+        """The CLI exit code this verdict maps to (README, "Exit codes")."""
         return exit_code_for(self.status)
 
     @property
@@ -186,7 +186,8 @@ class Verdict:
         """A JSON-able dict (non-finite floats become the strings "inf", "-inf", "nan")."""
         data = dataclasses.asdict(self)
         data["reproduced"] = self.reproduced
-        return _json_safe(data)
+        safe: dict[str, Any] = _json_safe(data)
+        return safe
 
 
 def _json_safe(value: Any) -> Any:

@@ -28,6 +28,7 @@ from repro.logmask import check_patterns
 MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker", "slurm")
 ISAS = ("auto", "avx2", "avx512", "default", "none")
+NODE_ENVIRONMENTS = ("python", "docker")  # what runs the command on Slurm nodes
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 
@@ -60,6 +61,9 @@ class Settings:
     slurm_account: str | None = None
     slurm_sbatch_args: tuple[str, ...] = ()  # passed to sbatch as given
     slurm_requeue: bool = False
+    slurm_environment: str = (
+        "python"  # python: this interpreter on a shared filesystem; docker: the run's image
+    )
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -88,6 +92,7 @@ _YAML_KEYS: dict[str, str] = {
     "slurm.account": "slurm_account",
     "slurm.sbatch_args": "slurm_sbatch_args",
     "slurm.requeue": "slurm_requeue",
+    "slurm.environment": "slurm_environment",
     "compare.stdout": "compare_stdout",
     "compare.mask": "compare_mask",
     "compare.ignore_lines": "compare_ignore_lines",
@@ -172,6 +177,11 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
     if settings.slurm_nodes < 1:
         raise ConfigError(f"slurm.nodes must be at least 1{origin('slurm_nodes')}")
+    if settings.slurm_environment not in NODE_ENVIRONMENTS:
+        raise ConfigError(
+            f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
+            hint=f"choose one of: {', '.join(NODE_ENVIRONMENTS)}",
+        )
     return settings
 
 

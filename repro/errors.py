@@ -1,4 +1,4 @@
-"""The ReproError tree and the exit-code table (DESIGN.md, "Exit codes")."""
+"""The ReproError tree and the exit-code table (README, "Exit codes")."""
 
 from __future__ import annotations
 

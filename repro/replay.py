@@ -7,7 +7,6 @@ so `repro diff ORIGINAL REPLAY` works afterwards.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import json
 import re
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
 from repro.attribution import snapshot_tree
-from repro.backends.base import Event, OnEvent, RunSpec
+from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
 from repro.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, Record, ResultInfo, open_member
 from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
@@ -146,6 +145,11 @@ def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | 
 
     base = tolerance_for(mode)
     return Tolerance(atol=base.atol if atol is None else atol, rtol=base.rtol if rtol is None else rtol)
+
+
+def verification(verdict: Verdict, of: str) -> dict[str, str]:
+    """What a replay's (or a check run's) record keeps of its verdict against run ``of``."""
+    return {"of": of, "status": verdict.status, "summary": verdict.summary}
 
 
 def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
@@ -299,11 +303,11 @@ def run_replay(
         CompareOptions.from_settings(settings),
     )  # fmt: skip
     if world_changed and verdict.status == "identical":
-        verdict.status = "within_tolerance"
+        verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
     record.warnings += notes
-    record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
+    record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
 
@@ -320,6 +324,7 @@ def recorded_slurm_options(record: Record) -> SlurmOptions:
         account=asked.get("account"),
         sbatch_args=tuple(asked.get("sbatch_args") or ()),
         requeue=bool(asked.get("requeue")),
+        environment=str(asked.get("environment") or "python"),
     )
 
 
@@ -357,9 +362,16 @@ def _carry_image(spec: RunSpec, original: Record, loaded: LoadedRun) -> None:
     image = original.deps.image
     if loaded.image_archive is None or image is None or not image.id:
         return
-    recorded = dataclasses.asdict(image)
-    recorded["dockerfile_text"] = (loaded.read_blob(image.dockerfile) or b"").decode()
-    spec.recorded_image = recorded
+    spec.recorded_image = BuiltImage(
+        id=image.id,
+        tag=image.tag or image.id,
+        base=image.base or "",
+        base_id=image.base_id or "",
+        template=image.template or "",
+        dockerfile_text=(loaded.read_blob(image.dockerfile) or b"").decode(),
+        reused=image.reused,
+        build_seconds=image.build_seconds or 0.0,
+    )
     spec.image_archive = functools.partial(open_member, loaded.image_archive, IMAGE_MEMBER)
 
 

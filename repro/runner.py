@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from repro import __version__
 from repro import attribution as output_rules
-from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
+from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
@@ -34,7 +34,7 @@ from repro.hashing import HashCache, hash_file_cached
 from repro.lockfile import mismatches
 from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
-from repro.store import Store, new_run_id
+from repro.store import LoadedRun, Store, new_run_id
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -85,6 +85,7 @@ def slurm_options(settings: Settings) -> SlurmOptions:
         account=settings.slurm_account,
         sbatch_args=settings.slurm_sbatch_args,
         requeue=settings.slurm_requeue,
+        environment=settings.slurm_environment,
     )
 
 
@@ -104,17 +105,11 @@ def select_backend(
         from repro.backends.slurm import SlurmBackend
 
         return SlurmBackend(slurm)
-    try:
-        from repro.backends import docker as docker_backend
-    except ImportError:  # pragma: no cover - docker SDK missing
-        docker_backend = None  # type: ignore[assignment]
-    if name == "docker":
-        if docker_backend is None:
-            from repro.errors import BackendUnavailable
+    from repro.backends import docker as docker_backend  # the docker SDK is a dependency: no fallback
 
-            raise BackendUnavailable("the docker Python package is not installed", hint="pip install docker")
+    if name == "docker":
         return docker_backend.DockerBackend()
-    if docker_backend is not None and docker_backend.engine_available():
+    if docker_backend.engine_available():
         if need_lock:
             return docker_backend.DockerBackend()
         on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
@@ -268,8 +263,17 @@ def build_spec(
     )
 
 
-def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEvent) -> Record:
+def execute(
+    prepared: Prepared,
+    backend: Backend,
+    store: Store,
+    on_event: OnEvent,
+    before_seal: Callable[[LoadedRun], None] | None = None,
+) -> Record:
     """Build/reuse the environment, run, collect and seal. A failed command is still sealed.
+
+    ``before_seal`` sees the collected run (its blobs already stored) and may complete its
+    record — a check's verdict — before the record is written once.
 
     Raises:
         BackendUnavailable, BuildError: before the command started (the run dir is removed).
@@ -285,7 +289,7 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
     if image:
-        record.deps.image = _image_info(image, store)
+        record.deps.image = image_info(image, store)
     record.results.started = now_iso()
     try:
         result = backend.execute(spec, on_event)
@@ -301,6 +305,8 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
     except BuildError as e:  # the run happened: record it, say why it is not locked
         record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
     check_lock(record)
+    if before_seal is not None:
+        before_seal(LoadedRun(record, prepared.run_dir, store.dir))
     store.seal(record, prepared.run_dir)
     return record
 
@@ -347,13 +353,18 @@ def check_lock(record: Record) -> None:
         )
 
 
-def _image_info(image: dict[str, Any], store: Store) -> ImageInfo:
-    text = image.get("dockerfile_text")
-    known = {k: v for k, v in image.items() if k in ImageInfo.__dataclass_fields__ and k != "dockerfile"}
-    info = ImageInfo(**known)
-    if text:
-        info.dockerfile = store.put_bytes(text.encode())
-    return info
+def image_info(image: BuiltImage, store: Store) -> ImageInfo:
+    return ImageInfo(
+        id=image.id,
+        tag=image.tag,
+        base=image.base,
+        base_id=image.base_id,
+        dockerfile=store.put_bytes(image.dockerfile_text.encode()) if image.dockerfile_text else None,
+        template=image.template,
+        reused=image.reused,
+        build_seconds=image.build_seconds,
+        loaded=image.loaded,
+    )
 
 
 def collect(
@@ -370,7 +381,7 @@ def collect(
     res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
-        record.deps.image = _image_info(result.image, store)
+        record.deps.image = image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
             res.logs[name] = store.put_file(path)

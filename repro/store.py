@@ -4,7 +4,8 @@ Layout::
 
     .repro/
       runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
-      runs/<id>/running.json    present while a run is in progress (pid, started)
+      runs/<id>/running.json    present while a run is in progress (pid, started; a detached job's state)
+      runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/detached.py)
       runs/<id>/work/           logs and runtime files while running
       blobs/ab/abcdef…          content-addressed files (xxh3-128), each stored once
       index.sqlite              one row per sealed run, for `repro ls`
@@ -32,6 +33,7 @@ from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageErro
 from repro.hashing import hash_bytes, hash_file
 
 STORE_DIR = ".repro"
+DETACHED = "detached.json"  # in a run directory: a detached job, sealed by `repro ls` once it ended
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -168,6 +170,10 @@ class Store:
         with self._index() as db:
             _index_put(db, record)
         return run_dir
+
+    def detached_runs(self) -> list[Path]:
+        """Run directories of detached jobs not sealed yet."""
+        return sorted(self.runs_dir.glob(f"*/{DETACHED}")) if self.runs_dir.is_dir() else []
 
     def run_ids(self) -> list[str]:
         if not self.runs_dir.is_dir():
@@ -364,7 +370,11 @@ def _unsealed_row(run_dir: Path) -> RunRow:
     info: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         info = json.loads(marker.read_text())
-    status = "running" if _alive(info.get("pid")) else "incomplete"
+    detached = (run_dir / DETACHED).is_file() and info.get("status") in ("pending", "running")
+    if detached:
+        status = str(info["status"])  # as the job's last look found it
+    else:
+        status = "running" if _alive(info.get("pid")) else "incomplete"
     return RunRow(
         id=run_dir.name,
         created=info.get("started", ""),
@@ -372,7 +382,7 @@ def _unsealed_row(run_dir: Path) -> RunRow:
         kind="run",
         command=" ".join(info.get("argv", [])),
         duration_s=None,
-        backend=None,
+        backend="slurm" if detached else None,
     )
 
 

@@ -55,8 +55,23 @@ class RunSpec:
     lockfile: Path | None = None  # hash-pinned requirements for image builds
     base_image: str | None = None  # tag or id; docker resolves and records it
     shm_size: str = "2g"
-    recorded_image: dict[str, Any] | None = None  # ImageInfo fields of the image a capsule carries
+    recorded_image: BuiltImage | None = None  # the image a capsule carries
     image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """The environment image a run uses: the record's ImageInfo fields plus the rendered Dockerfile."""
+
+    id: str
+    tag: str
+    base: str
+    base_id: str
+    template: str
+    dockerfile_text: str
+    reused: bool
+    build_seconds: float
+    loaded: bool = False  # loaded from the archive a capsule carries
 
 
 @dataclass
@@ -67,7 +82,7 @@ class RunResult:
     duration_s: float
     interrupted: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # e.g. container id, image id
-    image: dict[str, Any] | None = None  # ImageInfo fields for the record (docker)
+    image: BuiltImage | None = None  # the image it ran in (docker)
     written: list[str] = field(default_factory=list)  # files the backend saw the command write
 
 
@@ -76,8 +91,8 @@ class Backend(Protocol):
 
     name: str
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        """Get ready to run (build or reuse an image). Returns ImageInfo fields or None.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
+        """Get ready to run (build or reuse an image). Returns the image, or None without one.
 
         Raises:
             BackendUnavailable: the backend cannot run here (no engine, no GPU).
@@ -176,3 +191,16 @@ def merge_pythonpath(argv: list[str], runtime_path: str) -> list[str]:
             return merged + argv[i:]  # the command env runs
         merged.append(arg)
     return merged
+
+
+def link_data(spec: RunSpec) -> None:
+    """When the data lives elsewhere (a replay from a scratch copy), link it in place (local and slurm)."""
+    if spec.data_root is None or spec.data_root.resolve() == spec.project_root.resolve():
+        return
+    for rel in spec.data:
+        target = spec.project_root / rel
+        source = spec.data_root / rel
+        if target.exists() or target.is_symlink() or not source.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(source.resolve(), target_is_directory=source.is_dir())

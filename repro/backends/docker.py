@@ -7,6 +7,7 @@ chained with ``from e``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import re
@@ -33,6 +34,7 @@ from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     OpenImage,
@@ -197,41 +199,13 @@ def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
 # --------------------------------------------------------------------------- images
 
 
-@dataclass
-class Built:
-    """The environment image a run uses (ImageInfo fields plus the rendered Dockerfile)."""
-
-    id: str
-    tag: str
-    base: str
-    base_id: str
-    template: str
-    dockerfile_text: str
-    reused: bool
-    build_seconds: float
-    loaded: bool = False  # loaded from the archive a capsule carries
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tag": self.tag,
-            "base": self.base,
-            "base_id": self.base_id,
-            "template": self.template,
-            "dockerfile_text": self.dockerfile_text,
-            "reused": self.reused,
-            "build_seconds": self.build_seconds,
-            "loaded": self.loaded,
-        }
-
-
 def ensure_image(
     client: docker.DockerClient,
     lockfile: Path | None,
     base: str,
     template: str,
     on_event: OnEvent,
-) -> Built:
+) -> BuiltImage:
     """Reuse the image whose tag is the hash of its inputs, or build it offline.
 
     Raises:
@@ -247,7 +221,7 @@ def ensure_image(
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
-        return Built(existing, tag, base, base_id, template, dockerfile, True, 0.0)
+        return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0)
     start = time.monotonic()
     wheels: dict[str, Path] = {}
     if lockfile is not None and lock.strip():
@@ -263,18 +237,18 @@ def ensure_image(
     image_id = _image_id(client, tag)
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
-    return Built(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+    return BuiltImage(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
 
 
 def _carried_image(
-    client: docker.DockerClient, recorded: dict[str, Any], archive: OpenImage, on_event: OnEvent
-) -> Built:
+    client: docker.DockerClient, recorded: BuiltImage, archive: OpenImage, on_event: OnEvent
+) -> BuiltImage:
     """The recorded image: the engine's copy, or loaded from the capsule's archive.
 
     Raises:
         BuildError: the archive does not load, or loads an image other than the recorded one.
     """
-    image_id, tag = str(recorded.get("id") or ""), recorded.get("tag")
+    image_id, tag = recorded.id, recorded.tag
     loaded = _image_id(client, image_id) is None
     if loaded:
         on_event(Event("info", f"loading image {tag or image_id[:19]} from the capsule (no build)"))
@@ -289,16 +263,8 @@ def _carried_image(
     if tag and _image_id(client, tag) != image_id:
         repository, _, version = str(tag).rpartition(":")
         client.api.tag(image_id, repository, version)
-    return Built(
-        id=image_id,
-        tag=str(tag or image_id),
-        base=str(recorded.get("base") or ""),
-        base_id=str(recorded.get("base_id") or ""),
-        template=str(recorded.get("template") or ""),
-        dockerfile_text=str(recorded.get("dockerfile_text") or ""),
-        reused=not loaded,
-        build_seconds=0.0,
-        loaded=loaded,
+    return dataclasses.replace(
+        recorded, tag=tag or image_id, reused=not loaded, build_seconds=0.0, loaded=loaded
     )
 
 
@@ -387,13 +353,13 @@ class DockerBackend:
 
     def __init__(self, base_image: str = DEFAULT_BASE_IMAGE) -> None:
         self.base_image = base_image
-        self._built: dict[tuple[Any, ...], Built] = {}
+        self._built: dict[tuple[Any, ...], BuiltImage] = {}
 
     def _key(self, spec: RunSpec) -> tuple[Any, ...]:
         return (spec.lockfile, spec.base_image or self.base_image, images.template_for(spec.gpus))
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any]:
-        """Build or reuse the run's image; returns ImageInfo fields plus ``dockerfile_text``.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:
+        """Build or reuse the run's image.
 
         A capsule that carries its image (``spec.image_archive``) is replayed in exactly that
         image: reused when the engine has it, else loaded from the archive; never rebuilt.
@@ -408,7 +374,7 @@ class DockerBackend:
             if spec.image_archive is not None and spec.recorded_image:
                 built = _carried_image(client, spec.recorded_image, spec.image_archive, on_event)
                 self._built[self._key(spec)] = built
-                return built.as_dict()
+                return built
             built = ensure_image(
                 client,
                 spec.lockfile,
@@ -417,7 +383,7 @@ class DockerBackend:
                 on_event,
             )
         self._built[self._key(spec)] = built
-        return built.as_dict()
+        return built
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         """Run the command in a fresh container, streaming its output; always removes it.
@@ -551,7 +517,7 @@ def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
-def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Path) -> dict[str, Any]:
+def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path) -> dict[str, Any]:
     env = dict(spec.env)
     env.update(
         {
@@ -588,7 +554,7 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Pat
 
 
 def _run_container(
-    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: Built, on_event: OnEvent
+    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: BuiltImage, on_event: OnEvent
 ) -> RunResult:
     api = client.api
     host_config = api.create_host_config(**config.pop("host_config"))
@@ -618,13 +584,11 @@ def _run_container(
         except KeyboardInterrupt:
             on_event(Event("info", "interrupted: stopping the container"))
             _stop_quietly(api, cid)
-            return RunResult(
-                130, time.monotonic() - start, interrupted=True, details=details, image=built.as_dict()
-            )
+            return RunResult(130, time.monotonic() - start, interrupted=True, details=details, image=built)
         duration = time.monotonic() - start
         state = api.inspect_container(cid).get("State", {})
         details["oom_killed"] = bool(state.get("OOMKilled"))
-        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built.as_dict())
+        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built)
     finally:
         _remove_quietly(api, cid)
 

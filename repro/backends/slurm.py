@@ -20,6 +20,7 @@ loads one when present continues where it stopped.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,13 @@ from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     RunResult,
     RunSpec,
+    link_data,
+    merge_pythonpath,
     runtime_source,
 )
 from repro.errors import BackendUnavailable, UsageError
@@ -66,12 +70,13 @@ class SlurmOptions:
     account: str | None = None
     sbatch_args: tuple[str, ...] = ()
     requeue: bool = False
+    environment: str = "python"  # python: this interpreter, shared filesystem; docker: the run's image
     grace_s: int = 120  # SIGUSR1 this long before the time limit, when requeue is on
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "nodes": self.nodes, "partition": self.partition, "time": self.time, "account": self.account,
-            "sbatch_args": list(self.sbatch_args), "requeue": self.requeue,
+            "sbatch_args": list(self.sbatch_args), "requeue": self.requeue, "environment": self.environment,
         }  # fmt: skip
 
 
@@ -148,8 +153,29 @@ def parse_job(text: str) -> JobState | None:
 
 
 def job_state(job_id: str) -> JobState | None:
-    """The job as the controller sees it now (None once it has forgotten the job)."""
-    return parse_job(_slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
+    """The job as the controller sees it now; once it has forgotten the job (MinJobAge), as
+    accounting remembers it (sacct, where the cluster keeps accounting); else None."""
+    state = parse_job(_slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
+    if state is not None or shutil.which("sacct") is None:
+        return state
+    out = _slurm(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,NodeList,Partition"])
+    return parse_sacct(out.stdout) if out.returncode == 0 else None
+
+
+def parse_sacct(text: str) -> JobState | None:
+    """``sacct -X -n -P -o State,ExitCode,NodeList,Partition`` output → a JobState."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    parts = line.split("|")
+    if len(parts) != 4 or not parts[0]:
+        return None
+    code, _, sig = parts[1].partition(":")
+    return JobState(
+        state=parts[0].split()[0],  # "CANCELLED by 0" → CANCELLED
+        exit_code=int(code) if code.isdigit() else None,
+        signal=int(sig) if sig.isdigit() else None,
+        nodes=parts[2] or None,
+        partition=parts[3] or None,
+    )
 
 
 def expand_nodes(nodelist: str) -> list[str]:
@@ -180,8 +206,19 @@ def submit(script: Path, options: SlurmOptions) -> str:
 # --------------------------------------------------------------------------- the batch script
 
 
-def job_script(spec: RunSpec, options: SlurmOptions, python: str, env: dict[str, str], run_id: str) -> str:
-    """The batch script of one run (pure: the same inputs give the same text)."""
+def job_script(
+    spec: RunSpec,
+    options: SlurmOptions,
+    python: str,
+    env: dict[str, str],
+    run_id: str,
+    image: str | None = None,
+) -> str:
+    """The batch script of one run (pure: the same inputs give the same text).
+
+    With ``image`` every node's task runs the command in that image (``docker run``, host
+    network, the project, the runtime and the data mounted at their own paths).
+    """
     job_dir = spec.runtime_dir / JOB_DIR
     q = shlex.quote
     lines = ["#!/bin/bash", f"#SBATCH --job-name=repro-{run_id}", f"#SBATCH --nodes={options.nodes}",
@@ -216,6 +253,12 @@ def job_script(spec: RunSpec, options: SlurmOptions, python: str, env: dict[str,
     launcher = [python, "-S", "-m", "repro.runtime.node", f"--nodes={options.nodes}",
                 f"--nproc-per-node={spec.nproc_per_node}", f"--facts={job_dir}",
                 f"--log-dir={spec.runtime_dir / NODE_LOGS}"]  # fmt: skip
+    if image:
+        _, package_parent = runtime_source()
+        binds = sorted(
+            {str(spec.project_root), str(package_parent), str(spec.data_root or spec.project_root)}
+        )
+        launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(sorted(env))}"]
     command = " ".join(q(a) for a in [*srun, *launcher])
     command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
     if not options.requeue:
@@ -241,12 +284,20 @@ def job_script(spec: RunSpec, options: SlurmOptions, python: str, env: dict[str,
 
 
 class _Follower:
-    """Streams the lines appended to the job's files as "log" events."""
+    """Streams the lines appended to the job's files as "log" events, each labelled with its node."""
 
     def __init__(self, job_dir: Path, on_event: OnEvent) -> None:
         self.job_dir, self.on_event = job_dir, on_event
         self.offsets: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
+        self.names: dict[str, str] = {}  # "node0" → the node's Slurm name, once its task said it
+
+    def label(self, path: Path) -> str:
+        if path.name == "job.out":
+            return "slurm"
+        if path.stem not in self.names:
+            self.names.update({f"node{k}": str(v.get("node")) for k, v in node_facts(self.job_dir).items()})
+        return self.names.get(path.stem, path.stem)
 
     def poll(self, final: bool = False) -> None:
         for path in (
@@ -274,7 +325,7 @@ class _Follower:
         elif rest:
             lines.append(rest)
         stream = "stdout" if path.suffix == ".out" and path.name != "job.out" else "stderr"
-        label = "slurm" if path.name == "job.out" else path.stem
+        label = self.label(path)
         for raw in lines:
             self.on_event(Event("log", f"[{label}] {raw.decode('utf-8', 'replace')}", stream))
 
@@ -294,13 +345,16 @@ class SlurmBackend:
     def __init__(self, options: SlurmOptions | None = None) -> None:
         self.options = options or SlurmOptions()
         self.version: str | None = None
+        self.image: str | None = None  # the run's image, when the nodes run it (environment docker)
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        """Check that a controller answers and note its version; nothing to build.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
+        """Check that a controller answers and note its version; with environment docker, build
+        or reuse the run's image (the nodes use this machine's engine, or one that has the image).
 
         Raises:
-            BackendUnavailable: no Slurm commands, or no controller answers.
-            UsageError: GPUs asked for (not supported on this backend yet).
+            BackendUnavailable: no Slurm commands, no controller answers, no Docker engine.
+            UsageError: GPUs asked for (not supported on this backend yet); docker without a lock.
+            BuildError: the image could not be built.
         """
         if spec.gpus:
             raise UsageError(
@@ -308,7 +362,18 @@ class SlurmBackend:
                 hint="ask for GPUs with --sbatch-arg=--gpus-per-node=N",
             )
         self.version = slurm_version()
-        return None
+        if self.options.environment != "docker":
+            return None
+        if spec.lockfile is None:
+            raise UsageError(
+                "--node-env docker builds the image from the lock; the project declares no dependencies",
+                hint="add a requirements.in (or pyproject dependencies), or use --node-env python",
+            )
+        from repro.backends.docker import DockerBackend
+
+        built = DockerBackend().prepare(spec, on_event)
+        self.image = built.id or built.tag
+        return built
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
         """The variables the job exports: the run's own, and where the runtime and project are."""
@@ -327,28 +392,38 @@ class SlurmBackend:
             BackendUnavailable: Slurm stopped answering before the job was submitted.
             UsageError: sbatch refused the job.
         """
+        start = time.monotonic()
+        job_id = self.submit(spec, on_event)
+        on_event(Event("info", f"Ctrl-C cancels job {job_id}"))
+        follower = _Follower(spec.runtime_dir / JOB_DIR, on_event)
+        state, interrupted = self._wait(job_id, follower, on_event)
+        follower.poll(final=True)
+        return self.finish(spec, job_id, state, interrupted, time.monotonic() - start)
+
+    def submit(self, spec: RunSpec, on_event: OnEvent) -> str:
+        """Write the batch script into the run's directory and sbatch it; returns the job id.
+
+        Raises:
+            BackendUnavailable: Slurm stopped answering.
+            UsageError: sbatch refused the job.
+        """
         job_dir = spec.runtime_dir / JOB_DIR
         job_dir.mkdir(parents=True, exist_ok=True)
+        link_data(spec)  # a replay runs in a scratch copy of the code; the data stays where it is
         for rel in spec.outputs:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         script = job_dir / "job.sbatch"
-        script.write_text(
-            job_script(
-                spec,
-                self.options,
-                sys.executable,
-                self.environment(spec),
-                spec.env.get("REPRO_RUN_ID", "run"),
-            )
+        run_id = spec.env.get("REPRO_RUN_ID", "run")
+        # `env PYTHONPATH=… python train.py` keeps the injected runtime ahead of its own entries
+        spec = replace(
+            spec, argv=merge_pythonpath(spec.argv, os.pathsep.join(str(p) for p in runtime_source()))
         )
-        start = time.monotonic()
+        env = self.environment(spec)
+        script.write_text(job_script(spec, self.options, sys.executable, env, run_id, self.image))
         job_id = submit(script, self.options)
         on_event(Event("info", f"submitted batch job {job_id} ({self.options.nodes} node(s) × "
-                               f"{spec.nproc_per_node} process(es)); Ctrl-C cancels it"))  # fmt: skip
-        follower = _Follower(job_dir, on_event)
-        state, interrupted = self._wait(job_id, follower, on_event)
-        follower.poll(final=True)
-        return self._result(spec, job_id, state, interrupted, time.monotonic() - start)
+                               f"{spec.nproc_per_node} process(es))"))  # fmt: skip
+        return job_id
 
     def _wait(self, job_id: str, follower: _Follower, on_event: OnEvent) -> tuple[JobState, bool]:
         seen = ""
@@ -372,9 +447,10 @@ class SlurmBackend:
                     on_event(Event("info", f"cancelling job {job_id}"))
                     cancel(job_id)
 
-    def _result(
+    def finish(
         self, spec: RunSpec, job_id: str, state: JobState, interrupted: bool, duration: float
     ) -> RunResult:
+        """The result of an ended job: its exit code, logs gathered, nodes, the node and rank that failed."""
         job_dir = spec.runtime_dir / JOB_DIR
         facts = node_facts(job_dir)
         names = {int(k): str(v.get("node")) for k, v in facts.items()}
@@ -388,7 +464,7 @@ class SlurmBackend:
         else:
             code = (failed or {}).get("exit_code") or state.exit_code or 1
         details: dict[str, Any] = {
-            "python": sys.executable,
+            "python": sys.executable if self.options.environment == "python" else "python in the run's image",
             "project_root": str(spec.project_root),
             "slurm": {
                 "job_id": job_id, "state": state.state, "version": self.version,
@@ -419,8 +495,6 @@ def _read(path: Path) -> str:
 
 def node_facts(job_dir: Path) -> dict[int, dict[str, Any]]:
     """Each node's facts as ``repro.runtime.node`` wrote them, by node rank."""
-    import json
-
     found: dict[int, dict[str, Any]] = {}
     for path in job_dir.glob("node*.json"):
         try:

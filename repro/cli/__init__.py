@@ -1,7 +1,7 @@
 """The `repro` command line: a click group, one module per command family.
 
 Commands parse arguments, call the core and hand what it returns to `repro.ui`.
-`main()` is the one wrapper that turns errors into exit codes (DESIGN.md table).
+`main()` is the one wrapper that turns errors into exit codes (the README's "Exit codes" table).
 """
 
 from __future__ import annotations

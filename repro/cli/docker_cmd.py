@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     with engine() as client:
         built = ensure_image(client, lockfile, base, template_for("all" if gpus else None), _show_event)
     if as_json:
-        data = built.as_dict()
+        data = dataclasses.asdict(built)
         data.pop("dockerfile_text")
         ui.json_out(data)
         return

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
+from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -143,11 +143,14 @@ class SlurmFlags:
     account: str | None = None
     sbatch_args: tuple[str, ...] = ()
     requeue: bool | None = None
+    node_env: str | None = None
+    detach: bool = False  # not a setting: this run only
 
     _NAMES = {
         "nodes": ("slurm_nodes", "--nodes"), "partition": ("slurm_partition", "--partition"),
         "time_limit": ("slurm_time", "--time"), "account": ("slurm_account", "--account"),
         "sbatch_args": ("slurm_sbatch_args", "--sbatch-arg"), "requeue": ("slurm_requeue", "--requeue"),
+        "node_env": ("slurm_environment", "--node-env"),
     }  # fmt: skip
 
     def given(self) -> dict[str, tuple[Any, str]]:
@@ -165,17 +168,27 @@ class SlurmFlags:
             UsageError: Slurm options given where the backend is not slurm.
         """
         given = self.given()
-        if not given:
+        flags = [flag for _, flag in given.values()] + (["--detach"] if self.detach else [])
+        if not flags:
             return plan
         if plan.settings.backend != "slurm":
             raise UsageError(
-                f"{', '.join(flag for _, flag in given.values())} only apply to --backend slurm",
+                f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend slurm",
                 hint="add --backend slurm (or `backend: slurm` in repro.yaml)",
             )
         return plan.over(Layer(Rank.FLAG, given))
 
 
-_SLURM_FIELDS = ("nodes", "partition", "time_limit", "account", "sbatch_args", "requeue")
+_SLURM_FIELDS = (
+    "nodes",
+    "partition",
+    "time_limit",
+    "account",
+    "sbatch_args",
+    "requeue",
+    "node_env",
+    "detach",
+)
 
 
 def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -206,6 +219,16 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--requeue/--no-requeue", default=None,
                 help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
                 "120 s before the time limit, so it can save a checkpoint and continue from it.",
+            ),
+            click.option(
+                "--node-env", type=click.Choice(NODE_ENVIRONMENTS), default=None,
+                help="Slurm: what runs the command on the nodes: python (this interpreter, on a filesystem "
+                "the nodes share; default) or docker (the run's image, built from its lock).",
+            ),
+            click.option(
+                "--detach", is_flag=True, default=False,
+                help="Slurm: submit and return at once; `repro ls` shows the run pending or running, "
+                "and seals it once the job ended.",
             ),
         ]
     ):  # fmt: skip

@@ -20,6 +20,11 @@ from repro.ui import records as render
 @pass_app
 def ls(app: AppContext, as_json: bool, last: int | None) -> None:
     """List the runs of this project, oldest first (incomplete ones included)."""
+    if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
+        from repro import detached
+        from repro.cli.events import on_event
+
+        detached.settle(app.store, on_event)
     rows = app.store.rows()
     if last is not None:
         rows = rows[-last:]

@@ -41,8 +41,35 @@ def run(app: AppContext, command: tuple[str, ...], flags: Flags, slurm: SlurmFla
     if argv and argv[0] == "--":
         argv = argv[1:]
     request = runner.RunRequest(argv=argv, cwd=Path.cwd())
-    record = run_and_report(app, request, slurm.over(app.plan(flags)), as_json)
+    plan = slurm.over(app.plan(flags))
+    if slurm.detach:
+        submit_and_report(app, request, plan, as_json)
+        return
+    record = run_and_report(app, request, plan, as_json)
     raise_for_status(record)
+
+
+def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> None:
+    """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended."""
+    from repro import detached
+    from repro.backends.slurm import SlurmBackend
+
+    store = app.store
+    try:
+        with sigterm_interrupts():
+            prepared = runner.capture(request, plan, store, on_event, progress_factory)
+            backend = SlurmBackend(runner.slurm_options(plan.settings))
+            r = prepared.record
+            ui.info(
+                f"run {r.id} · backend slurm · mode {r.determinism.mode} · seed {r.seeds.master} · detached"
+            )
+            job_id = detached.submit(prepared, backend, store, on_event)
+    except KeyboardInterrupt as e:
+        raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
+    if as_json:
+        ui.json_out({"id": r.id, "status": "pending", "job_id": job_id, "detached": True})
+    else:
+        ui.out(f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended")
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:

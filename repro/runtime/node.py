@@ -88,7 +88,23 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--facts", required=True, help="directory for node<k>.json")
     p.add_argument("--log-dir", required=True, help="torchrun's per-rank logs go under <log-dir>/node<k>")
     p.add_argument("--master", default=None, help="ADDR:PORT of the first node (several nodes)")
+    p.add_argument("--image", default=None, help="run the command in this image (docker run)")
+    p.add_argument("--bind", default="", help="comma-separated host paths mounted at the same paths")
+    p.add_argument("--pass-env", default="", help="comma-separated variables passed into the container")
     return p.parse_args(argv[:cut]), argv[cut + 1 :]
+
+
+def container_argv(image: str, binds: list[str], names: list[str], node_rank: int) -> list[str]:
+    """``docker run`` for this node's share of the run: host network (the ranks meet across
+    nodes), this user, the project, runtime and data at their host paths, the run's variables."""
+    attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
+    name = f"repro-{os.environ.get('REPRO_RUN_ID', 'run')}-node{node_rank}-{attempt}"
+    argv = ["docker", "run", "--rm", "--init", f"--name={name}", "--network=host", "--ipc=host",
+            f"--user={os.getuid()}:{os.getgid()}", f"--workdir={os.getcwd()}",
+            "--label=org.repro.slurm=1"]  # fmt: skip
+    argv += [f"--volume={path}:{path}" for path in binds if path]
+    argv += [f"--env={n}" for n in names if n]  # the value comes from this process's environment
+    return [*argv, image]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,12 +119,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.master:
         host, _, port = args.master.rpartition(":")
         master = (host, int(port))
+    python = "python" if args.image else sys.executable  # in an image: the image's interpreter
     run = launch_argv(
-        command, args.nproc_per_node, python=sys.executable, log_dir=f"{args.log_dir}/node{node_rank}",
+        command, args.nproc_per_node, python=python, log_dir=f"{args.log_dir}/node{node_rank}",
         nodes=args.nodes, node_rank=node_rank, master=master,
     )  # fmt: skip
     if run and run[0] in ("python", "python3"):
-        run[0] = sys.executable
+        run[0] = python
+    if args.image:
+        run = container_argv(args.image, args.bind.split(","), args.pass_env.split(","), node_rank) + run
     os.environ.pop("REPRO_BOOT_PID", None)
     sys.stdout.flush()
     try:

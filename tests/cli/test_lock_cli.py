@@ -9,12 +9,13 @@ import pytest
 from repro.capsule import Record, pack
 from repro.errors import ExitCode
 from repro.store import Store
+from tests.conftest import Cli
 
 
 def test_lock_compiles_with_progress_then_keeps_a_current_lock(
-    cli,
+    cli: Cli,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     root = tmp_path / "proj"
@@ -56,8 +57,8 @@ def _record(run_id: str, argv: list[str]) -> Record:
 
 
 def test_importing_a_capsule_never_swaps_a_stored_run_of_the_same_id(
-    cli,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    cli: Cli,
+    tmp_path: Path,
 ) -> None:
     store = Store(tmp_path)
     rid = "20260101-000000-aaaa"

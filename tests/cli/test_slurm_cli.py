@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Project
+from tests.conftest import Cli, Project
 
 
 def _project(project: Project) -> Project:
@@ -18,9 +18,9 @@ def _project(project: Project) -> Project:
 
 def test_no_slurm_controller_answering_exits_3_with_a_hint(
     project: Project,
-    cli,
+    cli: Cli,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A configuration naming a controller on a loopback port where nothing listens; where the
     # Slurm commands are not installed at all, the run stops at the same place.
@@ -44,11 +44,13 @@ def test_slurm_options_for_another_backend_are_a_usage_error(project: Project, c
     assert r.code == 2
     assert "--nodes, --partition only apply to --backend slurm" in r.err
     assert "trained" not in r.out + r.err
+    r = cli("run", "--backend", "local", "--detach", "t.py")
+    assert r.code == 2 and "--detach only applies to --backend slurm" in r.err
 
 
 def test_export_as_slurm_writes_a_script_and_as_k8s_needs_an_image_when_the_run_had_none(
     project: Project,
-    cli,  # type: ignore[no-untyped-def]
+    cli: Cli,
 ) -> None:
     root = _project(project).root
     assert cli("run", "--backend", "local", "--seed", "5", "t.py", cwd=root).code == 0

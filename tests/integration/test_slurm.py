@@ -14,12 +14,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from repro.capsule import Record
+from repro.hashing import hash_file
 from repro.store import Store
-from tests.conftest import Project
+from tests.conftest import REPO, Project
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -45,7 +47,7 @@ def nodes() -> list[str]:
 
 
 def _train_project(project: Project) -> None:
-    project.script("slurm_train.py", "train.py")
+    shutil.copyfile(REPO / "recipes" / "slurm" / "train.py", project.root / "train.py")  # the recipe's script
     project.points()
     project.write(".gitignore", "outputs/\ncheckpoints/\n")
     project.commit("train")
@@ -111,9 +113,14 @@ def test_a_single_node_run_replays_identical_locally_and_a_requeued_run_ends_wit
     hardware = slurm["node_hardware"][slurm["nodes"][0]]
     assert hardware["cpu_count"] >= 1 and hardware["memory_bytes"] > 0 and hardware["cpu_model"]
 
-    r = project.repro("replay", "latest", "--backend", "local", "--json")
+    r = project.repro("replay", straight.id, "--backend", "local", "--json")
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"
+    r = project.repro("replay", straight.id, "--json")  # where it ran: on Slurm, the same allocation
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+    again = _record(project)
+    assert again.backend.name == "slurm" and again.backend.details["slurm"]["job_id"] != slurm["job_id"]
 
     # The same training with --requeue, put back in the queue after its first checkpoint.
     proc = _slurm_run(project, "--requeue", "--", "python", "train.py", "--save", "outputs/model.pt",
@@ -194,3 +201,61 @@ def test_ctrl_c_cancels_the_job_and_the_run_is_recorded_as_interrupted(
     assert record.results.status == "interrupted"
     assert record.backend.details["slurm"]["state"] == "CANCELLED"
     assert _job_state(job) == "CANCELLED"
+
+
+def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
+    project: Project, nodes: list[str]
+) -> None:
+    _train_project(project)
+    r = project.repro("run", "--backend", "slurm", "--detach", "--json", "--data", "data", "--",
+                      "python", "train.py", "--save", "outputs/model.pt", "--epochs", "2")  # fmt: skip
+    assert r.code == 0, r.err
+    submitted = json.loads(r.out)
+    assert submitted["detached"] is True and submitted["job_id"].isdigit()
+    rows = json.loads(project.repro("ls", "--json").out)
+    assert [(row["id"], row["status"], row["backend"]) for row in rows] in (
+        [(submitted["id"], "pending", "slurm")],
+        [(submitted["id"], "running", "slurm")],
+    )
+
+    def sealed() -> bool:
+        return json.loads(project.repro("ls", "--json").out)[0]["status"] == "succeeded"
+
+    _wait_for(sealed, 180, "a `repro ls` to seal the ended job")
+    record = _record(project, submitted["id"])
+    assert record.backend.details["slurm"]["job_id"] == submitted["job_id"]
+    assert record.results.exit_code == 0 and _output_hash(record, "outputs/model.pt")
+    shown = project.repro("show", submitted["id"]).out
+    assert f"job {submitted['job_id']} completed" in shown and "node " in shown
+
+    # The run exported as a standalone batch script, submitted by hand: the same weights.
+    r = project.repro("export", submitted["id"], "--as", "slurm", "-o", "job.sbatch")
+    assert r.code == 0, r.err
+    (project.root / "outputs" / "model.pt").unlink()
+    shutil.rmtree(project.root / "checkpoints")  # a fresh training, not a continuation
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # `python` with torch on PATH
+    subprocess.run(["sbatch", "--wait", "--output=export.out", "job.sbatch"], cwd=project.root, check=True,
+                   env={**os.environ, "PATH": path}, capture_output=True, timeout=300)  # fmt: skip
+    assert "rank 0 epoch 1 loss" in (project.root / "export.out").read_text()
+    assert hash_file(project.root / "outputs" / "model.pt") == _output_hash(record, "outputs/model.pt")
+
+
+@pytest.mark.docker
+def test_nodes_can_run_the_command_in_the_runs_image(project: Project, nodes: list[str]) -> None:
+    from repro.backends import docker as docker_backend
+
+    if not docker_backend.engine_available():
+        pytest.skip("no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)")
+    _train_project(project)
+    project.lock_torch()
+    project.commit("lock")
+    r = project.repro("run", "--backend", "slurm", "--node-env", "docker", "--data", "data", "--",
+                      "python", "train.py", "--save", "outputs/model.pt", "--epochs", "2")  # fmt: skip
+    assert r.code == 0, r.err
+    record = _record(project)
+    assert record.backend.details["slurm"]["options"]["environment"] == "docker"
+    assert record.deps.image is not None and (record.deps.image.id or "").startswith("sha256:")
+    # measured inside the image: the lock's packages, none of this test environment's (pytest)
+    assert any(p.startswith("torch==") for p in record.deps.freeze)
+    assert not any(p.startswith("pytest==") for p in record.deps.freeze)
+    assert "rank 0 epoch 1 loss" in r.err and _output_hash(record, "outputs/model.pt")

@@ -141,7 +141,7 @@ def leslie_dave(blobs: Blobs) -> tuple[Record, Record]:
 
 def test_dave_and_leslie_first_lines_name_data_and_hyper_parameters(
     leslie_dave: tuple[Record, Record], blobs: Blobs
-):
+) -> None:
     leslie, dave = leslie_dave
     result = diff_records(leslie, dave, blobs)
     assert result.differs and result.results_differ
@@ -159,7 +159,7 @@ def test_dave_and_leslie_first_lines_name_data_and_hyper_parameters(
     )
 
 
-def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs):
+def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.command.argv = ["python", "train.py", "--lr", "0.05", "--batch-size", "64"]
@@ -174,7 +174,7 @@ def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs):
     assert result.without_effect[0].reason == "hyper-parameters changed: batch_size 32 → 64, lr 0.1 → 0.05"
 
 
-def test_script_change_is_reported_as_a_command_change(blobs: Blobs):
+def test_script_change_is_reported_as_a_command_change(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.command.argv = ["python", "train2.py", "--lr", "0.1", "--batch-size", "32"]
@@ -185,7 +185,7 @@ def test_script_change_is_reported_as_a_command_change(blobs: Blobs):
 # --------------------------------------------------------------------------- identical runs
 
 
-def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs):
+def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     result = diff_records(a, b, blobs)
@@ -196,14 +196,14 @@ def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs):
     assert data["differs"] is False and all(not s["differs"] for s in data["sections"])
 
 
-def test_show_all_lists_sections_without_differences(blobs: Blobs):
+def test_show_all_lists_sections_without_differences(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     text = render_text(diff_records(a, same_as(a, "b"), blobs), show_all=True)
     for _, title in SECTIONS:
         assert f"{title} — same" in text
 
 
-def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs):
+def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.determinism.mode = a.determinism.mode = "gpu"
@@ -217,7 +217,7 @@ def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs):
 # --------------------------------------------------------------------------- dependencies
 
 
-def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs):
+def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.deps.requirements = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
@@ -232,7 +232,7 @@ def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs):
     assert "numpy 1.26.0 → 1.26.4" in render_text(result)
 
 
-def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs):
+def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs) -> None:
     lock_a = blobs.put("numpy==1.26.4 \\\n    --hash=sha256:abc\nTorch==2.13.0 \\\n    --hash=sha256:def\n")
     lock_b = blobs.put("numpy==1.26.0 \\\n    --hash=sha256:abd\ntorch==2.13.0 \\\n    --hash=sha256:def\n")
     a = make_record(blobs, "a", deps=DepsInfo(lock_blob=lock_a, freeze=["numpy==1.26.4", "pillow==10.0.0"]))
@@ -244,7 +244,7 @@ def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs):
     ]
 
 
-def test_base_image_change_is_a_dependency_change(blobs: Blobs):
+def test_base_image_change_is_a_dependency_change(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.deps.image = ImageInfo(id="sha256:1", tag="repro/x:1", base="python:3.11-slim", base_id="sha256:b1")
     b = same_as(a, "b")
@@ -265,11 +265,11 @@ def test_base_image_change_is_a_dependency_change(blobs: Blobs):
         ("x-2", "x-10", -1),
     ],
 )
-def test_compare_versions(old: str, new: str, order: int):
+def test_compare_versions(old: str, new: str, order: int) -> None:
     assert compare_versions(old, new) == order
 
 
-def test_parse_pins_normalises_names_and_ignores_noise():
+def test_parse_pins_normalises_names_and_ignores_noise() -> None:
     lines = [
         "# comment",
         "Foo_Bar==1.0 ; python_version >= '3'",
@@ -283,7 +283,7 @@ def test_parse_pins_normalises_names_and_ignores_noise():
 # --------------------------------------------------------------------------- ranking
 
 
-def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blobs: Blobs):
+def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.determinism.mode = "gpu"
     b = same_as(a, "b")
@@ -312,7 +312,7 @@ def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blob
     assert [c.key for c in seeds.changes] == ["master"]  # derived seeds follow the master seed
 
 
-def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs):
+def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.cpu_model = "EPYC"
@@ -320,14 +320,14 @@ def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs):
     assert "strict mode" in result.likely_causes[0].reason
 
 
-def test_hostname_alone_is_not_a_difference(blobs: Blobs):
+def test_hostname_alone_is_not_a_difference(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.hostname = "elsewhere"
     assert not diff_records(a, b, blobs).differs
 
 
-def test_world_size_and_determinism_knobs(blobs: Blobs):
+def test_world_size_and_determinism_knobs(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.world_size = 2
@@ -343,7 +343,7 @@ def test_world_size_and_determinism_knobs(blobs: Blobs):
 # --------------------------------------------------------------------------- data at scale
 
 
-def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs):
+def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     many: list[FileEntry] = []
@@ -362,7 +362,7 @@ def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs):
     assert all(len(line) <= 100 for line in text.splitlines())
 
 
-def test_group_by_dir_keeps_directories_when_few():
+def test_group_by_dir_keeps_directories_when_few() -> None:
     a_files = _files("data/train", 3) + _files("data/val", 2)
     from repro.diff import Change
 
@@ -371,7 +371,7 @@ def test_group_by_dir_keeps_directories_when_few():
     assert [(g.dir, g.added, g.bytes_added) for g in groups] == [("data/train/", 3, 96), ("data/val/", 2, 64)]
 
 
-def test_removed_and_changed_data_files(blobs: Blobs):
+def test_removed_and_changed_data_files(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     files = b.data.inputs[0].files
@@ -404,7 +404,7 @@ index 3..4 100644
 """
 
 
-def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs):
+def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.dirty = True
@@ -420,7 +420,7 @@ def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs):
     assert diff_records(a, b, blobs).section("code").patch is None
 
 
-def test_patch_only_in_a_is_shown_reversed(blobs: Blobs):
+def test_patch_only_in_a_is_shown_reversed(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.code.dirty = True
     a.code.patch = blobs.put(PATCH_B)
@@ -430,7 +430,7 @@ def test_patch_only_in_a_is_shown_reversed(blobs: Blobs):
     assert code.patch is not None and "-y = 2" in code.patch and "-lr = 0.1" not in code.patch
 
 
-def test_split_and_reverse_patch():
+def test_split_and_reverse_patch() -> None:
     parts = split_patch(PATCH_B)
     assert list(parts) == ["train.py", "model.py"]
     rev = reverse_patch(parts["model.py"])
@@ -438,7 +438,7 @@ def test_split_and_reverse_patch():
     assert rev.index("--- b/model.py") < rev.index("+++ a/model.py")
 
 
-def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs):
+def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs) -> None:
     old = blobs.put("a = 1\nb = 2\n")
     new = blobs.put("a = 1\nb = 3\nc = 4\n")
     a = make_record(blobs, "a", code=CodeInfo(files=[FileEntry("pkg/m.py", 12, old, stored=True)]))
@@ -448,7 +448,7 @@ def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs):
     assert code.patch is not None and "--- a/pkg/m.py" in code.patch and "+c = 4" in code.patch
 
 
-def test_commit_change_without_file_lists_suggests_git(blobs: Blobs):
+def test_commit_change_without_file_lists_suggests_git(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.commit = "c" * 40
@@ -457,7 +457,7 @@ def test_commit_change_without_file_lists_suggests_git(blobs: Blobs):
     assert code.notes == [f"files changed between the commits: git diff --stat {'a' * 12} {'c' * 12}"]
 
 
-def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs):
+def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.patch = "f" * 32
@@ -472,7 +472,7 @@ def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs):
 # --------------------------------------------------------------------------- metrics and outputs
 
 
-def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     metrics = diff_records(leslie, dave, blobs).section("metrics")
     (change,) = metrics.changes
@@ -483,7 +483,7 @@ def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Re
     assert metrics.summary == "val_error 0.303 → 0.528 (+0.225), series diverge at step 1 (loss)"
 
 
-def test_first_divergence_picks_earliest_step_then_name():
+def test_first_divergence_picks_earliest_step_then_name() -> None:
     rows_a = [{"name": "b", "value": 1.0, "step": 0}, {"name": "a", "value": 1.0, "step": 5}]
     rows_b = [{"name": "b", "value": 2.0, "step": 0}, {"name": "a", "value": 2.0, "step": 5}]
     d = first_divergence(rows_a, rows_b)
@@ -493,7 +493,7 @@ def test_first_divergence_picks_earliest_step_then_name():
     assert shorter is None  # metric "a" only in A: reported as a series change, not a divergence
 
 
-def test_outputs_and_status(blobs: Blobs):
+def test_outputs_and_status(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.results.status, b.results.exit_code = "failed", 1
@@ -505,7 +505,7 @@ def test_outputs_and_status(blobs: Blobs):
 # --------------------------------------------------------------------------- rendering
 
 
-def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     data = render_json(diff_records(leslie, dave, blobs))
     assert list(data) == [
@@ -527,13 +527,13 @@ def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs
         assert f"`{key}`" in docs
 
 
-def test_text_colour_only_when_asked(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_text_colour_only_when_asked(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     result = diff_records(*leslie_dave, blobs)
     assert "\033[" not in render_text(result)
     assert "\033[" in render_text(result, colour=True)
 
 
-def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     dave.command.argv = ["python", "train.py", "--note", "x" * 300]
     dave.command.params = {"note": "y" * 300}
@@ -541,7 +541,7 @@ def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blo
     assert all(len(line) <= 100 for line in text.splitlines())
 
 
-def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     md = render_markdown(diff_records(*leslie_dave, blobs))
     assert md.startswith("### repro diff `leslie` → `dave`")
     assert "1. data changed: 3 files added" in md
@@ -552,7 +552,7 @@ def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs):
 # --------------------------------------------------------------------------- plot
 
 
-def test_plot_is_a_png_with_both_runs(tmp_path: Path):
+def test_plot_is_a_png_with_both_runs(tmp_path: Path) -> None:
     from repro.ui.diff import plot_metrics
 
     rows_a = [{"name": "loss", "value": 1.0 / (i + 1), "step": i} for i in range(10)]
@@ -562,7 +562,7 @@ def test_plot_is_a_png_with_both_runs(tmp_path: Path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
     from repro.ui.diff import plot_metrics
@@ -580,14 +580,14 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch
     assert info.value.hint == "pip install 'repro[plot]'"
 
 
-def test_plot_without_metrics_is_a_usage_error(tmp_path: Path):
+def test_plot_without_metrics_is_a_usage_error(tmp_path: Path) -> None:
     from repro.ui.diff import plot_metrics
 
     with pytest.raises(UsageError, match="metric series"):
         plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
 
 
-def test_dirty_flag_alone_is_a_note_not_a_difference(blobs: Blobs):
+def test_dirty_flag_alone_is_a_note_not_a_difference(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.dirty = True  # e.g. new, untracked data files make git report a dirty tree
@@ -614,7 +614,7 @@ def test_a_new_untracked_file_is_listed_once_when_file_contents_are_recorded() -
 # --------------------------------------------------------------------------- telling the truth
 
 
-def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs):
+def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.command.argv = ["python", "train.py", "--lr", "0.1", "--batch-size", "64"]
@@ -636,7 +636,7 @@ def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs):
     assert data["likely_causes"] == [] and data["without_effect"][0]["section"] == "command"
 
 
-def test_a_self_seeding_script_overrides_the_master_seed_which_is_never_a_cause(blobs: Blobs):
+def test_a_self_seeding_script_overrides_the_master_seed_which_is_never_a_cause(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.determinism.mode = "gpu"
     a.seeds.script_seeds = [{"api": "torch.manual_seed", "value": 1337, "where": "train.py:12"}]
@@ -664,7 +664,7 @@ def test_a_self_seeding_script_overrides_the_master_seed_which_is_never_a_cause(
     assert cause.keys == ["script torch.manual_seed"]
 
 
-def test_how_a_seed_was_chosen_is_not_a_change_when_its_value_is_equal(blobs: Blobs):
+def test_how_a_seed_was_chosen_is_not_a_change_when_its_value_is_equal(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.seeds.drawn = True
     b = other_results(same_as(a, "b"))
@@ -676,7 +676,7 @@ def test_how_a_seed_was_chosen_is_not_a_change_when_its_value_is_equal(blobs: Bl
     assert "drawn True" not in render_text(result, show_all=True)
 
 
-def test_a_fact_recorded_twice_is_one_row(blobs: Blobs):
+def test_a_fact_recorded_twice_is_one_row(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.determinism.knobs = {"threads": 1, "deterministic_algorithms": True}
     b = same_as(a, "b")
@@ -693,7 +693,7 @@ def test_a_fact_recorded_twice_is_one_row(blobs: Blobs):
     ]
 
 
-def test_tensorboard_outputs_diff_by_content_not_by_file_name(blobs: Blobs, tmp_path: Path):
+def test_tensorboard_outputs_diff_by_content_not_by_file_name(blobs: Blobs, tmp_path: Path) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     kept: dict[str, Path] = {}
@@ -725,7 +725,7 @@ def test_tensorboard_outputs_diff_by_content_not_by_file_name(blobs: Blobs, tmp_
     assert diff_records(a, b, blobs).section("outputs").differs  # no bytes to read: by hash, and they differ
 
 
-def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blobs):
+def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = other_results(same_as(a, "b"))
     b.command.argv = [*a.command.argv, "--momentum", "0.9"]

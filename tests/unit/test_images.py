@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 from repro import images
 from repro.errors import BuildError, NotFoundError
+from repro.lockfile import parse_lockfile
 
 BASE_ID = "sha256:" + "ab" * 32
 
@@ -49,7 +52,7 @@ def test_render_puts_the_base_id_in_from_and_copies_no_code() -> None:
 
 
 def test_large_wheels_get_layers_of_their_own_ahead_of_the_rest() -> None:
-    groups = images.layer_groups(images.parse_lockfile(TORCH_LOCK))
+    groups = images.layer_groups(parse_lockfile(TORCH_LOCK))
     assert [(name, [r.key for r in reqs]) for name, reqs in groups] == [
         ("nvidia", ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"]),
         ("torch", ["torch"]),
@@ -114,7 +117,7 @@ Jinja2[i18n]==3.1.6 ; python_version >= "3.8" \\
 
 def test_parse_lockfile_joins_continuations_and_skips_options() -> None:
     text = LOCK.format(a="1" * 64, b="2" * 64, c="3" * 64)
-    pinned = images.parse_lockfile(text)
+    pinned = parse_lockfile(text)
     assert [(p.key, p.version) for p in pinned] == [("typing-extensions", "4.16.0"), ("jinja2", "3.1.6")]
     assert pinned[0].hashes == ["1" * 64, "2" * 64]
     assert pinned[1].hashes == ["3" * 64]
@@ -123,9 +126,9 @@ def test_parse_lockfile_joins_continuations_and_skips_options() -> None:
 
 def test_parse_lockfile_rejects_unpinned_or_unhashed() -> None:
     with pytest.raises(BuildError, match="not pinned"):
-        images.parse_lockfile("torch>=2\n")
+        parse_lockfile("torch>=2\n")
     with pytest.raises(BuildError, match="no --hash"):
-        images.parse_lockfile("torch==2.13.0\n")
+        parse_lockfile("torch==2.13.0\n")
 
 
 def test_wheelhouse_reuses_files_matching_lock_hashes(
@@ -236,11 +239,11 @@ def test_base_image_python_version_and_prerequisites(tmp_path: Path, monkeypatch
     (tmp_path / "usr" / "bin" / "python3").symlink_to("python3.11")
     assert baseimage.python_version(tmp_path) == "3.11"
     assert baseimage.python_version(tmp_path / "none") is None
-    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(BackendUnavailable, match="needs root"):
         baseimage.check_prerequisites()
-    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(BackendUnavailable, match="debootstrap is not installed") as caught:
         baseimage.check_prerequisites()
     assert caught.value.exit_code == 3 and "make docker-up" in (caught.value.hint or "")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from repro.backends.base import RANK_LOGS, RunSpec, launch_argv
 from repro.backends.slurm import (
     NODE_LOGS,
@@ -13,6 +15,7 @@ from repro.backends.slurm import (
     failed_task,
     job_script,
     parse_job,
+    parse_sacct,
 )
 
 
@@ -91,3 +94,28 @@ def test_torchrun_across_nodes_uses_a_static_rendezvous_on_the_first_node() -> N
     )
     assert argv == ["py", "-m", "torch.distributed.run", "--nproc-per-node=1", "--nnodes=2", "--node-rank=1",
                     "--master-addr=10.0.0.1", "--master-port=20004", "train.py"]  # fmt: skip
+
+
+def test_a_job_the_controller_forgot_is_read_from_accounting() -> None:
+    state = parse_sacct("CANCELLED by 0|0:15|n[1-2]|debug\n")
+    assert state is not None and not state.active
+    assert (state.state, state.exit_code, state.signal, state.nodes) == ("CANCELLED", 0, 15, "n[1-2]")
+    assert parse_sacct("") is None
+
+
+def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.runtime.node import container_argv
+
+    text = job_script(_spec(tmp_path), SlurmOptions(environment="docker"), "py", {"REPRO_SEED": "1"}, "r1",
+                      image="sha256:abc")  # fmt: skip
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--image=sha256:abc" in srun and "--pass-env=REPRO_SEED" in srun and str(tmp_path / "proj") in srun
+
+    monkeypatch.setenv("REPRO_RUN_ID", "r1")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    argv = container_argv("sha256:abc", ["/p", "/lib"], ["REPRO_SEED"], node_rank=1)
+    assert argv[:3] == ["docker", "run", "--rm"] and argv[-1] == "sha256:abc"
+    assert "--name=repro-r1-node1-2" in argv and "--network=host" in argv
+    assert "--volume=/p:/p" in argv and "--volume=/lib:/lib" in argv and "--env=REPRO_SEED" in argv
