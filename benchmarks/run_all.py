@@ -72,7 +72,8 @@ def _kept_sections(path: Path, titles: set[str]) -> dict[str, str]:
         title, _, body = chunk.partition("\n")
         if title not in ("Machine", "Targets") and title not in titles:
             body = body.strip("\n")
-            if legacy and not body.startswith("_Run:"):
+            stamped = any(line.startswith(("Run:", "_Run:")) for line in body.splitlines())
+            if legacy and not stamped:
                 body = f"_Run: {legacy}._\n\n{body}"
             kept[title] = body
     return kept

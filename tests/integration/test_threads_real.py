@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tests.conftest import Project
 
 
-def _record(project: Project, ref: str) -> dict:  # type: ignore[type-arg]
-    return json.loads(project.repro("show", ref, "--json").out)
+def _record(project: Project, ref: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(project.repro("show", ref, "--json").out)
+    return record
 
 
 def test_threads_are_recorded_and_the_replay_keeps_them(project: Project) -> None:
