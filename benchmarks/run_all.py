@@ -111,18 +111,27 @@ def _write_results(results: list[tuple[str, list[Row]]], started: str, host: dic
     return path
 
 
+def _verdicts(body: str) -> list[tuple[str, str]]:
+    """(case, verdict) of each row of the tables in a kept section."""
+    out = []
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) >= 3 and cells[-1] in ("met", "NOT met", "skipped"):
+            out.append((cells[0], cells[-1]))
+    return out
+
+
 def _closing(results: list[tuple[str, list[Row]]], kept: dict[str, str]) -> list[str]:
-    """The closing note: which targets this run met and which it did not."""
-    rows = [r for _, rs in results for r in rs if r.target != INFO]
-    met = [r.case for r in rows if r.met()]
-    missed = [r.case for r in rows if r.met() is False]
-    skipped = [r.case for r in rows if r.met() is None]
-    out = [f"- met ({len(met)}): " + ("; ".join(met) or "none")]
-    out.append(f"- not met ({len(missed)}): " + ("; ".join(missed) or "none"))
-    if skipped:
-        out.append(f"- skipped ({len(skipped)}): " + "; ".join(skipped))
-    if kept:
-        out.append("- not run this time (their sections are from earlier runs): " + "; ".join(kept))
+    """The closing note: which targets are met and which are not, over every section."""
+    verdicts = [(r.case, "met" if r.met() else "NOT met" if r.met() is False else "skipped")
+                for _, rs in results for r in rs if r.target != INFO]  # fmt: skip
+    for body in kept.values():
+        verdicts += _verdicts(body)
+    out = []
+    for label, verdict in (("met", "met"), ("not met", "NOT met"), ("skipped", "skipped")):
+        cases = [case for case, v in verdicts if v == verdict]
+        if cases or verdict != "skipped":
+            out.append(f"- {label} ({len(cases)}): " + ("; ".join(cases) or "none"))
     return out
 
 
