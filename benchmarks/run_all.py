@@ -2,8 +2,8 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, threads; the other
-                                              # suites' sections of RESULTS.md are kept
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads; the
+                                              # other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
 Scratch data goes under REPRO_BENCH_DIR (default: the system temp dir) and is removed.
@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
+import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_strict_threads  # noqa: E402
 from _common import INFO, PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
@@ -31,6 +32,7 @@ SUITES = {
     "big": ("Big files, page cache warm: throughput vs xxh128sum", bench_hash_big.run, 5),
     "small": ("Small files (1-16 KiB): first hash and unchanged re-check", bench_hash_small.run, 3),
     "run": ("`repro run` overhead over the bare command", bench_run_overhead.run, 5),
+    "data": ("`repro run` over 100k unchanged data files, and `repro show`", bench_large_data.run, 3),
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]

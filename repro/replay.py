@@ -7,6 +7,7 @@ so `repro diff ORIGINAL REPLAY` works afterwards.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
+from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
 from repro.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, Record, ResultInfo, open_member
@@ -26,8 +28,8 @@ from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.determinism import expectation, verifiable_mode
-from repro.errors import DataDrift, UsageError
+from repro.determinism import allowed_env, expectation, verifiable_mode
+from repro.errors import DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
 from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -46,6 +48,9 @@ class ReplayRequest:
     rtol: float | None = None
     allow_world_size_change: bool = False
     nproc_per_node: int | None = None
+    from_checkpoint: str | None = None  # replay only a window after this recorded checkpoint
+    steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
+    network: bool = False  # the capsule's own `backend.network` is never obeyed
 
 
 @dataclass
@@ -152,7 +157,9 @@ def verification(verdict: Verdict, of: str) -> dict[str, str]:
     return {"of": of, "status": verdict.status, "summary": verdict.summary}
 
 
-def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
+def check_recorded_data(
+    original: Record, data_root: Path, store: Store, allow: bool, read_blob: Callable[[str], bytes | None]
+) -> Drift | None:
     """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
 
     Raises:
@@ -161,10 +168,29 @@ def check_recorded_data(original: Record, data_root: Path, store: Store, allow: 
     if not original.data.inputs:
         return None
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        drift = check_data(original.data.inputs, data_root, cache=cache)
+        drift = check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob)
     if drift and not allow:
         raise DataDrift(drift.changed, drift.missing, drift.extra)
     return drift or None
+
+
+def contain(record: Record, original: Record, network: bool) -> list[str]:
+    """Apply what a replay decides itself, not the capsule: the network and the environment.
+
+    Returns notes saying what the capsule asked for and did not get.
+    """
+    notes: list[str] = []
+    record.backend.network = network
+    if original.backend.network and not network:
+        notes.append("the capsule asked for a network; the replay runs without one (pass --network to allow)")
+    elif network:
+        notes.append("the replay has a network (--network)")
+    kept, dropped = allowed_env(original.determinism.env)
+    record.determinism.env = kept
+    if dropped:
+        shown = ", ".join(dropped[:8]) + (f" (+{len(dropped) - 8} more)" if len(dropped) > 8 else "")
+        notes.append(f"environment variables in the capsule that repro does not set were dropped: {shown}")
+    return notes
 
 
 def replay_record(original: Record, settings: Settings) -> Record:
@@ -219,12 +245,20 @@ def run_replay(
             hint="pass secrets through environment variables, which the run inherits",
         )
     data_root = (request.data_root or store.root).resolve()
-    drift = check_recorded_data(original, data_root, store, request.allow_data_drift)
+    drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")
 
+    window = None
+    if request.from_checkpoint:
+        window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))
+        notes.append(window.describe())
     record = replay_record(original, settings)
     record.kind = kind
+    contained = contain(record, original, request.network)
+    for note in contained:
+        on_event(Event("info", note))
+    notes += contained
     gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
     if gpu_note:
         on_event(Event("info", gpu_note))
@@ -258,6 +292,8 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
+        if window is not None:
+            windows.prepare(window, spec, original, loaded.read_blob)
         _carry_image(spec, original, loaded)
         wanted = settings.backend
         _fit_layout(record, wanted, notes)
@@ -298,10 +334,14 @@ def run_replay(
         notes.append(
             f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
         )
-    verdict = compare_runs(
-        side(loaded), side(replayed), mode, tolerance(mode, request.atol, request.rtol),
-        CompareOptions.from_settings(settings),
-    )  # fmt: skip
+    tol, options = tolerance(mode, request.atol, request.rtol), CompareOptions.from_settings(settings)
+    if window is not None:
+        verdict = windows.compare(side(loaded), side(replayed), window, mode, tol, options)
+    elif original.resumed_from:
+        notes.append(resumed_note(store, original))
+        verdict = compare_runs(outputs_only(side(loaded)), outputs_only(side(replayed)), mode, tol, options)
+    else:
+        verdict = compare_runs(side(loaded), side(replayed), mode, tol, options)
     if world_changed and verdict.status == "identical":
         verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
     verdict.notes += notes
@@ -310,6 +350,27 @@ def run_replay(
     record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def outputs_only(s: Side) -> Side:
+    """A resumed run logged only what followed its checkpoint: its outputs are what compare."""
+    return dataclasses.replace(s, metrics=[], stdout="", trace=[])
+
+
+def resumed_note(store: Store, record: Record) -> str:
+    """How a resumed run is replayed: its whole chain as one uninterrupted run."""
+    chain = [record.id]
+    ref = record.resumed_from
+    while ref and ref not in chain and len(chain) < 1000:
+        chain.insert(0, ref)
+        try:
+            ref = store.resolve(ref).record.resumed_from
+        except ReproError:
+            break
+    return (
+        f"run {record.id} resumed an interrupted run: replayed as one uninterrupted run of its chain "
+        f"({' → '.join(chain)}); outputs compared, not its logs"
+    )
 
 
 def recorded_slurm_options(record: Record) -> SlurmOptions:

@@ -15,7 +15,9 @@ ends. Ctrl-C cancels the job (``scancel``) and the run is recorded as interrupte
 With ``requeue``, sbatch gets ``--requeue`` and ``--signal=USR1@<grace>``: a job that is
 preempted or requeued (``scontrol requeue``) starts again in the same run directory with
 the same command, so a script that saves checkpoints (on SIGUSR1, or every epoch) and
-loads one when present continues where it stopped.
+loads one when present continues where it stopped; a restart sets ``REPRO_RESUMED_FROM``, so
+the runtime restores the RNG states recorded at the save of the checkpoint it loads, as
+`repro resume` does, and the run stays one run (its restarts and restores in the record).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from repro.backends.base import (
     merge_pythonpath,
     runtime_source,
 )
+from repro.checkpoints import RESUMED_FROM_ENV, restored
 from repro.errors import BackendUnavailable, UsageError
 
 JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output
@@ -239,6 +242,14 @@ def job_script(
         lines.append("#SBATCH --no-requeue")
     lines += ["", "set -u", *(f"unset {name}" for name in _SCRUB)]
     lines += [f"export {k}={q(v)}" for k, v in sorted(env.items())]
+    if options.requeue:
+        # A requeued job starts this script again: the command continues as `repro resume` does,
+        # the runtime restoring the RNG states recorded when the checkpoint it loads was saved.
+        lines += [
+            'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
+            f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-$REPRO_RUN_ID}}"',
+            "fi",
+        ]
     lines += [
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "addr=$(scontrol show node \"$head\" -o | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')",
@@ -258,7 +269,8 @@ def job_script(
         binds = sorted(
             {str(spec.project_root), str(package_parent), str(spec.data_root or spec.project_root)}
         )
-        launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(sorted(env))}"]
+        names = sorted({*env, RESUMED_FROM_ENV} if options.requeue else set(env))
+        launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(names)}"]
     command = " ".join(q(a) for a in [*srun, *launcher])
     command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
     if not options.requeue:
@@ -471,6 +483,7 @@ class SlurmBackend:
                 "partition": state.partition, "node_list": state.nodes,
                 "nodes": [names[k] for k in sorted(names)], "restarts": state.restarts,
                 "options": self.options.as_dict(),
+                "restored": restored(spec.runtime_dir),  # what each restart continued from
                 "node_hardware": {str(v.get("node")): v for v in facts.values()},
                 "rank_nodes": {
                     str(k * spec.nproc_per_node + r): names[k]

@@ -224,7 +224,8 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--requeue/--no-requeue", default=None,
                 help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
-                "120 s before the time limit, so it can save a checkpoint and continue from it.",
+                "120 s before the time limit, so it can save a checkpoint; the requeued job continues from "
+                "it as `repro resume` does (the RNG states recorded at that save are restored).",
             ),
             click.option(
                 "--node-env", type=click.Choice(NODE_ENVIRONMENTS), default=None,

@@ -91,6 +91,54 @@ def test_replay(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: 
     assert (replay.backend.name, replay.backend.requested) == ("local", "local")
 
 
+FAILS_ONCE = """\
+import random
+import sys
+from pathlib import Path
+
+marker = Path("outputs/started")
+first = not marker.exists()
+marker.parent.mkdir(exist_ok=True)
+marker.write_text("started")
+print("loss", random.random())
+sys.exit(1 if first else 0)
+"""
+
+
+def _failed_run(cli, root: Path) -> str:  # type: ignore[no-untyped-def]
+    (root / "outputs" / "started").unlink(missing_ok=True)
+    r = cli("run", "--backend", "local", "--json", "--", "python", "once.py", cwd=root)
+    assert r.code == 4, r.err
+    return str(json.loads(r.out)["id"])
+
+
+def _resumed(cli, root: Path, *flags: str) -> tuple[str, str, str, int]:  # type: ignore[no-untyped-def]
+    r = cli("resume", "--json", *flags, cwd=root)
+    assert r.code == 0, r.err
+    record = Store(root).load_run(json.loads(r.out)["id"]).record
+    return record.backend.name, record.backend.requested or "", record.determinism.mode, record.seeds.master
+
+
+def test_resume(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Backend: flag > REPRO_BACKEND > the record > repro.yaml; seed and mode are always the record's."""
+    seeded.write("once.py", FAILS_ONCE)
+    seeded.write("repro.yaml", "backend: docker\nmode: off\nseed: 5\n")
+    seeded.write(".gitignore", "outputs/\n")
+    seeded.commit("fails once")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # nothing listens: docker is unavailable
+
+    _failed_run(cli, seeded.root)
+    assert _resumed(cli, seeded.root) == ("local", "local", "off", 5)  # the record, not repro.yaml
+
+    _failed_run(cli, seeded.root)
+    monkeypatch.setenv("REPRO_BACKEND", "docker")
+    monkeypatch.setenv("REPRO_MODE", "strict")
+    monkeypatch.setenv("REPRO_SEED_DEFAULT", "6")
+    env = cli("resume", cwd=seeded.root)
+    assert env.code == 3 and "Docker engine" in env.err
+    assert _resumed(cli, seeded.root, "--backend", "local") == ("local", "local", "off", 5)
+
+
 def test_pytest_fixture(seeded, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     check = ReproCheck(backend=None, base=seeded.root, ini_backend="local")
     first = check("python train.py")

@@ -96,9 +96,7 @@ def _job_state(job_id: str) -> str:
     return next((f.split("=", 1)[1] for f in out.split() if f.startswith("JobState=")), "")
 
 
-def test_a_single_node_run_replays_identical_locally_and_a_requeued_run_ends_with_the_same_weights(
-    project: Project, nodes: list[str]
-) -> None:
+def test_a_single_node_run_replays_identical_locally_and_on_slurm(project: Project, nodes: list[str]) -> None:
     _train_project(project)
     train = ["python", "train.py", "--save", "outputs/model.pt"]
     r = project.repro(
@@ -122,21 +120,42 @@ def test_a_single_node_run_replays_identical_locally_and_a_requeued_run_ends_wit
     again = _record(project)
     assert again.backend.name == "slurm" and again.backend.details["slurm"]["job_id"] != slurm["job_id"]
 
-    # The same training with --requeue, put back in the queue after its first checkpoint.
-    proc = _slurm_run(project, "--requeue", "--", "python", "train.py", "--save", "outputs/model.pt",
-                      "--ckpt-dir", "checkpoints/b", "--epoch-sleep", "1.5")  # fmt: skip
+
+def test_a_requeued_job_continues_as_repro_resume_and_ends_with_the_weights_of_an_uninterrupted_run(
+    project: Project, nodes: list[str]
+) -> None:
+    """A script that checkpoints model, optimizer, scheduler and epoch but no RNG state (shuffling
+    DataLoader with workers, random augmentation, dropout), requeued with `scontrol requeue` after
+    its first checkpoint: the restarted job restores the RNG states recorded at that save."""
+    project.script("resumable_train.py", "train.py")
+    project.points(n=32)
+    project.write(".gitignore", "outputs/\ncheckpoints/\n")
+    project.commit("train")
+    train = ["python", "train.py", "--epochs", "3", "--workers", "1"]
+    r = project.repro("run", "--backend", "local", "--data", "data", "--", *train,
+                      "--ckpt-dir", "checkpoints/straight", "--save", "outputs/model.pt")  # fmt: skip
+    assert r.code == 0, r.err
+    straight = _record(project)
+
+    proc = _slurm_run(project, "--requeue", "--", *train, "--ckpt-dir", "checkpoints/requeued",
+                      "--save", "outputs/model.pt", "--epoch-sleep", "2")  # fmt: skip
     run_id, job = _job_of_running_run(project)
-    _wait_for((project.root / "checkpoints/b/last.rank0.pt").is_file, 120, "the first checkpoint")
+    _wait_for((project.root / "checkpoints/requeued/last.pt").is_file, 120, "the first checkpoint")
     subprocess.run(["scontrol", "requeue", job], check=True)
     _wait_for(lambda: _job_state(job) == "PENDING", 30, "the requeued job to be pending")
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)  # no 2-minute wait
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert "resumed from checkpoints/b/last.rank0.pt at epoch 1" in err
+    assert "=> resuming from checkpoints/requeued/last.pt" in err
     requeued = _record(project, run_id)
-    assert requeued.backend.details["slurm"]["restarts"] == 1
-    assert requeued.backend.details["slurm"]["options"]["requeue"] is True
+    slurm = requeued.backend.details["slurm"]
+    assert slurm["restarts"] == 1 and slurm["options"]["requeue"] is True
+    assert [(e["rank"], e["path"]) for e in slurm["restored"]] == [(0, "checkpoints/requeued/last.pt")]
+    assert not [w for w in requeued.warnings if "not exact" in w], requeued.warnings
+    assert requeued.results.status == "succeeded" and requeued.resumed_from is None  # one run, one job
     assert _output_hash(requeued, "outputs/model.pt") == _output_hash(straight, "outputs/model.pt")
+    r = project.repro("show", run_id)
+    assert "1 restart(s)" in r.out and "restored checkpoints/requeued/last.pt" in r.out
 
 
 def test_a_two_node_ddp_run_puts_one_rank_on_each_node_and_replays_identical_on_one_machine(

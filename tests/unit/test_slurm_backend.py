@@ -50,6 +50,26 @@ def test_requeue_traps_the_warning_signal_and_requeues_after_the_command_saved(t
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("restart", "before", "after"), [("", "", ""), ("0", "", ""), ("1", "", "r1"), ("2", "r0", "r0")]
+)
+def test_a_restarted_job_resumes_its_own_run_or_the_one_it_resumes(
+    tmp_path: Path, restart: str, before: str, after: str
+) -> None:
+    """The script's own lines, run by bash: restarts set REPRO_RESUMED_FROM, first starts do not."""
+    text = job_script(_spec(tmp_path), SlurmOptions(requeue=True), "python", {}, "r1")
+    lines = text.splitlines()
+    start = lines.index('if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then')
+    snippet = "\n".join([*lines[start : start + 3], 'printf %s "${REPRO_RESUMED_FROM:-}"'])
+    env = {"PATH": "/usr/bin:/bin", "REPRO_RUN_ID": "r1", "SLURM_RESTART_COUNT": restart}
+    if before:
+        env["REPRO_RESUMED_FROM"] = before
+    out = subprocess.run(["bash", "-c", snippet], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout == after
+    plain = job_script(_spec(tmp_path), SlurmOptions(), "python", {}, "r1")
+    assert "REPRO_RESUMED_FROM" not in plain  # a job that is never requeued never restarts
+
+
 def test_scontrol_show_job_is_read_field_by_field() -> None:
     line = ("JobId=8 JobName=repro-x UserId=root(0) JobState=PENDING Reason=BeginTime Requeue=1 Restarts=1 "
             "ExitCode=0:15 Partition=debug NodeList=(null) TRES=cpu=2,node=2\n")  # fmt: skip
@@ -112,6 +132,9 @@ def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_pat
                       image="sha256:abc")  # fmt: skip
     srun = next(line for line in text.splitlines() if line.startswith("srun "))
     assert "--image=sha256:abc" in srun and "--pass-env=REPRO_SEED" in srun and str(tmp_path / "proj") in srun
+    requeue = SlurmOptions(environment="docker", requeue=True)
+    text = job_script(_spec(tmp_path), requeue, "py", {"REPRO_SEED": "1"}, "r1", image="sha256:abc")
+    assert "--pass-env=REPRO_RESUMED_FROM,REPRO_SEED" in text  # a restart's resume reaches the container
 
     monkeypatch.setenv("REPRO_RUN_ID", "r1")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
