@@ -2,7 +2,8 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, data
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads; the
+                                              # other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
 Scratch data goes under REPRO_BENCH_DIR (default: the system temp dir) and is removed.
@@ -24,14 +25,17 @@ import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
-from _common import PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
+import bench_strict_threads  # noqa: E402
+from _common import INFO, PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
 
 SUITES = {
     "big": ("Big files, page cache warm: throughput vs xxh128sum", bench_hash_big.run, 5),
     "small": ("Small files (1-16 KiB): first hash and unchanged re-check", bench_hash_small.run, 3),
     "run": ("`repro run` overhead over the bare command", bench_run_overhead.run, 5),
     "data": ("`repro run` over 100k unchanged data files, and `repro show`", bench_large_data.run, 3),
+    "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
 }
+SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
 
 def _versions() -> dict[str, str]:
@@ -58,7 +62,28 @@ def _notes(rows: list[Row]) -> list[str]:
     return out
 
 
+def _kept_sections(path: Path, titles: set[str]) -> dict[str, str]:
+    """Sections of an earlier RESULTS.md (title -> text) for suites not run this time."""
+    if not path.exists():
+        return {}
+    text = path.read_text()
+    # A file written before sections carried their own stamp has one "Run:" line for all.
+    legacy = next((line[5:] for line in text.splitlines() if line.startswith("Run: ")), None)
+    kept: dict[str, str] = {}
+    for chunk in text.split("\n## ")[1:]:
+        title, _, body = chunk.partition("\n")
+        if title not in ("Machine", "Targets") and title not in titles:
+            body = body.strip("\n")
+            stamped = any(line.startswith(("Run:", "_Run:")) for line in body.splitlines())
+            if legacy and not stamped:
+                body = f"_Run: {legacy}._\n\n{body}"
+            kept[title] = body
+    return kept
+
+
 def _write_results(results: list[tuple[str, list[Row]]], started: str, host: dict[str, str]) -> Path:
+    path = HERE / "RESULTS.md"
+    kept = _kept_sections(path, {title for title, _ in results})
     versions = _versions()
     lines = [
         "# Benchmark results",
@@ -66,21 +91,50 @@ def _write_results(results: list[tuple[str, list[Row]]], started: str, host: dic
         "Written by `make bench` (`python benchmarks/run_all.py`). Every row compares repro with a named",
         "peer on the same generated data in the same run; ratios, not absolute times, are the claim.",
         "Times are the best of the repeats; `cpu` is user+system CPU seconds (of the process and its",
-        "children), which is steadier than wall-clock time on a shared machine.",
-        "",
-        f"Run: {started}",
+        "children), which is steadier than wall-clock time on a shared machine. Each section names",
+        "the run it comes from (`run_all.py --only` rewrites only its own sections).",
         "",
         "## Machine",
         "",
-        *[f"- {k}: {v}" for k, v in host.items()],
+        *[f"- {k}: {v}" for k, v in host.items() if k != "load average at start"],
         *[f"- {k}: {v}" for k, v in versions.items()],
         "",
     ]
-    for title, rows in results:
-        lines += [f"## {title}", "", md_table(table(rows)), "", *_notes(rows), ""]
-    path = HERE / "RESULTS.md"
+    load = host.get("load average at start", "?")
+    stamp = f"_Run: {started}, repro {versions['repro']}, load average at start {load}._"
+    for title in dict.fromkeys([*SUITE_TITLES, *kept]):
+        rows = next((r for t, r in results if t == title), None)
+        if rows is not None:
+            lines += [f"## {title}", "", stamp, "", md_table(table(rows)), "", *_notes(rows), ""]
+        elif title in kept:
+            lines += [f"## {title}", "", kept[title], ""]
+    lines += ["## Targets", "", *_closing(results, kept), ""]
     path.write_text("\n".join(lines))
     return path
+
+
+def _verdicts(body: str) -> list[tuple[str, str]]:
+    """(case, verdict) of each row of the tables in a kept section."""
+    out = []
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) >= 3 and cells[-1] in ("met", "NOT met", "skipped"):
+            out.append((cells[0], cells[-1]))
+    return out
+
+
+def _closing(results: list[tuple[str, list[Row]]], kept: dict[str, str]) -> list[str]:
+    """The closing note: which targets are met and which are not, over every section."""
+    verdicts = [(r.case, "met" if r.met() else "NOT met" if r.met() is False else "skipped")
+                for _, rs in results for r in rs if r.target != INFO]  # fmt: skip
+    for body in kept.values():
+        verdicts += _verdicts(body)
+    out = []
+    for label, verdict in (("met", "met"), ("not met", "NOT met"), ("skipped", "skipped")):
+        cases = [case for case, v in verdicts if v == verdict]
+        if cases or verdict != "skipped":
+            out.append(f"- {label} ({len(cases)}): " + ("; ".join(cases) or "none"))
+    return out
 
 
 def main() -> int:
@@ -95,6 +149,7 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_BIG_MB", "256")
         os.environ.setdefault("REPRO_BENCH_SMALL_N", "5000")
         os.environ.setdefault("REPRO_BENCH_REPEATS", "2")
+        os.environ.setdefault("REPRO_BENCH_THREADS_STEPS", "10")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []
@@ -110,9 +165,8 @@ def main() -> int:
     print()
     if not (args.quick or args.no_write):
         print(f"results written to {_write_results(results, started, host).relative_to(HERE.parent)}")
-    missed = [r.case for _, rows in results for r in rows if r.met() is False and r.threshold]
-    if missed:
-        print("targets not met: " + "; ".join(missed))
+    for line in _closing(results, {}):
+        print(line)
     return 0
 
 

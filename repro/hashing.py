@@ -1,13 +1,17 @@
 """xxh3-128 of bytes, files and trees, with a stat cache in SQLite.
 
 A big file is read with 1 MiB unbuffered ``readinto`` calls into one reused buffer,
-at the speed of the page cache or the disk; a small file with one ``os.read``. A tree
-is walked once, each file stat'ed relative to its open directory, the stat cache is
-read for the whole tree in one range query, only files whose stat changed are read,
-and the new cache rows are written in one transaction. Big files are hashed in a
-thread pool (reads and the xxhash binding release the GIL); small files are hashed
-in the calling thread while their reads come from the page cache, and in the pool
-once reads start waiting on the disk.
+at the speed of the page cache or the disk; a small file with one ``os.read``.
+
+A tree the stat cache knows nothing of (a first hash, or no cache) is walked once:
+each file is opened relative to its open directory, fstat'ed and read, with no
+separate stat, and the cache rows are written every few thousand files. A tree
+hashed before is walked with one stat per file relative to its open directory, the
+stat cache is read for the whole tree in one range query, only files whose stat
+changed are read, and the new rows are written in one transaction. Big files are
+hashed in a thread pool (reads and the xxhash binding release the GIL); small files
+are hashed in the calling thread while their reads come from the page cache, and in
+the pool once reads start waiting on the disk.
 
 The cache key is (absolute path, size, mtime_ns, inode, ctime_ns). A file modified
 with the same size and its mtime forced back still misses, because its ctime (and,
@@ -32,16 +36,18 @@ import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
 from repro.capsule import FileEntry
 from repro.listing import file_keys, tree_listing
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 try:
     import resource
@@ -528,6 +534,9 @@ def _hash_todo(
     """
     if not todo:
         return []
+    # Imported here: a first hash of small files from the page cache never needs a pool.
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
     counter = _Counter() if on_progress is not None else None
     big = [s for s in todo if s.size >= READ_SIZE]
     small = [s for s in todo if s.size < READ_SIZE]
@@ -564,6 +573,174 @@ def _hash_todo(
                 fut.cancel()
             raise
     return results
+
+
+_O_FLAGS_AT = _O_FLAGS | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the listing never blocks
+
+# Rows of a first hash go to the stat cache in transactions of this many rows: few
+# commits, and the rows need not all be held until the end of the walk.
+_STORE_ROWS = 8192
+
+
+def _hash_at(
+    dir_fd: int, name: str, path: str, on_bytes: Callable[[int], None] | None
+) -> tuple[str | None, os.stat_result] | None:
+    """Open a file relative to its open directory, fstat it and hash it: one short path
+    lookup and no separate stat. (digest, stat of what was read); the digest is None
+    for a big file, which is left for the thread pool; None when the entry is no longer
+    a regular file."""
+    fd = os.open(name, _O_FLAGS_AT, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
+        if size >= READ_SIZE:
+            return None, st
+        # _hash_fd, inlined for the common case: a small file read whole in one call
+        data = os.read(fd, size + 1)
+        if len(data) == size:
+            if on_bytes is not None and size:
+                on_bytes(size)
+            return xxhash.xxh3_128_hexdigest(data), st
+        digest, n = _hash_stream(fd, data, on_bytes)
+        return digest, (st if n == size else os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+class _Walk:
+    """A first hash: the tree is walked once and each file hashed as it is listed.
+
+    Each directory's entries are taken in name order and its subdirectories entered in
+    that order, so the files come out nearly sorted. Cache rows are written every
+    `_STORE_ROWS` files. Small files are hashed in this thread while their reads come
+    from the page cache; once reads wait on the disk, the rest of the tree is only
+    stat'ed. Those files and the big ones (`later`) are left to `_hash_todo`'s thread
+    pool, which keeps several reads in flight.
+    """
+
+    def __init__(
+        self, cache: HashCache | None, exclude: Callable[[str], bool] | None, counter: _Counter | None
+    ) -> None:
+        self.cache = cache
+        self.exclude = exclude
+        self.on_bytes = counter.add if counter is not None else None
+        self.found: list[FileEntry] = []
+        self.rows: list[_Row] = []
+        self.later: list[_Stat] = []
+        self.here = True
+        self._since = _waits(), 0
+
+    def run(self, top: str, rel_top: str, report: Callable[[], None] | None) -> None:
+        """Walk `top` (whose path relative to the base is `rel_top`)."""
+        stack = [(top, "" if rel_top == "." else rel_top + "/")]
+        while stack:
+            d, rd = stack.pop()
+            if not self.here:
+                self.later += _scan(d, rd[:-1] or ".", self.exclude)
+                continue
+            try:
+                dir_fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            try:
+                with os.scandir(dir_fd) as it:
+                    entries = sorted(it, key=_name)
+                subdirs = self._directory(dir_fd, d, rd, entries)
+            finally:
+                os.close(dir_fd)
+            stack += reversed(subdirs)
+            if len(self.rows) >= _STORE_ROWS:
+                self.store()
+            if report is not None:
+                report()
+        self.store()
+
+    def store(self) -> None:
+        if self.cache is not None and self.rows:
+            self.cache.store_many(self.rows)
+        self.rows = []
+
+    def _directory(
+        self, dir_fd: int, d: str, rd: str, entries: list[os.DirEntry[str]]
+    ) -> list[tuple[str, str]]:
+        """Hash the files of one directory; its subdirectories, to enter next."""
+        exclude, on_bytes, found, rows = self.exclude, self.on_bytes, self.found, self.rows
+        subdirs = []
+        started = time.time_ns()  # once per directory: earlier is only stricter about racy rows
+        before, n = self._since  # files hashed here since `before`, across directories
+        for e in entries:
+            name = e.name
+            rel = rd + name
+            if exclude is not None and exclude(rel):
+                continue
+            path = f"{d}/{name}"
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append((path, rel + "/"))
+                    continue
+                # Only a regular file (or a symlink to one) is opened: opening a device can act.
+                if not e.is_file(follow_symlinks=False) and not stat_mod.S_ISREG(e.stat().st_mode):
+                    continue
+                if not self.here:
+                    st = e.stat()
+                    self.later.append(_Stat(rel, path, st.st_size, _key(st), st.st_ctime_ns))
+                    continue
+                done = _hash_at(dir_fd, name, path, on_bytes)
+            except OSError:
+                continue  # vanished, or a dangling symlink
+            if done is not None:
+                digest, st = done
+                if digest is None:
+                    self.later.append(_Stat(rel, path, st.st_size, _key(st), st.st_ctime_ns))
+                    continue
+                found.append(FileEntry(rel, st.st_size, digest))
+                rows.append((path, _key(st), st.st_ctime_ns, started, digest))
+            n += 1
+            if n == _BATCH_FILES:
+                self.here = not _io_bound(before, n)
+                before, n = _waits(), 0
+        self._since = before, n
+        return subdirs
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _rel_of(entry: FileEntry) -> str:
+    return entry.path
+
+
+def _first_hash(
+    root_s: str,
+    rel_root: str,
+    cache: HashCache | None,
+    exclude: Callable[[str], bool] | None,
+    on_progress: ProgressFn | None,
+) -> TreeDigest:
+    """Hash a directory the stat cache knows nothing of, in one walk; the total is
+    not known before the end, so progress is reported as (bytes done, 0) until then."""
+    counter = _Counter() if on_progress is not None else None
+    walk = _Walk(cache, exclude, counter)
+    report = (
+        (lambda: on_progress(counter.value, 0)) if on_progress is not None and counter is not None else None
+    )
+    walk.run(root_s, rel_root, report)
+    found = walk.found
+    if walk.later:
+        walk.later.sort()
+        done = counter.value if counter is not None else 0
+        fresh = _hash_todo(walk.later, done, 0, on_progress)
+        if cache is not None:
+            cache.store_many([(f.path, f.key, f.ctime_ns, t, digest) for f, t, digest in fresh])
+        found += [FileEntry(f.rel, f.size, digest) for f, _, digest in fresh]
+    found.sort(key=_rel_of)
+    size = sum([f.size for f in found])
+    if on_progress is not None:
+        on_progress(size, size)
+    return TreeDigest(files=found, digest=_digest_sorted(found), size=size)
 
 
 def hash_tree(
@@ -611,9 +788,14 @@ def _hash_tree(
 ) -> TreeDigest:
     rel_root = _rel(root_s, base)
     use_cache = cache is not None and cache.enabled
+    is_dir = os.path.isdir(root_s)
+    known_root = is_dir and use_cache and cache is not None and cache.knows(root_s)
+    if is_dir and not known_root and _FD_SCANDIR:
+        # Nothing to look up: one walk that hashes each file as it finds it.
+        return _first_hash(root_s, rel_root, cache if use_cache else None, exclude, on_progress)
     listing: bytes | None = None
     # A first hash takes no listing (it would only slow it down); a re-check records one.
-    if use_cache and exclude is None and os.path.isdir(root_s) and cache is not None and cache.knows(root_s):
+    if known_root and exclude is None:
         listing = tree_listing(root_s)
     if listing is not None:
         assert cache is not None
@@ -623,7 +805,7 @@ def _hash_tree(
             if on_progress is not None:
                 on_progress(total, total)
             return TreeDigest(files=known_tree, digest=_digest_sorted(known_tree), size=total)
-    if os.path.isdir(root_s):
+    if is_dir:
         stats = _scan(root_s, rel_root, exclude)
     else:
         try:

@@ -56,7 +56,13 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 help="Output directory (repeatable; default: outputs).",
             ),
             click.option(
-                "--threads", type=int, default=None, help="Intra-op threads in strict/gpu mode (1)."
+                "--threads",
+                type=int,
+                default=None,
+                metavar="N",
+                help="Intra-op CPU threads in strict/gpu mode (default 1). Recorded; a replay runs "
+                "with the recorded N. N>1 is faster on idle cores but may give other bits than 1 "
+                "thread (see README: Threads).",
             ),
             click.option(
                 "--isa",

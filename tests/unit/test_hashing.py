@@ -21,7 +21,7 @@ from repro.hashing import HashCache, hash_bytes, hash_file, hash_file_cached, ha
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record every file the hashing module actually reads."""
     seen: list[str] = []
-    real_open, real_known = hashing._hash_open, hashing._hash_known
+    real_open, real_known, real_at = hashing._hash_open, hashing._hash_known, hashing._hash_at
 
     def spy_open(path: str, on_bytes=None):  # type: ignore[no-untyped-def]
         seen.append(path)
@@ -31,8 +31,13 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(item.path)
         return real_known(item, on_bytes)
 
+    def spy_at(dir_fd, name, path, on_bytes):  # type: ignore[no-untyped-def]
+        seen.append(path)
+        return real_at(dir_fd, name, path, on_bytes)
+
     monkeypatch.setattr(hashing, "_hash_open", spy_open)
     monkeypatch.setattr(hashing, "_hash_known", spy_known)
+    monkeypatch.setattr(hashing, "_hash_at", spy_at)
     return seen
 
 
@@ -379,6 +384,8 @@ def test_a_file_that_grows_after_its_stat_is_read_to_the_end(tmp_path: Path) -> 
 
 def test_a_file_changed_between_scan_and_read_is_recorded_as_read(tmp_path: Path, cache: HashCache) -> None:
     root = make_tree(tmp_path / "d", {"f": b"short"})
+    hash_tree(root, root, cache)  # known to the cache: a re-check stats first, then reads
+    (root / "f").write_bytes(b"other")
     real_scan = hashing._scan
 
     def scan_then_grow(*args):  # type: ignore[no-untyped-def]
@@ -391,3 +398,71 @@ def test_a_file_changed_between_scan_and_read_is_recorded_as_read(tmp_path: Path
         tree = hash_tree(root, root, cache)
     assert [(f.path, f.size, f.hash) for f in tree.files] == [("f", 15, hash_bytes(b"much longer now"))]
     assert hash_tree(root, root, cache) == tree
+
+
+# --------------------------------------------------------------------------- first hash: one walk
+
+
+def test_first_hash_lists_files_in_path_order_as_a_recheck_does(
+    tmp_path: Path, cache: HashCache, no_racy_window: None
+) -> None:
+    # "a.txt" sorts before "a/x" ('.' < '/'), "B" before "a": the walk must not emit directory order.
+    files = {"a.txt": b"1", "a/x": b"2", "a-b": b"3", "b/c/d": b"4", "B": b"5", "a/y/z": b"6", "a0": b"7"}
+    root = make_tree(tmp_path / "d", files)
+    first = hash_tree(root, root, cache)
+    assert [f.path for f in first.files] == sorted(files)
+    assert {f.path: f.hash for f in first.files} == {k: hash_bytes(v) for k, v in files.items()}
+    (root / "a0").write_bytes(b"changed")  # the re-check walks with stats and the cache
+    again = hash_tree(root, root, cache)
+    assert [f.path for f in again.files] == sorted(files)
+    assert again.digest == hash_tree(root, root).digest != first.digest
+
+
+def test_first_hash_writes_its_cache_rows_in_batches(
+    tmp_path: Path,
+    cache: HashCache,
+    count_reads: list[str],
+    no_racy_window: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hashing, "_STORE_ROWS", 40)
+    files = {f"d{i % 6}/f{i:03d}": os.urandom(i % 90) for i in range(300)}
+    root = make_tree(tmp_path / "d", files)
+    first = hash_tree(root, root, cache)
+    assert len(count_reads) == 300
+    with closing(sqlite3.connect(cache.db_path)) as db:
+        assert db.execute("SELECT count(*) FROM stat_cache").fetchone()[0] == 300
+    assert hash_tree(root, root, cache) == first
+    assert len(count_reads) == 300  # the re-check read nothing
+
+
+def test_first_hash_skips_fifos_without_opening_them(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "d", {"f": b"data", "sub/g": b"more"})
+    os.mkfifo(root / "sub" / "pipe")  # opening it for reading would wait for a writer
+    (root / "to_pipe").symlink_to(root / "sub" / "pipe")
+    tree = hash_tree(root, root)
+    assert [f.path for f in tree.files] == ["f", "sub/g"]
+
+
+def test_first_hash_hands_the_rest_of_the_tree_to_the_pool_when_reads_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"d{i % 4}/e{i % 3}/f{i:04d}": os.urandom(i % 200) for i in range(1500)}
+    root = make_tree(tmp_path / "d", files)
+    monkeypatch.setattr(hashing, "_io_bound", lambda before, n: True)
+    pooled: list[int] = []
+    real_todo = hashing._hash_todo
+
+    def spy_todo(todo, *args):  # type: ignore[no-untyped-def]
+        pooled.append(len(todo))
+        return real_todo(todo, *args)
+
+    monkeypatch.setattr(hashing, "_hash_todo", spy_todo)
+    calls: list[tuple[int, int]] = []
+    tree = hash_tree(root, root, on_progress=lambda d, t: calls.append((d, t)))
+    assert {f.path: f.hash for f in tree.files} == {k: hash_bytes(v) for k, v in files.items()}
+    assert [f.path for f in tree.files] == sorted(files)
+    assert pooled and 0 < pooled[0] < len(files)  # some hashed in the walk, the rest in the pool
+    assert calls[-1] == (tree.size, tree.size)
+    assert all(t in (0, tree.size) for _, t in calls)  # the total is unknown until the end
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
