@@ -3,20 +3,36 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+TESTS ?= tests
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test test-fast demo lint docker-up base-image bench clean
+.PHONY: install test test-fast demo lint docker-up slurm-up slurm-down base-image bench locks clean
 
-$(VENV)/.installed: pyproject.toml
+# repro's own dependencies, hash-pinned (Python 3.11, linux x86_64); `make locks` refreshes them.
+DEV_LOCK := lockfiles/dev.lock.txt
+RUNTIME_LOCK := lockfiles/runtime.lock.txt
+COMPILE := -m piptools compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links
+
+$(VENV)/.installed: pyproject.toml $(DEV_LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --require-hashes -r $(DEV_LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-install: $(VENV)/.installed ## create .venv with repro and its dev dependencies (torch==2.13.0)
+install: $(VENV)/.installed ## create .venv with repro and its dev dependencies (torch==2.13.0) from lockfiles/
 
-test: install docker-up ## the whole suite: unit, cli, integration (real training, real Docker engine)
-	$(PY) -m pytest tests
+locks: ## refresh lockfiles/ (repro's runtime and dev locks) from pyproject.toml; then `make install`
+	test -x $(PY) || $(MAKE) install
+	$(PY) $(COMPILE) --output-file $(RUNTIME_LOCK) pyproject.toml
+	$(PY) $(COMPILE) --extra dev --output-file $(DEV_LOCK) pyproject.toml
+
+test: install ## the whole suite: unit, cli, integration (real training, real Docker engine and local Slurm where they run)
+	@bash scripts/docker-up.sh || { test -z "$$CI" || exit 1; \
+		echo "make test: no Docker engine this user can use; docker tests skip with a reason"; }
+	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
+	$(PY) -m pytest $(TESTS)
 
 test-fast: install ## unit and cli tests only
 	$(PY) -m pytest tests/unit tests/cli
@@ -27,13 +43,19 @@ demo: install ## the quick-start: run a tiny real training under repro, show it,
 	cd recipes/quickstart && ../../$(VENV)/bin/repro show latest
 	cd recipes/quickstart && ../../$(VENV)/bin/repro replay latest
 
-lint: install ## ruff + mypy
+lint: install ## ruff, and mypy --strict over the package and the tests (CI runs it)
 	$(VENV)/bin/ruff check repro tests benchmarks
 	$(VENV)/bin/ruff format --check repro
-	$(VENV)/bin/mypy repro
+	$(VENV)/bin/mypy --strict repro tests
 
 docker-up: install ## install and start a Docker engine where none answers, and make the base image
 	bash scripts/docker-up.sh
+
+slurm-up: ## install and start a local two-node Slurm cluster (n1, n2 on loopback; root + apt); idempotent
+	bash scripts/slurm-up.sh
+
+slurm-down: ## stop the local Slurm cluster's daemons
+	bash scripts/slurm-down.sh
 
 bench: install ## benchmarks against named peers; results in benchmarks/RESULTS.md
 	$(PY) benchmarks/run_all.py

@@ -88,8 +88,7 @@ def under(rel: str, dirs: list[str]) -> bool:
 
 def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
-    from repro.capsule import RECORD_NAME
-    from repro.store import load_record
+    from repro.capsule import RECORD_NAME, load_record
 
     claimed: set[str] = set()
     if not runs_dir.is_dir():

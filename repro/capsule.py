@@ -10,6 +10,7 @@ single tar of the same members plus ``SHA256SUMS``, written deterministically.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -19,7 +20,7 @@ import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -30,6 +31,9 @@ READABLE_FORMATS = (FORMAT,)
 RECORD_NAME = "capsule.yaml"
 SUMS_NAME = "SHA256SUMS"
 BLOB_DIR = "blobs"
+# `repro export --with-image`: the environment image as `docker save` wrote it (every layer
+# once). Checksummed like every member; never extracted, streamed to the engine from the tar.
+IMAGE_MEMBER = "image/docker-image.tar"
 
 
 def blob_member(digest: str) -> str:
@@ -58,6 +62,7 @@ class CommandInfo:
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
     torchrun: bool = False  # launched through torchrun (always when nproc_per_node > 1)
+    nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
 
 @dataclass
@@ -98,6 +103,7 @@ class ImageInfo:
     template: str | None = None
     reused: bool = False
     build_seconds: float | None = None
+    loaded: bool = False  # loaded from the image archive a capsule carries, not built
 
 
 @dataclass
@@ -106,7 +112,9 @@ class DepsInfo:
     lock_blob: str | None = None
     lock_inputs: str | None = None  # hash of what the lock was compiled from
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
+    variant: str | None = None  # cpu | cuda: which lock of the project (see capture/deps.py)
     freeze: list[str] = field(default_factory=list)  # what actually ran
+    mismatches: list[str] = field(default_factory=list)  # locked packages that ran at another version
     site_fingerprint: str | None = None
     image: ImageInfo | None = None
 
@@ -251,7 +259,8 @@ class Record:
                 hint="upgrade repro to read newer capsules",
             )
         try:
-            return _build(cls, data)
+            record: Record = _build(cls, data)
+            return record
         except (TypeError, ValueError, KeyError) as e:
             raise CapsuleInvalid(f"{RECORD_NAME} is malformed: {e}", member=RECORD_NAME) from e
 
@@ -335,16 +344,24 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class _Hashing:
+    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.sha = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.f.read(size)
+        self.sha.update(data)
+        return data
 
 
-def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
-    """Write a capsule tar: record, referenced blobs, SHA256SUMS; deterministic bytes.
+def pack(
+    record: Record, blob_path: Callable[[str], Path], dest: Path, image_archive: Path | None = None
+) -> Path:
+    """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS;
+    deterministic bytes.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
@@ -360,6 +377,8 @@ def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
                 hint="the store was pruned or damaged; the run cannot be exported whole",
             )
         members.append((blob_member(digest), path))
+    if image_archive is not None:
+        members.append((IMAGE_MEMBER, image_archive))
     sums: list[str] = []
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
@@ -371,8 +390,9 @@ def pack(record: Record, blob_path: Callable[[str], Path], dest: Path) -> Path:
                     sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
                 else:
                     with open(src, "rb") as f:
-                        tar.addfile(_tarinfo(name, src.stat().st_size), f)
-                    sums.append(f"{_sha256_file(src)}  {name}")
+                        reader = _Hashing(f)
+                        tar.addfile(_tarinfo(name, src.stat().st_size), reader)
+                    sums.append(f"{reader.sha.hexdigest()}  {name}")
             body = ("\n".join(sums) + "\n").encode()
             tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
         os.replace(tmp, dest)
@@ -399,6 +419,7 @@ class Verified:
 
     record: Record
     members: list[str]
+    image_size: int | None = None  # bytes of the carried image archive, when there is one
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
@@ -421,6 +442,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
+    image_size: int | None = None
     try:
         with tar:
             for info in tar:
@@ -433,13 +455,15 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
                     )
                 if name in digests:
                     raise CapsuleInvalid(f"member {name!r} appears twice", member=name)
+                if name == IMAGE_MEMBER:
+                    image_size = info.size
                 f = tar.extractfile(info)
                 assert f is not None
                 h = hashlib.sha256()
                 keep = name in (RECORD_NAME, SUMS_NAME)
                 buf = bytearray()
                 out = None
-                if extract_to is not None and not keep:
+                if extract_to is not None and not keep and name != IMAGE_MEMBER:
                     target = extract_to / name
                     target.parent.mkdir(parents=True, exist_ok=True)
                     out = open(target, "wb")
@@ -485,4 +509,25 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
             raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
     if extract_to is not None:
         (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
-    return Verified(record=record, members=sorted(digests))
+    return Verified(record=record, members=sorted(digests), image_size=image_size)
+
+
+@contextlib.contextmanager
+def open_member(path: Path, name: str) -> Iterator[IO[bytes]]:
+    """Read one member of a capsule tar in place (for the image archive: gigabytes, not copied).
+
+    Raises:
+        CapsuleInvalid: the member is missing or the tar unreadable.
+    """
+    try:
+        tar = tarfile.open(path, "r:*")
+        member = tar.extractfile(name)
+    except KeyError:
+        tar.close()
+        member = None
+    except (tarfile.TarError, OSError) as e:
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+    if member is None:
+        raise CapsuleInvalid(f"{path.name} has no member {name}", member=name)
+    with tar, member:
+        yield member

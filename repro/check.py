@@ -8,18 +8,16 @@ Two questions, one result type:
   fresh capture of the working tree, stored in the store, restored into a scratch
   directory) and today's data, and compare with the capsule's results.
 
-Core only: returns a `CheckResult`; the CLI and the pytest plugin render it. The JUnit
-XML a CI system reads is built here from the result as a string, with no I/O.
+Core only: returns a `CheckResult`; ``repro.ui.check`` renders it (text, JSON, Markdown,
+JUnit) for the CLI and the pytest plugin.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import reasons as codes
 from repro import runner
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
@@ -29,8 +27,9 @@ from repro.compare import (
     REPRODUCED,
     CompareOptions,
     OutputDiff,
+    Side,
     Verdict,
-    compare_all,
+    compare_runs,
     exit_code_for,
     worst_status,
 )
@@ -39,8 +38,8 @@ from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
-from repro.replay import ReplayRequest, run_replay, side, tolerance
-from repro.store import Store
+from repro.replay import ReplayRequest, run_replay, side, tolerance, verification
+from repro.store import LoadedRun, Store
 
 DEFAULT_RUNS = 2
 KIND = "check"
@@ -114,7 +113,19 @@ def run_check(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
     result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
+    options = CompareOptions.from_settings(plan.settings)
     backend = None
+    first: Side | None = None
+
+    def judge(run: LoadedRun) -> None:
+        """Compare a later run with run 1 before it is sealed, so its record carries the verdict."""
+        if first is None or run.record.results.status != "succeeded":
+            return
+        mode = verifiable_mode(result.records[0].determinism, run.record.determinism)
+        verdict = compare_runs(first, side(run), mode, tolerance(mode, atol, rtol), options)
+        run.record.verification = verification(verdict, result.records[0].id)
+        result.verdicts.append(verdict)
+
     for i in range(runs):
         prepared = runner.capture(request, plan, store, on_event, progress)
         record = prepared.record
@@ -123,11 +134,14 @@ def run_check(
             record.parent = result.records[0].id
         if backend is None:
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-        record = runner.execute(prepared, backend, store, on_event)
+        record = runner.execute(prepared, backend, store, on_event, before_seal=judge)
         result.seed = record.seeds.master
         result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
         plan = plan.with_seed(record.seeds.master)
@@ -138,9 +152,8 @@ def run_check(
         if record.results.status != "succeeded":
             result.failed = record
             return result
-    sides = [side(store.load_run(r.id)) for r in result.records]
-    options = CompareOptions.from_settings(plan.settings)
-    result.verdicts = compare_all(sides, result.mode, tolerance(result.mode, atol, rtol), options)
+        if first is None:
+            first = side(store.load_run(record.id))
     return result
 
 
@@ -210,11 +223,19 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         seed=new.seeds.master,
         capsule=request.capsule,
         notes=list(current.warnings) + list(outcome.notes),
-        diff=diff_records(original, new, replayed.read_blob),
+        diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
     )
     if new.results.status != "succeeded":
         result.failed = new
     return result
+
+
+def _kept(run: LoadedRun) -> Callable[[str], Path | None]:
+    def open_blob(digest: str) -> Path | None:
+        path = run.blob_path(digest)
+        return path if path.is_file() else None
+
+    return open_blob
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -224,7 +245,7 @@ def _inside(path: Path, root: Path) -> str | None:
         return None
 
 
-# --------------------------------------------------------------------------- JUnit
+# --------------------------------------------------------------------------- decisions
 
 
 def output_fails(v: Verdict, o: OutputDiff) -> bool:
@@ -232,68 +253,3 @@ def output_fails(v: Verdict, o: OutputDiff) -> bool:
     if o.status == "same":
         return False
     return v.mode == "strict" or not o.within_tolerance
-
-
-def _reason(v: Verdict, fallback: str, *, code: str | None = None, path: str | None = None) -> str:
-    """The message of the verdict's first reason about output ``path``, or with ``code`` (no path)."""
-    if path is not None:
-        found = (r for r in v.reasons if r.about_output(path))
-    else:
-        found = (r for r in v.reasons if r.code == code and r.path is None)
-    return next((r.message for r in found), fallback)
-
-
-def _pair(result: CheckResult, v: Verdict, index: int) -> str:
-    if result.kind == "against":
-        return "capsule vs current code"
-    return f"run 1 vs run {index + 2}"
-
-
-def junit_xml(result: CheckResult) -> str:
-    """The check as JUnit XML: one testcase per compared output, plus metrics and stdout per verdict.
-
-    A command that failed adds a testcase ``run`` carrying its exit status and last stderr lines.
-    """
-    suite = ET.Element("testsuite", name="repro check")
-    tests = failures = 0
-
-    def case(name: str, classname: str, failure: str | None, body: str = "") -> None:
-        nonlocal tests, failures
-        tc = ET.SubElement(suite, "testcase", name=name, classname=classname, time="0")
-        tests += 1
-        if failure is not None:
-            failures += 1
-            el = ET.SubElement(tc, "failure", message=failure, type="NotReproduced")
-            el.text = body or failure
-
-    for i, v in enumerate(result.verdicts):
-        pair = _pair(result, v, i)
-        classname = f"repro.check.{v.replay or i + 2}"
-        if v.status == "failed":
-            case(f"{pair}: run", classname, v.reasons[0].message if v.reasons else "the run failed")
-        for o in v.outputs:
-            fails = output_fails(v, o)
-            reason = _reason(v, f"output {o.path} {o.status}", path=o.path) if fails else None
-            detail = f"{o.original_hash or '—'} → {o.replay_hash or '—'}" if fails else ""
-            case(f"{pair}: output {o.path}", classname, reason, f"{reason}\n{detail}" if reason else "")
-        m = v.metrics
-        m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        m_reason = _reason(v, "metrics differ", code=codes.METRIC_DIFFERS) if m_fails else None
-        case(f"{pair}: metrics", classname, m_reason)
-        s = v.stdout
-        s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
-        body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        s_reason = _reason(v, "stdout differs", code=codes.LOG_DIFFERS) if s_fails else None
-        case(f"{pair}: stdout", classname, s_reason, body)
-    if result.failed is not None and not result.verdicts:
-        r = result.failed.results
-        message = f"run {result.failed.id} {r.status} with exit status {r.exit_code}"
-        case("run", f"repro.check.{result.failed.id}", message, "\n".join([message, *r.stderr_tail[-20:]]))
-    suite.set("tests", str(tests))
-    suite.set("failures", str(failures))
-    suite.set("errors", "0")
-    suite.set("skipped", "0")
-    root = ET.Element("testsuites", name="repro", tests=str(tests), failures=str(failures), errors="0")
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

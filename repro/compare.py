@@ -3,11 +3,12 @@
 Pure data in, pure data out: nothing here prints, and rendering lives in
 ``repro.ui.verdict``. Outputs are compared by ``repro.outputs`` (tensor files through
 ``repro.tensors``, metric files and TensorBoard events through ``repro.artifacts``),
-stdout by ``repro.logcompare`` with the timing rule of ``repro.logmask``; tolerances live
-in ``repro.tolerance``. Their public names are re-exported here. Each reason a verdict
-gives carries a code (``repro.reasons``); callers decide on codes, never on sentences.
+metric series by ``repro.metriccompare``, stdout by ``repro.logcompare`` with the timing
+rule of ``repro.logmask``; tolerances live in ``repro.tolerance``. Their public names are
+re-exported here. Each reason a verdict gives carries a code (``repro.reasons``); callers
+decide on codes, never on sentences.
 
-Verdict rules (DESIGN.md, "Replay and verification"):
+Verdict rules (README, "Replay verdicts"):
 
 - the replay failed (non-zero exit, or status other than ``succeeded``) → ``failed``;
 - ``strict`` mode: every output byte-identical (or, for metric files and TensorBoard
@@ -34,6 +35,7 @@ from repro.config import Settings
 from repro.errors import ExitCode, UsageError
 from repro.logcompare import StdoutDivergence, compare_stdout
 from repro.logmask import LogMask, mask_timings
+from repro.metriccompare import MetricDivergence, compare_metrics
 from repro.outputs import OutputDiff, Outputs, compare_outputs
 from repro.reasons import Reason
 from repro.steptrace import TraceDivergence, compare_trace
@@ -138,29 +140,11 @@ class CompareOptions:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
-class MetricDivergence:
-    """Where two metric series part: the decisive divergence, or the first difference."""
-
-    name: str
-    step: int | None
-    index: int  # position within that metric's series, from 0
-    original: Any  # value on the original side (None where the series had ended)
-    replay: Any
-    kind: str  # value | step | length | missing
-    abs_diff: float | None
-    within_tolerance: bool
-    original_count: int  # rows in the original's metrics
-    replay_count: int
-    differing: int  # aligned values that differ at all
-    max_abs: float | None  # largest difference over all aligned numeric values
-
-
 REPRODUCED = ("identical", "within_tolerance")
 
 
 def exit_code_for(status: str) -> ExitCode:
-    """0 reproduced, 4 a command failed, 5 not reproduced (DESIGN.md, "Exit codes")."""
+    """0 reproduced, 4 a command failed, 5 not reproduced (README, "Exit codes")."""
     if status == "failed":
         return ExitCode.COMMAND_FAILED
     return ExitCode.OK if status in REPRODUCED else ExitCode.NOT_REPRODUCED
@@ -191,7 +175,7 @@ class Verdict:
 
     @property
     def exit_code(self) -> ExitCode:
-        """The CLI exit code this verdict maps to (DESIGN.md, "Exit codes")."""
+        """The CLI exit code this verdict maps to (README, "Exit codes")."""
         return exit_code_for(self.status)
 
     @property
@@ -202,7 +186,8 @@ class Verdict:
         """A JSON-able dict (non-finite floats become the strings "inf", "-inf", "nan")."""
         data = dataclasses.asdict(self)
         data["reproduced"] = self.reproduced
-        return _json_safe(data)
+        safe: dict[str, Any] = _json_safe(data)
+        return safe
 
 
 def _json_safe(value: Any) -> Any:
@@ -424,7 +409,7 @@ def _nan_big(x: float) -> float:
 def _summary(v: Verdict) -> str:
     n = len(v.outputs)
     if v.status == "identical":
-        by_content = sum(1 for o in v.outputs if o.original_hash != o.replay_hash)
+        by_content = sum(1 for o in v.outputs if o.values is not None)
         how = f" ({by_content} equal by content)" if by_content else ""
         logs = "stdout equal" if v.stdout_compared else "stdout not compared"
         return f"identical: {n} output{'s' * (n != 1)} identical{how}, metrics and {logs}"
@@ -438,88 +423,6 @@ def _summary(v: Verdict) -> str:
         return head
     more = f" (+{len(v.reasons) - 1} more)" if len(v.reasons) > 1 else ""
     return f"{head}: {v.reasons[0].message}{more}"
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def _metric_key(row: dict[str, Any]) -> str:
-    name = str(row.get("name", "?"))
-    rank = row.get("rank")
-    return f"{name} (rank {rank})" if rank not in (None, 0) else name
-
-
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def compare_metrics(
-    original: list[dict[str, Any]], replay: list[dict[str, Any]], tol: Tolerance
-) -> MetricDivergence | None:
-    """Walk two metric logs in the original's order; None when the series are equal.
-
-    Series are keyed by name (and rank when not 0) and aligned by position within the
-    series. The decisive divergence is reported: the first one out of tolerance or
-    structural (another step, a series longer or missing on one side); when every
-    difference is within tolerance, the first difference.
-    """
-    series_b: dict[str, list[dict[str, Any]]] = {}
-    for row in replay:
-        series_b.setdefault(_metric_key(row), []).append(row)
-    seen: dict[str, int] = {}
-    first: MetricDivergence | None = None
-    decisive: MetricDivergence | None = None
-    differing = 0
-    deltas: list[float | None] = []
-
-    def div(kind: str, name: str, step: Any, i: int, va: Any, vb: Any, delta: float | None = None,
-            ok: bool = False) -> MetricDivergence:  # fmt: skip
-        return MetricDivergence(name, step, i, va, vb, kind, delta, ok, len(original), len(replay), 0, None)
-
-    for row in original:
-        key = _metric_key(row)
-        i = seen[key] = seen.get(key, -1) + 1
-        other = series_b.get(key)
-        step, va = row.get("step"), row.get("value")
-        if other is None or i >= len(other):
-            differing += 1
-            decisive = decisive or div("missing" if other is None else "length", key, step, i, va, None)
-            continue
-        brow = other[i]
-        if brow.get("step") != step:
-            differing += 1
-            decisive = decisive or div("step", key, step, i, step, brow.get("step"))
-            continue
-        vb = brow.get("value")
-        fa, fb = _as_float(va), _as_float(vb)
-        if fa is not None and fb is not None:
-            if fa == fb or (math.isnan(fa) and math.isnan(fb)):
-                continue
-            delta: float | None = abs(fa - fb) if math.isfinite(fa - fb) else math.inf
-            deltas.append(delta)
-            ok = tol.close(fa, fb)
-        elif va == vb:
-            continue
-        else:
-            delta, ok = None, False
-        differing += 1
-        found = div("value", key, step, i, va, vb, delta, ok)
-        first = first or found
-        if not ok:
-            decisive = decisive or found
-    for key, rows in series_b.items():
-        n = seen.get(key, -1) + 1
-        if n < len(rows):
-            differing += len(rows) - n
-            kind = "length" if key in seen else "missing"
-            decisive = decisive or div(kind, key, rows[n].get("step"), n, None, rows[n].get("value"))
-    result = decisive or first
-    if result is not None:
-        result.differing = differing
-        result.max_abs = largest(deltas)
-    return result
 
 
 # --------------------------------------------------------------------------- stdout

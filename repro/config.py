@@ -13,21 +13,22 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import yaml
 
 from repro.errors import ConfigError
 from repro.logmask import check_patterns
 
 MODES = ("strict", "gpu", "off")
-BACKENDS = ("auto", "local", "docker")
+BACKENDS = ("auto", "local", "docker", "slurm")
 ISAS = ("auto", "avx2", "avx512", "default", "none")
+NODE_ENVIRONMENTS = ("python", "docker")  # what runs the command on Slurm nodes
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 
@@ -53,6 +54,16 @@ class Settings:
     compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
     compare_mask: tuple[str, ...] = ()  # regexes masked in stdout lines before comparing
     compare_ignore_lines: tuple[str, ...] = ()  # regexes: stdout lines left out of the comparison
+    # --backend slurm: the allocation asked of sbatch
+    slurm_nodes: int = 1
+    slurm_partition: str | None = None
+    slurm_time: str | None = None  # sbatch --time, e.g. 00:30:00
+    slurm_account: str | None = None
+    slurm_sbatch_args: tuple[str, ...] = ()  # passed to sbatch as given
+    slurm_requeue: bool = False
+    slurm_environment: str = (
+        "python"  # python: this interpreter on a shared filesystem; docker: the run's image
+    )
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -75,6 +86,13 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
+    "slurm.nodes": "slurm_nodes",
+    "slurm.partition": "slurm_partition",
+    "slurm.time": "slurm_time",
+    "slurm.account": "slurm_account",
+    "slurm.sbatch_args": "slurm_sbatch_args",
+    "slurm.requeue": "slurm_requeue",
+    "slurm.environment": "slurm_environment",
     "compare.stdout": "compare_stdout",
     "compare.mask": "compare_mask",
     "compare.ignore_lines": "compare_ignore_lines",
@@ -102,6 +120,10 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     f = {f.name: f for f in dataclasses.fields(Settings)}[name]
     kind = str(f.type)
@@ -118,7 +140,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return int(value)
         if kind == "bool":
             if isinstance(value, str):
-                return value.lower() in ("1", "true", "yes", "on")
+                if value.lower() not in _TRUE + _FALSE:
+                    raise ValueError("expected true or false")
+                return value.lower() in _TRUE
+            if not isinstance(value, (bool, int)):
+                raise TypeError("expected true or false")
             return bool(value)
         if isinstance(value, bool):  # YAML 1.1 reads an unquoted `mode: off` as false
             return "on" if value else "off"
@@ -149,6 +175,13 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
         raise ConfigError(f"threads must be at least 1{origin('threads')}")
     check_patterns(settings.compare_mask, "compare.mask")
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
+    if settings.slurm_nodes < 1:
+        raise ConfigError(f"slurm.nodes must be at least 1{origin('slurm_nodes')}")
+    if settings.slurm_environment not in NODE_ENVIRONMENTS:
+        raise ConfigError(
+            f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
+            hint=f"choose one of: {', '.join(NODE_ENVIRONMENTS)}",
+        )
     return settings
 
 

@@ -1,4 +1,4 @@
-"""Determinism modes: the environment and in-process knobs each mode sets (DETERMINISM.md)."""
+"""Determinism modes: the environment and in-process knobs each mode sets (README, "How it works")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ReproError tree and the exit-code table (DESIGN.md, "Exit codes")."""
+"""The ReproError tree and the exit-code table (README, "Exit codes")."""
 
 from __future__ import annotations
 
@@ -42,6 +42,10 @@ class ConfigError(UsageError):
 
 class NotFoundError(UsageError):
     """A run ref, file or directory that does not exist."""
+
+
+class StoreConflict(UsageError):
+    """The store already holds a different record under the same run id."""
 
 
 class BackendUnavailable(ReproError):

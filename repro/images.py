@@ -21,7 +21,6 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -29,6 +28,7 @@ import xxhash
 
 from repro import __version__
 from repro.errors import BuildError, NotFoundError
+from repro.lockfile import Pinned, cache_dir, canonical_name, parse_lockfile
 
 TAG_REPO = "repro-env"
 TAG_HEX = 24
@@ -40,7 +40,9 @@ LABEL_VERSION = LABEL_PREFIX + "version"
 TEMPLATES = ("cpu", "cuda")
 LOCK_NAME = "requirements.lock"
 WHEELHOUSE_NAME = "wheelhouse"
+LAYERS_DIR = "layers"
 _BASE_MARK = "{{base}}"
+_INSTALL_MARK = "{{install}}"
 _SHA_CACHE = ".sha256.json"
 
 
@@ -48,16 +50,17 @@ _SHA_CACHE = ".sha256.json"
 
 
 def templates_dir() -> Path:
-    """The directory holding the Dockerfile templates (the checkout's, else the package's).
+    """The directory holding the Dockerfile templates, shipped inside the package.
 
     Raises:
-        NotFoundError: neither exists (a broken installation).
+        NotFoundError: they are missing (a broken installation).
     """
-    package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "dockerfiles", package / "templates"):
-        if (candidate / "cpu.Dockerfile").is_file():
-            return candidate
-    raise NotFoundError("the Dockerfile templates are missing from this installation", hint="reinstall repro")
+    folder = Path(__file__).resolve().parent / "templates"
+    if not (folder / "cpu.Dockerfile").is_file():
+        raise NotFoundError(
+            "the Dockerfile templates are missing from this installation", hint="reinstall repro"
+        )
+    return folder
 
 
 def template_for(gpus: str | None) -> str:
@@ -65,16 +68,18 @@ def template_for(gpus: str | None) -> str:
     return "cuda" if gpus else "cpu"
 
 
-def render_dockerfile(template: str, base: str) -> str:
-    """The Dockerfile text for ``template`` (cpu|cuda) built FROM ``base`` (a tag or an id).
+def render_dockerfile(template: str, base: str, lock_text: str = "") -> str:
+    """The Dockerfile text for ``template`` (cpu|cuda) built FROM ``base`` (a tag or an id),
+    installing ``lock_text`` layer by layer.
 
     Raises:
         NotFoundError: an unknown template name.
+        BuildError: a malformed lockfile.
     """
     if template not in TEMPLATES:
         raise NotFoundError(f"unknown image template {template!r}", hint=f"one of: {', '.join(TEMPLATES)}")
     text = (templates_dir() / f"{template}.Dockerfile").read_text()
-    return text.replace(_BASE_MARK, base)
+    return text.replace(_BASE_MARK, base).replace(_INSTALL_MARK, install_steps(lock_text))
 
 
 # --------------------------------------------------------------------------- tags and labels
@@ -114,75 +119,54 @@ def is_image_id(ref: str) -> bool:
     return re.fullmatch(r"sha256:[0-9a-f]{64}", ref) is not None
 
 
-# --------------------------------------------------------------------------- lockfiles
+# --------------------------------------------------------------------------- layers
+
+# Large wheels get image layers of their own, ahead of the rest, so that adding or bumping a
+# small dependency reuses them: only the last layer is installed again. Grouped by name
+# (known before any wheel is fetched, so the tag needs no download): every nvidia-* library
+# in one layer, each other large project in its own.
+HEAVY = ("nvidia", "triton", "torch", "torchvision", "torchaudio", "jaxlib", "tensorflow", "xformers",
+         "scipy", "numpy")  # fmt: skip
+REST = "rest"
 
 
-@dataclass
-class Pinned:
-    """One requirement of a hash-pinned lockfile."""
-
-    name: str
-    version: str
-    hashes: list[str] = field(default_factory=list)  # sha256 hex digests
-    text: str = ""  # the requirement as written, continuation lines joined
-
-    @property
-    def key(self) -> str:
-        """The normalised project name (PEP 503)."""
-        return re.sub(r"[-_.]+", "-", self.name).lower()
+def layer_of(key: str) -> str:
+    """The layer group of a normalised project name: ``nvidia``, a heavy project's name, or ``rest``."""
+    if key.startswith("nvidia-"):
+        return "nvidia"
+    return key if key in HEAVY else REST
 
 
-_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
+def layer_groups(pinned: list[Pinned]) -> list[tuple[str, list[Pinned]]]:
+    """The lock's requirements by layer, in build order: the heavy groups, then the rest."""
+    groups: dict[str, list[Pinned]] = {}
+    for req in pinned:
+        groups.setdefault(layer_of(req.key), []).append(req)
+    order = [*HEAVY, REST]
+    return [(name, groups[name]) for name in order if name in groups]
 
 
-def parse_lockfile(text: str) -> list[Pinned]:
-    """The pinned requirements of a pip-tools lockfile (options and comments are skipped).
+def _layer_dir(index: int, name: str) -> str:
+    return f"{LAYERS_DIR}/{index:02d}-{name}"
+
+
+def install_steps(lock_text: str) -> str:
+    """The Dockerfile lines that install the lock, one COPY + RUN pair per layer group.
 
     Raises:
-        BuildError: a requirement that is not pinned with ``==`` or has no hash.
+        BuildError: a malformed lockfile.
     """
-    logical: list[str] = []
-    current = ""
-    for raw in text.splitlines():
-        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
-        if line.rstrip().endswith("\\"):
-            current += line.rstrip()[:-1] + " "
-            continue
-        current += line
-        if current.strip():
-            logical.append(current.strip())
-        current = ""
-    if current.strip():
-        logical.append(current.strip())
-    pinned: list[Pinned] = []
-    for entry in logical:
-        if entry.startswith("-"):
-            continue  # --index-url, --find-links, ...: the build ignores indexes
-        match = _REQ.match(entry)
-        if not match:
-            raise BuildError(
-                f"lockfile entry is not pinned with '==': {entry[:80]}",
-                hint="compile the lockfile with `repro lock` (pip-compile --generate-hashes)",
-            )
-        hashes = re.findall(r"--hash[= ]sha256:([0-9a-f]{64})", entry)
-        if not hashes:
-            raise BuildError(
-                f"lockfile entry has no --hash: {match.group(1)}",
-                hint="compile the lockfile with `repro lock` (pip-compile --generate-hashes)",
-            )
-        pinned.append(Pinned(name=match.group(1), version=match.group(3), hashes=hashes, text=entry))
-    return pinned
-
-
-# --------------------------------------------------------------------------- wheelhouse
-
-
-def cache_dir() -> Path:
-    """repro's per-user cache: ``$REPRO_CACHE_DIR`` or ``$XDG_CACHE_HOME/repro`` or ``~/.cache/repro``."""
-    if os.environ.get("REPRO_CACHE_DIR"):
-        return Path(os.environ["REPRO_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "repro"
+    steps = []
+    for i, (name, _) in enumerate(layer_groups(parse_lockfile(lock_text))):
+        folder = _layer_dir(i, name)
+        inside = f"/opt/repro-build/{folder}"
+        steps.append(
+            f"COPY {folder}/ {inside}/\n"
+            f"RUN pip install --no-index --no-deps --require-hashes --find-links {inside} \\\n"
+            f"        -r {inside}/{LOCK_NAME} \\\n"
+            f" && rm -rf {inside}"
+        )
+    return "\n".join(steps) if steps else "# nothing locked: nothing to install"
 
 
 def wheelhouse_dir() -> Path:
@@ -191,8 +175,7 @@ def wheelhouse_dir() -> Path:
 
 
 def _dist_key(filename: str) -> str:
-    stem = filename.split("-", 1)[0]
-    return re.sub(r"[-_.]+", "-", stem).lower()
+    return canonical_name(filename.split("-", 1)[0])
 
 
 def _sha256_index(wheelhouse: Path) -> dict[str, Path]:
@@ -243,8 +226,9 @@ def prepare_wheelhouse(
     wheelhouse: Path | None = None,
     on_line: Callable[[str], None] | None = None,
     python_version: str | None = None,
-) -> list[Path]:
-    """The wheel files that satisfy ``lockfile``, downloading only those not already there.
+) -> dict[str, Path]:
+    """The wheel file of each requirement of ``lockfile`` (by normal name), downloading only those
+    not already there.
 
     Downloads go through ``python -m pip download --no-deps --require-hashes`` with the
     host's pip configuration (indexes, find-links), so every file matches a lock hash.
@@ -275,7 +259,7 @@ def prepare_wheelhouse(
                 f"pip fetched no file matching the lockfile's hashes for: {names}",
                 hint="re-lock with `repro lock`, or check the host's pip index configuration",
             )
-    return [found[req.key] for req in pinned]
+    return {req.key: found[req.key] for req in pinned}
 
 
 def _target_args(python_version: str | None) -> list[str]:
@@ -317,19 +301,39 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_context(dest: IO[bytes], dockerfile: str, lock: bytes, wheels: list[Path]) -> None:
-    """Write the build context tar: ``Dockerfile``, the lockfile and ``wheelhouse/`` with ``wheels``."""
+def write_context(dest: IO[bytes], dockerfile: str, lock: bytes, wheels: dict[str, Path]) -> None:
+    """Write the build context tar: ``Dockerfile`` and, per layer group, ``layers/NN-name/`` holding
+    that group's part of the lockfile and its wheels.
+
+    Raises:
+        BuildError: a malformed lockfile, or a requirement without its wheel.
+    """
+    groups = layer_groups(parse_lockfile(lock.decode())) if lock.strip() else []
     with tarfile.open(fileobj=dest, mode="w") as tar:
         _add_bytes(tar, "Dockerfile", dockerfile.encode())
-        _add_bytes(tar, LOCK_NAME, lock)
-        folder = tarfile.TarInfo(WHEELHOUSE_NAME)
-        folder.type = tarfile.DIRTYPE
-        folder.mode = 0o755
-        tar.addfile(folder)
-        for wheel in sorted(wheels, key=lambda p: p.name):
-            info = tar.gettarinfo(str(wheel), arcname=f"{WHEELHOUSE_NAME}/{wheel.name}")
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mode = 0o644
-            with open(wheel, "rb") as f:
-                tar.addfile(info, f)
+        for i, (name, reqs) in enumerate(groups):
+            folder = _layer_dir(i, name)
+            _add_dir(tar, folder)
+            _add_bytes(tar, f"{folder}/{LOCK_NAME}", ("\n".join(r.text for r in reqs) + "\n").encode())
+            for req in sorted(reqs, key=lambda r: r.key):
+                wheel = wheels.get(req.key)
+                if wheel is None:
+                    raise BuildError(f"no wheel for {req.name}=={req.version} in the wheelhouse")
+                _add_file(tar, wheel, f"{folder}/{wheel.name}")
+
+
+def _add_dir(tar: tarfile.TarFile, name: str) -> None:
+    folder = tarfile.TarInfo(name)
+    folder.type = tarfile.DIRTYPE
+    folder.mode = 0o755
+    tar.addfile(folder)
+
+
+def _add_file(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    info = tar.gettarinfo(str(path), arcname=arcname)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mode = 0o644
+    info.mtime = 0  # the layer cache keys on content and metadata: the same wheel, the same layer
+    with open(path, "rb") as f:
+        tar.addfile(info, f)

@@ -28,15 +28,15 @@ from repro.errors import ConfigError
 MASK = "<t>"
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
-# Words that, as part of a field name, say that its value measures time, speed or utilisation.
+# Words that, anywhere in a field name, say that its value measures time, speed or utilisation.
 TIMING_WORDS = frozenset(
-    "time times timer timing timings runtime elapsed duration took eta dt latency wall walltime "
-    "clock timestamp date speed throughput mfu util utilization utilisation fps tflops gflops "
-    "flops ms msec usec ns sec secs second seconds minutes hours per_second per_sec "
-    "samples_per_second steps_per_second tokens_per_second".split()
+    "time times timer timing timings runtime elapsed duration took dt latency wall walltime clock "
+    "timestamp date speed throughput mfu util utilization utilisation fps tflops gflops flops".split()
 )
-# Plain "s" and "it" count only in a rate such as ``ms/batch``, ``s/it`` or ``it/s``.
-_RATE_KEY = re.compile(r"^(?:[a-z]+/(?:s|sec|second)|m?s/[a-z]+)$", re.IGNORECASE)
+# Units that name a timing only as a field's last word (``step_time_ms``, not ``ms_ssim``).
+UNIT_WORDS = frozenset("ms msec usec ns sec secs second seconds minutes hours".split())
+# A rate such as ``ms/batch``, ``sec/iter``, ``s/it``, ``it/s`` or ``samples/sec``.
+_RATE_KEY = re.compile(r"^(?:[a-z]+/(?:s|sec|second)|(?:m?s|sec)/[a-z]+)$", re.IGNORECASE)
 _KEY_WORDS = re.compile(r"[a-z]+", re.IGNORECASE)
 
 _TIME_UNIT = r"(?:ms|us|µs|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|days?)"
@@ -55,9 +55,11 @@ _DATE = re.compile(
     r"(?:\s+\d{1,2}:\d{2}(?::\d{2})?(?:\s+\d{4})?)?\b"
 )
 _CLOCK = re.compile(r"\b\d{1,3}:\d{2}(?::\d{2})?(?:[.,]\d+)?\b")
-# A unit followed by ":" or "=" is the next field's name (``lr: 0.1  img/s: 1083``), not a unit.
+_UNIT = rf"(?:{_RATE_UNIT}|{_TIME_UNIT}\b)"
+# A unit followed by ":" or "=" is the next field's name (``lr: 0.1  img/s: 1083``), and so is a
+# word after a space that a number follows (``mean 0.5 min 0.3``): neither is this number's unit.
 _WITH_UNIT = re.compile(
-    rf"(?<![\w.]){NUM}\s*(?:{_RATE_UNIT}|{_TIME_UNIT}\b)(?!\s*['\"]?\s*[:=])", re.IGNORECASE
+    rf"(?<![\w.]){NUM}(?:{_UNIT}|\s+{_UNIT}(?!\s+[-+]?\.?\d))(?!\s*['\"]?\s*[:=])", re.IGNORECASE
 )
 _SPACES = re.compile(r"[ \t]+")
 _AFTER_KEY = re.compile(rf"(?P<key>{_KEY})(?P<sep>['\"]?\s*[:=|]?\s*)(?P<num>{NUM})(?P<pct>\s*%)?")
@@ -66,13 +68,17 @@ _AFTER_KEY = re.compile(rf"(?P<key>{_KEY})(?P<sep>['\"]?\s*[:=|]?\s*)(?P<num>{NU
 def is_timing_key(name: str) -> bool:
     """Whether a field name says its value measures time, speed or utilisation."""
     low = name.lower().strip("'\"")
-    if _RATE_KEY.match(low) or low in TIMING_WORDS:
-        return True
-    if any(w in TIMING_WORDS for w in (low.rsplit("/", 1)[-1], low.rsplit(".", 1)[-1])):
+    if _RATE_KEY.match(low.rsplit(".", 1)[-1]):
         return True
     words = _KEY_WORDS.findall(low)
+    if not words:
+        return False
     joined = "_".join(words)
-    return any(w in TIMING_WORDS for w in words) or any(p in joined for p in ("per_sec", "_per_second"))
+    return (
+        any(w in TIMING_WORDS for w in words)
+        or words[-1] in UNIT_WORDS
+        or any(p in joined for p in ("per_sec", "per_second"))
+    )
 
 
 def _mask_after_key(m: re.Match[str]) -> str:

@@ -63,21 +63,32 @@ class Outputs:
     open: OpenOutput
 
 
-def compare_outputs(original: Outputs, replay: Outputs, tol: Tolerance) -> list[OutputDiff]:
-    """Every output of either run compared, sorted by path (TensorBoard directories as one each)."""
+def compare_outputs(
+    original: Outputs, replay: Outputs, tol: Tolerance, *, tensors: bool = True
+) -> list[OutputDiff]:
+    """Every output of either run compared, sorted by path (TensorBoard directories as one each).
+
+    ``tensors=False`` leaves tensor files compared by hash only (no torch or numpy import).
+    """
     events_a = [e for e in original.entries if tensorboard.is_event_file(e.path)]
     events_b = [e for e in replay.entries if tensorboard.is_event_file(e.path)]
     a = {e.path: e for e in original.entries if not tensorboard.is_event_file(e.path)}
     b = {e.path: e for e in replay.entries if not tensorboard.is_event_file(e.path)}
     diffs = [
-        _compare_file(path, a.get(path), b.get(path), original, replay, tol) for path in a.keys() | b.keys()
+        _compare_file(p, a.get(p), b.get(p), original, replay, tol, tensors) for p in a.keys() | b.keys()
     ]
     diffs += _compare_events(events_a, events_b, original, replay, tol)
     return sorted(diffs, key=lambda d: d.path)
 
 
 def _compare_file(
-    path: str, ea: FileEntry | None, eb: FileEntry | None, original: Outputs, replay: Outputs, tol: Tolerance
+    path: str,
+    ea: FileEntry | None,
+    eb: FileEntry | None,
+    original: Outputs,
+    replay: Outputs,
+    tol: Tolerance,
+    tensors: bool,
 ) -> OutputDiff:
     d = OutputDiff(
         path=path,
@@ -95,7 +106,8 @@ def _compare_file(
         d.status = "changed"
         if is_tensor_file(path):
             d.kind = "tensors"
-            d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
+            if tensors:
+                d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
         elif tables.is_table_file(path):
             d.kind = "table"
             _table_report(d, original, ea, replay, eb, tol)

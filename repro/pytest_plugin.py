@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from repro.backends.base import Event
     from repro.check import CheckResult
 
-LOG_TAIL = 20  # lines of the command's output shown when a check fails
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("repro", "reproducibility checks (repro)")
@@ -115,30 +113,10 @@ class ReproCheck:
 
 
 def failure_message(result: CheckResult, events: Sequence[Event] = ()) -> str:
-    """Why a check failed, for a test report: the verdicts, what changed, the command's last lines."""
-    from repro.ui import diff as diff_render
-    from repro.ui import verdict as render
+    """Why a check failed, for a test report (rendered by ``repro.ui.check``)."""
+    from repro.ui.check import render_failure
 
-    parts: list[str] = []
-    if result.failed is not None:
-        r = result.failed.results
-        parts.append(f"the command failed: run {result.failed.id} {r.status} with exit status {r.exit_code}")
-        parts += [f"  {line}" for line in r.stderr_tail[-LOG_TAIL:]]
-    elif result.kind == "against":
-        parts.append(f"not reproduced against {result.capsule}")
-    else:
-        parts.append(f"not reproduced: {len(result.records)} runs with seed {result.seed} differ")
-    differing = result.differing_outputs()
-    if differing:
-        parts.append("outputs that differ: " + ", ".join(differing))
-    if result.verdicts:
-        parts += ["", render.render_check_text(result.verdicts, colour=False)]
-    if result.diff is not None:
-        parts += ["", "What changed since the capsule:", diff_render.render_text(result.diff)]
-    if result.failed is None and not result.verdicts:
-        logs = [e.text for e in events if e.kind == "log"][-LOG_TAIL:]
-        parts += ["", "last output:", *logs]
-    return "\n".join(parts)
+    return render_failure(result, [e.text for e in events if e.kind == "log"])
 
 
 @pytest.fixture

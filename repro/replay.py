@@ -7,18 +7,19 @@ so `repro diff ORIGINAL REPLAY` works afterwards.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
 from repro.attribution import snapshot_tree
-from repro.backends.base import Event, OnEvent
-from repro.capsule import CodeInfo, EnvInfo, FileEntry, Record, ResultInfo
-from repro.capture import deps
+from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
+from repro.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, Record, ResultInfo, open_member
 from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
@@ -28,8 +29,12 @@ from repro.config import Plan, Settings
 from repro.determinism import expectation, verifiable_mode
 from repro.errors import DataDrift, UsageError
 from repro.hashing import HashCache
+from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
 from repro.store import LoadedRun, Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -142,6 +147,11 @@ def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | 
     return Tolerance(atol=base.atol if atol is None else atol, rtol=base.rtol if rtol is None else rtol)
 
 
+def verification(verdict: Verdict, of: str) -> dict[str, str]:
+    """What a replay's (or a check run's) record keeps of its verdict against run ``of``."""
+    return {"of": of, "status": verdict.status, "summary": verdict.summary}
+
+
 def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
     """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
 
@@ -248,8 +258,13 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
+        _carry_image(spec, original, loaded)
         wanted = settings.backend
-        backend = select_backend(wanted, on_event, need_lock=lockfile is not None)
+        _fit_layout(record, wanted, notes)
+        spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
+        backend = select_backend(
+            wanted, on_event, need_lock=lockfile is not None, slurm=recorded_slurm_options(original)
+        )
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
@@ -267,7 +282,7 @@ def run_replay(
     if image and recorded and image.base == recorded.base_id:
         image.base = recorded.base  # built from the recorded id; keep the name it was recorded under
     if backend.name == "local" and original.deps.freeze and record.deps.freeze:
-        changed = deps.freeze_diff(original.deps.freeze, record.deps.freeze)
+        changed = freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:
             shown = "; ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
             notes.append(f"installed packages differ from the record: {shown}")
@@ -288,13 +303,43 @@ def run_replay(
         CompareOptions.from_settings(settings),
     )  # fmt: skip
     if world_changed and verdict.status == "identical":
-        verdict.status = "within_tolerance"
+        verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
     record.warnings += notes
-    record.verification = {"of": original.id, "status": verdict.status, "summary": verdict.summary}
+    record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def recorded_slurm_options(record: Record) -> SlurmOptions:
+    """The allocation a Slurm run had, to ask for the same again (nodes from the command)."""
+    from repro.backends.slurm import SlurmOptions
+
+    asked = record.backend.details.get("slurm", {}).get("options", {})
+    return SlurmOptions(
+        nodes=record.command.nodes,
+        partition=asked.get("partition"),
+        time=asked.get("time"),
+        account=asked.get("account"),
+        sbatch_args=tuple(asked.get("sbatch_args") or ()),
+        requeue=bool(asked.get("requeue")),
+        environment=str(asked.get("environment") or "python"),
+    )
+
+
+def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
+    """A multi-node run replayed on one machine: the same world size, as processes of one torchrun.
+
+    Ranks, per-rank seeds and the process group are the same; only where the ranks run changes.
+    """
+    nodes, nproc = record.command.nodes, record.command.nproc_per_node
+    if nodes <= 1 or backend == "slurm":
+        return
+    record.command.nodes, record.command.nproc_per_node = 1, nodes * nproc
+    notes.append(
+        f"layout changed: {nodes} nodes × {nproc} process(es) → {nodes * nproc} processes on one machine"
+    )
 
 
 def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:
@@ -310,6 +355,24 @@ def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, no
         notes.append(f"{len(missing)} code file(s) were not stored and are absent: {', '.join(missing[:5])}")
     (dest / original.command.cwd).mkdir(parents=True, exist_ok=True)
     return dest
+
+
+def _carry_image(spec: RunSpec, original: Record, loaded: LoadedRun) -> None:
+    """Replay in the very image a capsule carries (loaded when the engine lacks it, never rebuilt)."""
+    image = original.deps.image
+    if loaded.image_archive is None or image is None or not image.id:
+        return
+    spec.recorded_image = BuiltImage(
+        id=image.id,
+        tag=image.tag or image.id,
+        base=image.base or "",
+        base_id=image.base_id or "",
+        template=image.template or "",
+        dockerfile_text=(loaded.read_blob(image.dockerfile) or b"").decode(),
+        reused=image.reused,
+        build_seconds=image.build_seconds or 0.0,
+    )
+    spec.image_archive = functools.partial(open_member, loaded.image_archive, IMAGE_MEMBER)
 
 
 def _restore_lock(original: Record, loaded: LoadedRun, run_dir: Path) -> Path | None:

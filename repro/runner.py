@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro import __version__
 from repro import attribution as output_rules
-from repro.backends.base import RANK_LOGS, Backend, Event, OnEvent, RunResult, RunSpec
+from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
@@ -29,11 +29,15 @@ from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
 from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
-from repro.errors import NotFoundError, UsageError
+from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import HashCache, hash_file_cached
+from repro.lockfile import mismatches
 from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
-from repro.store import Store, new_run_id
+from repro.store import LoadedRun, Store, new_run_id
+
+if TYPE_CHECKING:
+    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -55,6 +59,12 @@ class Prepared:
     settings: Settings
     started_ns: int = 0  # when the run began: files other runs claim after this are theirs
     tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
+    lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
+
+    @property
+    def declares_deps(self) -> bool:
+        """Whether the run has dependencies to lock (and so an image to build)."""
+        return self.spec.lockfile is not None or (self.lock is not None and self.lock.source is not None)
 
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
@@ -64,8 +74,25 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Backend:
-    """`local`, `docker`, or `auto`: docker when an engine answers (and dependencies are declared).
+def slurm_options(settings: Settings) -> SlurmOptions:
+    """The Slurm allocation the settings (repro.yaml, flags) ask for."""
+    from repro.backends.slurm import SlurmOptions
+
+    return SlurmOptions(
+        nodes=settings.slurm_nodes,
+        partition=settings.slurm_partition,
+        time=settings.slurm_time,
+        account=settings.slurm_account,
+        sbatch_args=settings.slurm_sbatch_args,
+        requeue=settings.slurm_requeue,
+        environment=settings.slurm_environment,
+    )
+
+
+def select_backend(
+    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+) -> Backend:
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -74,17 +101,15 @@ def select_backend(name: str, on_event: OnEvent, need_lock: bool = True) -> Back
 
     if name == "local":
         return LocalBackend()
-    try:
-        from repro.backends import docker as docker_backend
-    except ImportError:  # pragma: no cover - docker SDK missing
-        docker_backend = None  # type: ignore[assignment]
-    if name == "docker":
-        if docker_backend is None:
-            from repro.errors import BackendUnavailable
+    if name == "slurm":
+        from repro.backends.slurm import SlurmBackend
 
-            raise BackendUnavailable("the docker Python package is not installed", hint="pip install docker")
+        return SlurmBackend(slurm)
+    from repro.backends import docker as docker_backend  # the docker SDK is a dependency: no fallback
+
+    if name == "docker":
         return docker_backend.DockerBackend()
-    if docker_backend is not None and docker_backend.engine_available():
+    if docker_backend.engine_available():
         if need_lock:
             return docker_backend.DockerBackend()
         on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
@@ -131,12 +156,14 @@ def capture(
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
     params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
         argv=safe_argv,
         cwd=rel_cwd,
         params=params,
         nproc_per_node=run_plan.nproc_per_node,
         torchrun=run_plan.torchrun,
+        nodes=nodes,
     )
     record.redactions += argv_hits
 
@@ -157,22 +184,16 @@ def capture(
             data, root, cache=cache, on_progress=progress("hashing data") if progress else None
         )
 
-    lock = deps.ensure_lock(root, settings.requirements, on_line=lambda s: on_event(Event("info", s)))
-    if lock.path is not None:
-        record.deps.lockfile = lock.path.relative_to(root).as_posix()
-        record.deps.lock_blob = store.put_file(lock.path)
-        record.deps.lock_inputs = lock.inputs_hash
-        record.deps.requirements = lock.requirements
-    else:
-        record.warnings.append(
-            "no requirements.in, requirements.txt or pyproject dependencies: "
-            "the environment is recorded, not locked"
-        )
+    variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
+    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
+    if not lock.done and lock.source is not None:
+        on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
+                               "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
 
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
-    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node)
+    record.seeds = make_seeds(settings.seed, run_plan.nproc_per_node * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     if settings.trace:
@@ -183,10 +204,11 @@ def capture(
 
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
-    spec = build_spec(record, root, run_dir, data, outputs, lock.path, settings.base_image, argv)
+    spec = build_spec(record, root, run_dir, data, outputs, None, settings.base_image, argv)
     started = time.time_ns()
     tree = output_rules.snapshot_tree(root, data)
-    return Prepared(record, spec, run_dir, output_rules.snapshot(root, outputs), settings, started, tree)
+    before = output_rules.snapshot(root, outputs)
+    return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock)
 
 
 def run_environment(record: Record) -> dict[str, str]:
@@ -233,6 +255,7 @@ def build_spec(
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
         torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
+        nodes=record.command.nodes,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -240,8 +263,17 @@ def build_spec(
     )
 
 
-def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEvent) -> Record:
+def execute(
+    prepared: Prepared,
+    backend: Backend,
+    store: Store,
+    on_event: OnEvent,
+    before_seal: Callable[[LoadedRun], None] | None = None,
+) -> Record:
     """Build/reuse the environment, run, collect and seal. A failed command is still sealed.
+
+    ``before_seal`` sees the collected run (its blobs already stored) and may complete its
+    record — a check's verdict — before the record is written once.
 
     Raises:
         BackendUnavailable, BuildError: before the command started (the run dir is removed).
@@ -250,12 +282,14 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
     try:
+        if backend.name != "local":  # the image is built from the lock: it must be there first
+            settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
         image = backend.prepare(spec, on_event)
     except (Exception, KeyboardInterrupt):
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
     if image:
-        record.deps.image = _image_info(image, store)
+        record.deps.image = image_info(image, store)
     record.results.started = now_iso()
     try:
         result = backend.execute(spec, on_event)
@@ -264,17 +298,73 @@ def execute(prepared: Prepared, backend: Backend, store: Store, on_event: OnEven
         raise
     record.results.finished = now_iso()
     collect(record, result, spec, store, prepared)
+    if prepared.lock is not None and not prepared.lock.done:
+        on_event(Event("info", "the command ended; waiting for the lock to seal the record"))
+    try:
+        settle_lock(prepared, store, None)
+    except BuildError as e:  # the run happened: record it, say why it is not locked
+        record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
+    check_lock(record)
+    if before_seal is not None:
+        before_seal(LoadedRun(record, prepared.run_dir, store.dir))
     store.seal(record, prepared.run_dir)
     return record
 
 
-def _image_info(image: dict[str, Any], store: Store) -> ImageInfo:
-    text = image.get("dockerfile_text")
-    known = {k: v for k, v in image.items() if k in ImageInfo.__dataclass_fields__ and k != "dockerfile"}
-    info = ImageInfo(**known)
-    if text:
-        info.dockerfile = store.put_bytes(text.encode())
-    return info
+def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:
+    """Wait for the run's lock (once) and put it into the record and the spec.
+
+    Raises:
+        BuildError: the lock could not be compiled.
+    """
+    pending, record = prepared.lock, prepared.record
+    if pending is None:
+        return
+    prepared.lock = None
+    lock = pending.result(on_line)
+    record.deps.variant = lock.variant
+    if lock.path is None:
+        record.warnings.append(
+            "no requirements.in, requirements.txt or pyproject dependencies: "
+            "the environment is recorded, not locked"
+        )
+        return
+    root = store.root
+    record.deps.lockfile = lock.path.relative_to(root).as_posix()
+    record.deps.lock_blob = store.put_file(lock.path)
+    record.deps.lock_inputs = lock.inputs_hash
+    record.deps.requirements = lock.requirements
+    prepared.spec.lockfile = lock.path
+
+
+def check_lock(record: Record) -> None:
+    """Record where what ran differs from the lock: each package in the record, one warning line."""
+    if not record.deps.requirements or not record.deps.freeze:
+        return
+    found = mismatches(record.deps.requirements, record.deps.freeze)
+    record.deps.mismatches = [m.describe() for m in found]
+    if found:
+        shown = "; ".join(m.describe() for m in found[:6]) + (
+            f" (+{len(found) - 6} more)" if len(found) > 6 else ""
+        )
+        record.warnings.append(
+            f"the lock does not describe what ran ({len(found)} package(s)): {shown} "
+            "(`repro lock --upgrade` re-locks against this environment)"
+        )
+
+
+def image_info(image: BuiltImage, store: Store) -> ImageInfo:
+    return ImageInfo(
+        id=image.id,
+        tag=image.tag,
+        base=image.base,
+        base_id=image.base_id,
+        dockerfile=store.put_bytes(image.dockerfile_text.encode()) if image.dockerfile_text else None,
+        template=image.template,
+        reused=image.reused,
+        build_seconds=image.build_seconds,
+        loaded=image.loaded,
+    )
 
 
 def collect(
@@ -291,7 +381,7 @@ def collect(
     res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
-        record.deps.image = _image_info(result.image, store)
+        record.deps.image = image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
             res.logs[name] = store.put_file(path)
@@ -302,7 +392,10 @@ def collect(
     for rank, streams in sorted(rank_logs.items()):
         for name, path in sorted(streams.items()):
             res.logs[f"rank{rank}.{name}"] = store.put_file(path)
-    if res.status == "failed" and rank_logs:
+    failed = result.details.get("failed")
+    if res.status == "failed" and isinstance(failed, dict):
+        _report_failed_node(record, failed, rank_logs)
+    elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
         res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
@@ -462,6 +555,20 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
     tail = stderr.get(rank, "").splitlines()[-20:]
     prefix = f"[rank{rank}]:"
     record.results.stderr_tail = [line if line.startswith(prefix) else f"{prefix} {line}" for line in tail]
+
+
+def _report_failed_node(
+    record: Record, failed: dict[str, Any], rank_logs: dict[int, dict[str, Path]]
+) -> None:
+    """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
+    rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
+    record.warnings.append(
+        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped"
+    )
+    stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
+    if stderr is not None:
+        tail = stderr.read_text("utf-8", "replace").splitlines()[-20:]
+        record.results.stderr_tail = [f"[{node} rank{rank}]: {line}" for line in tail]
 
 
 def _merge_process_env(record: Record, runtime: Path) -> None:

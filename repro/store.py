@@ -4,7 +4,8 @@ Layout::
 
     .repro/
       runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
-      runs/<id>/running.json    present while a run is in progress (pid, started)
+      runs/<id>/running.json    present while a run is in progress (pid, started; a detached job's state)
+      runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/detached.py)
       runs/<id>/work/           logs and runtime files while running
       blobs/ab/abcdef…          content-addressed files (xxh3-128), each stored once
       index.sqlite              one row per sealed run, for `repro ls`
@@ -27,11 +28,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from repro.capsule import RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
-from repro.errors import CapsuleInvalid, NotFoundError, UsageError
+from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
+from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.hashing import hash_bytes, hash_file
 
 STORE_DIR = ".repro"
+DETACHED = "detached.json"  # in a run directory: a detached job, sealed by `repro ls` once it ended
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -67,6 +69,7 @@ class LoadedRun:
     location: Path  # the run directory, or the capsule file
     blob_root: Path  # directory holding `blobs/`
     from_capsule: bool = False
+    image_archive: Path | None = None  # the capsule tar, when it carries its environment image
 
     def blob_path(self, digest: str) -> Path:
         return self.blob_root / blob_member(digest)
@@ -168,6 +171,10 @@ class Store:
             _index_put(db, record)
         return run_dir
 
+    def detached_runs(self) -> list[Path]:
+        """Run directories of detached jobs not sealed yet."""
+        return sorted(self.runs_dir.glob(f"*/{DETACHED}")) if self.runs_dir.is_dir() else []
+
     def run_ids(self) -> list[str]:
         if not self.runs_dir.is_dir():
             return []
@@ -258,10 +265,16 @@ class Store:
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-        return LoadedRun(verified.record, path.resolve(), scratch, from_capsule=True)
+        carried = path.resolve() if IMAGE_MEMBER in verified.members else None
+        return LoadedRun(verified.record, path.resolve(), scratch, from_capsule=True, image_archive=carried)
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:
-        """Copy an extracted capsule into this store (blobs and record); idempotent."""
+        """Copy an extracted capsule into this store (blobs and record); idempotent.
+
+        Raises:
+            StoreConflict: the store holds another record under the capsule's run id.
+        """
+        self._refuse_other_record(loaded.record)
         self.ensure()
         for digest in loaded.record.blobs():
             if not self.has_blob(digest):
@@ -272,7 +285,26 @@ class Store:
             self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
             with self._index() as db:
                 _index_put(db, loaded.record)
-        return self.load_run(loaded.record.id)
+        imported = self.load_run(loaded.record.id)
+        imported.image_archive = loaded.image_archive
+        return imported
+
+    def _refuse_other_record(self, record: Record) -> None:
+        """Never let a capsule's record and a stored one share an id with different content."""
+        stored = self.runs_dir / record.id / RECORD_NAME
+        if not stored.is_file():
+            return
+        try:
+            same = load_record(stored.read_bytes()).to_dict() == record.to_dict()
+        except CapsuleInvalid:
+            same = False
+        if not same:
+            raise StoreConflict(
+                f"this store already holds a different run {record.id}; "
+                "the capsule was not imported and nothing was replayed",
+                hint=f"compare them with `repro diff {record.id} CAPSULE.tar`, "
+                "or replay the capsule in another project directory (repro -C DIR replay …)",
+            )
 
     def remove_run(self, run_id: str) -> None:
         shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)
@@ -338,7 +370,11 @@ def _unsealed_row(run_dir: Path) -> RunRow:
     info: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         info = json.loads(marker.read_text())
-    status = "running" if _alive(info.get("pid")) else "incomplete"
+    detached = (run_dir / DETACHED).is_file() and info.get("status") in ("pending", "running")
+    if detached:
+        status = str(info["status"])  # as the job's last look found it
+    else:
+        status = "running" if _alive(info.get("pid")) else "incomplete"
     return RunRow(
         id=run_dir.name,
         created=info.get("started", ""),
@@ -346,7 +382,7 @@ def _unsealed_row(run_dir: Path) -> RunRow:
         kind="run",
         command=" ".join(info.get("argv", [])),
         duration_s=None,
-        backend=None,
+        backend="slurm" if detached else None,
     )
 
 

@@ -83,7 +83,18 @@ ensure_base_image() {
     "$repro" base-image --tag "$base"
 }
 
+socket_refused() {
+    # A running engine whose socket this user may not open: waiting for it would never help.
+    local sock="${DOCKER_HOST:-unix:///var/run/docker.sock}"
+    sock="${sock#unix://}"
+    ! is_root && [ -S "$sock" ] && { [ ! -r "$sock" ] || [ ! -w "$sock" ]; }
+}
+
 if ! engine_answers; then
+    if socket_refused; then
+        say "an engine runs but this user ($(id -un)) may not use its socket; join the docker group, or set DOCKER_HOST"
+        exit 3
+    fi
     install_packages
     start_engine
 fi

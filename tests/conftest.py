@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -22,6 +23,12 @@ class CliResult:
     code: int
     out: str
     err: str
+
+
+class Cli(Protocol):
+    """The `cli` fixture: run `repro ARGS…` in-process, in ``cwd``."""
+
+    def __call__(self, *args: str, cwd: Path | None = None) -> CliResult: ...
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -104,3 +111,47 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):  #
 
     monkeypatch.setenv("NO_COLOR", "1")
     return invoke
+
+
+# --------------------------------------------------------------------------- markers
+
+_MISSING: dict[str, str | None] = {}
+
+
+def _docker_missing() -> str | None:
+    """Why docker-marked tests cannot run here, or None when an engine with the base image answers."""
+    from repro.backends import docker as backend
+    from repro.config import DEFAULT_BASE_IMAGE
+
+    if not backend.engine_available():
+        return "no Docker engine answers (start one with `make docker-up` as root, or set DOCKER_HOST)"
+    with backend.engine() as client:
+        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
+            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
+    return None
+
+
+def _gpu_missing() -> str | None:
+    """Why gpu-marked tests cannot run here, or None when this interpreter's torch sees a CUDA GPU."""
+    if not shutil.which("nvidia-smi"):
+        return "no NVIDIA GPU here (no nvidia-smi)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA GPU (a CPU build, or no driver)"
+    return None
+
+
+_CHECKS = {"docker": _docker_missing, "gpu": _gpu_missing}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a docker- or gpu-marked test, with the reason, where the machine cannot run it."""
+    for marker, check in _CHECKS.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        if marker not in _MISSING:
+            _MISSING[marker] = check()
+        reason = _MISSING[marker]
+        if reason:
+            pytest.skip(reason)

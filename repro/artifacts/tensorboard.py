@@ -9,14 +9,15 @@ Wall times, file versions and plugin metadata are left out.
 
 Directories pair by path; directories left over pair when their parent and tag set
 match (``SummaryWriter()`` names its directory after the clock and the host), then by
-tag set alone when that is unambiguous. The ``tensorboard`` package is optional: without
-it, callers compare event files by bytes (`available`).
+tag set alone, then by parent alone, each only where it is unambiguous. The
+``tensorboard`` package is optional: without it, callers compare event files by bytes
+(`available`).
 """
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from repro.artifacts.values import Series
@@ -61,8 +62,10 @@ def read_events(paths: Sequence[Path]) -> Series:
                     continue  # file version, graph, session log: no values
                 for value in event.summary.value:
                     if value.HasField("tensor"):
+                        arr = tensor_util.make_ndarray(value.tensor)
+                        scalar = arr.ndim == 0 and arr.dtype.kind in "biuf"
                         series.setdefault(value.tag, []).append(
-                            (int(event.step), tensor_util.make_ndarray(value.tensor))
+                            (int(event.step), arr.item() if scalar else arr)
                         )
         except Exception as e:  # DataLossError, DecodeError, OSError: whatever the loader raises
             raise UnreadableEvents(f"{type(e).__name__}: {str(e)[:120]}") from e
@@ -72,7 +75,7 @@ def read_events(paths: Sequence[Path]) -> Series:
 def pair_dirs(
     a: dict[str, frozenset[str]], b: dict[str, frozenset[str]]
 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
-    """Pair directories of event files: by path, then by parent and tag set, then by tag set.
+    """Pair directories of event files: by path, then by parent and tag set, then by tag set, then by parent.
 
     ``a`` and ``b`` map a directory to its tag set. Returns the pairs, and the directories
     left unpaired on each side.
@@ -80,7 +83,12 @@ def pair_dirs(
     pairs = [(d, d) for d in a if d in b]
     left_a = [d for d in a if d not in b]
     left_b = [d for d in b if d not in a]
-    for key in (lambda d, tags: (str(PurePosixPath(d).parent), tags), lambda d, tags: tags):
+    keys: list[Callable[[str, frozenset[str]], object]] = [
+        lambda d, tags: (str(PurePosixPath(d).parent), tags),
+        lambda d, tags: tags,
+        lambda d, tags: str(PurePosixPath(d).parent),  # one left on each side: their tags then differ
+    ]
+    for key in keys:
         for da in list(left_a):
             wanted = key(da, a[da])
             matches_b = [db for db in left_b if key(db, b[db]) == wanted]

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
+
+# Opens a `docker save` archive of the recorded image (a capsule member) for reading.
+OpenImage = Callable[[], AbstractContextManager[IO[bytes]]]
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,29 @@ class RunSpec:
     outputs: list[str] = field(default_factory=list)  # relative output dirs (writable)
     nproc_per_node: int = 1  # >1: launched through `torchrun --standalone`
     torchrun: bool = False  # launched through torchrun even with one process
+    nodes: int = 1  # >1: one torchrun per node (the slurm backend), ranks node by node
     network: bool = False
     gpus: str | None = None  # None, "all" or a count
     lockfile: Path | None = None  # hash-pinned requirements for image builds
     base_image: str | None = None  # tag or id; docker resolves and records it
     shm_size: str = "2g"
+    recorded_image: BuiltImage | None = None  # the image a capsule carries
+    image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """The environment image a run uses: the record's ImageInfo fields plus the rendered Dockerfile."""
+
+    id: str
+    tag: str
+    base: str
+    base_id: str
+    template: str
+    dockerfile_text: str
+    reused: bool
+    build_seconds: float
+    loaded: bool = False  # loaded from the archive a capsule carries
 
 
 @dataclass
@@ -60,7 +82,7 @@ class RunResult:
     duration_s: float
     interrupted: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # e.g. container id, image id
-    image: dict[str, Any] | None = None  # ImageInfo fields for the record (docker)
+    image: BuiltImage | None = None  # the image it ran in (docker)
     written: list[str] = field(default_factory=list)  # files the backend saw the command write
 
 
@@ -69,8 +91,8 @@ class Backend(Protocol):
 
     name: str
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
-        """Get ready to run (build or reuse an image). Returns ImageInfo fields or None.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
+        """Get ready to run (build or reuse an image). Returns the image, or None without one.
 
         Raises:
             BackendUnavailable: the backend cannot run here (no engine, no GPU).
@@ -115,25 +137,38 @@ def launch_argv(
     python: str = "python",
     log_dir: str | None = None,
     torchrun: bool = False,
+    nodes: int = 1,
+    node_rank: int = 0,
+    master: tuple[str, int] | None = None,
 ) -> list[str]:
     """The argv to execute: the command itself, or torchrun around it for N>1 processes.
 
     ``argv`` starts with a python interpreter (the runner normalises `train.py` to
     `python train.py`); under torchrun the interpreter is dropped and the script and
-    its arguments follow torchrun's options. The ranks meet on the loopback address
-    (``--local-addr``): a single node needs no name lookup, and a container without a
-    network cannot resolve its own hostname. With ``log_dir`` (a path as the process
-    sees it) every rank's stdout and stderr also go to their own files there
-    (``<log_dir>/<run>/attempt_<n>/<rank>/std{out,err}.log``) while the combined,
-    rank-prefixed stream still reaches the terminal.
+    its arguments follow torchrun's options. On one node the ranks meet on the
+    loopback address (``--local-addr``): a single node needs no name lookup, and a
+    container without a network cannot resolve its own hostname. Across ``nodes``
+    (with ``master``, the first node's address and port) every node runs one torchrun
+    with its ``node_rank``: a static rendezvous on the first node's store, so node k
+    always holds ranks k*N … k*N+N-1 (c10d's dynamic rendezvous orders nodes by host
+    name and pid, which would move per-rank seeds and data shards between nodes).
+    With ``log_dir`` (a path as the process sees it) every rank's stdout and stderr
+    also go to their own files there (``<log_dir>/<run>/attempt_<n>/<local rank>/std{out,err}.log``)
+    while the combined, rank-prefixed stream still reaches the terminal.
     """
-    if nproc_per_node <= 1 and not torchrun:
+    if nproc_per_node * nodes <= 1 and not torchrun:
         return list(argv)
     rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
-    launcher = [
-        python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
-        "--local-addr=127.0.0.1",
-    ]  # fmt: skip
+    launcher = [python, "-m", "torch.distributed.run"]
+    if nodes > 1:
+        if master is None:
+            raise ValueError("a multi-node launch needs the first node's address and port")
+        launcher += [
+            f"--nproc-per-node={nproc_per_node}", f"--nnodes={nodes}", f"--node-rank={node_rank}",
+            f"--master-addr={master[0]}", f"--master-port={master[1]}",
+        ]  # fmt: skip
+    else:
+        launcher += ["--standalone", f"--nproc-per-node={nproc_per_node}", "--local-addr=127.0.0.1"]
     if log_dir:
         launcher += [f"--log-dir={log_dir}", "--redirects=3", "--tee=3"]
     return [*launcher, *rest]
@@ -156,3 +191,16 @@ def merge_pythonpath(argv: list[str], runtime_path: str) -> list[str]:
             return merged + argv[i:]  # the command env runs
         merged.append(arg)
     return merged
+
+
+def link_data(spec: RunSpec) -> None:
+    """When the data lives elsewhere (a replay from a scratch copy), link it in place (local and slurm)."""
+    if spec.data_root is None or spec.data_root.resolve() == spec.project_root.resolve():
+        return
+    for rel in spec.data:
+        target = spec.project_root / rel
+        source = spec.data_root / rel
+        if target.exists() or target.is_symlink() or not source.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(source.resolve(), target_is_directory=source.is_dir())

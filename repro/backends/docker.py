@@ -7,6 +7,7 @@ chained with ``from e``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import re
@@ -33,8 +34,10 @@ from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
+    OpenImage,
     RunResult,
     RunSpec,
     launch_argv,
@@ -43,7 +46,7 @@ from repro.backends.base import (
 )
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.errors import BackendUnavailable, BuildError, ReproError
+from repro.errors import BackendUnavailable, BuildError, NotFoundError, ReproError
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
 BASE_HINT = "make one with `repro base-image` (or `make docker-up`), or set image.base in repro.yaml"
@@ -196,39 +199,13 @@ def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
 # --------------------------------------------------------------------------- images
 
 
-@dataclass
-class Built:
-    """The environment image a run uses (ImageInfo fields plus the rendered Dockerfile)."""
-
-    id: str
-    tag: str
-    base: str
-    base_id: str
-    template: str
-    dockerfile_text: str
-    reused: bool
-    build_seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tag": self.tag,
-            "base": self.base,
-            "base_id": self.base_id,
-            "template": self.template,
-            "dockerfile_text": self.dockerfile_text,
-            "reused": self.reused,
-            "build_seconds": self.build_seconds,
-        }
-
-
 def ensure_image(
     client: docker.DockerClient,
     lockfile: Path | None,
     base: str,
     template: str,
     on_event: OnEvent,
-) -> Built:
+) -> BuiltImage:
     """Reuse the image whose tag is the hash of its inputs, or build it offline.
 
     Raises:
@@ -239,15 +216,15 @@ def ensure_image(
     base_id = str(inspected["Id"])
     python = ((inspected.get("Config") or {}).get("Labels") or {}).get(PYTHON_LABEL)
     lock = lockfile.read_bytes() if lockfile is not None else b""
-    dockerfile = images.render_dockerfile(template, base_id)
+    dockerfile = images.render_dockerfile(template, base_id, lock.decode())
     tag = images.image_tag(dockerfile, lock, base_id)
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
-        return Built(existing, tag, base, base_id, template, dockerfile, True, 0.0)
+        return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0)
     start = time.monotonic()
-    wheels: list[Path] = []
-    if lockfile is not None:
+    wheels: dict[str, Path] = {}
+    if lockfile is not None and lock.strip():
         wheels = images.prepare_wheelhouse(
             lockfile, on_line=lambda line: on_event(Event("build", line)), python_version=python
         )
@@ -260,7 +237,78 @@ def ensure_image(
     image_id = _image_id(client, tag)
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
-    return Built(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+    return BuiltImage(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+
+
+def _carried_image(
+    client: docker.DockerClient, recorded: BuiltImage, archive: OpenImage, on_event: OnEvent
+) -> BuiltImage:
+    """The recorded image: the engine's copy, or loaded from the capsule's archive.
+
+    Raises:
+        BuildError: the archive does not load, or loads an image other than the recorded one.
+    """
+    image_id, tag = recorded.id, recorded.tag
+    loaded = _image_id(client, image_id) is None
+    if loaded:
+        on_event(Event("info", f"loading image {tag or image_id[:19]} from the capsule (no build)"))
+        load_image(client, archive, on_event)
+        if _image_id(client, image_id) is None:
+            raise BuildError(
+                f"the capsule's image archive did not hold the recorded image {image_id[:19]}",
+                hint="re-export the capsule with `repro export RUN --with-image`",
+            )
+    else:
+        on_event(Event("info", f"reusing image {tag or image_id[:19]} (the one the capsule carries)"))
+    if tag and _image_id(client, tag) != image_id:
+        repository, _, version = str(tag).rpartition(":")
+        client.api.tag(image_id, repository, version)
+    return dataclasses.replace(
+        recorded, tag=tag or image_id, reused=not loaded, build_seconds=0.0, loaded=loaded
+    )
+
+
+def save_image(image_id: str, tag: str | None, dest: Path) -> int:
+    """Write ``docker save`` of one image (every layer once, with its tag) to ``dest``; its size.
+
+    Raises:
+        BackendUnavailable: no engine answers.
+        NotFoundError: the engine has no such image.
+    """
+    with engine(timeout=600) as client:
+        if _image_id(client, image_id) is None:
+            raise NotFoundError(
+                f"the Docker engine has no image {image_id[:19]} to export",
+                hint="replay the run once on this engine (it rebuilds the image), then export again",
+            )
+        ref = tag if tag and _image_id(client, tag) == image_id else image_id
+        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in client.api.get_image(ref, chunk_size=1 << 20):
+                    f.write(chunk)
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return dest.stat().st_size
+
+
+def load_image(client: docker.DockerClient, archive: OpenImage, on_event: OnEvent) -> None:
+    """``docker load`` an image archive, streamed from where it lies (a capsule member).
+
+    Raises:
+        BuildError: the engine rejected the archive.
+    """
+    try:
+        with archive() as stream:
+            for chunk in client.api.load_image(stream):
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
+                text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
+                if text:
+                    on_event(Event("build", text))
+    except docker.errors.APIError as e:
+        raise BuildError(f"the engine could not load the capsule's image: {e.explanation or e}") from e
 
 
 def _build(
@@ -305,21 +353,28 @@ class DockerBackend:
 
     def __init__(self, base_image: str = DEFAULT_BASE_IMAGE) -> None:
         self.base_image = base_image
-        self._built: dict[tuple[Any, ...], Built] = {}
+        self._built: dict[tuple[Any, ...], BuiltImage] = {}
 
     def _key(self, spec: RunSpec) -> tuple[Any, ...]:
         return (spec.lockfile, spec.base_image or self.base_image, images.template_for(spec.gpus))
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any]:
-        """Build or reuse the run's image; returns ImageInfo fields plus ``dockerfile_text``.
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:
+        """Build or reuse the run's image.
+
+        A capsule that carries its image (``spec.image_archive``) is replayed in exactly that
+        image: reused when the engine has it, else loaded from the archive; never rebuilt.
 
         Raises:
             BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
-            BuildError: the wheelhouse or the image build failed.
+            BuildError: the wheelhouse or the image build failed, or a carried image does not load.
         """
-        with engine() as client:
+        with engine(timeout=600) as client:
             if spec.gpus:
                 _check_gpus(client)
+            if spec.image_archive is not None and spec.recorded_image:
+                built = _carried_image(client, spec.recorded_image, spec.image_archive, on_event)
+                self._built[self._key(spec)] = built
+                return built
             built = ensure_image(
                 client,
                 spec.lockfile,
@@ -328,7 +383,7 @@ class DockerBackend:
                 on_event,
             )
         self._built[self._key(spec)] = built
-        return built.as_dict()
+        return built
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         """Run the command in a fresh container, streaming its output; always removes it.
@@ -462,7 +517,7 @@ def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
-def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Path) -> dict[str, Any]:
+def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path) -> dict[str, Any]:
     env = dict(spec.env)
     env.update(
         {
@@ -499,7 +554,7 @@ def _container_config(spec: RunSpec, built: Built, uid: int, gid: int, tree: Pat
 
 
 def _run_container(
-    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: Built, on_event: OnEvent
+    client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: BuiltImage, on_event: OnEvent
 ) -> RunResult:
     api = client.api
     host_config = api.create_host_config(**config.pop("host_config"))
@@ -529,13 +584,11 @@ def _run_container(
         except KeyboardInterrupt:
             on_event(Event("info", "interrupted: stopping the container"))
             _stop_quietly(api, cid)
-            return RunResult(
-                130, time.monotonic() - start, interrupted=True, details=details, image=built.as_dict()
-            )
+            return RunResult(130, time.monotonic() - start, interrupted=True, details=details, image=built)
         duration = time.monotonic() - start
         state = api.inspect_container(cid).get("State", {})
         details["oom_killed"] = bool(state.get("OOMKilled"))
-        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built.as_dict())
+        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built)
     finally:
         _remove_quietly(api, cid)
 

@@ -9,17 +9,19 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
+    BuiltImage,
     Event,
     OnEvent,
     RunResult,
     RunSpec,
     launch_argv,
+    link_data,
     merge_pythonpath,
     runtime_source,
 )
@@ -34,7 +36,7 @@ class LocalBackend:
 
     name = "local"
 
-    def prepare(self, spec: RunSpec, on_event: OnEvent) -> dict[str, Any] | None:
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
         """Check that the GPUs asked for are here; nothing to build.
 
         Raises:
@@ -64,7 +66,7 @@ class LocalBackend:
         if argv and argv[0] in ("python", "python3"):
             argv[0] = sys.executable
         argv = merge_pythonpath(argv, os.pathsep.join(str(p) for p in runtime_source()))
-        _link_data(spec)
+        link_data(spec)
         for rel in spec.outputs:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         cwd = spec.project_root / spec.workdir
@@ -181,19 +183,6 @@ def run_processes(run_id: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(name))
     return found
-
-
-def _link_data(spec: RunSpec) -> None:
-    """When the data lives elsewhere (a replay from a scratch copy), link it in place."""
-    if spec.data_root is None or spec.data_root.resolve() == spec.project_root.resolve():
-        return
-    for rel in spec.data:
-        target = spec.project_root / rel
-        source = spec.data_root / rel
-        if target.exists() or target.is_symlink() or not source.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(source.resolve(), target_is_directory=source.is_dir())
 
 
 def visible_devices(gpus: str) -> str:

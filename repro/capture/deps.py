@@ -1,36 +1,58 @@
-"""Dependencies: a hash-pinned lockfile compiled with pip-tools, reused while its inputs hold.
+"""Dependencies: hash-pinned lockfiles, one per accelerator, reused while their inputs hold.
 
 The lock is compiled from (first found): `deps.requirements` in repro.yaml,
 `requirements.in`, a `requirements.txt` that is not already hash-pinned, or the
 `[project].dependencies` of pyproject.toml. A `requirements.txt` that already carries
 `--hash=` lines is used as the lock as it is.
 
-Compiling takes about a minute, so a lock is reused while the hash of its inputs
-(the source text, the Python version and the platform) is unchanged: it lives in
-`lockfiles/` in the project, and in a per-user cache shared between projects.
+Two variants come from the same source (see `resolution`): ``cpu`` for the host's runs
+and CPU images, where every requirement the interpreter has installed is held at its
+installed version so the lock describes what runs; and ``cuda`` for ``--gpus`` images,
+resolved for the image's Python and platform with the torch CUDA wheel index.
+
+Compiling takes about a minute, so a lock is reused while the hash of its inputs (the
+source text, the variant's resolution) is unchanged: it lives in `lockfiles/` in the
+project, and in a per-user cache shared between projects.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
+import threading
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
-import tomllib
+from packaging.requirements import InvalidRequirement, Requirement
 
-from repro.errors import BuildError, NotFoundError
+from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import hash_bytes
+from repro.lockfile import (
+    HEADER,
+    cache_dir,
+    canonical_name,
+    inputs_header,
+    logical_lines,
+    pin_list,
+)
 
 LOCK_DIR = "lockfiles"
-LOCK_NAME = "requirements.lock.txt"
-HEADER = "# repro-lock-inputs: "
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+VARIANTS = ("cpu", "cuda")
+LOCK_NAMES = {"cpu": "requirements.lock.txt", "cuda": "requirements-cuda.lock.txt"}
+LOCK_NAME = LOCK_NAMES["cpu"]
+IMAGE_PYTHON = "3.11"  # the Python of the bookworm base image
+IMAGE_PLATFORM = "manylinux_2_28_x86_64"
+CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton")
+
+OnLine = Callable[[str], None]
+COMPILE_HINT = "check the requirements; the packages must be installable for this Python"
 
 
 @dataclass
@@ -40,23 +62,86 @@ class Lock:
     inputs_hash: str | None = None
     requirements: list[str] = field(default_factory=list)  # name==version, sorted
     compiled: bool = False  # compiled by this call (not reused)
+    variant: str = "cpu"
 
 
-def cache_dir() -> Path:
-    """The per-user cache (locks, wheelhouse): $REPRO_CACHE_DIR or ~/.cache/repro."""
-    env = os.environ.get("REPRO_CACHE_DIR")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "repro"
-    return base
+@dataclass(frozen=True)
+class Resolution:
+    """How one lock variant is resolved: for which Python and platform, from which extra index."""
+
+    variant: str
+    python: str  # "3.11"
+    platform: str | None  # a pip platform tag; None: the host's
+    index_url: str | None  # an extra index (the torch CUDA wheels); None: the host's pip configuration
+    constraints: tuple[str, ...] = ()  # name==version the lock must keep (what is installed)
+
+    def pip_args(self) -> list[str]:
+        """Arguments for the resolver (pip-compile passes them on to pip)."""
+        args: list[str] = []
+        if self.platform:
+            args += ["--platform", self.platform, "--python-version", self.python, "--only-binary=:all:"]
+        return args
+
+    def key(self) -> str:
+        return "\n".join(
+            [self.variant, self.python, self.platform or f"{sys.platform}-{platform.machine()}",
+             self.index_url or "", *self.constraints]
+        )  # fmt: skip
 
 
-def pinned(text: str) -> list[str]:
-    """`name==version` of every pin in a requirements/lock text, names normalised, sorted."""
-    pins = []
-    for line in text.splitlines():
-        m = _PIN.match(line.strip())
-        if m:
-            pins.append(f"{re.sub(r'[-_.]+', '-', m.group(1)).lower()}=={m.group(2)}")
-    return sorted(pins)
+def installed_versions() -> dict[str, str]:
+    """{normal name: version} of every distribution this interpreter has installed."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(canonical_name(name), dist.version)
+    return found
+
+
+def resolution(
+    variant: str,
+    source_text: str,
+    installed: dict[str, str] | None = None,
+    cuda_index: str | None = CUDA_INDEX,
+) -> Resolution:
+    """The resolution of ``variant`` for a requirements source.
+
+    ``cpu``: the host's Python and platform and pip configuration; each requirement the
+    source names that is installed at a version it allows is held at that version.
+    ``cuda``: the image's Python and platform, with ``cuda_index`` for the torch CUDA
+    wheels when the source names a torch package; nothing is held (the host's CPU
+    packages are not what runs on the GPU).
+
+    Raises:
+        UsageError: an unknown variant.
+    """
+    if variant == "cuda":
+        wants_torch = any(n in TORCH_FAMILY for n in _requirements(source_text))
+        return Resolution("cuda", IMAGE_PYTHON, IMAGE_PLATFORM, cuda_index if wants_torch else None)
+    if variant != "cpu":
+        raise UsageError(f"unknown lock variant {variant!r}", hint=f"one of: {', '.join(VARIANTS)}")
+    here = installed if installed is not None else installed_versions()
+    held = []
+    for name, req in sorted(_requirements(source_text).items()):
+        version = here.get(name)
+        if version is not None and req.specifier.contains(version, prereleases=True):
+            held.append(f"{name}=={version}")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return Resolution("cpu", python, None, None, tuple(held))
+
+
+def _requirements(text: str) -> dict[str, Requirement]:
+    found: dict[str, Requirement] = {}
+    for entry in logical_lines(text):
+        if entry.startswith("-"):
+            continue
+        try:
+            req = Requirement(entry)
+        except InvalidRequirement:
+            continue
+        found[canonical_name(req.name)] = req
+    return found
 
 
 def find_source(root: Path, configured: str | None) -> tuple[Path | None, str | None]:
@@ -85,83 +170,271 @@ def find_source(root: Path, configured: str | None) -> tuple[Path | None, str | 
     return None, None
 
 
-def inputs_hash(text: str) -> str:
-    """What a lock depends on: the source text, the Python version and the platform."""
-    key = (
-        f"{text}\n--\n{sys.version_info.major}.{sys.version_info.minor}\n{sys.platform}\n{platform.machine()}"
+def inputs_hash(text: str, how: Resolution) -> str:
+    """What a lock depends on: the source text and how the variant is resolved."""
+    return hash_bytes(f"{text}\n--\n{how.key()}".encode())
+
+
+@dataclass
+class LockPlan:
+    """Where a project's lock of one variant stands: ready, or to be compiled."""
+
+    root: Path
+    variant: str
+    source: Path | None = None
+    text: str | None = None
+    how: Resolution | None = None
+    digest: str | None = None
+    ready: Lock | None = None  # set when no compile is needed
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK_DIR / LOCK_NAMES[self.variant]
+
+    @property
+    def cached(self) -> Path:
+        return cache_dir() / "locks" / f"{self.digest}.txt"
+
+
+def plan_lock(root: Path, configured: str | None, variant: str = "cpu") -> LockPlan:
+    """Find the source and decide whether the lock of ``variant`` can be reused (cheap: no pip).
+
+    Raises:
+        NotFoundError: a configured requirements file is missing.
+    """
+    source, text = find_source(root, configured)
+    plan = LockPlan(root, variant, source, text)
+    if source is None or text is None:
+        plan.ready = Lock(path=None, variant=variant)
+        return plan
+    if "--hash=" in text:
+        plan.ready = Lock(source, source, hash_bytes(text.encode()), pin_list(text), variant=variant)
+        return plan
+    plan.how = resolution(variant, text)
+    plan.digest = inputs_hash(text, plan.how)
+    if plan.lock_path.is_file() and inputs_header(plan.lock_path.read_text()) == plan.digest:
+        plan.ready = _lock(plan, compiled=False)
+    elif plan.cached.is_file():
+        _install(plan)
+        plan.ready = _lock(plan, compiled=False)
+    return plan
+
+
+def _lock(plan: LockPlan, compiled: bool) -> Lock:
+    text = plan.lock_path.read_text()
+    return Lock(plan.lock_path, plan.source, plan.digest, pin_list(text), compiled, plan.variant)
+
+
+def _install(plan: LockPlan) -> None:
+    """Copy the cached compile into the project's lockfiles/, with its inputs header."""
+    assert plan.source is not None and plan.how is not None
+    path = plan.lock_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    held = "".join(f"# held: {c}\n" for c in plan.how.constraints)
+    tmp.write_text(
+        f"{HEADER}{plan.digest}\n# source: {plan.source.relative_to(plan.root).as_posix()}\n"
+        f"# variant: {plan.variant}\n{held}" + plan.cached.read_text()
     )
-    return hash_bytes(key.encode())
+    os.replace(tmp, path)
 
 
-def ensure_lock(root: Path, configured: str | None, on_line: Callable[[str], None] | None = None) -> Lock:
-    """The project's lock: reused when its inputs are unchanged, else compiled (about a minute).
+def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] | None = None) -> Lock:
+    """The plan's lock: the reused one, or compiled now (pip-compile's output goes to ``on_line``).
+
+    ``upgrade``: None keeps the current pins where the source allows; ``[]`` upgrades every
+    package; names upgrade only those.
 
     Raises:
         BuildError: pip-compile failed (its last lines are in the message).
     """
-    source, text = find_source(root, configured)
-    if source is None or text is None:
-        return Lock(path=None)
-    if "--hash=" in text:
-        return Lock(
-            path=source, source=source, inputs_hash=hash_bytes(text.encode()), requirements=pinned(text)
-        )
-    digest = inputs_hash(text)
-    lock_path = root / LOCK_DIR / LOCK_NAME
-    if lock_path.is_file() and lock_path.read_text().startswith(HEADER + digest):
-        return Lock(lock_path, source, digest, pinned(lock_path.read_text()))
-    cached = cache_dir() / "locks" / f"{digest}.txt"
-    compiled = False
-    if not cached.is_file():
-        if on_line:
-            on_line(f"compiling a hash-pinned lockfile from {source.name} (pip-compile --generate-hashes)")
-        _compile(text, cached)
-        compiled = True
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = lock_path.with_name(f".{lock_path.name}.tmp")
-    tmp.write_text(
-        f"{HEADER}{digest}\n# source: {source.relative_to(root).as_posix()}\n" + cached.read_text()
-    )
-    os.replace(tmp, lock_path)
-    return Lock(lock_path, source, digest, pinned(lock_path.read_text()), compiled)
+    if plan.ready is not None and upgrade is None:
+        return plan.ready
+    if plan.text is None or plan.how is None or plan.digest is None:
+        return plan.ready or Lock(path=None, variant=plan.variant)
+    previous = plan.lock_path.read_text() if plan.lock_path.is_file() else None
+    _compile(plan.text, plan.how, plan.cached, on_line, previous, upgrade)
+    _install(plan)
+    plan.ready = _lock(plan, compiled=True)
+    return plan.ready
 
 
-def _compile(text: str, dest: Path) -> None:
+def ensure_lock(
+    root: Path, configured: str | None, on_line: OnLine | None = None, variant: str = "cpu"
+) -> Lock:
+    """The project's lock of ``variant``: reused when its inputs are unchanged, else compiled.
+
+    Raises:
+        BuildError: pip-compile failed.
+    """
+    plan = plan_lock(root, configured, variant)
+    if plan.ready is None and on_line:
+        assert plan.source is not None
+        on_line(f"compiling the {variant} lock from {plan.source.name} (pip-compile --generate-hashes)")
+    return complete(plan, on_line)
+
+
+def is_stale(root: Path, configured: str | None, variant: str = "cpu") -> tuple[bool, str]:
+    """Whether the project's lock of ``variant`` must be compiled, and why (for `repro lock --check`)."""
+    plan = plan_lock(root, configured, variant)
+    if plan.source is None:
+        return False, "no declared dependencies: nothing to lock"
+    if plan.how is None:
+        return False, f"{plan.source.name} is hash-pinned: it is the lock"
+    if not plan.lock_path.is_file():
+        return True, f"no {LOCK_DIR}/{plan.lock_path.name}"
+    if inputs_header(plan.lock_path.read_text()) != plan.digest:
+        return True, f"{LOCK_DIR}/{plan.lock_path.name} was compiled from other inputs"
+    return False, f"{LOCK_DIR}/{plan.lock_path.name} is current"
+
+
+class PendingLock:
+    """A lock compiled in a background thread, so the run starts at once; `result()` waits for it."""
+
+    def __init__(self, plan: LockPlan) -> None:
+        self.plan = plan
+        self.lines: list[str] = []
+        self._sink: OnLine | None = None
+        self._lock: Lock | None = plan.ready
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if plan.ready is None:
+            self._thread = threading.Thread(target=self._run, name="repro-lock", daemon=True)
+            self._thread.start()
+
+    @property
+    def source(self) -> Path | None:
+        return self.plan.source
+
+    @property
+    def done(self) -> bool:
+        return self._thread is None or not self._thread.is_alive()
+
+    def _line(self, line: str) -> None:
+        self.lines.append(line)
+        if self._sink is not None:
+            self._sink(line)
+
+    def _run(self) -> None:
+        try:
+            self._lock = complete(self.plan, self._line)
+        except BaseException as e:  # handed to the caller of result()
+            self._error = e
+
+    def result(self, on_line: OnLine | None = None) -> Lock:
+        """Wait for the lock; lines pip-compile prints from now on go to ``on_line``.
+
+        Raises:
+            BuildError: the compile failed.
+        """
+        if self._thread is not None:
+            for line in list(self.lines):
+                if on_line:
+                    on_line(line)
+            self._sink = on_line
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._lock is not None
+        return self._lock
+
+
+def _compile(
+    text: str,
+    how: Resolution,
+    dest: Path,
+    on_line: OnLine | None,
+    previous: str | None = None,
+    upgrade: list[str] | None = None,
+) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
         src = Path(tmp) / "requirements.in"
         out = Path(tmp) / "requirements.txt"
-        src.write_text(text)
+        body = text
+        if how.constraints:
+            (Path(tmp) / "held.txt").write_text("\n".join(how.constraints) + "\n")
+            body += "\n-c held.txt\n"
+        src.write_text(body)
+        if previous is not None and upgrade != []:
+            out.write_text(previous)  # pip-compile keeps the pins it finds there unless upgrading
         cmd = [
             sys.executable, "-m", "piptools", "compile", "--generate-hashes", "--allow-unsafe",
-            "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--quiet",
+            "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--verbose",
             "--output-file", str(out), str(src),
         ]  # fmt: skip
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=1800)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise BuildError(f"pip-compile could not run: {e}", hint="pip install pip-tools") from e
-        if proc.returncode != 0 or not out.is_file():
-            lines = [ln for ln in proc.stderr.splitlines() if "is ignored" not in ln][-8:]
-            raise BuildError(
-                "pip-compile failed: " + " | ".join(lines),
-                hint="check the requirements; the packages must be installable for this Python",
-            )
-        body = "\n".join(ln for ln in out.read_text().splitlines() if not ln.startswith("#    pip-compile"))
-        tmp_dest = dest.with_name(f".{dest.name}.tmp")
-        tmp_dest.write_text(body + "\n")
+        if upgrade == []:
+            cmd.append("--upgrade")
+        for name in upgrade or []:
+            cmd += ["--upgrade-package", name]
+        if how.index_url:
+            cmd += ["--extra-index-url", how.index_url]
+        if how.pip_args():
+            cmd += ["--pip-args", " ".join(how.pip_args())]
+        lines = _stream(cmd, tmp, on_line)
+        if not out.is_file():
+            raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)
+        kept = [ln for ln in out.read_text().splitlines() if not ln.startswith("#    pip-compile")]
+        tmp_dest = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+        tmp_dest.write_text("\n".join(kept) + "\n")
         os.replace(tmp_dest, dest)
 
 
-def freeze_diff(recorded: list[str], current: list[str]) -> list[str]:
-    """Packages whose presence or version differs: `name: recorded → current`."""
+def _errors(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if ln.strip() and "is ignored" not in ln][-8:]
 
-    def split(items: list[str]) -> dict[str, str]:
-        return dict(i.split("==", 1) for i in items if "==" in i)
 
-    a, b = split(recorded), split(current)
-    out = []
-    for name in sorted(set(a) | set(b)):
-        if a.get(name) != b.get(name):
-            out.append(f"{name}: {a.get(name, 'absent')} → {b.get(name, 'absent')}")
-    return out
+def _stream(cmd: list[str], cwd: str, on_line: OnLine | None) -> list[str]:
+    """Run pip-compile, passing each line on as it comes; returns its lines.
+
+    Raises:
+        BuildError: pip-compile could not start, or failed.
+    """
+    try:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+    except OSError as e:
+        raise BuildError(f"pip-compile could not run: {e}", hint="pip install pip-tools") from e
+    lines: list[str] = []
+    assert proc.stdout is not None
+    try:
+        with proc.stdout:
+            for raw in proc.stdout:
+                line = raw.rstrip()
+                lines.append(line)
+                if on_line and line and "is ignored" not in line:
+                    on_line(line)
+        code = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if code != 0:
+        raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)
+    return lines
+
+
+def relock(
+    root: Path,
+    configured: str | None,
+    variant: str = "cpu",
+    upgrade: list[str] | None = None,
+    on_line: OnLine | None = None,
+) -> Lock:
+    """`repro lock`: the lock of ``variant``, compiled when stale or when upgrading.
+
+    Raises:
+        NotFoundError: nothing declared to lock.
+        BuildError: pip-compile failed.
+    """
+    plan = plan_lock(root, configured, variant)
+    if plan.source is None:
+        raise NotFoundError(
+            f"no declared dependencies in {root}: nothing to lock",
+            hint="add a requirements.in (or requirements.txt, or [project].dependencies)",
+        )
+    if plan.how is None:  # a hash-pinned requirements.txt is the lock as it is
+        assert plan.ready is not None
+        return plan.ready
+    return complete(plan, on_line, upgrade)

@@ -38,9 +38,7 @@ def cpu_info() -> tuple[str | None, list[str]]:
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key == "model name":
+        if key == "model name":  # the kernel's name beats platform.processor()'s architecture
             model = value.strip()
         elif key in ("flags", "Features") and not flags:
             flags = set(value.split())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -16,12 +15,11 @@ from repro.cli.events import on_event, progress_factory, raise_for_status, sigte
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.runner import RunRequest
-from repro.ui import diff as diff_render
+from repro.ui import check as render
 from repro.ui import records as records_render
-from repro.ui import verdict as render
 
 _EPILOG = """\b
-Exit status (stable; DESIGN.md "Exit codes"):
+Exit status (stable; README "Exit codes"):
   0    reproduced: every run identical (or within --atol/--rtol in gpu/off modes)
   2    usage or configuration error
   3    backend unavailable (no Docker engine for --backend docker, no GPU for --gpus)
@@ -91,9 +89,12 @@ def check(
     repro check --markdown summary.md -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
-    in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is recorded in the store (kind
-    "check"). Outputs, metrics and stdout of run 1 are compared with each later run;
-    on a difference the outputs that differ and the first divergence are printed.
+    in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is
+    recorded in the store (kind "check"; runs 2..N with their verdict against run 1, as
+    `repro ls` shows). Outputs, metrics and stdout of run 1 are compared with each later
+    run; on a difference the outputs that differ and the first divergence are printed.
+    Stdout compares with timings masked (compare.mask, compare.ignore_lines and
+    compare.stdout in repro.yaml); TensorBoard events and metric files by value.
 
     With --against, the capsule's recorded command is replayed against a fresh capture
     of the working tree (executed in a scratch directory; the tree is only read) and
@@ -148,65 +149,18 @@ def _announce(record: Record, app: AppContext) -> None:
 
 def _report(result: core.CheckResult, junit: Path | None, markdown: Path | None, as_json: bool) -> None:
     if junit:
-        junit.write_text(core.junit_xml(result))
+        junit.write_text(render.render_junit(result))
     if markdown:
-        markdown.write_text(_markdown(result))
+        markdown.write_text(render.render_markdown(result))
     if as_json:
-        ui.json_out(_json(result))
+        ui.json_out(render.render_json(result))
         return
-    if result.verdicts:
-        if result.kind == "against":
-            ui.out(f"check against {result.capsule}")
-            ui.out(render.render_text(result.verdicts[0]))
-        else:
-            ui.out(render.render_check_text(result.verdicts))
-    if result.diff is not None and not result.reproduced:
-        ui.out("")
-        ui.out(f"What changed since the capsule ({result.records[0].id} → {result.records[1].id})")
-        ui.out(diff_render.render_text(result.diff, colour=diff_render.colour_wanted()))
-    differing = result.differing_outputs()
-    if differing:
-        ui.out("")
-        ui.out("outputs that differ: " + ", ".join(differing))
+    text = render.render_text(result)
+    if text:
+        ui.out(text)
     if result.kind == "repeat" and result.records:
         ids = " ".join(r.id for r in result.records)
         ui.info(f"{len(result.records)} run(s) recorded (seed {result.seed}): {ids}")
-
-
-def _markdown(result: core.CheckResult) -> str:
-    if not result.verdicts and result.failed is not None:
-        r = result.failed.results
-        tail = "\n".join(r.stderr_tail[-20:])
-        return (
-            f"## ❌ Failed: run `{result.failed.id}` exited with status {r.exit_code}\n\n```\n{tail}\n```\n"
-        )
-    text = render.render_check_markdown(result.verdicts)
-    if result.kind == "against":
-        text = f"Check against `{result.capsule}`\n\n" + text
-    if result.diff is not None and not result.reproduced:
-        text += "\n### What changed since the capsule\n\n" + diff_render.render_markdown(result.diff)
-    return text
-
-
-def _json(result: core.CheckResult) -> dict[str, Any]:
-    data: dict[str, Any] = (
-        render.render_check_json(result.verdicts)
-        if result.verdicts
-        else {"status": result.status, "runs": []}
-    )
-    data["status"] = result.status
-    data |= {
-        "kind": result.kind,
-        "exit_code": int(result.exit_code),
-        "seed": result.seed,
-        "run_ids": [r.id for r in result.records],
-        "differing_outputs": result.differing_outputs(),
-    }
-    if result.capsule is not None:
-        data["capsule"] = result.capsule
-    if result.diff is not None:
-        data["diff"] = diff_render.render_json(result.diff)
-    return data
 
 
 COMMANDS = [check]

@@ -23,6 +23,19 @@ def _either_blob(first: Any, second: Any) -> Any:
     return read
 
 
+def _either_path(first: Any, second: Any) -> Any:
+    """A blob's file in run A's store, else in run B's; None when neither kept it."""
+
+    def open_blob(digest: str) -> Path | None:
+        for run in (first, second):
+            path: Path = run.blob_path(digest)
+            if path.is_file():
+                return path
+        return None
+
+    return open_blob
+
+
 @click.command("diff")
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
@@ -69,7 +82,7 @@ def diff(
     a = store.resolve(run_a)
     b = store.resolve(run_b)
     read = _either_blob(a, b)
-    result = diff_records(a.record, b.record, read, code=code)
+    result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b))
     if plot_path:
         path = diff_ui.plot_metrics(
             metric_rows(a.record, read),

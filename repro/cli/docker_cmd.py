@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     if lockfile is None:
         from repro.capture.deps import ensure_lock
 
-        found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.info)
+        variant = "cuda" if gpus else "cpu"
+        found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.build_line, variant=variant)
         if found.path is None:
             raise NotFoundError(
                 f"no declared dependencies in {app.store.root} to build an image from",
@@ -57,7 +59,7 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     with engine() as client:
         built = ensure_image(client, lockfile, base, template_for("all" if gpus else None), _show_event)
     if as_json:
-        data = built.as_dict()
+        data = dataclasses.asdict(built)
         data.pop("dockerfile_text")
         ui.json_out(data)
         return

@@ -57,6 +57,13 @@ def raise_for_status(record: Record) -> None:
         for line in tail:
             ui.log_line(line, "stderr")
         code, why = record.results.exit_code or 1, record.results.failure
+        failed = record.backend.details.get("failed")  # a multi-node job: the node and rank that failed
+        if isinstance(failed, dict):
+            message = (
+                f"rank {failed.get('rank')} on node {failed.get('node')} failed (exit status {code}); "
+                f"run {record.id} recorded as failed"
+            )
+            raise CommandFailed(code, tail, record.id, message=message)
         if why:  # repro knows why: a nondeterministic op under strict/gpu, a GPU hidden by strict mode
             message = f"{why['message']} (run {record.id}, recorded as failed)"
             raise CommandFailed(code, tail, record.id, message=message, hint=why.get("hint"))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from repro.config import BACKENDS, ISAS, MODES, Flags
+from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
+from repro.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,3 +131,106 @@ def replay_options(f: F) -> F:
     for option in (rtol, atol, allow_data_drift, data_root):
         f = option(f)
     return f
+
+
+@dataclass(frozen=True)
+class SlurmFlags:
+    """The allocation asked of sbatch on the command line; None (or empty) means not given."""
+
+    nodes: int | None = None
+    partition: str | None = None
+    time_limit: str | None = None
+    account: str | None = None
+    sbatch_args: tuple[str, ...] = ()
+    requeue: bool | None = None
+    node_env: str | None = None
+    detach: bool = False  # not a setting: this run only
+
+    _NAMES = {
+        "nodes": ("slurm_nodes", "--nodes"), "partition": ("slurm_partition", "--partition"),
+        "time_limit": ("slurm_time", "--time"), "account": ("slurm_account", "--account"),
+        "sbatch_args": ("slurm_sbatch_args", "--sbatch-arg"), "requeue": ("slurm_requeue", "--requeue"),
+        "node_env": ("slurm_environment", "--node-env"),
+    }  # fmt: skip
+
+    def given(self) -> dict[str, tuple[Any, str]]:
+        """Settings field → (value, flag) for the flags that were given."""
+        return {
+            field: (getattr(self, name), flag)
+            for name, (field, flag) in self._NAMES.items()
+            if getattr(self, name) not in (None, ())
+        }
+
+    def over(self, plan: Plan) -> Plan:
+        """The plan with these flags on top (they win over repro.yaml's `slurm:` section).
+
+        Raises:
+            UsageError: Slurm options given where the backend is not slurm.
+        """
+        given = self.given()
+        flags = [flag for _, flag in given.values()] + (["--detach"] if self.detach else [])
+        if not flags:
+            return plan
+        if plan.settings.backend != "slurm":
+            raise UsageError(
+                f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend slurm",
+                hint="add --backend slurm (or `backend: slurm` in repro.yaml)",
+            )
+        return plan.over(Layer(Rank.FLAG, given))
+
+
+_SLURM_FIELDS = (
+    "nodes",
+    "partition",
+    "time_limit",
+    "account",
+    "sbatch_args",
+    "requeue",
+    "node_env",
+    "detach",
+)
+
+
+def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the Slurm options of `run`; the command receives them as `slurm: SlurmFlags`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["slurm"] = SlurmFlags(**{name: kwargs.pop(name) for name in _SLURM_FIELDS})
+        return f(*args, **kwargs)
+
+    for option in reversed(
+        [
+            click.option(
+                "--nodes", type=click.IntRange(1), default=None,
+                help="Slurm: nodes to run on; torchrun on each, --nproc-per-node ranks per node.",
+            ),
+            click.option("--partition", default=None, help="Slurm: the partition (sbatch --partition)."),
+            click.option(
+                "--time", "time_limit", default=None, metavar="LIMIT",
+                help="Slurm: the job's time limit (sbatch --time, e.g. 00:30:00).",
+            ),
+            click.option("--account", default=None, help="Slurm: the account to charge (sbatch --account)."),
+            click.option(
+                "--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+                help="Slurm: one more sbatch argument, as given (repeatable), e.g. --sbatch-arg=--qos=high.",
+            ),
+            click.option(
+                "--requeue/--no-requeue", default=None,
+                help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
+                "120 s before the time limit, so it can save a checkpoint and continue from it.",
+            ),
+            click.option(
+                "--node-env", type=click.Choice(NODE_ENVIRONMENTS), default=None,
+                help="Slurm: what runs the command on the nodes: python (this interpreter, on a filesystem "
+                "the nodes share; default) or docker (the run's image, built from its lock).",
+            ),
+            click.option(
+                "--detach", is_flag=True, default=False,
+                help="Slurm: submit and return at once; `repro ls` shows the run pending or running, "
+                "and seals it once the job ended.",
+            ),
+        ]
+    ):  # fmt: skip
+        wrapper = option(wrapper)
+    return wrapper

@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from repro import ui
-from repro.capsule import pack, verify_tar
+from repro.capsule import Record, verify_tar
 from repro.cli.context import AppContext, pass_app
-from repro.errors import CapsuleInvalid
+from repro.errors import CapsuleInvalid, UsageError
+from repro.exporting import export_run
 from repro.ui import records as render
 
 
@@ -19,6 +20,11 @@ from repro.ui import records as render
 @pass_app
 def ls(app: AppContext, as_json: bool, last: int | None) -> None:
     """List the runs of this project, oldest first (incomplete ones included)."""
+    if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
+        from repro import detached
+        from repro.cli.events import on_event
+
+        detached.settle(app.store, on_event)
     rows = app.store.rows()
     if last is not None:
         rows = rows[-last:]
@@ -46,15 +52,77 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 @click.command("export")
 @click.argument("ref", default="latest")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Capsule file to write (default: <id>.tar).")  # fmt: skip
+              help="File to write (default: <id>.tar, <id>.sbatch or <id>.yaml).")  # fmt: skip
+@click.option(
+    "--as", "as_", type=click.Choice(["capsule", "slurm", "k8s", "k8s-job"]), default="capsule",
+    help="capsule: the .tar; slurm: a standalone sbatch script; k8s: a Kubeflow PyTorchJob "
+    "(a batch/v1 Job for one process); k8s-job: a batch/v1 Job on one node.",
+)  # fmt: skip
+@click.option(
+    "--image", default=None, metavar="REF",
+    help="slurm/k8s: the image to run, by digest (REGISTRY/NAME@sha256:…) once pushed; "
+    "default for k8s: the run's image.",
+)  # fmt: skip
+@click.option("--with-image", is_flag=True,
+              help="capsule: carry the environment image inside (docker save): the capsule replays with "
+              "no network, wheelhouse or base image.")  # fmt: skip
 @pass_app
-def export(app: AppContext, ref: str, output: str | None) -> None:
-    """Write a run as one self-contained capsule .tar (deterministic bytes)."""
+def export(
+    app: AppContext, ref: str, output: str | None, as_: str, image: str | None, with_image: bool
+) -> None:
+    """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
+
+    \b
+    repro export latest -o run.tar
+    repro export latest -o run.tar --with-image            the environment image travels inside
+    repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
+    repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
+    """
     loaded = app.store.resolve(ref)
-    dest = Path(output or f"{loaded.record.id}.tar")
-    pack(loaded.record, loaded.blob_path, dest)
-    size = dest.stat().st_size
-    ui.out(f"exported {loaded.record.id} → {dest} ({ui.human_bytes(size)})")
+    record = loaded.record
+    if as_ == "capsule":
+        dest = Path(output or f"{record.id}.tar")
+        if with_image:
+            ui.info("saving the environment image into the capsule (docker save)")
+        done = export_run(loaded, dest, with_image)
+        size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
+        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size})")
+        return
+    if with_image:
+        raise UsageError(
+            f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image"
+        )
+    if as_ == "slurm":
+        from repro.exporters.slurm import slurm_script
+
+        dest, text = Path(output or f"{record.id}.sbatch"), slurm_script(record, image)
+    else:
+        from repro.exporters.k8s import k8s_yaml
+
+        dest, text = (
+            Path(output or f"{record.id}.yaml"),
+            k8s_yaml(record, _k8s_image(record, image), as_ == "k8s-job"),
+        )
+    dest.write_text(text)
+    ui.out(f"exported {record.id} → {dest} ({as_})")
+
+
+def _k8s_image(record: Record, image: str | None) -> str:
+    """The image a manifest names: the one given, else the run's own image pinned by id.
+
+    Raises:
+        UsageError: no image given and the run has none (it ran on the local or slurm backend).
+    """
+    if image:
+        return image
+    built = record.deps.image
+    if built is None or not built.id:
+        raise UsageError(
+            f"run {record.id} ran without an image ({record.backend.name} backend)",
+            hint="pass --image REGISTRY/NAME@sha256:… (an image with the project's dependencies and code)",
+        )
+    ui.warn("the manifest names the local image by id; push it and pass --image with the registry's digest")
+    return f"{built.tag or 'repro-env'}@{built.id}"
 
 
 @click.command("verify")
@@ -67,17 +135,20 @@ def verify(app: AppContext, ref: str, as_json: bool) -> None:
     REF is a capsule .tar, or a run in the store (its blobs are re-hashed).
     """
     path = Path(ref)
+    image_size: int | None = None
     if path.is_file():
         verified = verify_tar(path)
-        record, count = verified.record, len(verified.members)
+        record, count, image_size = verified.record, len(verified.members), verified.image_size
     else:
         loaded = app.store.resolve(ref)
         record = loaded.record
         count = _verify_store_run(loaded.blob_path, record.blobs())
     if as_json:
-        ui.json_out({"ok": True, "id": record.id, "members": count, "format": record.format})
+        result = {"ok": True, "id": record.id, "members": count, "format": record.format}
+        ui.json_out({**result, "image_bytes": image_size})
     else:
-        ui.out(f"ok: {record.id} ({record.format}), {count} members verified")
+        image = f", image {ui.human_bytes(image_size)} included" if image_size is not None else ""
+        ui.out(f"ok: {record.id} ({record.format}), {count} members verified{image}")
 
 
 def _verify_store_run(blob_path: object, digests: set[str]) -> int:

@@ -62,6 +62,12 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
+
+    \b
+    Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
+    repro.yaml's compare.mask / compare.ignore_lines add patterns, compare.stdout: false
+    leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV
+    metric files value by value; --json gives each reason a code and its fields.
     """
     request = ReplayRequest(
         ref=ref,

@@ -10,7 +10,7 @@ from repro import runner, ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
-from repro.cli.options import execution_options
+from repro.cli.options import SlurmFlags, execution_options, slurm_options
 from repro.config import Flags, Plan
 from repro.errors import Interrupted
 from repro.ui import records as render
@@ -21,16 +21,18 @@ from repro.ui import records as render
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @execution_options
+@slurm_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
-def run(app: AppContext, command: tuple[str, ...], flags: Flags, as_json: bool) -> None:
+def run(app: AppContext, command: tuple[str, ...], flags: Flags, slurm: SlurmFlags, as_json: bool) -> None:
     """Run COMMAND under repro and seal its record.
 
     \b
     repro run train.py --lr 0.02                         (a .py first argument runs it with python)
     repro run --seed 42 --data data -- python train.py --lr 0.02
     repro run --backend local --outputs ckpt -- python -m mypkg.train
+    repro run --backend slurm --nodes 2 --partition gpu --time 01:00:00 train_ddp.py
 
     Options for repro go before the command (or before `--`); everything after belongs
     to the command. Exit status 4 when the command fails (the run is still recorded).
@@ -39,8 +41,35 @@ def run(app: AppContext, command: tuple[str, ...], flags: Flags, as_json: bool) 
     if argv and argv[0] == "--":
         argv = argv[1:]
     request = runner.RunRequest(argv=argv, cwd=Path.cwd())
-    record = run_and_report(app, request, app.plan(flags), as_json)
+    plan = slurm.over(app.plan(flags))
+    if slurm.detach:
+        submit_and_report(app, request, plan, as_json)
+        return
+    record = run_and_report(app, request, plan, as_json)
     raise_for_status(record)
+
+
+def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> None:
+    """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended."""
+    from repro import detached
+    from repro.backends.slurm import SlurmBackend
+
+    store = app.store
+    try:
+        with sigterm_interrupts():
+            prepared = runner.capture(request, plan, store, on_event, progress_factory)
+            backend = SlurmBackend(runner.slurm_options(plan.settings))
+            r = prepared.record
+            ui.info(
+                f"run {r.id} · backend slurm · mode {r.determinism.mode} · seed {r.seeds.master} · detached"
+            )
+            job_id = detached.submit(prepared, backend, store, on_event)
+    except KeyboardInterrupt as e:
+        raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
+    if as_json:
+        ui.json_out({"id": r.id, "status": "pending", "job_id": job_id, "detached": True})
+    else:
+        ui.out(f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended")
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:
@@ -50,7 +79,10 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
         with sigterm_interrupts():
             prepared = runner.capture(request, plan, store, on_event, progress_factory)
             backend = runner.select_backend(
-                plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+                plan.settings.backend,
+                on_event,
+                need_lock=prepared.declares_deps,
+                slurm=runner.slurm_options(plan.settings),
             )
             r = prepared.record
             ui.info(

@@ -44,7 +44,7 @@ from repro.diff.model import (
     Section,
 )
 from repro.diff.patches import reverse_patch, split_patch
-from repro.diff.reader import ReadBlob, SafeReader
+from repro.diff.reader import OpenBlob, ReadBlob, SafeReader
 from repro.diff.sections import (
     diff_code,
     diff_command,
@@ -79,6 +79,7 @@ __all__ = [
     "RANK_SEEDS",
     "RANK_SOFTWARE",
     "RANK_WORLD",
+    "OpenBlob",
     "ReadBlob",
     "RunSummary",
     "SECTIONS",
@@ -99,8 +100,16 @@ __all__ = [
 ]
 
 
-def diff_records(a: Record, b: Record, read_blob: ReadBlob, *, code: bool = False) -> DiffResult:
-    """Compare run A with run B; ``code=True`` adds the unified diff of changed source files."""
+def diff_records(
+    a: Record, b: Record, read_blob: ReadBlob, *, code: bool = False, open_blob: OpenBlob | None = None
+) -> DiffResult:
+    """Compare run A with run B; ``code=True`` adds the unified diff of changed source files.
+
+    ``open_blob`` gives a stored blob's file, so that outputs compare by content where
+    repro knows the format (TensorBoard events, metric files); without it, by hash.
+    When the results (metrics and outputs) are identical, no likely cause is ranked: the
+    differences are listed in ``without_effect`` instead.
+    """
     reader = SafeReader(read_blob)
     sections = [
         _section("command", diff_command(a, b, reader)),
@@ -111,13 +120,18 @@ def diff_records(a: Record, b: Record, read_blob: ReadBlob, *, code: bool = Fals
         _section("determinism", diff_determinism(a, b)),
         _section("environment", diff_env(a, b)),
         _section("metrics", diff_metrics(a, b, reader)),
-        _section("outputs", diff_outputs(a, b)),
+        _section("outputs", diff_outputs(a, b, open_blob)),
     ]
     by_name = {s.name: s for s in sections}
     results_differ = by_name["metrics"].differs or by_name["outputs"].differs
     causes = rank_causes(by_name, a, b, results_differ)
     return DiffResult(
-        a=_summary(a), b=_summary(b), sections=sections, likely_causes=causes, results_differ=results_differ
+        a=_summary(a),
+        b=_summary(b),
+        sections=sections,
+        likely_causes=causes if results_differ else [],
+        results_differ=results_differ,
+        without_effect=[] if results_differ else causes,
     )
 
 
@@ -132,6 +146,13 @@ def _summary(r: Record) -> RunSummary:
 
 
 def _section(name: str, body: Section) -> Section:
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for c in body.changes:  # one row per item, even where two records hold the same fact
+        if (c.key, c.scope) not in seen:
+            seen.add((c.key, c.scope))
+            unique.append(c)
+    body.changes = unique
     body.name = name
     body.title = dict(SECTIONS)[name]
     return body

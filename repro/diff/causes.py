@@ -9,6 +9,7 @@ from repro.determinism import ledger_text
 from repro.diff.changes import change_phrase
 from repro.diff.files import files_summary
 from repro.diff.model import Cause, Change, Section
+from repro.diff.sections import overridden
 
 # Cause ranks: lower is more likely. Changed inputs beat dependencies beat seeds beat
 # determinism settings beat hardware; gaps leave room for finer categories.
@@ -27,8 +28,16 @@ RANK_NONDETERMINISM = 90
 
 
 def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_differ: bool) -> list[Cause]:
-    """Rank the differences by how likely each is to have changed the results (first = most likely)."""
-    causes = _input_causes(sections) + _dependency_causes(sections) + _setting_causes(sections)
+    """Rank the differences by how likely each is to have changed the results (first = most likely).
+
+    Called for identical results too: then the list is what changed without effect. The
+    master seed of a script that seeds itself is never a cause (``overridden``).
+    """
+    causes = (
+        _input_causes(sections)
+        + _dependency_causes(sections)
+        + _setting_causes(sections, a, b, results_differ)
+    )
     causes += _environment_causes(sections["environment"], a, b)
     if results_differ:
         causes += _runtime_causes(a, b)
@@ -115,13 +124,18 @@ def _dependency_causes(sections: dict[str, Section]) -> list[Cause]:
     return causes
 
 
-def _setting_causes(sections: dict[str, Section]) -> list[Cause]:
+def _setting_causes(sections: dict[str, Section], a: Record, b: Record, results_differ: bool) -> list[Cause]:
     causes: list[Cause] = []
     seeds = sections["seeds"]
-    if seeds.differs:
-        causes.append(
-            Cause("seeds", "seed", f"seed changed: {seeds.summary}", RANK_SEEDS, _keys(seeds.changes))
+    # A script that seeds itself overrides repro's seeds: only its own seed values can matter
+    # (listed all the same among the differences without effect when the results are identical).
+    moot = overridden(a, b) is not None and results_differ
+    counted = [c for c in seeds.changes if c.scope == "script" or not moot]
+    if counted:
+        reason = "seed changed: " + (
+            seeds.summary if len(counted) == len(seeds.changes) else ", ".join(map(change_phrase, counted))
         )
+        causes.append(Cause("seeds", "seed", reason, RANK_SEEDS, _keys(counted)))
     det = sections["determinism"]
     if det.differs:
         reason = f"determinism settings changed: {det.summary}"

@@ -185,8 +185,9 @@ class DiffResult:
     a: RunSummary
     b: RunSummary
     sections: list[Section]
-    likely_causes: list[Cause]
+    likely_causes: list[Cause]  # empty when the results are identical: nothing to explain
     results_differ: bool
+    without_effect: list[Cause] = field(default_factory=list)  # input differences, results identical
 
     @property
     def differs(self) -> bool:
@@ -212,6 +213,7 @@ class DiffResult:
             "differs": self.differs,
             "results_differ": self.results_differ,
             "likely_causes": [c.to_dict(i + 1) for i, c in enumerate(self.likely_causes)],
+            "without_effect": [c.to_dict(i + 1) for i, c in enumerate(self.without_effect)],
             "sections": [s.to_dict() for s in self.sections],
         }
 

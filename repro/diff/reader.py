@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 ReadBlob = Callable[[str], "bytes | None"]
+OpenBlob = Callable[[str], "Path | None"]  # a stored blob's file, for formats read by path
 
 
 class SafeReader:

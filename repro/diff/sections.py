@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
-from repro.capsule import Record
+from repro.capsule import FileEntry, Record
 from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
 from repro.diff.files import (
     MAX_GROUPS,
@@ -19,8 +20,10 @@ from repro.diff.files import (
 from repro.diff.metrics import first_divergence, metric_rows, series
 from repro.diff.model import Change, Section
 from repro.diff.patches import patch_changes
-from repro.diff.reader import SafeReader
+from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
+from repro.outputs import OutputDiff, Outputs, compare_outputs
+from repro.tolerance import STRICT
 from repro.units import human_bytes, plural
 
 # --------------------------------------------------------------------------- command
@@ -34,7 +37,7 @@ def _param_name(flag: str) -> str:
 
 
 def _argv_skeleton(argv: list[str], params: dict[str, Any]) -> list[str]:
-    """argv with the hyper-parameter values taken out, to see changes params do not explain."""
+    """argv with the hyper-parameter flags and values taken out, to see changes params do not explain."""
     out: list[str] = []
     skip = False
     for i, token in enumerate(argv):
@@ -43,7 +46,6 @@ def _argv_skeleton(argv: list[str], params: dict[str, Any]) -> list[str]:
             continue
         m = _FLAG.match(token)
         if m and _param_name(m.group(1)) in params:
-            out.append(token.split("=", 1)[0])
             if m.group(2) is None and i + 1 < len(argv) and not _FLAG.match(argv[i + 1]):
                 skip = True
             continue
@@ -56,8 +58,10 @@ def diff_command(a: Record, b: Record, read: SafeReader) -> Section:
     ca, cb = a.command, b.command
     changes = dict_changes(ca.params, cb.params, "param")
     changes += dict_changes(a.results.params, b.results.params, "logged", prefix="logged:")
-    skel_a = _argv_skeleton(ca.argv, ca.params)
-    skel_b = _argv_skeleton(cb.argv, cb.params)
+    # A flag added or removed is a hyper-parameter row already: the skeleton leaves out both sides' flags.
+    both = {**ca.params, **cb.params}
+    skel_a = _argv_skeleton(ca.argv, both)
+    skel_b = _argv_skeleton(cb.argv, both)
     if skel_a != skel_b:
         changes.append(
             Change(key="argv", kind="changed", scope="argv", old=shlex.join(ca.argv), new=shlex.join(cb.argv))
@@ -306,23 +310,66 @@ def _pkg_phrase(c: Change) -> str:
 # --------------------------------------------------------------------------- seeds, determinism
 
 
+def script_seed_phrase(r: Record) -> str | None:
+    """``torch.manual_seed(1337)`` (and how many more) for a script that seeded itself, else None."""
+    seeds = r.seeds.script_seeds
+    if not seeds:
+        return None
+    first = seeds[0]
+    more = f" and {len(seeds) - 1} more" if len(seeds) > 1 else ""
+    return f"{first.get('api')}({first.get('value')!r}){more}"
+
+
+def overridden(a: Record, b: Record) -> str | None:
+    """Why the master seed has no effect: the script's own seeding, as a phrase; None when it counts."""
+    phrase = script_seed_phrase(a) or script_seed_phrase(b)
+    return f"overridden by the script ({phrase})" if phrase else None
+
+
+def _script_seed_values(r: Record) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for s in r.seeds.script_seeds:
+        values.setdefault(f"script {s.get('api')}", s.get("value"))
+    return values
+
+
 def diff_seeds(a: Record, b: Record) -> Section:
-    """The seeds section: master seed, how it was drawn, derived and per-rank seeds."""
+    """The seeds section: master seed, derived and per-rank seeds, and the seeds the script set itself.
+
+    How the master seed was chosen (drawn or given) is not a difference when its value is the
+    same. When either script seeds its RNGs itself, repro's master seed is overridden: the
+    master row says so, and the script's own seed values are compared instead.
+    """
     sa, sb = a.seeds, b.seeds
+    notes: list[str] = []
+    why = overridden(a, b)
     changes = scalar("master", sa.master, sb.master, "seed")
-    changes += scalar("drawn", sa.drawn, sb.drawn, "seed")
     changes += scalar("PYTHONHASHSEED", sa.pythonhashseed, sb.pythonhashseed, "seed")
     if not changes or changes[0].key != "master":
         changes += dict_changes(sa.derived, sb.derived, "derived")
         flat_a = {f"rank{r}.{k}": v for r, d in sa.per_rank.items() for k, v in d.items()}
         flat_b = {f"rank{r}.{k}": v for r, d in sb.per_rank.items() for k, v in d.items()}
         changes += dict_changes(flat_a, flat_b, "derived")
+    if why:
+        for c in changes:
+            if c.scope in ("seed", "derived") and c.key != "PYTHONHASHSEED":
+                c.detail = why
+        notes.append(f"repro's master seed is {why}")
+    changes += dict_changes(_script_seed_values(a), _script_seed_values(b), "script")
+    if sa.drawn != sb.drawn and sa.master == sb.master:
+        notes.append(f"seed {sa.master} in both ({'drawn' if sa.drawn else 'given'} in A, "
+                     f"{'drawn' if sb.drawn else 'given'} in B)")  # fmt: skip
     master = next((c for c in changes if c.key == "master"), None)
+    script = [c for c in changes if c.scope == "script"]
+    parts = []
     if master:
-        summary = f"seed {master.old} → {master.new}" + (" (drawn)" if sb.drawn or sa.drawn else "")
-    else:
-        summary = ", ".join(f"{c.key} {fmt_value(c.old)} → {fmt_value(c.new)}" for c in changes[:3])
-    return Section(name="", title="", changes=changes, summary=summary)
+        parts.append(f"seed {master.old} → {master.new}" + (" (drawn)" if sb.drawn or sa.drawn else ""))
+        if why:
+            parts[-1] += f", {why}"
+    parts += [change_phrase(c) for c in script]
+    if not parts:
+        parts = [f"{c.key} {fmt_value(c.old)} → {fmt_value(c.new)}" for c in changes[:3]]
+    return Section(name="", title="", changes=changes, summary=", ".join(parts), notes=notes)
 
 
 def diff_determinism(a: Record, b: Record) -> Section:
@@ -331,7 +378,10 @@ def diff_determinism(a: Record, b: Record) -> Section:
     changes = scalar("mode", da.mode, db.mode, "mode")
     changes += scalar("threads", da.threads, db.threads, "knob")
     changes += scalar("isa", da.isa, db.isa, "knob")
-    changes += dict_changes(da.knobs, db.knobs, "knob")
+    shown = {"mode", "threads", "isa"}  # recorded both as fields and as knobs: one row each
+    knobs_a = {k: v for k, v in da.knobs.items() if k not in shown}
+    knobs_b = {k: v for k, v in db.knobs.items() if k not in shown}
+    changes += dict_changes(knobs_a, knobs_b, "knob")
     changes += dict_changes(da.env, db.env, "env")
     summary = ", ".join(change_phrase(c) for c in changes[:4])
     if len(changes) > 4:
@@ -418,13 +468,25 @@ def _metric_phrase(c: Change) -> str:
 # --------------------------------------------------------------------------- outputs
 
 
-def diff_outputs(a: Record, b: Record) -> Section:
-    """The outputs section: run status, exit code and output files."""
+def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Section:
+    """The outputs section: run status, exit code and output files.
+
+    Files compare as a replay compares them (`repro.outputs`), exactly: TensorBoard event
+    files by directory, tag and step, and metric files by value, timings left out, when
+    ``open_blob`` finds their stored bytes; tensor files by hash.
+    """
     ra, rb = a.results, b.results
     changes = scalar("status", ra.status, rb.status, "status")
     changes += scalar("exit_code", ra.exit_code, rb.exit_code, "status")
-    files = file_changes(ra.outputs, rb.outputs, "file")
+
+    def opener(entry: FileEntry) -> Path | None:
+        return open_blob(entry.hash) if open_blob is not None and entry.stored else None
+
+    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, list(rb.outputs), opener)
+    compared = compare_outputs(side_a, side_b, STRICT, tensors=False)
+    files = [_output_change(d) for d in compared if d.status != "same"]
     changes += files
+    notes = [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
     parts = []
     if any(c.key == "status" for c in changes):
         parts.append(f"status {ra.status} → {rb.status}")
@@ -436,4 +498,17 @@ def diff_outputs(a: Record, b: Record) -> Section:
         changes=changes,
         summary=", ".join(parts),
         groups=group_by_dir(files) if len(files) > MAX_GROUPS else [],
+        notes=notes,
     )
+
+
+def _output_change(d: OutputDiff) -> Change:
+    kind = {"missing": "removed", "added": "added"}.get(d.status, "changed")
+    old, new = d.original_size, d.replay_size
+    delta = (new or 0) - (old or 0)
+    detail = None
+    if d.values is not None and d.values.first is not None:
+        f = d.values.first
+        at = f" at step {f.step}" if f.step is not None else ""
+        detail = f"{f.name}{at}: {fmt_value(f.original)} → {fmt_value(f.replay)}"
+    return Change(key=d.path, kind=kind, scope="file", old=old, new=new, delta=delta, detail=detail)

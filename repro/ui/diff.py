@@ -1,8 +1,9 @@
 """Rendering of a `DiffResult`: text for people, Markdown for PR comments, JSON for programs, plots.
 
-The text starts with the ranked likely causes, so the answer is in the first lines;
-sections follow. Lines stay within 100 columns (patches excepted), coloured only when
-asked (the CLI asks when stdout is a terminal and NO_COLOR is unset).
+The text starts with the answer: identical results and what changed without effect on
+them, or the ranked likely causes of the difference; sections follow. Lines stay within
+100 columns (patches excepted), coloured only when asked (the CLI asks when stdout is a
+terminal and NO_COLOR is unset).
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
         lines = [f"No recorded differences between {a} and {b}."]
         if not show_all:
             return "\n".join(lines)
+    elif not result.results_differ:
+        n = sum(1 for s in result.sections if s.differs)
+        head = f"{a} → {b}: results identical; {n} of {len(result.sections)} sections differ"
+        lines = [p(_fit(head), "bold"), "  changed without effect on results:"]
+        lines += [_fit(f"  - {cause.reason}") for cause in result.without_effect]
     else:
         n = sum(1 for s in result.sections if s.differs)
         head = _fit(f"{a} → {b}: {n} of {len(result.sections)} sections differ; likely causes:")
@@ -208,6 +214,9 @@ def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
     lines = [f"### repro diff `{result.a.id}` → `{result.b.id}`", ""]
     if not result.differs:
         lines.append("No recorded differences.")
+    elif not result.results_differ:
+        lines += ["**Results identical** (metrics and outputs). Changed without effect on results:", ""]
+        lines += [f"- {c.reason}" for c in result.without_effect]
     else:
         lines += ["**Likely causes**, most likely first:", ""]
         lines += [f"{i}. {c.reason}" for i, c in enumerate(result.likely_causes, 1)]

@@ -78,6 +78,28 @@ def world_text(record: Record) -> str:
     return text
 
 
+def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
+    """``slurm  job 16 completed on n[1-2], partition debug, Slurm 22.05.8`` and one line per node."""
+    job = (
+        f"job {slurm.get('job_id')} {str(slurm.get('state', '?')).lower()} on {slurm.get('node_list') or '-'}"
+    )
+    job += f", partition {slurm.get('partition') or '-'}, Slurm {slurm.get('version') or '?'}"
+    if slurm.get("restarts"):
+        job += f", {slurm['restarts']} restart(s)"
+    lines = [("slurm", job)]
+    ranks: dict[str, list[str]] = {}
+    for rank, node in (slurm.get("rank_nodes") or {}).items():
+        ranks.setdefault(str(node), []).append(str(rank))
+    for name, hw in sorted((slurm.get("node_hardware") or {}).items()):
+        memory = ui.human_bytes(int(hw["memory_bytes"])) if hw.get("memory_bytes") else "?"
+        gpus = f", {len(hw['gpus'])}× {hw['gpus'][0]}" if hw.get("gpus") else ""
+        text = f"{name}: {hw.get('cpu_count')}× {hw.get('cpu_model')}, {memory}{gpus}"
+        if ranks.get(name):
+            text += f"; rank {', '.join(ranks[name])}"
+        lines.append(("node", text))
+    return lines
+
+
 def show_text(record: Record) -> str:
     """A human summary of a record, one fact per line."""
     r = record
@@ -109,9 +131,14 @@ def show_text(record: Record) -> str:
     d = r.deps
     if d.lockfile:
         torch = next((q for q in d.requirements if q.startswith("torch==")), None)
-        lines.append(("deps", f"{d.lockfile} ({len(d.requirements)} pinned{', ' + torch if torch else ''})"))
+        variant = f"{d.variant} lock, " if d.variant else ""
+        lines.append(("deps", f"{d.lockfile} ({variant}{len(d.requirements)} pinned"
+                      f"{', ' + torch if torch else ''})"))  # fmt: skip
+        for mismatch in d.mismatches:
+            lines.append(("deps", f"! not as locked: {mismatch}"))
     if d.image:
         reuse = "reused" if d.image.reused else f"built in {d.image.build_seconds or 0:.0f}s"
+        reuse = "loaded from the capsule" if d.image.loaded else reuse
         lines.append(("image", f"{d.image.tag} ({(d.image.id or '')[:19]}, {reuse}), base {d.image.base}"))
     seed_note = "drawn" if r.seeds.drawn else "given"
     lines.append(("seed", f"{r.seeds.master} ({seed_note}); PYTHONHASHSEED {r.seeds.pythonhashseed}"))
@@ -143,6 +170,9 @@ def show_text(record: Record) -> str:
         lines.append(("script seeds", own))
     if r.command.nproc_per_node > 1 or r.env.world_size > 1:
         lines.append(("world", world_text(r)))
+    slurm = r.backend.details.get("slurm")
+    if isinstance(slurm, dict):
+        lines += slurm_lines(slurm)
     e = r.env
     env = f"Python {e.python}, torch {e.torch or '-'}, {e.os}, {e.cpu_model or e.machine}"
     if e.gpus:

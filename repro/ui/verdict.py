@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict, worst_status
+from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.steptrace import describe as describe_trace
 from repro.ui import style
 
@@ -20,13 +20,13 @@ WIDTH = 100
 MAX_TENSORS = 10  # differing tensors listed per output, largest difference first
 MAX_OUTPUTS = 30  # changed outputs listed; the rest are counted
 
-_HEAD = {
+HEAD = {
     "identical": ("IDENTICAL", "green"),
     "within_tolerance": ("WITHIN TOLERANCE", "green"),
     "diverged": ("DIVERGED", "red"),
     "failed": ("FAILED", "red"),
 }
-_MD_HEAD = {
+MD_HEAD = {
     "identical": "✅ Reproduced: identical",
     "within_tolerance": "✅ Reproduced: within tolerance",
     "diverged": "❌ Not reproduced: diverged",
@@ -79,7 +79,8 @@ def _where(m: MetricDivergence) -> str:
     return f"step {m.step}" if m.step is not None else f"value #{m.index + 1}"
 
 
-def _metric_text(m: MetricDivergence) -> str:
+def metric_text(m: MetricDivergence) -> str:
+    """Where and how a metric series diverged, in one line."""
     at = _where(m)
     if m.kind == "value":
         return f"{m.name} at {at}: {_val(m.original)} → {_val(m.replay)} (abs {_num(m.abs_diff)})"
@@ -107,7 +108,8 @@ def _values_detail(o: OutputDiff) -> str:
     return f"{r.differing} value(s) differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
 
 
-def _output_detail(o: OutputDiff) -> str:
+def output_detail(o: OutputDiff) -> str:
+    """How an output differs, in a few words (its path not included)."""
     if o.status == "missing":
         return "missing from the replay"
     if o.status == "added":
@@ -138,7 +140,7 @@ def _output_detail(o: OutputDiff) -> str:
 def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False) -> str:
     """The verdict for a terminal: head, summary, reasons, then each part that differs."""
     paint = (lambda s, c: style(s, c)) if colour else (lambda s, c: s)
-    label, hue = _HEAD[verdict.status]
+    label, hue = HEAD[verdict.status]
     pair = f"{verdict.original or 'original'} → {verdict.replay or 'replay'}"
     lines = [_fit(f"{paint(label, hue)}  {pair}  ({_tolerance(verdict)})"), _fit(verdict.summary)]
     if verdict.reasons and len(verdict.reasons) > 1:
@@ -149,7 +151,7 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
         m = verdict.metrics
         ok = paint("within tolerance", "green") if m.within_tolerance else paint("diverged", "red")
         lines += ["", f"{paint('Metrics', 'bold')}  {ok}; {m.differing} value(s) differ"]
-        lines.append(_fit(f"  {_metric_text(m)}"))
+        lines.append(_fit(f"  {metric_text(m)}"))
         if m.max_abs is not None:
             lines.append(f"  largest difference {_num(m.max_abs)}")
     if verdict.stdout is not None:
@@ -177,7 +179,7 @@ def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
     for o in shown[:MAX_OUTPUTS]:
         colour = "green" if o.within_tolerance else "red"
         mark = paint(_MARK[o.status], colour)
-        detail = _output_detail(o)
+        detail = output_detail(o)
         if o.status == "changed" and o.tensors is None:
             detail += f"  {_short_hash(o.original_hash)} → {_short_hash(o.replay_hash)}"
         lines.append(_fit(f"  {mark} {o.path:<{width}}  {detail}"))
@@ -218,18 +220,10 @@ def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
     lines = ["", head]
     lines.append(_fit(paint("  - ", "red") + (s.original if s.original is not None else "(no line)")))
     lines.append(_fit(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)")))
+    if s.original_value is not None:
+        name = f"{s.field} " if s.field else ""
+        lines.append(_fit(f"  first value that differs: {name}{s.original_value} → {s.replay_value}"))
     return lines
-
-
-def render_check_text(verdicts: Sequence[Verdict], *, colour: bool = True) -> str:
-    """Several verdicts (run 1 against runs 2..N): an overall line, then each verdict."""
-    status = worst_status(verdicts)
-    label, hue = _HEAD[status]
-    head = f"{style(label, hue) if colour else label}  {len(verdicts) + 1} runs compared with the first"
-    parts = [head]
-    for v in verdicts:
-        parts += ["", render_text(v, colour=colour)]
-    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -240,42 +234,37 @@ def render_json(verdict: Verdict) -> dict[str, Any]:
     return verdict.to_dict()
 
 
-def render_check_json(verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """Several verdicts as one JSON-able dict with the overall status first."""
-    return {"status": worst_status(verdicts), "runs": [v.to_dict() for v in verdicts]}
-
-
 # --------------------------------------------------------------------------- Markdown
 
 
-def _md(text: Any) -> str:
+def md_cell(text: Any) -> str:
     """A Markdown table cell: pipes escaped, newlines flattened."""
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def _code(text: Any) -> str:
-    return f"`{_md(text).replace('`', '')}`"
+def md_code(text: Any) -> str:
+    return f"`{md_cell(text).replace('`', '')}`"
 
 
-def _row(cells: Sequence[str]) -> str:
+def md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
 def render_markdown(verdict: Verdict, *, level: int = 3) -> str:
     """The verdict as Markdown for a PR comment or a CI job summary: a checks table, then details."""
     h = "#" * level
-    lines = [f"{h} {_MD_HEAD[verdict.status]}", ""]
-    pair = f"{_code(verdict.original or 'original')} → {_code(verdict.replay or 'replay')}"
+    lines = [f"{h} {MD_HEAD[verdict.status]}", ""]
+    pair = f"{md_code(verdict.original or 'original')} → {md_code(verdict.replay or 'replay')}"
     lines.append(f"{pair} · {_tolerance(verdict)}")
-    lines += ["", f"> {_md(verdict.summary)}", ""]
-    lines += [_row(["", "check", "result", "detail"]), _row(["---"] * 4)]
-    lines += [_row(r) for r in _md_checks(verdict)]
+    lines += ["", f"> {md_cell(verdict.summary)}", ""]
+    lines += [md_row(["", "check", "result", "detail"]), md_row(["---"] * 4)]
+    lines += [md_row(r) for r in _md_checks(verdict)]
     changed = [o for o in verdict.outputs if o.status != "same"]
     if changed:
         lines += ["", f"{h}# Outputs that differ", ""]
         lines += [
-            _row(["output", "status", "tensor", "shape", "dtype", "max abs", "max rel", ""]),
-            _row(["---"] * 8),
+            md_row(["output", "status", "tensor", "shape", "dtype", "max abs", "max rel", ""]),
+            md_row(["---"] * 8),
         ]
         for o in changed[:MAX_OUTPUTS]:
             lines += _md_output_rows(o)
@@ -300,14 +289,14 @@ def _mark(ok: bool) -> str:
 def _md_checks(v: Verdict) -> list[list[str]]:
     rows = []
     if v.status == "failed":
-        rows.append([_mark(False), "run", "failed", _md(v.reasons[0].message if v.reasons else "")])
+        rows.append([_mark(False), "run", "failed", md_cell(v.reasons[0].message if v.reasons else "")])
     n, changed = len(v.outputs), v.changed_outputs
     if not changed:
         rows.append([_mark(True), "outputs", f"{n} identical", ""])
     else:
         ok = all(o.within_tolerance for o in changed) and v.mode != "strict"
         first = changed[0]
-        detail = f"{_code(first.path)} {_md(_output_detail(first))}"
+        detail = f"{md_code(first.path)} {md_cell(output_detail(first))}"
         if len(changed) > 1:
             detail += f" (+{len(changed) - 1} more)"
         result = "within tolerance" if ok else "diverged"
@@ -317,34 +306,39 @@ def _md_checks(v: Verdict) -> list[list[str]]:
         rows.append([_mark(True), "metrics", "equal", ""])
     else:
         ok = m.within_tolerance and v.mode != "strict"
-        rows.append([_mark(ok), "metrics", "within tolerance" if ok else "diverged", _md(_metric_text(m))])
+        rows.append([_mark(ok), "metrics", "within tolerance" if ok else "diverged", md_cell(metric_text(m))])
     s = v.stdout
     if s is None:
         rows.append([_mark(True), "stdout", "equal", ""])
     else:
         ok = s.within_tolerance and v.mode != "strict"
-        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", f"from line {s.line}"])
+        detail = f"from line {s.line}"
+        if s.original_value is not None:
+            detail += f": {s.field + ' ' if s.field else ''}{s.original_value} → {s.replay_value}"
+        rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", md_cell(detail)])
     t = v.trace
     if t is not None:
         ok = t.within_tolerance and v.mode != "strict"
-        rows.append([_mark(ok), "trace", "within tolerance" if ok else "diverged", _md(describe_trace(t))])
+        rows.append(
+            [_mark(ok), "trace", "within tolerance" if ok else "diverged", md_cell(describe_trace(t))]
+        )
     return rows
 
 
 def _md_output_rows(o: OutputDiff) -> list[str]:
     t = o.tensors
-    path = _code(o.path)
+    path = md_code(o.path)
     if t is None:
-        return [_row([path, o.status, "", "", "", "", "", _md(_output_detail(o))])]
+        return [md_row([path, o.status, "", "", "", "", "", md_cell(output_detail(o))])]
     rows = []
     for d in _worst_tensors(t)[:MAX_TENSORS]:
         shape = "[" + ", ".join(str(s) for s in d.shape) + "]"
         rows.append(
-            _row(
+            md_row(
                 [
                     path,
                     o.status,
-                    _code(d.name),
+                    md_code(d.name),
                     shape,
                     d.dtype,
                     _num(d.max_abs),
@@ -355,21 +349,20 @@ def _md_output_rows(o: OutputDiff) -> list[str]:
         )
     for m in t.mismatched[:MAX_TENSORS]:
         rows.append(
-            _row(
-                [path, o.status, _code(m.name), "", "", "", "", _md(f"{m.reason}: {m.original} → {m.replay}")]
+            md_row(
+                [
+                    path,
+                    o.status,
+                    md_code(m.name),
+                    "",
+                    "",
+                    "",
+                    "",
+                    md_cell(f"{m.reason}: {m.original} → {m.replay}"),
+                ]
             )
         )
     for label, names in (("only in original", t.only_original), ("only in replay", t.only_replay)):
         for name in names[:MAX_TENSORS]:
-            rows.append(_row([path, o.status, _code(name), "", "", "", "", label]))
-    return rows or [_row([path, o.status, "", "", "", "0", "0", "bytes differ, every tensor equal"])]
-
-
-def render_check_markdown(verdicts: Sequence[Verdict]) -> str:
-    """Several verdicts as one Markdown document: an overview table, then each verdict."""
-    status = worst_status(verdicts)
-    lines = [f"## {_MD_HEAD[status]}", "", _row(["run", "against", "verdict", "summary"]), _row(["---"] * 4)]
-    for v in verdicts:
-        lines.append(_row([_code(v.replay), _code(v.original), v.status, _md(v.summary)]))
-    body = "\n".join(lines) + "\n"
-    return body + "".join("\n" + render_markdown(v, level=3) for v in verdicts if v.status != "identical")
+            rows.append(md_row([path, o.status, md_code(name), "", "", "", "", label]))
+    return rows or [md_row([path, o.status, "", "", "", "0", "0", "bytes differ, every tensor equal"])]

@@ -41,6 +41,13 @@ def test_a_seeded_command_reproduces(project, cli, tmp_path: Path) -> None:  # t
     rows = Store(project.root).rows()
     assert [row.kind for row in rows] == ["check", "check"]
     assert {row.parent for row in rows} == {None, next(row.id for row in rows if row.parent is None)}
+    first = next(row for row in rows if row.parent is None)
+    later = next(row for row in rows if row.parent is not None)
+    assert (first.verdict, later.verdict) == (None, "identical")  # written into the record before sealing
+    verification = Store(project.root).load_run(later.id).record.verification
+    assert verification is not None and verification["of"] == first.id
+    listing = cli("ls", cwd=project.root)
+    assert f"(check of {first.id}: identical)" in listing.out
 
 
 def test_os_entropy_fails_with_exit_five_naming_the_output(project, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -60,6 +67,7 @@ def test_os_entropy_fails_with_exit_five_naming_the_output(project, cli, tmp_pat
     assert len(cases) == 2 * 3  # runs 2 and 3 against run 1: one output, metrics, stdout each
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert failed == ["run 1 vs run 2: output outputs/noise.bin", "run 1 vs run 3: output outputs/noise.bin"]
+    assert sorted(str(row.verdict) for row in Store(project.root).rows()) == ["None", "diverged", "diverged"]
 
 
 def test_one_seed_for_every_run(project, cli) -> None:  # type: ignore[no-untyped-def]

@@ -85,7 +85,9 @@ def repro(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return code, captured.out, captured.err
 
 
-def test_text_names_causes_in_the_first_three_lines(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_text_names_causes_in_the_first_three_lines(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = repro(capsys, "-C", str(project), "diff", "latest~1", "latest")
     assert code == 0 and err == ""
     lines = out.splitlines()
@@ -97,20 +99,20 @@ def test_text_names_causes_in_the_first_three_lines(project: Path, capsys: pytes
     assert "EPOCHS" not in out  # no code diff without --code
 
 
-def test_code_flag_adds_the_unified_diff(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_code_flag_adds_the_unified_diff(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--code")
     assert code == 0
     assert "+EPOCHS = 4" in out and "-EPOCHS = 3" in out
 
 
-def test_exit_code_like_git_diff(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_exit_code_like_git_diff(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--exit-code")[0] == 1
     code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, LESLIE[:13], "--exit-code")
     assert code == 0
     assert out == f"No recorded differences between {LESLIE} and {LESLIE}.\n"
 
 
-def test_json_document(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_json_document(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--json")
     assert code == 0
     data = json.loads(out)
@@ -129,7 +131,7 @@ def test_json_document(project: Path, capsys: pytest.CaptureFixture[str]):
     }
 
 
-def test_markdown_and_all(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_markdown_and_all(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--markdown", "--all")
     assert code == 0
     assert out.startswith(f"### repro diff `{LESLIE}` → `{DAVE}`")
@@ -137,19 +139,19 @@ def test_markdown_and_all(project: Path, capsys: pytest.CaptureFixture[str]):
     assert "| ↑ | `numpy` | 1.26.0 | 1.26.4 |  |" in out
 
 
-def test_json_and_markdown_are_exclusive(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_json_and_markdown_are_exclusive(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--json", "--markdown")
     assert code == 2 and out == ""
     assert "--json and --markdown are exclusive" in err
 
 
-def test_unknown_ref_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]):
+def test_unknown_ref_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, "nope")
     assert code == 2 and out == ""
     assert "no run matches 'nope'" in err
 
 
-def test_capsule_file_as_a_ref(project: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path):
+def test_capsule_file_as_a_ref(project: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     store = Store(project)
     loaded = store.load_run(LESLIE)
     tar = pack(loaded.record, loaded.blob_path, tmp_path / "leslie.tar")
@@ -161,7 +163,7 @@ def test_capsule_file_as_a_ref(project: Path, capsys: pytest.CaptureFixture[str]
     assert metrics["divergence"]["step"] == 0  # the series came from the capsule's own blob
 
 
-def test_plot_writes_a_png(project: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path):
+def test_plot_writes_a_png(project: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "plots" / "curves.png"
     code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--plot", str(target))
     assert code == 0
@@ -169,7 +171,7 @@ def test_plot_writes_a_png(project: Path, capsys: pytest.CaptureFixture[str], tm
     assert "curves.png" in err and out.startswith(LESLIE)
 
 
-def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]):
+def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = repro(capsys, "diff", "--help")
     assert code == 0
     for option in ("--json", "--markdown", "--code", "--plot", "--exit-code", "--all"):

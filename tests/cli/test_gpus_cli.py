@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from repro.backends import local
-from tests.conftest import Project
+from tests.conftest import Cli, Project
 
 
 def _project(project: Project) -> Project:
@@ -19,8 +19,8 @@ def _project(project: Project) -> Project:
 
 def test_local_gpus_asked_for_and_none_present_exits_3(
     project: Project,
-    cli,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+    cli: Cli,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(local, "_gpu_count", lambda: 0)  # as on a CPU-only machine
     r = cli("run", "--backend", "local", "--gpus", "1", "--", "python", "t.py", cwd=_project(project).root)

@@ -108,7 +108,7 @@ def train(project: Path, lr: str, batch_size: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_dave_and_leslie(project: Path):
+def test_dave_and_leslie(project: Path) -> None:
     train(project, "0.1", "32")  # Leslie
     train(project, "0.1", "32")  # Leslie again, nothing changed
     same = repro(project, "diff", "latest~1", "latest", "--exit-code")

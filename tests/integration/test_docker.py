@@ -15,11 +15,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from repro.backends import docker as backend
-from repro.backends.base import Event, RunSpec
+from repro.backends.base import BuiltImage, Event, RunSpec
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, ExitCode
 from tests.conftest import QUICKSTART_LOCK, REPO, Project
@@ -69,7 +70,7 @@ def engine_ready() -> None:
 
 
 @pytest.fixture(scope="session")
-def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) -> BuiltImage:
     """The torch environment image of the committed quick-start lock, built once per session."""
     spec = _spec(tmp_path_factory.mktemp("torch-image"), ["python", "-c", "pass"], lockfile=QUICKSTART_LOCK)
     return backend.DockerBackend().prepare(spec, lambda e: None)
@@ -77,7 +78,7 @@ def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _spec(root: Path, argv: list[str], **kw: object) -> RunSpec:
     (root / "outputs").mkdir(parents=True, exist_ok=True)
-    defaults: dict = dict(
+    defaults: dict[str, Any] = dict(
         argv=argv,
         project_root=root,
         workdir=".",
@@ -109,9 +110,12 @@ def _repro_image_ids() -> set[str]:
         return {str(i["Id"]) for i in client.api.images(all=True)}
 
 
-def _containers_of(run_id: str) -> list:
+def _containers_of(run_id: str) -> list[dict[str, Any]]:
     with backend.engine() as client:
-        return client.api.containers(all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"})
+        found: list[dict[str, Any]] = client.api.containers(
+            all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"}
+        )
+        return found
 
 
 # --------------------------------------------------------------------------- no engine needed
@@ -151,29 +155,29 @@ def test_code_change_reuses_image_lockfile_change_builds_new(engine_ready: None,
     first = backend.DockerBackend().prepare(spec, lambda e: None)
     (root / "train.py").write_text("print(2)\n")
     again = backend.DockerBackend().prepare(spec, lambda e: None)
-    assert again["reused"] is True and again["id"] == first["id"] and again["tag"] == first["tag"]
+    assert again.reused is True and again.id == first.id and again.tag == first.tag
     before = _repro_image_ids()
     nonce = f"test {time.time_ns()}"  # new lockfile bytes: never built before
     changed = _spec(root, spec.argv, lockfile=_tiny_lock(tmp_path / "b.lock", "b", nonce))
     events: list[Event] = []
     built = backend.DockerBackend().prepare(changed, events.append)
-    assert built["reused"] is False and built["tag"] != first["tag"]
-    assert built["id"] not in before
+    assert built.reused is False and built.tag != first.tag
+    assert built.id not in before
     assert any(e.kind == "build" for e in events)
-    assert built["base_id"].startswith("sha256:") and built["base"] == DEFAULT_BASE_IMAGE
-    assert f"FROM {built['base_id']}" in built["dockerfile_text"]
+    assert built.base_id.startswith("sha256:") and built.base == DEFAULT_BASE_IMAGE
+    assert f"FROM {built.base_id}" in built.dockerfile_text
     result = backend.DockerBackend().execute(changed, lambda e: None)
     assert result.exit_code == 0, changed.stderr_path.read_text()
-    backend.remove_images(keep={img.id for img in backend.list_images()} - {built["id"]})
+    backend.remove_images(keep={img.id for img in backend.list_images()} - {built.id})
 
 
 @pytest.mark.docker
 def test_recorded_base_id_is_used_as_is(engine_ready: None, tmp_path: Path) -> None:
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
     by_tag = backend.DockerBackend().prepare(spec, lambda e: None)
-    spec.base_image = by_tag["base_id"]
+    spec.base_image = by_tag.base_id
     by_id = backend.DockerBackend().prepare(spec, lambda e: None)
-    assert by_id["tag"] == by_tag["tag"] and by_id["reused"] is True
+    assert by_id.tag == by_tag.tag and by_id.reused is True
     spec.base_image = "sha256:" + "0" * 64
     with pytest.raises(BackendUnavailable, match="no base image"):
         backend.DockerBackend().prepare(spec, lambda e: None)
@@ -290,7 +294,7 @@ def test_gpus_asked_for_and_absent_is_backend_unavailable(engine_ready: None, tm
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_real_training_twice_identical_bytes_no_rebuild(torch_image: dict, project: Project) -> None:
+def test_real_training_twice_identical_bytes_no_rebuild(torch_image: BuiltImage, project: Project) -> None:
     project.script("train_unseeded.py", "train.py")
     project.points()
     project.lock_torch()
@@ -308,7 +312,7 @@ def test_real_training_twice_identical_bytes_no_rebuild(torch_image: dict, proje
     assert _repro_image_ids() == images_before  # the engine built nothing: the image is reused
     for record in records:
         assert record["backend"]["name"] == "docker"
-        assert record["deps"]["image"]["tag"] == torch_image["tag"]
+        assert record["deps"]["image"]["tag"] == torch_image.tag
         assert record["deps"]["image"]["reused"] is True
         assert record["results"]["status"] == "succeeded"
     assert (project.root / "outputs" / "model.pt").stat().st_uid == os.getuid()
@@ -347,15 +351,15 @@ def test_cli_ctrl_c_records_interrupted(engine_ready: None, project: Project) ->
 
 
 @pytest.mark.docker
-def test_cli_build_reuses_and_gc_spares_kept_images(torch_image: dict, project: Project) -> None:
+def test_cli_build_reuses_and_gc_spares_kept_images(torch_image: BuiltImage, project: Project) -> None:
     project.lock_torch()
     r = project.repro("build")
     assert r.code == 0, r.err
-    assert r.out.startswith(torch_image["tag"]) and "reused" in r.out
+    assert r.out.startswith(torch_image.tag) and "reused" in r.out
     r = project.repro("gc", "--images", "--dry-run")  # no kept run in this store: all would go
     assert r.code == 0, r.err
-    assert torch_image["tag"] in r.out
-    assert torch_image["id"] in _repro_image_ids()
+    assert torch_image.tag in r.out
+    assert torch_image.id in _repro_image_ids()
 
 
 @pytest.mark.docker
@@ -363,10 +367,10 @@ def test_gc_removes_unreferenced_images_only(engine_ready: None, tmp_path: Path)
     lock = _tiny_lock(tmp_path / "gc.lock", "a", nonce=f"gc test {time.time_ns()}")
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"], lockfile=lock)
     doomed = backend.DockerBackend().prepare(spec, lambda e: None)
-    others = {img.id for img in backend.list_images()} - {doomed["id"]}
+    others = {img.id for img in backend.list_images()} - {doomed.id}
     removed = backend.remove_images(keep=others)
-    assert [img.id for img in removed] == [doomed["id"]]
-    assert doomed["id"] not in {img.id for img in backend.list_images()}
+    assert [img.id for img in removed] == [doomed.id]
+    assert doomed.id not in {img.id for img in backend.list_images()}
 
 
 @pytest.mark.docker

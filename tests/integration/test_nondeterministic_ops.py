@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 def _record(p: Project) -> dict[str, Any]:
-    return json.loads(p.repro("show", "latest", "--json").out)
+    record: dict[str, Any] = json.loads(p.repro("show", "latest", "--json").out)
+    return record
 
 
 def _line(text: str) -> int:

@@ -22,7 +22,8 @@ WORDS = "the cat sat on a mat and the dog ran to the cat while a bird sang on th
 def _record(p: Project, ref: str = "latest") -> dict[str, Any]:
     shown = p.repro("show", ref, "--json")
     assert shown.code == 0, shown.err
-    return json.loads(shown.out)
+    record: dict[str, Any] = json.loads(shown.out)
+    return record
 
 
 def _outputs(record: dict[str, Any]) -> dict[str, str]:

@@ -22,7 +22,8 @@ Path("outputs/draw.txt").write_text(f"{random.random()!r}\\n")
 
 
 def _record(p: Project) -> dict[str, Any]:
-    return json.loads(p.repro("show", "latest", "--json").out)
+    record: dict[str, Any] = json.loads(p.repro("show", "latest", "--json").out)
+    return record
 
 
 @pytest.fixture

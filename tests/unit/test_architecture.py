@@ -138,3 +138,15 @@ def test_no_module_imports_itself_through_others() -> None:
 
     cycles = sorted(f"{a} ↔ {b}" for a in graph for b in graph[a] if a < b and reaches(b, a))
     assert cycles == []
+
+
+def test_only_the_slurm_backend_runs_slurm_commands() -> None:
+    slurm = {"sbatch", "srun", "squeue", "scontrol", "scancel", "sacct", "sinfo"}
+    offenders = []
+    for path in _modules():
+        rel = str(path.relative_to(PACKAGE))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Constant):
+                if node.elts[0].value in slurm and rel != "backends/slurm.py":
+                    offenders.append(rel)
+    assert offenders == []

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from repro.capsule import FileEntry, Record
-from repro.check import CheckResult, junit_xml, output_fails, run_check
+from repro.check import CheckResult, output_fails, run_check
 from repro.compare import Side, Verdict, compare_runs
 from repro.config import Plan
 from repro.errors import ExitCode, UsageError
 from repro.runner import RunRequest
 from repro.store import Store
+from repro.ui.check import render_junit
 
 
 def _side(label: str, tmp: Path, files: dict[str, bytes], stdout: str = "ok\n", loss: float = 0.5) -> Side:
@@ -47,7 +48,7 @@ def test_identical_result_exits_zero_and_junit_has_no_failures(tmp_path: Path) -
     result = CheckResult(kind="repeat", mode="strict", verdicts=_verdicts(tmp_path, same=True))
 
     assert (result.status, result.exit_code, result.differing_outputs()) == ("identical", ExitCode.OK, [])
-    suite = ET.fromstring(junit_xml(result)).find("testsuite")
+    suite = ET.fromstring(render_junit(result)).find("testsuite")
     assert suite is not None
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [
@@ -65,7 +66,7 @@ def test_diverged_result_exits_five_and_junit_carries_each_reason(tmp_path: Path
 
     assert (result.status, result.exit_code) == ("diverged", ExitCode.NOT_REPRODUCED)
     assert result.differing_outputs() == ["outputs/y.txt"]
-    suite = ET.fromstring(junit_xml(result)).find("testsuite")
+    suite = ET.fromstring(render_junit(result)).find("testsuite")
     assert suite is not None
     assert (suite.get("tests"), suite.get("failures")) == ("4", "3")
     failing = {c.get("name"): c.find("failure") for c in suite.findall("testcase")}
@@ -85,7 +86,7 @@ def test_a_failed_command_is_one_failing_testcase_and_exit_four() -> None:
     result = CheckResult(kind="repeat", mode="strict", records=[record], failed=record)
 
     assert (result.status, result.exit_code) == ("failed", ExitCode.COMMAND_FAILED)
-    root = ET.fromstring(junit_xml(result))
+    root = ET.fromstring(render_junit(result))
     assert (root.get("tests"), root.get("failures")) == ("1", "1")
     failure = root.find(".//failure")
     assert failure is not None and "exit status 3" in (failure.get("message") or "")
@@ -96,7 +97,7 @@ def test_against_testcases_are_named_for_the_capsule(tmp_path: Path) -> None:
     result = CheckResult(
         kind="against", mode="strict", verdicts=_verdicts(tmp_path, same=True), capsule="g.tar"
     )
-    names = [c.get("name") for c in ET.fromstring(junit_xml(result)).iter("testcase")]
+    names = [c.get("name") for c in ET.fromstring(render_junit(result)).iter("testcase")]
     assert names[0] == "capsule vs current code: output outputs/x.txt"
 
 
@@ -114,3 +115,20 @@ def test_fewer_than_two_runs_is_a_usage_error(tmp_path: Path) -> None:
         run_check(
             RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1
         )
+
+
+def test_junit_picks_each_testcase_reason_by_code_not_by_wording(tmp_path: Path) -> None:
+    (v,) = _verdicts(tmp_path, same=False)
+    for r in v.reasons:  # reword every sentence: the JUnit reasons must follow the codes and paths
+        r.message = f"[{r.code}] reworded"
+    result = CheckResult(kind="repeat", mode="strict", verdicts=[v])
+    suite = ET.fromstring(render_junit(result)).find("testsuite")
+    assert suite is not None
+    failing = {c.get("name"): c.find("failure") for c in suite.findall("testcase")}
+    messages = {name: (f.get("message") if f is not None else None) for name, f in failing.items()}
+    assert messages == {
+        "run 1 vs run 2: output outputs/x.txt": None,
+        "run 1 vs run 2: output outputs/y.txt": "[output_differs] reworded",
+        "run 1 vs run 2: metrics": "[metric_differs] reworded",
+        "run 1 vs run 2: stdout": "[log_differs] reworded",
+    }

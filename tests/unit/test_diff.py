@@ -108,6 +108,12 @@ def same_as(record: Record, run_id: str) -> Record:
     return other
 
 
+def other_results(record: Record) -> Record:
+    """The run's model came out with other bytes: its differences now explain something."""
+    record.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m-other")]
+    return record
+
+
 @pytest.fixture
 def blobs() -> Blobs:
     return Blobs()
@@ -135,7 +141,7 @@ def leslie_dave(blobs: Blobs) -> tuple[Record, Record]:
 
 def test_dave_and_leslie_first_lines_name_data_and_hyper_parameters(
     leslie_dave: tuple[Record, Record], blobs: Blobs
-):
+) -> None:
     leslie, dave = leslie_dave
     result = diff_records(leslie, dave, blobs)
     assert result.differs and result.results_differ
@@ -153,7 +159,7 @@ def test_dave_and_leslie_first_lines_name_data_and_hyper_parameters(
     )
 
 
-def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs):
+def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.command.argv = ["python", "train.py", "--lr", "0.05", "--batch-size", "64"]
@@ -164,11 +170,11 @@ def test_hyper_parameter_changes_show_old_and_new(blobs: Blobs):
     assert set(by_key) == {"lr", "batch_size"}  # argv differs only by the values: no extra "argv" row
     assert (by_key["lr"].old, by_key["lr"].new, by_key["lr"].kind) == (0.1, 0.05, "changed")
     assert by_key["batch_size"].delta == 32
-    assert result.likely_causes[0].reason == "hyper-parameters changed: batch_size 32 → 64, lr 0.1 → 0.05"
-    assert not result.results_differ
+    assert not result.results_differ and result.likely_causes == []
+    assert result.without_effect[0].reason == "hyper-parameters changed: batch_size 32 → 64, lr 0.1 → 0.05"
 
 
-def test_script_change_is_reported_as_a_command_change(blobs: Blobs):
+def test_script_change_is_reported_as_a_command_change(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.command.argv = ["python", "train2.py", "--lr", "0.1", "--batch-size", "32"]
@@ -179,7 +185,7 @@ def test_script_change_is_reported_as_a_command_change(blobs: Blobs):
 # --------------------------------------------------------------------------- identical runs
 
 
-def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs):
+def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     result = diff_records(a, b, blobs)
@@ -190,14 +196,14 @@ def test_two_runs_of_the_same_capsule_diff_empty(blobs: Blobs):
     assert data["differs"] is False and all(not s["differs"] for s in data["sections"])
 
 
-def test_show_all_lists_sections_without_differences(blobs: Blobs):
+def test_show_all_lists_sections_without_differences(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     text = render_text(diff_records(a, same_as(a, "b"), blobs), show_all=True)
     for _, title in SECTIONS:
         assert f"{title} — same" in text
 
 
-def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs):
+def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.determinism.mode = a.determinism.mode = "gpu"
@@ -211,12 +217,12 @@ def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs):
 # --------------------------------------------------------------------------- dependencies
 
 
-def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs):
+def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.deps.requirements = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
     b.deps.freeze = ["numpy==1.26.4", "torch==2.13.0", "tqdm==4.66.0"]
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     changes = result.section("dependencies").changes
     assert [(c.key, c.kind, c.old, c.new, c.scope) for c in changes] == [
         ("numpy", "upgraded", "1.26.0", "1.26.4", "lockfile"),
@@ -226,7 +232,7 @@ def test_lockfile_bump_is_an_upgrade_with_both_versions(blobs: Blobs):
     assert "numpy 1.26.0 → 1.26.4" in render_text(result)
 
 
-def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs):
+def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs) -> None:
     lock_a = blobs.put("numpy==1.26.4 \\\n    --hash=sha256:abc\nTorch==2.13.0 \\\n    --hash=sha256:def\n")
     lock_b = blobs.put("numpy==1.26.0 \\\n    --hash=sha256:abd\ntorch==2.13.0 \\\n    --hash=sha256:def\n")
     a = make_record(blobs, "a", deps=DepsInfo(lock_blob=lock_a, freeze=["numpy==1.26.4", "pillow==10.0.0"]))
@@ -238,13 +244,13 @@ def test_downgrade_from_lockfile_blob_and_installed_drift(blobs: Blobs):
     ]
 
 
-def test_base_image_change_is_a_dependency_change(blobs: Blobs):
+def test_base_image_change_is_a_dependency_change(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.deps.image = ImageInfo(id="sha256:1", tag="repro/x:1", base="python:3.11-slim", base_id="sha256:b1")
     b = same_as(a, "b")
     assert b.deps.image is not None
     b.deps.image.base_id = "sha256:b2"
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     assert result.section("dependencies").summary == "base image changed"
     assert result.likely_causes[0].section == "dependencies"
 
@@ -259,11 +265,11 @@ def test_base_image_change_is_a_dependency_change(blobs: Blobs):
         ("x-2", "x-10", -1),
     ],
 )
-def test_compare_versions(old: str, new: str, order: int):
+def test_compare_versions(old: str, new: str, order: int) -> None:
     assert compare_versions(old, new) == order
 
 
-def test_parse_pins_normalises_names_and_ignores_noise():
+def test_parse_pins_normalises_names_and_ignores_noise() -> None:
     lines = [
         "# comment",
         "Foo_Bar==1.0 ; python_version >= '3'",
@@ -277,7 +283,7 @@ def test_parse_pins_normalises_names_and_ignores_noise():
 # --------------------------------------------------------------------------- ranking
 
 
-def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blobs: Blobs):
+def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.determinism.mode = "gpu"
     b = same_as(a, "b")
@@ -290,7 +296,7 @@ def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blob
     b.command.argv = ["python", "train.py", "--lr", "0.2", "--batch-size", "32"]
     b.data.inputs[0].files[0] = FileEntry(path="data/s00000.csv", size=33, hash="changed")
     b.data.inputs[0].digest = "d2"
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     assert [(c.section, c.category) for c in result.likely_causes] == [
         ("data", "input"),
         ("command", "input"),
@@ -306,28 +312,28 @@ def test_causes_rank_inputs_before_dependencies_before_seed_before_hardware(blob
     assert [c.key for c in seeds.changes] == ["master"]  # derived seeds follow the master seed
 
 
-def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs):
+def test_hardware_under_strict_is_ranked_below_with_a_reason(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.cpu_model = "EPYC"
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     assert "strict mode" in result.likely_causes[0].reason
 
 
-def test_hostname_alone_is_not_a_difference(blobs: Blobs):
+def test_hostname_alone_is_not_a_difference(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.hostname = "elsewhere"
     assert not diff_records(a, b, blobs).differs
 
 
-def test_world_size_and_determinism_knobs(blobs: Blobs):
+def test_world_size_and_determinism_knobs(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.env.world_size = 2
     b.determinism.knobs = {"deterministic_algorithms": True, "tf32": True}
     b.determinism.threads = 4
-    result = diff_records(a, b, blobs)
+    result = diff_records(a, other_results(b), blobs)
     det = result.section("determinism")
     assert {(c.key, c.kind) for c in det.changes} == {("threads", "changed"), ("tf32", "added")}
     assert [c.section for c in result.likely_causes] == ["environment", "determinism"]
@@ -337,7 +343,7 @@ def test_world_size_and_determinism_knobs(blobs: Blobs):
 # --------------------------------------------------------------------------- data at scale
 
 
-def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs):
+def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     many: list[FileEntry] = []
@@ -356,7 +362,7 @@ def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs):
     assert all(len(line) <= 100 for line in text.splitlines())
 
 
-def test_group_by_dir_keeps_directories_when_few():
+def test_group_by_dir_keeps_directories_when_few() -> None:
     a_files = _files("data/train", 3) + _files("data/val", 2)
     from repro.diff import Change
 
@@ -365,7 +371,7 @@ def test_group_by_dir_keeps_directories_when_few():
     assert [(g.dir, g.added, g.bytes_added) for g in groups] == [("data/train/", 3, 96), ("data/val/", 2, 64)]
 
 
-def test_removed_and_changed_data_files(blobs: Blobs):
+def test_removed_and_changed_data_files(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     files = b.data.inputs[0].files
@@ -398,12 +404,12 @@ index 3..4 100644
 """
 
 
-def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs):
+def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.dirty = True
     b.code.patch = blobs.put(PATCH_B)
-    result = diff_records(a, b, blobs, code=True)
+    result = diff_records(a, other_results(b), blobs, code=True)
     code = result.section("code")
     files = {c.key: c.lines for c in code.changes if c.scope == "patch"}
     assert files == {"model.py": (1, 0), "train.py": (1, 1)}
@@ -414,7 +420,7 @@ def test_dirty_patch_files_with_line_counts_and_code_diff(blobs: Blobs):
     assert diff_records(a, b, blobs).section("code").patch is None
 
 
-def test_patch_only_in_a_is_shown_reversed(blobs: Blobs):
+def test_patch_only_in_a_is_shown_reversed(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     a.code.dirty = True
     a.code.patch = blobs.put(PATCH_B)
@@ -424,7 +430,7 @@ def test_patch_only_in_a_is_shown_reversed(blobs: Blobs):
     assert code.patch is not None and "-y = 2" in code.patch and "-lr = 0.1" not in code.patch
 
 
-def test_split_and_reverse_patch():
+def test_split_and_reverse_patch() -> None:
     parts = split_patch(PATCH_B)
     assert list(parts) == ["train.py", "model.py"]
     rev = reverse_patch(parts["model.py"])
@@ -432,7 +438,7 @@ def test_split_and_reverse_patch():
     assert rev.index("--- b/model.py") < rev.index("+++ a/model.py")
 
 
-def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs):
+def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs) -> None:
     old = blobs.put("a = 1\nb = 2\n")
     new = blobs.put("a = 1\nb = 3\nc = 4\n")
     a = make_record(blobs, "a", code=CodeInfo(files=[FileEntry("pkg/m.py", 12, old, stored=True)]))
@@ -442,7 +448,7 @@ def test_snapshot_files_diff_with_stored_blobs(blobs: Blobs):
     assert code.patch is not None and "--- a/pkg/m.py" in code.patch and "+c = 4" in code.patch
 
 
-def test_commit_change_without_file_lists_suggests_git(blobs: Blobs):
+def test_commit_change_without_file_lists_suggests_git(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.commit = "c" * 40
@@ -451,7 +457,7 @@ def test_commit_change_without_file_lists_suggests_git(blobs: Blobs):
     assert code.notes == [f"files changed between the commits: git diff --stat {'a' * 12} {'c' * 12}"]
 
 
-def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs):
+def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.patch = "f" * 32
@@ -466,7 +472,7 @@ def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs):
 # --------------------------------------------------------------------------- metrics and outputs
 
 
-def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     metrics = diff_records(leslie, dave, blobs).section("metrics")
     (change,) = metrics.changes
@@ -477,7 +483,7 @@ def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Re
     assert metrics.summary == "val_error 0.303 → 0.528 (+0.225), series diverge at step 1 (loss)"
 
 
-def test_first_divergence_picks_earliest_step_then_name():
+def test_first_divergence_picks_earliest_step_then_name() -> None:
     rows_a = [{"name": "b", "value": 1.0, "step": 0}, {"name": "a", "value": 1.0, "step": 5}]
     rows_b = [{"name": "b", "value": 2.0, "step": 0}, {"name": "a", "value": 2.0, "step": 5}]
     d = first_divergence(rows_a, rows_b)
@@ -487,7 +493,7 @@ def test_first_divergence_picks_earliest_step_then_name():
     assert shorter is None  # metric "a" only in A: reported as a series change, not a divergence
 
 
-def test_outputs_and_status(blobs: Blobs):
+def test_outputs_and_status(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.results.status, b.results.exit_code = "failed", 1
@@ -499,10 +505,12 @@ def test_outputs_and_status(blobs: Blobs):
 # --------------------------------------------------------------------------- rendering
 
 
-def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     data = render_json(diff_records(leslie, dave, blobs))
-    assert list(data) == ["format", "a", "b", "differs", "results_differ", "likely_causes", "sections"]
+    assert list(data) == [
+        "format", "a", "b", "differs", "results_differ", "likely_causes", "without_effect", "sections"
+    ]  # fmt: skip
     assert data["format"] == DIFF_FORMAT
     assert [s["name"] for s in data["sections"]] == [name for name, _ in SECTIONS]
     assert list(data["sections"][0]) == [
@@ -515,17 +523,17 @@ def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs
     assert data["likely_causes"][0]["section"] == "data" and data["likely_causes"][0]["position"] == 1
     assert json.loads(json.dumps(data)) == data  # plain JSON types only
     docs = (Path(__file__).parents[2] / "docs" / "diff.md").read_text()
-    for key in ("likely_causes", "results_differ", "divergence", "bytes_delta", "position", "scope"):
+    for key in ("likely_causes", "without_effect", "results_differ", "divergence", "bytes_delta", "scope"):
         assert f"`{key}`" in docs
 
 
-def test_text_colour_only_when_asked(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_text_colour_only_when_asked(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     result = diff_records(*leslie_dave, blobs)
     assert "\033[" not in render_text(result)
     assert "\033[" in render_text(result, colour=True)
 
 
-def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     dave.command.argv = ["python", "train.py", "--note", "x" * 300]
     dave.command.params = {"note": "y" * 300}
@@ -533,7 +541,7 @@ def test_text_fits_in_100_columns(leslie_dave: tuple[Record, Record], blobs: Blo
     assert all(len(line) <= 100 for line in text.splitlines())
 
 
-def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs):
+def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     md = render_markdown(diff_records(*leslie_dave, blobs))
     assert md.startswith("### repro diff `leslie` → `dave`")
     assert "1. data changed: 3 files added" in md
@@ -544,7 +552,7 @@ def test_markdown_tables(leslie_dave: tuple[Record, Record], blobs: Blobs):
 # --------------------------------------------------------------------------- plot
 
 
-def test_plot_is_a_png_with_both_runs(tmp_path: Path):
+def test_plot_is_a_png_with_both_runs(tmp_path: Path) -> None:
     from repro.ui.diff import plot_metrics
 
     rows_a = [{"name": "loss", "value": 1.0 / (i + 1), "step": i} for i in range(10)]
@@ -554,7 +562,7 @@ def test_plot_is_a_png_with_both_runs(tmp_path: Path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 
     from repro.ui.diff import plot_metrics
@@ -572,14 +580,14 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch
     assert info.value.hint == "pip install 'repro[plot]'"
 
 
-def test_plot_without_metrics_is_a_usage_error(tmp_path: Path):
+def test_plot_without_metrics_is_a_usage_error(tmp_path: Path) -> None:
     from repro.ui.diff import plot_metrics
 
     with pytest.raises(UsageError, match="metric series"):
         plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
 
 
-def test_dirty_flag_alone_is_a_note_not_a_difference(blobs: Blobs):
+def test_dirty_flag_alone_is_a_note_not_a_difference(blobs: Blobs) -> None:
     a = make_record(blobs, "a")
     b = same_as(a, "b")
     b.code.dirty = True  # e.g. new, untracked data files make git report a dirty tree
@@ -601,3 +609,127 @@ def test_a_new_untracked_file_is_listed_once_when_file_contents_are_recorded() -
     b.code.patch = blobs.put("diff --git a/train.py b/train.py\n")
     keys = [c.key for c in diff_records(a, b, blobs).section("code").changes if c.scope != "git"]
     assert keys == ["notes.md"]
+
+
+# --------------------------------------------------------------------------- telling the truth
+
+
+def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    b.command.argv = ["python", "train.py", "--lr", "0.1", "--batch-size", "64"]
+    b.command.params = {"lr": 0.1, "batch_size": 64}
+    b.env.cpu_model = "EPYC"
+    result = diff_records(a, b, blobs)
+    assert not result.results_differ and result.likely_causes == []
+    assert [c.category for c in result.without_effect] == ["input", "hardware"]
+    lines = render_text(result).splitlines()
+    assert lines[0] == "a → b: results identical; 2 of 9 sections differ"
+    assert lines[1:3] == [
+        "  changed without effect on results:",
+        "  - hyper-parameters changed: batch_size 32 → 64",
+    ]
+    assert "likely causes" not in render_text(result).lower()
+    md = render_markdown(result)
+    assert "Changed without effect on results" in md and "Likely causes" not in md
+    data = render_json(result)
+    assert data["likely_causes"] == [] and data["without_effect"][0]["section"] == "command"
+
+
+def test_a_self_seeding_script_overrides_the_master_seed_which_is_never_a_cause(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    a.determinism.mode = "gpu"
+    a.seeds.script_seeds = [{"api": "torch.manual_seed", "value": 1337, "where": "train.py:12"}]
+    b = other_results(same_as(a, "b"))
+    b.seeds.master, b.seeds.derived = 2, {"python": 21, "numpy": 22, "torch": 23}
+    result = diff_records(a, b, blobs)
+    seeds = result.section("seeds")
+    (master,) = seeds.changes
+    assert (master.key, master.old, master.new) == ("master", 1, 2)
+    assert master.detail == "overridden by the script (torch.manual_seed(1337))"
+    assert seeds.summary == "seed 1 → 2, overridden by the script (torch.manual_seed(1337))"
+    assert [c.category for c in result.likely_causes] == ["nondeterminism"]
+    assert "overridden by the script (torch.manual_seed(1337))" in render_text(result)
+
+    c = same_as(a, "c")
+    c.seeds.master, c.seeds.derived = 2, {"python": 21, "numpy": 22, "torch": 23}
+    same = diff_records(a, c, blobs)  # identical results: listed among the differences, not a cause
+    (moot,) = same.without_effect
+    assert moot.reason == "seed changed: seed 1 → 2, overridden by the script (torch.manual_seed(1337))"
+
+    b.seeds.script_seeds = [{"api": "torch.manual_seed", "value": 42, "where": "train.py:12"}]
+    result = diff_records(a, b, blobs)
+    (cause,) = result.likely_causes
+    assert cause.category == "seed" and cause.reason == "seed changed: script torch.manual_seed 1337 → 42"
+    assert cause.keys == ["script torch.manual_seed"]
+
+
+def test_how_a_seed_was_chosen_is_not_a_change_when_its_value_is_equal(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    a.seeds.drawn = True
+    b = other_results(same_as(a, "b"))
+    b.seeds.drawn = False
+    result = diff_records(a, b, blobs)
+    seeds = result.section("seeds")
+    assert not seeds.differs and seeds.notes == ["seed 1 in both (drawn in A, given in B)"]
+    assert all(c.category != "seed" for c in result.likely_causes)
+    assert "drawn True" not in render_text(result, show_all=True)
+
+
+def test_a_fact_recorded_twice_is_one_row(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    a.determinism.knobs = {"threads": 1, "deterministic_algorithms": True}
+    b = same_as(a, "b")
+    b.determinism.mode, b.determinism.threads, b.determinism.knobs = "off", None, {}
+    det = diff_records(a, b, blobs).section("determinism")
+    assert [(c.key, c.kind) for c in det.changes] == [
+        ("mode", "changed"),
+        ("threads", "removed"),
+        ("deterministic_algorithms", "removed"),
+    ]
+    text = render_text(diff_records(a, b, blobs))
+    assert [line for line in text.splitlines() if line.lstrip().startswith("- threads")] == [
+        "  - threads                   1 (removed)"
+    ]
+
+
+def test_tensorboard_outputs_diff_by_content_not_by_file_name(blobs: Blobs, tmp_path: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    kept: dict[str, Path] = {}
+
+    def run_outputs(name: str, losses: list[float]) -> list[FileEntry]:
+        root = tmp_path / name
+        with SummaryWriter(str(root / "runs" / f"Nov22_{name}")) as w:
+            for step, loss in enumerate(losses):
+                w.add_scalar("loss", loss, step)
+        entries = []
+        for p in sorted(root.rglob("*tfevents*")):
+            digest = f"{name}-{p.name}"
+            kept[digest] = p
+            entries.append(FileEntry(p.relative_to(root).as_posix(), p.stat().st_size, digest, stored=True))
+        return entries
+
+    a = make_record(blobs, "a")
+    b = same_as(a, "b")
+    a.results.outputs = run_outputs("a", [0.9, 0.5])
+    b.results.outputs = run_outputs("b", [0.9, 0.5])
+    result = diff_records(a, b, blobs, open_blob=kept.get)
+    assert not result.results_differ and not result.section("outputs").differs
+    assert "values equal per tag and step" in result.section("outputs").notes[0]
+
+    b.results.outputs = run_outputs("c", [0.9, 0.4])
+    outputs = diff_records(a, b, blobs, open_blob=kept.get).section("outputs")
+    (change,) = outputs.changes
+    assert change.kind == "changed" and change.detail == "loss at step 1: 0.5 → 0.4"
+    assert diff_records(a, b, blobs).section("outputs").differs  # no bytes to read: by hash, and they differ
+
+
+def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    b = other_results(same_as(a, "b"))
+    b.command.argv = [*a.command.argv, "--momentum", "0.9"]
+    b.command.params = {**a.command.params, "momentum": 0.9}
+    result = diff_records(a, b, blobs)
+    assert [(c.key, c.kind) for c in result.section("command").changes] == [("momentum", "added")]
+    assert [c.reason for c in result.likely_causes] == ["hyper-parameters changed: momentum = 0.9 (added)"]

@@ -7,11 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from repro.backends import local
-from repro.backends.base import RunSpec, launch_argv, runtime_source
+from repro.backends.base import BuiltImage, RunSpec, launch_argv, runtime_source
 from repro.capsule import EnvInfo, Record
 from repro.config import Layer, Plan, Rank
 from repro.determinism import NCCL_PINS, plan
@@ -23,7 +24,7 @@ H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB"}
 A100 = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory": "81920 MiB"}
 
 
-def _env(gpus: list[dict], driver: str | None = "550.54.15", cuda: str | None = "12.4") -> EnvInfo:
+def _env(gpus: list[dict[str, Any]], driver: str | None = "550.54.15", cuda: str | None = "12.4") -> EnvInfo:
     return EnvInfo(gpus=[dict(g, index=i) for i, g in enumerate(gpus)], driver=driver, cuda=cuda)
 
 
@@ -99,7 +100,7 @@ def test_torchrun_wraps_the_command_only_for_several_processes() -> None:
 
 
 def _spec(tmp_path: Path, **kw: object) -> RunSpec:
-    fields: dict = dict(
+    fields: dict[str, Any] = dict(
         argv=["python", "t.py"], project_root=tmp_path, workdir=".", env={}, runtime_dir=tmp_path / "rt",
         stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
     )  # fmt: skip
@@ -138,7 +139,7 @@ def test_docker_gpus_become_device_requests_on_the_cuda_image(tmp_path: Path) ->
     assert docker_backend._device_requests("0,2")[0]["DeviceIDs"] == ["0", "2"]
     assert docker_backend._device_requests(None) is None
 
-    built = docker_backend.Built("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
+    built = BuiltImage("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
     spec = _spec(tmp_path, gpus="all", nproc_per_node=2, env=plan("gpu", 1, None).env)
     config = docker_backend._container_config(spec, built, 1000, 1000, tmp_path / "tree")
     assert config["host_config"]["device_requests"][0]["Count"] == -1
@@ -151,12 +152,12 @@ def test_docker_refuses_gpus_when_the_engine_cannot_give_them(monkeypatch: pytes
     docker_backend = pytest.importorskip("repro.backends.docker")
 
     class Engine:
-        def info(self) -> dict:
+        def info(self) -> dict[str, Any]:
             return {"Runtimes": {"runc": {}}}
 
     monkeypatch.setattr(docker_backend.shutil, "which", lambda tool: None)
     with pytest.raises(BackendUnavailable, match="no NVIDIA runtime") as e:
-        docker_backend._check_gpus(Engine())  # type: ignore[arg-type]
+        docker_backend._check_gpus(Engine())
     assert e.value.exit_code == 3
 
 

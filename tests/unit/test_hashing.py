@@ -209,7 +209,12 @@ def test_exclude_files_and_directories(tmp_path: Path) -> None:
 def test_exclude_receives_paths_relative_to_rel_to(tmp_path: Path) -> None:
     make_tree(tmp_path / "proj", {"data/x": b"1", "data/y": b"2"})
     seen: list[str] = []
-    tree = hash_tree(tmp_path / "proj" / "data", tmp_path / "proj", exclude=lambda r: seen.append(r) or False)
+
+    def exclude(rel: str) -> bool:
+        seen.append(rel)
+        return False
+
+    tree = hash_tree(tmp_path / "proj" / "data", tmp_path / "proj", exclude=exclude)
     assert sorted(seen) == ["data/x", "data/y"]
     assert [f.path for f in tree.files] == ["data/x", "data/y"]
 
@@ -366,7 +371,7 @@ def test_a_file_that_grows_after_its_stat_is_read_to_the_end(tmp_path: Path) -> 
         return os.stat_result(fields)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(hashing.os, "fstat", stale_then_real)
+        m.setattr(os, "fstat", stale_then_real)
         digest, st = hashing._hash_open(str(p))
     assert digest == hash_bytes(b"12345")
     assert st.st_size == 5  # the size recorded is the size read

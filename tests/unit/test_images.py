@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 from repro import images
 from repro.errors import BuildError, NotFoundError
+from repro.lockfile import parse_lockfile
 
 BASE_ID = "sha256:" + "ab" * 32
 
@@ -22,25 +25,57 @@ def _wheel(dir: Path, name: str, body: bytes) -> tuple[Path, str]:
     return path, hashlib.sha256(body).hexdigest()
 
 
+def _lock_text(*names: str) -> str:
+    return "".join(f"{n}==1.0 \\\n    --hash=sha256:{_sha(n)}\n" for n in names)
+
+
+def _sha(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+TORCH_LOCK = _lock_text("filelock", "torch", "nvidia-cublas-cu12", "typing-extensions", "nvidia-cudnn-cu12")
+
+
 def test_render_puts_the_base_id_in_from_and_copies_no_code() -> None:
     for template in images.TEMPLATES:
-        text = images.render_dockerfile(template, BASE_ID)
+        text = images.render_dockerfile(template, BASE_ID, TORCH_LOCK)
         assert f"FROM {BASE_ID}\n" in text
         assert "{{" not in text
         assert "--no-index" in text and "--require-hashes" in text
         assert "/opt/venv/bin" in text.split("PATH=")[1].split(":")[0]
         copies = [line for line in text.splitlines() if line.startswith(("COPY", "ADD"))]
-        assert all("wheelhouse" in c or "requirements.lock" in c for c in copies)
+        assert copies and all(c.startswith(f"COPY {images.LAYERS_DIR}/") for c in copies)
     assert "NVIDIA_VISIBLE_DEVICES" in images.render_dockerfile("cuda", BASE_ID)
+    assert "pip install" not in images.render_dockerfile("cpu", BASE_ID)  # nothing locked
     with pytest.raises(NotFoundError):
         images.render_dockerfile("rocm", BASE_ID)
 
 
-def test_layer_order_base_venv_wheels_install() -> None:
-    lines = images.render_dockerfile("cpu", BASE_ID).splitlines()
+def test_large_wheels_get_layers_of_their_own_ahead_of_the_rest() -> None:
+    groups = images.layer_groups(parse_lockfile(TORCH_LOCK))
+    assert [(name, [r.key for r in reqs]) for name, reqs in groups] == [
+        ("nvidia", ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"]),
+        ("torch", ["torch"]),
+        ("rest", ["filelock", "typing-extensions"]),
+    ]
+    lines = images.render_dockerfile("cpu", BASE_ID, TORCH_LOCK).splitlines()
     at = {key: next(i for i, line in enumerate(lines) if key in line)
-          for key in ("FROM", "venv /opt/venv", "COPY wheelhouse", "pip install")}  # fmt: skip
-    assert at["FROM"] < at["venv /opt/venv"] < at["COPY wheelhouse"] < at["pip install"]
+          for key in ("FROM", "venv /opt/venv", "COPY layers/00-nvidia/", "COPY layers/01-torch/",
+                      "COPY layers/02-rest/")}  # fmt: skip
+    assert list(at.values()) == sorted(at.values())
+    assert sum("pip install --no-index --no-deps --require-hashes" in line for line in lines) == 3
+
+
+def test_adding_a_small_package_keeps_the_large_layers_text() -> None:
+    """The build cache reuses a layer while its step and its files are unchanged: adding a small
+    package changes only the last group's step and files."""
+    before = images.render_dockerfile("cpu", BASE_ID, TORCH_LOCK)
+    after = images.render_dockerfile("cpu", BASE_ID, TORCH_LOCK + _lock_text("tqdm"))
+    head = before.split("COPY layers/02-rest/")[0]
+    assert after.startswith(head)
+    assert images.image_tag(before, TORCH_LOCK.encode(), BASE_ID) != images.image_tag(
+        after, (TORCH_LOCK + _lock_text("tqdm")).encode(), BASE_ID
+    )
 
 
 def test_tag_is_a_hash_of_all_three_inputs() -> None:
@@ -82,7 +117,7 @@ Jinja2[i18n]==3.1.6 ; python_version >= "3.8" \\
 
 def test_parse_lockfile_joins_continuations_and_skips_options() -> None:
     text = LOCK.format(a="1" * 64, b="2" * 64, c="3" * 64)
-    pinned = images.parse_lockfile(text)
+    pinned = parse_lockfile(text)
     assert [(p.key, p.version) for p in pinned] == [("typing-extensions", "4.16.0"), ("jinja2", "3.1.6")]
     assert pinned[0].hashes == ["1" * 64, "2" * 64]
     assert pinned[1].hashes == ["3" * 64]
@@ -91,9 +126,9 @@ def test_parse_lockfile_joins_continuations_and_skips_options() -> None:
 
 def test_parse_lockfile_rejects_unpinned_or_unhashed() -> None:
     with pytest.raises(BuildError, match="not pinned"):
-        images.parse_lockfile("torch>=2\n")
+        parse_lockfile("torch>=2\n")
     with pytest.raises(BuildError, match="no --hash"):
-        images.parse_lockfile("torch==2.13.0\n")
+        parse_lockfile("torch==2.13.0\n")
 
 
 def test_wheelhouse_reuses_files_matching_lock_hashes(
@@ -112,9 +147,9 @@ def test_wheelhouse_reuses_files_matching_lock_hashes(
         raise AssertionError("nothing should be downloaded")
 
     monkeypatch.setattr(images, "_pip_download", no_download)
-    assert images.prepare_wheelhouse(lock, house) == [te]
+    assert images.prepare_wheelhouse(lock, house) == {"typing-extensions": te}
     assert (house / ".sha256.json").is_file()
-    assert images.prepare_wheelhouse(lock, house) == [te]  # from the digest cache
+    assert images.prepare_wheelhouse(lock, house) == {"typing-extensions": te}  # from the digest cache
 
 
 def test_wheelhouse_downloads_only_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,7 +172,7 @@ def test_wheelhouse_downloads_only_what_is_missing(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(images, "_pip_download", fake_download)
     files = images.prepare_wheelhouse(lock, house)
-    assert [f.name for f in files] == [have.name, "typing_extensions-4.16.0-py3-none-any.whl"]
+    assert [f.name for f in files.values()] == [have.name, "typing_extensions-4.16.0-py3-none-any.whl"]
     assert len(asked) == 1 and "typing-extensions" in asked[0] and "filelock" not in asked[0]
 
 
@@ -158,26 +193,35 @@ def test_cache_dir_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert images.wheelhouse_dir() == tmp_path / "wheelhouse"
 
 
-def test_context_holds_dockerfile_lock_and_wheels_only(tmp_path: Path) -> None:
-    wheel, _ = _wheel(tmp_path, "six-1.0-py3-none-any.whl", b"wheel bytes")
+def test_context_holds_dockerfile_and_one_folder_per_layer(tmp_path: Path) -> None:
+    six, six_hash = _wheel(tmp_path, "six-1.0-py3-none-any.whl", b"wheel bytes")
+    torch, torch_hash = _wheel(tmp_path, "torch-1.0-cp311-none-any.whl", b"big wheel")
+    lock = f"six==1.0 --hash=sha256:{six_hash}\ntorch==1.0 --hash=sha256:{torch_hash}\n".encode()
     buf = io.BytesIO()
-    images.write_context(buf, "FROM x\n", b"six==1.0\n", [wheel])
+    images.write_context(buf, "FROM x\n", lock, {"six": six, "torch": torch})
     buf.seek(0)
     with tarfile.open(fileobj=buf) as tar:
-        names = tar.getnames()
-        assert names == [
+        assert tar.getnames() == [
             "Dockerfile",
-            "requirements.lock",
-            "wheelhouse",
-            "wheelhouse/six-1.0-py3-none-any.whl",
+            "layers/00-torch",
+            "layers/00-torch/requirements.lock",
+            "layers/00-torch/torch-1.0-cp311-none-any.whl",
+            "layers/01-rest",
+            "layers/01-rest/requirements.lock",
+            "layers/01-rest/six-1.0-py3-none-any.whl",
         ]
-        member = tar.extractfile("wheelhouse/six-1.0-py3-none-any.whl")
+        member = tar.extractfile("layers/01-rest/six-1.0-py3-none-any.whl")
         assert member is not None and member.read() == b"wheel bytes"
+        part = tar.extractfile("layers/00-torch/requirements.lock")
+        assert part is not None and part.read().decode().startswith("torch==1.0")
+        assert tar.getmember("layers/00-torch/torch-1.0-cp311-none-any.whl").mtime == 0
     empty = io.BytesIO()
-    images.write_context(empty, "FROM x\n", b"", [])
+    images.write_context(empty, "FROM x\n", b"", {})
     empty.seek(0)
     with tarfile.open(fileobj=empty) as tar:
-        assert tar.getmember("wheelhouse").isdir()
+        assert tar.getnames() == ["Dockerfile"]
+    with pytest.raises(BuildError, match="no wheel"):
+        images.write_context(io.BytesIO(), "FROM x\n", lock, {"six": six})
 
 
 def test_wheels_for_another_python_are_binary_only() -> None:
@@ -195,11 +239,11 @@ def test_base_image_python_version_and_prerequisites(tmp_path: Path, monkeypatch
     (tmp_path / "usr" / "bin" / "python3").symlink_to("python3.11")
     assert baseimage.python_version(tmp_path) == "3.11"
     assert baseimage.python_version(tmp_path / "none") is None
-    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(BackendUnavailable, match="needs root"):
         baseimage.check_prerequisites()
-    monkeypatch.setattr(baseimage.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(BackendUnavailable, match="debootstrap is not installed") as caught:
         baseimage.check_prerequisites()
     assert caught.value.exit_code == 3 and "make docker-up" in (caught.value.hint or "")

@@ -118,7 +118,7 @@ def test_the_effective_gpu_switches_are_read_back_and_script_changes_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "flash_attn", SimpleNamespace())
-    found = runtime_ledger.effective(_fake_torch(benchmark=True, matmul_tf32=True))
+    found = runtime_ledger.effective(_fake_torch(benchmark=True, matmul_tf32=True))  # type: ignore[arg-type]
     assert found["sdp_flash"] is True and found["sdp_mem_efficient"] is False and found["sdp_cudnn"] is False
     assert found["deterministic_debug_mode"] == 2 and found["fill_uninitialized_memory"] is True
     assert found["kernel_packages"] == ["flash_attn"]

@@ -10,6 +10,7 @@ from repro.errors import ConfigError
 from repro.logcompare import compare_stdout
 from repro.logmask import LogMask, is_timing_key, mask_timings
 from repro.tolerance import STRICT, Tolerance
+from repro.ui.verdict import render_markdown, render_text
 
 # (a line from one run, the same line from another run whose timings differ)
 TIMING_PAIRS = [
@@ -45,7 +46,10 @@ TIMING_PAIRS = [
         "100%|██████████| 10/10 [00:01<00:00,  15.20it/s, loss=0.123]",
         "100%|██████████| 10/10 [00:02<00:00,   4.87it/s, loss=0.123]",
     ),
-    ("Epoch 2:  40%|████      | 4/10 [00:12<00:18,  3.05s/it]", "Epoch 2:  40%|████      | 4/10 [00:09<00:13,  2.21s/it]"),
+    (
+        "Epoch 2:  40%|████      | 4/10 [00:12<00:18,  3.05s/it]",
+        "Epoch 2:  40%|████      | 4/10 [00:09<00:13,  2.21s/it]",
+    ),
     # Keras, Lightning, torchvision references
     (
         "10/10 [==============================] - 1s 52ms/step - loss: 0.6931 - accuracy: 0.5000",
@@ -85,6 +89,10 @@ KEPT = [
     ("Epoch: [0]  [ 10/469]  eta: 0:00:42  lr: 0.100000  loss: 2.2811", "2.2811"),
     ("timestep 40 beta1 0.9 update 3", "40"),
     ("timestep 40 beta1 0.9 update 3", "0.9"),
+    ("val ms_ssim 0.9132 psnr 31.20", "0.9132"),
+    ("grad mean 0.52 min 0.31 max 0.97", "0.52"),
+    ("grad mean 0.52 min 0.31 max 0.97", "0.31"),
+    ("eta 0.05 lambda 0.1", "0.05"),
 ]
 
 
@@ -104,7 +112,9 @@ def test_a_changed_loss_still_diverges_naming_both_values() -> None:
     nano_b = "iter 10: loss 2.3461, time 41.02ms, mfu 23.08%\n"
     entry = FileEntry("model.pt", 1, "same", False)
     v = compare_runs(
-        Side("A", [entry], lambda e: None, [], nano_a), Side("B", [entry], lambda e: None, [], nano_b), "strict"
+        Side("A", [entry], lambda e: None, [], nano_a),
+        Side("B", [entry], lambda e: None, [], nano_b),
+        "strict",
     )
     assert v.status == "diverged"
     reason = v.reasons[0]
@@ -115,6 +125,9 @@ def test_a_changed_loss_still_diverges_naming_both_values() -> None:
         "2.3461",
     )
     assert "loss 2.3456 -> 2.3461" in reason.message and "line 1" in reason.message
+    text = render_text(v, colour=False)
+    assert "first value that differs: loss 2.3456 → 2.3461" in text
+    assert "| ❌ | stdout | differs | from line 1: loss 2.3456 → 2.3461 |" in render_markdown(v)
 
 
 def test_hf_metrics_line_diverges_on_the_loss_not_the_runtime() -> None:
@@ -144,6 +157,10 @@ def test_hf_metrics_line_diverges_on_the_loss_not_the_runtime() -> None:
         ("update", False),
         ("beta1", False),
         ("tokens_per_batch", False),
+        ("ms_ssim", False),
+        ("step_time_ms", True),
+        ("sec/iter", True),
+        ("eta", False),
     ],
 )
 def test_field_names_that_measure_time(name: str, timing: bool) -> None:
@@ -163,7 +180,10 @@ def test_project_patterns_mask_and_ignore_lines() -> None:
 
 def test_stdout_can_be_left_out_of_the_verdict() -> None:
     entry = FileEntry("model.pt", 1, "same", False)
-    a, b = Side("A", [entry], lambda e: None, [], "loss 0.5\n"), Side("B", [entry], lambda e: None, [], "loss 0.7\n")
+    a, b = (
+        Side("A", [entry], lambda e: None, [], "loss 0.5\n"),
+        Side("B", [entry], lambda e: None, [], "loss 0.7\n"),
+    )
     assert compare_runs(a, b, "strict").status == "diverged"
     v = compare_runs(a, b, "strict", options=CompareOptions(stdout=False))
     assert v.status == "identical" and v.stdout is None and "stdout not compared" in v.summary
@@ -180,6 +200,9 @@ def test_compare_settings_come_from_repro_yaml_and_bad_patterns_are_config_error
     assert CompareOptions.from_settings(s) == CompareOptions(False, (r"seed=\d+",), ("^wandb:",))
     (tmp_path / "repro.yaml").write_text("compare:\n  mask: ['(unclosed']\n")
     with pytest.raises(ConfigError, match="compare.mask"):
+        load(tmp_path, environ={})
+    (tmp_path / "repro.yaml").write_text("compare:\n  stdout: maybe\n")
+    with pytest.raises(ConfigError, match="compare_stdout has a bad value 'maybe'"):
         load(tmp_path, environ={})
     with pytest.raises(ConfigError, match="compare.ignore_lines"):
         Plan((Layer(Rank.FLAG, {"compare_ignore_lines": (("[",), "--test")}),))

@@ -74,3 +74,19 @@ def test_project_root_is_found_upward(tmp_path: Path) -> None:
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
     assert find_project_root(deep) == tmp_path.resolve()
+
+
+def test_a_detached_job_is_listed_with_its_last_seen_state(tmp_path: Path) -> None:
+    import json
+
+    from repro.store import DETACHED
+
+    store = Store(tmp_path)
+    run_dir = store.begin_run("20261122-120000-0001", ["python", "t.py"])
+    marker = json.loads((run_dir / "running.json").read_text())
+    marker.update(pid=2**22 + 7, status="pending", detached=True)  # the submitting process is gone
+    (run_dir / "running.json").write_text(json.dumps(marker))
+    assert [(r.status, r.backend) for r in store.rows()] == [("incomplete", None)]  # no job marker
+    (run_dir / DETACHED).write_text("{}")
+    assert [(r.status, r.backend) for r in store.rows()] == [("pending", "slurm")]
+    assert store.detached_runs() == [run_dir / DETACHED]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,7 +94,12 @@ def test_recent_writes_are_not_recorded_as_settled(
         hash_tree(tree, tmp_path, cache)  # files written just now: within the racy window
         calls: list[object] = []
         real = hashing._scan
-        monkeypatch.setattr(hashing, "_scan", lambda *a: calls.append(a) or real(*a))
+
+        def counted(*a: Any) -> Any:
+            calls.append(a)
+            return real(*a)
+
+        monkeypatch.setattr(hashing, "_scan", counted)
         hash_tree(tree, tmp_path, cache)
     assert calls  # walked again: nothing was recorded for the whole tree
 

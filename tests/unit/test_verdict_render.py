@@ -12,16 +12,10 @@ import torch
 import xxhash
 
 from repro.capsule import FileEntry
+from repro.check import CheckResult
 from repro.compare import Side, Verdict, compare_all, compare_runs
-from repro.ui.verdict import (
-    WIDTH,
-    render_check_json,
-    render_check_markdown,
-    render_check_text,
-    render_json,
-    render_markdown,
-    render_text,
-)
+from repro.ui import check as check_render
+from repro.ui.verdict import WIDTH, render_json, render_markdown, render_text
 
 
 def _side(root: Path, label: str, metrics: list[dict[str, Any]], stdout: str, **kw: Any) -> Side:
@@ -139,10 +133,11 @@ def test_check_renderings_for_n_runs(tmp_path: Path) -> None:
         root.mkdir()
         (root / "out.txt").write_text(text)
         sides.append(_side(root, f"run{i + 1}", [], ""))
-    verdicts = compare_all(sides, "strict")
-    md = render_check_markdown(verdicts)
+    result = CheckResult(kind="repeat", mode="strict", verdicts=compare_all(sides, "strict"))
+    md = check_render.render_markdown(result)
     assert md.startswith("## ❌ Not reproduced: diverged")
     assert "| `run2` | `run1` | identical |" in md and "| `run3` | `run1` | diverged |" in md
-    assert render_check_text(verdicts, colour=False).startswith("DIVERGED  3 runs")
-    data = json.loads(json.dumps(render_check_json(verdicts)))
+    assert check_render.render_text(result, colour=False).startswith("DIVERGED  3 runs")
+    data = json.loads(json.dumps(check_render.render_json(result)))
     assert data["status"] == "diverged" and len(data["runs"]) == 2
+    assert data["exit_code"] == 5 and data["differing_outputs"] == ["out.txt"]

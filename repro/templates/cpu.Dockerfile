@@ -1,5 +1,7 @@
 # repro environment image, CPU. repro renders this template: the base is an immutable
 # image id and the image is tagged by the hash of (this text, the lockfile, the base id).
+# The install mark becomes one COPY + RUN pair per layer group: large wheels (torch, the nvidia
+# libraries) first, each in a layer of its own, then the rest, so a small change reuses them.
 # Code and data are mounted at run time, never copied in. Nothing here uses the network.
 FROM {{base}}
 ENV LANG=C.UTF-8 \
@@ -9,12 +11,6 @@ ENV LANG=C.UTF-8 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 RUN python3 -m venv /opt/venv
-COPY wheelhouse/ /opt/repro-build/wheelhouse/
-COPY requirements.lock /opt/repro-build/requirements.lock
-RUN if grep -q '==' /opt/repro-build/requirements.lock; then \
-        pip install --no-index --require-hashes --find-links /opt/repro-build/wheelhouse \
-            -r /opt/repro-build/requirements.lock; \
-    fi \
- && rm -rf /opt/repro-build
+{{install}}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

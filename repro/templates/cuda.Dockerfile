@@ -11,12 +11,6 @@ ENV LANG=C.UTF-8 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 RUN python3 -m venv /opt/venv
-COPY wheelhouse/ /opt/repro-build/wheelhouse/
-COPY requirements.lock /opt/repro-build/requirements.lock
-RUN if grep -q '==' /opt/repro-build/requirements.lock; then \
-        pip install --no-index --require-hashes --find-links /opt/repro-build/wheelhouse \
-            -r /opt/repro-build/requirements.lock; \
-    fi \
- && rm -rf /opt/repro-build
+{{install}}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

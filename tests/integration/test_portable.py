@@ -1,0 +1,176 @@
+"""Portable capsules: repro installed from its wheel, outside the checkout, runs a training in a
+container, exports the capsule with its image, and replays it `identical` after the image, its
+base image and the wheelhouse are gone: loaded from the capsule, no build.
+
+The test makes its own base image (the shared torch image plus a label of its own, so it has an
+id of its own) and removes only what it made. The environment image built on it installs one
+small wheel: torch comes with the base, so the test builds no torch layer of its own.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import QUICKSTART_LOCK, REPO, Project, git
+
+docker = pytest.importorskip("docker")
+
+from repro.backends import docker as backend  # noqa: E402
+from repro.backends.base import RunSpec  # noqa: E402
+from repro.config import DEFAULT_BASE_IMAGE  # noqa: E402
+
+TEST_LABEL = "org.repro.test"
+
+
+def _engine_reason() -> str | None:
+    if not backend.engine_available():
+        return "no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)"
+    with backend.engine() as client:
+        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
+            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
+    return None
+
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _tiny_lock() -> str:
+    """The typing-extensions entry of the committed torch lock: a one-wheel, hash-pinned lock."""
+    lines = QUICKSTART_LOCK.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("typing-extensions=="))
+    entry = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    --hash"):
+            break
+        entry.append(line)
+    return "\n".join(entry) + "\n"
+
+
+@pytest.fixture(scope="module")
+def own_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A base image of this test's own: the torch environment image plus a unique label."""
+    reason = _engine_reason()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("torch-image")
+    (root / "outputs").mkdir()
+    spec = RunSpec(["python", "-c", "pass"], root, ".", {}, root / "rt", root / "o", root / "e",
+                   lockfile=QUICKSTART_LOCK)  # fmt: skip
+    torch_image = backend.DockerBackend().prepare(spec, lambda e: None)
+    tag = f"repro-test-base:{uuid.uuid4().hex[:12]}"
+    dockerfile = f"FROM {torch_image.id}\nLABEL {TEST_LABEL}=portable-{tag.split(':')[1]}\n"
+    with backend.engine(timeout=600) as client:
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
+                            labels={TEST_LABEL: "portable"}, network_mode="none")  # fmt: skip
+    try:
+        yield tag
+    finally:
+        _remove([tag])
+
+
+def _remove(refs: list[str]) -> None:
+    with backend.engine() as client:
+        for ref in refs:
+            try:
+                client.api.remove_image(ref, force=True)
+            except docker.errors.ImageNotFound:
+                pass
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment outside the checkout with repro installed from its built wheel."""
+    base = tmp_path_factory.mktemp("wheel")
+    dist = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
+                   check=True, capture_output=True, cwd=base)  # fmt: skip
+    (wheel,) = dist.glob("repro-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"repro/templates/cpu.Dockerfile", "repro/templates/cuda.Dockerfile",
+            "repro/runtime/inject/sitecustomize.py"} <= set(names)  # fmt: skip
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # repro's own dependencies come from the test environment's site-packages (a path line only:
+    # its .pth files, the editable checkout among them, are not processed).
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                    "-q", "--no-deps", str(wheel)], check=True, capture_output=True)  # fmt: skip
+    return venv
+
+
+def _repro(venv: Path, *args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    argv = [str(venv / "bin" / "python"), "-m", "repro", *args]
+    return subprocess.run(argv, cwd=cwd, text=True, capture_output=True,
+                          env={**clean, "NO_COLOR": "1", **env}, timeout=600)  # fmt: skip
+
+
+def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wheelhouse(
+    own_base: str, wheel_venv: Path, tmp_path: Path
+) -> None:
+    where = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", "import repro; print(repro.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert where.startswith(str(wheel_venv)), where  # the wheel, not the checkout
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    project = Project(root)
+    project.script("train_ckpt.py", "train.py")
+    project.points()
+    project.write("requirements.txt", _tiny_lock())  # hash-pinned: used as the lock as it is
+    project.write("repro.yaml", f"image:\n  base: {own_base}\ndata: [data]\n")
+    project.write(".gitignore", "outputs/\n")
+    project.commit("train")
+    cache = tmp_path / "cache"
+    env = {"REPRO_CACHE_DIR": str(cache)}
+    argv = ["--", "python", "train.py", "--epochs", "2", "--save", "outputs/model.pt",
+            "--checkpoint-dir", "outputs/checkpoints"]  # fmt: skip
+    made: list[str] = []
+    try:
+        r = _repro(wheel_venv, "run", "--backend", "docker", "--seed", "7", *argv, cwd=root, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        record = json.loads(_repro(wheel_venv, "show", "latest", "--json", cwd=root, env=env).stdout)
+        image = record["deps"]["image"]
+        made.append(image["tag"])
+        assert image["base"] == own_base and not image["reused"]
+        assert record["deps"]["freeze"] and record["deps"]["mismatches"] == []  # pip freeze inside = lock
+        assert (cache / "wheelhouse").is_dir()
+
+        tar = tmp_path / "run.tar"
+        r = _repro(wheel_venv, "export", "latest", "-o", str(tar), "--with-image", cwd=root, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "image" in r.stdout
+        r = _repro(wheel_venv, "verify", str(tar), "--json", cwd=root, env=env)
+        assert r.returncode == 0 and json.loads(r.stdout)["image_bytes"] > 0, r.stderr
+
+        _remove([image["tag"], own_base])  # the environment image and its base image
+        shutil.rmtree(cache)  # and the wheelhouse
+        with backend.engine() as client:
+            assert backend._image_id(client, image["id"]) is None
+            assert backend._image_id(client, own_base) is None
+
+        elsewhere = tmp_path / "elsewhere"
+        shutil.copytree(root / "data", elsewhere / "data")
+        r = _repro(wheel_venv, "replay", str(tar), cwd=elsewhere, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.startswith("IDENTICAL"), r.stdout
+        assert "loading image" in r.stderr and "building image" not in r.stderr
+        replay = json.loads(_repro(wheel_venv, "show", "latest", "--json", cwd=elsewhere, env=env).stdout)
+        assert replay["deps"]["image"]["id"] == image["id"] and replay["deps"]["image"]["loaded"] is True
+        assert not cache.exists()  # nothing was fetched: no wheelhouse came back
+    finally:
+        _remove(made)

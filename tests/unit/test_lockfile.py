@@ -1,0 +1,136 @@
+"""The one lockfile module: pins, names, versions, mismatches; and how each lock variant resolves."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from repro import lockfile
+from repro.capture import deps
+from repro.errors import BuildError, UsageError
+
+H1, H2 = "1" * 64, "2" * 64
+
+
+def test_parse_lockfile_reads_markers_extras_and_continuations() -> None:
+    text = (
+        "# repro-lock-inputs: abc\n--index-url https://example.invalid/simple\n"
+        f"Typing_Extensions==4.16.0 \\\n    --hash=sha256:{H1} \\\n    --hash=sha256:{H2}\n"
+        "    # via torch\n"
+        f'uvicorn[standard]==0.30.0 ; python_version >= "3.10" \\\n    --hash=sha256:{H1}\n'
+    )
+    pinned = lockfile.parse_lockfile(text)
+    assert [(p.key, p.version) for p in pinned] == [("typing-extensions", "4.16.0"), ("uvicorn", "0.30.0")]
+    assert pinned[0].hashes == [H1, H2]
+    assert pinned[1].marker == 'python_version >= "3.10"'
+    with pytest.raises(BuildError, match="not pinned"):
+        lockfile.parse_lockfile(f"torch>=2 --hash=sha256:{H1}\n")
+    with pytest.raises(BuildError, match="no --hash"):
+        lockfile.parse_lockfile("torch==2.13.0\n")
+
+
+def test_pins_are_lenient_and_names_normalised() -> None:
+    lines = ["Foo.Bar==1.0", "torch>=2.6", "-c held.txt", "numpy===2.4.6", "# x==1", "garbage ==="]
+    assert lockfile.pins(lines) == {"foo-bar": "1.0", "numpy": "2.4.6"}
+    assert lockfile.canonical_name("Typing_Extensions") == "typing-extensions"
+    assert lockfile.top_level_names("torch>=2.6\nNumPy\n-r other.txt\n") == ["numpy", "torch"]
+    assert lockfile.compare_versions("2.13.0", "2.15.0") == -1
+    assert lockfile.compare_versions("1.10", "1.9") == 1
+    assert lockfile.compare_versions("abc", "abc") == 0
+
+
+def test_mismatches_name_each_locked_package_that_ran_otherwise() -> None:
+    locked = ["torch==2.15.0", "nvidia-cublas-cu12==12.8.4.1", "numpy==2.4.6"]
+    ran = ["torch==2.13.0+cpu", "numpy==2.4.6", "pip==25.0"]
+    found = lockfile.mismatches(locked, ran)
+    assert [m.describe() for m in found] == [
+        "nvidia-cublas-cu12: locked 12.8.4.1, ran absent",
+        "torch: locked 2.15.0, ran 2.13.0+cpu",
+    ]
+    assert lockfile.mismatches(["a==1"], ["A==1"]) == []
+    assert lockfile.freeze_diff(["a==1", "b==1"], ["a==2"]) == ["a: 1 → 2", "b: 1 → absent"]
+
+
+def test_the_cpu_lock_holds_what_is_installed_where_the_source_allows_it() -> None:
+    installed = {"torch": "2.13.0+cpu", "numpy": "2.4.6", "six": "1.0"}
+    how = deps.resolution("cpu", "torch>=2.6\nnumpy<2\nrequests\n", installed)
+    assert how.constraints == ("torch==2.13.0+cpu",)  # numpy 2.4.6 breaks <2; requests absent
+    assert how.index_url is None and how.platform is None and how.pip_args() == []
+    assert how.python == f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> None:
+    how = deps.resolution("cuda", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu"})
+    assert how.constraints == ()  # the host's CPU torch is not what runs on the GPU
+    assert how.index_url == deps.CUDA_INDEX
+    assert how.pip_args() == [
+        "--platform", deps.IMAGE_PLATFORM, "--python-version", deps.IMAGE_PYTHON, "--only-binary=:all:",
+    ]  # fmt: skip
+    assert deps.resolution("cuda", "numpy\n").index_url is None  # no torch: no torch index
+    assert str(
+        deps.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url
+    ).endswith("cu126")
+    with pytest.raises(UsageError):
+        deps.resolution("rocm", "torch\n")
+
+
+def test_each_variant_has_its_own_inputs_and_file() -> None:
+    text = "torch>=2.6\n"
+    cpu = deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.13.0"}))
+    assert cpu != deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.14.0"}))
+    assert cpu != deps.inputs_hash(text, deps.resolution("cuda", text))
+    assert deps.LOCK_NAMES["cpu"] != deps.LOCK_NAMES["cuda"]
+
+
+def _digest(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+def test_a_lock_is_reused_while_its_inputs_hold_and_check_says_when_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "requirements.in").write_text("six>=1\n")
+    assert deps.is_stale(root, None) == (True, "no lockfiles/requirements.lock.txt")
+    plan = deps.plan_lock(root, None)
+    assert plan.ready is None and plan.digest
+    plan.cached.parent.mkdir(parents=True)
+    plan.cached.write_text(f"six==1.17.0 \\\n    --hash=sha256:{_digest('six')}\n")
+    lock = deps.complete(deps.plan_lock(root, None))  # from the shared cache: no pip-compile
+    assert lock.requirements == ["six==1.17.0"] and not lock.compiled
+    assert lockfile.inputs_header(lock.path.read_text()) == plan.digest  # type: ignore[union-attr]
+    assert deps.is_stale(root, None) == (False, "lockfiles/requirements.lock.txt is current")
+    (root / "requirements.in").write_text("six>=1.16\n")
+    stale, why = deps.is_stale(root, None)
+    assert stale and "other inputs" in why
+
+
+def test_a_background_lock_hands_over_its_lines_and_its_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "requirements.in").write_text("six>=1\n")
+
+    def fake_compile(text, how, dest, on_line, previous=None, upgrade=None):  # type: ignore[no-untyped-def]
+        on_line("Resolving six")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(f"six==1.17.0 --hash=sha256:{_digest('six')}\n")
+
+    monkeypatch.setattr(deps, "_compile", fake_compile)
+    pending = deps.PendingLock(deps.plan_lock(tmp_path, None))
+    seen: list[str] = []
+    lock = pending.result(seen.append)
+    assert seen == ["Resolving six"] and lock.compiled and lock.requirements == ["six==1.17.0"]
+
+    def failing(*a: object, **k: object) -> None:
+        raise BuildError("pip-compile failed: no six")
+
+    monkeypatch.setattr(deps, "_compile", failing)
+    (tmp_path / "requirements.in").write_text("six>=99\n")
+    with pytest.raises(BuildError, match="no six"):
+        deps.PendingLock(deps.plan_lock(tmp_path, None)).result()

@@ -1,0 +1,121 @@
+"""The slurm backend's pure parts: the batch script, reading scontrol, blaming a failed node."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from repro.backends.base import RANK_LOGS, RunSpec, launch_argv
+from repro.backends.slurm import (
+    NODE_LOGS,
+    SlurmOptions,
+    _renumber_rank_logs,
+    failed_task,
+    job_script,
+    parse_job,
+    parse_sacct,
+)
+
+
+def _spec(tmp_path: Path, nproc: int = 1) -> RunSpec:
+    return RunSpec(
+        argv=["python", "train.py", "--name", "two words"], project_root=tmp_path / "proj", workdir="sub",
+        env={}, runtime_dir=tmp_path / "rt", stdout_path=tmp_path / "o", stderr_path=tmp_path / "e",
+        nproc_per_node=nproc,
+    )  # fmt: skip
+
+
+def test_the_batch_script_asks_for_the_allocation_and_runs_one_launcher_per_node(tmp_path: Path) -> None:
+    options = SlurmOptions(nodes=2, partition="gpu", time="00:30:00", account="lab", sbatch_args=("--qos=x",))
+    text = job_script(_spec(tmp_path, nproc=2), options, "/venv/bin/python", {"A": "x y", "B": "$HOME"}, "r1")
+    lines = text.splitlines()
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --cpus-per-task=2",
+                 "#SBATCH --partition=gpu", "#SBATCH --time=00:30:00", "#SBATCH --account=lab",
+                 "#SBATCH --no-requeue", f"#SBATCH --chdir={tmp_path / 'proj' / 'sub'}",
+                 "export A='x y'", "export B='$HOME'"):  # fmt: skip
+        assert line in lines, line
+    srun = next(line for line in lines if line.startswith("srun "))
+    assert "--kill-on-bad-exit=1" in srun and "/venv/bin/python -S -m repro.runtime.node --nodes=2" in srun
+    assert srun.endswith("-- python train.py --name 'two words'")
+    assert "--qos=x" not in text  # extra arguments go on sbatch's command line, parsed once
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_requeue_traps_the_warning_signal_and_requeues_after_the_command_saved(tmp_path: Path) -> None:
+    text = job_script(_spec(tmp_path), SlurmOptions(requeue=True), "python", {}, "r1")
+    assert "#SBATCH --requeue" in text and "#SBATCH --signal=B:USR1@120" in text
+    assert "trap requeue USR1" in text and 'scontrol requeue "$SLURM_JOB_ID"' in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_scontrol_show_job_is_read_field_by_field() -> None:
+    line = ("JobId=8 JobName=repro-x UserId=root(0) JobState=PENDING Reason=BeginTime Requeue=1 Restarts=1 "
+            "ExitCode=0:15 Partition=debug NodeList=(null) TRES=cpu=2,node=2\n")  # fmt: skip
+    state = parse_job(line)
+    assert state is not None
+    assert (state.state, state.reason, state.restarts, state.exit_code, state.signal) == (
+        "PENDING",
+        "BeginTime",
+        1,
+        0,
+        15,
+    )
+    assert state.nodes is None and state.partition == "debug" and state.active
+    assert parse_job("slurm_load_jobs error: Invalid job id specified\n") is None
+
+
+def test_the_first_task_srun_saw_fail_is_blamed() -> None:
+    job_out = (
+        "repro: job 4 on n[1-2]\n"
+        "srun: error: n2: task 1: Exited with exit code 3\n"
+        "srun: error: n1: task 0: Exited with exit code 1\n"
+    )
+    assert failed_task(job_out, {0: "n1", 1: "n2"}) == {"node": "n2", "node_rank": 1, "exit_code": 3}
+    assert failed_task("srun: error: n1: task 0: Terminated\n", {0: "n1"}) is None
+
+
+def test_each_nodes_rank_logs_are_renumbered_by_global_rank(tmp_path: Path) -> None:
+    for node in (0, 1):
+        for local in (0, 1):
+            d = tmp_path / NODE_LOGS / f"node{node}" / "none_abc" / "attempt_0" / str(local)
+            d.mkdir(parents=True)
+            (d / "stdout.log").write_text(f"node {node} local {local}\n")
+    _renumber_rank_logs(tmp_path, nproc_per_node=2)
+    found = {p.parent.name: p.read_text() for p in (tmp_path / RANK_LOGS).glob("*/attempt_0/*/stdout.log")}
+    assert found == {"0": "node 0 local 0\n", "1": "node 0 local 1\n", "2": "node 1 local 0\n",
+                     "3": "node 1 local 1\n"}  # fmt: skip
+
+
+def test_torchrun_across_nodes_uses_a_static_rendezvous_on_the_first_node() -> None:
+    argv = launch_argv(
+        ["python", "train.py"], 1, python="py", nodes=2, node_rank=1, master=("10.0.0.1", 20004)
+    )
+    assert argv == ["py", "-m", "torch.distributed.run", "--nproc-per-node=1", "--nnodes=2", "--node-rank=1",
+                    "--master-addr=10.0.0.1", "--master-port=20004", "train.py"]  # fmt: skip
+
+
+def test_a_job_the_controller_forgot_is_read_from_accounting() -> None:
+    state = parse_sacct("CANCELLED by 0|0:15|n[1-2]|debug\n")
+    assert state is not None and not state.active
+    assert (state.state, state.exit_code, state.signal, state.nodes) == ("CANCELLED", 0, 15, "n[1-2]")
+    assert parse_sacct("") is None
+
+
+def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.runtime.node import container_argv
+
+    text = job_script(_spec(tmp_path), SlurmOptions(environment="docker"), "py", {"REPRO_SEED": "1"}, "r1",
+                      image="sha256:abc")  # fmt: skip
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--image=sha256:abc" in srun and "--pass-env=REPRO_SEED" in srun and str(tmp_path / "proj") in srun
+
+    monkeypatch.setenv("REPRO_RUN_ID", "r1")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    argv = container_argv("sha256:abc", ["/p", "/lib"], ["REPRO_SEED"], node_rank=1)
+    assert argv[:3] == ["docker", "run", "--rm"] and argv[-1] == "sha256:abc"
+    assert "--name=repro-r1-node1-2" in argv and "--network=host" in argv
+    assert "--volume=/p:/p" in argv and "--volume=/lib:/lib" in argv and "--env=REPRO_SEED" in argv
