@@ -178,6 +178,18 @@ class BackendInfo:
 
 
 @dataclass
+class CheckpointInfo:
+    """A checkpoint the run saved: its sha256 and, per rank, the blob of its RNG states at that save."""
+
+    path: str  # as saved, relative to the project root when inside it
+    hash: str  # sha256 of the checkpoint file (or stat-<size>-<mtime_ns> when the run died hashing it)
+    step: int = 0  # optimizer steps taken before the save
+    states: dict[str, str] = field(default_factory=dict)  # rank -> blob of its RNG states
+    blob: str | None = None  # the file's own bytes (traced runs, within store.max_checkpoint_bytes)
+    size: int | None = None
+
+
+@dataclass
 class ResultInfo:
     status: str = "running"  # succeeded | failed | interrupted | running
     exit_code: int | None = None
@@ -194,6 +206,7 @@ class ResultInfo:
     output_excludes: list[str] = field(default_factory=list)  # outputs.exclude globs in force
     outputs: list[FileEntry] = field(default_factory=list)
     outputs_outside_root: list[str] = field(default_factory=list)  # written outside the project
+    checkpoints: list[CheckpointInfo] = field(default_factory=list)  # exact resume (repro resume)
 
 
 @dataclass
@@ -205,6 +218,7 @@ class Record:
     format: str = FORMAT
     kind: str = "run"  # run | replay | check
     parent: str | None = None  # the run this one replays
+    resumed_from: str | None = None  # the interrupted run this one continues (repro resume)
     project: str | None = None
     repro_version: str | None = None
     command: CommandInfo = field(default_factory=CommandInfo)
@@ -232,6 +246,8 @@ class Record:
             self.deps.image.dockerfile if self.deps.image else None,
             self.results.metrics,
             *self.results.logs.values(),
+            *(c.blob for c in self.results.checkpoints),
+            *(b for c in self.results.checkpoints for b in c.states.values()),
         ):
             if digest:
                 found.add(digest)

@@ -14,15 +14,20 @@ JUnit) for the CLI and the pytest plugin.
 
 from __future__ import annotations
 
+import random
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from repro import runner
+from repro import interrupt, runner
+from repro import reasons as codes
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
-from repro.capture.code import CodeCapture, capture_code, store_patch
+from repro.capture.code import CodeCapture, capture_code, restore_code, store_patch
 from repro.compare import (
     REPRODUCED,
     CompareOptions,
@@ -38,7 +43,8 @@ from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
-from repro.replay import ReplayRequest, run_replay, side, tolerance, verification
+from repro.interrupt import ResumeCause
+from repro.replay import ReplayRequest, outputs_only, replay_record, run_replay, side, tolerance, verification
 from repro.store import LoadedRun, Store
 
 DEFAULT_RUNS = 2
@@ -58,6 +64,7 @@ class CheckResult:
     diff: DiffResult | None = None  # against: the capsule's record vs the new run's record
     capsule: str | None = None  # against: the capsule ref as given
     notes: list[str] = field(default_factory=list)
+    causes: list[ResumeCause] = field(default_factory=list)  # interrupt: what a resume did not restore
 
     @property
     def status(self) -> str:
@@ -155,6 +162,182 @@ def run_check(
         if first is None:
             first = side(store.load_run(record.id))
     return result
+
+
+# --------------------------------------------------------------------------- interrupt
+
+TRACE_ENV = {"REPRO_RESUME_TRACE": "1"}
+
+
+def run_interrupt_check(
+    request: runner.RunRequest,
+    store: Store,
+    plan: Plan,
+    on_event: OnEvent,
+    *,
+    interrupts: int,
+    rng: random.Random | None = None,
+    on_record: Callable[[Record], None] | None = None,
+) -> CheckResult:
+    """Run the command uninterrupted, then ``interrupts`` times SIGKILLed at a random point after a
+    checkpoint and continued with `repro resume`; compare each resumed run's outputs with the
+    uninterrupted run's. Every run executes in a scratch copy of the recorded code, so no
+    checkpoint of one run is seen by another. A resume that diverged is explained from the
+    resume trace: the first step and what was not restored (``CheckResult.causes``); the
+    check stops there.
+
+    Raises:
+        UsageError: no command; a command that saves no checkpoint before its last step.
+        BackendUnavailable, BuildError: the backend cannot run the command.
+    """
+    prepared = runner.capture(request, plan, store, on_event)
+    first = prepared.record
+    first.kind = KIND
+    backend = runner.select_backend(
+        plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+    )
+    result = CheckResult(kind="interrupt", mode=first.determinism.mode, seed=first.seeds.master)
+    scratch_dirs = [_scratch_copy(store, first)]
+    try:
+        prepared.spec.project_root, prepared.spec.data_root = scratch_dirs[0], store.root
+        prepared.spec.env.update(TRACE_ENV)
+        prepared.outputs_before, prepared.tree_before = {}, None
+        on_event(Event("info", f"check --interrupt: uninterrupted run {first.id} · backend {backend.name}"))
+        first = _record_run(result, runner.execute(prepared, backend, store, on_event), on_record)
+        if result.failed is not None:
+            return result
+        reference = _resume_traces(store, first)
+        total = len(reference.get(0, []))
+        saved = [c.step for c in first.results.checkpoints]
+        steps = interrupt.kill_steps(
+            saved, total, interrupts, first.command.nproc_per_node, rng or random.Random()
+        )
+        if not steps:
+            raise UsageError(
+                f"{' '.join(first.command.argv)} saved no checkpoint before its last optimizer step "
+                f"({total} steps): there is no point to interrupt it at",
+                hint="save a checkpoint during training (torch.save every epoch) and load it when present",
+            )
+        attempt = _Attempts(result, first, reference, store, plan, backend, on_event, on_record)
+        for step in steps:
+            scratch_dirs.append(_scratch_copy(store, first))
+            verdict = attempt.run(step, scratch_dirs[-1])
+            if verdict is None:
+                return result
+            result.verdicts.append(verdict)
+            if not verdict.reproduced:
+                result.notes.append(
+                    f"stopped after resume {len(result.verdicts)} of {len(steps)}: it diverged"
+                )
+                break
+    finally:
+        for d in scratch_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    return result
+
+
+def _record_run(result: CheckResult, record: Record, on_record: Callable[[Record], None] | None) -> Record:
+    result.records.append(record)
+    result.notes += [w for w in record.warnings if w not in result.notes]
+    if on_record is not None:
+        on_record(record)
+    if record.results.status != "succeeded":
+        result.failed = record
+    return record
+
+
+@dataclass
+class _Attempts:
+    """What every interrupted attempt of one check shares."""
+
+    result: CheckResult
+    first: Record  # the uninterrupted run
+    reference: dict[int, list[dict[str, Any]]]  # its resume trace, by rank
+    store: Store
+    plan: Plan
+    backend: Any
+    on_event: OnEvent
+    on_record: Callable[[Record], None] | None
+
+    def run(self, step: int, scratch: Path) -> Verdict | None:
+        """Kill a run after optimizer step ``step``, resume it, compare. None when a run failed."""
+        from repro.resume import resume
+
+        killed = self._killed(step, scratch)
+        self.result.records.append(killed)
+        if killed.results.status == "succeeded":
+            self.result.notes.append(
+                f"run {killed.id} ended before optimizer step {step}: nothing was interrupted"
+            )
+        resumed = resume(self.store, killed.id, self.plan, self.on_event, backend=self.backend.name,
+                         env=TRACE_ENV, root=scratch)  # fmt: skip
+        _record_run(self.result, resumed, self.on_record)
+        if self.result.failed is not None:
+            return None
+        original, again = (outputs_only(side(self.store.load_run(r.id))) for r in (self.first, resumed))
+        verdict = compare_runs(
+            original, again, self.result.mode, options=CompareOptions.from_settings(self.plan.settings)
+        )
+        verdict.notes.append(f"killed after optimizer step {step}, resumed as {resumed.id}")
+        verdict.notes.append(
+            "a resumed run logs only what follows its checkpoint: outputs compared, not logs"
+        )
+        if not verdict.reproduced:
+            self._explain(verdict, resumed)
+        return verdict
+
+    def _killed(self, step: int, scratch: Path) -> Record:
+        first, store = self.first, self.store
+        record = replay_record(first, self.plan.settings)
+        record.kind, record.parent = KIND, first.id
+        run_dir = store.begin_run(record.id, record.command.argv)
+        data = [i.path for i in first.data.inputs]
+        lock = _lock_copy(store, first, run_dir)
+        outputs, argv = list(first.results.output_roots), list(first.command.argv)
+        base = self.plan.settings.base_image
+        spec = runner.build_spec(
+            record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root
+        )
+        spec.env.update({**TRACE_ENV, "REPRO_INTERRUPT_AT_STEP": str(step)})
+        self.on_event(Event("info", f"check --interrupt: {record.id} is killed after optimizer step {step}"))
+        prepared = runner.Prepared(record, spec, run_dir, {}, self.plan.settings)
+        return runner.execute(prepared, self.backend, store, self.on_event)
+
+    def _explain(self, verdict: Verdict, resumed: Record) -> None:
+        rows = _resume_traces(self.store, resumed)
+        causes = [interrupt.first_cause(self.reference.get(r, []), rows[r], r) for r in sorted(rows)]
+        found = sorted((c for c in causes if c is not None), key=lambda c: (c.step, c.rank))
+        if found:
+            self.result.causes.append(found[0])
+            cause = found[0]
+            fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
+            verdict.reasons.insert(0, codes.Reason(codes.NOT_RESTORED, cause.describe(), fields=fields))
+
+
+def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any]]]:
+    loaded = store.load_run(record.id)
+    traces: dict[int, list[dict[str, Any]]] = {}
+    for name, blob in record.results.logs.items():
+        if name.startswith("rtrace.rank") and name[11:].isdigit():
+            traces[int(name[11:])] = interrupt.parse((loaded.read_blob(blob) or b"").decode())
+    return traces
+
+
+def _scratch_copy(store: Store, record: Record) -> Path:
+    """A directory holding the record's code, where one run of the check executes."""
+    scratch = Path(tempfile.mkdtemp(prefix="repro-interrupt-"))  # outside the project: not its git tree
+    restore_code(record.code, store.blob_path, scratch)
+    (scratch / record.command.cwd).mkdir(parents=True, exist_ok=True)
+    return scratch
+
+
+def _lock_copy(store: Store, record: Record, run_dir: Path) -> Path | None:
+    raw = store.read_blob(record.deps.lock_blob)
+    if raw is None:
+        return None
+    path = run_dir / "work" / "requirements.lock.txt"
+    path.write_bytes(raw)
+    return path
 
 
 # --------------------------------------------------------------------------- against

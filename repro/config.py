@@ -49,6 +49,7 @@ class Settings:
     allow_nondeterministic_ops: bool = False  # strict/gpu: such ops warn (and are counted), not fail
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
+    max_checkpoint_bytes: int = 1024 * 1024 * 1024  # traced runs keep checkpoints up to this size
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
     compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
@@ -84,6 +85,7 @@ _YAML_KEYS: dict[str, str] = {
     "deps.requirements": "requirements",
     "store.max_output_bytes": "max_output_bytes",
     "store.max_code_file_bytes": "max_code_file_bytes",
+    "store.max_checkpoint_bytes": "max_checkpoint_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
     "slurm.nodes": "slurm_nodes",

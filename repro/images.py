@@ -124,9 +124,10 @@ def is_image_id(ref: str) -> bool:
 # Large wheels get image layers of their own, ahead of the rest, so that adding or bumping a
 # small dependency reuses them: only the last layer is installed again. Grouped by name
 # (known before any wheel is fetched, so the tag needs no download): every nvidia-* library
-# in one layer, each other large project in its own.
+# in one layer, each other large project in its own, the ones that change least first. Large
+# means a long install too: sympy and setuptools are small wheels of thousands of files.
 HEAVY = ("nvidia", "triton", "torch", "torchvision", "torchaudio", "jaxlib", "tensorflow", "xformers",
-         "scipy", "numpy")  # fmt: skip
+         "scipy", "numpy", "pandas", "sympy", "networkx", "setuptools")  # fmt: skip
 REST = "rest"
 
 

@@ -5,6 +5,8 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 
 - ``run_failed`` — the replay did not succeed (fields: status, exit_code);
 - ``original_failed`` — the original failed and the replay succeeded;
+- ``not_restored`` — a resumed run parted from the uninterrupted one at its resume point: what
+  its checkpoint or the runtime did not restore (fields: step, rank, cause, field);
 - ``trace_differs`` — the per-step fingerprint parted (fields: step, param);
 - ``missing_output`` / ``extra_output`` — an output only the original / only the replay has;
 - ``tensor_differs`` — tensors inside a tensor file differ (fields: tensor, max_abs);
@@ -21,6 +23,7 @@ from typing import Any
 
 RUN_FAILED = "run_failed"
 ORIGINAL_FAILED = "original_failed"
+NOT_RESTORED = "not_restored"
 TRACE_DIFFERS = "trace_differs"
 MISSING_OUTPUT = "missing_output"
 EXTRA_OUTPUT = "extra_output"
@@ -32,6 +35,7 @@ LOG_DIFFERS = "log_differs"
 CODES = (
     RUN_FAILED,
     ORIGINAL_FAILED,
+    NOT_RESTORED,
     TRACE_DIFFERS,
     MISSING_OUTPUT,
     EXTRA_OUTPUT,

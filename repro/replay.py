@@ -7,6 +7,7 @@ so `repro diff ORIGINAL REPLAY` works afterwards.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repro import __version__, steptrace
+from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
 from repro.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, Record, ResultInfo, open_member
@@ -27,7 +29,7 @@ from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.determinism import expectation, verifiable_mode
-from repro.errors import DataDrift, UsageError
+from repro.errors import DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
 from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -46,6 +48,8 @@ class ReplayRequest:
     rtol: float | None = None
     allow_world_size_change: bool = False
     nproc_per_node: int | None = None
+    from_checkpoint: str | None = None  # replay only a window after this recorded checkpoint
+    steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
 
 
 @dataclass
@@ -223,6 +227,10 @@ def run_replay(
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")
 
+    window = None
+    if request.from_checkpoint:
+        window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))
+        notes.append(window.describe())
     record = replay_record(original, settings)
     record.kind = kind
     gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
@@ -258,6 +266,8 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
+        if window is not None:
+            windows.prepare(window, spec, original, loaded.read_blob)
         _carry_image(spec, original, loaded)
         wanted = settings.backend
         _fit_layout(record, wanted, notes)
@@ -298,10 +308,14 @@ def run_replay(
         notes.append(
             f"the repro runtime did not load in the {which}: nothing was seeded; compared as mode off"
         )
-    verdict = compare_runs(
-        side(loaded), side(replayed), mode, tolerance(mode, request.atol, request.rtol),
-        CompareOptions.from_settings(settings),
-    )  # fmt: skip
+    tol, options = tolerance(mode, request.atol, request.rtol), CompareOptions.from_settings(settings)
+    if window is not None:
+        verdict = windows.compare(side(loaded), side(replayed), window, mode, tol, options)
+    elif original.resumed_from:
+        notes.append(resumed_note(store, original))
+        verdict = compare_runs(outputs_only(side(loaded)), outputs_only(side(replayed)), mode, tol, options)
+    else:
+        verdict = compare_runs(side(loaded), side(replayed), mode, tol, options)
     if world_changed and verdict.status == "identical":
         verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
     verdict.notes += notes
@@ -310,6 +324,27 @@ def run_replay(
     record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def outputs_only(s: Side) -> Side:
+    """A resumed run logged only what followed its checkpoint: its outputs are what compare."""
+    return dataclasses.replace(s, metrics=[], stdout="", trace=[])
+
+
+def resumed_note(store: Store, record: Record) -> str:
+    """How a resumed run is replayed: its whole chain as one uninterrupted run."""
+    chain = [record.id]
+    ref = record.resumed_from
+    while ref and ref not in chain and len(chain) < 1000:
+        chain.insert(0, ref)
+        try:
+            ref = store.resolve(ref).record.resumed_from
+        except ReproError:
+            break
+    return (
+        f"run {record.id} resumed an interrupted run: replayed as one uninterrupted run of its chain "
+        f"({' → '.join(chain)}); outputs compared, not its logs"
+    )
 
 
 def recorded_slurm_options(record: Record) -> SlurmOptions:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__
+from repro import __version__, checkpoints
 from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
@@ -198,6 +198,7 @@ def capture(
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
+        record.determinism.env["REPRO_KEEP_CHECKPOINTS"] = str(settings.max_checkpoint_bytes)
     record.backend = BackendInfo(
         name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
@@ -291,6 +292,8 @@ def execute(
     if image:
         record.deps.image = image_info(image, store)
     record.results.started = now_iso()
+    kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
+    store.write_pending(record, prepared.run_dir, kept)  # what `repro resume` needs if repro dies
     try:
         result = backend.execute(spec, on_event)
     except Exception:
@@ -410,6 +413,7 @@ def collect(
     if params.is_file():
         res.params = _read_json(params)
     _merge_process_env(record, runtime)
+    checkpoints.collect(record, runtime, store.put_file, prepared.settings.max_checkpoint_bytes)
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
@@ -418,7 +422,7 @@ def collect(
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
     record.seeds.script_seeds = reports.script_seeds
-    _undeclared(record, reports, spec)
+    _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
     if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
@@ -602,9 +606,10 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, reports: Reports, spec: RunSpec) -> None:
-    # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output.
-    opened = {p for p in reports.read - reports.written if (spec.project_root / p).is_file()}
+def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> None:
+    # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output;
+    # so is the checkpoint a resumed run continues from: its chain wrote it.
+    opened = {p for p in reports.read - reports.written - resumed_from if (spec.project_root / p).is_file()}
     # Source the interpreter imports is code; every other file read is an input the replay should check.
     configs = {c.path for c in record.command.config_files}
     prefixes = tuple(p.rstrip("/") + "/" for p in [*spec.data, *spec.outputs, ".repro", "lockfiles"])

@@ -33,6 +33,8 @@ from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageErro
 from repro.hashing import hash_bytes, hash_file
 
 STORE_DIR = ".repro"
+PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
+PENDING_KEPT = "kept.json"
 DETACHED = "detached.json"  # in a run directory: a detached job, sealed by `repro ls` once it ended
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
@@ -161,6 +163,42 @@ class Store:
         marker = {"pid": os.getpid(), "started": datetime.now(timezone.utc).isoformat(), "argv": argv}
         (run_dir / "running.json").write_text(json.dumps(marker))
         return run_dir
+
+    def write_pending(self, record: Record, run_dir: Path, kept: dict[str, Any]) -> None:
+        """Keep the record of a run being executed (and ``kept``: its output and data paths, the
+        output stats before it), so a run whose repro process died can still be sealed and resumed."""
+        self._write_atomic(run_dir / "work" / PENDING_RECORD, dump_record(record))
+        self._write_atomic(run_dir / "work" / PENDING_KEPT, json.dumps(kept).encode())
+
+    def load_pending(self, run_id: str) -> tuple[Record, dict[str, Any]] | None:
+        """What `write_pending` kept for an unsealed run; None when nothing was kept.
+
+        Raises:
+            CapsuleInvalid: the kept record is unreadable.
+        """
+        work = self.runs_dir / run_id / "work"
+        if not (work / PENDING_RECORD).is_file():
+            return None
+        record = load_record((work / PENDING_RECORD).read_bytes())
+        try:
+            kept = json.loads((work / PENDING_KEPT).read_text())
+        except (OSError, ValueError):
+            kept = {}
+        return record, kept if isinstance(kept, dict) else {}
+
+    def has_record(self, run_id: str) -> bool:
+        """Whether the run was sealed."""
+        return (self.runs_dir / run_id / RECORD_NAME).is_file()
+
+    def is_running(self, run_id: str) -> bool:
+        """Whether an unsealed run is still going: its repro process alive, or a detached job not ended."""
+        return _unsealed_row(self.runs_dir / run_id).status in ("running", "pending")
+
+    def read_blob(self, digest: str | None) -> bytes | None:
+        if not digest:
+            return None
+        path = self.blob_path(digest)
+        return path.read_bytes() if path.is_file() else None
 
     def seal(self, record: Record, run_dir: Path) -> Path:
         """Write the record atomically (the run's completion mark), drop scratch files, index it."""
@@ -351,11 +389,11 @@ def _row_from_record(record: Record) -> RunRow:
         id=record.id,
         created=record.created,
         status=record.results.status,
-        kind=record.kind,
+        kind="resume" if record.resumed_from else record.kind,
         command=" ".join(record.command.argv),
         duration_s=record.results.duration_s,
         backend=record.backend.name,
-        parent=record.parent,
+        parent=record.resumed_from or record.parent,
         verdict=(record.verification or {}).get("status"),
     )
 

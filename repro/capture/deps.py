@@ -75,12 +75,21 @@ class Resolution:
     index_url: str | None  # an extra index (the torch CUDA wheels); None: the host's pip configuration
     constraints: tuple[str, ...] = ()  # name==version the lock must keep (what is installed)
 
-    def pip_args(self) -> list[str]:
-        """Arguments for the resolver (pip-compile passes them on to pip)."""
-        args: list[str] = []
-        if self.platform:
-            args += ["--platform", self.platform, "--python-version", self.python, "--only-binary=:all:"]
-        return args
+    def unresolvable_here(self) -> str | None:
+        """Why this machine cannot resolve the lock, or None.
+
+        pip-compile resolves for the interpreter that runs it (it takes no target platform), so
+        a lock for the image's platform is compiled only where Python and platform match it.
+        """
+        if not self.platform:
+            return None
+        here = f"{sys.version_info.major}.{sys.version_info.minor}"
+        if here != self.python or sys.platform != "linux" or platform.machine() != "x86_64":
+            return (
+                f"the {self.variant} lock is for Python {self.python} on {self.platform}; "
+                f"this is Python {here} on {sys.platform} {platform.machine()}"
+            )
+        return None
 
     def key(self) -> str:
         return "\n".join(
@@ -347,6 +356,13 @@ def _compile(
     previous: str | None = None,
     upgrade: list[str] | None = None,
 ) -> None:
+    elsewhere = how.unresolvable_here()
+    if elsewhere:
+        raise BuildError(
+            f"cannot compile here: {elsewhere}",
+            hint=f"run `repro lock --variant {how.variant}` on linux x86_64 with Python {how.python} "
+            "(the base image itself will do) and commit lockfiles/",
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
         src = Path(tmp) / "requirements.in"
@@ -369,8 +385,6 @@ def _compile(
             cmd += ["--upgrade-package", name]
         if how.index_url:
             cmd += ["--extra-index-url", how.index_url]
-        if how.pip_args():
-            cmd += ["--pip-args", " ".join(how.pip_args())]
         lines = _stream(cmd, tmp, on_line)
         if not out.is_file():
             raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)

@@ -11,7 +11,16 @@ import sys
 import click
 
 from repro import __version__, ui
-from repro.cli import check_cmd, diff_cmd, docker_cmd, lock_cmd, records_cmd, replay_cmd, run_cmd
+from repro.cli import (
+    check_cmd,
+    diff_cmd,
+    docker_cmd,
+    lock_cmd,
+    records_cmd,
+    replay_cmd,
+    resume_cmd,
+    run_cmd,
+)
 from repro.cli.context import AppContext
 from repro.errors import ExitCode, ReproError
 
@@ -44,7 +53,7 @@ def cli(ctx: click.Context, quiet: bool, project_dir: str | None) -> None:
 
 
 # Each module defines click commands and a `COMMANDS` list of them, registered in this order.
-for _module in (run_cmd, records_cmd, replay_cmd, diff_cmd, check_cmd, docker_cmd, lock_cmd):
+for _module in (run_cmd, records_cmd, replay_cmd, diff_cmd, check_cmd, resume_cmd, docker_cmd, lock_cmd):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -44,6 +44,15 @@ Exit status (stable; README "Exit codes"):
     help="How many times to run COMMAND; run 1 is compared with each later run.",
 )
 @click.option(
+    "--interrupt",
+    "interrupts",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Certify exact resume: run once uninterrupted, then N times SIGKILLed at a random point after "
+    "a checkpoint and continued with `repro resume`; fail naming what a resume did not restore.",
+)
+@click.option(
     "--against",
     "against",
     metavar="CAPSULE",
@@ -71,6 +80,7 @@ def check(
     command: tuple[str, ...],
     flags: Flags,
     runs: int,
+    interrupts: int | None,
     against: str | None,
     data_root: Path | None,
     allow_data_drift: bool,
@@ -86,6 +96,7 @@ def check(
     repro check -- python train.py --epochs 1      run twice with one seed; exit 0 if identical, 5 if not
     repro check --runs 3 --junit report.xml -- python train.py
     repro check --against golden/capsule.tar       does today's code still reproduce the capsule?
+    repro check --interrupt 2 -- python train.py   killed twice after a checkpoint, resumed: still identical?
     repro check --markdown summary.md -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
@@ -106,6 +117,8 @@ def check(
         argv = argv[1:]
     if against and argv:
         raise UsageError("give either a COMMAND or --against CAPSULE, not both")
+    if against and interrupts:
+        raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
     if not against and not argv:
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
@@ -121,6 +134,15 @@ def check(
                     rtol=rtol,
                 )
                 result = core.run_against(request, app.store, app.plan(flags), on_event)
+            elif interrupts:
+                result = core.run_interrupt_check(
+                    RunRequest(argv=argv, cwd=Path.cwd()),
+                    app.store,
+                    app.plan(flags),
+                    on_event,
+                    interrupts=interrupts,
+                    on_record=lambda r: _announce(r, app),
+                )
             else:
                 result = core.run_check(
                     RunRequest(argv=argv, cwd=Path.cwd()),

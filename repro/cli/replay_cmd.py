@@ -11,7 +11,7 @@ from repro.cli import options
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags
-from repro.errors import Interrupted
+from repro.errors import Interrupted, UsageError
 from repro.replay import ReplayRequest, run_replay
 from repro.ui import verdict as render
 
@@ -27,6 +27,20 @@ from repro.ui import verdict as render
     help="Replay with another number of processes (needs --allow-world-size-change).",
 )
 @click.option("--allow-world-size-change", is_flag=True, help="Allow a different world size.")
+@click.option(
+    "--from",
+    "from_checkpoint",
+    metavar="CHECKPOINT",
+    default=None,
+    help="Replay only a window: from this recorded checkpoint (its path, hash prefix or step:N) of a "
+    "traced run, compared with the run's per-step trace.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(1),
+    default=None,
+    help="With --from: optimizer steps to replay (default: up to the next recorded checkpoint).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option(
     "--markdown",
@@ -48,6 +62,8 @@ def replay(
     allow_world_size_change: bool,
     as_json: bool,
     markdown: Path | None,
+    from_checkpoint: str | None,
+    steps: int | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -68,7 +84,13 @@ def replay(
     repro.yaml's compare.mask / compare.ignore_lines add patterns, compare.stdout: false
     leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV
     metric files value by value; --json gives each reason a code and its fields.
+
+    \b
+    repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
+    A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
     """
+    if steps is not None and from_checkpoint is None:
+        raise UsageError("--steps sizes a window: give it with --from CHECKPOINT")
     request = ReplayRequest(
         ref=ref,
         data_root=data_root,
@@ -77,6 +99,8 @@ def replay(
         rtol=rtol,
         allow_world_size_change=allow_world_size_change,
         nproc_per_node=nproc_per_node,
+        from_checkpoint=from_checkpoint,
+        steps=steps,
     )
     try:
         with sigterm_interrupts():

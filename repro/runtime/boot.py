@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import files, ledger, report, seeding
+from repro.runtime import files, ledger, report, resume, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -63,6 +63,8 @@ def boot() -> None:
     _on_import("torch", _apply_torch)
     for name in ("safetensors.torch", "safetensors.numpy"):
         _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
+    for name, hook in resume.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/resume.py)
+        _on_import(name, hook)
     root = os.environ.get("REPRO_PROJECT_ROOT")
     if root:
         files.install(root)
@@ -82,10 +84,10 @@ def _report_in(main: bool) -> None:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a callback once a top-level module has finished executing."""
+    """Runs callbacks, in registration order, once a module has finished executing."""
 
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        self.name, self.callback = name, callback
+        self.name, self.callbacks = name, [callback]
 
     def find_spec(
         self, fullname: str, path: Any, target: Any = None
@@ -98,14 +100,15 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             return spec
         loader = spec.loader
         original = loader.exec_module
-        callback = self.callback
+        callbacks = self.callbacks
 
         def exec_module(module: ModuleType) -> None:
             original(module)
-            try:
-                callback(module)
-            except Exception as e:  # the user's program must still run; the runner reports it
-                report.emit("error", f"{fullname}:{type(e).__name__}", where=fullname, error=str(e)[:300])
+            for callback in callbacks:
+                try:
+                    callback(module)
+                except Exception as e:  # the user's program must still run; the runner reports it
+                    report.emit("error", f"{fullname}:{type(e).__name__}", where=fullname, error=str(e)[:300])
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -114,8 +117,12 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 def _on_import(name: str, callback: Callable[[ModuleType], None]) -> None:
     if name in sys.modules:
         callback(sys.modules[name])
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name:
+            finder.callbacks.append(callback)
+            return
+    sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
 def _apply_numpy(np: ModuleType) -> None:

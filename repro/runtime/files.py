@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Any
 
-from repro.runtime import report
+from repro.runtime import report, resume
 
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -50,6 +50,8 @@ def _is_write(mode: Any, flags: Any) -> bool:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if resume.hashing():  # the runtime hashing a checkpoint it saw saved or loaded
+        return
     if event == "open":
         path = _as_str(args[0])
         if path is not None:

@@ -7,6 +7,7 @@ Nothing here decides whether the check passed: ``CheckResult`` and ``output_fail
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,17 @@ def _verdicts_text(verdicts: Sequence[Verdict], colour: bool) -> str:
     return "\n".join(parts)
 
 
+def _interrupt_text(result: CheckResult, colour: bool) -> str:
+    """`check --interrupt`: an overall line, what a resume did not restore, then each resume's verdict."""
+    label, hue = render.HEAD[worst_status(result.verdicts)]
+    head = f"{style(label, hue) if colour else label}  {len(result.verdicts)} killed and resumed run(s) "
+    parts = [head + "compared with the uninterrupted run"]
+    parts += [f"  not restored: {c.describe()}" for c in result.causes]
+    for v in result.verdicts:
+        parts += ["", render.render_text(v, colour=colour)]
+    return "\n".join(parts)
+
+
 def render_text(result: CheckResult, *, colour: bool = True) -> str:
     """The check for people: the verdicts, what changed since a capsule, the outputs that differ."""
     parts: list[str] = []
@@ -43,6 +55,8 @@ def render_text(result: CheckResult, *, colour: bool = True) -> str:
                 f"check against {result.capsule}",
                 render.render_text(result.verdicts[0], colour=colour),
             ]
+        elif result.kind == "interrupt":
+            parts.append(_interrupt_text(result, colour))
         else:
             parts.append(_verdicts_text(result.verdicts, colour))
     if result.diff is not None and not result.reproduced:
@@ -63,6 +77,9 @@ def render_failure(result: CheckResult, logs: Sequence[str] = ()) -> str:
         parts += [f"  {line}" for line in r.stderr_tail[-LOG_TAIL:]]
     elif result.kind == "against":
         parts.append(f"not reproduced against {result.capsule}")
+    elif result.kind == "interrupt":
+        parts.append("a resumed run did not reproduce the uninterrupted one")
+        parts += [f"not restored: {c.describe()}" for c in result.causes]
     else:
         parts.append(f"not reproduced: {len(result.records)} runs with seed {result.seed} differ")
     differing = result.differing_outputs()
@@ -93,6 +110,8 @@ def render_json(result: CheckResult) -> dict[str, Any]:
     }
     if result.capsule is not None:
         data["capsule"] = result.capsule
+    if result.kind == "interrupt":
+        data["causes"] = [dataclasses.asdict(c) | {"text": c.describe()} for c in result.causes]
     if result.diff is not None:
         data["diff"] = diff_render.render_json(result.diff)
     return data
@@ -125,6 +144,10 @@ def render_markdown(result: CheckResult) -> str:
     text = _verdicts_markdown(result.verdicts)
     if result.kind == "against":
         text = f"Check against `{result.capsule}`\n\n" + text
+    if result.causes:
+        text = (
+            "".join(f"- not restored: {render.md_cell(c.describe())}\n" for c in result.causes) + "\n" + text
+        )
     if result.diff is not None and not result.reproduced:
         text += "\n### What changed since the capsule\n\n" + diff_render.render_markdown(result.diff)
     return text
@@ -134,6 +157,8 @@ def render_markdown(result: CheckResult) -> str:
 
 
 def _pair(result: CheckResult, index: int) -> str:
+    if result.kind == "interrupt":
+        return f"uninterrupted vs resume {index + 1}"
     return "capsule vs current code" if result.kind == "against" else f"run 1 vs run {index + 2}"
 
 

@@ -37,6 +37,7 @@ def run_summary_dict(record: Record, capsule: Path) -> dict[str, Any]:
         "metrics": record.results.final_metrics,
         "warnings": record.warnings,
         "parent": record.parent,
+        "resumed_from": record.resumed_from,
     }
 
 
@@ -54,6 +55,8 @@ def ls_table(rows: list[RunRow]) -> str:
         created = r.created.replace("T", " ")[:19]
         command = r.command if len(r.command) <= 48 else r.command[:45] + "..."
         kind = f" ({r.kind} of {r.parent}: {r.verdict or '?'})" if r.parent else ""
+        if r.kind == "resume":
+            kind = f" (resume of {r.parent})"
         body.append([r.id, created, r.status + kind, r.backend or "-", duration, command])
     return ui.table(body, ["ID", "CREATED (UTC)", "STATUS", "BACKEND", "DURATION", "COMMAND"])
 
@@ -108,6 +111,8 @@ def show_text(record: Record) -> str:
     head = f"{ui.style(res.status, _STATUS_COLOUR.get(res.status, 'bold'))} (exit {res.exit_code}, "
     head += f"{res.duration_s or 0:.1f}s, backend {r.backend.name})"
     lines.append(("run", f"{r.id}  {head}" + (f"  {r.kind} of {r.parent}" if r.parent else "")))
+    if r.resumed_from:
+        lines.append(("resumed", f"resume of {r.resumed_from}"))
     if r.verification:
         lines.append(("verdict", str(r.verification.get("summary") or r.verification.get("status"))))
     lines.append(
@@ -184,6 +189,12 @@ def show_text(record: Record) -> str:
         lines.append(("output", f"{o.path} ({ui.human_bytes(o.size)}, {o.hash[:16]})"))
     if len(res.outputs) > 20:
         lines.append(("output", f"… and {len(res.outputs) - 20} more"))
+    for ck in res.checkpoints[-5:]:
+        ranks = len(ck.states)
+        lines.append(("checkpoint", f"{ck.path or ck.hash[:16]} (step {ck.step}, RNG states of {ranks} "
+                      f"process{'es' if ranks != 1 else ''}{', file kept' if ck.blob else ''})"))  # fmt: skip
+    if len(res.checkpoints) > 5:
+        lines.append(("checkpoint", f"… and {len(res.checkpoints) - 5} earlier"))
     if res.outputs_outside_root:
         lines.append(("outside root", ", ".join(res.outputs_outside_root[:5])))
     if res.failure:

@@ -94,8 +94,14 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment outside the checkout with repro installed from its built wheel."""
     base = tmp_path_factory.mktemp("wheel")
     dist = base / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
-                   check=True, capture_output=True, cwd=base)  # fmt: skip
+    # Built from a copy of the sources (setuptools leaves build/ behind), with the build backend of
+    # the test environment (setuptools is in lockfiles/dev.lock.txt).
+    src = base / "src"
+    junk = shutil.ignore_patterns(".git", ".venv", ".bench", ".repro", "build", "dist", "*.egg-info",
+                                  "__pycache__", "outputs")  # fmt: skip
+    shutil.copytree(REPO, src, ignore=junk, symlinks=True)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*build, "-w", str(dist), str(src)], check=True, capture_output=True, cwd=base)
     (wheel,) = dist.glob("repro-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"repro/templates/cpu.Dockerfile", "repro/templates/cuda.Dockerfile",
@@ -153,9 +159,7 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
         tar = tmp_path / "run.tar"
         r = _repro(wheel_venv, "export", "latest", "-o", str(tar), "--with-image", cwd=root, env=env)
         assert r.returncode == 0, r.stderr
-        assert "image" in r.stdout
-        r = _repro(wheel_venv, "verify", str(tar), "--json", cwd=root, env=env)
-        assert r.returncode == 0 and json.loads(r.stdout)["image_bytes"] > 0, r.stderr
+        assert ", image " in r.stdout  # its size (verify of a carried image: tests/cli/test_export_cli.py)
 
         _remove([image["tag"], own_base])  # the environment image and its base image
         shutil.rmtree(cache)  # and the wheelhouse

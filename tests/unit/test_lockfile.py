@@ -58,7 +58,7 @@ def test_the_cpu_lock_holds_what_is_installed_where_the_source_allows_it() -> No
     installed = {"torch": "2.13.0+cpu", "numpy": "2.4.6", "six": "1.0"}
     how = deps.resolution("cpu", "torch>=2.6\nnumpy<2\nrequests\n", installed)
     assert how.constraints == ("torch==2.13.0+cpu",)  # numpy 2.4.6 breaks <2; requests absent
-    assert how.index_url is None and how.platform is None and how.pip_args() == []
+    assert how.index_url is None and how.platform is None and how.unresolvable_here() is None
     assert how.python == f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -66,9 +66,11 @@ def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> Non
     how = deps.resolution("cuda", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu"})
     assert how.constraints == ()  # the host's CPU torch is not what runs on the GPU
     assert how.index_url == deps.CUDA_INDEX
-    assert how.pip_args() == [
-        "--platform", deps.IMAGE_PLATFORM, "--python-version", deps.IMAGE_PYTHON, "--only-binary=:all:",
-    ]  # fmt: skip
+    assert (how.platform, how.python) == (deps.IMAGE_PLATFORM, deps.IMAGE_PYTHON)
+    other = deps.Resolution("cuda", "3.12", deps.IMAGE_PLATFORM, deps.CUDA_INDEX)
+    assert "Python 3.12" in (other.unresolvable_here() or "")  # pip-compile resolves for its own Python
+    with pytest.raises(BuildError, match="cannot compile here"):
+        deps._compile("torch\n", other, Path("/nonexistent/lock.txt"), None)
     assert deps.resolution("cuda", "numpy\n").index_url is None  # no torch: no torch index
     assert str(
         deps.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url

@@ -1,0 +1,58 @@
+"""`repro resume`."""
+
+from __future__ import annotations
+
+import click
+
+from repro import resume as core
+from repro import ui
+from repro.cli.context import AppContext, pass_app
+from repro.cli.events import on_event, raise_for_status, sigterm_interrupts
+from repro.config import BACKENDS
+from repro.errors import Interrupted
+from repro.ui import records as render
+
+
+@click.command("resume")
+@click.argument("ref", default="latest")
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="Execute on this backend instead of the original run's.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, resumed_from, …)."
+)
+@pass_app
+def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> None:
+    """Continue an interrupted, failed or killed run as a new run linked to it.
+
+    \b
+    repro resume latest          the newest run, even one whose repro process was killed with it
+    repro resume 20260101-1200   a run id or prefix
+
+    The recorded command runs again, with the same code, seed, mode, data and backend, in the
+    project where the original's outputs (its checkpoints) are, so the script's own
+    "load the checkpoint if present" logic continues from it. Every RNG state recorded when
+    that checkpoint was saved is restored right after it is loaded: the resumed run ends
+    bit for bit where an uninterrupted one ends (strict mode). Exit status 4 when the
+    command fails; `repro ls` shows the new run as "resume of REF".
+    """
+    store = app.store
+    try:
+        with sigterm_interrupts():
+            record = core.resume(store, ref, app.plan(), on_event, backend=backend)
+    except KeyboardInterrupt as e:
+        raise Interrupted("interrupted before the command started; nothing was recorded") from e
+    capsule = store.runs_dir / record.id
+    if as_json:
+        ui.json_out(render.run_summary_dict(record, capsule))
+    else:
+        ui.out(render.run_summary_line(record, capsule, store.root) + f" · resume of {record.resumed_from}")
+        for warning in record.warnings:
+            ui.warn(warning)
+    raise_for_status(record)
+
+
+COMMANDS = [resume]

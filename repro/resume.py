@@ -1,0 +1,255 @@
+"""`repro resume`: continue an interrupted, failed or killed run as a new run linked to it.
+
+The new run has the original's code snapshot, seed, mode, environment variables, data
+and backend; it runs the recorded command again in the project, where the original's
+outputs (its checkpoints) still are, so the script's own "load if present" logic picks
+its checkpoint up. The RNG states every process recorded at each save of the chain are
+put where the runtime finds them (repro/checkpoints.py), and the runtime restores them
+right after the checkpoint is loaded (repro/runtime/resume.py).
+
+A run whose repro process died with it (no sealed record) is sealed first, as
+interrupted, from what its run directory kept. Core only: returns the sealed record.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro import __version__, checkpoints, runner
+from repro import attribution as output_rules
+from repro.backends.base import Event, OnEvent, RunResult
+from repro.capsule import FileEntry, Record, ResultInfo
+from repro.capture.code import capture_code
+from repro.capture.env import host_env
+from repro.capture.secrets import Redactor
+from repro.config import Plan, Settings
+from repro.errors import NotFoundError, UsageError
+from repro.hashing import HashCache
+from repro.replay import check_recorded_data, recorded_slurm_options
+from repro.store import Store, new_run_id
+
+RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # tells the runtime to restore recorded states at load
+RESUMABLE = ("interrupted", "failed")
+
+
+@dataclass
+class Found:
+    """The run to resume: its record, and whether it had to be sealed from its run directory first."""
+
+    record: Record
+    salvaged: bool = False
+
+
+def resume(
+    store: Store,
+    ref: str,
+    plan: Plan,
+    on_event: OnEvent = lambda e: None,
+    *,
+    backend: str | None = None,
+    env: dict[str, str] | None = None,
+    root: Path | None = None,
+    on_start: Callable[[Record], None] | None = None,
+) -> Record:
+    """Continue the run ``ref`` as a new run; returns its sealed record (``resumed_from`` = the original).
+
+    ``root`` is where the original executed (default: the project); ``env`` adds variables
+    to the resumed processes (what `repro check --interrupt` traces with).
+
+    Raises:
+        NotFoundError: no such run. UsageError: a run that succeeded, is still running, or
+            whose code changed since. DataDrift: its data changed.
+        BackendUnavailable, BuildError: the backend cannot run it.
+    """
+    settings = plan.settings
+    found = find_resumable(store, ref, settings)
+    original = found.record
+    if found.salvaged:
+        on_event(
+            Event(
+                "info", f"run {original.id} was never sealed (its repro process died): sealed as interrupted"
+            )
+        )
+    root = root or store.root
+    check_code(store, settings, original, root)
+    check_recorded_data(original, store.root, store, allow=False)
+    record = resumed_record(original, settings)
+    run_dir = store.begin_run(record.id, record.command.argv)
+    outputs = list(original.results.output_roots) or list(settings.outputs)
+    lockfile = _restore_lock(store, original, run_dir)
+    base = (original.deps.image.base_id or original.deps.image.base) if original.deps.image else None
+    spec = runner.build_spec(
+        record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
+        base or settings.base_image, list(original.command.argv), data_root=store.root,
+    )  # fmt: skip
+    spec.env[RESUMED_FROM_ENV] = original.id
+    spec.env.update(env or {})
+    checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
+    try:
+        chosen = runner.select_backend(
+            backend or original.backend.name, on_event, need_lock=lockfile is not None,
+            slurm=recorded_slurm_options(original),
+        )  # fmt: skip
+    except BaseException:
+        store.remove_run(record.id)
+        raise
+    record.backend.requested = backend or original.backend.name
+    if on_start is not None:
+        on_start(record)
+    on_event(Event("info", f"resuming {original.id} as {record.id} · backend {chosen.name} · mode "
+                           f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
+    before = output_rules.snapshot(root, outputs)
+    tree = output_rules.snapshot_tree(root, spec.data)
+    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree)
+    record = runner.execute(prepared, chosen, store, on_event)
+    record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
+    store.seal(record, run_dir)
+    return record
+
+
+def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
+    """The run a ref names, sealed or not; an unsealed one whose processes are gone is sealed first.
+
+    Raises:
+        NotFoundError: no such run. UsageError: it succeeded, is a replay, or is still running.
+    """
+    unsealed = _unsealed(store, ref)
+    if unsealed is not None:
+        record = salvage(store, unsealed, settings)
+        return Found(record, salvaged=True)
+    record = store.resolve(ref).record
+    if record.kind == "replay":
+        raise UsageError(f"run {record.id} is a replay; resume the run it replays, {record.parent}")
+    if record.results.status not in RESUMABLE:
+        raise UsageError(
+            f"run {record.id} {record.results.status}: there is nothing to resume",
+            hint="`repro resume` continues an interrupted, failed or killed run",
+        )
+    return Found(record)
+
+
+def _unsealed(store: Store, ref: str) -> str | None:
+    """The unsealed run a ref names: an id, a unique prefix, or `latest` when the newest is unsealed."""
+    ids = store.run_ids()
+    if ref == "latest":
+        candidates = ids[-1:]
+    else:
+        candidates = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
+    if len(candidates) != 1 or store.has_record(candidates[0]):
+        return None
+    return candidates[0]
+
+
+def salvage(store: Store, run_id: str, settings: Settings) -> Record:
+    """Seal a run whose repro process died, as interrupted, from what its run directory kept.
+
+    Raises:
+        UsageError: it is still running, or it kept no record to resume from.
+    """
+    from repro.backends.local import run_processes
+
+    if store.is_running(run_id):
+        raise UsageError(f"run {run_id} is still running", hint="stop it first, or wait until it ends")
+    alive = run_processes(run_id)
+    if alive:
+        raise UsageError(
+            f"the repro process of run {run_id} is gone but processes of its command still run "
+            f"(pid {', '.join(map(str, alive[:5]))})",
+            hint="stop them first (kill PID), then resume",
+        )
+    pending = store.load_pending(run_id)
+    if pending is None:
+        raise NotFoundError(
+            f"run {run_id} never started its command, or kept nothing to resume from",
+            hint="`repro gc` removes incomplete runs",
+        )
+    record, kept = pending
+    run_dir = store.runs_dir / run_id
+    outputs = [str(o) for o in kept.get("outputs", [])]
+    data = [str(d) for d in kept.get("data", [])]
+    spec = runner.build_spec(
+        record, store.root, run_dir, data, outputs, None, None, list(record.command.argv)
+    )
+    before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
+    record.results.finished = runner.now_iso()
+    prepared = runner.Prepared(record, spec, run_dir, before, settings)
+    runner.collect(record, RunResult(exit_code=137, duration_s=0.0, interrupted=True), spec, store, prepared)
+    record.results.duration_s = None
+    record.warnings.append("the repro process died with the run; sealed as interrupted by `repro resume`")
+    store.seal(record, run_dir)
+    return record
+
+
+def check_code(store: Store, settings: Settings, original: Record, root: Path) -> None:
+    """Refuse to resume on code at ``root`` other than the recorded snapshot.
+
+    Raises:
+        UsageError: a recorded file changed or is gone, or a new Python file appeared.
+    """
+    exclude = [i.path for i in original.data.inputs] + list(original.results.output_roots or settings.outputs)
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        now = capture_code(root, lambda p, d: d, exclude=[*exclude, "lockfiles"], cache=cache).info
+    recorded = {f.path: f.hash for f in original.code.files}
+    current = {f.path: f.hash for f in now.files}
+    changed = sorted(p for p, h in recorded.items() if current.get(p) != h)
+    changed += sorted(p for p in current if p not in recorded and p.endswith(".py"))
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" (+{len(changed) - 5} more)" if len(changed) > 5 else "")
+        raise UsageError(
+            f"the code changed since run {original.id}: {shown}",
+            hint="a resume runs the recorded code; restore it (git stash, or check out "
+            f"{(original.code.commit or 'the recorded commit')[:12]}) and resume again",
+        )
+
+
+def resumed_record(original: Record, settings: Settings) -> Record:
+    """The new run's record: the original's inputs and settings, a fresh id, this machine, no results."""
+    record = copy.deepcopy(original)
+    record.id = new_run_id()
+    record.created = runner.now_iso()
+    record.kind = "check" if original.kind == "check" else "run"
+    record.resumed_from = original.id
+    record.repro_version = __version__
+    record.results = ResultInfo()
+    record.warnings = []
+    record.verification = None
+    record.data.undeclared = []
+    env, _ = host_env(Redactor(settings.secret_patterns), settings.env_allow)
+    record.env = env
+    record.deps.freeze = []
+    record.deps.site_fingerprint = None
+    record.backend.details = {}
+    return record
+
+
+def carried_outputs(earlier: list[FileEntry], new: list[FileEntry]) -> list[FileEntry]:
+    """The chain's outputs: the earlier run's, replaced by what the resumed run wrote again."""
+    merged = {e.path: e for e in earlier}
+    merged.update({e.path: e for e in new})
+    return [merged[p] for p in sorted(merged)]
+
+
+def chain(store: Store, record: Record) -> list[Record]:
+    """The runs a resumed run continues, first run first, ending with ``record``."""
+    runs = [record]
+    seen = {record.id}
+    while runs[0].resumed_from and runs[0].resumed_from not in seen:
+        try:
+            runs.insert(0, store.resolve(runs[0].resumed_from).record)
+        except NotFoundError:
+            break
+        seen.add(runs[0].id)
+    return runs
+
+
+def _restore_lock(store: Store, original: Record, run_dir: Path) -> Path | None:
+    raw = store.read_blob(original.deps.lock_blob)
+    if raw is None:
+        return None
+    path = run_dir / "work" / "requirements.lock.txt"
+    path.write_bytes(raw)
+    return path

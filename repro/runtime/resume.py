@@ -1,0 +1,530 @@
+"""Exact resume, inside the training process: RNG states recorded at every checkpoint, restored at load.
+
+Standard library only; torch and NumPy are reached through the modules the script imported.
+
+When the script saves a checkpoint to a path (``torch.save``, safetensors' ``save_file``), the
+runtime writes every RNG state of this process — ``random``, NumPy's global state and every
+``default_rng`` generator, torch's CPU generator, every CUDA device's — durably (write, fsync,
+rename) to ``$REPRO_RUNTIME_DIR/rng/<sha256 of the file>.rank<R>.json``, before the save call
+returns: a SIGKILL of everything afterwards loses nothing. In a multi-process run the ranks
+that do not save (rank 0 usually saves alone) keep their states of the last few optimizer
+steps in memory and write the one of the step the checkpoint was taken at as soon as they see
+the saver's mark (``rng/marks/<step>.<sha256>``), at most a step later; their states of the
+last few steps are also kept in ``rng/ring/``, where the host finds one a kill left unwritten.
+
+In a resumed run (``REPRO_RESUMED_FROM`` set; the states of the chain are put in ``rng/``),
+the first load of a file whose hash has a recorded state restores those states right after
+the load, so DataLoader iterators created afterwards (sampler order, worker base seeds and
+with them NumPy/``random`` in the workers) and dropout continue the same streams. A
+checkpoint loaded without a recorded state is reported: that resume will not be exact.
+
+Events (``restored``, ``missing``) go to ``resume-events.jsonl``. For `repro check --interrupt`:
+with ``REPRO_RESUME_TRACE=1`` every optimizer step first appends what decides it (parameter,
+gradient and optimizer-state sums, learning rates, a fingerprint of each RNG stream) to
+``rtrace.rank<R>.jsonl``; ``REPRO_INTERRUPT_AT_STEP=N`` SIGKILLs rank 0's process group
+(its DataLoader workers included) right after optimizer step N. For `repro replay --from`:
+``REPRO_STOP_AFTER_STEPS=K`` ends each process K optimizer steps after its restore.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+RNG_DIR = "rng"
+RING_DIR = "ring"  # under rng/: each rank's states of its last RING optimizer steps (several ranks)
+COPIES_DIR = "ckpt"
+MARKS_DIR = "marks"
+EVENTS = "resume-events.jsonl"
+RING = 8  # optimizer steps of state a non-saving rank keeps in memory
+MAX_GENERATORS = 1000  # default_rng generators tracked per process
+
+_state: dict[str, Any] = {
+    "step": 0,
+    "restored": False,
+    "generators": [],
+    "ring": OrderedDict(),
+    "marks_seen": set(),
+}
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def _rank() -> int:
+    try:
+        return max(int(os.environ.get("RANK", "0")), 0)
+    except ValueError:
+        return 0
+
+
+def _world() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+def _runtime_dir() -> Path | None:
+    d = os.environ.get("REPRO_RUNTIME_DIR")
+    return Path(d) if d and os.environ.get("REPRO_RUN_ID") else None
+
+
+def _resuming() -> bool:
+    return bool(os.environ.get("REPRO_RESUMED_FROM"))
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The checkpoint's hash; this read is the runtime's own, not an input of the run."""
+    h = hashlib.sha256()
+    _state["hashing"] = True
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    finally:
+        _state["hashing"] = False
+    return h.hexdigest()
+
+
+def hashing() -> bool:
+    """Whether the runtime itself is reading a checkpoint (the audit hook leaves that read out)."""
+    return bool(_state.get("hashing"))
+
+
+def _durable_write(path: Path, text: str) -> None:
+    """Whole or not at all (rename). No fsync: a SIGKILL keeps what was written, and a node that loses
+    its page cache loses the checkpoint it just wrote as well."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def stat_key(path: str | os.PathLike[str]) -> str:
+    """A name for a file's content known without reading it: size and mtime (a rename keeps both)."""
+    st = os.stat(path)
+    return f"stat-{st.st_size}-{st.st_mtime_ns}"
+
+
+def _event(kind: str, **fields: Any) -> None:
+    d = _runtime_dir()
+    if d is None:
+        return
+    line = json.dumps({"event": kind, "rank": _rank(), **fields}, sort_keys=True)
+    try:
+        with open(d / EVENTS, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- the states
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def capture_states() -> dict[str, Any]:
+    """Every RNG state of this process, as JSON-ready data."""
+    version, internal, gauss = random.getstate()
+    states: dict[str, Any] = {"python": [version, list(internal), gauss]}
+    np = sys.modules.get("numpy")
+    if np is not None and hasattr(np, "random"):
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        states["numpy"] = [name, [int(k) for k in keys], int(pos), int(has_gauss), float(cached)]
+        states["numpy_generators"] = [g.bit_generator.state for g in _state["generators"]]
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_rng_state"):
+        states["torch"] = _b64(bytes(torch.get_rng_state().tolist()))
+        cuda = _cuda_states(torch)
+        if cuda is not None:
+            states["cuda"] = cuda
+    return states
+
+
+def _cuda_states(torch: Any) -> list[str] | None:
+    """Every CUDA device's generator state, once CUDA is initialised (None before: nothing drew yet)."""
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_available() or not cuda.is_initialized():
+        return None
+    return [_b64(bytes(s.tolist())) for s in cuda.get_rng_state_all()]
+
+
+def restore_states(states: dict[str, Any]) -> list[str]:
+    """Put recorded states back; returns the streams restored (in order)."""
+    done: list[str] = []
+    if "python" in states:
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+        done.append("python")
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy" in states:
+        name, keys, pos, has_gauss, cached = states["numpy"]
+        np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+        done.append("numpy")
+        recorded = states.get("numpy_generators", [])
+        for generator, state in zip(_state["generators"], recorded, strict=False):
+            generator.bit_generator.state = state
+        _state["pending_generators"] = recorded  # generators the script creates after the load
+        if recorded:
+            done.append("numpy_generators")
+    torch = sys.modules.get("torch")
+    if torch is not None and "torch" in states:
+        torch.set_rng_state(_byte_tensor(torch, states["torch"]))
+        done.append("torch")
+        if states.get("cuda") is not None:
+            restore_cuda(torch, states["cuda"])
+            done.append("cuda")
+    return done
+
+
+def _byte_tensor(torch: Any, text: str) -> Any:
+    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+
+def restore_cuda(torch: Any, recorded: list[str]) -> None:
+    """Restore each CUDA device's state; a device count that differs is reported, the common ones set."""
+    cuda = torch.cuda
+    if not cuda.is_available():
+        _event("missing", stream="cuda", reason="no CUDA device in the resumed process")
+        return
+    count = cuda.device_count()
+    if count != len(recorded):
+        _event("missing", stream="cuda", reason=f"{len(recorded)} CUDA device(s) recorded, {count} here")
+    for index, text in enumerate(recorded[:count]):
+        cuda.set_rng_state(_byte_tensor(torch, text), index)
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def _state_path(d: Path, digest: str, rank: int) -> Path:
+    return d / RNG_DIR / f"{digest}.rank{rank}.json"
+
+
+def _shown_path(path: str | os.PathLike[str]) -> str:
+    full = os.path.abspath(path)
+    root = os.environ.get("REPRO_PROJECT_ROOT")
+    if root and full.startswith(os.path.abspath(root) + os.sep):
+        return os.path.relpath(full, os.path.abspath(root))
+    return os.fspath(path)
+
+
+def record_checkpoint(path: str | os.PathLike[str], states: dict[str, Any] | None = None) -> str | None:
+    """Write this process's RNG states for the checkpoint file just saved at ``path``; returns its hash."""
+    d = _runtime_dir()
+    if d is None or not os.path.isfile(path):
+        return None
+    step = _state["step"]
+    body = {"path": _shown_path(path), "step": step, "rank": _rank(), "states": states or capture_states()}
+    # Under the file's stat first (at once), then under its hash: a kill while hashing loses nothing.
+    quick = _state_path(d, stat_key(path), _rank())
+    _durable_write(quick, json.dumps(body))
+    digest = file_sha256(path)
+    final = _state_path(d, digest, _rank())
+    _durable_write(final, json.dumps(body))
+    quick.unlink(missing_ok=True)
+    _state.setdefault("saved", {})[os.path.abspath(path)] = final
+    _keep_copy(d, path, digest)
+    if _world() > 1:  # tell the ranks that did not save which step this checkpoint belongs to
+        marks = d / RNG_DIR / MARKS_DIR
+        marks.mkdir(parents=True, exist_ok=True)
+        (marks / f"{step}.{digest}").touch()
+        _state["marks_seen"].add(f"{step}.{digest}")
+    return digest
+
+
+def _keep_copy(d: Path, path: str | os.PathLike[str], digest: str) -> None:
+    """Traced runs keep each checkpoint's bytes (up to a size), so a window can be replayed from it."""
+    try:
+        limit = int(os.environ.get("REPRO_KEEP_CHECKPOINTS", "-1"))
+    except ValueError:
+        return
+    target = d / COPIES_DIR / digest
+    if limit < 0 or os.path.getsize(path) > limit or target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+    shutil.copyfile(path, tmp)
+    os.replace(tmp, target)
+
+
+def _on_rename(event: str, args: tuple[Any, ...]) -> None:
+    """A checkpoint saved to a temporary name and renamed into place is recorded under its final name."""
+    if event not in ("os.rename", "os.replace") or not _state.get("saved"):
+        return
+    try:
+        src, dst = os.path.abspath(os.fspath(args[0])), os.fspath(args[1])
+    except TypeError:
+        return
+    state_path = _state["saved"].pop(src, None)
+    if state_path is None or not state_path.is_file():
+        return
+    try:
+        body = json.loads(state_path.read_text(encoding="utf-8"))
+        body["path"] = _shown_path(dst)
+        _durable_write(state_path, json.dumps(body))
+    except (OSError, ValueError):
+        pass
+
+
+def _path_of(f: Any) -> str | None:
+    return os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+
+
+def _after_save(f: Any) -> None:
+    path = _path_of(f)
+    if path is None:
+        return
+    try:
+        record_checkpoint(path)
+    except Exception as e:  # the user's save itself succeeded
+        sys.stderr.write(f"repro: could not record the RNG state of checkpoint {path}: {e}\n")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _before_load(f: Any) -> str | None:
+    """The hash of a checkpoint about to be loaded, when this resumed process still has to restore."""
+    path = _path_of(f)
+    d = _runtime_dir()
+    if path is None or _state["restored"] or not _resuming() or d is None:
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        quick = stat_key(path)
+        return quick if _state_path(d, quick, _rank()).is_file() else file_sha256(path)
+    except OSError:
+        return None
+
+
+def _after_load(f: Any, digest: str | None) -> None:
+    d = _runtime_dir()
+    if digest is None or d is None:
+        return
+    path = _state_path(d, digest, _rank())
+    shown = _shown_path(_path_of(f) or "?")
+    if not path.is_file():
+        _event("missing", path=shown, hash=digest)
+        sys.stderr.write(
+            f"repro: warning: checkpoint {shown} has no recorded RNG state for rank {_rank()}; "
+            "this resume will not be exact (was it saved outside this run's chain?)\n"
+        )
+        return
+    body = json.loads(path.read_text(encoding="utf-8"))
+    streams = restore_states(body["states"])
+    _state["restored"] = True
+    _state["step"] = int(body.get("step", 0))
+    _state["ring"].clear()
+    _event("restored", path=shown, hash=digest, step=_state["step"], streams=streams)
+
+
+# --------------------------------------------------------------------------- optimizer steps
+
+
+def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    _state["step"] += 1
+    d = _runtime_dir()
+    if d is None:
+        return
+    if _world() > 1:
+        ring = _state["ring"]
+        states = ring[_state["step"]] = capture_states()
+        while len(ring) > RING:
+            ring.popitem(last=False)
+        # Also on disk: a kill between another rank's save and this rank's next look at the marks
+        # would lose this rank's state of the checkpointed step; the host finds it here instead.
+        body = {"step": _state["step"], "rank": _rank(), "states": states}
+        slot = d / RNG_DIR / RING_DIR / f"rank{_rank()}.{_state['step'] % RING}.json"
+        _durable_write(slot, json.dumps(body))
+        _write_marked(d)
+    window = os.environ.get("REPRO_STOP_AFTER_STEPS")
+    if window and window.isdigit() and _state["restored"]:
+        _state["window"] = _state.get("window", 0) + 1
+        if _state["window"] >= int(window):  # `repro replay --from`: the window is done
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+    stop = os.environ.get("REPRO_INTERRUPT_AT_STEP")
+    if stop and stop.isdigit() and _state["step"] == int(stop) and not _resuming() and _rank() == 0:
+        _event("interrupting", step=_state["step"])
+        os.killpg(os.getpgrp(), 9)  # what a preempted node does to the whole job: SIGKILL, no clean-up
+
+
+def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    d = _runtime_dir()
+    if d is not None and os.environ.get("REPRO_RESUME_TRACE") == "1":
+        _trace_row(d, optimizer)
+
+
+def _after_barrier() -> None:
+    """Ranks usually wait at a barrier while rank 0 saves: the earliest moment to see its mark."""
+    d = _runtime_dir()
+    if d is not None:
+        _write_marked(d)
+
+
+def _write_marked(d: Path) -> None:
+    """A rank that did not save writes its state of the step another rank checkpointed at."""
+    marks = d / RNG_DIR / MARKS_DIR
+    try:
+        names = os.listdir(marks)
+    except OSError:
+        return
+    for name in names:
+        if name in _state["marks_seen"] or name.startswith("."):
+            continue
+        step_text, _, digest = name.partition(".")
+        step = int(step_text) if step_text.isdigit() else -1
+        if step > _state["step"]:
+            continue  # this rank has not got there yet
+        _state["marks_seen"].add(name)
+        states = capture_states() if step == _state["step"] else _state["ring"].get(step)
+        target = _state_path(d, digest, _rank())
+        if states is None or target.exists():
+            continue
+        body = {"path": "", "step": step, "rank": _rank(), "states": states}
+        _durable_write(target, json.dumps(body))
+
+
+def _fingerprint(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _trace_row(d: Path, optimizer: Any) -> None:
+    """What decides the step about to be taken: parameters, gradients, optimizer state, LR, RNG streams."""
+    torch = sys.modules["torch"]
+    sums = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                sums["params"] += float(p.detach().double().sum().item())
+                if p.grad is not None:
+                    sums["grads"] += float(p.grad.detach().double().sum().item())
+        for per_param in optimizer.state.values():
+            for value in per_param.values():
+                if isinstance(value, torch.Tensor):
+                    sums["optimizer"] += float(value.detach().double().sum().item())
+    row = {
+        "step": _state["step"],
+        **sums,
+        "lr": [group.get("lr") for group in optimizer.param_groups],
+        "rng": {name: _fingerprint(value) for name, value in sorted(capture_states().items())},
+    }
+    with open(d / f"rtrace.rank{_rank()}.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, default=str) + "\n")
+
+
+# --------------------------------------------------------------------------- installation
+
+
+def install_torch(torch: ModuleType) -> None:
+    """Wrap ``torch.save``/``torch.load`` and count optimizer steps."""
+    if _runtime_dir() is None:
+        return
+    save, load = torch.save, torch.load
+
+    def wrapped_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+        result = save(obj, f, *args, **kwargs)
+        _after_save(f)
+        return result
+
+    def wrapped_load(f: Any, *args: Any, **kwargs: Any) -> Any:
+        digest = _before_load(f)
+        result = load(f, *args, **kwargs)
+        _after_load(f, digest)
+        return result
+
+    for wrapper, original in ((wrapped_save, save), (wrapped_load, load)):
+        functools.update_wrapper(wrapper, original)
+    setattr(torch, "save", wrapped_save)  # noqa: B010 - a module only known at run time
+    setattr(torch, "load", wrapped_load)  # noqa: B010
+    optimizer = sys.modules.get("torch.optim.optimizer")
+    if optimizer is None:
+        import importlib
+
+        optimizer = importlib.import_module("torch.optim.optimizer")
+    sys.addaudithook(_on_rename)
+    if os.environ.get("REPRO_RESUME_TRACE") == "1":
+        optimizer.register_optimizer_step_pre_hook(_before_step)
+    optimizer.register_optimizer_step_post_hook(_after_step)
+    dist = getattr(torch, "distributed", None)
+    if _world() > 1 and dist is not None and hasattr(dist, "barrier"):
+        barrier = dist.barrier
+
+        def wrapped_barrier(*args: Any, **kwargs: Any) -> Any:
+            result = barrier(*args, **kwargs)
+            _after_barrier()
+            return result
+
+        functools.update_wrapper(wrapped_barrier, barrier)
+        setattr(dist, "barrier", wrapped_barrier)  # noqa: B010
+
+
+def install_numpy(np: ModuleType) -> None:
+    """Track every ``default_rng`` generator, so its state is recorded and restored by creation order."""
+    if _runtime_dir() is None:
+        return
+    original = np.random.default_rng
+
+    def default_rng(*args: Any, **kwargs: Any) -> Any:
+        generator = original(*args, **kwargs)
+        index = len(_state["generators"])
+        if index < MAX_GENERATORS:
+            _state["generators"].append(generator)
+            pending = _state.get("pending_generators") or []
+            if index < len(pending):
+                generator.bit_generator.state = pending[index]
+        return generator
+
+    np.random.default_rng = default_rng
+
+
+def install_safetensors(module: ModuleType) -> None:
+    """Record states at ``safetensors.torch.save_file`` and restore at ``load_file``."""
+    if _runtime_dir() is None:
+        return
+    save_file, load_file = module.save_file, module.load_file
+
+    def wrapped_save_file(tensors: Any, filename: Any, *args: Any, **kwargs: Any) -> Any:
+        result = save_file(tensors, filename, *args, **kwargs)
+        _after_save(filename)
+        return result
+
+    def wrapped_load_file(filename: Any, *args: Any, **kwargs: Any) -> Any:
+        digest = _before_load(filename)
+        result = load_file(filename, *args, **kwargs)
+        _after_load(filename, digest)
+        return result
+
+    setattr(module, "save_file", wrapped_save_file)  # noqa: B010
+    setattr(module, "load_file", wrapped_load_file)  # noqa: B010
+
+
+def set_step(step: int) -> None:
+    """Continue counting optimizer steps from a checkpoint's count (`repro.checkpoint.load`)."""
+    _state["step"] = step
+    _state["restored"] = True
+
+
+def current_step() -> int:
+    """Optimizer steps taken so far (continued from the checkpoint in a resumed process)."""
+    return int(_state["step"])
+
+
+HOOKS = {"torch": install_torch, "numpy": install_numpy, "safetensors.torch": install_safetensors}

@@ -1,0 +1,65 @@
+"""`repro check --interrupt N`: real runs SIGKILLed after a checkpoint, resumed, certified or blamed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import Project
+from tests.integration.test_resume_real import resumable_project
+
+pytestmark = pytest.mark.slow
+
+COMMAND = ["--backend", "local", "--seed", "7", "--data", "data", "--outputs", "outputs",
+           "--", "python", "train.py", "--epochs", "2", "--save", "outputs/model.pt"]  # fmt: skip
+
+
+def test_a_resumable_script_passes_two_interrupts(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    r = project.repro("check", "--interrupt", "2", "--json", *COMMAND)
+    assert r.code == 0, r.out + r.err
+    result = json.loads(r.out)
+    assert result["status"] == "identical" and result["kind"] == "interrupt" and result["causes"] == []
+    assert len(result["runs"]) == 2 and len(result["run_ids"]) == 5  # 1 uninterrupted, 2 × (killed, resumed)
+    assert "is killed after optimizer step" in r.err
+    assert not (project.root / "checkpoints").exists()  # every run executed in a scratch copy
+    rows = json.loads(project.repro("ls", "--json").out)
+    killed = [row for row in rows if row["kind"] == "check" and row["status"] == "failed"]
+    resumed = [row for row in rows if row["kind"] == "resume"]
+    assert len(killed) == 2 and [row["parent"] for row in resumed] == [row["id"] for row in killed]
+
+
+def test_a_script_that_forgets_its_scheduler_fails_naming_it(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    r = project.repro("check", "--interrupt", "2", *COMMAND, "--skip-scheduler-state")
+    assert r.code == 5, r.out + r.err
+    assert "not restored: the learning-rate scheduler state was not restored: lr differs at" in r.out
+    differ = r.out.split("outputs that differ: ", 1)[1].splitlines()[0]
+    assert "outputs/model.pt" in differ.split(", ")
+
+
+def _engine() -> bool:
+    try:
+        from repro.backends.docker import engine_available
+
+        return engine_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)")
+def test_a_run_killed_in_a_container_resumes_identical_there(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    project.lock_torch()
+    project.commit("locked")
+    docker = ["--backend", "docker", *COMMAND[2:]]
+    r = project.repro("check", "--interrupt", "1", "--json", *docker)
+    assert r.code == 0, r.out + r.err
+    result = json.loads(r.out)
+    assert result["status"] == "identical" and len(result["run_ids"]) == 3
+    shown = [json.loads(project.repro("show", rid, "--json").out) for rid in result["run_ids"]]
+    assert [s["backend"]["name"] for s in shown] == ["docker"] * 3
+    assert shown[1]["results"]["exit_code"] == 137  # SIGKILLed inside its container
+    assert shown[2]["resumed_from"] == shown[1]["id"]

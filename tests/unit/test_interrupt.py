@@ -1,0 +1,66 @@
+"""Where `check --interrupt` kills a run, and how it names what a resume did not restore."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from repro.interrupt import first_cause, kill_steps
+
+
+def _row(step: int, **changes: object) -> dict[str, object]:
+    row: dict[str, object] = {"step": step, "params": 1.5, "grads": 0.25, "optimizer": 3.0, "lr": [0.01],
+                              "rng": {"python": "a", "numpy": "b", "torch": "c"}}  # fmt: skip
+    for name, value in changes.items():
+        if name.startswith("rng_"):
+            row["rng"] = {**row["rng"], name[4:]: value}  # type: ignore[dict-item]
+        else:
+            row[name] = value
+    return row
+
+
+def test_every_kill_lands_after_a_checkpoint_and_before_the_run_ends() -> None:
+    rng = random.Random(4)
+    for _ in range(200):
+        (step,) = kill_steps([8, 16, 24], 24, 1, 1, rng)
+        assert 9 <= step <= 24
+    assert set(kill_steps([8, 16, 24], 24, 300, 1, rng)) == set(range(9, 25))
+
+
+def test_with_several_ranks_the_kill_is_two_steps_after_the_checkpoint() -> None:
+    steps = kill_steps([8, 16], 16, 300, 2, random.Random(1))
+    assert min(steps) == 10 and max(steps) == 16
+
+
+def test_no_checkpoint_before_the_end_gives_no_kill_point() -> None:
+    assert kill_steps([24], 24, 2, 1, random.Random(0)) == []
+    assert kill_steps([], 24, 2, 1, random.Random(0)) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "cause", "text"),
+    [
+        ({"params": 9.0}, "model", "the model's parameters were not restored"),
+        ({"optimizer": 0.0}, "optimizer", "the optimizer state was not restored"),
+        ({"lr": [0.02]}, "scheduler", "learning-rate scheduler state was not restored: lr differs"),
+        ({"rng_torch": "z"}, "rng:torch", "torch's CPU RNG state was not restored"),
+        ({"rng_numpy": "z"}, "rng:numpy", "NumPy's global RNG state was not restored"),
+        ({"grads": 1.0}, "batch", "the batch differs"),
+    ],
+)
+def test_the_first_differing_field_names_the_cause(change: dict[str, object], cause: str, text: str) -> None:
+    reference = [_row(s) for s in range(10)]
+    resumed = [_row(6), _row(7, **change), _row(8, params=2.0)]
+    found = first_cause(reference, resumed, rank=0)
+    assert found is not None and found.step == 7 and found.cause == cause
+    assert text in found.describe() and "at optimizer step 7 on rank 0" in found.describe()
+
+
+def test_a_model_that_differs_is_blamed_before_what_follows_from_it() -> None:
+    found = first_cause([_row(3)], [_row(3, params=0.0, lr=[1.0], grads=9.0)], rank=1)
+    assert found is not None and found.cause == "model" and found.rank == 1
+
+
+def test_identical_traces_blame_nothing() -> None:
+    assert first_cause([_row(s) for s in range(5)], [_row(3), _row(4)], rank=0) is None

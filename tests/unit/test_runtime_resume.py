@@ -1,0 +1,213 @@
+"""The exact-resume runtime: RNG states recorded at a checkpoint save and restored at its load.
+
+In-process, without installing the hooks into the real torch (that would leak into other
+tests): the functions the hooks call are exercised directly, and the hooks themselves on
+stand-in modules. CUDA has no device here: its paths run against a stand-in `torch.cuda`
+that keeps real byte tensors, the same calls a GPU build answers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from repro.runtime import resume
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "runtime"
+    d.mkdir()
+    env = {"REPRO_RUNTIME_DIR": str(d), "REPRO_RUN_ID": "r1", "REPRO_PROJECT_ROOT": str(tmp_path),
+           "REPRO_RESUMED_FROM": "r0", "RANK": "0", "WORLD_SIZE": "1"}  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    fresh = {"step": 0, "restored": False, "generators": [], "ring": resume.OrderedDict(),
+             "marks_seen": set()}  # fmt: skip
+    monkeypatch.setattr(resume, "_state", fresh)
+    return d
+
+
+def _draws(generators: list[Any]) -> list[Any]:
+    return [random.random(), np.random.rand(), torch.rand(3).tolist(), *[g.random() for g in generators]]
+
+
+def test_every_stream_continues_after_restore(runtime: Path) -> None:
+    generator = np.random.default_rng(5)
+    resume._state["generators"].append(generator)
+    states = resume.capture_states()
+    json.dumps(states)  # JSON-ready
+    expected = _draws([generator])
+    _draws([generator])  # move every stream on
+    assert resume.restore_states(states) == ["python", "numpy", "numpy_generators", "torch"]
+    assert _draws([generator]) == expected
+
+
+def test_a_saved_checkpoint_is_restored_at_its_first_load_only(runtime: Path, tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt" / "last.pt"
+    ckpt.parent.mkdir()
+    torch.save({"w": torch.ones(2)}, ckpt)
+    resume._state["step"] = 12
+    digest = resume.record_checkpoint(ckpt)
+    assert digest is not None
+    body = json.loads((runtime / "rng" / f"{digest}.rank0.json").read_text())
+    assert body["path"] == "ckpt/last.pt" and body["step"] == 12
+    expected = _draws([])
+
+    resume._state["step"] = 0
+    _draws([])
+    resume._after_load(ckpt, resume._before_load(ckpt))
+    assert _draws([]) == expected and resume.current_step() == 12
+    assert resume._before_load(ckpt) is None  # a later load (an eval of the best model) restores nothing
+    events = [json.loads(line) for line in (runtime / resume.EVENTS).read_text().splitlines()]
+    assert events == [{"event": "restored", "rank": 0, "path": "ckpt/last.pt", "hash": digest, "step": 12,
+                       "streams": ["python", "numpy", "torch"]}]  # fmt: skip
+
+
+def test_a_checkpoint_without_recorded_state_warns(
+    runtime: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = tmp_path / "foreign.pt"
+    torch.save({"w": torch.ones(2)}, ckpt)
+    resume._after_load(ckpt, resume._before_load(ckpt))
+    assert "has no recorded RNG state for rank 0; this resume will not be exact" in capsys.readouterr().err
+    assert json.loads((runtime / resume.EVENTS).read_text())["event"] == "missing"
+
+
+def test_a_run_that_is_not_a_resume_never_restores(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPRO_RESUMED_FROM")
+    assert resume._before_load(__file__) is None
+
+
+def _file_module(calls: list[str]) -> tuple[Any, Any]:
+    def save(obj: Any, f: Any) -> None:
+        calls.append("save")
+        Path(f).write_bytes(repr(obj).encode())
+
+    def load(f: Any) -> bytes:
+        calls.append("load")
+        return Path(f).read_bytes()
+
+    return save, load
+
+
+def test_the_hooks_wrap_torch_save_and_load(
+    runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    save, load = _file_module(calls)
+    fake_torch = SimpleNamespace(save=save, load=load)
+    optim = SimpleNamespace(register_optimizer_step_post_hook=lambda hook: calls.append("hook"))
+    monkeypatch.setitem(sys.modules, "torch.optim.optimizer", optim)
+    resume.install_torch(fake_torch)  # type: ignore[arg-type]
+    fake_torch.save({"a": 1}, tmp_path / "x.ckpt")
+    assert fake_torch.load(tmp_path / "x.ckpt") == b"{'a': 1}"
+    assert calls == ["hook", "save", "load"]
+    assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
+    assert fake_torch.save.__wrapped__ is save  # type: ignore[attr-defined]
+
+
+def test_the_hooks_wrap_safetensors(runtime: Path, tmp_path: Path) -> None:
+    calls: list[str] = []
+    save, load = _file_module(calls)
+    module = SimpleNamespace(save_file=save, load_file=load)
+    resume.install_safetensors(module)  # type: ignore[arg-type]
+    module.save_file({"w": 1}, str(tmp_path / "model.safetensors"))
+    module.load_file(str(tmp_path / "model.safetensors"))
+    assert calls == ["save", "load"]
+    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    assert [e["event"] for e in events] == ["restored"]
+
+
+class FakeCuda:
+    """`torch.cuda` with two devices whose generator states are real byte tensors."""
+
+    def __init__(self, devices: int = 2) -> None:
+        self.states = [torch.Generator().manual_seed(100 + i).get_state() for i in range(devices)]
+        self.set_calls: list[int] = []
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return len(self.states)
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [s.clone() for s in self.states]
+
+    def set_rng_state(self, state: torch.Tensor, device: int) -> None:
+        self.states[device] = state.clone()
+        self.set_calls.append(device)
+
+
+def test_cuda_states_of_every_device_are_recorded_and_restored(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded_cuda = FakeCuda()
+    monkeypatch.setattr(torch, "cuda", recorded_cuda)
+    states = resume.capture_states()
+    assert len(states["cuda"]) == 2
+    before = [s.clone() for s in recorded_cuda.states]
+    recorded_cuda.states = [torch.Generator().manual_seed(9).get_state() for _ in range(2)]
+    assert "cuda" in resume.restore_states(states)
+    assert recorded_cuda.set_calls == [0, 1]
+    assert all(torch.equal(a, b) for a, b in zip(before, recorded_cuda.states, strict=True))
+
+
+def test_fewer_cuda_devices_on_resume_are_reported(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = FakeCuda(devices=1)
+    resume.restore_cuda(SimpleNamespace(cuda=one, frombuffer=torch.frombuffer, uint8=torch.uint8),
+                        [resume._b64(bytes(s.tolist())) for s in FakeCuda(2).states])  # fmt: skip
+    assert one.set_calls == [0]
+    event = json.loads((runtime / resume.EVENTS).read_text())
+    assert event["event"] == "missing" and "2 CUDA device(s) recorded, 1 here" in event["reason"]
+
+
+def test_no_cuda_state_before_cuda_is_initialised(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cuda = FakeCuda()
+    monkeypatch.setattr(cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch, "cuda", cuda)
+    assert "cuda" not in resume.capture_states()
+
+
+def test_a_rank_that_did_not_save_writes_its_state_of_the_checkpointed_step(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    optimizer = SimpleNamespace(param_groups=[], state={})
+    resume._after_step(optimizer, (), {})
+    resume._after_step(optimizer, (), {})  # step 2: what rank 0 checkpoints
+    expected = _draws([])
+    resume._after_step(optimizer, (), {})  # rank 1 is a step ahead when it sees the mark
+    marks = runtime / "rng" / "marks"
+    marks.mkdir(parents=True)
+    (marks / "2.abc123").touch()
+    resume._after_step(optimizer, (), {})
+    body = json.loads((runtime / "rng" / "abc123.rank1.json").read_text())
+    assert body["step"] == 2 and body["rank"] == 1
+    resume.restore_states(body["states"])
+    assert _draws([]) == expected
+
+
+def test_generators_created_after_the_load_get_their_recorded_state(runtime: Path) -> None:
+    fake_np = SimpleNamespace(random=SimpleNamespace(default_rng=np.random.default_rng))
+    resume.install_numpy(fake_np)  # type: ignore[arg-type]
+    first = fake_np.random.default_rng(1)
+    first.random(5)
+    recorded = [first.bit_generator.state]
+    resume._state["generators"].clear()
+    resume._state["pending_generators"] = recorded
+    again = fake_np.random.default_rng(1)
+    assert again.bit_generator.state == recorded[0]
