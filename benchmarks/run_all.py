@@ -2,7 +2,7 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run
+    python benchmarks/run_all.py --only small # one of: big, small, run, data
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
 Scratch data goes under REPRO_BENCH_DIR (default: the system temp dir) and is removed.
@@ -22,6 +22,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
+import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
 from _common import PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
 
@@ -29,6 +30,7 @@ SUITES = {
     "big": ("Big files, page cache warm: throughput vs xxh128sum", bench_hash_big.run, 5),
     "small": ("Small files (1-16 KiB): first hash and unchanged re-check", bench_hash_small.run, 3),
     "run": ("`repro run` overhead over the bare command", bench_run_overhead.run, 5),
+    "data": ("`repro run` over 100k unchanged data files, and `repro show`", bench_large_data.run, 3),
 }
 
 

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
+from zlib import error as zlib_error
 
-import yaml
-
+from repro import capsule_rules as rules
 from repro.errors import CapsuleInvalid
 
 FORMAT = "repro.capsule/v1"
@@ -81,10 +81,55 @@ class CodeInfo:
 
 @dataclass
 class DataInput:
+    """One declared input. Up to ``MANIFEST_INLINE`` files are listed in the record; a larger
+    tree's manifest is a blob (``manifest``) and the record keeps its digest and ``count``."""
+
     path: str
     digest: str
     size: int = 0
     files: list[FileEntry] = field(default_factory=list)
+    count: int = 0  # files in the input (inline or in the manifest blob)
+    manifest: str | None = None  # blob of the manifest, for trees over MANIFEST_INLINE files
+
+    def entries(self, read_blob: Callable[[str], bytes | None]) -> list[FileEntry]:
+        """The input's files, inline or from its manifest blob.
+
+        Raises:
+            CapsuleInvalid: the manifest blob is missing or malformed.
+        """
+        if self.manifest is None:
+            return self.files
+        raw = read_blob(self.manifest)
+        if raw is None:
+            raise CapsuleInvalid(f"the manifest of data input {self.path} is missing", member=self.manifest)
+        return decode_manifest(raw)
+
+
+MANIFEST_INLINE = 1000  # files listed in the record itself; beyond that a manifest blob
+
+
+def encode_manifest(files: list[FileEntry]) -> bytes:
+    """Files as ``path\\0size\\0hash\\0`` in path order: the very bytes the tree digest hashes."""
+    ordered = sorted(files, key=lambda e: e.path)
+    return "".join(f"{f.path}\0{f.size}\0{f.hash}\0" for f in ordered).encode("utf-8", "surrogateescape")
+
+
+def decode_manifest(raw: bytes) -> list[FileEntry]:
+    """The files of a manifest blob.
+
+    Raises:
+        CapsuleInvalid: not a manifest, or a path that leaves its root.
+    """
+    parts = raw.decode("utf-8", "surrogateescape").split("\0")
+    if parts[-1] != "" or (len(parts) - 1) % 3:
+        raise CapsuleInvalid("a data manifest blob is malformed")
+    files: list[FileEntry] = []
+    for i in range(0, len(parts) - 1, 3):
+        path, size, digest = parts[i : i + 3]
+        if not rules.is_safe_relpath(path) or not size.isdigit():
+            raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path!r}")
+        files.append(FileEntry(path, int(size), digest))
+    return files
 
 
 @dataclass
@@ -241,6 +286,7 @@ class Record:
             if entry.stored:
                 found.add(entry.hash)
         for digest in (
+            *(item.manifest for item in self.data.inputs),
             self.code.patch,
             self.deps.lock_blob,
             self.deps.image.dockerfile if self.deps.image else None,
@@ -276,9 +322,10 @@ class Record:
             )
         try:
             record: Record = _build(cls, data)
-            return record
-        except (TypeError, ValueError, KeyError) as e:
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
             raise CapsuleInvalid(f"{RECORD_NAME} is malformed: {e}", member=RECORD_NAME) from e
+        rules.check_record(record)
+        return record
 
 
 def _walk_file_entries(record: Record) -> Iterator[FileEntry]:
@@ -324,12 +371,17 @@ def _build(tp: Any, value: Any) -> Any:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         return _build(args[0], value)
+    if tp in _SCALARS and not isinstance(value, _SCALARS[tp]) or (tp is int and isinstance(value, bool)):
+        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__} {str(value)[:40]!r}")
     return value
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
 
 
 def dump_record(record: Record) -> bytes:
     """Serialise a record to YAML bytes (stable key order)."""
-    return yaml.safe_dump(record.to_dict(), sort_keys=False, allow_unicode=True).encode()
+    return rules.dump_yaml(record.to_dict())
 
 
 def load_record(raw: bytes) -> Record:
@@ -338,11 +390,7 @@ def load_record(raw: bytes) -> Record:
     Raises:
         CapsuleInvalid: unparsable YAML or a record that does not fit the format.
     """
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise CapsuleInvalid(f"{RECORD_NAME} is not valid YAML: {e}", member=RECORD_NAME) from e
-    return Record.from_dict(data)
+    return Record.from_dict(rules.load_yaml(raw))
 
 
 # --------------------------------------------------------------------------- tar files
@@ -439,14 +487,16 @@ class Verified:
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
-    """Check every member of a capsule tar against SHA256SUMS; optionally extract it.
+    """Check every member of a capsule tar against SHA256SUMS and every blob against its
+    content-address name; optionally extract it.
 
     Only regular files with safe names are accepted; nothing is written outside
-    ``extract_to``.
+    ``extract_to``; reading stops at the bounds of `capsule_rules` (members, bytes).
 
     Raises:
-        CapsuleInvalid: unreadable/truncated tar, unsafe member, checksum mismatch,
-            missing or unexpected member, unknown format, blob missing.
+        CapsuleInvalid: unreadable/truncated tar, unsafe member, checksum mismatch, a blob
+            whose bytes do not match its name, missing or unexpected member, unknown format,
+            a record field that escapes its root, a capsule over the bounds.
     """
     if not path.is_file():
         raise CapsuleInvalid(
@@ -455,9 +505,11 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     try:
         tar = tarfile.open(path, "r:*")
     except (tarfile.TarError, OSError, EOFError) as e:
-        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
+    budget = rules.TarBudget(path.stat().st_size)
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
+    misnamed: list[str] = []
     image_size: int | None = None
     try:
         with tar:
@@ -471,33 +523,90 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
                     )
                 if name in digests:
                     raise CapsuleInvalid(f"member {name!r} appears twice", member=name)
+                budget.take(name, info.size)
                 if name == IMAGE_MEMBER:
                     image_size = info.size
-                f = tar.extractfile(info)
-                assert f is not None
-                h = hashlib.sha256()
-                keep = name in (RECORD_NAME, SUMS_NAME)
-                buf = bytearray()
-                out = None
-                if extract_to is not None and not keep and name != IMAGE_MEMBER:
-                    target = extract_to / name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    out = open(target, "wb")
-                try:
-                    while chunk := f.read(1 << 20):
-                        h.update(chunk)
-                        if keep:
-                            buf += chunk
-                        if out is not None:
-                            out.write(chunk)
-                finally:
-                    if out is not None:
-                        out.close()
-                digests[name] = h.hexdigest()
-                if keep:
-                    contents[name] = bytes(buf)
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise CapsuleInvalid(f"{path.name} is truncated or damaged: {e}") from e
+                into = extract_to if name != IMAGE_MEMBER else None  # gigabytes: read in place later
+                digests[name] = _read_member(tar, info, name, into, contents, misnamed)
+    except (tarfile.TarError, OSError, EOFError, zlib_error) as e:
+        raise CapsuleInvalid(f"{path.name} is truncated or damaged: {_first_line(e)}") from e
+    _check_sums(path, contents, digests)
+    if misnamed:  # the checksums agree, so the bytes were replaced and the sums recomputed
+        raise CapsuleInvalid(
+            f"blob {misnamed[0].rsplit('/', 1)[-1]} does not match its content-address name "
+            "(its bytes were replaced)",
+            member=misnamed[0],
+        )
+    record = load_record(contents[RECORD_NAME])
+    for digest in record.blobs():
+        if not rules.is_digest(digest):  # else its bytes would escape the name check above
+            raise CapsuleInvalid(f"the record names a blob {digest!r} that is not a content digest")
+        if blob_member(digest) not in digests:
+            raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
+    if extract_to is not None:
+        (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
+    return Verified(record=record, members=sorted(digests), image_size=image_size)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _read_member(
+    tar: tarfile.TarFile,
+    info: tarfile.TarInfo,
+    name: str,
+    extract_to: Path | None,
+    keep: dict[str, bytes],
+    misnamed: list[str],
+) -> str:
+    """Stream one member: its SHA-256, its xxh3-128 when it is a blob (checked against its
+    name), the bytes of the record and sums, the file under ``extract_to``."""
+    import xxhash
+
+    f = tar.extractfile(info)
+    if f is None:
+        raise CapsuleInvalid(f"member {name!r} cannot be read", member=name)
+    h = hashlib.sha256()
+    blob = _blob_digest(name)
+    x = xxhash.xxh3_128() if blob is not None else None
+    wanted = name in (RECORD_NAME, SUMS_NAME)
+    buf = bytearray()
+    out = None
+    if extract_to is not None and not wanted:
+        target = extract_to / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = open(target, "wb")
+    try:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            if x is not None:
+                x.update(chunk)
+            if wanted:
+                buf += chunk
+            if out is not None:
+                out.write(chunk)
+    finally:
+        if out is not None:
+            out.close()
+    if x is not None and x.hexdigest() != blob:
+        misnamed.append(name)
+    if wanted:
+        keep[name] = bytes(buf)
+    return h.hexdigest()
+
+
+def _blob_digest(name: str) -> str | None:
+    """The digest a `blobs/xx/<digest>` member claims; None for other members (which the
+    record cannot name, so they are never used)."""
+    parts = name.split("/")
+    if len(parts) != 3 or parts[0] != BLOB_DIR or not rules.is_digest(parts[2]) or parts[1] != parts[2][:2]:
+        return None
+    return parts[2]
+
+
+def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str]) -> None:
     if SUMS_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {SUMS_NAME}", member=SUMS_NAME)
     expected: dict[str, str] = {}
@@ -519,13 +628,6 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)
     if RECORD_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {RECORD_NAME}", member=RECORD_NAME)
-    record = load_record(contents[RECORD_NAME])
-    for digest in record.blobs():
-        if blob_member(digest) not in digests:
-            raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
-    if extract_to is not None:
-        (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
-    return Verified(record=record, members=sorted(digests), image_size=image_size)
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from repro.capsule import DeterminismInfo
@@ -20,6 +21,33 @@ NCCL_PINS = {
     "NCCL_MIN_NCHANNELS": "4",
     "NCCL_MAX_NCHANNELS": "4",
 }
+
+
+# Every variable a mode may set, and the others repro itself passes through the record (`--trace`).
+# A replayed record's `determinism.env` is filtered through this list: a capsule cannot set
+# LD_PRELOAD, PYTHONSTARTUP or anything else in the process environment.
+RECORD_ENV = frozenset(
+    {
+        "REPRO_MODE", "REPRO_THREADS", "REPRO_TRACE", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "MKL_DYNAMIC", "OMP_DYNAMIC", "ATEN_CPU_CAPABILITY",
+        "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
+        "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", *NCCL_PINS,
+    }
+)  # fmt: skip
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:=+-]{0,64}$")
+
+
+def allowed_env(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Split a recorded environment into what repro passes on and the names it drops
+    (not on the list, or a value no mode writes)."""
+    kept: dict[str, str] = {}
+    dropped: list[str] = []
+    for name, value in env.items():
+        if name in RECORD_ENV and isinstance(value, str) and _SAFE_VALUE.match(value):
+            kept[name] = value
+        else:
+            dropped.append(name)
+    return kept, sorted(dropped)
 
 
 def resolve_isa(isa: str, cpu_flags: list[str]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
 
 
@@ -119,3 +120,29 @@ class Interrupted(ReproError):
     """Ctrl-C or SIGTERM during a run."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class OSFailure(ReproError):
+    """An operating-system error (a full disk, no permission, a read-only file system), by path."""
+
+    exit_code = ExitCode.UNEXPECTED
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "free space on that disk; `repro gc` removes incomplete runs and partial blobs",
+    errno.EDQUOT: "free space within your quota; `repro gc` removes incomplete runs and partial blobs",
+    errno.EACCES: "check the permissions of that path",
+    errno.EPERM: "check the permissions of that path",
+    errno.EROFS: "that file system is read-only; choose another path",
+    errno.ENOENT: "check the path",
+    errno.ELOOP: "a symbolic link there points to itself",
+    errno.EISDIR: "give a file, not a directory",
+}
+
+
+def from_os_error(e: OSError) -> OSFailure:
+    """One line for an OSError: what failed and where, and what to do about it."""
+    what = e.strerror or type(e).__name__
+    where = e.filename if e.filename is not None else None
+    message = f"{what}: {where}" if where is not None else f"{what} ({type(e).__name__})"
+    return OSFailure(message, hint=_OS_HINTS.get(e.errno or 0, "set REPRO_DEBUG=1 for a traceback"))

@@ -28,7 +28,7 @@ from repro.capture.env import host_env
 from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.determinism import expectation, verifiable_mode
+from repro.determinism import allowed_env, expectation, verifiable_mode
 from repro.errors import DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
 from repro.lockfile import freeze_diff
@@ -50,6 +50,7 @@ class ReplayRequest:
     nproc_per_node: int | None = None
     from_checkpoint: str | None = None  # replay only a window after this recorded checkpoint
     steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
+    network: bool = False  # the capsule's own `backend.network` is never obeyed
 
 
 @dataclass
@@ -156,7 +157,9 @@ def verification(verdict: Verdict, of: str) -> dict[str, str]:
     return {"of": of, "status": verdict.status, "summary": verdict.summary}
 
 
-def check_recorded_data(original: Record, data_root: Path, store: Store, allow: bool) -> Drift | None:
+def check_recorded_data(
+    original: Record, data_root: Path, store: Store, allow: bool, read_blob: Callable[[str], bytes | None]
+) -> Drift | None:
     """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
 
     Raises:
@@ -165,10 +168,29 @@ def check_recorded_data(original: Record, data_root: Path, store: Store, allow: 
     if not original.data.inputs:
         return None
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        drift = check_data(original.data.inputs, data_root, cache=cache)
+        drift = check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob)
     if drift and not allow:
         raise DataDrift(drift.changed, drift.missing, drift.extra)
     return drift or None
+
+
+def contain(record: Record, original: Record, network: bool) -> list[str]:
+    """Apply what a replay decides itself, not the capsule: the network and the environment.
+
+    Returns notes saying what the capsule asked for and did not get.
+    """
+    notes: list[str] = []
+    record.backend.network = network
+    if original.backend.network and not network:
+        notes.append("the capsule asked for a network; the replay runs without one (pass --network to allow)")
+    elif network:
+        notes.append("the replay has a network (--network)")
+    kept, dropped = allowed_env(original.determinism.env)
+    record.determinism.env = kept
+    if dropped:
+        shown = ", ".join(dropped[:8]) + (f" (+{len(dropped) - 8} more)" if len(dropped) > 8 else "")
+        notes.append(f"environment variables in the capsule that repro does not set were dropped: {shown}")
+    return notes
 
 
 def replay_record(original: Record, settings: Settings) -> Record:
@@ -223,7 +245,7 @@ def run_replay(
             hint="pass secrets through environment variables, which the run inherits",
         )
     data_root = (request.data_root or store.root).resolve()
-    drift = check_recorded_data(original, data_root, store, request.allow_data_drift)
+    drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")
 
@@ -233,6 +255,10 @@ def run_replay(
         notes.append(window.describe())
     record = replay_record(original, settings)
     record.kind = kind
+    contained = contain(record, original, request.network)
+    for note in contained:
+        on_event(Event("info", note))
+    notes += contained
     gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
     if gpu_note:
         on_event(Event("info", gpu_note))

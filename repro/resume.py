@@ -76,7 +76,7 @@ def resume(
         )
     root = root or store.root
     check_code(store, settings, original, root)
-    check_recorded_data(original, store.root, store, allow=False)
+    check_recorded_data(original, store.root, store, False, store.read_blob)
     record = resumed_record(original, settings)
     run_dir = store.begin_run(record.id, record.command.argv)
     outputs = list(original.results.output_roots) or list(settings.outputs)

@@ -25,12 +25,12 @@ from repro.capture import command as cmd
 from repro.capture import deps
 from repro.capture.data import capture_data
 from repro.capture.env import host_env
-from repro.capture.secrets import Redactor
+from repro.capture.secrets import Masker, Redactor, config_secrets
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
 from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
-from repro.hashing import HashCache, hash_file_cached
+from repro.hashing import HashCache
 from repro.lockfile import mismatches
 from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
@@ -60,6 +60,7 @@ class Prepared:
     started_ns: int = 0  # when the run began: files other runs claim after this are theirs
     tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
     lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
+    masker: Masker | None = None  # None: secrets of this process's environment only
 
     @property
     def declares_deps(self) -> bool:
@@ -148,14 +149,20 @@ def capture(
             hint="check the path; it is relative to the directory repro runs in",
         )
     settings = run_plan.settings
-    data, outputs = list(settings.data), list(settings.outputs)
+    data = list(settings.data)
+    outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
+    configs = cmd.config_files(cmd.script_args(argv), cwd, root)
+    masker = Masker(redactor.secret_values(dict(os.environ), argv) | _config_values(configs))
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
-    params = {k: ("***" if redactor.is_secret_name(k) else v) for k, v in cmd.parse_params(args).items()}
+    params = {
+        k: ("***" if redactor.is_secret_name(k) else masker.obj(v, "params"))
+        for k, v in cmd.parse_params(args).items()
+    }
     nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
         argv=safe_argv,
@@ -169,20 +176,23 @@ def capture(
 
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        for path in cmd.config_files(args, cwd, root):
-            digest = store.put_file(path, hash_file_cached(path, cache))
+        for path in configs:
             rel = path.relative_to(root).as_posix()
-            record.command.config_files.append(FileEntry(rel, path.stat().st_size, digest, True))
+            raw = masker.data(path.read_bytes(), f"config file {rel}")
+            record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
         not_code = [*data, *outputs, deps.LOCK_DIR]
         code = code_capture.capture_code(
-            root, store.put_file, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes
-        )
+            root, _masked_put(store, masker), exclude=not_code, cache=cache,
+            max_file_bytes=settings.max_code_file_bytes,
+        )  # fmt: skip
+        code.patch = masker.text(code.patch, "the uncommitted patch")
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info
         record.warnings += code.warnings
         record.data.inputs = capture_data(
-            data, root, cache=cache, on_progress=progress("hashing data") if progress else None
-        )
+            data, root, cache=cache, on_progress=progress("hashing data") if progress else None,
+            put_bytes=store.put_bytes,
+        )  # fmt: skip
 
     variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
     lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
@@ -209,7 +219,54 @@ def capture(
     started = time.time_ns()
     tree = output_rules.snapshot_tree(root, data)
     before = output_rules.snapshot(root, outputs)
-    return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock)
+    return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock, masker=masker)
+
+
+def _config_values(paths: list[Path]) -> set[str]:
+    values: set[str] = set()
+    for path in paths:
+        try:
+            values |= config_secrets(path.read_text("utf-8", "replace"))
+        except OSError:
+            continue
+    return values
+
+
+def _masked_put(store: Store, masker: Masker) -> Callable[[Path, str], str]:
+    """Store a code file; one holding a secret value is stored masked (under its masked digest).
+
+    Only files whose bytes are not yet in the store are read: a stored blob was masked then.
+    """
+
+    def put(path: Path, digest: str) -> str:
+        if store.has_blob(digest) or not masker.values:
+            return store.put_file(path, digest)
+        raw = path.read_bytes()
+        masked = masker.data(raw, f"code file {path.name}")
+        return store.put_file(path, digest) if masked == raw else store.put_bytes(masked)
+
+    return put
+
+
+def _inside(root: Path, rel: str, what: str) -> str:
+    """``rel`` as a normalised path strictly inside the project.
+
+    Raises:
+        UsageError: an absolute path or one that leaves the project (`/`, `..`).
+    """
+    path = Path(os.path.normpath(root / rel))
+    if path == root or not path.is_relative_to(root):
+        raise UsageError(
+            f"the {what} {rel!r} is not inside the project {root}",
+            hint="give a path relative to the project root, such as outputs",
+        )
+    return path.relative_to(root).as_posix()
+
+
+def discard(prepared: Prepared) -> None:
+    """Remove the directory of a run that never started (nothing of it is worth keeping)."""
+    if not (prepared.run_dir / "capsule.yaml").is_file():
+        shutil.rmtree(prepared.run_dir, ignore_errors=True)
 
 
 def run_environment(record: Record) -> dict[str, str]:
@@ -261,6 +318,7 @@ def build_spec(
         gpus=record.backend.gpus,
         lockfile=lockfile,
         base_image=base_image,
+        store_dir=run_dir.parent.parent,
     )
 
 
@@ -300,7 +358,11 @@ def execute(
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
     record.results.finished = now_iso()
-    collect(record, result, spec, store, prepared)
+    masker = prepared.masker or Masker(
+        Redactor(prepared.settings.secret_patterns).secret_values(dict(os.environ), [])
+    )
+    collect(record, result, spec, store, prepared, masker)
+    record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     if prepared.lock is not None and not prepared.lock.done:
         on_event(Event("info", "the command ended; waiting for the lock to seal the record"))
     try:
@@ -376,8 +438,18 @@ def collect(
     spec: RunSpec,
     store: Store,
     prepared: Prepared,
+    masker: Masker | None = None,
 ) -> None:
-    """Fold logs, metrics, the in-process environment and the outputs into the record."""
+    """Fold logs, metrics, the in-process environment and the outputs into the record.
+
+    Logs, metrics and logged params pass through ``masker``: a secret the script prints
+    or logs is stored as ``***``.
+    """
+    masker = masker or Masker()
+
+    def put(path: Path, where: str) -> str:
+        return store.put_bytes(masker.data(path.read_bytes(), where))
+
     res = record.results
     res.exit_code = result.exit_code
     res.duration_s = round(result.duration_s, 3)
@@ -387,31 +459,32 @@ def collect(
         record.deps.image = image_info(result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
-            res.logs[name] = store.put_file(path)
+            res.logs[name] = put(path, "the logs")
     if spec.stderr_path.is_file():
-        res.stderr_tail = _tail(spec.stderr_path, 20)
+        res.stderr_tail = [masker.text(line, "the logs") for line in _tail(spec.stderr_path, 20)]
     runtime = spec.runtime_dir
     rank_logs = _rank_logs(runtime / RANK_LOGS)
     for rank, streams in sorted(rank_logs.items()):
         for name, path in sorted(streams.items()):
-            res.logs[f"rank{rank}.{name}"] = store.put_file(path)
+            res.logs[f"rank{rank}.{name}"] = put(path, "the logs")
     failed = result.details.get("failed")
     if res.status == "failed" and isinstance(failed, dict):
         _report_failed_node(record, failed, rank_logs)
     elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
+    res.stderr_tail = [masker.text(line, "the logs") for line in res.stderr_tail]
     for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
-        res.logs[extra.stem.replace("metrics.", "metrics-")] = store.put_file(extra)
+        res.logs[extra.stem.replace("metrics.", "metrics-")] = put(extra, "metrics")
     trace = next((p for p in (runtime / "trace.jsonl", runtime / "trace.rank0.jsonl") if p.is_file()), None)
     if trace is not None:
         res.logs[TRACE_LOG] = store.put_file(trace)
     metrics = runtime / "metrics.jsonl"
     if metrics.is_file():
-        res.metrics = store.put_file(metrics)
+        res.metrics = put(metrics, "metrics")
         res.final_metrics = _final_metrics(metrics)
     params = runtime / "params.json"
     if params.is_file():
-        res.params = _read_json(params)
+        res.params = masker.obj(_read_json(params), "logged params")
     _merge_process_env(record, runtime)
     checkpoints.collect(record, runtime, store.put_file, prepared.settings.max_checkpoint_bytes)
     reports = read_reports(runtime)

@@ -14,6 +14,7 @@ Layout::
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -140,18 +141,32 @@ class Store:
         digest = digest or hash_file(path)
         target = self.blob_path(digest)
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, target)
+            self._copy_blob(path, target)
         return digest
+
+    @staticmethod
+    def _copy_blob(source: Path, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
+        except OSError as e:
+            raise _named(e, target) from e
+        finally:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
 
     @staticmethod
     def _write_atomic(target: Path, data: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        except OSError as e:
+            raise _named(e, target) from e
+        finally:
+            tmp.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ runs
 
@@ -205,8 +220,9 @@ class Store:
         self._write_atomic(run_dir / RECORD_NAME, dump_record(record))
         (run_dir / "running.json").unlink(missing_ok=True)
         shutil.rmtree(run_dir / "work", ignore_errors=True)
-        with self._index() as db:
-            _index_put(db, record)
+        with contextlib.suppress(sqlite3.Error):  # the record is the truth; `rows()` indexes it later
+            with self._index() as db:
+                _index_put(db, record)
         return run_dir
 
     def detached_runs(self) -> list[Path]:
@@ -237,26 +253,50 @@ class Store:
         return LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
 
     def rows(self) -> list[RunRow]:
-        """Every run, sealed or not, oldest first."""
+        """Every run, sealed or not, oldest first.
+
+        The index is only read (a full disk or a read-only store still lists); runs it
+        lacks are read from their records and added to it when it can be written.
+        """
         ids = self.run_ids()
         rows: list[RunRow] = []
-        with self._index() as db:
-            known = {r[0]: r for r in db.execute("SELECT * FROM runs")}
-            for run_id in ids:
-                run_dir = self.runs_dir / run_id
-                if run_id in known:
-                    rows.append(_row_from_db(known[run_id]))
-                elif (run_dir / RECORD_NAME).is_file():
-                    try:
-                        record = load_record((run_dir / RECORD_NAME).read_bytes())
-                    except CapsuleInvalid:
-                        rows.append(RunRow(run_id, "", "invalid", "run", "?", None, None))
-                        continue
+        known = self._indexed()
+        unindexed: list[Record] = []
+        for run_id in ids:
+            run_dir = self.runs_dir / run_id
+            if run_id in known:
+                rows.append(_row_from_db(known[run_id]))
+            elif (run_dir / RECORD_NAME).is_file():
+                try:
+                    record = load_record((run_dir / RECORD_NAME).read_bytes())
+                except CapsuleInvalid:
+                    rows.append(RunRow(run_id, "", "invalid", "run", "?", None, None))
+                    continue
+                unindexed.append(record)
+                rows.append(_row_from_record(record))
+            else:
+                rows.append(_unsealed_row(run_dir))
+        if unindexed:
+            with contextlib.suppress(sqlite3.Error, OSError), self._index() as db:
+                for record in unindexed:
                     _index_put(db, record)
-                    rows.append(_row_from_record(record))
-                else:
-                    rows.append(_unsealed_row(run_dir))
         return rows
+
+    def _indexed(self) -> dict[str, tuple[Any, ...]]:
+        """The index's rows by id, opened read-only; empty when there is no readable index."""
+        path = self.dir / "index.sqlite"
+        if not path.is_file():
+            return {}
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        except sqlite3.Error:
+            return {}
+        try:
+            return {r[0]: r for r in db.execute("SELECT * FROM runs")}
+        except sqlite3.Error:
+            return {}
+        finally:
+            db.close()
 
     def resolve(self, ref: str) -> LoadedRun:
         """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar.
@@ -298,6 +338,8 @@ class Store:
             CapsuleInvalid: corrupt, truncated, tampered or unsafe.
         """
         scratch = Path(tempfile.mkdtemp(prefix="repro-capsule-"))
+        # Removed when this process ends, whatever happens: an extracted capsule can be large.
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
         try:
             verified = verify_tar(path, extract_to=scratch)
         except BaseException:
@@ -309,14 +351,24 @@ class Store:
     def import_run(self, loaded: LoadedRun) -> LoadedRun:
         """Copy an extracted capsule into this store (blobs and record); idempotent.
 
+        Every blob is re-hashed on the way in, and a blob already in the store under the
+        same name is re-hashed too: a poisoned copy is replaced, never trusted by its name.
+
         Raises:
+            CapsuleInvalid: a blob of the capsule does not match its name.
             StoreConflict: the store holds another record under the capsule's run id.
         """
         self._refuse_other_record(loaded.record)
         self.ensure()
-        for digest in loaded.record.blobs():
-            if not self.has_blob(digest):
-                self.put_file(loaded.blob_path(digest), digest)
+        for digest in sorted(loaded.record.blobs()):
+            source = loaded.blob_path(digest)
+            if hash_file(source) != digest:
+                raise CapsuleInvalid(
+                    f"blob {digest} does not match its content-address name (its bytes were replaced)",
+                    member=blob_member(digest),
+                )
+            if not self.has_blob(digest) or hash_file(self.blob_path(digest)) != digest:
+                self._copy_blob(source, self.blob_path(digest))
         run_dir = self.runs_dir / loaded.record.id
         if not (run_dir / RECORD_NAME).is_file():
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -345,9 +397,26 @@ class Store:
             )
 
     def remove_run(self, run_id: str) -> None:
+        """Delete a run directory, then its index row (the files first: that frees the space)."""
         shutil.rmtree(self.runs_dir / run_id, ignore_errors=True)
-        with self._index() as db:
-            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        if not (self.dir / "index.sqlite").is_file():
+            return
+        try:
+            with self._index() as db:
+                db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        except sqlite3.Error:
+            pass  # a full disk: `rows()` lists from the run directories, so a stale row is harmless
+
+    def partial_blobs(self) -> list[Path]:
+        """Partial blob copies (``.<digest>.<pid>.tmp``) whose writing process is gone."""
+        found: list[Path] = []
+        if not self.blobs_dir.is_dir():
+            return found
+        for path in self.blobs_dir.glob("*/.*.tmp"):
+            pid = path.name[: -len(".tmp")].rpartition(".")[2]
+            if not (pid.isdigit() and _alive(int(pid))):
+                found.append(path)
+        return sorted(found)
 
     # ------------------------------------------------------------------ index
 
@@ -364,6 +433,13 @@ class Store:
                 yield db
         finally:
             db.close()
+
+
+def _named(e: OSError, path: Path) -> OSError:
+    """The error with the path it concerns (a failed write() does not say which file)."""
+    if e.filename is not None:
+        return e
+    return type(e)(e.errno, e.strerror, str(path)) if e.errno is not None else OSError(str(e), str(path))
 
 
 def _index_put(db: sqlite3.Connection, record: Record) -> None:

@@ -55,6 +55,7 @@ class RunSpec:
     lockfile: Path | None = None  # hash-pinned requirements for image builds
     base_image: str | None = None  # tag or id; docker resolves and records it
     shm_size: str = "2g"
+    store_dir: Path | None = None  # the store recording the run (labels its containers for `repro gc`)
     recorded_image: BuiltImage | None = None  # the image a capsule carries
     image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
 

@@ -7,12 +7,15 @@ chained with ``from e``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import posixpath
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,7 +29,6 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
-from docker.utils.socket import STDERR, frames_iter
 
 from repro import images
 from repro.backends import scratch
@@ -60,6 +62,11 @@ RUNTIME = "/opt/repro/run"
 FALLBACK_UID = 1000  # the container user when the host user is root
 STOP_TIMEOUT_S = 10
 LABEL_RUN = "org.repro.run-id"
+# Who owns a container: the store it records into, and the repro process (pid on host) that
+# started it. `repro gc` removes only containers of its own store whose owner is gone.
+LABEL_STORE = "org.repro.store"
+LABEL_PID = "org.repro.pid"
+LABEL_HOST = "org.repro.host"
 _TAIL = 20
 _GPU_TOOLS = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
 
@@ -402,13 +409,13 @@ class DockerBackend:
         writable = [*_writable_dirs(spec), tree]
         for path in writable:
             path.mkdir(parents=True, exist_ok=True)
-        _open_for(uid, gid, spec, writable)
+        saved = _open_for(uid, gid, spec, writable)
         config = _container_config(spec, built, uid, gid, tree)
         try:
             with engine() as client:
                 result = _run_container(client, config, spec, built, on_event)
         finally:
-            _restore_owner(writable)
+            _restore_owner(writable, saved)
         # What the command wrote into its copy of the project lands where a local run puts it.
         result.written = scratch.changed(tree, copied, separate)
         scratch.bring_back(tree, spec.project_root, result.written)
@@ -437,38 +444,64 @@ def _writable_dirs(spec: RunSpec) -> list[Path]:
     return [spec.runtime_dir, *(spec.project_root / rel for rel in spec.outputs)]
 
 
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
+def _entries(root: Path) -> Iterator[str]:
+    """Every entry under ``root`` (itself included) that is ours to re-own: symbolic links
+    are not followed, and hard-linked files (the scratch copy links large project files) are
+    left alone, since changing one changes the project's file too."""
     for dirpath, dirnames, filenames in os.walk(root):
-        os.chown(dirpath, uid, gid)
+        yield dirpath
         for name in filenames + dirnames:
             path = os.path.join(dirpath, name)
             st = os.lstat(path)
-            if not os.path.islink(path) and (name in dirnames or st.st_nlink == 1):  # links: not ours
-                os.chown(path, uid, gid)
+            if not os.path.islink(path) and (name in dirnames or st.st_nlink == 1):
+                yield path
 
 
-def _open_for(uid: int, gid: int, spec: RunSpec, writable: list[Path]) -> None:
+@dataclass
+class _Saved:
+    """Owners and modes of host paths as they were before the container ran."""
+
+    owners: dict[str, tuple[int, int]]
+    modes: dict[str, int]
+
+
+def _open_for(uid: int, gid: int, spec: RunSpec, writable: list[Path]) -> _Saved:
     """Let the container user write the writable mounts and enter the read-only ones.
 
     Only needed when the host user is root (the container never runs as root): the
-    writable dirs are handed to the container user for the run and taken back after.
+    writable dirs are handed to the container user for the run, and every owner and
+    mode changed here is put back afterwards exactly as it was.
     """
+    saved = _Saved({}, {})
     if os.getuid() != 0:
-        return
-    for path in writable:
-        _chown_tree(path, uid, gid)
-    for path in (spec.project_root, spec.data_root or spec.project_root):
-        mode = path.stat().st_mode
+        return saved
+    for root in writable:
+        for entry in _entries(root):
+            st = os.lstat(entry)
+            saved.owners[entry] = (st.st_uid, st.st_gid)
+            os.chown(entry, uid, gid)
+    for top in {spec.project_root, spec.data_root or spec.project_root}:
+        mode = top.stat().st_mode
         if mode & 0o005 != 0o005:
-            path.chmod(mode | 0o005)
+            saved.modes[str(top)] = mode & 0o7777
+            top.chmod(mode | 0o005)
+    return saved
 
 
-def _restore_owner(writable: list[Path]) -> None:
+def _restore_owner(writable: list[Path], saved: _Saved) -> None:
+    """Put back owners and modes; files the container created go to the host user."""
+    for path, mode in saved.modes.items():
+        with contextlib.suppress(OSError):
+            os.chmod(path, mode)
     if os.getuid() != 0:
         return
-    for path in writable:
-        if path.exists():
-            _chown_tree(path, os.getuid(), os.getgid())
+    for root in writable:
+        if not root.exists():
+            continue
+        for path in _entries(root):
+            uid, gid = saved.owners.get(path, (os.getuid(), os.getgid()))
+            with contextlib.suppress(OSError):
+                os.chown(path, uid, gid)
 
 
 def _in_work(rel: str) -> str:
@@ -540,7 +573,7 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree
         "working_dir": _in_work(spec.workdir),
         "user": f"{uid}:{gid}",
         "hostname": "repro",
-        "labels": {LABEL_RUN: run_id} if run_id else {},
+        "labels": _labels(spec, run_id),
         "name": f"repro-{run_id}" if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) else None,
         "host_config": {
             "binds": _volumes(spec, tree),
@@ -549,8 +582,18 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree
             "device_requests": _device_requests(spec.gpus),
             "auto_remove": False,
             "init": True,  # signals reach the command and DataLoader workers get reaped
+            "security_opt": ["no-new-privileges"],  # no setuid binary lifts the container user
         },
     }
+
+
+def _labels(spec: RunSpec, run_id: str) -> dict[str, str]:
+    labels = {LABEL_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()}
+    if run_id:
+        labels[LABEL_RUN] = run_id
+    if spec.store_dir is not None:
+        labels[LABEL_STORE] = str(spec.store_dir.resolve())
+    return labels
 
 
 def _run_container(
@@ -577,12 +620,14 @@ def _run_container(
         "workdir": config["working_dir"],
     }
     start = time.monotonic()
+    reaper = _start_reaper(cid)
     try:
         try:
-            _stream_output(api, cid, spec, on_event)
+            interrupted = _stream_output(api, cid, spec, on_event)
+            if interrupted:
+                raise KeyboardInterrupt
             status = api.wait(cid, timeout=None)
         except KeyboardInterrupt:
-            on_event(Event("info", "interrupted: stopping the container"))
             _stop_quietly(api, cid)
             return RunResult(130, time.monotonic() - start, interrupted=True, details=details, image=built)
         duration = time.monotonic() - start
@@ -591,43 +636,102 @@ def _run_container(
         return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built)
     finally:
         _remove_quietly(api, cid)
+        _stop_reaper(reaper)
 
 
-def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnEvent) -> None:
-    """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line."""
+def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnEvent) -> bool:
+    """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line.
+
+    Ctrl-C while streaming stops the container (SIGINT first) and keeps reading until
+    its output ends, so the script's last words are kept. Returns whether it was interrupted.
+    """
     spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
     spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
-    sock = api.attach_socket(cid, params={"stdout": 1, "stderr": 1, "stream": 1, "logs": 1})
+    stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
     pending = {"stdout": b"", "stderr": b""}
+    interrupted = False
     with open(spec.stdout_path, "wb") as out, open(spec.stderr_path, "wb") as err:
         files = {"stdout": out, "stderr": err}
         try:
             api.start(cid)
-            for stream_id, data in frames_iter(sock, tty=False):
-                name = "stderr" if stream_id == STDERR else "stdout"
-                if not data:
-                    continue
-                files[name].write(data)
-                files[name].flush()
-                *lines, pending[name] = (pending[name] + data).split(b"\n")
-                for line in lines:
-                    on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
+            chunks_iter = iter(stream)
+            while True:
+                try:
+                    chunks = next(chunks_iter)
+                    for name, data in zip(("stdout", "stderr"), chunks, strict=True):
+                        if data:
+                            files[name].write(data)
+                            files[name].flush()
+                            *lines, pending[name] = (pending[name] + data).split(b"\n")
+                            for line in lines:
+                                on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
+                except StopIteration:
+                    break
+                except KeyboardInterrupt:
+                    if interrupted:
+                        continue
+                    interrupted = True
+                    on_event(Event("info", "interrupted: stopping the container"))
+                    _stop_quietly(api, cid)
         finally:
-            _close_attach(sock)
+            _release(stream)
         for name, rest in pending.items():
             if rest:
                 on_event(Event("log", rest.decode(errors="replace").rstrip("\r"), name))
+    return interrupted
 
 
-def _close_attach(sock: Any) -> None:
-    """Close an attach socket and the HTTP response behind it (the SDK leaves both open)."""
-    for thing in (getattr(sock, "_response", None), sock, getattr(sock, "_sock", None)):
-        close = getattr(thing, "close", None)
-        if close is not None:
-            try:
-                close()
-            except (OSError, ValueError):
-                pass
+def _release(stream: Any) -> None:
+    """Close an attach stream. `close()` shuts the socket down, but docker-py keeps the
+    hijacked HTTP response (and with it the file descriptor) in a reference cycle, so the
+    response is closed too; otherwise the descriptor lingers until a garbage collection."""
+    stream.close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        with contextlib.suppress(OSError, ValueError):
+            response.close()
+
+
+# The reaper: a small process that outlives a killed repro and removes its container. It
+# waits on a pipe; "done" means repro removed the container itself, end-of-file means
+# repro died (SIGKILL included) and the container must go.
+_REAPER = (
+    "import sys\n"
+    "if sys.stdin.readline().strip() != 'done':\n"
+    "    from repro.backends.docker import reap\n"
+    "    reap(sys.argv[1])\n"
+)
+
+
+def _start_reaper(cid: str) -> subprocess.Popen[bytes] | None:
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-c", _REAPER, cid],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C and a killed process group leave it running
+            env={**os.environ, "PYTHONPATH": str(runtime_source()[1])},
+        )
+    except OSError:
+        return None  # `repro gc` still finds the container by its labels
+
+
+def _stop_reaper(reaper: subprocess.Popen[bytes] | None) -> None:
+    if reaper is None or reaper.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        reaper.stdin.write(b"done\n")
+        reaper.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        reaper.wait(timeout=10)
+
+
+def reap(cid: str) -> None:
+    """Remove a container whose repro process died (run by the reaper process)."""
+    with contextlib.suppress(ReproError, docker.errors.DockerException, requests.exceptions.RequestException):
+        with engine(timeout=30) as client:
+            client.api.remove_container(cid, force=True, v=True)
 
 
 def _stop_quietly(api: docker.APIClient, cid: str) -> None:
@@ -707,3 +811,39 @@ def remove_images(keep: set[str], dry_run: bool = False) -> list[ImageEntry]:
             except docker.errors.APIError:
                 continue  # in use by a container: left for the next gc
     return removed
+
+
+def remove_stale_containers(store_dir: Path, dry_run: bool = False) -> list[str]:
+    """Remove containers of this store whose repro process is gone; returns their names.
+
+    Only containers labelled with this store's path, started on this host, qualify: the
+    engine may be shared, and another store's or another live run's containers stay.
+
+    Raises:
+        BackendUnavailable: no engine answers.
+    """
+    store = str(store_dir.resolve())
+    host = socket.gethostname()
+    removed: list[str] = []
+    with engine() as client:
+        for item in client.api.containers(all=True, filters={"label": f"{LABEL_STORE}={store}"}):
+            labels = item.get("Labels") or {}
+            pid = labels.get(LABEL_PID, "")
+            if labels.get(LABEL_HOST) != host or not pid.isdigit() or _pid_alive(int(pid)):
+                continue
+            name = ((item.get("Names") or [""])[0] or str(item["Id"])[:12]).lstrip("/")
+            if not dry_run:
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.remove_container(item["Id"], force=True, v=True)
+            removed.append(name)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -80,6 +82,7 @@ class LocalBackend:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: torchrun ranks and workers stop with it
+                preexec_fn=_die_with(os.getpid()),
             )
         except FileNotFoundError as e:
             raise UsageError(
@@ -87,9 +90,10 @@ class LocalBackend:
             ) from e
         except PermissionError as e:
             raise UsageError(f"command is not executable: {argv[0]}") from e
+        failures: list[OSError] = []
         pumps = [
-            _pump(proc.stdout, spec.stdout_path, "stdout", on_event),
-            _pump(proc.stderr, spec.stderr_path, "stderr", on_event),
+            _pump(proc.stdout, spec.stdout_path, "stdout", on_event, failures),
+            _pump(proc.stderr, spec.stderr_path, "stderr", on_event, failures),
         ]
         interrupted = False
         try:
@@ -102,6 +106,8 @@ class LocalBackend:
             _kill_leftovers(spec.env.get("REPRO_RUN_ID"))
             for t in pumps:
                 t.join(timeout=10)
+        if failures:
+            raise failures[0]  # the log could not be written (a full disk): the CLI names the path
         return RunResult(
             exit_code=130 if interrupted else code,
             duration_s=time.monotonic() - start,
@@ -110,19 +116,62 @@ class LocalBackend:
         )
 
 
-def _pump(pipe: IO[bytes] | None, dest: Path, stream: str, on_event: OnEvent) -> threading.Thread:
+def _pump(
+    pipe: IO[bytes] | None, dest: Path, stream: str, on_event: OnEvent, failures: list[OSError]
+) -> threading.Thread:
+    """Copy a pipe to its log file and to events. A write that fails (a full disk) is kept
+    for the caller to raise, and the pipe is still drained so the command is not blocked."""
+
     def run() -> None:
         assert pipe is not None
-        with open(dest, "ab") as out:
-            for raw in iter(pipe.readline, b""):
-                out.write(raw)
-                out.flush()
-                on_event(Event("log", raw.decode("utf-8", "replace").rstrip("\n"), stream))
+        out: IO[bytes] | None = None
+        try:
+            out = open(dest, "ab")
+        except OSError as e:
+            failures.append(e)
+        for raw in iter(pipe.readline, b""):
+            if out is not None:
+                try:
+                    out.write(raw)
+                    out.flush()
+                except OSError as e:
+                    failures.append(OSError(e.errno, e.strerror, str(dest)))  # name the file
+                    _close_quietly(out)
+                    out = None
+            on_event(Event("log", raw.decode("utf-8", "replace").rstrip("\n"), stream))
         pipe.close()
+        _close_quietly(out)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def _close_quietly(f: IO[bytes] | None) -> None:
+    if f is not None:
+        try:
+            f.close()
+        except OSError:
+            pass
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """A pre-exec hook: the command gets SIGKILL when repro dies, even by SIGKILL (Linux)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        prctl = None
+
+    def hook() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # repro died before the hook ran
+            os._exit(137)
+
+    return hook
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:

@@ -7,14 +7,16 @@ hash, so a capsule restores the exact code without access to the repository.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pathspec
 
 from repro.capsule import CodeInfo, FileEntry
-from repro.capture.secrets import is_secret_file, strip_url_credentials
+from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.errors import ReproError, UsageError
 from repro.hashing import HashCache, hash_file_cached
 
@@ -33,7 +35,17 @@ ALWAYS_EXCLUDED = (
     "node_modules",
 )
 
-PutFile = Callable[[Path, str], str]  # (path, digest) -> digest, stores the bytes once
+PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
+# Files that may be credentials under any name; their first bytes decide.
+_CREDENTIAL_SUFFIXES = (".json", ".ini", ".cfg", ".conf", ".yaml", ".yml")
+
+
+def _credential_content(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return is_credential_content(f.read(64 * 1024))
+    except OSError:
+        return False
 
 
 @dataclass
@@ -44,29 +56,30 @@ class CodeCapture:
 
 
 class Ignore:
-    """gitignore-like glob patterns (`.reproignore` plus built-ins), matched per path component."""
+    """`.reproignore` with gitignore's rules (pathspec): negation, anchoring, `**`, dir-only
+    patterns; plus the built-in exclusions and the project's data and output paths."""
 
     def __init__(self, patterns: list[str]) -> None:
-        self.patterns = [p.rstrip("/") for p in patterns if p.strip() and not p.startswith("#")]
+        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
 
     @classmethod
     def for_project(cls, root: Path, extra: list[str]) -> Ignore:
-        lines = list(ALWAYS_EXCLUDED) + extra
+        """Built-ins, then ``extra`` project-relative paths (anchored at the root), then `.reproignore`.
+
+        Raises:
+            UsageError: a `.reproignore` pattern that is not valid gitignore syntax.
+        """
+        lines = list(ALWAYS_EXCLUDED) + ["/" + e.strip("/") for e in extra if e.strip("/")]
         ignore_file = root / ".reproignore"
         if ignore_file.is_file():
-            lines += [line.strip() for line in ignore_file.read_text().splitlines()]
-        return cls(lines)
+            lines += ignore_file.read_text().splitlines()
+        try:
+            return cls(lines)
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"{ignore_file} has a pattern git would not accept: {e}") from e
 
-    def __call__(self, rel: str) -> bool:
-        parts = rel.split("/")
-        for pattern in self.patterns:
-            anchored = pattern.lstrip("/")
-            if "/" in anchored:
-                if fnmatch.fnmatchcase(rel, anchored) or rel.startswith(anchored + "/"):
-                    return True
-            elif any(fnmatch.fnmatchcase(part, anchored) for part in parts):
-                return True
-        return False
+    def __call__(self, rel: str, is_dir: bool = False) -> bool:
+        return bool(self.spec.match_file(rel + "/" if is_dir else rel))
 
 
 def capture_code(
@@ -103,9 +116,12 @@ def capture_code(
             continue  # deleted in the work tree, or a broken link
         digest = hash_file_cached(path, cache)
         size = path.stat().st_size
+        if rel.endswith(_CREDENTIAL_SUFFIXES) and size <= 1 << 20 and _credential_content(path):
+            capture.info.excluded.append(rel)
+            continue
         stored = size <= max_file_bytes
         if stored:
-            put_file(path, digest)
+            digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked
         else:
             capture.warnings.append(
                 f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored"
@@ -147,10 +163,26 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
         with repo:
             cmd = git.Git(root)
             has_head = repo.head.is_valid()
+            # Submodules' files too: a capsule that left them out would not import elsewhere.
+            tracked = cmd.ls_files("-z", "--cached", "--recurse-submodules").split("\0")
+            _warn_empty_submodules(cmd, root, capture)
+            untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
+            secret = sorted(f for f in tracked if f and is_secret_file(f))
             if has_head:
                 info.commit = repo.head.commit.hexsha
                 info.branch = None if repo.head.is_detached else repo.active_branch.name
-                patch = cmd.diff("HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".")
+                # Secret-looking tracked files (a modified .env) stay out of the patch too.
+                patch = cmd.diff(
+                    "HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".",
+                    *(f":(exclude,literal){f}" for f in secret),
+                )  # fmt: skip
+                changed = cmd.diff("HEAD", "--name-only", "--relative", "--", *secret) if secret else ""
+                left_out = [f for f in changed.splitlines() if f]
+                if left_out:
+                    capture.warnings.append(
+                        "changes to secret-looking tracked files were left out of the patch: "
+                        + ", ".join(left_out[:10])
+                    )
             else:
                 capture.warnings.append(
                     "the git repository has no commits yet; recorded as uncommitted files"
@@ -160,8 +192,6 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
             if remote is not None:
                 urls = list(remote.urls)
                 info.remote = strip_url_credentials(urls[0]) if urls else None
-            tracked = cmd.ls_files("-z", "--cached").split("\0")
-            untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
             info.dirty = bool(patch) or not has_head  # untracked code is added once it is filtered
     except git.GitCommandError as e:
         raise UsageError(
@@ -172,6 +202,19 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
     capture.patch = patch
     files = sorted({f for f in tracked + untracked if f})
     return files, {u for u in untracked if u}
+
+
+def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
+    """Name the submodules whose files are not checked out (so they cannot be captured)."""
+    staged = cmd.ls_files("-z", "--stage").split("\0")
+    links = [line.split("\t", 1)[1] for line in staged if line.startswith("160000 ") and "\t" in line]
+    empty = [p for p in links if not (root / p).is_dir() or not any((root / p).iterdir())]
+    if empty:
+        capture.warnings.append(
+            "git submodules not checked out, so their files are not in the capsule: "
+            + ", ".join(empty[:10])
+            + " (run `git submodule update --init`)"
+        )
 
 
 def store_patch(capture: CodeCapture, put_bytes: Callable[[bytes], str]) -> None:
@@ -185,7 +228,7 @@ def _walk(root: Path, ignore: Ignore) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d))
+        dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d, is_dir=True))
         found += [rel_dir + f for f in filenames]
     return sorted(found)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.capsule import DataInput
-from repro.errors import NotFoundError
+from repro.capsule import MANIFEST_INLINE, DataInput, encode_manifest
+from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache, hash_tree
 
 Progress = Callable[[int, int], None]
@@ -18,22 +19,36 @@ def capture_data(
     root: Path,
     cache: HashCache | None = None,
     on_progress: Progress | None = None,
+    put_bytes: Callable[[bytes], str] | None = None,
 ) -> list[DataInput]:
     """Hash each declared input (file or directory) relative to ``root``.
 
+    With ``put_bytes``, an input of more than ``MANIFEST_INLINE`` files keeps its manifest
+    in a blob, so the record stays small (and `repro show` fast) for large trees.
+
     Raises:
         NotFoundError: a declared input does not exist.
+        UsageError: a declared input resolves outside the project.
     """
     inputs: list[DataInput] = []
     for rel in paths:
-        path = (root / rel).resolve()
+        # Normalised, not resolved: a link inside the project to a dataset elsewhere is fine.
+        path = Path(os.path.normpath(root / rel))
+        if not path.is_relative_to(root):
+            raise UsageError(
+                f"declared data {rel!r} is outside the project {root}",
+                hint="declare data inside the project (a symbolic link to it there works too)",
+            )
         if not path.exists():
             raise NotFoundError(
                 f"declared data {rel!r} does not exist under {root}",
                 hint="check --data (or `data:` in repro.yaml); paths are relative to the project root",
             )
         tree = hash_tree(path, root, cache=cache, on_progress=on_progress)
-        inputs.append(DataInput(path=_rel(path, root), digest=tree.digest, size=tree.size, files=tree.files))
+        item = DataInput(_rel(path, root), tree.digest, tree.size, tree.files, count=len(tree.files))
+        if put_bytes is not None and len(tree.files) > MANIFEST_INLINE:
+            item.manifest, item.files = put_bytes(encode_manifest(tree.files)), []
+        inputs.append(item)
     return inputs
 
 
@@ -64,18 +79,25 @@ def check_data(
     data_root: Path,
     cache: HashCache | None = None,
     on_progress: Progress | None = None,
+    read_blob: Callable[[str], bytes | None] = lambda digest: None,
 ) -> Drift:
-    """Compare the recorded manifest with the data under ``data_root`` (same relative paths)."""
+    """Compare the recorded manifest with the data under ``data_root`` (same relative paths).
+
+    Manifest blobs are only read when an input differs (``read_blob``).
+
+    Raises:
+        CapsuleInvalid: an input differs and its manifest blob is missing or malformed.
+    """
     drift = Drift()
     for item in recorded:
         path = data_root / item.path
-        expected = {f.path: f for f in item.files}
         if not path.exists():
-            drift.missing += sorted(expected)
+            drift.missing += sorted(f.path for f in item.entries(read_blob))
             continue
         tree = hash_tree(path, data_root, cache=cache, on_progress=on_progress)
         if tree.digest == item.digest:
             continue
+        expected = {f.path: f for f in item.entries(read_blob)}
         seen = {f.path: f for f in tree.files}
         for rel, entry in expected.items():
             if rel not in seen:

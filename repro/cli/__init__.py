@@ -6,6 +6,7 @@ Commands parse arguments, call the core and hand what it returns to `repro.ui`.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 
 import click
@@ -22,7 +23,7 @@ from repro.cli import (
     run_cmd,
 )
 from repro.cli.context import AppContext
-from repro.errors import ExitCode, ReproError
+from repro.errors import ExitCode, ReproError, from_os_error
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -79,6 +80,18 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except OSError as e:  # a full disk, no permission: one line naming the path
+        failure = from_os_error(e)
+        ui.error(failure.message, failure.hint)
+        if _debug():
+            raise
+        return int(failure.exit_code)
+    except sqlite3.Error as e:  # the store's index or hash cache: a full disk, most often
+        ui.error(
+            f"the store's database could not be used: {e}",
+            "free space on the disk holding .repro/; `repro gc` removes incomplete runs",
+        )
+        return int(ExitCode.UNEXPECTED)
     except Exception as e:  # the last line of defence: one line, not a traceback
         ui.error(
             f"unexpected error: {type(e).__name__}: {e}", "set REPRO_DEBUG=1 for a traceback, and report it"

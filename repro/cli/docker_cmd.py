@@ -109,15 +109,26 @@ def _settings_base(app: Any) -> str | None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.pass_obj
 def gc(app: Any, with_images: bool, dry_run: bool) -> None:
-    """Remove incomplete runs; with --images, repro-built images that no kept run refers to."""
+    """Remove leftovers: incomplete runs, partial blobs, containers of runs whose repro died;
+    with --images, repro-built images that no kept run refers to. Works on a full disk."""
     store = app.store
-    incomplete = [row.id for row in store.rows() if row.status == "incomplete"]
-    for run_id in incomplete:
+    verb = "would remove" if dry_run else "removed"
+    found = 0
+    for run_id in [row.id for row in store.rows() if row.status == "incomplete"]:
         if not dry_run:
             store.remove_run(run_id)
-        ui.out(f"{'would remove' if dry_run else 'removed'} incomplete run {run_id}")
+        ui.out(f"{verb} incomplete run {run_id}")
+        found += 1
+    for path in store.partial_blobs():
+        if not dry_run:
+            path.unlink(missing_ok=True)
+        ui.out(f"{verb} partial blob {path.name}")
+        found += 1
+    for name in _stale_containers(store, dry_run):
+        ui.out(f"{verb} container {name} (its repro process is gone)")
+        found += 1
     if not with_images:
-        if not incomplete:
+        if not found:
             ui.info("nothing to remove (pass --images to remove unused images too)")
         return
     from repro.backends.docker import remove_images
@@ -126,9 +137,18 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
     removed = remove_images(keep, dry_run=dry_run)
     for img in removed:
         name = ", ".join(img.tags) or img.id[:19]
-        ui.out(f"{'would remove' if dry_run else 'removed'} image {name} ({ui.human_bytes(img.size)})")
+        ui.out(f"{verb} image {name} ({ui.human_bytes(img.size)})")
     if not removed:
         ui.info("no unused repro images")
+
+
+def _stale_containers(store: Any, dry_run: bool) -> list[str]:
+    """Containers this store's runs left behind, when an engine answers (none otherwise)."""
+    from repro.backends.docker import engine_available, remove_stale_containers
+
+    if not store.dir.is_dir() or not engine_available():
+        return []
+    return remove_stale_containers(store.dir, dry_run=dry_run)
 
 
 def _kept_images(store: Any) -> set[str]:

@@ -16,7 +16,7 @@ from repro.ui import records as render
 
 @click.command("ls")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
-@click.option("-n", "--last", type=int, default=None, help="Only the last N runs.")
+@click.option("-n", "--last", type=click.IntRange(1), default=None, help="Only the last N runs.")
 @pass_app
 def ls(app: AppContext, as_json: bool, last: int | None) -> None:
     """List the runs of this project, oldest first (incomplete ones included)."""
@@ -130,9 +130,11 @@ def _k8s_image(record: Record, image: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
 def verify(app: AppContext, ref: str, as_json: bool) -> None:
-    """Check a capsule's integrity: every member against its checksum. Exit 6 when it fails.
+    """Check a capsule's integrity: every member against its checksum, every blob against its
+    content-address name, every path in the record inside its root. Exit 6 when it fails.
 
-    REF is a capsule .tar, or a run in the store (its blobs are re-hashed).
+    REF is a capsule .tar, or a run in the store (its blobs are re-hashed). A capsule that
+    passes is consistent; that says nothing of who made it: replay only capsules you trust.
     """
     path = Path(ref)
     image_size: int | None = None

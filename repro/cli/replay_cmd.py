@@ -41,6 +41,11 @@ from repro.ui import verdict as render
     default=None,
     help="With --from: optimizer steps to replay (default: up to the next recorded checkpoint).",
 )
+@click.option(
+    "--network",
+    is_flag=True,
+    help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option(
     "--markdown",
@@ -60,6 +65,7 @@ def replay(
     rtol: float | None,
     nproc_per_node: int | None,
     allow_world_size_change: bool,
+    network: bool,
     as_json: bool,
     markdown: Path | None,
     from_checkpoint: str | None,
@@ -78,6 +84,8 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
+    A capsule is untrusted input: a path that leaves its root is refused (exit 6); the
+    network stays off unless --network; the process environment comes from repro's own list.
 
     \b
     Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
@@ -101,6 +109,7 @@ def replay(
         nproc_per_node=nproc_per_node,
         from_checkpoint=from_checkpoint,
         steps=steps,
+        network=network,
     )
     try:
         with sigterm_interrupts():

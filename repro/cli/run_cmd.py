@@ -75,6 +75,7 @@ def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, a
 def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:
     """Capture, execute and print the outcome; shared by `run` and `check`."""
     store = app.store
+    prepared: runner.Prepared | None = None
     try:
         with sigterm_interrupts():
             prepared = runner.capture(request, plan, store, on_event, progress_factory)
@@ -90,6 +91,8 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
             )
             record = runner.execute(prepared, backend, store, on_event)
     except KeyboardInterrupt as e:
+        if prepared is not None:
+            runner.discard(prepared)
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     capsule = store.runs_dir / record.id
     if as_json:

@@ -114,7 +114,7 @@ def diff_records(
     sections = [
         _section("command", diff_command(a, b, reader)),
         _section("code", diff_code(a, b, reader, with_patch=code)),
-        _section("data", diff_data(a, b)),
+        _section("data", diff_data(a, b, reader)),
         _section("dependencies", diff_deps(a, b, reader)),
         _section("seeds", diff_seeds(a, b)),
         _section("determinism", diff_determinism(a, b)),

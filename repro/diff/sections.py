@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from repro.capsule import FileEntry, Record
+from repro.capsule import DataInput, FileEntry, Record
 from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
 from repro.diff.files import (
     MAX_GROUPS,
@@ -22,6 +22,7 @@ from repro.diff.model import Change, Section
 from repro.diff.patches import patch_changes
 from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
+from repro.errors import CapsuleInvalid
 from repro.outputs import OutputDiff, Outputs, compare_outputs
 from repro.tolerance import STRICT
 from repro.units import human_bytes, plural
@@ -158,8 +159,17 @@ def _short(value: Any) -> str:
 # --------------------------------------------------------------------------- data
 
 
-def diff_data(a: Record, b: Record) -> Section:
-    """The data section: declared inputs by digest and file, and undeclared inputs."""
+def _entries(item: DataInput, read: SafeReader | None) -> list[FileEntry]:
+    """An input's files; empty when its manifest blob cannot be read (the digest still differs)."""
+    try:
+        return item.entries(read or (lambda digest: None))
+    except CapsuleInvalid:
+        return []
+
+
+def diff_data(a: Record, b: Record, read: SafeReader | None = None) -> Section:
+    """The data section: declared inputs by digest and file (large manifests read through
+    ``read``), and undeclared inputs."""
     ia = {i.path: i for i in a.data.inputs}
     ib = {i.path: i for i in b.data.inputs}
     changes: list[Change] = []
@@ -174,7 +184,7 @@ def diff_data(a: Record, b: Record) -> Section:
                     kind="removed",
                     scope="input",
                     old=x.size,
-                    detail=f"{plural(len(x.files), 'file')}, {human_bytes(x.size)}",
+                    detail=f"{plural(x.count or len(x.files), 'file')}, {human_bytes(x.size)}",
                 )
             )
         elif x is None:
@@ -184,11 +194,11 @@ def diff_data(a: Record, b: Record) -> Section:
                     kind="added",
                     scope="input",
                     new=y.size,
-                    detail=f"{plural(len(y.files), 'file')}, {human_bytes(y.size)}",
+                    detail=f"{plural(y.count or len(y.files), 'file')}, {human_bytes(y.size)}",
                 )
             )
         elif x.digest != y.digest:
-            found = file_changes(x.files, y.files, "file")
+            found = file_changes(_entries(x, read), _entries(y, read), "file")
             if not found:
                 changes.append(
                     Change(

@@ -131,7 +131,8 @@ def show_text(record: Record) -> str:
     else:
         lines.append(("code", f"snapshot of {len(c.files)} files"))
     for item in r.data.inputs:
-        lines.append(("data", f"{item.path}: {len(item.files)} files, {ui.human_bytes(item.size)}, "
+        count = item.count or len(item.files)
+        lines.append(("data", f"{item.path}: {count} files, {ui.human_bytes(item.size)}, "
                       f"xxh3 {item.digest[:16]}"))  # fmt: skip
     d = r.deps
     if d.lockfile:

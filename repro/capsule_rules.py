@@ -1,0 +1,191 @@
+"""What an untrusted capsule may say, and what reading one may cost.
+
+A capsule from elsewhere is input from a stranger: anyone can recompute its SHA256SUMS.
+So before a record is used, every path-like field must be a relative, normalised path
+that stays inside its root, every id a plain name, every referenced blob digest a
+content-address name; and the YAML and tar readers stop at fixed bounds instead of
+expanding whatever they are given. Each rule lives here once; `capsule.py` applies them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from repro.errors import CapsuleInvalid
+
+RECORD_NAME = "capsule.yaml"
+
+# Bounds on what a capsule may cost before it is trusted (each with its reason).
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record with 100k manifest entries is ~11 MB
+MAX_SUMS_BYTES = 64 * 1024 * 1024  # one line per member
+MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
+MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
+MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
+MAX_PLAIN_BYTES = 1 << 30  # any capsule may expand to 1 GiB before the ratio applies
+MAX_NPROC = 1024  # processes per node a replay may start (8 GPUs x 128 is already generous)
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DIGEST = re.compile(r"^[0-9a-f]{16,128}$")
+_NAME = re.compile(r"^[0-9A-Za-z_-]{1,128}$")  # a blob reference usable as one file name
+
+
+def is_safe_id(value: str) -> bool:
+    """A run id usable as one directory name: no separators, no `..`."""
+    return bool(_ID.match(value)) and ".." not in value
+
+
+def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
+    """A relative, normalised POSIX path that stays inside its root (`a/b`, not `/a`, `a/../b`, `../a`)."""
+    if not isinstance(value, str) or not value or "\0" in value or "\\" in value:
+        return False
+    if value == ".":
+        return allow_dot
+    trimmed = value[:-1] if value.endswith("/") else value
+    if trimmed.startswith("/") or posixpath.normpath(trimmed) != trimmed:
+        return False
+    return ".." not in trimmed.split("/")
+
+
+def is_digest(value: str) -> bool:
+    """A content-address name: lowercase hex (xxh3-128 is 32 digits)."""
+    return isinstance(value, str) and bool(_DIGEST.match(value))
+
+
+def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
+    """(field name, value, whether "." is allowed) of every path-like field of a record."""
+    yield "command.cwd", record.command.cwd, True
+    yield "code.subdir", record.code.subdir, False
+    yield "deps.lockfile", record.deps.lockfile, False
+    for i, entry in enumerate(record.command.config_files):
+        yield f"command.config_files[{i}].path", entry.path, False
+    for i, entry in enumerate(record.code.files):
+        yield f"code.files[{i}].path", entry.path, False
+    for i, entry in enumerate(record.code.untracked):
+        yield f"code.untracked[{i}].path", entry.path, False
+    for i, item in enumerate(record.data.inputs):
+        yield f"data.inputs[{i}].path", item.path, True
+        for j, entry in enumerate(item.files):
+            yield f"data.inputs[{i}].files[{j}].path", entry.path, False
+    for i, root in enumerate(record.results.output_roots):
+        yield f"results.output_roots[{i}]", root, False
+    for i, entry in enumerate(record.results.outputs):
+        yield f"results.outputs[{i}].path", entry.path, False
+
+
+def check_record(record: Any) -> None:
+    """Refuse a record whose ids, paths or blob names could reach outside their roots.
+
+    Raises:
+        CapsuleInvalid: the first offending field, by name (exit 6).
+    """
+    hint = "the capsule was made by hand or tampered with; do not replay it"
+    for name, value in (("id", record.id), ("parent", record.parent)):
+        if value is not None and not (isinstance(value, str) and is_safe_id(value)):
+            raise CapsuleInvalid(f"capsule field {name} is not a plain run id: {value!r}", RECORD_NAME, hint)
+    for name, value, allow_dot in _path_fields(record):
+        if value is None and name in ("code.subdir", "deps.lockfile"):
+            continue
+        if not is_safe_relpath(value, allow_dot):  # type: ignore[arg-type]
+            raise CapsuleInvalid(
+                f"capsule field {name} is not a relative path inside the project: {value!r}",
+                RECORD_NAME,
+                hint,
+            )
+    nproc = record.command.nproc_per_node
+    if not isinstance(nproc, int) or not 1 <= nproc <= MAX_NPROC:
+        raise CapsuleInvalid(f"capsule field command.nproc_per_node is out of range: {nproc!r}", RECORD_NAME)
+    for digest in record.blobs():
+        if not (isinstance(digest, str) and _NAME.match(digest)):
+            raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader without aliases (a billion-laughs record expands through them) and with a depth bound."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases are not allowed in a capsule record", event.start_mark
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", self.get_mark()
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes every value in place, so a record never needs aliases to be read back."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def load_yaml(raw: bytes) -> Any:
+    """Parse a record's YAML within the bounds.
+
+    Raises:
+        CapsuleInvalid: too large, aliases, too deep, or not YAML.
+    """
+    if len(raw) > MAX_RECORD_BYTES:
+        raise CapsuleInvalid(f"{RECORD_NAME} is larger than {MAX_RECORD_BYTES >> 20} MiB", RECORD_NAME)
+    try:
+        return yaml.load(raw, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CapsuleInvalid(f"{RECORD_NAME} is not a valid record: {first}", RECORD_NAME) from e
+    except RecursionError as e:
+        raise CapsuleInvalid(f"{RECORD_NAME} nests too deeply", RECORD_NAME) from e
+
+
+def dump_yaml(data: Any) -> bytes:
+    return yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True).encode()
+
+
+# --------------------------------------------------------------------------- tar
+
+
+class TarBudget:
+    """Counts members and bytes while a capsule tar is read; refuses at the bounds.
+
+    ``compressed`` is the file's size on disk; plain tars cannot expand beyond it.
+    """
+
+    def __init__(self, compressed: int) -> None:
+        self.limit = max(MAX_PLAIN_BYTES, compressed * MAX_EXPANSION)
+        self.members = 0
+        self.bytes = 0
+
+    def take(self, name: str, size: int) -> None:
+        """Account for one member before it is read.
+
+        Raises:
+            CapsuleInvalid: too many members, or more bytes than the bound.
+        """
+        self.members += 1
+        self.bytes += max(0, size)
+        if self.members > MAX_MEMBERS:
+            raise CapsuleInvalid(f"the capsule has more than {MAX_MEMBERS} members", member=name)
+        if self.bytes > self.limit:
+            raise CapsuleInvalid(
+                f"the capsule expands to more than {self.limit >> 20} MiB (at member {name})", member=name
+            )
+        if name == RECORD_NAME and size > MAX_RECORD_BYTES:
+            raise CapsuleInvalid(f"{RECORD_NAME} is larger than {MAX_RECORD_BYTES >> 20} MiB", member=name)
+        if name == "SHA256SUMS" and size > MAX_SUMS_BYTES:
+            raise CapsuleInvalid(f"SHA256SUMS is larger than {MAX_SUMS_BYTES >> 20} MiB", member=name)

@@ -1,0 +1,258 @@
+"""Hostile capsules: consistent SHA256SUMS around records and blobs that try to escape or to cost.
+
+Each capsule is built the way an attacker would: take a genuine export, change what the
+record or a blob says, recompute every checksum. Verify, show and import must refuse with
+exit 6 naming the field, never write outside their scratch directory, and stay cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from repro import capsule_rules
+from repro.capsule import (
+    RECORD_NAME,
+    SUMS_NAME,
+    CodeInfo,
+    CommandInfo,
+    DataInput,
+    FileEntry,
+    Record,
+    blob_member,
+    pack,
+    verify_tar,
+)
+from repro.determinism import allowed_env, plan
+from repro.errors import CapsuleInvalid, ExitCode
+from repro.hashing import hash_bytes
+from repro.store import Store
+
+CODE = b"print('genuine training code')\n"
+EVIL = b"import os; os.system('touch /tmp/pwned')\n"
+
+
+def _genuine(tmp_path: Path) -> tuple[Path, Record]:
+    blobs = tmp_path / "src-blobs"
+    digest = hash_bytes(CODE)
+    path = blobs / blob_member(digest)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(CODE)
+    record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00+00:00")
+    record.command = CommandInfo(argv=["python", "train.py"], cwd=".")
+    record.code = CodeInfo(kind="snapshot", files=[FileEntry("train.py", len(CODE), digest, True)])
+    record.data.inputs = [DataInput("data", "d" * 32, 3, [FileEntry("data/a.csv", 3, "e" * 32)])]
+    record.results.output_roots = ["outputs"]
+    record.results.outputs = [FileEntry("outputs/model.pt", 10, "f" * 32)]
+    record.determinism = plan("strict", 1, "avx2")
+    tar = pack(record, lambda d: blobs / blob_member(d), tmp_path / "genuine.tar")
+    return tar, record
+
+
+def _members(tar: Path) -> dict[str, bytes]:
+    with tarfile.open(tar) as t:
+        return {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
+
+
+def _forge(tar: Path, dest: Path, change: Callable[[dict[str, bytes]], None]) -> Path:
+    """Rewrite a capsule's members and recompute SHA256SUMS, as anyone can."""
+    members = _members(tar)
+    members.pop(SUMS_NAME)
+    change(members)
+    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
+    with tarfile.open(dest, "w") as out:
+        for name, body in [*members.items(), (SUMS_NAME, sums)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            out.addfile(info, io.BytesIO(body))
+    return dest
+
+
+def _edit_record(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, bytes]], None]:
+    def change(members: dict[str, bytes]) -> None:
+        data = yaml.safe_load(members[RECORD_NAME])
+        edit(data)
+        members[RECORD_NAME] = yaml.safe_dump(data, sort_keys=False).encode()
+
+    return change
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = data
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return edit
+
+
+HOSTILE_FIELDS = [
+    ("id", "../../../../x"),
+    ("id", "/tmp/abs-id"),
+    ("parent", "../up"),
+    ("command.cwd", "../../../../x"),
+    ("command.cwd", "/etc"),
+    ("results.output_roots.0", "/some/host/dir"),
+    ("results.output_roots.0", "outputs/../../escape"),
+    ("data.inputs.0.path", "/etc/hostname"),
+    ("data.inputs.0.files.0.path", "../etc/passwd"),
+    ("code.files.0.path", "../../outside.py"),
+    ("code.files.0.path", "a/./b.py"),
+    ("results.outputs.0.path", "/root/.ssh/authorized_keys"),
+    ("deps.lockfile", "/etc/shadow"),
+    ("code.subdir", "../.."),
+    ("command.nproc_per_node", 100000),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), HOSTILE_FIELDS)
+def test_a_path_field_outside_its_root_is_refused_naming_the_field(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    tar, _ = _genuine(tmp_path)
+    bad = _forge(tar, tmp_path / "bad.tar", _edit_record(_set(field, value)))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(CapsuleInvalid) as caught:
+        verify_tar(bad, extract_to=scratch)
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
+    named = re.sub(r"\.(\d+)", r"[\1]", field)  # results.output_roots.0 → results.output_roots[0]
+    assert f"field {named} " in str(caught.value), str(caught.value)
+    assert not (tmp_path / "x").exists() and not (scratch / RECORD_NAME).exists()
+
+
+def test_malformed_types_that_pass_their_checksums_exit_6(tmp_path: Path) -> None:
+    tar, _ = _genuine(tmp_path)
+    for i, (field, value) in enumerate(
+        [("command.argv", "rm -rf /"), ("results.outputs.0.size", "huge"), ("code", [1, 2]),
+         ("command.cwd", 7), ("seeds.master", {"a": 1}), ("results.logs", {"stdout": "../../x"})]
+    ):  # fmt: skip
+        bad = _forge(tar, tmp_path / f"bad{i}.tar", _edit_record(_set(field, value)))
+        with pytest.raises(CapsuleInvalid):
+            verify_tar(bad)
+
+
+def test_a_replaced_blob_under_its_kept_name_is_caught_by_verify_and_import(tmp_path: Path) -> None:
+    tar, record = _genuine(tmp_path)
+    member = blob_member(record.code.files[0].hash)
+
+    def swap(members: dict[str, bytes]) -> None:
+        members[member] = EVIL
+
+    bad = _forge(tar, tmp_path / "swapped.tar", swap)
+    with pytest.raises(CapsuleInvalid, match="content-address name"):
+        verify_tar(bad)
+
+    # A store already poisoned under that name: import re-hashes and puts the true bytes back.
+    store = Store(tmp_path / "proj")
+    store.ensure()
+    poisoned = store.blob_path(record.code.files[0].hash)
+    poisoned.parent.mkdir(parents=True, exist_ok=True)
+    poisoned.write_bytes(EVIL)
+    loaded = store.import_run(store.open_capsule(tar))
+    assert poisoned.read_bytes() == CODE
+    assert loaded.record.id == record.id
+
+
+def test_a_forged_blob_name_outside_the_digest_form_is_refused(tmp_path: Path) -> None:
+    tar, _ = _genuine(tmp_path)
+
+    def rename(members: dict[str, bytes]) -> None:
+        members["blobs/zz/zz-not-a-digest"] = EVIL
+        data = yaml.safe_load(members[RECORD_NAME])
+        data["code"]["files"][0]["hash"] = "zz-not-a-digest"
+        members[RECORD_NAME] = yaml.safe_dump(data, sort_keys=False).encode()
+
+    with pytest.raises(CapsuleInvalid, match="not a content digest"):
+        verify_tar(_forge(tar, tmp_path / "renamed.tar", rename))
+
+
+def test_a_billion_laughs_record_is_refused_at_once(tmp_path: Path) -> None:
+    tar, _ = _genuine(tmp_path)
+    lol = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 10):
+        prev = chr(ord("a") + i - 1)
+        lol.append(f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{','.join(['*' + prev] * 9)}]")
+    bomb = ("format: repro.capsule/v1\nid: x\ncreated: now\n" + "\n".join(lol) + "\n").encode()
+
+    def plant(members: dict[str, bytes]) -> None:
+        members[RECORD_NAME] = bomb
+
+    start = time.monotonic()
+    with pytest.raises(CapsuleInvalid, match="aliases"):
+        verify_tar(_forge(tar, tmp_path / "bomb.tar", plant))
+    assert time.monotonic() - start < 2
+
+
+def test_a_deeply_nested_record_is_refused(tmp_path: Path) -> None:
+    tar, _ = _genuine(tmp_path)
+    deep = ("format: repro.capsule/v1\nid: x\ncreated: now\nwarnings: " + "[" * 5000 + "]" * 5000).encode()
+
+    def plant(members: dict[str, bytes]) -> None:
+        members[RECORD_NAME] = deep
+
+    with pytest.raises(CapsuleInvalid, match="deeper|nests"):
+        verify_tar(_forge(tar, tmp_path / "deep.tar", plant))
+
+
+def test_member_count_and_expansion_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tar, _ = _genuine(tmp_path)
+    monkeypatch.setattr(capsule_rules, "MAX_MEMBERS", 2)
+    with pytest.raises(CapsuleInvalid, match="more than 2 members"):
+        verify_tar(tar)
+    monkeypatch.setattr(capsule_rules, "MAX_MEMBERS", 100)
+    # A small gzip that expands far beyond its size: refused before it is all read.
+    monkeypatch.setattr(capsule_rules, "MAX_PLAIN_BYTES", 1 << 20)
+    gz = tmp_path / "expands.tar.gz"
+    with tarfile.open(gz, "w:gz") as out:
+        info = tarfile.TarInfo("blobs/00/zeros")
+        info.size = 16 << 20
+        out.addfile(info, io.BytesIO(bytes(info.size)))
+    assert gz.stat().st_size < 1 << 20
+    with pytest.raises(CapsuleInvalid, match="expands to more than"):
+        verify_tar(gz)
+
+
+def test_the_environment_a_capsule_asks_for_is_filtered() -> None:
+    mode = plan("strict", 1, "avx2").env
+    kept, dropped = allowed_env(
+        {**mode, "LD_PRELOAD": "/tmp/evil.so", "PYTHONSTARTUP": "/tmp/x.py", "OMP_NUM_THREADS": "1;rm"}
+    )
+    assert dropped == ["LD_PRELOAD", "OMP_NUM_THREADS", "PYTHONSTARTUP"]
+    assert kept == {k: v for k, v in mode.items() if k != "OMP_NUM_THREADS"}
+
+
+def test_show_and_verify_of_a_capsule_leave_no_temporary_copy(tmp_path: Path) -> None:
+    tar, _ = _genuine(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TMPDIR": str(temp), "PATH": "/usr/bin:/bin"}
+    for args in (["show", str(tar)], ["verify", str(tar)], ["show", str(tmp_path / "missing.tar")]):
+        subprocess.run([sys.executable, "-m", "repro", *args], cwd=tmp_path, env=env, capture_output=True)
+    assert list(temp.iterdir()) == []
+    bad = _forge(tar, tmp_path / "bad.tar", _edit_record(_set("command.cwd", "../x")))
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro", "show", str(bad)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 6 and "command.cwd" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(temp.iterdir()) == []
