@@ -96,15 +96,17 @@ def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     for run_dir in runs_dir.iterdir():
         if run_dir.name == this_run:
             continue
+        # The reports first: a run seals its record before it deletes them, so a run that is
+        # sealing between the two looks is still seen in one of them.
+        runtime = run_dir / "work" / "runtime"
+        if runtime.is_dir():
+            claimed.update(written_by(runtime))
         record = run_dir / RECORD_NAME
         try:
             if record.is_file() and record.stat().st_mtime_ns >= since_ns:
                 claimed.update(o.path for o in load_record(record.read_bytes()).results.outputs)
         except Exception:  # a record being written or unreadable claims nothing
             pass
-        runtime = run_dir / "work" / "runtime"
-        if runtime.is_dir():
-            claimed.update(written_by(runtime))
     return claimed
 
 

@@ -185,7 +185,9 @@ def test_recorded_base_id_is_used_as_is(engine_ready: None, tmp_path: Path) -> N
 
 
 @pytest.mark.docker
-def test_sandbox_not_root_no_network_code_read_only(engine_ready: None, tmp_path: Path) -> None:
+def test_sandbox_not_root_no_network_writes_into_a_copy_of_the_project(
+    engine_ready: None, tmp_path: Path
+) -> None:
     root = tmp_path / "p"
     root.mkdir()
     (root / "probe.py").write_text(PROBE)
@@ -198,8 +200,11 @@ def test_sandbox_not_root_no_network_code_read_only(engine_ready: None, tmp_path
     assert probe["uid"] == (os.getuid() if os.getuid() != 0 else backend.FALLBACK_UID)
     assert probe["interfaces"] == ["lo"], probe  # no network interface but loopback
     assert probe["no_new_privs"] == "1"
-    assert probe["code_writable"] is False
-    assert not (root / "probe-write.txt").exists()
+    # The command wrote into its copy of the project; the file came back when it ended.
+    assert probe["code_writable"] is True
+    assert (root / "probe-write.txt").is_file() and "probe-write.txt" in result.written
+    assert (root / "probe.py").read_text() == PROBE and "probe.py" not in result.written
+    assert not (spec.runtime_dir.parent / "tree").exists()
     assert (root / "outputs" / "probe.txt").read_text() == "written from the container\n"
     assert (root / "outputs" / "probe.txt").stat().st_uid == os.getuid()  # handed back to the host user
     assert probe["python"] == "/opt/venv/bin/python" and probe["cwd"] == "/work"

@@ -61,7 +61,7 @@ def test_a_model_saved_into_the_working_directory_is_the_output_and_replays_iden
 
     replay = project.repro("replay", "latest")
     assert replay.code == 0, replay.out + replay.err
-    assert "IDENTICAL" in replay.out and "1 output byte-identical" in replay.out
+    assert "IDENTICAL" in replay.out and "1 output identical" in replay.out
 
 
 def test_the_same_script_fed_by_os_entropy_replays_diverged_naming_file_and_tensor(project: Project) -> None:

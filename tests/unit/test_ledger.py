@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -152,3 +154,11 @@ def test_diff_names_the_nondeterministic_ops_as_the_cause_of_a_divergence() -> N
     ]
     causes = [c.reason for c in diff_records(a, b, lambda digest: None).likely_causes]
     assert causes[0] == "nondeterministic ops ran in a (allowed): index_add_cuda_ ×12 at train.py:40"
+
+
+def test_settings_the_runtime_could_not_apply_are_reported_not_printed(tmp_path: Path) -> None:
+    from repro.reports import read_reports
+
+    event = {"e": "error", "where": "torch", "error": "set_num_interop_threads failed"}
+    (tmp_path / "proc.7.jsonl").write_text(json.dumps(event) + "\n" + json.dumps(event) + "\n{trunc")
+    assert read_reports(tmp_path).errors == ["torch: set_num_interop_threads failed"]
