@@ -238,7 +238,7 @@ def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
     )
 
     def sealed() -> bool:
-        return json.loads(project.repro("ls", "--json").out)[0]["status"] == "succeeded"
+        return bool(json.loads(project.repro("ls", "--json").out)[0]["status"] == "succeeded")
 
     _wait_for(sealed, 180, "a `repro ls` to seal the ended job")
     record = _record(project, submitted["id"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,7 +31,7 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
            "REPRO_RESUMED_FROM": "r0", "RANK": "0", "WORLD_SIZE": "1"}  # fmt: skip
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    fresh = {"step": 0, "restored": False, "generators": [], "ring": resume.OrderedDict(),
+    fresh = {"step": 0, "restored": False, "generators": [], "ring": OrderedDict(),
              "marks_seen": set()}  # fmt: skip
     monkeypatch.setattr(resume, "_state", fresh)
     return d
@@ -112,7 +113,7 @@ def test_the_hooks_wrap_torch_save_and_load(
     assert fake_torch.load(tmp_path / "x.ckpt") == b"{'a': 1}"
     assert calls == ["hook", "save", "load"]
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
-    assert fake_torch.save.__wrapped__ is save  # type: ignore[attr-defined]
+    assert fake_torch.save.__wrapped__ is save
 
 
 def test_the_hooks_wrap_safetensors(runtime: Path, tmp_path: Path) -> None:
