@@ -9,10 +9,11 @@ field that differs — in the order that separates causes — names what was not
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from typing import Any
+
+from repro import jsonl
 
 # (field, cause, what it means), in the order that tells causes apart: the model and the
 # optimizer come straight from the checkpoint; the LR from the scheduler; the RNG streams
@@ -58,15 +59,7 @@ class ResumeCause:
 
 
 def parse(text: str) -> list[dict[str, Any]]:
-    rows = []
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int):
-            rows.append(row)
-    return rows
+    return jsonl.rows(text, "step", int)
 
 
 def _get(row: dict[str, Any], name: str) -> Any:

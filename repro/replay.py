@@ -196,14 +196,24 @@ def contain(record: Record, original: Record, network: bool) -> list[str]:
 
 def replay_record(original: Record, settings: Settings) -> Record:
     """The record of a replay: the original's inputs, a fresh id, this machine, no results."""
+    record = rerun_record(original, settings)
+    record.kind = "replay"
+    record.parent = original.id
+    return record
+
+
+def rerun_record(original: Record, settings: Settings) -> Record:
+    """A record to execute ``original``'s inputs again: a fresh id, this machine, no results.
+
+    The one rule for what a re-execution (replay, resume) keeps of the record it starts from.
+    """
     record = copy.deepcopy(original)
     record.id = new_run_id()
     record.created = now_iso()
-    record.kind = "replay"
-    record.parent = original.id
     record.repro_version = __version__
     record.results = ResultInfo(output_excludes=list(original.results.output_excludes))
     record.warnings = []
+    record.verification = None
     record.data.undeclared = []
     env, _ = host_env(Redactor(settings.secret_patterns), settings.env_allow)
     record.env = env

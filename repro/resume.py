@@ -13,24 +13,21 @@ interrupted, from what its run directory kept. Core only: returns the sealed rec
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import __version__, checkpoints, runner
 from repro import attribution as output_rules
+from repro import checkpoints, runner
 from repro.backends.base import Event, OnEvent, RunResult
-from repro.capsule import FileEntry, Record, ResultInfo
+from repro.capsule import FileEntry, Record
 from repro.capture.code import capture_code
-from repro.capture.env import host_env
-from repro.capture.secrets import Redactor
 from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache
-from repro.replay import check_recorded_data, recorded_slurm_options
-from repro.store import Store, new_run_id
+from repro.replay import check_recorded_data, recorded_slurm_options, rerun_record
+from repro.store import Store
 
 RESUMABLE = ("interrupted", "failed")
 
@@ -212,21 +209,9 @@ def check_code(store: Store, settings: Settings, original: Record, root: Path) -
 
 def resumed_record(original: Record, settings: Settings) -> Record:
     """The new run's record: the original's inputs and settings, a fresh id, this machine, no results."""
-    record = copy.deepcopy(original)
-    record.id = new_run_id()
-    record.created = runner.now_iso()
+    record = rerun_record(original, settings)
     record.kind = "check" if original.kind == "check" else "run"
     record.resumed_from = original.id
-    record.repro_version = __version__
-    record.results = ResultInfo()
-    record.warnings = []
-    record.verification = None
-    record.data.undeclared = []
-    env, _ = host_env(Redactor(settings.secret_patterns), settings.env_allow)
-    record.env = env
-    record.deps.freeze = []
-    record.deps.site_fingerprint = None
-    record.backend.details = {}
     return record
 
 

@@ -9,10 +9,10 @@ weights, where every parameter differs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from repro import jsonl
 from repro.tolerance import Tolerance
 
 TRACE_LOG = "trace"  # the name of the trace in ResultInfo.logs
@@ -34,15 +34,7 @@ class TraceDivergence:
 
 def parse(text: str) -> list[dict[str, Any]]:
     """Rows of a trace.jsonl text; unreadable lines are skipped."""
-    rows = []
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("params"), dict):
-            rows.append(row)
-    return rows
+    return jsonl.rows(text, "params", dict)
 
 
 def compare_trace(

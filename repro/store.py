@@ -32,6 +32,7 @@ from typing import Any
 from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.hashing import hash_bytes, hash_file
+from repro.processes import pid_alive
 
 STORE_DIR = ".repro"
 PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
@@ -414,7 +415,7 @@ class Store:
             return found
         for path in self.blobs_dir.glob("*/.*.tmp"):
             pid = path.name[: -len(".tmp")].rpartition(".")[2]
-            if not (pid.isdigit() and _alive(int(pid))):
+            if not (pid.isdigit() and pid_alive(int(pid))):
                 found.append(path)
         return sorted(found)
 
@@ -488,7 +489,7 @@ def _unsealed_row(run_dir: Path) -> RunRow:
     if detached:
         status = str(info["status"])  # as the job's last look found it
     else:
-        status = "running" if _alive(info.get("pid")) else "incomplete"
+        status = "running" if pid_alive(info.get("pid")) else "incomplete"
     return RunRow(
         id=run_dir.name,
         created=info.get("started", ""),
@@ -499,14 +500,4 @@ def _unsealed_row(run_dir: Path) -> RunRow:
         backend="slurm" if detached else None,
     )
 
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -49,6 +49,7 @@ from repro.backends.base import (
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError, NotFoundError, ReproError
+from repro.processes import pid_alive
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
 BASE_HINT = "make one with `repro base-image` (or `make docker-up`), or set image.base in repro.yaml"
@@ -829,7 +830,7 @@ def remove_stale_containers(store_dir: Path, dry_run: bool = False) -> list[str]
         for item in client.api.containers(all=True, filters={"label": f"{LABEL_STORE}={store}"}):
             labels = item.get("Labels") or {}
             pid = labels.get(LABEL_PID, "")
-            if labels.get(LABEL_HOST) != host or not pid.isdigit() or _pid_alive(int(pid)):
+            if labels.get(LABEL_HOST) != host or not pid.isdigit() or pid_alive(int(pid)):
                 continue
             name = ((item.get("Names") or [""])[0] or str(item["Id"])[:12]).lstrip("/")
             if not dry_run:
@@ -838,12 +839,4 @@ def remove_stale_containers(store_dir: Path, dry_run: bool = False) -> list[str]
             removed.append(name)
     return removed
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
