@@ -61,6 +61,7 @@ _HINT = (
     "run repro where `sbatch` and `scontrol ping` work, or start a local test cluster with `make slurm-up`"
 )
 _POLL_S = 1.0
+_REQUEUE_SETTLE_S = 15.0  # how long an ended-looking state must hold before a requeueable job counts as ended
 
 
 @dataclass(frozen=True)
@@ -451,6 +452,8 @@ class SlurmBackend:
                 last = state
                 follower.poll()
                 if not state.active:
+                    if self._requeued(job_id, state, interrupted):
+                        continue
                     return last, interrupted or state.state == "CANCELLED"
                 time.sleep(_POLL_S)
             except KeyboardInterrupt:
@@ -458,6 +461,21 @@ class SlurmBackend:
                     interrupted = True
                     on_event(Event("info", f"cancelling job {job_id}"))
                     cancel(job_id)
+
+    def _requeued(self, job_id: str, state: JobState, interrupted: bool) -> bool:
+        """Whether an ended-looking job is being requeued: between the kill of a requeue (scontrol
+        requeue, preemption, a node failure) and its return to PENDING the controller may show it
+        FAILED or CANCELLED for a moment. With --requeue, such a state counts as final only once it
+        has held for ``_REQUEUE_SETTLE_S``."""
+        if not self.options.requeue or interrupted or state.state == "COMPLETED":
+            return False
+        deadline = time.monotonic() + _REQUEUE_SETTLE_S
+        while time.monotonic() < deadline:
+            time.sleep(_POLL_S / 2)
+            again = job_state(job_id)
+            if again is not None and (again.active or again.restarts > state.restarts):
+                return True
+        return False
 
     def finish(
         self, spec: RunSpec, job_id: str, state: JobState, interrupted: bool, duration: float
