@@ -2,8 +2,9 @@
 
 Everything is killed — the repro process, the training command, its DataLoader workers,
 torchrun and its ranks — as a preempted node would; the resumed run's model must equal
-the uninterrupted run's, byte for byte (strict mode, CPU). Kept small: 32 points, a few
-epochs, 2 workers (the CI machine has 2 cores).
+the uninterrupted run's, byte for byte (strict mode, CPU). Kept small (a few epochs, 2
+workers: the CI machine has 2 cores), but each test leaves its training more to do after
+the first checkpoint than the kill's random delay, so the kill always lands mid-training.
 """
 
 from __future__ import annotations
@@ -40,8 +41,14 @@ def _states(root: Path) -> list[Path]:
     return [p for p in found if not p.name.startswith("stat-")]
 
 
-def kill_after_checkpoint(project: Project, args: list[str], states: int = 1) -> str:
-    """Start `repro run ARGS`, wait for a checkpoint's states, wait a random moment, SIGKILL everything."""
+def kill_after_checkpoint(project: Project, args: list[str], states: int = 1, within: float = 0.3) -> str:
+    """Start `repro run ARGS`, wait for a checkpoint's states, wait a random moment, SIGKILL everything.
+
+    The moment is drawn from [0, WITHIN) seconds; a test gives its training more than that
+    (and the poll's latency on a loaded machine) to go after its first checkpoint, and the
+    helper fails loudly if the training had ended before the kill, rather than testing a
+    resume of a finished run.
+    """
     proc = subprocess.Popen(
         [sys.executable, "-m", "repro", "run", *args], cwd=project.root, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
@@ -51,10 +58,11 @@ def kill_after_checkpoint(project: Project, args: list[str], states: int = 1) ->
         assert proc.poll() is None, "the run ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint state after 300 s"
         time.sleep(0.02)
-    time.sleep(random.uniform(0.0, 0.3))
+    time.sleep(random.uniform(0.0, within))
     (run_dir,) = [p for p in (project.root / ".repro" / "runs").iterdir() if (p / "work").is_dir()]
     os.killpg(proc.pid, signal.SIGKILL)  # repro itself
     proc.wait()
+    finished = (project.root / "model.pt").exists()
     while victims := run_processes(run_dir.name):  # the command's group, its workers, torchrun ranks
         for pid in victims:
             try:
@@ -63,6 +71,7 @@ def kill_after_checkpoint(project: Project, args: list[str], states: int = 1) ->
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.05)
+    assert not finished, "the training ended before the kill: give it more to do after its first checkpoint"
     return run_dir.name
 
 
@@ -77,12 +86,12 @@ def _fresh(project: Project) -> bytes:
 
 def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Project) -> None:
     resumable_project(project, "resumable_train.py")
-    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=5"]
+    args = ["--backend", "local", "--seed", "7", "--data", "data",
+            "--", "python", "train.py", "--epochs=5", "--epoch-sleep=0.5"]  # fmt: skip
     assert project.repro("run", *args).code == 0
     reference = _fresh(project)
 
-    killed = kill_after_checkpoint(project, args)
-    assert not (project.root / "model.pt").exists()
+    killed = kill_after_checkpoint(project, args, within=0.8)  # in the pause after a checkpoint, or after it
     r = project.repro("resume", "latest", "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["resumed_from"] == killed
@@ -108,6 +117,8 @@ def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Proj
 
 def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> None:
     resumable_project(project, "ddp_resumable.py")
+    project.points(n=1024)  # 128 steps a rank an epoch: the kill lands before the last epoch
+    project.commit("more points")
     args = ["--backend", "local", "--seed", "7", "--data", "data", "--nproc-per-node", "2",
             "--", "python", "train.py", "--epochs", "6"]  # fmt: skip
     assert project.repro("run", *args).code == 0
@@ -132,7 +143,7 @@ def test_the_readme_mid_epoch_example_resumes_exactly_from_a_kill_mid_epoch(proj
     project.points(n=32)  # 4 batches an epoch, a checkpoint every 3 steps: in the middle of epochs
     project.write(".gitignore", IGNORED)
     project.commit("mid-epoch example")
-    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=4"]
+    args = ["--backend", "local", "--seed", "7", "--data", "data", "--", "python", "train.py", "--epochs=16"]
     assert project.repro("run", *args).code == 0
     reference = _fresh(project)
 
