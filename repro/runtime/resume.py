@@ -433,27 +433,38 @@ def _trace_row(d: Path, optimizer: Any) -> None:
 # --------------------------------------------------------------------------- installation
 
 
+def _wrap_checkpoint_io(module: ModuleType, save_name: str, load_name: str, path_name: str) -> None:
+    """Wrap MODULE's save (path second, as ``torch.save(obj, f)``) and load (path first) functions.
+
+    PATH_NAME is the path parameter's keyword name in both; a save records the RNG states
+    linked to the file, a load in a resumed process restores them right after it.
+    """
+    save, load = getattr(module, save_name), getattr(module, load_name)
+
+    def path(args: tuple[Any, ...], kwargs: dict[str, Any], index: int) -> Any:
+        return args[index] if len(args) > index else kwargs.get(path_name)
+
+    def wrapped_save(*args: Any, **kwargs: Any) -> Any:
+        result = save(*args, **kwargs)
+        _after_save(path(args, kwargs, 1))
+        return result
+
+    def wrapped_load(*args: Any, **kwargs: Any) -> Any:
+        f = path(args, kwargs, 0)
+        digest = _before_load(f)
+        result = load(*args, **kwargs)
+        _after_load(f, digest)
+        return result
+
+    setattr(module, save_name, functools.update_wrapper(wrapped_save, save))
+    setattr(module, load_name, functools.update_wrapper(wrapped_load, load))
+
+
 def install_torch(torch: ModuleType) -> None:
     """Wrap ``torch.save``/``torch.load`` and count optimizer steps."""
     if _runtime_dir() is None:
         return
-    save, load = torch.save, torch.load
-
-    def wrapped_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-        result = save(obj, f, *args, **kwargs)
-        _after_save(f)
-        return result
-
-    def wrapped_load(f: Any, *args: Any, **kwargs: Any) -> Any:
-        digest = _before_load(f)
-        result = load(f, *args, **kwargs)
-        _after_load(f, digest)
-        return result
-
-    for wrapper, original in ((wrapped_save, save), (wrapped_load, load)):
-        functools.update_wrapper(wrapper, original)
-    setattr(torch, "save", wrapped_save)  # noqa: B010 - a module only known at run time
-    setattr(torch, "load", wrapped_load)  # noqa: B010
+    _wrap_checkpoint_io(torch, "save", "load", "f")
     optimizer = sys.modules.get("torch.optim.optimizer")
     if optimizer is None:
         import importlib
@@ -499,21 +510,7 @@ def install_safetensors(module: ModuleType) -> None:
     """Record states at ``safetensors.torch.save_file`` and restore at ``load_file``."""
     if _runtime_dir() is None:
         return
-    save_file, load_file = module.save_file, module.load_file
-
-    def wrapped_save_file(tensors: Any, filename: Any, *args: Any, **kwargs: Any) -> Any:
-        result = save_file(tensors, filename, *args, **kwargs)
-        _after_save(filename)
-        return result
-
-    def wrapped_load_file(filename: Any, *args: Any, **kwargs: Any) -> Any:
-        digest = _before_load(filename)
-        result = load_file(filename, *args, **kwargs)
-        _after_load(filename, digest)
-        return result
-
-    setattr(module, "save_file", wrapped_save_file)  # noqa: B010
-    setattr(module, "load_file", wrapped_load_file)  # noqa: B010
+    _wrap_checkpoint_io(module, "save_file", "load_file", "filename")
 
 
 def set_step(step: int) -> None:

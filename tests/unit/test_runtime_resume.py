@@ -128,6 +128,19 @@ def test_the_hooks_wrap_safetensors(runtime: Path, tmp_path: Path) -> None:
     assert [e["event"] for e in events] == ["restored"]
 
 
+def test_a_path_given_by_keyword_is_recorded_and_restored(runtime: Path, tmp_path: Path) -> None:
+    calls: list[str] = []
+    save, load = _file_module(calls)
+    module = SimpleNamespace(save=save, load=load)
+    resume._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    module.save({"w": 1}, f=tmp_path / "by-keyword.pt")
+    module.load(f=tmp_path / "by-keyword.pt")
+    assert calls == ["save", "load"]
+    assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
+    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    assert [e["event"] for e in events] == ["restored"]
+
+
 class FakeCuda:
     """`torch.cuda` with two devices whose generator states are real byte tensors."""
 
