@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,18 +138,9 @@ class Redactor:
             if self.is_secret_name(name):
                 values.add(value)
             values.update(_embedded(value))
-        redact_next = False
-        for arg in argv:
-            if redact_next:
-                values.add(arg)
-                redact_next = False
-                continue
-            if arg.startswith("-") and "=" in arg:
-                name, _, value = arg.partition("=")
-                if self.is_secret_name(name):
-                    values.add(value)
-            elif arg.startswith("-") and self.is_secret_name(arg):
-                redact_next = True
+        for arg, secret in self._argv_secrets(argv):
+            if secret is not None:
+                values.add(secret)
             values.update(_embedded(arg))
         return {v for v in values if len(v) >= _MIN_SECRET}
 
@@ -156,31 +148,40 @@ class Redactor:
         """Redact values of credential-looking options (`--api-key X`, `--token=X`) and URL passwords."""
         out: list[str] = []
         hits: list[str] = []
-        redact_next = False
-        for arg in argv:
-            if redact_next:
+        option = ""
+        for arg, secret in self._argv_secrets(argv):
+            if secret is not None and secret is arg:  # the value of the option before it
                 out.append(REDACTED)
-                redact_next = False
-                continue
-            if arg.startswith("-") and "=" in arg:
-                name, _, value = arg.partition("=")
-                if self.is_secret_name(name):
-                    out.append(f"{name}={REDACTED}")
-                    hits.append(f"argv:{name}")
-                    continue
-            elif arg.startswith("-") and self.is_secret_name(arg):
-                out.append(arg)
-                redact_next = True
-                hits.append(f"argv:{arg}")
-                continue
-            clean = strip_url_credentials(arg)
-            if clean != arg:
-                hits.append("argv:URL credentials")
-            shaped = TOKEN_SHAPES.sub(REDACTED, clean)
-            if shaped != clean:
-                hits.append("argv:token-shaped value")
-            out.append(shaped)
+                hits.append(f"argv:{option}")
+            elif secret is not None:  # --name=value
+                name = arg.partition("=")[0]
+                out.append(f"{name}={REDACTED}")
+                hits.append(f"argv:{name}")
+            else:
+                option = arg
+                clean = strip_url_credentials(arg)
+                if clean != arg:
+                    hits.append("argv:URL credentials")
+                shaped = TOKEN_SHAPES.sub(REDACTED, clean)
+                if shaped != clean:
+                    hits.append("argv:token-shaped value")
+                out.append(shaped)
         return out, hits
+
+    def _argv_secrets(self, argv: list[str]) -> Iterator[tuple[str, str | None]]:
+        """Each argument with the secret it carries by the one option rule, or None:
+        the value of `--token=X`, or the whole argument after `--api-key`."""
+        value_next = False
+        for arg in argv:
+            if value_next:
+                value_next = False
+                yield arg, arg
+            elif arg.startswith("-") and "=" in arg:
+                name, _, value = arg.partition("=")
+                yield arg, value if self.is_secret_name(name) else None
+            else:
+                value_next = arg.startswith("-") and self.is_secret_name(arg)
+                yield arg, None
 
 
 def _embedded(text: str) -> set[str]:
