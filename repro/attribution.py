@@ -12,6 +12,7 @@ import fnmatch
 import os
 from pathlib import Path, PurePosixPath
 
+from repro import walk
 from repro.reports import written_by
 
 Stat = tuple[int, int, int]
@@ -45,26 +46,22 @@ def snapshot_tree(root: Path, skip: list[str], limit: int = 100_000) -> dict[str
     walked; a tree larger than ``limit`` files is cut short there.
     """
     skipped = {s.strip("/") for s in skip}
+
+    def keep_dir(path: Path, rel: str) -> bool:
+        venv = (path / "pyvenv.cfg").is_file()
+        return path.name not in (".repro", ".git") and rel not in skipped and not venv
+
     seen: dict[str, Stat] = {}
-    for dirpath, dirnames, files in os.walk(root):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(root).as_posix()
-        dirnames[:] = [
-            d for d in dirnames
-            if d not in (".repro", ".git") and not (here / d / "pyvenv.cfg").is_file()
-            and (d if rel_dir == "." else f"{rel_dir}/{d}") not in skipped
-        ]  # fmt: skip
-        for name in files:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if rel in skipped:
-                continue
-            try:
-                st = (here / name).stat()
-            except OSError:
-                continue
-            seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
-            if len(seen) >= limit:
-                return seen
+    for rel, path in walk.files(root, keep_dir):
+        if rel in skipped:
+            continue
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if len(seen) >= limit:
+            return seen
     return seen
 
 

@@ -15,6 +15,8 @@ import os
 import shutil
 from pathlib import Path
 
+from repro import walk
+
 Stat = tuple[int, int]
 
 LINK_ABOVE = 16 * 1024 * 1024  # bytes: larger files are hard-linked into the copy
@@ -30,23 +32,19 @@ def make(root: Path, dest: Path, separate: list[str]) -> dict[str, Stat]:
     separate_set = {s.strip("/") for s in separate}
     copied: dict[str, Stat] = {}
     dest.mkdir(parents=True, exist_ok=True)
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(root).as_posix()
-        keep = []
-        for name in sorted(dirnames):
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if not _skipped(here / name, rel, separate_set) and not (here / name).is_symlink():
-                keep.append(name)
-        dirnames[:] = keep
-        (dest / rel_dir).mkdir(parents=True, exist_ok=True)
-        for name in filenames:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if rel in separate_set or name.endswith(".pyc"):
-                continue
-            _copy(here / name, dest / rel)
-            st = (dest / rel).lstat()
-            copied[rel] = (st.st_size, st.st_mtime_ns)
+
+    def keep_dir(path: Path, rel: str) -> bool:
+        if _skipped(path, rel, separate_set) or path.is_symlink():
+            return False
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        return True
+
+    for rel, path in walk.files(root, keep_dir):
+        if rel in separate_set or rel.endswith(".pyc"):
+            continue
+        _copy(path, dest / rel)
+        st = (dest / rel).lstat()
+        copied[rel] = (st.st_size, st.st_mtime_ns)
     return copied
 
 
@@ -67,20 +65,15 @@ def changed(dest: Path, copied: dict[str, Stat], separate: list[str]) -> list[st
     """Files new or changed in the copy since ``make`` (not inside the separately mounted paths)."""
     separate_set = {s.strip("/") for s in separate}
     found = []
-    for dirpath, dirnames, filenames in os.walk(dest):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(dest).as_posix()
-        dirnames[:] = [d for d in dirnames if (d if rel_dir == "." else f"{rel_dir}/{d}") not in separate_set]
-        for name in filenames:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if rel in separate_set:
-                continue
-            try:
-                st = (here / name).lstat()
-            except OSError:
-                continue
-            if copied.get(rel) != (st.st_size, st.st_mtime_ns):
-                found.append(rel)
+    for rel, path in walk.files(dest, lambda _path, rel: rel not in separate_set):
+        if rel in separate_set:
+            continue
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if copied.get(rel) != (st.st_size, st.st_mtime_ns):
+            found.append(rel)
     return sorted(found)
 
 
