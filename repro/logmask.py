@@ -1,7 +1,7 @@
-"""The one rule for what in a log line measures time: masked before two logs are compared.
+"""The one rule for what in a log line measures the machine: masked before two logs are compared.
 
-A number is masked (replaced by ``<t>``) when it measures time, speed or utilisation,
-wherever it stands in the line:
+A number is masked (replaced by ``<t>``) when it measures time, speed, utilisation or
+memory, or names a process, wherever it stands in the line:
 
 - dates (``2024-05-01``, ``2024-05-01T10:00:00.123Z``, ``05/01/2024``, ``May 1 2024``) and
   clock times (``10:00:00``, tqdm's ``[00:01<00:00``, ``ETA 0:01:02``);
@@ -9,7 +9,11 @@ wherever it stands in the line:
   (``15.2it/s``, ``2.1s/it``, ``31.2 samples/sec``, ``900 tokens/s``, ``7.5 ms/batch``);
 - a number after a field whose name speaks of time, speed or utilisation (``ms/batch 7.51``,
   ``iter_dt 38.9``, ``mfu 24.61%``, ``'train_runtime': 3.2``,
-  ``'train_samples_per_second': 31.2``, ``time: 3.33``, ``throughput=812``).
+  ``'train_samples_per_second': 31.2``, ``time: 3.33``, ``throughput=812``), of memory
+  (``max mem: 120``, ``GPU_mem 3.21G``, ``rss=812MiB``, ``'max_memory_allocated': 1.2e9``) or of a
+  process (``pid 4242``, ``(pid=4242)``);
+- the thread id of glog-style lines that torchrun and c10d print
+  (``W1122 20:21:35.123000 4242 torch/distributed/run.py:793]``).
 
 Every other number is kept, so a changed loss still shows. `is_timing_key` is the same
 rule for the field names of metric files (JSON, CSV, JSONL), where such fields are left
@@ -31,7 +35,9 @@ NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # Words that, anywhere in a field name, say that its value measures time, speed or utilisation.
 TIMING_WORDS = frozenset(
     "time times timer timing timings runtime elapsed duration took dt latency wall walltime clock "
-    "timestamp date speed throughput mfu util utilization utilisation fps tflops gflops flops".split()
+    "timestamp date speed throughput mfu util utilization utilisation fps tflops gflops flops "
+    # memory and process ids measure the machine, not the model
+    "mem memory rss vram allocated reserved pid".split()
 )
 # Units that name a timing only as a field's last word (``step_time_ms``, not ``ms_ssim``).
 UNIT_WORDS = frozenset("ms msec usec ns sec secs second seconds minutes hours".split())
@@ -62,7 +68,12 @@ _WITH_UNIT = re.compile(
     rf"(?<![\w.]){NUM}(?:{_UNIT}|\s+{_UNIT}(?!\s+[-+]?\.?\d))(?!\s*['\"]?\s*[:=])", re.IGNORECASE
 )
 _SPACES = re.compile(r"[ \t]+")
-_AFTER_KEY = re.compile(rf"(?P<key>{_KEY})(?P<sep>['\"]?\s*[:=|]?\s*)(?P<num>{NUM})(?P<pct>\s*%)?")
+_MEMORY_UNIT = r"(?:[KMGT]i?B?|bytes?)\b"
+_AFTER_KEY = re.compile(
+    rf"(?P<key>{_KEY})(?P<sep>['\"]?\s*[:=|]?\s*)(?P<num>{NUM})(?P<unit>\s*%|\s?{_MEMORY_UNIT})?"
+)
+# glog's prefix: level, month and day, clock time (already masked), thread id, file:line]
+_GLOG = re.compile(rf"^(?P<level>[IWEF])\d{{4}}\s+{MASK}\s+\d+(?=\s+\S+:\d+\])")
 
 
 def is_timing_key(name: str) -> bool:
@@ -84,7 +95,8 @@ def is_timing_key(name: str) -> bool:
 def _mask_after_key(m: re.Match[str]) -> str:
     if not is_timing_key(m.group("key")):
         return m.group(0)
-    return f"{m.group('key')}{m.group('sep')}{MASK}{m.group('pct') or ''}"
+    unit = m.group("unit") or ""
+    return f"{m.group('key')}{m.group('sep')}{MASK}{unit if '%' in unit else ''}"  # 812MiB and 1.1GiB alike
 
 
 def mask_timings(line: str) -> str:
@@ -96,6 +108,7 @@ def mask_timings(line: str) -> str:
     line = _CLOCK.sub(MASK, line)
     line = _WITH_UNIT.sub(MASK, line)
     line = _AFTER_KEY.sub(_mask_after_key, line)
+    line = _GLOG.sub(rf"\g<level>{MASK} {MASK} {MASK}", line)
     return _SPACES.sub(" ", line)  # padding moves with the width of what was masked
 
 

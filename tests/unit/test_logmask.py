@@ -70,6 +70,15 @@ TIMING_PAIRS = [
     ("[2024-05-01T10:00:00.123456+00:00] saved checkpoint", "[2026-11-22T17:25:33.000001Z] saved checkpoint"),
     ("Sun Nov 22 17:25:33 2026 started", "Mon Dec 1 09:00:01 2026 started"),
     ("run started 05/01/2024 at 10:00", "run started 11/22/2026 at 17:25"),
+    # memory and process ids (YOLO-style columns, torchvision references, psutil, torchrun's glog lines)
+    ("Epoch 1/3  GPU_mem 3.21G  box_loss 0.1097", "Epoch 1/3  GPU_mem 3.87G  box_loss 0.1097"),
+    ("rss=812MiB loss 0.5", "rss=1.1GiB loss 0.5"),
+    ("{'max_memory_allocated': 1.2e9, 'loss': 0.3}", "{'max_memory_allocated': 1.3e9, 'loss': 0.3}"),
+    ("DataLoader worker (pid 4242) started", "DataLoader worker (pid 913) started"),
+    (
+        "W1122 20:21:35.123000 4242 torch/distributed/run.py:793] Setting OMP_NUM_THREADS",
+        "W1123 09:02:11.900000 77 torch/distributed/run.py:793] Setting OMP_NUM_THREADS",
+    ),
 ]
 
 
@@ -93,6 +102,10 @@ KEPT = [
     ("grad mean 0.52 min 0.31 max 0.97", "0.52"),
     ("grad mean 0.52 min 0.31 max 0.97", "0.31"),
     ("eta 0.05 lambda 0.1", "0.05"),
+    ("Epoch 1/3  GPU_mem 3.21G  box_loss 0.1097", "0.1097"),
+    ("model size 12.3MB, 4242 parameters", "12.3MB"),
+    ("model size 12.3MB, 4242 parameters", "4242"),
+    ("W1122 20:21:35.123000 4242 torch/distributed/run.py:793] loss 0.25", "run.py:793] loss 0.25"),
 ]
 
 
@@ -161,6 +174,10 @@ def test_hf_metrics_line_diverges_on_the_loss_not_the_runtime() -> None:
         ("step_time_ms", True),
         ("sec/iter", True),
         ("eta", False),
+        ("GPU_mem", True),
+        ("max_memory_allocated", True),
+        ("pid", True),
+        ("num_params", False),
     ],
 )
 def test_field_names_that_measure_time(name: str, timing: bool) -> None:
