@@ -221,6 +221,7 @@ class Flags:
     network: bool | None = None
     trace: bool | None = None
     allow_nondeterministic_ops: bool | None = None
+    compare_stdout: bool | None = None  # replay and check only
     gpus: str | None = None  # not a setting: given per run
     nproc_per_node: int | None = None  # not a setting: given per run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -89,6 +90,7 @@ def check(
     junit: Path | None,
     markdown: Path | None,
     as_json: bool,
+    compare_stdout: bool | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
 
@@ -105,13 +107,15 @@ def check(
     `repro ls` shows). Outputs, metrics and stdout of run 1 are compared with each later
     run; on a difference the outputs that differ and the first divergence are printed.
     Stdout compares with timings masked (compare.mask, compare.ignore_lines and
-    compare.stdout in repro.yaml); TensorBoard events and metric files by value.
+    compare.stdout in repro.yaml; --no-compare-stdout leaves it out); TensorBoard events
+    and metric files by value.
 
     With --against, the capsule's recorded command is replayed against a fresh capture
     of the working tree (executed in a scratch directory; the tree is only read) and
     the current data; when the result differs, what changed since the capsule (code,
     dependencies, …) is printed as `repro diff` shows it.
     """  # fmt: skip
+    flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]

@@ -15,7 +15,7 @@ from repro.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_FLAG_FIELDS = tuple(Flags.__dataclass_fields__)
+_FLAG_FIELDS = tuple(name for name in Flags.__dataclass_fields__ if name != "compare_stdout")
 
 
 def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -132,9 +132,18 @@ rtol = click.option(
 )
 
 
+compare_stdout = click.option(
+    "--compare-stdout/--no-compare-stdout",
+    default=None,
+    help="Whether stdout counts in the verdict (default: yes, timings masked; also compare.stdout "
+    "in repro.yaml, REPRO_COMPARE_STDOUT).",
+)
+
+
 def replay_options(f: F) -> F:
-    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol (replay, check --against)."""
-    for option in (rtol, atol, allow_data_drift, data_root):
+    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout
+    (replay, check)."""
+    for option in (compare_stdout, rtol, atol, allow_data_drift, data_root):
         f = option(f)
     return f
 

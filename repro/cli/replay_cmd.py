@@ -70,6 +70,7 @@ def replay(
     markdown: Path | None,
     from_checkpoint: str | None,
     steps: int | None,
+    compare_stdout: bool | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -89,9 +90,10 @@ def replay(
 
     \b
     Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
-    repro.yaml's compare.mask / compare.ignore_lines add patterns, compare.stdout: false
-    leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV
-    metric files value by value; --json gives each reason a code and its fields.
+    repro.yaml's compare.mask / compare.ignore_lines add patterns; --no-compare-stdout
+    (or compare.stdout: false) leaves stdout out. TensorBoard event files compare per
+    tag and step, JSON/JSONL/CSV metric files value by value; --json gives each reason
+    a code and its fields.
 
     \b
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
@@ -113,7 +115,8 @@ def replay(
     )
     try:
         with sigterm_interrupts():
-            outcome = run_replay(request, app.store, app.plan(Flags(backend=backend)), on_event)
+            plan = app.plan(Flags(backend=backend, compare_stdout=compare_stdout))
+            outcome = run_replay(request, app.store, plan, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
     verdict = outcome.verdict

@@ -146,3 +146,36 @@ def test_pytest_fixture(seeded, monkeypatch: pytest.MonkeyPatch) -> None:  # typ
     monkeypatch.setenv("REPRO_MODE", "strict")
     assert check("python train.py").mode == "strict"
     assert check("python train.py", mode="off", seed=7).seed == 7
+
+
+PRINTS_ENTROPY = """\
+import os
+from pathlib import Path
+
+Path("model.txt").write_text("weights 1 2 3")
+print("worker token", os.urandom(6).hex())
+"""
+
+
+def test_compare_stdout(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A line that differs every run: flag > REPRO_COMPARE_STDOUT > repro.yaml, for replay and check."""
+    seeded.write("entropy.py", PRINTS_ENTROPY)
+    seeded.write(".gitignore", "model.txt\n")
+    seeded.commit("entropy")
+    assert cli("run", "--", "python", "entropy.py", cwd=seeded.root).code == 0
+
+    def replay(*flags: str) -> tuple[int, str]:
+        r = cli("replay", "--json", *flags, cwd=seeded.root)
+        return r.code, json.loads(r.out)["status"]
+
+    def check(*flags: str) -> int:
+        return int(cli("check", *flags, "--", "python", "entropy.py", cwd=seeded.root).code)
+
+    assert replay() == (5, "diverged") and check() == 5
+    assert replay("--no-compare-stdout") == (0, "identical") and check("--no-compare-stdout") == 0
+    monkeypatch.setenv("REPRO_COMPARE_STDOUT", "0")
+    assert replay() == (0, "identical") and check() == 0
+    assert replay("--compare-stdout") == (5, "diverged") and check("--compare-stdout") == 5
+    monkeypatch.delenv("REPRO_COMPARE_STDOUT")
+    seeded.write("repro.yaml", "backend: local\nmode: off\nseed: 5\ncompare:\n  stdout: false\n")
+    assert replay() == (0, "identical")
