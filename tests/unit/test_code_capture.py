@@ -89,3 +89,20 @@ def test_restore_writes_exact_files_and_refuses_escapes(tmp_path: Path) -> None:
     else:
         raise AssertionError("an escaping path was restored")
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_logs_are_not_code_unless_reproignore_keeps_one(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text("print(1)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    for name in ("train.log", "nohup.out", "logs/rank0.log", "golden.log"):
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text("epoch 1 loss 0.5\n")  # `python train.py > train.log` as the run starts
+    cap = capture_code(repo, _store(tmp_path).put_file, exclude=[])
+    assert cap.info.dirty is False and [f.path for f in cap.info.files] == ["train.py"]
+    (repo / ".reproignore").write_text("!golden.log\n")
+    cap = capture_code(repo, _store(tmp_path).put_file, exclude=[])
+    assert [f.path for f in cap.info.untracked] == [".reproignore", "golden.log"]
