@@ -512,10 +512,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         raise CapsuleInvalid(
             f"no capsule file at {path}", hint="check the path; export one with `repro export`"
         )
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
+    tar = _open_tar(path)
     budget = rules.TarBudget(path.stat().st_size)
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
@@ -556,6 +553,23 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     if extract_to is not None:
         (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
     return Verified(record=record, members=sorted(digests), image_size=image_size)
+
+
+def _open_tar(path: Path) -> tarfile.TarFile:
+    """Open a capsule tar (plain or compressed).
+
+    Raises:
+        CapsuleInvalid: it is not a tar archive, or cannot be read.
+    """
+    try:
+        return tarfile.open(path, "r:*")
+    except tarfile.ReadError as e:
+        raise CapsuleInvalid(
+            f"{path.name} is not a capsule: not a tar archive",
+            hint="a capsule is the .tar that `repro export` writes",
+        ) from e
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
 
 
 def _first_line(e: BaseException) -> str:
@@ -647,14 +661,15 @@ def open_member(path: Path, name: str) -> Iterator[IO[bytes]]:
     Raises:
         CapsuleInvalid: the member is missing or the tar unreadable.
     """
+    tar = _open_tar(path)
     try:
-        tar = tarfile.open(path, "r:*")
         member = tar.extractfile(name)
     except KeyError:
         tar.close()
         member = None
     except (tarfile.TarError, OSError) as e:
-        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+        tar.close()
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
     if member is None:
         raise CapsuleInvalid(f"{path.name} has no member {name}", member=name)
     with tar, member:
