@@ -77,6 +77,9 @@ class CodeInfo:
     untracked: list[FileEntry] = field(default_factory=list)
     files: list[FileEntry] = field(default_factory=list)  # snapshot (outside git)
     excluded: list[str] = field(default_factory=list)  # left out as secret-looking
+    # untracked files (every file of a snapshot) that an earlier run wrote, byte for byte: path → run id.
+    # Kept in the snapshot (the run started with them), but they are outputs, not code.
+    earlier_outputs: dict[str, str] = field(default_factory=dict)
     cells: str | None = None  # blob: notebook cells executed before an in-process capture
 
 

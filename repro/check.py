@@ -376,7 +376,10 @@ def capture_current_code(
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         limit = settings.max_code_file_bytes
-        code = capture_code(store.root, store.put_file, exclude=exclude, cache=cache, max_file_bytes=limit)
+        code = capture_code(
+            store.root, store.put_file, exclude=exclude, cache=cache, max_file_bytes=limit,
+            earlier_writers=store.earlier_writers,
+        )  # fmt: skip
     store_patch(code, store.put_bytes)
     return code
 

@@ -120,7 +120,7 @@ def _begin(
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         code = code_capture.capture_code(
             root, store.put_file, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
-            max_file_bytes=settings.max_code_file_bytes,
+            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
         )  # fmt: skip
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info

@@ -187,11 +187,13 @@ def check_code(store: Store, settings: Settings, original: Record, root: Path) -
 
     Raises:
         UsageError: a recorded file changed or is gone, or a new Python file appeared.
+        Files runs wrote (the original's outputs, outputs of earlier runs) are not code.
     """
     exclude = [i.path for i in original.data.inputs] + list(original.results.output_roots or settings.outputs)
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         now = capture_code(root, lambda p, d: d, exclude=[*exclude, "lockfiles"], cache=cache).info
-    recorded = {f.path: f.hash for f in original.code.files}
+    written = {o.path for o in original.results.outputs} | set(original.code.earlier_outputs)
+    recorded = {f.path: f.hash for f in original.code.files if f.path not in written}
     current = {f.path: f.hash for f in now.files}
     changed = sorted(p for p, h in recorded.items() if current.get(p) != h)
     changed += sorted(p for p in current if p not in recorded and p.endswith(".py"))

@@ -237,7 +237,7 @@ def capture(
         not_code = [*data, *outputs, deps.LOCK_DIR]
         code = code_capture.capture_code(
             root, _masked_put(store, masker), exclude=not_code, cache=cache,
-            max_file_bytes=settings.max_code_file_bytes,
+            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
         )  # fmt: skip
         code.patch = masker.text(code.patch, "the uncommitted patch")
         code_capture.store_patch(code, store.put_bytes)

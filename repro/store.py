@@ -401,6 +401,7 @@ class Store:
         try:
             with self._index() as db:
                 db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+                db.execute("DELETE FROM outputs WHERE run = ?", (run_id,))
         except sqlite3.Error:
             pass  # a full disk: `rows()` lists from the run directories, so a stale row is harmless
 
@@ -417,6 +418,33 @@ class Store:
 
     # ------------------------------------------------------------------ index
 
+    def earlier_writers(self, files: dict[str, str]) -> dict[str, str]:
+        """Of ``files`` (path → hash), those a sealed run wrote byte for byte: path → the latest such run.
+
+        Read-only and best effort: an index that is missing, old or unreadable knows nothing.
+        """
+        path = self.dir / "index.sqlite"
+        if not files or not path.is_file():
+            return {}
+        found: dict[str, str] = {}
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        except sqlite3.Error:
+            return {}
+        try:
+            for rel, digest in files.items():
+                row = db.execute(
+                    "SELECT run FROM outputs WHERE path = ? AND hash = ? ORDER BY run DESC LIMIT 1",
+                    (rel, digest),
+                ).fetchone()
+                if row:
+                    found[rel] = row[0]
+        except sqlite3.Error:
+            return {}
+        finally:
+            db.close()
+        return found
+
     @contextlib.contextmanager
     def _index(self) -> Iterator[sqlite3.Connection]:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -426,10 +454,27 @@ class Store:
                 "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created TEXT, status TEXT, "
                 "kind TEXT, command TEXT, duration REAL, backend TEXT, parent TEXT, verdict TEXT)"
             )
+            db.execute("CREATE TABLE IF NOT EXISTS outputs (run TEXT, path TEXT, hash TEXT)")
+            db.execute("CREATE INDEX IF NOT EXISTS outputs_by_path ON outputs (path, hash)")
+            if db.execute("PRAGMA user_version").fetchone()[0] < _INDEX_VERSION:
+                with db:
+                    self._index_outputs(db)
+                db.execute(f"PRAGMA user_version = {_INDEX_VERSION}")
             with db:
                 yield db
         finally:
             db.close()
+
+    def _index_outputs(self, db: sqlite3.Connection) -> None:
+        """Index the outputs of the runs sealed before the index kept outputs (once per store)."""
+        for run_id in self.run_ids():
+            record_path = self.runs_dir / run_id / RECORD_NAME
+            if not record_path.is_file():
+                continue
+            try:
+                _index_outputs_of(db, load_record(record_path.read_bytes()))
+            except (CapsuleInvalid, OSError):
+                continue
 
 
 def _named(e: OSError, path: Path) -> OSError:
@@ -439,7 +484,18 @@ def _named(e: OSError, path: Path) -> OSError:
     return type(e)(e.errno, e.strerror, str(path)) if e.errno is not None else OSError(str(e), str(path))
 
 
+_INDEX_VERSION = 1  # 1: the outputs table (which run wrote which bytes where)
+
+
+def _index_outputs_of(db: sqlite3.Connection, record: Record) -> None:
+    db.execute("DELETE FROM outputs WHERE run = ?", (record.id,))
+    db.executemany(
+        "INSERT INTO outputs VALUES (?, ?, ?)", [(record.id, o.path, o.hash) for o in record.results.outputs]
+    )
+
+
 def _index_put(db: sqlite3.Connection, record: Record) -> None:
+    _index_outputs_of(db, record)
     row = _row_from_record(record)
     db.execute(
         "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -89,10 +89,14 @@ def capture_code(
     exclude: list[str],
     cache: HashCache | None = None,
     max_file_bytes: int = 16 * 1024 * 1024,
+    earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
 ) -> CodeCapture:
     """Record the code at ``root`` (git metadata when it is a work tree) and store its files.
 
     ``exclude`` names project-relative paths that are not code (data, outputs).
+    ``earlier_writers`` (``Store.earlier_writers``) names the untracked files an earlier run
+    wrote byte for byte (a ``model.pt`` left in the working directory): they stay in the
+    snapshot, listed as ``earlier_outputs``, and alone do not make the tree dirty.
 
     Raises:
         UsageError: git fails to read the repository.
@@ -105,6 +109,7 @@ def capture_code(
     else:
         rels, untracked = _walk(root, ignore), set()
         capture.info.kind = "snapshot"
+    candidates: dict[str, str] = {}  # untracked (or snapshot) files: path → hash
     for rel in rels:
         if ignore(rel):
             continue
@@ -115,6 +120,8 @@ def capture_code(
         if not path.is_file():
             continue  # deleted in the work tree, or a broken link
         digest = hash_file_cached(path, cache)
+        if rel in untracked or git_root is None:
+            candidates[rel] = digest
         size = path.stat().st_size
         if rel.endswith(_CREDENTIAL_SUFFIXES) and size <= 1 << 20 and _credential_content(path):
             capture.info.excluded.append(rel)
@@ -130,7 +137,9 @@ def capture_code(
         capture.info.files.append(entry)
         if rel in untracked:
             capture.info.untracked.append(entry)
-    if capture.info.untracked:
+    if earlier_writers is not None:
+        capture.info.earlier_outputs = earlier_writers(candidates)
+    if any(e.path not in capture.info.earlier_outputs for e in capture.info.untracked):
         capture.info.dirty = True
     if capture.info.excluded:
         capture.warnings.append(

@@ -90,8 +90,15 @@ def _input_causes(sections: dict[str, Section]) -> list[Cause]:
         reason = "command changed: " + ", ".join(change_phrase(c) for c in other)
         causes.append(Cause("command", "input", reason, RANK_PARAMS + 1, _keys(other)))
     code = sections["code"]
-    if code.differs:
-        causes.append(Cause("code", "input", f"code changed: {code.summary}", RANK_CODE, _keys(code.changes)))
+    earlier = [c for c in code.changes if c.scope == "left"]
+    source = [c for c in code.changes if c.scope != "left"]
+    if source:
+        causes.append(Cause("code", "input", f"code changed: {code.summary}", RANK_CODE, _keys(source)))
+    if earlier:
+        reason = "files earlier runs left in the working tree differ: " + ", ".join(
+            f"{c.key} ({c.detail})" for c in earlier[:3]
+        )
+        causes.append(Cause("code", "input", reason, RANK_CODE + 2, _keys(earlier)))
     world = [c for c in sections["environment"].changes if c.scope == "world"]
     if world:
         reason = (

@@ -122,6 +122,11 @@ def diff_code(a: Record, b: Record, read: SafeReader, with_patch: bool) -> Secti
         else:
             changes += patch_changes(pa or "", pb or "", patches if with_patch else None)
 
+    # Files an earlier run wrote (a model.pt left in the working directory) are outputs, not code.
+    left = {**ca.earlier_outputs, **cb.earlier_outputs}
+    for c in changes:
+        if c.scope in ("file", "untracked") and c.key in left:
+            c.scope, c.detail = "left", f"written by run {left[c.key]}"
     if [c.key for c in changes] == ["dirty"]:
         # The flag alone, with identical commit, patch and files, does not change what ran:
         # files outside the captured code (declared data, outputs) make git report dirty.
@@ -139,6 +144,9 @@ def diff_code(a: Record, b: Record, read: SafeReader, with_patch: bool) -> Secti
         parts.append(f"{plural(len(files), 'file')} changed (+{plus} −{minus})")
     elif any(c.key == "dirty" for c in changes):
         parts.append("working tree " + ("dirty" if cb.dirty else "clean") + " in B")
+    earlier = [c for c in changes if c.scope == "left"]
+    if earlier:
+        parts.append(f"{plural(len(earlier), 'file')} earlier runs wrote")
     summary = ", ".join(parts) or ("code changed" if changes else "")
     patch = "".join(patches) if with_patch and patches else None
     return Section(

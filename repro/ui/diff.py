@@ -29,7 +29,8 @@ _MARK_COLOUR = {
     "upgraded": "cyan",
     "downgraded": "cyan",
 }
-_FILE_SCOPES = ("file", "untracked", "patch", "config")
+_FILE_SCOPES = ("file", "untracked", "left", "patch", "config")
+_SIZED = ("file", "untracked", "left", "config")  # file changes shown by size
 
 
 def colour_wanted() -> bool:
@@ -147,11 +148,12 @@ def _change_lines(changes: list[Change], p: _Painter) -> list[str]:
 
 
 def _change_text(c: Change) -> str:
-    if c.scope in ("file", "untracked", "config") and c.lines is None and isinstance(c.old or c.new, int):
+    if c.scope in _SIZED and c.lines is None and isinstance(c.old or c.new, int):
+        note = f" ({c.detail})" if c.detail and c.scope == "left" else ""
         if c.kind == "added":
-            return human_bytes(int(c.new or 0))
+            return human_bytes(int(c.new or 0)) + note
         if c.kind == "removed":
-            return human_bytes(int(c.old or 0))
+            return human_bytes(int(c.old or 0)) + note
         return f"{human_bytes(int(c.old or 0))} → {human_bytes(int(c.new or 0))}" + (
             f" ({c.detail})" if c.detail else ""
         )
@@ -244,7 +246,7 @@ def _md_section(section: Section) -> list[str]:
             if c.scope == "final" and c.delta is not None:
                 detail = f"{'+' if c.delta >= 0 else '−'}{abs(c.delta):.4g}"
             old, new = c.old, c.new
-            if c.scope in ("file", "untracked", "config") and isinstance(old or new, int):
+            if c.scope in _SIZED and isinstance(old or new, int):
                 old, new = (None if v is None else human_bytes(int(v)) for v in (old, new))
             cells = [_MARK.get(c.kind, "~"), f"`{_md(c.key)}`", _md(old), _md(new), _md(detail)]
             lines.append(_md_row(cells))

@@ -126,12 +126,17 @@ def show_text(record: Record) -> str:
     if c.kind == "git":
         commit = (c.commit or "no commit")[:10]
         dirty = ""
+        untracked = len([e for e in c.untracked if e.path not in c.earlier_outputs])
         if c.dirty:
-            dirty = f", dirty ({'patch, ' if c.patch else ''}{len(c.untracked)} untracked)"
+            dirty = f", dirty ({'patch, ' if c.patch else ''}{untracked} untracked)"
         lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {len(c.files)} files"
                       + (f", remote {c.remote}" if c.remote else "")))  # fmt: skip
     else:
         lines.append(("code", f"snapshot of {len(c.files)} files"))
+    for path, run_id in list(c.earlier_outputs.items())[:5]:
+        lines.append(("left by run", f"{path} (written by {run_id}; in the snapshot, not counted as code)"))
+    if len(c.earlier_outputs) > 5:
+        lines.append(("left by run", f"… and {len(c.earlier_outputs) - 5} more"))
     for item in r.data.inputs:
         count = item.count or len(item.files)
         lines.append(("data", f"{item.path}: {count} files, {ui.human_bytes(item.size)}, "

@@ -90,3 +90,18 @@ def test_a_detached_job_is_listed_with_its_last_seen_state(tmp_path: Path) -> No
     (run_dir / DETACHED).write_text("{}")
     assert [(r.status, r.backend) for r in store.rows()] == [("pending", "slurm")]
     assert store.detached_runs() == [run_dir / DETACHED]
+
+
+def test_earlier_writers_name_the_latest_run_that_wrote_those_bytes(tmp_path: Path) -> None:
+    from repro.capsule import FileEntry
+
+    store = Store(tmp_path)
+    assert store.earlier_writers({"model.pt": "h1"}) == {}  # no index yet
+    for run_id, digest in (("20260101-000000-aaaa", "h1"), ("20260102-000000-bbbb", "h1")):
+        record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
+        record.results.outputs = [FileEntry("model.pt", 1, digest, True)]
+        store.seal(record, store.begin_run(run_id, ["python", "t.py"]))
+    assert store.earlier_writers({"model.pt": "h1", "other.pt": "h1"}) == {"model.pt": "20260102-000000-bbbb"}
+    assert store.earlier_writers({"model.pt": "h2"}) == {}  # other bytes: the user's, not a run's
+    store.remove_run("20260102-000000-bbbb")
+    assert store.earlier_writers({"model.pt": "h1"}) == {"model.pt": "20260101-000000-aaaa"}
