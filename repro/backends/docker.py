@@ -418,6 +418,7 @@ class DockerBackend:
                 result = _run_container(client, config, spec, built, on_event)
         except BaseException:
             owners.restore(saved)
+            (work / owners.STATE).unlink(missing_ok=True)
             raise
         # What the command wrote into its copy of the project lands where a local run puts it;
         # a repro killed before this line leaves the copy to `repro resume` or `repro gc`.
