@@ -488,7 +488,10 @@ _INDEX_VERSION = 1  # 1: the outputs table (which run wrote which bytes where)
 
 
 def _index_outputs_of(db: sqlite3.Connection, record: Record) -> None:
+    """Which bytes the run wrote where in the project (a replay writes into a scratch copy: none)."""
     db.execute("DELETE FROM outputs WHERE run = ?", (record.id,))
+    if record.kind == "replay":
+        return
     db.executemany(
         "INSERT INTO outputs VALUES (?, ?, ?)", [(record.id, o.path, o.hash) for o in record.results.outputs]
     )
