@@ -156,16 +156,13 @@ def run_check(
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-        record = runner.execute(prepared, backend, store, on_event, before_seal=judge)
+        record = _record_run(
+            result, runner.execute(prepared, backend, store, on_event, before_seal=judge), on_record
+        )
         result.seed = record.seeds.master
-        result.mode = verifiable_mode(*(r.determinism for r in [*result.records, record]))
+        result.mode = verifiable_mode(*(r.determinism for r in result.records))
         plan = plan.with_seed(record.seeds.master)
-        result.records.append(record)
-        result.notes += [w for w in record.warnings if w not in result.notes]
-        if on_record is not None:
-            on_record(record)
-        if record.results.status != "succeeded":
-            result.failed = record
+        if result.failed is not None:
             return result
         if first is None:
             first = side(store.load_run(record.id))
