@@ -176,11 +176,17 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             f"unknown isa {settings.isa!r}{origin('isa')}", hint=f"choose one of: {', '.join(ISAS)}"
         )
     if settings.threads < 1:
-        raise ConfigError(f"threads must be at least 1{origin('threads')}")
+        raise ConfigError(
+            f"threads must be at least 1{origin('threads')}",
+            hint="1 (the default) gives the same bits on every machine; see README: Threads",
+        )
     check_patterns(settings.compare_mask, "compare.mask")
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
     if settings.slurm_nodes < 1:
-        raise ConfigError(f"slurm.nodes must be at least 1{origin('slurm_nodes')}")
+        raise ConfigError(
+            f"slurm.nodes must be at least 1{origin('slurm_nodes')}",
+            hint="--nodes N, or slurm.nodes in repro.yaml",
+        )
     if settings.slurm_environment not in NODE_ENVIRONMENTS:
         raise ConfigError(
             f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
