@@ -524,10 +524,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         raise CapsuleInvalid(
             f"no capsule file at {path}", hint="check the path; export one with `repro export`"
         )
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
+    tar = _open_tar(path)
     budget = rules.TarBudget(path.stat().st_size)
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
@@ -574,6 +571,23 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         sums=contents[SUMS_NAME],
         signature=contents.get(SIGNATURE_NAME),
     )
+
+
+def _open_tar(path: Path) -> tarfile.TarFile:
+    """Open a capsule tar (plain or compressed).
+
+    Raises:
+        CapsuleInvalid: it is not a tar archive, or cannot be read.
+    """
+    try:
+        return tarfile.open(path, "r:*")
+    except tarfile.ReadError as e:
+        raise CapsuleInvalid(
+            f"{path.name} is not a capsule: not a tar archive",
+            hint="a capsule is the .tar that `repro export` writes",
+        ) from e
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
 
 
 def _first_line(e: BaseException) -> str:
@@ -696,14 +710,15 @@ def open_member(path: Path, name: str) -> Iterator[IO[bytes]]:
     Raises:
         CapsuleInvalid: the member is missing or the tar unreadable.
     """
+    tar = _open_tar(path)
     try:
-        tar = tarfile.open(path, "r:*")
         member = tar.extractfile(name)
     except KeyError:
         tar.close()
         member = None
     except (tarfile.TarError, OSError) as e:
-        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {e}") from e
+        tar.close()
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
     if member is None:
         raise CapsuleInvalid(f"{path.name} has no member {name}", member=name)
     with tar, member:

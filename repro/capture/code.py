@@ -33,6 +33,9 @@ ALWAYS_EXCLUDED = (
     ".ruff_cache",
     ".ipynb_checkpoints",
     "node_modules",
+    # logs, often the run's own output redirected by the shell (`python train.py > train.log`)
+    "*.log",
+    "nohup.out",
 )
 
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once

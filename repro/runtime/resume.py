@@ -433,24 +433,27 @@ def _trace_row(d: Path, optimizer: Any) -> None:
 # --------------------------------------------------------------------------- installation
 
 
-def _wrap_checkpoint_io(module: ModuleType, save_name: str, load_name: str, path_name: str) -> None:
+def _wrap_checkpoint_io(
+    module: ModuleType, save_name: str, load_name: str, path_name: str, load_path_name: str = ""
+) -> None:
     """Wrap MODULE's save (path second, as ``torch.save(obj, f)``) and load (path first) functions.
 
-    PATH_NAME is the path parameter's keyword name in both; a save records the RNG states
-    linked to the file, a load in a resumed process restores them right after it.
+    PATH_NAME is the path parameter's keyword name (LOAD_PATH_NAME the load's, when it differs);
+    a save records the RNG states linked to the file, a load in a resumed process restores
+    them right after it.
     """
     save, load = getattr(module, save_name), getattr(module, load_name)
 
-    def path(args: tuple[Any, ...], kwargs: dict[str, Any], index: int) -> Any:
-        return args[index] if len(args) > index else kwargs.get(path_name)
+    def path(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+        return args[index] if len(args) > index else kwargs.get(name)
 
     def wrapped_save(*args: Any, **kwargs: Any) -> Any:
         result = save(*args, **kwargs)
-        _after_save(path(args, kwargs, 1))
+        _after_save(path(args, kwargs, 1, path_name))
         return result
 
     def wrapped_load(*args: Any, **kwargs: Any) -> Any:
-        f = path(args, kwargs, 0)
+        f = path(args, kwargs, 0, load_path_name or path_name)
         digest = _before_load(f)
         result = load(*args, **kwargs)
         _after_load(f, digest)
@@ -513,6 +516,15 @@ def install_safetensors(module: ModuleType) -> None:
     _wrap_checkpoint_io(module, "save_file", "load_file", "filename")
 
 
+def install_lightning(module: ModuleType) -> None:
+    """Lightning saves through a byte buffer then fsspec (``cloud_io._atomic_save``), and loads
+    through ``cloud_io._load``: wrap both, by path. Runs before Lightning's own modules import
+    them by name."""
+    if _runtime_dir() is None or not hasattr(module, "_atomic_save") or not hasattr(module, "_load"):
+        return
+    _wrap_checkpoint_io(module, "_atomic_save", "_load", "filepath", "path_or_url")
+
+
 def set_step(step: int) -> None:
     """Continue counting optimizer steps from a checkpoint's count (`repro.checkpoint.load`)."""
     _state["step"] = step
@@ -524,4 +536,10 @@ def current_step() -> int:
     return int(_state["step"])
 
 
-HOOKS = {"torch": install_torch, "numpy": install_numpy, "safetensors.torch": install_safetensors}
+HOOKS = {
+    "torch": install_torch,
+    "numpy": install_numpy,
+    "safetensors.torch": install_safetensors,
+    "lightning.fabric.utilities.cloud_io": install_lightning,
+    "lightning_fabric.utilities.cloud_io": install_lightning,
+}

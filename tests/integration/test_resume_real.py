@@ -132,6 +132,22 @@ def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> Non
     assert (project.root / "model.pt").read_bytes() == reference
 
 
+def test_a_killed_lightning_fit_resumed_from_last_ckpt_is_bit_identical(project: Project) -> None:
+    """Lightning saves through a byte buffer and fsspec and loads through its own `_load`: still exact."""
+    resumable_project(project, "lightning_resumable.py")
+    args = ["--backend", "local", "--seed", "7", "--data", "data",
+            "--", "python", "train.py", "--epoch-sleep=1"]  # fmt: skip
+    assert project.repro("run", *args).code == 0
+    reference = _fresh(project)
+
+    killed = kill_after_checkpoint(project, args, within=0.5)
+    r = project.repro("resume", killed)
+    assert r.code == 0, r.err
+    assert "Restored all states from the checkpoint at checkpoints/last.ckpt" in r.err
+    assert "not exact" not in r.err
+    assert (project.root / "model.pt").read_bytes() == reference
+
+
 def readme_example() -> str:
     """The complete mid-epoch script the README documents, exactly as written there."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()

@@ -15,6 +15,17 @@ def _store(tmp_path: Path) -> Store:
     return s
 
 
+def _committed_repo(tmp_path: Path) -> Path:
+    """A git repository whose one commit holds train.py."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text("print(1)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    return repo
+
+
 def test_snapshot_outside_git_honours_reproignore_and_leaves_secrets_out(tmp_path: Path) -> None:
     root = tmp_path / "p"
     for rel, text in {
@@ -60,12 +71,7 @@ def test_git_project_in_a_subdirectory_records_relative_paths_and_patch(tmp_path
 
 
 def test_clean_tree_is_not_dirty_and_excluded_untracked_files_do_not_count(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text("print(1)\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
+    repo = _committed_repo(tmp_path)
     (repo / "data").mkdir()
     (repo / "data" / "new.csv").write_text("1\n")  # declared data, untracked: not code
     cap = capture_code(repo, _store(tmp_path).put_file, exclude=["data"])
@@ -89,3 +95,15 @@ def test_restore_writes_exact_files_and_refuses_escapes(tmp_path: Path) -> None:
     else:
         raise AssertionError("an escaping path was restored")
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_logs_are_not_code_unless_reproignore_keeps_one(tmp_path: Path) -> None:
+    repo = _committed_repo(tmp_path)
+    for name in ("train.log", "nohup.out", "logs/rank0.log", "golden.log"):
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text("epoch 1 loss 0.5\n")  # `python train.py > train.log` as the run starts
+    cap = capture_code(repo, _store(tmp_path).put_file, exclude=[])
+    assert cap.info.dirty is False and [f.path for f in cap.info.files] == ["train.py"]
+    (repo / ".reproignore").write_text("!golden.log\n")
+    cap = capture_code(repo, _store(tmp_path).put_file, exclude=[])
+    assert [f.path for f in cap.info.untracked] == [".reproignore", "golden.log"]

@@ -256,3 +256,12 @@ def test_show_and_verify_of_a_capsule_leave_no_temporary_copy(tmp_path: Path) ->
     )
     assert proc.returncode == 6 and "command.cwd" in proc.stderr and "Traceback" not in proc.stderr
     assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize("content", [b"root:x:0:0:root:/root:/bin/bash\n", bytes(range(256)) * 8, b""])
+def test_a_file_that_is_not_a_tar_is_named_as_such(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "capsule.tar"
+    path.write_bytes(content)
+    with pytest.raises(CapsuleInvalid, match=r"^capsule.tar is not a capsule: not a tar archive$") as caught:
+        verify_tar(path)
+    assert caught.value.hint and "repro export" in caught.value.hint

@@ -141,6 +141,27 @@ def test_a_path_given_by_keyword_is_recorded_and_restored(runtime: Path, tmp_pat
     assert [e["event"] for e in events] == ["restored"]
 
 
+def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path, tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def _atomic_save(checkpoint: Any, filepath: Any) -> None:
+        calls.append("save")
+        Path(filepath).write_bytes(repr(checkpoint).encode())
+
+    def _load(path_or_url: Any, map_location: Any = None) -> bytes:
+        calls.append("load")
+        return Path(path_or_url).read_bytes()
+
+    cloud_io = SimpleNamespace(_atomic_save=_atomic_save, _load=_load)
+    resume.install_lightning(cloud_io)  # type: ignore[arg-type]
+    cloud_io._atomic_save({"epoch": 1}, filepath=tmp_path / "last.ckpt")
+    cloud_io._load(path_or_url=tmp_path / "last.ckpt", map_location="cpu")
+    assert calls == ["save", "load"]
+    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    assert [e["event"] for e in events] == ["restored"]
+    assert "lightning.fabric.utilities.cloud_io" in resume.HOOKS
+
+
 class FakeCuda:
     """`torch.cuda` with two devices whose generator states are real byte tensors."""
 
