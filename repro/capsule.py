@@ -684,12 +684,13 @@ def read_seal(path: Path) -> tuple[bytes, bytes | None]:
             f"no capsule file at {path}", hint="check the path; export one with `repro export`"
         )
     found: dict[str, bytes] = {}
+    budget = rules.TarBudget(path.stat().st_size)
     try:
-        with tarfile.open(path, "r:*") as tar:
-            budget = rules.TarBudget(path.stat().st_size)
+        with _open_tar(path) as tar:
             for info in tar:
                 name = _safe_member_name(info.name)
                 if name not in (SUMS_NAME, SIGNATURE_NAME):
+                    budget.take(name, 0)  # skipped, not read: counted against the member bound only
                     continue
                 if name in found or not info.isreg():
                     raise CapsuleInvalid(f"member {name} appears twice or is not a regular file", member=name)

@@ -236,3 +236,31 @@ def test_the_signature_covers_a_carried_image(cli, tmp_path: Path) -> None:  # t
     assert cli("verify", str(bad), cwd=tmp_path).code == 0  # consistent: only the signature can tell
     r = cli("verify", str(bad), "--key", str(key.path), cwd=tmp_path)
     assert r.code == ExitCode.CAPSULE_INVALID and "bad signature" in r.err
+
+
+def test_signing_flags_apply_to_capsule_files_only(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    replay = cli("replay", made.run_id, "--key", str(made.key), cwd=made.root)
+    assert replay.code == ExitCode.USAGE and "is a run in the store" in replay.err
+    verify = cli("verify", made.run_id, "--key", str(made.key), cwd=made.root)
+    assert verify.code == ExitCode.USAGE and "not a run in the store" in verify.err
+    slurm = cli(
+        "export",
+        made.run_id,
+        "--as",
+        "slurm",
+        "--sign",
+        str(made.key),
+        "-o",
+        str(tmp_path / "j"),
+        cwd=made.root,
+    )
+    assert slurm.code == ExitCode.USAGE and "--sign applies to capsules" in slurm.err
+
+
+def test_repro_signing_key_signs_exports(
+    cli, made: Signed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("REPRO_SIGNING_KEY", str(made.key))
+    r = cli("export", made.run_id, "-o", str(tmp_path / "env.tar"), cwd=made.root)
+    assert r.code == 0 and "signed with key" in r.out
+    assert (tmp_path / "env.tar").read_bytes() == made.signed.read_bytes()  # same key, same bytes
