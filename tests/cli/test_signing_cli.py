@@ -264,3 +264,16 @@ def test_repro_signing_key_signs_exports(
     r = cli("export", made.run_id, "-o", str(tmp_path / "env.tar"), cwd=made.root)
     assert r.code == 0 and "signed with key" in r.out
     assert (tmp_path / "env.tar").read_bytes() == made.signed.read_bytes()  # same key, same bytes
+
+
+def test_check_against_a_golden_capsule_checks_its_signature(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = set(Store(made.root).run_ids())
+    bad = _tampered(made.signed, tmp_path / "bad.tar")
+    key = ("--key", str(made.key), "--require-signed")
+    r = cli("check", "--against", str(bad), *key, cwd=made.root)
+    assert r.code == ExitCode.CAPSULE_INVALID and "bad signature" in r.err
+    assert set(Store(made.root).run_ids()) == runs
+    good = cli("check", "--against", str(made.signed), *key, "--json", cwd=made.root)
+    assert good.code == 0, good.err
+    no_capsule = cli("check", *key, "--", "python", "train.py", cwd=made.root)
+    assert no_capsule.code == ExitCode.USAGE and "--against" in no_capsule.err
