@@ -407,7 +407,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         DataDrift: the recorded data changed (unless allowed).
         UsageError, BackendUnavailable: as `repro replay`.
     """
-    loaded = resolve_trusted(store, request.capsule, request.trust)
+    loaded = resolve_trusted(store, request.capsule, request.trust, on_event)
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record

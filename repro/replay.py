@@ -244,7 +244,7 @@ def run_replay(
         UsageError: a world size change not allowed, redacted argv, unrestorable code.
         BackendUnavailable: the backend cannot run here.
     """
-    loaded = resolve_trusted(store, request.ref, request.trust)
+    loaded = resolve_trusted(store, request.ref, request.trust, on_event)
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record
@@ -372,9 +372,9 @@ def run_replay(
     return ReplayOutcome(original, record, verdict, drift, notes)
 
 
-def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None) -> LoadedRun:
+def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None, on_event: OnEvent) -> LoadedRun:
     """The run ``ref`` names; with ``trust``, a capsule file whose signature passes, checked before
-    anything is extracted, and the same SHA256SUMS found again when it is.
+    anything is extracted (reported through ``on_event``), and the same SHA256SUMS found again when it is.
 
     Raises:
         UsageError: ``trust`` for a ref that is not a capsule file.
@@ -389,6 +389,8 @@ def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None) -> Load
             hint=f"replay the capsule file itself (`repro export {ref} --sign KEYFILE` makes one)",
         )
     seal = signing.check_capsule(path, trust)
+    said = f"signed with key {seal.key_id}, signature checked" if seal.checked else "not signed"
+    on_event(Event("info", f"{path.name}: {said}"))
     loaded = store.open_capsule(path)
     if loaded.sums_sha256 != seal.sums_sha256:
         raise CapsuleInvalid(f"{path.name} changed while it was being read", hint="replay it again")
