@@ -254,8 +254,8 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def trust_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --key and --require-signed (verify, replay); the command receives `trust: Trust | None`
-    (None when neither is given), the key file already read.
+    """Add --key and --require-signed (verify, replay, check --against); the command receives
+    `trust: Trust | None` (None when neither is given), the key file already read.
 
     Raises:
         UsageError: --require-signed without --key; a missing, unreadable or wrong-size key file.
