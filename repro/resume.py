@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import attribution as output_rules
-from repro import checkpoints, runner
+from repro import checkpoints, leftover, runner
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
 from repro.capture.code import capture_code
@@ -146,22 +146,18 @@ def _unsealed(store: Store, ref: str) -> str | None:
 
 
 def salvage(store: Store, run_id: str, settings: Settings) -> Record:
-    """Seal a run whose repro process died, as interrupted, from what its run directory kept.
+    """Seal a run whose repro process died, as interrupted, from what its run directory kept; the
+    files a docker run left in its copy of the project are brought back first (`leftover`), and
+    recorded as its outputs (the checkpoints to resume from among them).
 
     Raises:
-        UsageError: it is still running, or it kept no record to resume from.
+        UsageError: it, a process of its command or its container is still running.
+        NotFoundError: it kept no record to resume from.
+        CapsuleInvalid: its left-over copy's state is unreadable.
     """
-    from repro.backends.local import run_processes
-
     if store.is_running(run_id):
         raise UsageError(f"run {run_id} is still running", hint="stop it first, or wait until it ends")
-    alive = run_processes(run_id)
-    if alive:
-        raise UsageError(
-            f"the repro process of run {run_id} is gone but processes of its command still run "
-            f"(pid {', '.join(map(str, alive[:5]))})",
-            hint="stop them first (kill PID), then resume",
-        )
+    written = leftover.recover(store, run_id)  # what a killed docker run left in its copy
     pending = store.load_pending(run_id)
     if pending is None:
         raise NotFoundError(
@@ -178,7 +174,8 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
     record.results.finished = runner.now_iso()
     prepared = runner.Prepared(record, spec, run_dir, before, settings)
-    runner.collect(record, RunResult(exit_code=137, duration_s=0.0, interrupted=True), spec, store, prepared)
+    result = RunResult(exit_code=137, duration_s=0.0, interrupted=True, written=written)
+    runner.collect(record, result, spec, store, prepared)
     record.results.duration_s = None
     record.warnings.append("the repro process died with the run; sealed as interrupted by `repro resume`")
     store.seal(record, run_dir)

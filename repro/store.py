@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from repro import atomic
 from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.hashing import hash_bytes, hash_file
@@ -161,15 +162,10 @@ class Store:
 
     @staticmethod
     def _write_atomic(target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
+            atomic.write_bytes(target, data)
         except OSError as e:
             raise _named(e, target) from e
-        finally:
-            tmp.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ runs
 
@@ -502,7 +498,10 @@ _INDEX_VERSION = 1  # 1: the outputs table (which run wrote which bytes where)
 
 
 def _index_outputs_of(db: sqlite3.Connection, record: Record) -> None:
+    """Which bytes the run wrote where in the project (a replay writes into a scratch copy: none)."""
     db.execute("DELETE FROM outputs WHERE run = ?", (record.id,))
+    if record.kind == "replay":
+        return
     db.executemany(
         "INSERT INTO outputs VALUES (?, ?, ?)", [(record.id, o.path, o.hash) for o in record.results.outputs]
     )

@@ -31,7 +31,7 @@ import requests.exceptions
 from docker.types import DeviceRequest
 
 from repro import images
-from repro.backends import scratch
+from repro.backends import owners, scratch
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -404,23 +404,25 @@ class DockerBackend:
             self.prepare(spec, on_event)
             built = self._built[self._key(spec)]
         uid, gid = _container_user()
-        tree = spec.runtime_dir.parent / "tree"
-        separate = [*spec.data, *spec.outputs]
-        copied = scratch.make(spec.project_root, tree, separate)
+        work = spec.runtime_dir.parent
+        tree = work / scratch.TREE
+        scratch.make(spec.project_root, tree, [*spec.data, *spec.outputs])
         writable = [*_writable_dirs(spec), tree]
         for path in writable:
             path.mkdir(parents=True, exist_ok=True)
-        saved = _open_for(uid, gid, spec, writable)
+        tops = [spec.project_root, spec.data_root or spec.project_root]
+        saved = owners.open_for(uid, gid, writable, tops, work / owners.STATE)
         config = _container_config(spec, built, uid, gid, tree)
         try:
             with engine() as client:
                 result = _run_container(client, config, spec, built, on_event)
-        finally:
-            _restore_owner(writable, saved)
-        # What the command wrote into its copy of the project lands where a local run puts it.
-        result.written = scratch.changed(tree, copied, separate)
-        scratch.bring_back(tree, spec.project_root, result.written)
-        shutil.rmtree(tree, ignore_errors=True)
+        except BaseException:
+            owners.restore(saved)
+            (work / owners.STATE).unlink(missing_ok=True)
+            raise
+        # What the command wrote into its copy of the project lands where a local run puts it;
+        # a repro killed before this line leaves the copy to `repro resume` or `repro gc`.
+        result.written = scratch.recover(work, spec.project_root)
         return result
 
 
@@ -443,66 +445,6 @@ def _container_user() -> tuple[int, int]:
 
 def _writable_dirs(spec: RunSpec) -> list[Path]:
     return [spec.runtime_dir, *(spec.project_root / rel for rel in spec.outputs)]
-
-
-def _entries(root: Path) -> Iterator[str]:
-    """Every entry under ``root`` (itself included) that is ours to re-own: symbolic links
-    are not followed, and hard-linked files (the scratch copy links large project files) are
-    left alone, since changing one changes the project's file too."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        yield dirpath
-        for name in filenames + dirnames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if not os.path.islink(path) and (name in dirnames or st.st_nlink == 1):
-                yield path
-
-
-@dataclass
-class _Saved:
-    """Owners and modes of host paths as they were before the container ran."""
-
-    owners: dict[str, tuple[int, int]]
-    modes: dict[str, int]
-
-
-def _open_for(uid: int, gid: int, spec: RunSpec, writable: list[Path]) -> _Saved:
-    """Let the container user write the writable mounts and enter the read-only ones.
-
-    Only needed when the host user is root (the container never runs as root): the
-    writable dirs are handed to the container user for the run, and every owner and
-    mode changed here is put back afterwards exactly as it was.
-    """
-    saved = _Saved({}, {})
-    if os.getuid() != 0:
-        return saved
-    for root in writable:
-        for entry in _entries(root):
-            st = os.lstat(entry)
-            saved.owners[entry] = (st.st_uid, st.st_gid)
-            os.chown(entry, uid, gid)
-    for top in {spec.project_root, spec.data_root or spec.project_root}:
-        mode = top.stat().st_mode
-        if mode & 0o005 != 0o005:
-            saved.modes[str(top)] = mode & 0o7777
-            top.chmod(mode | 0o005)
-    return saved
-
-
-def _restore_owner(writable: list[Path], saved: _Saved) -> None:
-    """Put back owners and modes; files the container created go to the host user."""
-    for path, mode in saved.modes.items():
-        with contextlib.suppress(OSError):
-            os.chmod(path, mode)
-    if os.getuid() != 0:
-        return
-    for root in writable:
-        if not root.exists():
-            continue
-        for path in _entries(root):
-            uid, gid = saved.owners.get(path, (os.getuid(), os.getgid()))
-            with contextlib.suppress(OSError):
-                os.chown(path, uid, gid)
 
 
 def _in_work(rel: str) -> str:
@@ -840,3 +782,23 @@ def remove_stale_containers(store_dir: Path, dry_run: bool = False) -> list[str]
     return removed
 
     return True
+
+
+def live_containers(store_dir: Path, run_id: str) -> list[str]:
+    """Names of the containers of run ``run_id`` (of this store) that are not stopped yet.
+
+    None when no engine answers: a container cannot run without its engine.
+    """
+    if not engine_available():
+        return []
+    filters = {"label": [f"{LABEL_STORE}={store_dir.resolve()}", f"{LABEL_RUN}={run_id}"]}
+    with engine() as client:
+        found = client.api.containers(all=True, filters=filters)
+    return [
+        ((item.get("Names") or [""])[0] or str(item["Id"])[:12]).lstrip("/")
+        for item in found
+        if item.get("State") not in _STOPPED
+    ]
+
+
+_STOPPED = ("created", "exited", "dead")  # states in which no process of the container runs

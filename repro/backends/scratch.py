@@ -7,17 +7,29 @@ new or changed in the copy is moved into the project, where the local backend wo
 written it, and reported as written by the command. Files that are large are hard-linked,
 not copied; the store, version control, virtual environments and the paths mounted
 separately (data, outputs) are left out.
+
+The copy's file stats (and the separate paths) are written beside it (``tree.json``, atomically,
+once the copy is complete), so a copy left over by a repro process killed with its run can still
+be told apart from the project: `recover` brings its changes back later, from `repro resume` or
+`repro gc`, exactly as the end of the run would have.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
-from repro import walk
+from repro import atomic, walk
+from repro.backends import owners
+from repro.errors import CapsuleInvalid
 
 Stat = tuple[int, int]
+
+TREE = "tree"  # the copy, in the run's work directory
+FORMAT = "repro.scratch/v1"
 
 LINK_ABOVE = 16 * 1024 * 1024  # bytes: larger files are hard-linked into the copy
 _SKIP_NAMES = frozenset({".repro", ".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".tox"})
@@ -27,8 +39,18 @@ def _skipped(path: Path, rel: str, separate: set[str]) -> bool:
     return path.name in _SKIP_NAMES or rel in separate or (path / "pyvenv.cfg").is_file()
 
 
+def state_path(dest: Path) -> Path:
+    """Where the stats of the copy at ``dest`` are kept: beside it, ``<dest>.json``."""
+    return dest.with_name(f"{dest.name}.json")
+
+
 def make(root: Path, dest: Path, separate: list[str]) -> dict[str, Stat]:
-    """Copy ``root`` into ``dest``, leaving out the ``separate`` paths; the copy's file stats."""
+    """Copy ``root`` into ``dest``, leaving out the ``separate`` paths; the copy's file stats,
+    also written to `state_path` once the copy is complete.
+
+    Raises:
+        OSError: the copy or its state could not be written.
+    """
     separate_set = {s.strip("/") for s in separate}
     copied: dict[str, Stat] = {}
     dest.mkdir(parents=True, exist_ok=True)
@@ -45,6 +67,8 @@ def make(root: Path, dest: Path, separate: list[str]) -> dict[str, Stat]:
         _copy(path, dest / rel)
         st = (dest / rel).lstat()
         copied[rel] = (st.st_size, st.st_mtime_ns)
+    state = {"format": FORMAT, "root": str(root), "separate": sorted(separate_set), "copied": copied}
+    atomic.write_bytes(state_path(dest), json.dumps(state).encode())
     return copied
 
 
@@ -86,3 +110,62 @@ def bring_back(dest: Path, root: Path, rels: list[str]) -> None:
             os.replace(source, target)
         except OSError:
             shutil.copy2(source, target)
+
+
+@dataclass
+class LeftOver:
+    """A copy left in a run's work directory: where it was copied from, and what changed in it."""
+
+    root: Path
+    changed: list[str]
+
+
+def left_over(work_dir: Path) -> LeftOver | None:
+    """The copy left in ``work_dir`` (``tree``), changing nothing. None when there is no copy, or
+    a copy without its state (the copy was never finished, so no command ran in it).
+
+    Raises:
+        CapsuleInvalid: the copy's state is unreadable.
+    """
+    dest = work_dir / TREE
+    if not dest.is_dir() or not state_path(dest).is_file():
+        return None
+    root, copied, separate = _read_state(state_path(dest))
+    return LeftOver(root, changed(dest, copied, separate))
+
+
+def recover(work_dir: Path, project_root: Path) -> list[str]:
+    """Finish a run's copy in ``work_dir``: put owners and modes back (`owners.restore_from`),
+    move the files the command changed into ``project_root``, remove the copy; those files.
+
+    Safe to call again after a crash in the middle: what was moved is no longer in the copy.
+    The caller makes sure nothing writes into the copy any more (no container of the run lives).
+
+    Raises:
+        CapsuleInvalid: the copy's state, or the owners kept for it, are unreadable (the copy
+            is left as it is, for the files to be taken by hand).
+    """
+    dest = work_dir / TREE
+    found = left_over(work_dir)  # reads the state first: an unreadable one changes nothing
+    owners.restore_from(work_dir / owners.STATE)
+    written = found.changed if found is not None else []
+    bring_back(dest, project_root, written)
+    shutil.rmtree(dest, ignore_errors=True)
+    state_path(dest).unlink(missing_ok=True)
+    return written
+
+
+def _read_state(path: Path) -> tuple[Path, dict[str, Stat], list[str]]:
+    try:
+        body = json.loads(path.read_bytes())
+        if body.get("format") != FORMAT:
+            raise ValueError(f"format {body.get('format')!r}")
+        copied = {str(rel): (int(st[0]), int(st[1])) for rel, st in body["copied"].items()}
+        return Path(body["root"]), copied, [str(s) for s in body["separate"]]
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise CapsuleInvalid(
+            f"the run's copy of the project cannot be matched to the project: {path} is unreadable ({e})",
+            member=path.name,
+            hint=f"copy the files you need from {path.with_suffix('')} into the project, delete it, "
+            "then try again",
+        ) from e

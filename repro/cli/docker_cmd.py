@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from repro import ui
+from repro import leftover, ui
 from repro.backends.base import Event
 from repro.errors import NotFoundError, ReproError
 
@@ -110,22 +110,22 @@ def _settings_base(app: Any) -> str | None:
 @click.pass_obj
 def gc(app: Any, with_images: bool, dry_run: bool) -> None:
     """Remove leftovers: incomplete runs, partial blobs, containers of runs whose repro died;
-    with --images, repro-built images that no kept run refers to. Works on a full disk."""
+    with --images, repro-built images that no kept run refers to. Works on a full disk.
+
+    Files a docker run killed with its repro wrote in its copy of the project (checkpoints)
+    are moved into the project first, where the run would have put them; a run whose copy
+    cannot be brought back (a process or container of it still runs) is kept, and said so."""
     store = app.store
     verb = "would remove" if dry_run else "removed"
     found = 0
-    for run_id in [row.id for row in store.rows() if row.status == "incomplete"]:
-        if not dry_run:
-            store.remove_run(run_id)
-        ui.out(f"{verb} incomplete run {run_id}")
+    for name in _stale_containers(store, dry_run):  # first: a run's copy is recovered once they are gone
+        ui.out(f"{verb} container {name} (its repro process is gone)")
         found += 1
+    found += _incomplete_runs(store, dry_run)
     for path in store.partial_blobs():
         if not dry_run:
             path.unlink(missing_ok=True)
         ui.out(f"{verb} partial blob {path.name}")
-        found += 1
-    for name in _stale_containers(store, dry_run):
-        ui.out(f"{verb} container {name} (its repro process is gone)")
         found += 1
     if not with_images:
         if not found:
@@ -140,6 +140,30 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
         ui.out(f"{verb} image {name} ({ui.human_bytes(img.size)})")
     if not removed:
         ui.info("no unused repro images")
+
+
+def _incomplete_runs(store: Any, dry_run: bool) -> int:
+    """Remove runs whose repro process died, after bringing back what a docker run left in its
+    copy of the project; a run whose copy cannot be recovered yet is kept, and said so."""
+    count = 0
+    for run_id in [row.id for row in store.rows() if row.status == "incomplete"]:
+        try:
+            files = leftover.changed(store, run_id) if dry_run else leftover.recover(store, run_id)
+        except ReproError as e:
+            ui.out(f"kept incomplete run {run_id}: {e}" + (f" ({e.hint})" if e.hint else ""))
+            continue
+        except OSError as e:
+            ui.out(f"kept incomplete run {run_id}: its copy of the project could not be brought back ({e})")
+            continue
+        if files:
+            shown = ", ".join(files[:5]) + (f" (+{len(files) - 5} more)" if len(files) > 5 else "")
+            verb = "would bring back" if dry_run else "brought back"
+            ui.out(f"{verb} {len(files)} file(s) run {run_id} wrote in its container's copy: {shown}")
+        if not dry_run:
+            store.remove_run(run_id)
+        ui.out(f"{'would remove' if dry_run else 'removed'} incomplete run {run_id}")
+        count += 1
+    return count
 
 
 def _stale_containers(store: Any, dry_run: bool) -> list[str]:

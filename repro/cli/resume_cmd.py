@@ -38,6 +38,10 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     that checkpoint was saved is restored right after it is loaded: the resumed run ends
     bit for bit where an uninterrupted one ends (strict mode). Exit status 4 when the
     command fails; `repro ls` shows the new run as "resume of REF".
+
+    A docker run killed with its repro process left its checkpoints in the container's
+    copy of the project: they are moved into the project first (once no process or
+    container of the run still runs) and recorded as the killed run's outputs.
     """
     store = app.store
     try:

@@ -282,13 +282,24 @@ def _on_rename(event: str, args: tuple[Any, ...]) -> None:
 
 
 def _path_of(f: Any) -> str | None:
-    return os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+    """The file a save or load is about: a path, or an open file's name (``with open(p, "wb") as f``)."""
+    if isinstance(f, (str, os.PathLike)):
+        return os.fspath(f)
+    name = getattr(f, "name", None)  # a BytesIO has none; a file opened from a descriptor has an int
+    if isinstance(name, str) and hasattr(f, "fileno") and os.path.isfile(name):
+        return name
+    return None
 
 
 def _after_save(f: Any) -> None:
     path = _path_of(f)
     if path is None:
         return
+    if not isinstance(f, (str, os.PathLike)):
+        try:
+            f.flush()  # the bytes just saved, on disk before they are hashed
+        except (OSError, ValueError):
+            return
     try:
         record_checkpoint(path)
     except Exception as e:  # the user's save itself succeeded

@@ -162,6 +162,22 @@ def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path,
     assert "lightning.fabric.utilities.cloud_io" in resume.HOOKS
 
 
+def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Path, tmp_path: Path) -> None:
+    import io
+
+    module = SimpleNamespace(save=lambda obj, f: f.write(repr(obj).encode()), load=lambda f: f.read())
+    resume._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    with open(tmp_path / "last.pt", "wb") as f:
+        module.save({"epoch": 3}, f)
+        assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1  # hashed after a flush, still open
+    with open(tmp_path / "last.pt", "rb") as reader:
+        assert module.load(reader) == b"{'epoch': 3}"
+    module.save({"epoch": 4}, io.BytesIO())  # no file behind it: nothing to record
+    assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
+    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    assert [e["event"] for e in events] == ["restored"]
+
+
 class FakeCuda:
     """`torch.cuda` with two devices whose generator states are real byte tensors."""
 

@@ -105,3 +105,7 @@ def test_earlier_writers_name_the_latest_run_that_wrote_those_bytes(tmp_path: Pa
     assert store.earlier_writers({"model.pt": "h2"}) == {}  # other bytes: the user's, not a run's
     store.remove_run("20260102-000000-bbbb")
     assert store.earlier_writers({"model.pt": "h1"}) == {"model.pt": "20260101-000000-aaaa"}
+    replay = Record(id="20260103-000000-cccc", created="2026-01-01T00:00:00+00:00", kind="replay")
+    replay.results.outputs = [FileEntry("model.pt", 1, "h1", True)]  # written in a scratch copy
+    store.seal(replay, store.begin_run(replay.id, ["python", "t.py"]))
+    assert store.earlier_writers({"model.pt": "h1"}) == {"model.pt": "20260101-000000-aaaa"}

@@ -1,0 +1,64 @@
+"""A docker run SIGKILLed together with its repro process (a preempted node) loses nothing.
+
+The container writes its checkpoints into its copy of the project, which only the end of
+the run moved back. Here repro, the command's processes and the container all die after the
+first checkpoint; `repro resume` seals the run as interrupted, bringing the copy's files back,
+and continues from the checkpoint to the very bytes an uninterrupted docker run ends with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from repro.backends import docker as backend
+from tests.conftest import Project
+from tests.integration.test_replay_docker import _engine
+from tests.integration.test_resume_real import _fresh, kill_after_checkpoint, resumable_project
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)"),
+]
+
+
+def _containers(run_id: str) -> list[dict[str, object]]:
+    with backend.engine() as client:
+        return list(client.api.containers(all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"}))
+
+
+def test_a_docker_run_killed_with_repro_resumes_from_its_checkpoint_bit_identical(project: Project) -> None:
+    resumable_project(project, "resumable_train.py")
+    project.lock_torch()
+    project.commit("lock")
+    args = ["--backend", "docker", "--seed", "7", "--data", "data",
+            "--", "python", "train.py", "--epochs=4", "--epoch-sleep=0.8"]  # fmt: skip
+    r = project.repro("run", *args)
+    assert r.code == 0, r.err
+    reference = _fresh(project)
+
+    killed = kill_after_checkpoint(project, args, within=0.5)
+    deadline = time.monotonic() + 30  # the node is gone: so is its container (the reaper removes it)
+    while _containers(killed) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _containers(killed) == [], "the container outlived repro"
+    tree = project.root / ".repro" / "runs" / killed / "work" / "tree"
+    assert (tree / "checkpoints" / "last.pt").is_file() and not (tree / "model.pt").exists()
+    assert not (project.root / "checkpoints" / "last.pt").exists()  # only the copy has it, until resumed
+
+    r = project.repro("resume", "latest", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["resumed_from"] == killed
+    assert "never sealed" in r.err and "=> resuming from checkpoints/last.pt" in r.err
+    assert "not exact" not in r.err
+    assert (project.root / "model.pt").read_bytes() == reference
+    assert (project.root / "checkpoints" / "last.pt").stat().st_uid == os.getuid()
+
+    interrupted = json.loads(project.repro("show", killed, "--json").out)
+    assert interrupted["results"]["status"] == "interrupted"
+    assert "checkpoints/last.pt" in [o["path"] for o in interrupted["results"]["outputs"]]
+    assert not (project.root / ".repro" / "runs" / killed / "work").exists()
