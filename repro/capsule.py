@@ -30,6 +30,9 @@ FORMAT = "repro.capsule/v1"
 READABLE_FORMATS = (FORMAT,)
 RECORD_NAME = "capsule.yaml"
 SUMS_NAME = "SHA256SUMS"
+# `repro export --sign`: a MAC over the exact bytes of SHA256SUMS (repro/signing.py). The one member
+# SHA256SUMS does not list; it comes after it, so adding it changes no other member.
+SIGNATURE_NAME = "SIGNATURE"
 BLOB_DIR = "blobs"
 # `repro export --with-image`: the environment image as `docker save` wrote it (every layer
 # once). Checksummed like every member; never extracted, streamed to the engine from the tar.
@@ -432,10 +435,14 @@ class _Hashing:
 
 
 def pack(
-    record: Record, blob_path: Callable[[str], Path], dest: Path, image_archive: Path | None = None
+    record: Record,
+    blob_path: Callable[[str], Path],
+    dest: Path,
+    image_archive: Path | None = None,
+    signer: Callable[[bytes], bytes] | None = None,
 ) -> Path:
-    """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS;
-    deterministic bytes.
+    """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
+    with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes; deterministic bytes.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
@@ -469,6 +476,9 @@ def pack(
                     sums.append(f"{reader.sha.hexdigest()}  {name}")
             body = ("\n".join(sums) + "\n").encode()
             tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
+            if signer is not None:
+                signature = signer(body)
+                tar.addfile(_tarinfo(SIGNATURE_NAME, len(signature)), io.BytesIO(signature))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -494,6 +504,8 @@ class Verified:
     record: Record
     members: list[str]
     image_size: int | None = None  # bytes of the carried image archive, when there is one
+    sums: bytes = b""  # the SHA256SUMS bytes every member was checked against
+    signature: bytes | None = None  # the SIGNATURE member, when the capsule is signed
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
@@ -552,7 +564,13 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
             raise CapsuleInvalid(f"blob {digest} named by the record is missing", member=blob_member(digest))
     if extract_to is not None:
         (extract_to / RECORD_NAME).write_bytes(contents[RECORD_NAME])
-    return Verified(record=record, members=sorted(digests), image_size=image_size)
+    return Verified(
+        record=record,
+        members=sorted(digests),
+        image_size=image_size,
+        sums=contents[SUMS_NAME],
+        signature=contents.get(SIGNATURE_NAME),
+    )
 
 
 def _open_tar(path: Path) -> tarfile.TarFile:
@@ -595,7 +613,7 @@ def _read_member(
     h = hashlib.sha256()
     blob = _blob_digest(name)
     x = xxhash.xxh3_128() if blob is not None else None
-    wanted = name in (RECORD_NAME, SUMS_NAME)
+    wanted = name in (RECORD_NAME, SUMS_NAME, SIGNATURE_NAME)
     buf = bytearray()
     out = None
     if extract_to is not None and not wanted:
@@ -646,12 +664,44 @@ def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str])
             raise CapsuleInvalid(
                 f"member {name} does not match its checksum (corrupt or tampered)", member=name
             )
-    extra = set(digests) - set(expected) - {SUMS_NAME}
+    extra = set(digests) - set(expected) - {SUMS_NAME, SIGNATURE_NAME}
     if extra:
         name = sorted(extra)[0]
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)
     if RECORD_NAME not in contents:
         raise CapsuleInvalid(f"{path.name} has no {RECORD_NAME}", member=RECORD_NAME)
+
+
+def read_seal(path: Path) -> tuple[bytes, bytes | None]:
+    """The SHA256SUMS and SIGNATURE (None when unsigned) of a capsule tar, read in place: other
+    members are skipped, nothing is extracted or checked against the sums.
+
+    Raises:
+        CapsuleInvalid: no such file, an unreadable tar, no SHA256SUMS, a member over its bound.
+    """
+    if not path.is_file():
+        raise CapsuleInvalid(
+            f"no capsule file at {path}", hint="check the path; export one with `repro export`"
+        )
+    found: dict[str, bytes] = {}
+    budget = rules.TarBudget(path.stat().st_size)
+    try:
+        with _open_tar(path) as tar:
+            for info in tar:
+                name = _safe_member_name(info.name)
+                if name not in (SUMS_NAME, SIGNATURE_NAME):
+                    budget.take(name, 0)  # skipped, not read: counted against the member bound only
+                    continue
+                if name in found or not info.isreg():
+                    raise CapsuleInvalid(f"member {name} appears twice or is not a regular file", member=name)
+                budget.take(name, info.size)
+                f = tar.extractfile(info)
+                found[name] = f.read() if f is not None else b""
+    except (tarfile.TarError, OSError, EOFError, zlib_error) as e:
+        raise CapsuleInvalid(f"{path.name} is not a readable capsule tar: {_first_line(e)}") from e
+    if SUMS_NAME not in found:
+        raise CapsuleInvalid(f"{path.name} has no {SUMS_NAME}", member=SUMS_NAME)
+    return found[SUMS_NAME], found.get(SIGNATURE_NAME)
 
 
 @contextlib.contextmanager

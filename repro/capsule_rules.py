@@ -23,6 +23,7 @@ RECORD_NAME = "capsule.yaml"
 # Bounds on what a capsule may cost before it is trusted (each with its reason).
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record with 100k manifest entries is ~11 MB
 MAX_SUMS_BYTES = 64 * 1024 * 1024  # one line per member
+MAX_SIGNATURE_BYTES = 4096  # SIGNATURE: one small JSON object (~200 bytes)
 MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
 MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
@@ -189,3 +190,5 @@ class TarBudget:
             raise CapsuleInvalid(f"{RECORD_NAME} is larger than {MAX_RECORD_BYTES >> 20} MiB", member=name)
         if name == "SHA256SUMS" and size > MAX_SUMS_BYTES:
             raise CapsuleInvalid(f"SHA256SUMS is larger than {MAX_SUMS_BYTES >> 20} MiB", member=name)
+        if name == "SIGNATURE" and size > MAX_SIGNATURE_BYTES:
+            raise CapsuleInvalid(f"SIGNATURE is larger than {MAX_SIGNATURE_BYTES} bytes", member=name)

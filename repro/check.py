@@ -45,7 +45,17 @@ from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.interrupt import ResumeCause
-from repro.replay import ReplayRequest, outputs_only, replay_record, run_replay, side, tolerance, verification
+from repro.replay import (
+    ReplayRequest,
+    outputs_only,
+    replay_record,
+    resolve_trusted,
+    run_replay,
+    side,
+    tolerance,
+    verification,
+)
+from repro.signing import Trust
 from repro.store import LoadedRun, Store
 
 DEFAULT_RUNS = 2
@@ -358,6 +368,7 @@ class AgainstRequest:
     allow_data_drift: bool = False
     atol: float | None = None
     rtol: float | None = None
+    trust: Trust | None = None  # the golden capsule's signature, checked before it is extracted
 
 
 def capture_current_code(
@@ -388,11 +399,12 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
     scratch directory restored from there.
 
     Raises:
-        NotFoundError: no such capsule or run. CapsuleInvalid: a corrupt capsule.
+        NotFoundError: no such capsule or run. CapsuleInvalid: a corrupt capsule, or one whose
+            signature fails ``request.trust``.
         DataDrift: the recorded data changed (unless allowed).
         UsageError, BackendUnavailable: as `repro replay`.
     """
-    loaded = store.resolve(request.capsule)
+    loaded = resolve_trusted(store, request.capsule, request.trust, on_event)
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record

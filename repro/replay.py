@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, steptrace
+from repro import __version__, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
@@ -29,7 +29,7 @@ from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env, expectation, verifiable_mode
-from repro.errors import DataDrift, ReproError, UsageError
+from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.lockfile import freeze_diff
@@ -52,6 +52,7 @@ class ReplayRequest:
     from_checkpoint: str | None = None  # replay only a window after this recorded checkpoint
     steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
     network: bool = False  # the capsule's own `backend.network` is never obeyed
+    trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
 
 
 @dataclass
@@ -243,7 +244,7 @@ def run_replay(
         UsageError: a world size change not allowed, redacted argv, unrestorable code.
         BackendUnavailable: the backend cannot run here.
     """
-    loaded = store.resolve(request.ref)
+    loaded = resolve_trusted(store, request.ref, request.trust, on_event)
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record
@@ -369,6 +370,31 @@ def run_replay(
         [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s))
     )
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None, on_event: OnEvent) -> LoadedRun:
+    """The run ``ref`` names; with ``trust``, a capsule file whose signature passes, checked before
+    anything is extracted (reported through ``on_event``), and the same SHA256SUMS found again when it is.
+
+    Raises:
+        UsageError: ``trust`` for a ref that is not a capsule file.
+        CapsuleInvalid: the signature fails ``trust``, or the file changed in between.
+    """
+    if trust is None:
+        return store.resolve(ref)
+    path = Path(ref)
+    if not (ref.endswith(".tar") or path.is_file()):
+        raise UsageError(
+            f"--key and --require-signed check an exported capsule; {ref} is a run in the store",
+            hint=f"replay the capsule file itself (`repro export {ref} --sign KEYFILE` makes one)",
+        )
+    seal = signing.check_capsule(path, trust)
+    said = f"signed with key {seal.key_id}, signature checked" if seal.checked else "not signed"
+    on_event(Event("info", f"{path.name}: {said}"))
+    loaded = store.open_capsule(path)
+    if loaded.sums_sha256 != seal.sums_sha256:
+        raise CapsuleInvalid(f"{path.name} changed while it was being read", hint="replay it again")
+    return loaded
 
 
 def outputs_only(s: Side) -> Side:

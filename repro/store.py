@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -75,6 +76,7 @@ class LoadedRun:
     blob_root: Path  # directory holding `blobs/`
     from_capsule: bool = False
     image_archive: Path | None = None  # the capsule tar, when it carries its environment image
+    sums_sha256: str | None = None  # SHA-256 of the SHA256SUMS a capsule was verified against
 
     def blob_path(self, digest: str) -> Path:
         return self.blob_root / blob_member(digest)
@@ -343,7 +345,15 @@ class Store:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         carried = path.resolve() if IMAGE_MEMBER in verified.members else None
-        return LoadedRun(verified.record, path.resolve(), scratch, from_capsule=True, image_archive=carried)
+        sums = hashlib.sha256(verified.sums).hexdigest()
+        return LoadedRun(
+            verified.record,
+            path.resolve(),
+            scratch,
+            from_capsule=True,
+            image_archive=carried,
+            sums_sha256=sums,
+        )
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:
         """Copy an extracted capsule into this store (blobs and record); idempotent.

@@ -45,6 +45,7 @@ def cli(ctx: click.Context, quiet: bool, project_dir: str | None) -> None:
     repro run train.py --lr 0.1          capture + run (docker when an engine answers, else local)
     repro ls / show RUN / export RUN     look at and share the records
     repro verify capsule.tar             integrity check of an exported capsule
+    repro keygen team.key                a signing key: export --sign, verify/replay --key
 
     Exit codes: 0 ok, 1 unexpected error, 2 usage/config, 3 backend unavailable,
     4 training command failed, 5 not reproduced, 6 capsule invalid, 130 interrupted.

@@ -16,6 +16,7 @@ from repro.cli.events import on_event, progress_factory, raise_for_status, sigte
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.runner import RunRequest
+from repro.signing import Trust
 from repro.ui import check as render
 from repro.ui import records as records_render
 
@@ -61,6 +62,7 @@ Exit status (stable; README "Exit codes"):
     help="Replay this golden capsule (.tar or run ref) against the current code instead.",
 )
 @options.replay_options
+@options.trust_options
 @click.option(
     "--junit",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -91,6 +93,7 @@ def check(
     markdown: Path | None,
     as_json: bool,
     compare_stdout: bool | None,
+    trust: Trust | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
 
@@ -113,7 +116,8 @@ def check(
     With --against, the capsule's recorded command is replayed against a fresh capture
     of the working tree (executed in a scratch directory; the tree is only read) and
     the current data; when the result differs, what changed since the capsule (code,
-    dependencies, …) is printed as `repro diff` shows it.
+    dependencies, …) is printed as `repro diff` shows it. With --key (and --require-signed)
+    the golden capsule's signature is checked first (exit 6 when it fails).
     """  # fmt: skip
     flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
     argv = list(command)
@@ -123,6 +127,8 @@ def check(
         raise UsageError("give either a COMMAND or --against CAPSULE, not both")
     if against and interrupts:
         raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
+    if trust is not None and not against:
+        raise UsageError("--key and --require-signed check the capsule given to --against")
     if not against and not argv:
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
@@ -136,6 +142,7 @@ def check(
                     allow_data_drift=allow_data_drift,
                     atol=atol,
                     rtol=rtol,
+                    trust=trust,
                 )
                 result = core.run_against(request, app.store, app.plan(flags), on_event)
             elif interrupts:

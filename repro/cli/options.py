@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from repro import signing
 from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 
@@ -250,3 +251,44 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ):  # fmt: skip
         wrapper = option(wrapper)
     return wrapper
+
+
+def trust_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --key and --require-signed (verify, replay, check --against); the command receives
+    `trust: Trust | None` (None when neither is given), the key file already read.
+
+    Raises:
+        UsageError: --require-signed without --key; a missing, unreadable or wrong-size key file.
+    """
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        key_path, require = kwargs.pop("key_path"), kwargs.pop("require_signed")
+        kwargs["trust"] = trust(key_path, require)
+        return f(*args, **kwargs)
+
+    wrapper = click.option(
+        "--require-signed", is_flag=True,
+        help="Fail (exit 6) unless the capsule is signed with the --key given.",
+    )(wrapper)  # fmt: skip
+    return click.option(
+        "--key", "key_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
+        help="Check the capsule's signature with this key file (from `repro keygen`): exit 6 when it "
+        "was changed after signing or signed with another key.",
+    )(wrapper)  # fmt: skip
+
+
+def trust(key_path: Path | None, require: bool) -> signing.Trust | None:
+    """What --key and --require-signed ask of a capsule.
+
+    Raises:
+        UsageError: --require-signed without --key; a bad key file.
+    """
+    if require and key_path is None:
+        raise UsageError(
+            "--require-signed needs --key KEYFILE: without the key a signature proves nothing",
+            hint="add --key with the key the capsule was signed with",
+        )
+    if key_path is None:
+        return None
+    return signing.Trust(signing.load_key(key_path), require)

@@ -1,4 +1,4 @@
-"""`repro ls`, `show`, `export`, `verify`: looking at and sharing records."""
+"""`repro ls`, `show`, `export`, `verify`, `keygen`: looking at and sharing records."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from pathlib import Path
 
 import click
 
-from repro import ui
+from repro import signing, ui
 from repro.capsule import Record, verify_tar
+from repro.cli import options
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
 from repro.exporting import export_run
+from repro.signing import Seal, Trust
 from repro.ui import records as render
 
 
@@ -66,28 +68,46 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 @click.option("--with-image", is_flag=True,
               help="capsule: carry the environment image inside (docker save): the capsule replays with "
               "no network, wheelhouse or base image.")  # fmt: skip
+@click.option("--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
+              envvar="REPRO_SIGNING_KEY", show_envvar=True,
+              help="capsule: sign it with this key file (from `repro keygen`): a SIGNATURE member, an "
+              "HMAC-SHA256 over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
 @pass_app
 def export(
-    app: AppContext, ref: str, output: str | None, as_: str, image: str | None, with_image: bool
+    app: AppContext,
+    ref: str,
+    output: str | None,
+    as_: str,
+    image: str | None,
+    with_image: bool,
+    sign_path: Path | None,
 ) -> None:
     """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
 
     \b
     repro export latest -o run.tar
     repro export latest -o run.tar --with-image            the environment image travels inside
+    repro export latest -o run.tar --sign team.key         signed: `repro verify run.tar --key team.key`
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
     loaded = app.store.resolve(ref)
     record = loaded.record
     if as_ == "capsule":
+        key = signing.load_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
-        done = export_run(loaded, dest, with_image)
+        done = export_run(loaded, dest, with_image, key)
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
-        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size})")
+        signed = f", signed with key {done.key_id}" if done.key_id else ""
+        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}")
         return
+    source = click.get_current_context().get_parameter_source("sign_path")
+    if sign_path is not None and source is click.core.ParameterSource.COMMANDLINE:
+        raise UsageError(
+            f"--sign applies to capsules, not --as {as_}", hint="repro export REF --sign KEYFILE"
+        )
     if with_image:
         raise UsageError(
             f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image"
@@ -127,30 +147,42 @@ def _k8s_image(record: Record, image: str | None) -> str:
 
 @click.command("verify")
 @click.argument("ref")
+@options.trust_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
-def verify(app: AppContext, ref: str, as_json: bool) -> None:
+def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     """Check a capsule's integrity: every member against its checksum, every blob against its
     content-address name, every path in the record inside its root. Exit 6 when it fails.
 
-    REF is a capsule .tar, or a run in the store (its blobs are re-hashed). A capsule that
-    passes is consistent; that says nothing of who made it: replay only capsules you trust.
+    \b
+    REF is a capsule .tar, or a run in the store (its blobs are re-hashed). Without a key a
+    passing capsule is only consistent: anyone can recompute SHA256SUMS. It shows "signed with
+    key <id>" or "not signed"; with --key the signature is checked: a holder of that key
+    sealed it and no member changed since (exit 6 otherwise).
     """
     path = Path(ref)
     image_size: int | None = None
-    if path.is_file():
+    seal: Seal | None = None
+    if path.is_file() or ref.endswith(".tar"):
         verified = verify_tar(path)
         record, count, image_size = verified.record, len(verified.members), verified.image_size
+        seal = signing.check_seal(path.name, verified.sums, verified.signature, trust or Trust())
     else:
+        if trust is not None:
+            raise UsageError(
+                "--key and --require-signed check an exported capsule .tar, not a run in the store"
+            )
         loaded = app.store.resolve(ref)
         record = loaded.record
         count = _verify_store_run(loaded.blob_path, record.blobs())
     if as_json:
         result = {"ok": True, "id": record.id, "members": count, "format": record.format}
-        ui.json_out({**result, "image_bytes": image_size})
+        ui.json_out({**result, "image_bytes": image_size, **render.seal_dict(seal)})
     else:
         image = f", image {ui.human_bytes(image_size)} included" if image_size is not None else ""
         ui.out(f"ok: {record.id} ({record.format}), {count} members verified{image}")
+        if seal is not None:
+            ui.out(render.seal_text(seal))
 
 
 def _verify_store_run(blob_path: object, digests: set[str]) -> int:
@@ -166,4 +198,19 @@ def _verify_store_run(blob_path: object, digests: set[str]) -> int:
     return len(digests) + 1
 
 
-COMMANDS = [ls, show, export, verify]
+@click.command("keygen")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def keygen(path: Path) -> None:
+    """Write a new signing key: 32 random bytes at PATH, mode 0600; never overwrites a file.
+
+    \b
+    repro keygen team.key                                 prints the key id
+    repro export RUN --sign team.key -o run.tar          (or REPRO_SIGNING_KEY=team.key)
+    repro verify run.tar --key team.key --require-signed
+    A shared secret: whoever holds the file can sign capsules as well as check them.
+    """
+    key = signing.new_key(path)
+    ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
+
+
+COMMANDS = [ls, show, export, verify, keygen]

@@ -13,6 +13,7 @@ from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.replay import ReplayRequest, run_replay
+from repro.signing import Trust
 from repro.ui import verdict as render
 
 
@@ -46,6 +47,7 @@ from repro.ui import verdict as render
     is_flag=True,
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
 )
+@options.trust_options
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.option(
     "--markdown",
@@ -71,6 +73,7 @@ def replay(
     from_checkpoint: str | None,
     steps: int | None,
     compare_stdout: bool | None,
+    trust: Trust | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -87,6 +90,8 @@ def replay(
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
     A capsule is untrusted input: a path that leaves its root is refused (exit 6); the
     network stays off unless --network; the process environment comes from repro's own list.
+    With --key (and --require-signed) the capsule's signature is checked before anything is
+    extracted or run: exit 6 when it fails.
 
     \b
     Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
@@ -112,6 +117,7 @@ def replay(
         from_checkpoint=from_checkpoint,
         steps=steps,
         network=network,
+        trust=trust,
     )
     try:
         with sigterm_interrupts():

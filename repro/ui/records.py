@@ -1,4 +1,4 @@
-"""Rendering of run records: the `run` summary line, `ls` table, `show` summary."""
+"""Rendering of run records: the `run` summary line, `ls` table, `show` summary, `verify`'s signature."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from repro import ui
 from repro.capsule import Record
 from repro.determinism import ledger_text
+from repro.signing import Seal
 from repro.store import RunRow
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
@@ -225,3 +226,19 @@ def show_text(record: Record) -> str:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {v}" for k, v in lines)
+
+
+def seal_text(seal: Seal) -> str:
+    """`repro verify`'s line about a capsule's signature."""
+    if not seal.signed:
+        return "not signed"
+    if seal.checked:
+        return f"signed with key {seal.key_id}: signature checked, sealed by a holder of that key"
+    return f"signed with key {seal.key_id} (not checked: pass --key KEYFILE)"
+
+
+def seal_dict(seal: Seal | None) -> dict[str, Any]:
+    """`repro verify --json`'s signature fields (all None for a run in the store)."""
+    if seal is None:
+        return {"signed": None, "key_id": None, "signature_checked": None}
+    return {"signed": seal.signed, "key_id": seal.key_id, "signature_checked": seal.checked}

@@ -1,0 +1,105 @@
+"""The signing rules on bytes: keys, the SIGNATURE member, and what a hostile one gets."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from repro import signing
+from repro.capsule import Record, pack, read_seal, verify_tar
+from repro.errors import CapsuleInvalid, ExitCode, UsageError
+from repro.signing import Trust
+
+SUMS = b"0" * 64 + b"  capsule.yaml\n"
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> signing.SigningKey:
+    return signing.new_key(tmp_path / "team.key")
+
+
+def test_a_new_key_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        made = signing.new_key(tmp_path / "k")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
+    assert made.id == hashlib.sha256((tmp_path / "k").read_bytes()).hexdigest()[:16]
+    assert signing.load_key(tmp_path / "k") == made
+    assert signing.new_key(tmp_path / "k2").id != made.id
+
+
+def test_sign_then_check_and_every_byte_counts(key: signing.SigningKey) -> None:
+    signature = signing.sign(key, SUMS)
+    assert signing.sign(key, SUMS) == signature  # deterministic: re-exports give the same bytes
+    seal = signing.check_seal("run.tar", SUMS, signature, Trust(key, require=True))
+    assert (seal.signed, seal.key_id, seal.checked) == (True, key.id, True)
+    assert signing.check_seal("run.tar", SUMS, signature, Trust()).checked is False
+    for i in (0, len(SUMS) - 1):
+        changed = bytearray(SUMS)
+        changed[i] ^= 1
+        with pytest.raises(CapsuleInvalid, match=f"bad signature for key {key.id}") as e:
+            signing.check_seal("run.tar", bytes(changed), signature, Trust(key))
+        assert e.value.exit_code == ExitCode.CAPSULE_INVALID
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"algorithm": "none", "key_id": "0000000000000000", "mac": ""}', "algorithm 'none'"),
+        (b'{"algorithm": "hmac-sha256", "key_id": "../x", "mac": "00"}', "malformed"),
+        (b'{"algorithm": "hmac-sha256", "key_id": "0000000000000000", "mac": 5}', "malformed"),
+    ],
+)
+def test_a_malformed_signature_is_refused_even_without_a_key(body: bytes, match: str) -> None:
+    with pytest.raises(CapsuleInvalid, match=match):
+        signing.check_seal("run.tar", SUMS, body, Trust())
+
+
+def test_unsigned_passes_unless_required(key: signing.SigningKey) -> None:
+    assert signing.check_seal("run.tar", SUMS, None, Trust(key)).signed is False
+    with pytest.raises(CapsuleInvalid, match="run.tar is not signed"):
+        signing.check_seal("run.tar", SUMS, None, Trust(key, require=True))
+
+
+@pytest.mark.parametrize("content", [b"", b"x" * 31, b"x" * 4096])
+def test_a_key_of_another_size_is_a_usage_error(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "k").write_bytes(content)
+    with pytest.raises(UsageError, match="is not a repro key") as e:
+        signing.load_key(tmp_path / "k")
+    assert e.value.exit_code == ExitCode.USAGE and "repro keygen" in (e.value.hint or "")
+
+
+def _tar(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_seal_members_are_bounded_and_read_in_place(tmp_path: Path, key: signing.SigningKey) -> None:
+    record = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00")
+    tar = pack(record, lambda d: tmp_path / d, tmp_path / "run.tar", signer=lambda s: signing.sign(key, s))
+    sums, signature = read_seal(tar)
+    assert verify_tar(tar).sums == sums and verify_tar(tar).signature == signature
+    with tarfile.open(tar) as t:
+        members = {m.name: t.extractfile(m).read() for m in t}  # type: ignore[union-attr]
+    huge = _tar(tmp_path / "huge.tar", {**members, "SIGNATURE": json.dumps({"pad": "x" * 5000}).encode()})
+    for read in (read_seal, verify_tar):
+        with pytest.raises(CapsuleInvalid, match="SIGNATURE is larger than 4096 bytes"):
+            read(huge)
+    (tmp_path / "not.tar").write_bytes(b"hello")
+    with pytest.raises(CapsuleInvalid, match="not a tar archive"):
+        read_seal(tmp_path / "not.tar")
