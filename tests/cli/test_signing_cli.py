@@ -150,9 +150,9 @@ def test_verify_shows_and_checks_the_signature(cli, made: Signed) -> None:  # ty
     assert (result["signed"], result["key_id"], result["signature_checked"]) == (True, key_id, True)
 
 
-def test_a_member_changed_after_signing_fails_only_on_the_signature(
+def test_a_member_changed_after_signing_fails_only_on_the_signature(  # type: ignore[no-untyped-def]
     cli, made: Signed, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     bad = _tampered(made.signed, tmp_path / "bad.tar")
     assert cli("verify", str(bad), cwd=made.root).code == 0  # consistent: the sums were recomputed
     r = cli("verify", str(bad), "--key", str(made.key), cwd=made.root)
@@ -191,9 +191,9 @@ def test_a_bad_key_file_is_a_usage_error(cli, made: Signed, tmp_path: Path, cont
     assert not (tmp_path / "x.tar").exists()
 
 
-def test_replay_refuses_a_tampered_capsule_before_extracting_and_runs_a_good_one(
+def test_replay_refuses_a_tampered_capsule_before_extracting_and_runs_a_good_one(  # type: ignore[no-untyped-def]
     cli, made: Signed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
@@ -257,9 +257,9 @@ def test_signing_flags_apply_to_capsule_files_only(cli, made: Signed, tmp_path: 
     assert slurm.code == ExitCode.USAGE and "--sign applies to capsules" in slurm.err
 
 
-def test_repro_signing_key_signs_exports(
+def test_repro_signing_key_signs_exports(  # type: ignore[no-untyped-def]
     cli, made: Signed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     monkeypatch.setenv("REPRO_SIGNING_KEY", str(made.key))
     r = cli("export", made.run_id, "-o", str(tmp_path / "env.tar"), cwd=made.root)
     assert r.code == 0 and "signed with key" in r.out
