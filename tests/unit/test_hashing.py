@@ -98,6 +98,18 @@ def test_cache_creates_parent_dirs_and_wal(tmp_path: Path, cache: HashCache) -> 
     assert mode == "wal"
 
 
+def test_a_damaged_cache_is_dropped_and_started_afresh(tmp_path: Path) -> None:
+    db = tmp_path / "cache" / "hashes.sqlite"
+    db.parent.mkdir()
+    db.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 64)  # a torn page after a power loss
+    (tmp_path / "a.bin").write_bytes(b"x" * 100)
+    with HashCache(db) as cache:
+        assert cache.enabled
+        first = hash_file_cached(tmp_path / "a.bin", cache)
+    with HashCache(db) as cache:
+        assert hash_file_cached(tmp_path / "a.bin", cache) == first == hash_file(tmp_path / "a.bin")
+
+
 def test_unchanged_file_is_not_read_again(
     tmp_path: Path, cache: HashCache, count_reads: list[str], no_racy_window: None
 ) -> None:
