@@ -61,11 +61,7 @@ def recover(store: Store, run_id: str) -> list[str]:
     check_ended(store, run_id)
     if not has_copy(store, run_id):
         return []
-    work = _work(store, run_id)
-    found = scratch.left_over(work)
-    # Back where it was copied from; the project itself when that place is gone (a moved project).
-    root = found.root if found is not None and found.root.is_dir() else store.root
-    return scratch.recover(work, root)
+    return scratch.recover(_work(store, run_id), store.root)
 
 
 def changed(store: Store, run_id: str) -> list[str]:

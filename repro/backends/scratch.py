@@ -136,7 +136,8 @@ def left_over(work_dir: Path) -> LeftOver | None:
 
 def recover(work_dir: Path, project_root: Path) -> list[str]:
     """Finish a run's copy in ``work_dir``: put owners and modes back (`owners.restore_from`),
-    move the files the command changed into ``project_root``, remove the copy; those files.
+    move the files the command changed back where the copy was made from (else into
+    ``project_root``), remove the copy; those files.
 
     Safe to call again after a crash in the middle: what was moved is no longer in the copy.
     The caller makes sure nothing writes into the copy any more (no container of the run lives).
@@ -149,7 +150,9 @@ def recover(work_dir: Path, project_root: Path) -> list[str]:
     found = left_over(work_dir)  # reads the state first: an unreadable one changes nothing
     owners.restore_from(work_dir / owners.STATE)
     written = found.changed if found is not None else []
-    bring_back(dest, project_root, written)
+    # Back where it was copied from; ``project_root`` when that place is gone (a moved project).
+    root = found.root if found is not None and found.root.is_dir() else project_root
+    bring_back(dest, root, written)
     shutil.rmtree(dest, ignore_errors=True)
     state_path(dest).unlink(missing_ok=True)
     return written
