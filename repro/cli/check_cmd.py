@@ -133,6 +133,12 @@ def check(
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
         )
+    plan = app.plan(flags)
+    run = RunRequest(argv=argv, cwd=Path.cwd())
+
+    def announce(record: Record) -> None:
+        _announce(record, app)
+
     try:
         with sigterm_interrupts():
             if against:
@@ -144,28 +150,16 @@ def check(
                     rtol=rtol,
                     trust=trust,
                 )
-                result = core.run_against(request, app.store, app.plan(flags), on_event)
+                result = core.run_against(request, app.store, plan, on_event)
             elif interrupts:
                 result = core.run_interrupt_check(
-                    RunRequest(argv=argv, cwd=Path.cwd()),
-                    app.store,
-                    app.plan(flags),
-                    on_event,
-                    interrupts=interrupts,
-                    on_record=lambda r: _announce(r, app),
+                    run, app.store, plan, on_event, interrupts=interrupts, on_record=announce
                 )
             else:
                 result = core.run_check(
-                    RunRequest(argv=argv, cwd=Path.cwd()),
-                    app.store,
-                    app.plan(flags),
-                    on_event,
-                    runs=runs,
-                    atol=atol,
-                    rtol=rtol,
-                    on_record=lambda r: _announce(r, app),
-                    progress=progress_factory,
-                )
+                    run, app.store, plan, on_event, runs=runs, atol=atol, rtol=rtol,
+                    on_record=announce, progress=progress_factory,
+                )  # fmt: skip
     except KeyboardInterrupt as e:
         raise Interrupted("check interrupted") from e
     _report(result, junit, markdown, as_json)
