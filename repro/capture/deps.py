@@ -17,7 +17,6 @@ project, and in a per-user cache shared between projects.
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from repro import atomic
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import hash_bytes
 from repro.lockfile import (
@@ -237,15 +237,12 @@ def _lock(plan: LockPlan, compiled: bool) -> Lock:
 def _install(plan: LockPlan) -> None:
     """Copy the cached compile into the project's lockfiles/, with its inputs header."""
     assert plan.source is not None and plan.how is not None
-    path = plan.lock_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     held = "".join(f"# held: {c}\n" for c in plan.how.constraints)
-    tmp.write_text(
+    text = (
         f"{HEADER}{plan.digest}\n# source: {plan.source.relative_to(plan.root).as_posix()}\n"
         f"# variant: {plan.variant}\n{held}" + plan.cached.read_text()
     )
-    os.replace(tmp, path)
+    atomic.write_bytes(plan.lock_path, text.encode())
 
 
 def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] | None = None) -> Lock:
@@ -389,9 +386,7 @@ def _compile(
         if not out.is_file():
             raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)
         kept = [ln for ln in out.read_text().splitlines() if not ln.startswith("#    pip-compile")]
-        tmp_dest = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-        tmp_dest.write_text("\n".join(kept) + "\n")
-        os.replace(tmp_dest, dest)
+        atomic.write_bytes(dest, ("\n".join(kept) + "\n").encode())
 
 
 def _errors(lines: list[str]) -> list[str]:
