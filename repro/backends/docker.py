@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
 
-from repro import images
+from repro import imagearchive, images
 from repro.backends import owners, scratch
 from repro.backends.base import (
     PROJECT_ENV,
@@ -48,7 +48,7 @@ from repro.backends.base import (
 )
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.errors import BackendUnavailable, BuildError, NotFoundError, ReproError
+from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError
 from repro.processes import pid_alive
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
@@ -251,29 +251,64 @@ def ensure_image(
 def _carried_image(
     client: docker.DockerClient, recorded: BuiltImage, archive: OpenImage, on_event: OnEvent
 ) -> BuiltImage:
-    """The recorded image: the engine's copy, or loaded from the capsule's archive.
+    """The recorded image, checked against the capsule's archive: the engine's copy when it has that
+    id, else loaded from the archive with every name in it ignored; tagged ``repro-env:sha256-…``
+    only, so no tag the capsule names is created or moved.
 
     Raises:
-        BuildError: the archive does not load, or loads an image other than the recorded one.
+        CapsuleInvalid: the archive does not hold the recorded image, or loads another one
+            (what it loaded is removed again).
+        BuildError: the engine rejected the archive.
     """
-    image_id, tag = recorded.id, recorded.tag
+    image_id = recorded.id
+    with archive() as stream:
+        held = imagearchive.read_index(stream).configs
+    if image_id not in held:
+        shown = ", ".join(i[:19] for i in held) or "no image"
+        raise CapsuleInvalid(
+            f"the capsule's image archive holds {shown}, not the recorded image {image_id[:19]}",
+            hint="the image archive was replaced or the record edited; do not replay this capsule",
+        )
     loaded = _image_id(client, image_id) is None
     if loaded:
-        on_event(Event("info", f"loading image {tag or image_id[:19]} from the capsule (no build)"))
-        load_image(client, archive, on_event)
-        if _image_id(client, image_id) is None:
-            raise BuildError(
-                f"the capsule's image archive did not hold the recorded image {image_id[:19]}",
-                hint="re-export the capsule with `repro export RUN --with-image`",
-            )
+        shown = image_id[:19]
+        on_event(Event("info", f"loading image {shown} from the capsule (no build; names in it are ignored)"))
+        _load_untagged(client, archive, held[image_id], image_id, on_event)
     else:
-        on_event(Event("info", f"reusing image {tag or image_id[:19]} (the one the capsule carries)"))
-    if tag and _image_id(client, tag) != image_id:
-        repository, _, version = str(tag).rpartition(":")
-        client.api.tag(image_id, repository, version)
-    return dataclasses.replace(
-        recorded, tag=tag or image_id, reused=not loaded, build_seconds=0.0, loaded=loaded
-    )
+        on_event(Event("info", f"reusing image {image_id[:19]} (the one the capsule carries)"))
+    tag = images.carried_tag(image_id)
+    repository, _, version = tag.partition(":")
+    client.api.tag(image_id, repository, version)
+    return dataclasses.replace(recorded, tag=tag, reused=not loaded, build_seconds=0.0, loaded=loaded)
+
+
+def _load_untagged(
+    client: docker.DockerClient, archive: OpenImage, config: str, image_id: str, on_event: OnEvent
+) -> None:
+    """Load the one image of ``archive`` whose config is ``config``, nameless, and make sure the
+    engine named it ``image_id``; whatever else it loaded, or all of it on failure, is removed.
+
+    Raises:
+        CapsuleInvalid: the engine loaded an image of another id.
+        BuildError: the engine rejected the archive.
+    """
+    before = {str(item["Id"]) for item in client.api.images(all=True)}
+    reported: list[str] = []
+    try:
+        with archive() as stream:
+            load_image(client, imagearchive.untagged(stream, config), on_event, reported)
+        if _image_id(client, image_id) is None or any(i != image_id for i in reported):
+            shown = ", ".join(i[:19] for i in reported) or "no image"
+            raise CapsuleInvalid(
+                f"the capsule's image archive loaded {shown}, not the recorded image {image_id[:19]}; "
+                "it was removed again",
+                hint="the image archive was replaced or the record edited; do not replay this capsule",
+            )
+    except BaseException:
+        for doomed in {*reported, image_id} - before:
+            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+                client.api.remove_image(doomed)
+        raise
 
 
 def save_image(image_id: str, tag: str | None, dest: Path) -> int:
@@ -301,22 +336,30 @@ def save_image(image_id: str, tag: str | None, dest: Path) -> int:
     return dest.stat().st_size
 
 
-def load_image(client: docker.DockerClient, archive: OpenImage, on_event: OnEvent) -> None:
-    """``docker load`` an image archive, streamed from where it lies (a capsule member).
+_LOADED = re.compile(r"Loaded image ID: (sha256:[0-9a-f]{64})")
+
+
+def load_image(
+    client: docker.DockerClient, archive: Iterable[bytes], on_event: OnEvent, loaded: list[str] | None = None
+) -> list[str]:
+    """``docker load`` an image archive streamed in chunks; the ids the engine says it loaded (also
+    appended to ``loaded`` as they come, so a caller knows them when the load fails half-way).
 
     Raises:
         BuildError: the engine rejected the archive.
     """
+    loaded = [] if loaded is None else loaded
     try:
-        with archive() as stream:
-            for chunk in client.api.load_image(stream):
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
-                text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
-                if text:
-                    on_event(Event("build", text))
+        for chunk in client.api.load_image(archive):
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
+            text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
+            if text:
+                loaded += _LOADED.findall(text)
+                on_event(Event("build", text))
     except docker.errors.APIError as e:
         raise BuildError(f"the engine could not load the capsule's image: {e.explanation or e}") from e
+    return loaded
 
 
 def _build(

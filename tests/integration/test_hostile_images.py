@@ -1,0 +1,294 @@
+"""Images from a capsule, against a real engine: a replaced image archive moves no tag, and a
+record does not choose the base image.
+
+Hostile capsules are made as an attacker would: a genuine `export --with-image`, its image
+archive replaced by one built `FROM repro-base` and saved with `RepoTags` naming the base image
+and other tags, the record edited to match, SHA256SUMS recomputed. Every image these tests make
+carries a unique `org.repro.test` label and is removed by the test; other images are only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from repro.backends import docker as backend
+from repro.capsule import IMAGE_MEMBER
+from repro.config import DEFAULT_BASE_IMAGE
+from tests.conftest import QUICKSTART_LOCK, Project, git
+
+docker = pytest.importorskip("docker")
+
+
+def _ready() -> str | None:
+    if not backend.engine_available():
+        return "no Docker engine answers (make docker-up starts one)"
+    with backend.engine() as client:
+        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
+            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make docker-up makes it)"
+    return None
+
+
+_REASON = _ready()
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+TEST_LABEL = "org.repro.test"
+
+# A training-shaped probe: argparse, outputs written where the run writes them, a line per step.
+PROBE = """\
+import argparse, json, os
+from pathlib import Path
+p = argparse.ArgumentParser()
+p.add_argument("--out", default="outputs")
+p.add_argument("--epochs", type=int, default=2)
+args = p.parse_args()
+Path(args.out).mkdir(exist_ok=True)
+for epoch in range(args.epochs):
+    print(f"epoch {epoch}: loss {1.0 / (epoch + 1):.4f}")
+seen = {name: os.path.exists(name) for name in ("/hostile", "/decoy")}
+Path(args.out, "probe.json").write_text(json.dumps(seen, sort_keys=True))
+print(json.dumps(seen, sort_keys=True))
+"""
+
+
+# --------------------------------------------------------------------------- engine helpers
+
+
+def _tags() -> dict[str, str]:
+    """Every tag in the engine → the image id it names."""
+    with backend.engine() as client:
+        return {t: str(i["Id"]) for i in client.api.images(all=True) for t in i.get("RepoTags") or []
+                if t != "<none>:<none>"}  # fmt: skip
+
+
+def _exists(ref: str) -> bool:
+    with backend.engine() as client:
+        return backend._image_id(client, ref) is not None
+
+
+def _build(dockerfile: str, tag: str, label: str) -> str:
+    """Build a small image (no network) with the test's label; its id."""
+    with backend.engine(timeout=600) as client:
+        image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
+                                       labels={TEST_LABEL: label}, network_mode="none")  # fmt: skip
+        return str(image.id)
+
+
+def _remove(*refs: str) -> None:
+    with backend.engine() as client:
+        for ref in refs:
+            try:
+                client.api.remove_image(ref, force=True)
+            except docker.errors.ImageNotFound:
+                pass
+
+
+@pytest.fixture
+def made() -> Iterator[list[str]]:
+    """Image refs a test made; removed afterwards, whatever happens."""
+    refs: list[str] = []
+    yield refs
+    _remove(*reversed(refs))
+
+
+def _saved_with_tags(image_id: str, repo_tags: list[str]) -> bytes:
+    """`docker save` of one image, its manifest and legacy `repositories` rewritten to name ``repo_tags``."""
+    with backend.engine(timeout=600) as client:
+        raw = b"".join(client.api.get_image(image_id, chunk_size=1 << 20))
+    members: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        for info in tar:
+            body = tar.extractfile(info).read() if info.isreg() else b""  # type: ignore[union-attr]
+            members[info.name] = (info, body)
+    manifest = json.loads(members["manifest.json"][1])
+    manifest[0]["RepoTags"] = repo_tags
+    top = manifest[0]["Layers"][-1].split("/")[0]
+    repositories: dict[str, dict[str, str]] = {}
+    for ref in repo_tags:
+        name, _, version = ref.rpartition(":")
+        repositories.setdefault(name, {})[version] = top
+    members["manifest.json"] = (members["manifest.json"][0], json.dumps(manifest).encode())
+    members["repositories"] = (tarfile.TarInfo("repositories"), json.dumps(repositories).encode())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for info, body in members.values():
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body) if info.isreg() else None)
+    return out.getvalue()
+
+
+# --------------------------------------------------------------------------- capsule helpers
+
+
+def _forge(tar: Path, dest: Path, edit: Callable[[dict[str, Any]], None], image: bytes | None = None) -> Path:
+    """Edit a capsule's record (and replace its image archive), then recompute SHA256SUMS."""
+    with tarfile.open(tar) as t:
+        members = {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
+    members.pop("SHA256SUMS")
+    if image is not None:
+        members[IMAGE_MEMBER] = image
+    record = yaml.safe_load(members["capsule.yaml"])
+    edit(record)
+    members["capsule.yaml"] = yaml.safe_dump(record, sort_keys=False).encode()
+    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
+    with tarfile.open(dest, "w") as out:
+        for name, body in [*members.items(), ("SHA256SUMS", sums)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            out.addfile(info, io.BytesIO(body))
+    return dest
+
+
+def _probe_project(project: Project, nonce: str = "") -> None:
+    project.write("probe.py", PROBE)
+    if nonce:  # a lockfile of its own: this project's image is built by this test, not found
+        project.write("requirements.txt", _tiny_lock() + f"# {nonce}\n")
+    project.commit("probe")
+
+
+def _tiny_lock() -> str:
+    """The typing-extensions entry of the committed torch lock: a one-wheel, hash-pinned lock."""
+    lines = QUICKSTART_LOCK.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("typing-extensions=="))
+    entry = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    --hash"):
+            break
+        entry.append(line)
+    return "\n".join(entry) + "\n"
+
+
+def _record(project: Project, ref: str = "latest", cwd: Path | None = None) -> dict[str, Any]:
+    r = project.repro("show", ref, "--json", cwd=cwd)
+    assert r.code == 0, r.err
+    return dict(json.loads(r.out))
+
+
+def _new_project(path: Path) -> Project:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    other = Project(path)
+    other.write(".gitignore", "outputs/\n")
+    other.commit("init")
+    return other
+
+
+# --------------------------------------------------------------------------- carried images
+
+
+def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path, made: list[str]) -> None:
+    key = uuid.uuid4().hex[:12]
+    _probe_project(project, nonce=f"carried test {key}")  # an image of its own, not one others share
+    assert project.repro("run", "--backend", "docker", "probe.py").code == 0
+    original = _record(project)
+    genuine = original["deps"]["image"]
+    made.append(genuine["id"])
+    tar = tmp_path / "export" / "probe.tar"
+    r = project.repro("export", "latest", "-o", str(tar), "--with-image")
+    assert r.code == 0, r.err
+
+    # The attacker's image: built on the base, saved under the base image's name and others.
+    hostile_tag = f"repro-hostile-test:{key}"
+    steps = "RUN ln -s /usr/bin/python3 /usr/local/bin/python && echo owned > /hostile\n"
+    hostile = _build(f"FROM {DEFAULT_BASE_IMAGE}\n{steps}", hostile_tag, f"hostile-{key}")
+    made.append(hostile)
+    names = [
+        DEFAULT_BASE_IMAGE,
+        genuine["tag"],
+        f"repro-victim-test:{key}",
+        f"localhost:5000/team/train:{key}",
+    ]
+    archive = _saved_with_tags(hostile, names)
+    _remove(hostile_tag, genuine["id"])  # the victim's engine has neither: the replay must load
+    assert not _exists(hostile)
+    before = _tags()
+
+    # 1. The archive replaced, the record left as it was: refused before anything is loaded.
+    swapped = _forge(tar, tmp_path / "swapped.tar", lambda rec: None, image=archive)
+    r = project.repro("replay", str(swapped), cwd=_new_project(tmp_path / "one").root)
+    assert r.code == 6, r.out + r.err
+    assert "not the recorded image" in r.err and "Traceback" not in r.err
+    assert _unmoved(before) and not _exists(hostile)
+    assert not any(_exists(n) for n in names[2:])
+
+    # 2. The record edited to match, naming the base image as its tag: loaded nameless, checked
+    # against the recorded id, tagged in repro's namespace only, and the run contained in it.
+    def claim(rec: dict[str, Any]) -> None:
+        rec["deps"]["image"].update(id=hostile, tag=DEFAULT_BASE_IMAGE, base=DEFAULT_BASE_IMAGE)
+
+    matched = _forge(tar, tmp_path / "matched.tar", claim, image=archive)
+    elsewhere = _new_project(tmp_path / "two")
+    r = project.repro("replay", str(matched), "--json", cwd=elsewhere.root)
+    assert r.code == 5, r.out + r.err  # it ran in the attacker's image (/hostile), so outputs differ
+    assert "outputs/probe.json" in r.out
+    new = {t: i for t, i in _tags().items() if t not in before and i == hostile}
+    assert new == {f"repro-env:sha256-{hostile[7:31]}": hostile}, new
+    assert _unmoved(before)
+    assert not any(_exists(n) for n in names[2:])
+    replay = _record(elsewhere)
+    assert replay["deps"]["image"]["id"] == hostile and replay["deps"]["image"]["loaded"] is True
+    assert replay["deps"]["image"]["tag"] == f"repro-env:sha256-{hostile[7:31]}"
+
+    # The genuine capsule still replays in its own image, loaded and named by its id.
+    r = project.repro("replay", str(tar), "--json", cwd=_new_project(tmp_path / "three").root)
+    assert r.code == 0 and json.loads(r.out)["status"] == "identical", r.out + r.err
+    assert _tags()[f"repro-env:sha256-{genuine['id'][7:31]}"] == genuine["id"] and _unmoved(before)
+
+    # Later builds start from the real base: replaying the original rebuilds it identical.
+    r = project.repro("replay", original["id"], "--json")
+    assert r.code == 0 and json.loads(r.out)["status"] == "identical", r.out + r.err
+    made.append(_record(project)["deps"]["image"]["id"])
+
+
+def _unmoved(before: dict[str, str]) -> bool:
+    """Every tag that existed before and still exists names the same image (others' work may come and go)."""
+    after = _tags()
+    return all(after[t] == i for t, i in before.items() if t in after) and DEFAULT_BASE_IMAGE in after
+
+
+def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path, made: list[str]) -> None:
+    key = uuid.uuid4().hex[:12]
+    decoy_tag = f"repro-decoy-test:{key}"
+    decoy = _build(f"FROM {DEFAULT_BASE_IMAGE}\nRUN touch /decoy\n", decoy_tag, f"decoy-{key}")
+    made.append(decoy_tag)
+    _probe_project(project, nonce=f"base test {key}")  # an image of its own: built on replay too
+    r = project.repro("run", "--backend", "docker", "probe.py")
+    assert r.code == 0, r.err
+    original = _record(project)
+    made.append(original["deps"]["image"]["id"])
+    base_id = original["deps"]["image"]["base_id"]
+    tar = tmp_path / "probe.tar"
+    assert project.repro("export", "latest", "-o", str(tar)).code == 0
+    _remove(original["deps"]["image"]["id"])  # the replay has to build
+
+    def decoy_base(rec: dict[str, Any]) -> None:
+        rec["deps"]["image"].update(base_id=decoy, base=decoy_tag)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = project.repro("replay", str(_forge(tar, tmp_path / "decoy.tar", decoy_base)), "--json", cwd=elsewhere)
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"  # /decoy was not there: not built FROM the decoy
+    assert "the recorded image was built on base" in r.err and decoy[:19] in r.err
+    replay = _record(project, cwd=elsewhere)
+    made.append(replay["deps"]["image"]["id"])
+    assert (
+        replay["deps"]["image"]["base_id"] == base_id
+        and replay["deps"]["image"]["base"] == DEFAULT_BASE_IMAGE
+    )
+
+    # A name that is no image reference never reaches a message or the engine.
+    def odd(rec: dict[str, Any]) -> None:
+        rec["deps"]["image"]["base"] = "repro-base:bookworm\n\x1b[2Jowned"
+
+    r = project.repro("replay", str(_forge(tar, tmp_path / "odd.tar", odd)), cwd=elsewhere)
+    assert r.code == 6 and "deps.image.base" in r.err and "\x1b" not in r.err, r.err
