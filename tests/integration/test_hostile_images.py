@@ -1,5 +1,5 @@
-"""Images from a capsule, against a real engine: a replaced image archive moves no tag, and a
-record does not choose the base image.
+"""Images from a capsule, against a real engine: a replaced image archive moves no tag, a record
+does not choose the base image, and `repro gc --images` touches only this store's images.
 
 Hostile capsules are made as an attacker would: a genuine `export --with-image`, its image
 archive replaced by one built `FROM repro-base` and saved with `RepoTags` naming the base image
@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -292,3 +293,80 @@ def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path,
 
     r = project.repro("replay", str(_forge(tar, tmp_path / "odd.tar", odd)), cwd=elsewhere)
     assert r.code == 6 and "deps.image.base" in r.err and "\x1b" not in r.err, r.err
+
+
+# --------------------------------------------------------------------------- gc --images
+
+
+def test_gc_images_touches_only_this_stores_images(project: Project, tmp_path: Path, made: list[str]) -> None:
+    key = uuid.uuid4().hex[:12]
+    _probe_project(project)
+
+    def run_with_lock(where: Project, nonce: str) -> dict[str, Any]:
+        where.write("requirements.txt", _tiny_lock() + f"# {nonce}\n")
+        where.commit(nonce)
+        r = where.repro("run", "--backend", "docker", "probe.py")
+        assert r.code == 0, r.err
+        record = _record(where)
+        made.append(record["deps"]["image"]["id"])
+        assert record["deps"]["image"]["reused"] is False  # this store made it
+        return record
+
+    unused = run_with_lock(project, f"gc unused {key}")
+    built_on = run_with_lock(project, f"gc parent {key}")
+    loaded_on = run_with_lock(project, f"gc loaded parent {key}")
+    retagged = run_with_lock(project, f"gc retagged {key}")
+    kept = run_with_lock(project, f"gc kept {key}")
+    other = _new_project(tmp_path / "other")
+    _probe_project(other)
+    theirs = run_with_lock(other, f"gc other store {key}")
+    # A repro-labelled image of another project; a user's image built on one of this store's;
+    # another user image that came through save/load (no parent link, as with BuildKit); and a
+    # name a user gave one of this store's images.
+    foreign = _build(f"FROM {DEFAULT_BASE_IMAGE}\nLABEL org.repro.lock-hash={key}\n", f"repro-env:{key}", key)
+    made.append(foreign)
+    user_tag, loaded_tag, named = (
+        f"repro-user-test:{key}",
+        f"repro-user-test:loaded-{key}",
+        f"mymodel-test:{key}",
+    )
+    user = _build(f"FROM {built_on['deps']['image']['tag']}\nRUN echo mine > /mine\n", user_tag, key)
+    made.append(user_tag)  # removed first: it stands on one of this store's images
+    _build(f"FROM {loaded_on['deps']['image']['tag']}\nRUN echo mine > /mine\n", loaded_tag, key)
+    made.append(loaded_tag)
+    with backend.engine(timeout=600) as client:
+        archive = b"".join(client.api.get_image(loaded_tag, chunk_size=1 << 20))
+        client.api.remove_image(loaded_tag)
+        list(client.api.load_image(archive))
+        assert not client.api.inspect_image(loaded_tag)["Parent"]  # no link to the image it stands on
+        client.api.tag(retagged["deps"]["image"]["id"], *named.split(":"))
+    made.append(named)
+    ours = (unused, built_on, loaded_on, retagged)
+    for record in ours:  # runs removed by hand: their images are unused now
+        shutil.rmtree(project.root / ".repro" / "runs" / record["id"])
+    base_id = _tags()[DEFAULT_BASE_IMAGE]
+
+    r = project.repro("gc", "--images", "--dry-run")
+    assert r.code == 0, r.err
+    assert unused["deps"]["image"]["tag"] in r.out and "would free" in r.out
+    assert _exists(unused["deps"]["image"]["id"])
+
+    r = project.repro("gc", "--images")
+    assert r.code == 0, r.err
+    removed = [line for line in r.out.splitlines() if line.startswith("removed image")]
+    assert len(removed) == 1 and unused["deps"]["image"]["tag"] in removed[0], r.out
+    assert any(line.startswith("freed ") for line in r.out.splitlines()), r.out
+    kept_lines = [line for line in r.out.splitlines() if line.startswith("kept image")]
+    assert len(kept_lines) == 3, r.out
+    assert f"{built_on['deps']['image']['tag']}" in r.out and f"image {user_tag} was built on it" in r.out
+    assert f"{loaded_on['deps']['image']['tag']}" in r.out and f"image {loaded_tag} was built on it" in r.out
+    assert f"it is also tagged {named}" in r.out
+    assert not _exists(unused["deps"]["image"]["id"])
+    for survivor in (built_on, loaded_on, retagged, kept, theirs):
+        assert _exists(survivor["deps"]["image"]["id"]), survivor["deps"]["image"]
+    assert _exists(foreign) and _exists(user) and _exists(loaded_tag) and _exists(named)
+    assert _tags()[DEFAULT_BASE_IMAGE] == base_id
+    assert theirs["deps"]["image"]["tag"] not in r.out and f"repro-env:{key}" not in r.out
+
+    r = project.repro("gc", "--images")  # nothing more to do, and it says so
+    assert r.code == 0 and "removed image" not in r.out, r.out + r.err

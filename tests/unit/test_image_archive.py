@@ -1,7 +1,7 @@
 """Images by content, without an engine: a capsule's image archive read and stripped of every
-name, the image names a record may carry, and the base-image note.
+name, the image names a record may carry, the store's image ledger, and the base-image note.
 
-The engine side (loading, tagging) is in
+The engine side (loading, tagging, `gc --images` on a real engine) is in
 tests/integration/test_hostile_images.py.
 """
 
@@ -12,13 +12,15 @@ import io
 import json
 import tarfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from repro import imagearchive, images
+from repro import imagearchive, images, store_images
 from repro.capsule import RECORD_NAME, ImageInfo, Record, dump_record, load_record
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.replay import base_note
+from repro.store import Store
 
 CONFIG_A = json.dumps({"architecture": "amd64", "config": {"Labels": {"a": "1"}}}).encode()
 CONFIG_B = json.dumps({"architecture": "amd64", "config": {"Labels": {"b": "2"}}}).encode()
@@ -216,3 +218,48 @@ def test_a_rebuilt_image_on_another_base_gets_one_note() -> None:
     assert ID_B[:19] in note and "sha256:eeeeeeeeeeee" in note and "verdict may" in note
     loaded = ImageInfo(id=ID_A, base="", base_id="sha256:" + "e" * 64, loaded=True)
     assert base_note(recorded, loaded) is None  # a carried image is not rebuilt: no base of this host
+
+
+# --------------------------------------------------------------------------- the store's image ledger
+
+
+def _sealed(store: Store, run_id: str, image_id: str | None) -> None:
+    record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
+    if image_id:
+        record.deps.image = ImageInfo(id=image_id, tag="repro-env:" + "b" * 24)
+    run_dir = store.runs_dir / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / RECORD_NAME).write_bytes(dump_record(record))
+
+
+def test_unused_images_are_those_this_store_made_and_no_run_of_it_refers_to(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.ensure()
+    made_gone, made_kept, found, imported, by_build = ("sha256:" + c * 64 for c in "12345")
+    uses = [
+        store_images.ImageUse(made_gone, "20260101-000000-aaaa", made=True),  # its run was removed
+        store_images.ImageUse(made_kept, "20260101-000000-bbbb", made=True),
+        store_images.ImageUse(found, "20260101-000000-aaaa", made=False),  # someone else's image
+        store_images.ImageUse(imported, "20260101-000000-cccc", made=True),
+        store_images.ImageUse(by_build, None, made=True),  # `repro build`, no run
+    ]
+    for use in uses:
+        store_images.note(store.dir, use)
+    with (store.dir / store_images.LEDGER).open("a") as ledger:
+        ledger.write("not json\n{}\n")  # damage is skipped
+    _sealed(store, "20260101-000000-bbbb", made_kept)
+    (store.runs_dir / "20260101-000000-dddd").mkdir()  # still running: its notes count
+    store_images.note(store.dir, store_images.ImageUse(imported, "20260101-000000-dddd", made=False))
+    _sealed(store, "20260101-000000-eeee", None)
+    assert store_images.uses(store.dir)[:5] == uses
+    assert store_images.unused(store) == [made_gone, by_build]
+
+    store_images.forget(store.dir, {made_gone})
+    assert made_gone not in {use.id for use in store_images.uses(store.dir)}
+    assert store_images.unused(store) == [by_build]
+
+
+def test_a_ledger_that_cannot_be_written_loses_the_note_not_the_run(tmp_path: Path) -> None:
+    missing = tmp_path / "no-store-here"
+    store_images.note(missing, store_images.ImageUse(ID_A, None, made=True))
+    assert not missing.exists() and store_images.uses(missing) == []
