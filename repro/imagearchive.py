@@ -96,13 +96,19 @@ def read_index(stream: IO[bytes]) -> ArchiveIndex:
 def untagged(stream: IO[bytes], config: str) -> Iterator[bytes]:
     """``stream`` as a tar to load: only the image whose config is member ``config`` in the manifest,
     with no name (no ``RepoTags``, no ``repositories``, no OCI name annotations); every other
-    member as it was. Read once, front to back; memory stays at one chunk.
+    member as it was. Read front to back; memory stays at one chunk.
 
     Raises:
         CapsuleInvalid: the archive is not a readable tar, or its manifest does not name ``config``.
     """
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
+        # Random access where the stream allows it (a capsule member does): tarfile's stream mode
+        # copies every byte through small buffers, at a third of the speed.
+        if stream.seekable():
+            tar = tarfile.open(fileobj=stream, mode="r:")
+        else:
+            tar = tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK)
+        with tar:
             for info in tar:
                 name = _name(info)
                 if name == REPOSITORIES:
