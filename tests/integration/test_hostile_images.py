@@ -9,6 +9,7 @@ carries a unique `org.repro.test` label and is removed by the test; other images
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -17,14 +18,16 @@ import tarfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
 
 from repro.backends import docker as backend
+from repro.backends.base import BuiltImage, Event
 from repro.capsule import IMAGE_MEMBER
 from repro.config import DEFAULT_BASE_IMAGE
+from repro.errors import CapsuleInvalid, ExitCode
 from tests.conftest import QUICKSTART_LOCK, Project, git
 
 docker = pytest.importorskip("docker")
@@ -254,6 +257,51 @@ def _unmoved(before: dict[str, str]) -> bool:
     """Every tag that existed before and still exists names the same image (others' work may come and go)."""
     after = _tags()
     return all(after[t] == i for t, i in before.items() if t in after) and DEFAULT_BASE_IMAGE in after
+
+
+def _renamed_config(raw: bytes, name: str) -> bytes:
+    """An archive whose one image config is stored (and named in the manifest) as ``name``."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        manifest = json.loads(src.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        old = manifest[0]["Config"]
+        manifest[0]["Config"] = name
+        for info in src:
+            body = src.extractfile(info).read() if info.isreg() else b""  # type: ignore[union-attr]
+            if info.name == "manifest.json":
+                body = json.dumps(manifest).encode()
+            info.name = name if info.name == old else info.name
+            info.size = len(body)
+            dst.addfile(info, io.BytesIO(body) if info.isreg() else None)
+    return out.getvalue()
+
+
+def test_an_archive_swapped_between_check_and_load_is_removed_again(made: list[str]) -> None:
+    """The archive checked is not the one loaded (a capsule replaced on a shared disk mid-replay):
+    the engine names the loaded image by its content, repro refuses it and removes it."""
+    key = uuid.uuid4().hex[:12]
+    genuine = _build(f"FROM {DEFAULT_BASE_IMAGE}\nLABEL genuine={key}\n", f"repro-genuine-test:{key}", key)
+    hostile = _build(
+        f"FROM {DEFAULT_BASE_IMAGE}\nRUN echo owned > /hostile\n", f"repro-hostile-test:{key}", key
+    )
+    made.extend([genuine, hostile])
+    checked = _saved_with_tags(genuine, [DEFAULT_BASE_IMAGE])
+    swapped = _renamed_config(_saved_with_tags(hostile, [DEFAULT_BASE_IMAGE]), f"{genuine[7:]}.json")
+    _remove(genuine, hostile)
+    opened = iter([checked, swapped])
+
+    def archive() -> contextlib.AbstractContextManager[IO[bytes]]:
+        return contextlib.nullcontext(io.BytesIO(next(opened)))
+
+    recorded = BuiltImage(genuine, DEFAULT_BASE_IMAGE, DEFAULT_BASE_IMAGE, "", "cpu", "", False, 0.0)
+    before = _tags()
+    events: list[Event] = []
+    with backend.engine() as client, pytest.raises(CapsuleInvalid, match="not the recorded image") as caught:
+        backend._carried_image(client, recorded, archive, events.append)
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
+    assert any(hostile in e.text for e in events)  # the engine did load it …
+    assert not _exists(hostile) and not _exists(genuine)  # … and it was removed again
+    assert _unmoved(before) and not {t for t, i in _tags().items() if i in (genuine, hostile)}
 
 
 def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path, made: list[str]) -> None:
