@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from repro.errors import CapsuleInvalid
+from repro.images import TEMPLATES, is_image_id, is_reference
 
 RECORD_NAME = "capsule.yaml"
 
@@ -103,6 +104,33 @@ def check_record(record: Any) -> None:
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
             raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)
+    check_image(record.deps.image)
+
+
+def check_image(image: Any) -> None:
+    """Refuse image names a record carries that are not what they claim: ids ``sha256:<64 hex>``,
+    tags and base names Docker references of bounded length, the template a known one. Checked
+    before any of them reaches a message or the engine.
+
+    Raises:
+        CapsuleInvalid: the first offending field, by name (exit 6).
+    """
+    if image is None:
+        return
+    hint = "the capsule was made by hand or tampered with; do not replay it"
+    rules = (
+        ("id", image.id, is_image_id, "an image id"),
+        ("base_id", image.base_id, is_image_id, "an image id"),
+        ("tag", image.tag, is_reference, "an image reference"),
+        ("base", image.base, is_reference, "an image reference"),
+        ("template", image.template, TEMPLATES.__contains__, f"one of {', '.join(TEMPLATES)}"),
+    )
+    for name, value, valid, what in rules:
+        if value is None or value == "":
+            continue
+        if not (isinstance(value, str) and valid(value)):
+            shown = repr(value[:80] if isinstance(value, str) else value)
+            raise CapsuleInvalid(f"capsule field deps.image.{name} is not {what}: {shown}", RECORD_NAME, hint)
 
 
 # --------------------------------------------------------------------------- YAML

@@ -21,7 +21,7 @@ from repro.backends.base import Event, OnEvent, RunSpec
 from repro.backends.slurm import JobState, SlurmBackend, SlurmOptions, job_state
 from repro.capsule import Record
 from repro.config import Settings
-from repro.runner import Prepared, collect, image_info, now_iso
+from repro.runner import Prepared, collect, now_iso, record_image
 from repro.store import DETACHED as MARKER
 from repro.store import Store
 
@@ -42,7 +42,7 @@ def submit(prepared: Prepared, backend: SlurmBackend, store: Store, on_event: On
     try:
         image = backend.prepare(spec, on_event)
         if image:
-            record.deps.image = image_info(image, store)
+            record_image(record, image, store)
         record.results.started = now_iso()
         job_id = backend.submit(spec, on_event)
     except BaseException:

@@ -21,7 +21,16 @@ from repro import __version__, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
-from repro.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, Record, ResultInfo, open_member
+from repro.capsule import (
+    IMAGE_MEMBER,
+    CodeInfo,
+    EnvInfo,
+    FileEntry,
+    ImageInfo,
+    Record,
+    ResultInfo,
+    open_member,
+)
 from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
@@ -304,9 +313,8 @@ def run_replay(
         lockfile = _restore_lock(original, loaded, run_dir)
         outputs = list(original.results.output_roots) or ["outputs"]
         data = [item.path for item in original.data.inputs]
-        base = (original.deps.image.base_id or original.deps.image.base) if original.deps.image else None
         spec = build_spec(
-            record, root, run_dir, data, outputs, lockfile, base or settings.base_image,
+            record, root, run_dir, data, outputs, lockfile, settings.base_image,
             list(original.command.argv), data_root=data_root,
         )  # fmt: skip
         if window is not None:
@@ -331,9 +339,10 @@ def run_replay(
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
                            f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
     execute(prepared, backend, store, on_event)
-    image, recorded = record.deps.image, original.deps.image
-    if image and recorded and image.base == recorded.base_id:
-        image.base = recorded.base  # built from the recorded id; keep the name it was recorded under
+    other_base = base_note(original.deps.image, record.deps.image)
+    if other_base:
+        on_event(Event("info", other_base))
+        notes.append(other_base)
     if backend.name == "local" and original.deps.freeze and record.deps.freeze:
         changed = freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:
@@ -370,6 +379,24 @@ def run_replay(
         [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s))
     )
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def base_note(recorded: ImageInfo | None, built: ImageInfo | None) -> str | None:
+    """One line when a rebuilt image stands on another base than the recorded one.
+
+    The base of a replay's image is this host's (``image.base``), never the one a record names:
+    a capsule does not choose which local image a build starts from. When the two differ, the
+    environment differs, and the verdict may too.
+    """
+    if not (recorded and built and recorded.base_id and built.base_id) or built.loaded:
+        return None
+    if recorded.base_id == built.base_id:
+        return None
+    return (
+        f"the recorded image was built on base {recorded.base_id[:19]} ({recorded.base or 'unnamed'}); "
+        f"this host's image.base {built.base} is {built.base_id[:19]}: the environment differs "
+        "and the verdict may too"
+    )
 
 
 def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None, on_event: OnEvent) -> LoadedRun:

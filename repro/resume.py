@@ -26,7 +26,7 @@ from repro.capture.code import capture_code
 from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache
-from repro.replay import check_recorded_data, recorded_slurm_options, rerun_record
+from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
 from repro.store import Store
 
 RESUMABLE = ("interrupted", "failed")
@@ -82,10 +82,9 @@ def resume(
     run_dir = store.begin_run(record.id, record.command.argv)
     outputs = list(original.results.output_roots) or list(settings.outputs)
     lockfile = _restore_lock(store, original, run_dir)
-    base = (original.deps.image.base_id or original.deps.image.base) if original.deps.image else None
     spec = runner.build_spec(
         record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
-        base or settings.base_image, list(original.command.argv), data_root=store.root,
+        settings.base_image, list(original.command.argv), data_root=store.root,
     )  # fmt: skip
     spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env or {})
@@ -107,6 +106,10 @@ def resume(
     tree = output_rules.snapshot_tree(root, spec.data)
     prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree)
     record = runner.execute(prepared, chosen, store, on_event)
+    other_base = base_note(original.deps.image, record.deps.image)
+    if other_base:
+        on_event(Event("info", other_base))
+        record.warnings.append(other_base)
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
     store.seal(record, run_dir)
     return record

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__, checkpoints
+from repro import __version__, checkpoints, store_images
 from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
@@ -402,7 +402,7 @@ def execute(
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
     if image:
-        record.deps.image = image_info(image, store)
+        record_image(record, image, store)
         spec.env.update(trackers.image_environment(image))
     record.results.started = now_iso()
     kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
@@ -480,6 +480,13 @@ def check_lock(record: Record) -> None:
         )
 
 
+def record_image(record: Record, image: BuiltImage, store: Store) -> None:
+    """Put the image a run uses in its record, and note it in the store's image ledger (what
+    `repro gc --images` may remove: images this store made)."""
+    record.deps.image = image_info(image, store)
+    store_images.note(store.dir, store_images.ImageUse(image.id, record.id, made=not image.reused))
+
+
 def image_info(image: BuiltImage, store: Store) -> ImageInfo:
     return ImageInfo(
         id=image.id,
@@ -518,7 +525,7 @@ def collect(
     res.status = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
-        record.deps.image = image_info(result.image, store)
+        record_image(record, result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         if path.is_file():
             res.logs[name] = put(path, "the logs")

@@ -18,9 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +30,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
 
-from repro import images
+from repro import imagearchive, images
 from repro.backends import owners, scratch
 from repro.backends.base import (
     PROJECT_ENV,
@@ -48,7 +48,7 @@ from repro.backends.base import (
 )
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.errors import BackendUnavailable, BuildError, NotFoundError, ReproError
+from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError
 from repro.processes import pid_alive
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
@@ -251,29 +251,64 @@ def ensure_image(
 def _carried_image(
     client: docker.DockerClient, recorded: BuiltImage, archive: OpenImage, on_event: OnEvent
 ) -> BuiltImage:
-    """The recorded image: the engine's copy, or loaded from the capsule's archive.
+    """The recorded image, checked against the capsule's archive: the engine's copy when it has that
+    id, else loaded from the archive with every name in it ignored; tagged ``repro-env:sha256-…``
+    only, so no tag the capsule names is created or moved.
 
     Raises:
-        BuildError: the archive does not load, or loads an image other than the recorded one.
+        CapsuleInvalid: the archive does not hold the recorded image, or loads another one
+            (what it loaded is removed again).
+        BuildError: the engine rejected the archive.
     """
-    image_id, tag = recorded.id, recorded.tag
+    image_id = recorded.id
+    with archive() as stream:
+        held = imagearchive.read_index(stream).configs
+    if image_id not in held:
+        shown = ", ".join(i[:19] for i in held) or "no image"
+        raise CapsuleInvalid(
+            f"the capsule's image archive holds {shown}, not the recorded image {image_id[:19]}",
+            hint="the image archive was replaced or the record edited; do not replay this capsule",
+        )
     loaded = _image_id(client, image_id) is None
     if loaded:
-        on_event(Event("info", f"loading image {tag or image_id[:19]} from the capsule (no build)"))
-        load_image(client, archive, on_event)
-        if _image_id(client, image_id) is None:
-            raise BuildError(
-                f"the capsule's image archive did not hold the recorded image {image_id[:19]}",
-                hint="re-export the capsule with `repro export RUN --with-image`",
-            )
+        shown = image_id[:19]
+        on_event(Event("info", f"loading image {shown} from the capsule (no build; names in it are ignored)"))
+        _load_untagged(client, archive, held[image_id], image_id, on_event)
     else:
-        on_event(Event("info", f"reusing image {tag or image_id[:19]} (the one the capsule carries)"))
-    if tag and _image_id(client, tag) != image_id:
-        repository, _, version = str(tag).rpartition(":")
-        client.api.tag(image_id, repository, version)
-    return dataclasses.replace(
-        recorded, tag=tag or image_id, reused=not loaded, build_seconds=0.0, loaded=loaded
-    )
+        on_event(Event("info", f"reusing image {image_id[:19]} (the one the capsule carries)"))
+    tag = images.carried_tag(image_id)
+    repository, _, version = tag.partition(":")
+    client.api.tag(image_id, repository, version)
+    return dataclasses.replace(recorded, tag=tag, reused=not loaded, build_seconds=0.0, loaded=loaded)
+
+
+def _load_untagged(
+    client: docker.DockerClient, archive: OpenImage, config: str, image_id: str, on_event: OnEvent
+) -> None:
+    """Load the one image of ``archive`` whose config is ``config``, nameless, and make sure the
+    engine named it ``image_id``; whatever else it loaded, or all of it on failure, is removed.
+
+    Raises:
+        CapsuleInvalid: the engine loaded an image of another id.
+        BuildError: the engine rejected the archive.
+    """
+    before = {str(item["Id"]) for item in client.api.images(all=True)}
+    reported: list[str] = []
+    try:
+        with archive() as stream:
+            load_image(client, imagearchive.untagged(stream, config), on_event, reported)
+        if _image_id(client, image_id) is None or any(i != image_id for i in reported):
+            shown = ", ".join(i[:19] for i in reported) or "no image"
+            raise CapsuleInvalid(
+                f"the capsule's image archive loaded {shown}, not the recorded image {image_id[:19]}; "
+                "it was removed again",
+                hint="the image archive was replaced or the record edited; do not replay this capsule",
+            )
+    except BaseException:
+        for doomed in {*reported, image_id} - before:
+            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+                client.api.remove_image(doomed)
+        raise
 
 
 def save_image(image_id: str, tag: str | None, dest: Path) -> int:
@@ -301,22 +336,30 @@ def save_image(image_id: str, tag: str | None, dest: Path) -> int:
     return dest.stat().st_size
 
 
-def load_image(client: docker.DockerClient, archive: OpenImage, on_event: OnEvent) -> None:
-    """``docker load`` an image archive, streamed from where it lies (a capsule member).
+_LOADED = re.compile(r"Loaded image ID: (sha256:[0-9a-f]{64})")
+
+
+def load_image(
+    client: docker.DockerClient, archive: Iterable[bytes], on_event: OnEvent, loaded: list[str] | None = None
+) -> list[str]:
+    """``docker load`` an image archive streamed in chunks; the ids the engine says it loaded (also
+    appended to ``loaded`` as they come, so a caller knows them when the load fails half-way).
 
     Raises:
         BuildError: the engine rejected the archive.
     """
+    loaded = [] if loaded is None else loaded
     try:
-        with archive() as stream:
-            for chunk in client.api.load_image(stream):
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
-                text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
-                if text:
-                    on_event(Event("build", text))
+        for chunk in client.api.load_image(archive):
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise BuildError(f"the engine could not load the capsule's image: {chunk['error']}")
+            text = str(chunk.get("stream", "")).strip() if isinstance(chunk, dict) else ""
+            if text:
+                loaded += _LOADED.findall(text)
+                on_event(Event("build", text))
     except docker.errors.APIError as e:
         raise BuildError(f"the engine could not load the capsule's image: {e.explanation or e}") from e
+    return loaded
 
 
 def _build(
@@ -703,57 +746,148 @@ def _remove_quietly(api: docker.APIClient, cid: str) -> None:
 
 @dataclass
 class ImageEntry:
-    """One repro-built image in the engine."""
+    """One image `repro gc --images` looked at."""
 
     id: str
     tags: list[str]
-    size: int
-    created: str
-    labels: dict[str, str]
+    size: int  # bytes only this image holds: what removing it alone frees
 
 
-def list_images() -> list[ImageEntry]:
-    """Every image in the engine that repro built (it carries the ``org.repro.lock-hash`` label).
+@dataclass
+class ImageSweep:
+    """What `remove_images` removed (or, on a dry run, would remove), kept, and found gone."""
 
-    Raises:
-        BackendUnavailable: no engine answers.
-    """
-    with engine() as client:
-        found = client.api.images(filters={"label": images.LABEL_LOCK})
-    return [
-        ImageEntry(
-            id=str(item["Id"]),
-            tags=[t for t in (item.get("RepoTags") or []) if t != "<none>:<none>"],
-            size=int(item.get("Size") or 0),
-            created=str(item.get("Created", "")),
-            labels=dict(item.get("Labels") or {}),
-        )
-        for item in found
-    ]
+    removed: list[ImageEntry] = field(default_factory=list)
+    kept: list[tuple[ImageEntry, str]] = field(default_factory=list)  # with the reason
+    gone: list[str] = field(default_factory=list)  # ids the engine no longer has
+    freed: int | None = None  # bytes the engine's layer storage shrank by (None on a dry run)
 
 
-def remove_images(keep: set[str], dry_run: bool = False) -> list[ImageEntry]:
-    """Remove repro-built images whose id and tags are not in ``keep``; returns those removed.
+def remove_images(candidates: Iterable[str], base: str, dry_run: bool = False) -> ImageSweep:
+    """Remove the images ``candidates`` names by id — the only images this may touch — except the
+    base image ``base``, an image someone tagged outside ``repro-env``, one other images were built
+    on, and one a container uses: those are kept, with the reason.
 
     Raises:
         BackendUnavailable: no engine answers.
     """
-    doomed = [img for img in list_images() if img.id not in keep and not keep.intersection(img.tags)]
-    if dry_run or not doomed:
-        return doomed
-    removed: list[ImageEntry] = []
+    sweep = ImageSweep()
     with engine() as client:
-        for img in doomed:
-            try:
-                # By tag, without force: the engine refuses images a container still uses.
-                for ref in img.tags or [img.id]:
-                    client.api.remove_image(ref)
-                removed.append(img)
-            except docker.errors.ImageNotFound:
-                removed.append(img)
-            except docker.errors.APIError:
-                continue  # in use by a container: left for the next gc
-    return removed
+        usage = client.api.df()
+        sizes = {
+            str(i["Id"]): int(i.get("Size") or 0) - int(i.get("SharedSize") or 0) for i in usage["Images"]
+        }
+        base_id = _image_id(client, base)
+        family = _Family(client)
+        for image_id in dict.fromkeys(candidates):
+            found = _inspect_or_none(client, image_id)
+            if found is None:
+                sweep.gone.append(image_id)
+                continue
+            tags = [t for t in (found.get("RepoTags") or []) if t != "<none>:<none>"]
+            entry = ImageEntry(image_id, tags, max(0, sizes.get(image_id, 0)))
+            why = _why_kept(client, entry, base_id, family)
+            if why is None and not dry_run:
+                why = _remove_image(client, entry)
+            if why is None:
+                sweep.removed.append(entry)
+            else:
+                sweep.kept.append((entry, why))
+        if sweep.removed and not dry_run:
+            sweep.freed = max(0, int(usage["LayersSize"]) - int(client.api.df()["LayersSize"]))
+    return sweep
+
+
+def _inspect_or_none(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
+    try:
+        return dict(client.api.inspect_image(ref))
+    except docker.errors.ImageNotFound:
+        return None
+
+
+class _Family:
+    """Which images were built on which: the engine's parent links (the classic builder) and, for
+    BuildKit builds that leave none, an image that carries another's repro labels and extends its
+    layers."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+        listed = client.api.images(all=True)
+        self.parents = {str(i["Id"]): str(i.get("ParentId") or "") for i in listed}
+        self.tags = {
+            str(i["Id"]): [t for t in i.get("RepoTags") or [] if t != "<none>:<none>"] for i in listed
+        }
+        self.leaves = [str(i["Id"]) for i in client.api.images()]
+        self._inspected: dict[str, dict[str, Any] | None] = {}
+
+    def _inspect(self, image_id: str) -> dict[str, Any] | None:
+        if image_id not in self._inspected:
+            self._inspected[image_id] = _inspect_or_none(self.client, image_id)
+        return self._inspected[image_id]
+
+    def _descends(self, image_id: str, ancestor: str) -> bool:
+        up, seen = self.parents.get(image_id, ""), 0
+        while up and seen < 10_000:
+            if up == ancestor:
+                return True
+            up, seen = self.parents.get(up, ""), seen + 1
+        return False
+
+    def child_of(self, image_id: str) -> str | None:
+        """An image built on ``image_id`` (by its tag when one is tagged), if there is one."""
+        children = [other for other in self.parents if self._descends(other, image_id)]
+        if not children:
+            children = [
+                other for other in self.leaves if other != image_id and self._extends(other, image_id)
+            ]
+        if not children:
+            return None
+        named = [tag for child in children for tag in self.tags.get(child, [])]
+        return named[0] if named else children[0].removeprefix("sha256:")[:12]
+
+    def _extends(self, other: str, image_id: str) -> bool:
+        """Whether ``other`` carries ``image_id``'s repro labels, was made after it and extends its
+        layers: what an image built on it with BuildKit (no parent link) looks like."""
+        ours, theirs = self._inspect(image_id) or {}, self._inspect(other) or {}
+        labels = _own_labels(ours)
+        if not labels or not labels.items() <= _own_labels(theirs).items():
+            return False  # a child inherits every label of the image it was built on
+        if str(theirs.get("Created", "")) <= str(ours.get("Created", "")):
+            return False  # an image made before this one was not built on it
+        layers = list((ours.get("RootFS") or {}).get("Layers") or [])
+        return list((theirs.get("RootFS") or {}).get("Layers") or [])[: len(layers)] == layers
+
+
+def _own_labels(inspected: dict[str, Any]) -> dict[str, str]:
+    labels = (inspected.get("Config") or {}).get("Labels") or {}
+    return {k: str(v) for k, v in labels.items() if k.startswith(images.LABEL_PREFIX)}
+
+
+def _why_kept(
+    client: docker.DockerClient, entry: ImageEntry, base_id: str | None, family: _Family
+) -> str | None:
+    if entry.id == base_id:
+        return "it is the base image (image.base)"
+    foreign = [t for t in entry.tags if not images.is_own_tag(t)]
+    if foreign:
+        return f"it is also tagged {', '.join(foreign[:3])}"
+    child = family.child_of(entry.id)
+    if child is not None:
+        return f"image {child} was built on it"
+    if client.api.containers(all=True, filters={"ancestor": entry.id}):
+        return "a container uses it"
+    return None
+
+
+def _remove_image(client: docker.DockerClient, entry: ImageEntry) -> str | None:
+    """Remove one image, its repro-env tags first, never forced; the engine's refusal, if it refuses."""
+    try:
+        for ref in [*entry.tags, entry.id]:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.api.remove_image(ref)
+    except docker.errors.APIError as e:
+        return f"the engine refused: {e.explanation or e}"
+    return None
 
 
 def remove_stale_containers(store_dir: Path, dry_run: bool = False) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from repro import leftover, ui
+from repro import leftover, store_images, ui
 from repro.backends.base import Event
 from repro.errors import NotFoundError, ReproError
 
@@ -58,6 +58,9 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     base = base_image or app.settings.base_image
     with engine() as client:
         built = ensure_image(client, lockfile, base, template_for("all" if gpus else None), _show_event)
+    if not built.reused:  # `repro gc --images` may remove it once no run of this store uses it
+        app.store.ensure()
+        store_images.note(app.store.dir, store_images.ImageUse(built.id, None, made=True))
     if as_json:
         data = dataclasses.asdict(built)
         data.pop("dockerfile_text")
@@ -104,13 +107,18 @@ def _settings_base(app: Any) -> str | None:
 
 @click.command("gc")
 @click.option(
-    "--images", "with_images", is_flag=True, help="Also remove repro-built images no kept run uses."
+    "--images",
+    "with_images",
+    is_flag=True,
+    help="Also remove images this store's runs made (built or loaded) that none of its runs uses now.",
 )
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.pass_obj
 def gc(app: Any, with_images: bool, dry_run: bool) -> None:
     """Remove leftovers: incomplete runs, partial blobs, containers of runs whose repro died;
-    with --images, repro-built images that no kept run refers to. Works on a full disk.
+    with --images, images this store's runs made that no run still in the store uses (never
+    another store's, the base image, one built on top of it or tagged outside repro-env).
+    Works on a full disk.
 
     Files a docker run killed with its repro wrote in its copy of the project (checkpoints)
     are moved into the project first, where the run would have put them; a run whose copy
@@ -131,15 +139,36 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
         if not found:
             ui.info("nothing to remove (pass --images to remove unused images too)")
         return
+    _unused_images(store, app.settings.base_image, dry_run)
+
+
+def _unused_images(store: Any, base: str, dry_run: bool) -> None:
+    """Remove the images this store made that none of its runs uses any more, and say what was
+    removed, what was kept and why, and the space freed."""
+    unused = store_images.unused(store)
+    if not unused:
+        ui.info("no unused images of this store")
+        return
     from repro.backends.docker import remove_images
 
-    keep = _kept_images(store)
-    removed = remove_images(keep, dry_run=dry_run)
-    for img in removed:
-        name = ", ".join(img.tags) or img.id[:19]
-        ui.out(f"{verb} image {name} ({ui.human_bytes(img.size)})")
-    if not removed:
-        ui.info("no unused repro images")
+    sweep = remove_images(unused, base, dry_run=dry_run)
+    if not dry_run:
+        store_images.forget(store.dir, {img.id for img in sweep.removed} | set(sweep.gone))
+    verb = "would remove" if dry_run else "removed"
+    for img in sweep.removed:
+        ui.out(f"{verb} image {_image_name(img.id, img.tags)} ({ui.human_bytes(img.size)} of its own)")
+    for img, why in sweep.kept:
+        ui.out(f"kept image {_image_name(img.id, img.tags)}: {why}")
+    if sweep.freed is not None:
+        ui.out(f"freed {ui.human_bytes(sweep.freed)} in the engine's image storage")
+    elif sweep.removed:
+        ui.out(f"would free at least {ui.human_bytes(sum(img.size for img in sweep.removed))}")
+    if not sweep.removed and not sweep.kept:
+        ui.info("no unused images of this store")
+
+
+def _image_name(image_id: str, tags: list[str]) -> str:
+    return f"{', '.join(tags)} ({image_id[:19]})" if tags else image_id[:19]
 
 
 def _incomplete_runs(store: Any, dry_run: bool) -> int:
@@ -173,20 +202,6 @@ def _stale_containers(store: Any, dry_run: bool) -> list[str]:
     if not store.dir.is_dir() or not engine_available():
         return []
     return remove_stale_containers(store.dir, dry_run=dry_run)
-
-
-def _kept_images(store: Any) -> set[str]:
-    """Ids and tags of the images that sealed runs in the store recorded."""
-    keep: set[str] = set()
-    for run_id in store.run_ids():
-        try:
-            record = store.load_run(run_id).record
-        except ReproError:
-            continue  # incomplete or unreadable runs keep nothing alive
-        image = record.deps.image
-        if image is not None:
-            keep.update(v for v in (image.id, image.tag) if v)
-    return keep
 
 
 COMMANDS = [build, base_image, gc]

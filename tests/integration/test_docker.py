@@ -166,7 +166,7 @@ def test_code_change_reuses_image_lockfile_change_builds_new(engine_ready: None,
     assert f"FROM {built.base_id}" in built.dockerfile_text
     result = backend.DockerBackend().execute(changed, lambda e: None)
     assert result.exit_code == 0, changed.stderr_path.read_text()
-    backend.remove_images(keep={img.id for img in backend.list_images()} - {built.id})
+    assert [img.id for img in backend.remove_images([built.id], DEFAULT_BASE_IMAGE).removed] == [built.id]
 
 
 @pytest.mark.docker
@@ -357,9 +357,9 @@ def test_cli_build_reuses_and_gc_spares_kept_images(torch_image: BuiltImage, pro
     r = project.repro("build")
     assert r.code == 0, r.err
     assert r.out.startswith(torch_image.tag) and "reused" in r.out
-    r = project.repro("gc", "--images", "--dry-run")  # no kept run in this store: all would go
+    r = project.repro("gc", "--images", "--dry-run")  # this store found the image, it did not make it
     assert r.code == 0, r.err
-    assert torch_image.tag in r.out
+    assert torch_image.tag not in r.out and "no unused images of this store" in r.err
     assert torch_image.id in _repro_image_ids()
 
 
@@ -368,10 +368,15 @@ def test_gc_removes_unreferenced_images_only(engine_ready: None, tmp_path: Path)
     lock = _tiny_lock(tmp_path / "gc.lock", "a", nonce=f"gc test {time.time_ns()}")
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"], lockfile=lock)
     doomed = backend.DockerBackend().prepare(spec, lambda e: None)
-    others = {img.id for img in backend.list_images()} - {doomed.id}
-    removed = backend.remove_images(keep=others)
-    assert [img.id for img in removed] == [doomed.id]
-    assert doomed.id not in {img.id for img in backend.list_images()}
+    with backend.engine() as client:
+        base_id = backend._image_id(client, DEFAULT_BASE_IMAGE)
+    assert base_id is not None
+    spared = backend.remove_images([base_id], DEFAULT_BASE_IMAGE, dry_run=True)
+    assert spared.removed == [] and "base image" in spared.kept[0][1]
+    sweep = backend.remove_images([doomed.id, "sha256:" + "0" * 64], DEFAULT_BASE_IMAGE)
+    assert [img.id for img in sweep.removed] == [doomed.id] and sweep.gone == ["sha256:" + "0" * 64]
+    assert sweep.freed is not None and doomed.id not in _repro_image_ids()
+    assert base_id in _repro_image_ids()
 
 
 @pytest.mark.docker

@@ -174,7 +174,9 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
         assert r.stdout.startswith("IDENTICAL"), r.stdout
         assert "loading image" in r.stderr and "building image" not in r.stderr
         replay = json.loads(_repro(wheel_venv, "show", "latest", "--json", cwd=elsewhere, env=env).stdout)
+        made.append(replay["deps"]["image"]["tag"])  # loaded under a name of repro's, not the archive's
         assert replay["deps"]["image"]["id"] == image["id"] and replay["deps"]["image"]["loaded"] is True
+        assert replay["deps"]["image"]["tag"] == f"repro-env:sha256-{image['id'][7:31]}"
         assert not cache.exists()  # nothing was fetched: no wheelhouse came back
     finally:
         _remove(made)
