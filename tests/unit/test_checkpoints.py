@@ -33,7 +33,7 @@ def test_collect_groups_ranks_by_checkpoint_and_survives_the_record_round_trip(t
         json.dumps({"event": "missing", "rank": 1, "path": "checkpoints/old.pt", "hash": "c" * 64}) + "\n"
     )
     record = Record(id="r", created="now")
-    checkpoints.collect(record, runtime, store.put_file, max_bytes=1024)
+    checkpoints.collect(record, runtime, store.put_fd, max_bytes=1024)
     first, second = record.results.checkpoints
     assert (first.step, first.path, first.blob is not None, first.size) == (8, "checkpoints/last.pt", True, 7)
     assert sorted(second.states) == ["0", "1"] and second.blob is None
@@ -62,7 +62,7 @@ def test_a_rank_killed_before_writing_its_state_is_filled_from_its_ring(tmp_path
         body = {"step": step, "rank": 1, "states": {"python": [3, [step], None]}}
         (ring / f"rank1.{step % 8}.json").write_text(json.dumps(body))
     record = Record(id="r", created="now")
-    checkpoints.collect(record, runtime, store.put_file, max_bytes=0)
+    checkpoints.collect(record, runtime, store.put_fd, max_bytes=0)
     (info,) = record.results.checkpoints
     assert sorted(info.states) == ["0", "1"]
     assert json.loads(store.read_blob(info.states["1"]) or b"")["step"] == 12
