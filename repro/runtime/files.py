@@ -1,8 +1,9 @@
 """Which files a process reads and writes, seen by an audit hook (and a few C-level writers).
 
 Standard library only. ``open`` (builtins, ``os.open``, ``io``), ``os.rename``/``os.replace``,
-``os.symlink``/``os.link`` and ``shutil`` copies raise audit events; ``torch.save``, ``torch.jit.save`` and safetensors
-write from C, so the runtime wraps them when they are imported (``note_written``).
+``os.symlink``/``os.link`` and ``shutil`` copies raise audit events; ``torch.save``,
+``torch.jit.save`` and safetensors write from C, so the runtime wraps them when they are
+imported (``note_written``).
 Paths under the project root are reported relative to it; writes elsewhere are reported
 absolute (the runner lists them as a warning), except system and scratch places.
 """
