@@ -26,7 +26,9 @@ from tests.integration.test_hostile_docker import _REASON as NO_DOCKER
 
 MARK = "SECRET-4b1d-do-not-store"
 # One JSON line: whichever reader followed a link to it (raw bytes, JSON, JSON lines) would carry the mark.
-SECRET = json.dumps({"e": "error", "where": MARK, "error": MARK, "name": MARK, "value": 1, "kind": MARK}) + "\n"
+SECRET = (
+    json.dumps({"e": "error", "where": MARK, "error": MARK, "name": MARK, "value": 1, "kind": MARK}) + "\n"
+)
 
 docker = pytest.mark.skipif(NO_DOCKER is not None, reason=NO_DOCKER or "")
 
@@ -74,9 +76,10 @@ def _assert_nothing_leaked(project: Project, store: Path, secret: Path, tmp_path
     assert secret.read_text() == SECRET  # nothing was written through a link either
 
 
-def _outputs(project: Project, cwd: Path) -> dict[str, Any]:
-    record = json.loads(project.repro("show", "latest", "--json", cwd=cwd).out)
-    return {o["path"]: o for o in record["results"]["outputs"]}, record  # type: ignore[return-value]
+def _outputs(project: Project, cwd: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The latest run's outputs by path, and its whole record (as `repro show --json` prints it)."""
+    record: dict[str, Any] = json.loads(project.repro("show", "latest", "--json", cwd=cwd).out)
+    return {o["path"]: o for o in record["results"]["outputs"]}, record
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=[pytest.mark.docker, docker])])

@@ -126,7 +126,10 @@ def test_an_output_link_is_recorded_by_its_target_and_compared_by_it(tmp_path: P
 
 def test_a_link_entry_survives_the_record_and_old_records_still_load() -> None:
     record = Record(id="r1", created="now")
-    record.results.outputs = [produced.link_entry("ckpt/last.pt", "ckpt_5.pt"), FileEntry("m.pt", 3, "ab" * 16)]
+    record.results.outputs = [
+        produced.link_entry("ckpt/last.pt", "ckpt_5.pt"),
+        FileEntry("m.pt", 3, "ab" * 16),
+    ]
     raw = dump_record(record)
     assert raw.count(b"link:") == 1  # left out for a file
     back = load_record(raw)
@@ -141,7 +144,13 @@ def test_selection_records_links_and_reaches_nothing_through_them(tmp_path: Path
     (root / "outputs" / "leak").symlink_to(secret)
     (root / "outputs" / "dir").symlink_to(secret.parent)
     (root / "model.pt").symlink_to(secret)
-    written = {"model.pt", "dir/id_rsa", "outputs/dir/id_rsa", "../elsewhere/id_rsa", "outputs/x/../../model.pt"}
+    written = {
+        "model.pt",
+        "dir/id_rsa",
+        "outputs/dir/id_rsa",
+        "../elsewhere/id_rsa",
+        "outputs/x/../../model.pt",
+    }
     found = attribution.select(
         root, written=written, declared=["outputs"], before=before, data=[], exclude=[], claimed=set()
     )
@@ -185,7 +194,9 @@ def test_checkpoint_states_and_copies_that_are_links_are_not_stored(tmp_path: Pa
     assert not any(SECRET in p.read_bytes() for p in store.blobs_dir.rglob("*") if p.is_file())
 
 
-def test_a_containers_links_come_back_as_links_and_nothing_goes_through_one(tmp_path: Path, secret: Path) -> None:
+def test_a_containers_links_come_back_as_links_and_nothing_goes_through_one(
+    tmp_path: Path, secret: Path
+) -> None:
     root, work = tmp_path / "proj", tmp_path / "work"
     _write(root, "train.py")
     tree = work / scratch.TREE
@@ -208,7 +219,9 @@ def test_a_link_in_the_way_of_a_moved_file_is_not_written_through(tmp_path: Path
     dest.mkdir()
     assert not produced.move(source, dest, "link/id_rsa")  # behind a link in what the run produced
     assert not produced.move(source, dest, "../elsewhere/id_rsa")
-    assert produced.move(source, dest, "sub/id_rsa") and (dest / "sub" / "id_rsa").read_bytes() == b"overwritten"
+    assert (
+        produced.move(source, dest, "sub/id_rsa") and (dest / "sub" / "id_rsa").read_bytes() == b"overwritten"
+    )
     assert secret.read_bytes() == SECRET
 
 
@@ -222,7 +235,14 @@ def test_a_file_two_processes_wrote_is_a_shared_write(tmp_path: Path) -> None:
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     for pid, rank in ((11, 0), (12, 1)):
-        events = [{"e": "boot", "pid": pid, "rank": rank}, {"e": "w", "p": "model.pt"}, {"e": "w", "p": f"r{rank}"}]
+        events = [
+            {"e": "boot", "pid": pid, "rank": rank},
+            {"e": "w", "p": "model.pt"},
+            {"e": "w", "p": f"r{rank}"},
+        ]
         (runtime / f"proc.{pid}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     shared = read_reports(runtime).shared({"model.pt", "r0", "r1"})
-    assert list(shared) == ["model.pt"] and [(w.pid, w.rank) for w in shared["model.pt"]] == [(11, 0), (12, 1)]
+    assert list(shared) == ["model.pt"] and [(w.pid, w.rank) for w in shared["model.pt"]] == [
+        (11, 0),
+        (12, 1),
+    ]
