@@ -10,6 +10,7 @@ when the resumed script loads its checkpoint.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,9 @@ def read_events(runtime: Path) -> list[dict[str, Any]]:
     return produced.json_lines(runtime, EVENTS)
 
 
+_PLAIN = re.compile(r"[0-9A-Za-z_-]{1,128}")  # a checkpoint hash as a file name: no `/`, no `..`
+
+
 def seed_runtime(
     runtime: Path, checkpoints: list[CheckpointInfo], read_blob: Callable[[str], bytes | None]
 ) -> int:
@@ -121,6 +125,8 @@ def seed_runtime(
     written = 0
     for info in checkpoints:
         for rank, blob in info.states.items():
+            if not (_PLAIN.fullmatch(info.hash) and rank.isdigit()):
+                continue  # a record naming another place than a file of the runtime dir
             raw = read_blob(blob)
             if raw is not None:
                 (target / f"{info.hash}.rank{rank}.json").write_bytes(raw)

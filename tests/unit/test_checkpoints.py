@@ -110,3 +110,13 @@ def test_a_pending_record_is_kept_until_the_run_is_sealed(tmp_path: Path) -> Non
     assert not store.has_record(record.id) and store.is_running(record.id)
     store.seal(record, run_dir)
     assert store.load_pending(record.id) is None and store.has_record(record.id)
+
+
+def test_seeding_states_never_writes_where_a_record_names_outside_the_runtime_dir(tmp_path: Path) -> None:
+    runtime = tmp_path / "run" / "runtime"
+    good = CheckpointInfo(path="ck.pt", hash="ab" * 32, states={"0": "blob"})
+    escaping = CheckpointInfo(path="ck.pt", hash="../../../escaped", states={"0": "blob"})
+    odd_rank = CheckpointInfo(path="ck.pt", hash="cd" * 32, states={"0/../../x": "blob"})
+    assert checkpoints.seed_runtime(runtime, [good, escaping, odd_rank], lambda _: b"{}") == 1
+    assert [p.name for p in (runtime / "rng").iterdir()] == [f"{'ab' * 32}.rank0.json"]
+    assert not list(tmp_path.rglob("escaped*")) and not list(tmp_path.rglob("x.json"))
