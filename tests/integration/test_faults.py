@@ -262,6 +262,7 @@ def test_a_replaced_blob_is_refused_by_verify_and_replay(
         assert r.code == 6 and "content-address name" in r.err, r.err
 
 
+
 CTRL_C_WHILE_IMPORTING = """
 import sys
 class CtrlC:

@@ -49,11 +49,8 @@ FILES = {
     ".git-credentials": "https://user:gitcred0025@github.com\n",
     ".pgpass": "db.internal:5432:train:user:pgpass0026\n",
     "gcp-prod.json": json.dumps(
-        {
-            "type": "service_account",
-            "private_key_id": "keyid0028",
-            "private_key": "-----BEGIN PRIVATE KEY-----\nprivkey0027\n-----END PRIVATE KEY-----\n",
-        }
+        {"type": "service_account", "private_key_id": "keyid0028",
+         "private_key": "-----BEGIN PRIVATE KEY-----\nprivkey0027\n-----END PRIVATE KEY-----\n"}
     ),  # fmt: skip
     ".netrc": "machine hub login me password netrc0029\n",
     "settings.ini": "[default]\naws_secret_access_key = inisecret0030\n",

@@ -112,7 +112,9 @@ def test_outside_strict_mode_an_output_within_tolerance_does_not_fail(tmp_path: 
 
 def test_fewer_than_two_runs_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="at least two runs"):
-        run_check(RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1)
+        run_check(
+            RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1
+        )
 
 
 def test_junit_picks_each_testcase_reason_by_code_not_by_wording(tmp_path: Path) -> None:

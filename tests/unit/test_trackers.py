@@ -77,14 +77,8 @@ def test_wandb_tags_keep_the_users_own(in_run: Path, monkeypatch: pytest.MonkeyP
 
 
 IMAGE = BuiltImage(
-    id="sha256:" + "ab" * 32,
-    tag="repro-env:test",
-    base="repro-base:bookworm",
-    base_id="sha256:" + "cd" * 32,
-    template="cpu",
-    dockerfile_text="FROM scratch\n",
-    reused=True,
-    build_seconds=0.0,
+    id="sha256:" + "ab" * 32, tag="repro-env:test", base="repro-base:bookworm", base_id="sha256:" + "cd" * 32,
+    template="cpu", dockerfile_text="FROM scratch\n", reused=True, build_seconds=0.0,
 )
 
 

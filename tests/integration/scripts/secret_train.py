@@ -36,13 +36,8 @@ print("config:", config.replace("\n", " | "))
 try:
     import repro
 
-    repro.log_params(
-        api_key=args.api_key,
-        hub_tkn=os.environ.get("HF_HUB_TKN"),
-        db=args.db,
-        note=f"run by {os.environ.get('HF_PAT')}",
-        lr=0.1,
-    )
+    repro.log_params(api_key=args.api_key, hub_tkn=os.environ.get("HF_HUB_TKN"), db=args.db,
+                     note=f"run by {os.environ.get('HF_PAT')}", lr=0.1)
 except ImportError:
     pass
 x = torch.randn(32, 4)
