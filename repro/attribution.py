@@ -3,16 +3,17 @@
 The rule, in one place: every file the run's processes reported writing (or the backend saw
 change in its scratch copy), plus files new or changed in the declared output dirs that no
 other run claims, minus declared data, ``.repro/``, interpreter caches and the
-``outputs.exclude`` globs. A file another run wrote meanwhile is not this run's.
+``outputs.exclude`` globs. A file another run wrote meanwhile is not this run's. A link the
+run made is an output recorded as a link; nothing is reached through one (`repro.produced`).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
+import posixpath
 from pathlib import Path, PurePosixPath
 
-from repro import walk
+from repro import produced
 from repro.reports import written_by
 
 Stat = tuple[int, int, int]
@@ -22,44 +23,34 @@ DEFAULT_EXCLUDES = (".repro", ".git", "__pycache__", "*.pyc")
 
 
 def snapshot(root: Path, dirs: list[str]) -> dict[str, Stat]:
-    """(size, mtime, inode) of every file under the declared output dirs."""
+    """(size, mtime, inode) of every file and link under the declared output dirs (a link's own)."""
     seen: dict[str, Stat] = {}
     for rel in dirs:
-        base = root / rel
-        if not base.is_dir():
-            continue
-        for dirpath, _, files in os.walk(base):
-            for name in files:
-                p = Path(dirpath) / name
-                try:
-                    st = p.stat()
-                except OSError:
-                    continue
-                seen[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        for found in produced.walk(root / rel):  # a declared dir is a root the host chose
+            seen[f"{rel.rstrip('/')}/{found.rel}"] = found.stat
     return seen
 
 
 def snapshot_tree(root: Path, skip: list[str], limit: int = 100_000) -> dict[str, Stat]:
-    """(size, mtime, inode) of the project's files, for a command the runtime cannot watch.
+    """(size, mtime, inode) of the project's files and links, for a command the runtime cannot watch.
 
     The store, version control, virtual environments and ``skip`` (declared data) are not
-    walked; a tree larger than ``limit`` files is cut short there.
+    walked, nor is any link; a tree larger than ``limit`` files is cut short there.
     """
     skipped = {s.strip("/") for s in skip}
 
-    def keep_dir(path: Path, rel: str) -> bool:
-        venv = (path / "pyvenv.cfg").is_file()
-        return path.name not in (".repro", ".git") and rel not in skipped and not venv
+    def keep_dir(rel: str, names: frozenset[str]) -> bool:
+        return (
+            posixpath.basename(rel) not in (".repro", ".git")
+            and rel not in skipped
+            and "pyvenv.cfg" not in names
+        )
 
     seen: dict[str, Stat] = {}
-    for rel, path in walk.files(root, keep_dir):
-        if rel in skipped:
+    for found in produced.walk(root, keep_dir=keep_dir):
+        if found.rel in skipped:
             continue
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        seen[found.rel] = found.stat
         if len(seen) >= limit:
             return seen
     return seen
@@ -69,6 +60,16 @@ def changed_since(root: Path, before: dict[str, Stat], skip: list[str]) -> set[s
     """Files new or changed in the project since ``snapshot_tree`` took ``before``."""
     after = snapshot_tree(root, skip)
     return {rel for rel, stat in after.items() if before.get(rel) != stat}
+
+
+def located(root: Path, rel: str, declared: list[str]) -> tuple[Path, str]:
+    """Where the output ``rel`` is read from: under the declared output dir holding it (a root the
+    host chose, opened as given even when it is a link), else under the project root."""
+    holders = [d.strip("/") for d in declared if d.strip("/") and under(rel, [d])]
+    if not holders:
+        return root, rel
+    top = max(holders, key=len)
+    return root / top, rel[len(top) + 1 :] if rel != top else "."
 
 
 def excluded(rel: str, patterns: list[str] | tuple[str, ...]) -> bool:
@@ -122,10 +123,11 @@ def select(
     changed = {rel for rel, stat in after.items() if before.get(rel) != stat and rel not in claimed}
     patterns = [*DEFAULT_EXCLUDES, *exclude]
     found = set()
-    for rel in written | changed:
-        rel = PurePosixPath(rel).as_posix()
-        if rel.startswith("../") or under(rel, data) or excluded(rel, patterns):
+    for reported in written | changed:
+        rel = produced.inside(reported)
+        if rel is None or under(rel, data) or excluded(rel, patterns):
             continue
-        if (root / rel).is_file():
+        item = produced.find(*located(root, rel, declared))
+        if item is not None and item.kind in ("file", "link"):  # a link is recorded as one, never read
             found.add(rel)
     return sorted(found)

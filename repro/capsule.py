@@ -49,12 +49,19 @@ def blob_member(digest: str) -> str:
 
 @dataclass
 class FileEntry:
-    """One file: its path (relative, POSIX), size, xxh3-128 and whether its bytes are kept."""
+    """One file: its path (relative, POSIX), size, xxh3-128 and whether its bytes are kept.
+
+    A symbolic link a run made among its outputs is recorded as a link, never read through:
+    ``link`` holds its target as written, ``hash`` a digest of it (`repro.produced.link_entry`),
+    ``size`` is 0 and no bytes are kept. ``link`` is left out of the record for every other
+    file (records made before links were recorded read the same).
+    """
 
     path: str
     size: int
     hash: str
     stored: bool = False
+    link: str | None = None
 
 
 @dataclass
@@ -244,6 +251,31 @@ class CheckpointInfo:
 
 
 @dataclass
+class SharedWrite:
+    """An output more than one process of the run wrote (two torchrun ranks saving one ``model.pt``):
+    which bytes it holds depends on which process wrote last, and a torn write may not even load."""
+
+    path: str
+    ranks: list[int] = field(default_factory=list)  # torchrun rank of each writer (-1: none), sorted
+    pids: list[int] = field(default_factory=list)  # in the same order
+
+    def writers(self) -> str:
+        """``ranks 0 and 1``, ``2 processes of rank 0 (pids 41, 42)``, or ``processes 41 and 42``."""
+        ranks = sorted(set(self.ranks))
+        if not ranks or ranks[0] < 0:  # not all of them torchrun ranks
+            return "processes " + _and(self.pids)
+        head = f"ranks {_and(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}"
+        if len(self.pids) == len(ranks):
+            return head
+        return f"{len(self.pids)} processes of {head} (pids {', '.join(map(str, self.pids))})"
+
+
+def _and(items: list[int]) -> str:
+    words = [str(i) for i in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+@dataclass
 class ResultInfo:
     status: str = "running"  # succeeded | failed | interrupted | running
     exit_code: int | None = None
@@ -261,6 +293,7 @@ class ResultInfo:
     outputs: list[FileEntry] = field(default_factory=list)
     outputs_outside_root: list[str] = field(default_factory=list)  # written outside the project
     checkpoints: list[CheckpointInfo] = field(default_factory=list)  # exact resume (repro resume)
+    shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     # Experiment-tracker runs the command started: {"tool": "mlflow", "tracking_uri", "runs": [...]}, …
     trackers: list[dict[str, Any]] = field(default_factory=list)
 
@@ -314,6 +347,12 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        code, results = data["code"], data["results"]
+        lists = [code["files"], code["untracked"], data["command"]["config_files"], results["outputs"]]
+        for entries in [*lists, *(item["files"] for item in data["data"]["inputs"])]:
+            for entry in entries:
+                if entry.get("link") is None:
+                    entry.pop("link", None)
         # `format` first so a reader sees what it is holding.
         return {"format": data.pop("format"), **data}
 

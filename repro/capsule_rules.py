@@ -77,6 +77,8 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"results.output_roots[{i}]", root, False
     for i, entry in enumerate(record.results.outputs):
         yield f"results.outputs[{i}].path", entry.path, False
+    for i, shared in enumerate(record.results.shared_writes):
+        yield f"results.shared_writes[{i}].path", shared.path, False
 
 
 def check_record(record: Any) -> None:

@@ -10,11 +10,12 @@ when the resumed script loads its checkpoint.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from repro import produced
 from repro.capsule import CheckpointInfo, Record
 from repro.errors import NotFoundError
 
@@ -26,29 +27,38 @@ RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: the runtime restores the recorde
 RESUME_TRACE = "rtrace"  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
 
 
-def collect(record: Record, runtime: Path, put_file: Callable[[Path], str], max_bytes: int) -> None:
-    """Fold the runtime's checkpoint states, resume events and resume traces into the record."""
+def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, int]], max_bytes: int) -> None:
+    """Fold the runtime's checkpoint states, resume events and resume traces into the record.
+
+    They are the run's own files: read through `repro.produced` (a link is never followed).
+    """
+
+    def put(rel: str, limit: int = produced.MAX_REPORT_BYTES) -> str | None:
+        entry = produced.entry(runtime, rel, put_fd, limit)
+        return entry.hash if entry is not None and entry.stored else None
+
     found: dict[str, CheckpointInfo] = {}
-    for path in sorted((runtime / RNG_DIR).glob("*.rank*.json")):
-        digest, _, rest = path.name.partition(".rank")
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    for rel in produced.files(runtime, "*.rank*.json", RNG_DIR):
+        digest, _, rest = rel.rpartition("/")[2].partition(".rank")
+        body = produced.read_json(runtime, rel)
+        state = put(rel) if body else None
+        if state is None:
             continue
-        info = found.setdefault(digest, CheckpointInfo(path="", hash=digest, step=int(body.get("step", 0))))
-        info.states[rest.removesuffix(".json")] = put_file(path)
+        info = found.setdefault(digest, CheckpointInfo(path="", hash=digest, step=_int(body.get("step"))))
+        info.states[rest.removesuffix(".json")] = state
         if body.get("path") and not info.path:
             info.path = str(body["path"])
-    _fill_from_ring(found, runtime, put_file)
+    _fill_from_ring(found, runtime, put)
     for info in found.values():
-        copy = runtime / COPIES_DIR / info.hash
-        if copy.is_file():
-            info.size = copy.stat().st_size
-            if info.size <= max_bytes:
-                info.blob = put_file(copy)
+        copy = produced.find(runtime, f"{COPIES_DIR}/{info.hash}")
+        if copy is not None and copy.kind == "file":
+            info.size = copy.size
+            info.blob = put(copy.rel, max_bytes)
     record.results.checkpoints = sorted(found.values(), key=lambda c: (c.step, c.path, c.hash))
-    for trace in sorted(runtime.glob(f"{RESUME_TRACE}.rank*.jsonl")):
-        record.results.logs[trace.stem] = put_file(trace)
+    for rel in produced.files(runtime, f"{RESUME_TRACE}.rank*.jsonl"):
+        kept = put(rel)
+        if kept is not None:
+            record.results.logs[rel.removesuffix(".jsonl")] = kept
     for event in read_events(runtime):
         if event.get("event") == "missing":
             what = event.get("path") or event.get("stream", "?")
@@ -58,21 +68,31 @@ def collect(record: Record, runtime: Path, put_file: Callable[[Path], str], max_
             )
 
 
-def _fill_from_ring(found: dict[str, CheckpointInfo], runtime: Path, put_file: Callable[[Path], str]) -> None:
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _fill_from_ring(
+    found: dict[str, CheckpointInfo], runtime: Path, put: Callable[[str], str | None]
+) -> None:
     """A rank killed before it wrote its state of a checkpointed step: take it from its ring of steps."""
-    ring: dict[tuple[str, int], Path] = {}
-    for path in (runtime / RNG_DIR / RING_DIR).glob("rank*.json"):
+    ring: dict[tuple[str, int], str] = {}
+    for rel in produced.files(runtime, "rank*.json", f"{RNG_DIR}/{RING_DIR}"):
+        body = produced.read_json(runtime, rel)
         try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-            ring[(str(body["rank"]), int(body["step"]))] = path
-        except (OSError, ValueError, KeyError, TypeError):
+            ring[(str(body["rank"]), int(body["step"]))] = rel
+        except (KeyError, TypeError, ValueError):
             continue
     ranks = {rank for rank, _ in ring}
     for info in found.values():
         for rank in sorted(ranks - set(info.states)):
             slot = ring.get((rank, info.step))
-            if slot is not None:
-                info.states[rank] = put_file(slot)
+            state = put(slot) if slot is not None else None
+            if state is not None:
+                info.states[rank] = state
 
 
 def loaded_paths(runtime: Path) -> set[str]:
@@ -90,16 +110,10 @@ def restored(runtime: Path) -> list[dict[str, Any]]:
 
 
 def read_events(runtime: Path) -> list[dict[str, Any]]:
-    path = runtime / EVENTS
-    if not path.is_file():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return events
+    return produced.json_lines(runtime, EVENTS)
+
+
+_PLAIN = re.compile(r"[0-9A-Za-z_-]{1,128}")  # a checkpoint hash as a file name: no `/`, no `..`
 
 
 def seed_runtime(
@@ -111,6 +125,8 @@ def seed_runtime(
     written = 0
     for info in checkpoints:
         for rank, blob in info.states.items():
+            if not (_PLAIN.fullmatch(info.hash) and rank.isdigit()):
+                continue  # a record naming another place than a file of the runtime dir
             raw = read_blob(blob)
             if raw is not None:
                 (target / f"{info.hash}.rank{rank}.json").write_bytes(raw)

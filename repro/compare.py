@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import reasons as codes
-from repro.capsule import FileEntry
+from repro.capsule import FileEntry, SharedWrite
 from repro.config import Settings
 from repro.errors import ExitCode, UsageError
 from repro.logcompare import StdoutDivergence, compare_stdout
@@ -105,6 +105,7 @@ class Side:
     exit_code: int | None = None
     status: str = "succeeded"
     trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
+    shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
 
     @property
     def failed(self) -> bool:
@@ -322,10 +323,12 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
     if t is not None and (v.mode == "strict" or not t.within_tolerance):
         fields = {"step": t.step, "param": t.param, "kind": t.kind}
         found.append(Reason(codes.TRACE_DIFFERS, describe_trace(t), fields=fields))  # the most telling
+    shared = {s.path: s for s in [*original.shared_writes, *replay.shared_writes]}
     for o in v.outputs:
         if o.status == "same" or (v.mode != "strict" and o.within_tolerance):
             continue
-        found.append(_output_reason(o))
+        reason = _output_reason(o)
+        found.append(_concurrent_reason(reason, shared[o.path]) if o.path in shared else reason)
     m = v.metrics
     if m is not None and (v.mode == "strict" or not m.within_tolerance):
         fields = {"name": m.name, "step": m.step, "original": m.original, "replay": m.replay, "kind": m.kind}
@@ -372,6 +375,16 @@ def _output_reason(o: OutputDiff) -> Reason:
         return Reason(codes.OUTPUT_DIFFERS, f"output {o.path} changed bytes; all tensors equal", o.path)
     text = f"output {o.path}: tensor {worst.name} max abs {worst.max_abs:.3g}"
     return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": worst.name, "max_abs": worst.max_abs})
+
+
+def _concurrent_reason(seen: Reason, shared: SharedWrite) -> Reason:
+    """An output several processes wrote at once differs: that is why, whatever its bytes show."""
+    if seen.code in (codes.MISSING_OUTPUT, codes.EXTRA_OUTPUT):
+        return seen
+    who = shared.writers()
+    text = f"output {shared.path} was written by {who} at once: its bytes depend on which wrote last"
+    fields = {"writers": who, "ranks": shared.ranks, "pids": shared.pids, "detail": seen.message}
+    return Reason(codes.CONCURRENT_WRITE, text, shared.path, fields)
 
 
 def _values_reason(o: OutputDiff) -> Reason:

@@ -57,7 +57,9 @@ except ImportError:  # not on Windows
 __all__ = [
     "HashCache",
     "TreeDigest",
+    "copy_hashed",
     "hash_bytes",
+    "hash_fd",
     "hash_file",
     "hash_file_cached",
     "hash_tree",
@@ -148,6 +150,41 @@ def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -
                 total += n
                 if on_bytes:
                     on_bytes(n)
+                n = f.readinto(buf)
+    finally:
+        view.release()
+    return h.hexdigest(), total
+
+
+def hash_fd(fd: int) -> tuple[str, int]:
+    """The xxh3-128 hex digest of an open file's bytes from its current offset, and how many were read.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    return _hash_fd(fd, os.fstat(fd).st_size, None)
+
+
+def copy_hashed(source: int, dest: int) -> tuple[str, int]:
+    """Copy an open file's bytes (from its offset) to another open file, hashing them on the way:
+    one read of the source for both; the xxh3-128 hex digest and the bytes copied.
+
+    Raises:
+        OSError: a read or a write failed.
+    """
+    h = xxhash.xxh3_128()
+    total = 0
+    buf = _buffer()
+    view = memoryview(buf)
+    try:
+        with open(source, "rb", buffering=0, closefd=False) as f:
+            n = f.readinto(buf)
+            while n:
+                h.update(view[:n])
+                written = 0
+                while written < n:
+                    written += os.write(dest, view[written:n])
+                total += n
                 n = f.readinto(buf)
     finally:
         view.release()

@@ -19,7 +19,6 @@ cannot be replayed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import sys
@@ -28,9 +27,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from repro import __version__
+from repro import __version__, jsonl, produced
 from repro import attribution as output_rules
-from repro.capsule import CommandInfo, FileEntry, Record
+from repro.capsule import CommandInfo, Record
 from repro.capture import code as code_capture
 from repro.capture import deps
 from repro.capture.data import capture_data
@@ -39,7 +38,7 @@ from repro.capture.secrets import Redactor
 from repro.capture.seeds import make_seeds
 from repro.config import Settings, resolve
 from repro.determinism import plan
-from repro.hashing import HashCache, hash_file
+from repro.hashing import HashCache
 from repro.runner import now_iso
 from repro.store import Store, new_run_id
 
@@ -190,15 +189,13 @@ def _finish(
     res.duration_s = round(time.perf_counter() - started, 3)
     res.status, res.exit_code = ("failed", 1) if failed else ("succeeded", 0)
     runtime = run_dir / "work" / "runtime"
-    metrics = runtime / "metrics.jsonl"
-    if metrics.is_file():
-        res.metrics = store.put_file(metrics)
-        for line in metrics.read_text().splitlines():
-            row = json.loads(line)
-            res.final_metrics[str(row["name"])] = float(row["value"])
-    params = runtime / "params.json"
-    if params.is_file():
-        res.params = json.loads(params.read_text())
+    metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
+    if metrics is not None:
+        res.metrics = store.put_bytes(metrics)
+        for row in jsonl.rows(metrics.decode("utf-8", "replace"), "name", str):
+            with contextlib.suppress(TypeError, ValueError):
+                res.final_metrics[str(row["name"])] = float(row["value"])
+    res.params = produced.read_json(runtime, "params.json")
     from repro.integrations import trackers
 
     trackers.fold(record, runtime)
@@ -207,10 +204,8 @@ def _finish(
         exclude=list(settings.outputs_exclude), claimed=set(),
     )  # fmt: skip
     for rel in found:
-        path = store.root / rel
-        size, digest = path.stat().st_size, hash_file(path)
-        stored = size <= settings.max_output_bytes
-        if stored:
-            store.put_file(path, digest)
-        res.outputs.append(FileEntry(rel, size, digest, stored))
+        root, inner = output_rules.located(store.root, rel, outputs)
+        entry = produced.entry(root, inner, store.put_fd, settings.max_output_bytes, as_rel=rel)
+        if entry is not None:
+            res.outputs.append(entry)
     store.seal(record, run_dir)

@@ -1,6 +1,7 @@
 """Compare two runs' output files: by hash, and by content for the formats repro knows.
 
 - any file: by hash; a file on one side only is ``missing`` (the replay lacks it) or ``added``;
+- a symbolic link the run made (recorded as a link, `repro.produced`): by its target string;
 - tensor files (``.pt``/``.pth``/``.safetensors``/``.npy``/``.npz`` …) whose bytes differ:
   tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report;
 - metric files (``.json``/``.jsonl``/``.csv``) whose bytes differ: value by value with the
@@ -38,7 +39,7 @@ class OutputDiff:
     replay_size: int | None = None
     tensors: TensorReport | None = None
     note: str | None = None  # why no content report, or what "same" rests on when bytes differ
-    kind: str = "file"  # file | tensors | table | tensorboard
+    kind: str = "file"  # file | link | tensors | table | tensorboard
     values: ValueReport | None = None  # table and tensorboard outputs compared by content
     replay_path: str | None = None  # where the replay's counterpart lies, when paired by content
 
@@ -102,6 +103,11 @@ def _compare_file(
         d.status = "added"
     elif eb is None:
         d.status = "missing"
+    elif ea.link is not None or eb.link is not None:
+        d.kind = "link"  # compared by target string; never opened
+        if ea.link != eb.link:
+            d.status = "changed"
+            d.note = f"{_what(ea)} vs {_what(eb)}"
     elif ea.hash != eb.hash:
         d.status = "changed"
         if is_tensor_file(path):
@@ -114,6 +120,10 @@ def _compare_file(
         else:
             d.note = "not a format compared by content"
     return d
+
+
+def _what(entry: FileEntry) -> str:
+    return "a file" if entry.link is None else f"a link to {entry.link}"
 
 
 def _opened(original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry) -> tuple[Path, Path] | str:

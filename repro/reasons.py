@@ -13,6 +13,8 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 - ``metric_differs`` — a metric value differs: in the metric series when ``path`` is None,
   else in a metric file or TensorBoard events under ``path`` (fields: name, step, original, replay);
 - ``output_differs`` — an output's bytes differ and its content could not be compared;
+- ``concurrent_write`` — an output that more than one process of a run wrote differs: its bytes
+  depend on which process wrote last (fields: writers, ranks, pids, detail);
 - ``log_differs`` — stdout differs beyond timings (fields: line, original, replay).
 """
 
@@ -30,6 +32,7 @@ EXTRA_OUTPUT = "extra_output"
 TENSOR_DIFFERS = "tensor_differs"
 METRIC_DIFFERS = "metric_differs"
 OUTPUT_DIFFERS = "output_differs"
+CONCURRENT_WRITE = "concurrent_write"
 LOG_DIFFERS = "log_differs"
 
 CODES = (
@@ -42,10 +45,11 @@ CODES = (
     TENSOR_DIFFERS,
     METRIC_DIFFERS,
     OUTPUT_DIFFERS,
+    CONCURRENT_WRITE,
     LOG_DIFFERS,
 )
 # Codes about one output file (``Reason.path`` names it).
-OUTPUT_CODES = (MISSING_OUTPUT, EXTRA_OUTPUT, TENSOR_DIFFERS, OUTPUT_DIFFERS)
+OUTPUT_CODES = (MISSING_OUTPUT, EXTRA_OUTPUT, TENSOR_DIFFERS, OUTPUT_DIFFERS, CONCURRENT_WRITE)
 
 
 @dataclass

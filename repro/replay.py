@@ -105,6 +105,7 @@ def side(loaded: LoadedRun) -> Side:
         exit_code=record.results.exit_code,
         status=record.results.status,
         trace=trace,
+        shared_writes=list(record.results.shared_writes),
     )
 
 

@@ -1,17 +1,28 @@
 """What the processes of a run reported about themselves (``proc.<pid>.jsonl``, see repro.runtime.report).
 
 Pure data: the runner folds it into the record. A run whose main process never reported
-in ran without the runtime: nothing was seeded, no determinism knob was set.
+in ran without the runtime: nothing was seeded, no determinism knob was set. The reports
+are the run's own files: read through `repro.produced` (a report that is a link is not
+read), and a path in them that leaves the project (``../x``, ``a/../../x``) is not a
+project file.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro import produced
 from repro.runtime.report import REPORT_PREFIX, REPORT_SUFFIX
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One process that wrote a file: its pid and torchrun rank (-1: no rank)."""
+
+    pid: int
+    rank: int
 
 
 @dataclass
@@ -26,53 +37,66 @@ class Reports:
     script_seeds: list[dict[str, Any]] = field(default_factory=list)
     nondeterministic: list[dict[str, Any]] = field(default_factory=list)  # raw "nd" events
     errors: list[str] = field(default_factory=list)  # settings the runtime could not apply
+    writers: dict[str, set[Writer]] = field(default_factory=dict)  # project file → processes that wrote it
+
+    def shared(self, paths: set[str] | None = None) -> dict[str, list[Writer]]:
+        """Files (of ``paths``, default all) more than one process wrote: which bytes they hold
+        depends on which process wrote last."""
+        return {
+            p: sorted(w, key=lambda w: (w.rank, w.pid))
+            for p, w in sorted(self.writers.items())
+            if len(w) > 1 and (paths is None or p in paths)
+        }
 
 
-def report_files(runtime_dir: Path) -> list[Path]:
-    return sorted(runtime_dir.glob(f"{REPORT_PREFIX}*{REPORT_SUFFIX}"))
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text("utf-8", "replace").splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a process killed mid-line
-        if isinstance(event, dict):
-            found.append(event)
-    return found
+def report_files(runtime_dir: Path) -> list[str]:
+    """The processes' reports in ``runtime_dir`` (regular files only), relative to it."""
+    return produced.files(runtime_dir, f"{REPORT_PREFIX}*{REPORT_SUFFIX}")
 
 
 def written_by(runtime_dir: Path) -> set[str]:
     """The project-relative files the processes reporting to ``runtime_dir`` wrote."""
     found: set[str] = set()
-    for path in report_files(runtime_dir):
-        for event in _events(path):
+    for rel in report_files(runtime_dir):
+        for event in produced.json_lines(runtime_dir, rel):
             p = event.get("p")
-            if event.get("e") == "w" and isinstance(p, str) and not p.startswith("/"):
-                found.add(p)
+            if event.get("e") == "w" and isinstance(p, str):
+                kept = produced.inside(p)
+                if kept is not None:
+                    found.add(kept)
     return found
+
+
+def _writer(rel: str, events: list[dict[str, Any]]) -> Writer:
+    """The process a report is from: the pid in its name, the rank it booted with."""
+    digits = rel[len(REPORT_PREFIX) : -len(REPORT_SUFFIX)]
+    rank = next((e.get("rank") for e in events if e.get("e") == "boot"), -1)
+    return Writer(int(digits) if digits.isdigit() else -1, rank if isinstance(rank, int) else -1)
 
 
 def read_reports(runtime_dir: Path) -> Reports:
     """Every process's report in ``runtime_dir``, merged."""
     reports = Reports()
     seeds: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for path in report_files(runtime_dir):
-        for event in _events(path):
+    for rel in report_files(runtime_dir):
+        events = produced.json_lines(runtime_dir, rel)
+        writer = _writer(rel, events)
+        for event in events:
             kind, p = event.get("e"), event.get("p")
             if kind == "boot":
                 reports.processes += 1
                 reports.main_booted = reports.main_booted or bool(event.get("main"))
             elif kind == "w" and isinstance(p, str):
-                (reports.written_outside if p.startswith("/") else reports.written).add(p)
+                kept = produced.inside(p)
+                if kept is None:  # absolute, or a relative path that leaves the project
+                    reports.written_outside.add(p)
+                    continue
+                reports.written.add(kept)
+                reports.writers.setdefault(kept, set()).add(writer)
             elif kind == "r" and isinstance(p, str):
-                reports.read.add(p)
+                kept = produced.inside(p)
+                if kept is not None:
+                    reports.read.add(kept)
             elif kind == "seed":
                 entry = {"api": event.get("api"), "value": event.get("value"), "where": event.get("where")}
                 seeds.setdefault((str(entry["api"]), repr(entry["value"]), str(entry["where"])), entry)

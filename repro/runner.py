@@ -6,6 +6,7 @@ Core only: returns the sealed record; the CLI decides what to print and the exit
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import re
@@ -17,10 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__, checkpoints, store_images
+from repro import __version__, checkpoints, produced, store_images
 from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
-from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record
+from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, SharedWrite
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
 from repro.capture import deps, hydra
@@ -515,9 +516,16 @@ def collect(
     or logs is stored as ``***``.
     """
     masker = masker or Masker()
+    runtime = spec.runtime_dir
 
-    def put(path: Path, where: str) -> str:
-        return store.put_bytes(masker.data(path.read_bytes(), where))
+    def put(root: Path, rel: str, where: str) -> str | None:
+        raw = produced.read_bytes(root, rel, limit=None)
+        return None if raw is None else store.put_bytes(masker.data(raw, where))
+
+    def keep(name: str, root: Path, rel: str, where: str) -> None:
+        digest = put(root, rel, where)
+        if digest is not None:
+            res.logs[name] = digest
 
     res = record.results
     res.exit_code = result.exit_code
@@ -527,35 +535,32 @@ def collect(
     if result.image and not record.deps.image:
         record_image(record, result.image, store)
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
-        if path.is_file():
-            res.logs[name] = put(path, "the logs")
-    if spec.stderr_path.is_file():
-        res.stderr_tail = [masker.text(line, "the logs") for line in _tail(spec.stderr_path, 20)]
-    runtime = spec.runtime_dir
-    rank_logs = _rank_logs(runtime / RANK_LOGS)
+        keep(name, path.parent, path.name, "the logs")
+    res.stderr_tail = [masker.text(line, "the logs") for line in _tail(spec.stderr_path, 20)]
+    rank_logs = _rank_logs(runtime)
     for rank, streams in sorted(rank_logs.items()):
-        for name, path in sorted(streams.items()):
-            res.logs[f"rank{rank}.{name}"] = put(path, "the logs")
+        for name, rel in sorted(streams.items()):
+            keep(f"rank{rank}.{name}", runtime, rel, "the logs")
     failed = result.details.get("failed")
     if res.status == "failed" and isinstance(failed, dict):
-        _report_failed_node(record, failed, rank_logs)
+        _report_failed_node(record, failed, runtime, rank_logs)
     elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
     res.stderr_tail = [masker.text(line, "the logs") for line in res.stderr_tail]
-    for extra in sorted(runtime.glob("metrics.rank*.jsonl")):
-        res.logs[extra.stem.replace("metrics.", "metrics-")] = put(extra, "metrics")
-    trace = next((p for p in (runtime / "trace.jsonl", runtime / "trace.rank0.jsonl") if p.is_file()), None)
+    for extra in produced.files(runtime, "metrics.rank*.jsonl"):
+        keep(extra.removesuffix(".jsonl").replace("metrics.", "metrics-"), runtime, extra, "metrics")
+    trace = next((r for r in ("trace.jsonl", "trace.rank0.jsonl") if produced.is_file(runtime, r)), None)
     if trace is not None:
-        res.logs[TRACE_LOG] = store.put_file(trace)
-    metrics = runtime / "metrics.jsonl"
-    if metrics.is_file():
-        res.metrics = put(metrics, "metrics")
+        keep(TRACE_LOG, runtime, trace, "the step trace")
+    metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
+    if metrics is not None:
+        res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
         res.final_metrics = _final_metrics(metrics)
-    params = runtime / "params.json"
-    if params.is_file():
-        res.params = masker.obj(_read_json(params), "logged params")
+    params = produced.read_json(runtime, "params.json")
+    if params:
+        res.params = masker.obj(params, "logged params")
     _merge_process_env(record, runtime)
-    checkpoints.collect(record, runtime, store.put_file, prepared.settings.max_checkpoint_bytes)
+    checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
     trackers.fold(record, runtime)
     reports = read_reports(runtime)
     reports.written |= set(result.written)
@@ -578,6 +583,8 @@ def collect(
     )  # fmt: skip
     res.outputs = _store_outputs(spec, store, found, prepared.settings.max_output_bytes, record)
     _hydra_bookkeeping(record, store, Redactor(prepared.settings.secret_patterns))
+    _shared_writes(record, reports)
+    _link_warnings(record, runtime)
     res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
     if reports.written_outside:
         shown = ", ".join(res.outputs_outside_root[:3])
@@ -595,7 +602,7 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     """The ledger of nondeterministic ops, the switches as the run left them, and why it failed."""
     det = record.determinism
     det.nondeterministic_ops, fatal = ledger(reports.nondeterministic)
-    state = _read_json(runtime / "state.rank0.json") or _read_json(runtime / "state.json")
+    state = produced.read_json(runtime, "state.rank0.json") or produced.read_json(runtime, "state.json")
     det.effective = dict(state.get("effective") or {})
     det.changed_by_script = dict(state.get("changed_by_script") or {})
     record.warnings += state_warnings(det)
@@ -603,8 +610,9 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
         record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
     for error in reports.errors:
         record.warnings.append(f"the repro runtime could not apply its settings to {error}")
-    for path in sorted(runtime.glob("boot-error.*.txt")):
-        record.warnings.append(f"the repro runtime failed to start in a process: {path.read_text().strip()}")
+    for rel in produced.files(runtime, "boot-error.*.txt"):
+        text = (produced.read_text(runtime, rel) or "").strip()[:2000]
+        record.warnings.append(f"the repro runtime failed to start in a process: {text}")
 
 
 def _runtime_proof(record: Record, reports: Reports) -> None:
@@ -622,25 +630,20 @@ def _runtime_proof(record: Record, reports: Reports) -> None:
 
 
 def _tail(path: Path, n: int) -> list[str]:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - 64 * 1024))
-        lines = f.read().decode("utf-8", "replace").splitlines()
-    return lines[-n:]
-
-
-def _read_json(path: Path) -> dict[str, Any]:
+    """The last ``n`` lines of a log (its last 64 KiB); none when it is not a regular file."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        with produced.open_file(path.parent, path.name) as fd:
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - 64 * 1024), os.SEEK_SET)
+            raw = os.read(fd, 64 * 1024)
+    except OSError:
+        return []
+    return raw.decode("utf-8", "replace").splitlines()[-n:]
 
 
-def _final_metrics(path: Path) -> dict[str, float]:
+def _final_metrics(raw: bytes) -> dict[str, float]:
     final: dict[str, float] = {}
-    for line in path.read_text().splitlines():
+    for line in raw.decode("utf-8", "replace").splitlines():
         try:
             row = json.loads(line)
             final[str(row["name"])] = float(row["value"])
@@ -649,18 +652,24 @@ def _final_metrics(path: Path) -> dict[str, float]:
     return final
 
 
-def _rank_logs(base: Path) -> dict[int, dict[str, Path]]:
-    """torchrun's per-rank files: ``<base>/<run>_<x>/attempt_<n>/<rank>/std{out,err}.log``, last attempt."""
-    found: dict[int, dict[str, Path]] = {}
-    if not base.is_dir():
-        return found
-    attempts = sorted(base.glob("*/attempt_*"), key=lambda p: (p.parent.stat().st_mtime_ns, _number(p.name)))
-    for attempt in attempts:  # later attempts (torchrun restarts) replace earlier ones
-        for rank_dir in attempt.iterdir():
-            if not rank_dir.name.isdigit():
+def _rank_logs(runtime: Path) -> dict[int, dict[str, str]]:
+    """torchrun's per-rank files: ``ranks/<run>_<x>/attempt_<n>/<rank>/std{out,err}.log`` under the
+    runtime dir (relative to it), last attempt; nothing reached through a link."""
+    found: dict[int, dict[str, str]] = {}
+    attempts = [
+        (run.mtime_ns, _number(attempt.rel), attempt.rel)
+        for run in produced.entries(runtime, RANK_LOGS)
+        if run.kind == "dir"
+        for attempt in produced.entries(runtime, run.rel)
+        if attempt.kind == "dir" and fnmatch.fnmatchcase(attempt.rel.rpartition("/")[2], "attempt_*")
+    ]
+    for _, _, attempt in sorted(attempts):  # later attempts (torchrun restarts) replace earlier ones
+        for rank_dir in produced.entries(runtime, attempt):
+            rank = rank_dir.rel.rpartition("/")[2]
+            if rank_dir.kind != "dir" or not rank.isdigit():
                 continue
-            streams = {name: rank_dir / f"{name}.log" for name in ("stdout", "stderr")}
-            found[int(rank_dir.name)] = {k: v for k, v in streams.items() if v.is_file()}
+            streams = {name: f"{rank_dir.rel}/{name}.log" for name in ("stdout", "stderr")}
+            found[int(rank)] = {k: v for k, v in streams.items() if produced.is_file(runtime, v)}
     return found
 
 
@@ -689,10 +698,13 @@ def failed_rank(launcher_stderr: str, rank_stderr: dict[int, str]) -> tuple[int,
     return None
 
 
-def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict[str, Path]]) -> None:
+def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict[str, str]]) -> None:
     """Name the rank that failed and make its stderr the run's stderr tail."""
-    launcher = spec.stderr_path.read_text("utf-8", "replace") if spec.stderr_path.is_file() else ""
-    stderr = {r: s["stderr"].read_text("utf-8", "replace") for r, s in rank_logs.items() if "stderr" in s}
+    launcher = produced.read_text(spec.stderr_path.parent, spec.stderr_path.name) or ""
+    runtime = spec.runtime_dir
+    stderr = {
+        r: produced.read_text(runtime, s["stderr"]) or "" for r, s in rank_logs.items() if "stderr" in s
+    }
     found = failed_rank(launcher, stderr)
     if found is None:
         return
@@ -708,7 +720,7 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
 
 
 def _report_failed_node(
-    record: Record, failed: dict[str, Any], rank_logs: dict[int, dict[str, Path]]
+    record: Record, failed: dict[str, Any], runtime: Path, rank_logs: dict[int, dict[str, str]]
 ) -> None:
     """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
     rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
@@ -717,12 +729,12 @@ def _report_failed_node(
     )
     stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
     if stderr is not None:
-        tail = stderr.read_text("utf-8", "replace").splitlines()[-20:]
+        tail = (produced.read_text(runtime, stderr) or "").splitlines()[-20:]
         record.results.stderr_tail = [f"[{node} rank{rank}]: {line}" for line in tail]
 
 
 def _merge_process_env(record: Record, runtime: Path) -> None:
-    env = _read_json(runtime / "env.json")
+    env = produced.read_json(runtime, "env.json")
     if env:
         for key in ("python", "implementation", "torch", "cuda", "nccl"):
             if env.get(key):
@@ -733,7 +745,10 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
             record.env.gpus = env["gpus"]
         record.deps.freeze = list(env.get("freeze", []))
         record.deps.site_fingerprint = env.get("site_fingerprint")
-    ranks = {p.stem.split("rank")[-1]: _read_json(p) for p in runtime.glob("env.rank*.json")}
+    ranks = {
+        rel.removesuffix(".json").split("rank")[-1]: produced.read_json(runtime, rel)
+        for rel in produced.files(runtime, "env.rank*.json")
+    }
     if ranks or record.command.nproc_per_node > 1:
         world = ranks or {"0": env}
         record.env.world_size = max([int(v.get("world_size", 1)) for v in world.values() if v] or [1])
@@ -744,7 +759,7 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
             value = next((v.get(key) for _, v in sorted(ranks.items()) if v.get(key)), None)
             if value and not getattr(record.env, key):
                 setattr(record.env, key, str(value))
-    knobs = _read_json(runtime / "knobs.rank0.json") or _read_json(runtime / "knobs.json")
+    knobs = produced.read_json(runtime, "knobs.rank0.json") or produced.read_json(runtime, "knobs.json")
     if knobs:
         record.determinism.knobs.update(knobs)
 
@@ -755,7 +770,10 @@ _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> None:
     # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output;
     # so is the checkpoint a resumed run continues from: its chain wrote it.
-    opened = {p for p in reports.read - reports.written - resumed_from if (spec.project_root / p).is_file()}
+    candidates = reports.read - reports.written - resumed_from
+    opened = {
+        p for p in candidates if produced.is_file(*output_rules.located(spec.project_root, p, spec.data))
+    }
     # Source the interpreter imports is code; every other file read is an input the replay should check.
     configs = {c.path for c in record.command.config_files}
     tracker_stores = trackers.store_paths(record)
@@ -802,18 +820,57 @@ def _hydra_bookkeeping(record: Record, store: Store, redactor: Redactor) -> None
 def _store_outputs(
     spec: RunSpec, store: Store, found: list[str], max_bytes: int, record: Record
 ) -> list[FileEntry]:
-    """Hash each output file and keep its bytes (up to the size limit)."""
-    from repro.hashing import hash_file
-
+    """Hash each output file and keep its bytes (up to the size limit); a link is recorded by its
+    target, never read through (`repro.produced`)."""
     entries: list[FileEntry] = []
     for rel in found:
-        path = spec.project_root / rel
-        size = path.stat().st_size
-        digest = hash_file(path)
-        stored = size <= max_bytes
-        if stored:
-            store.put_file(path, digest)
-        else:
-            record.warnings.append(f"output {rel} is over the size limit ({size} bytes): hashed, not stored")
-        entries.append(FileEntry(rel, size, digest, stored))
+        root, inner = output_rules.located(spec.project_root, rel, spec.outputs)
+        entry = produced.entry(root, inner, store.put_fd, max_bytes, as_rel=rel)
+        if entry is None:
+            continue  # gone since it was selected
+        if entry.link is None and not entry.stored:
+            record.warnings.append(
+                f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored"
+            )
+        entries.append(entry)
     return entries
+
+
+def _link_warnings(record: Record, runtime: Path) -> None:
+    """Say which links the run made: among its outputs (recorded as links), and where repro reads its
+    own reports (never read, so what they point at stays out of the record)."""
+    made = [o for o in record.results.outputs if o.link is not None]
+    if made:
+        shown = ", ".join(f"{o.path} -> {o.link}" for o in made[:3]) + (
+            f" (+{len(made) - 3} more)" if len(made) > 3 else ""
+        )
+        record.warnings.append(
+            f"outputs that are symbolic links, recorded as links and never followed: {shown}"
+        )
+    planted = [f for f in produced.walk(runtime) if f.kind == "link"]
+    if planted:
+        shown = ", ".join(f"{f.rel} -> {f.target}" for f in planted[:3]) + (
+            f" (+{len(planted) - 3} more)" if len(planted) > 3 else ""
+        )
+        record.warnings.append(
+            f"the run left symbolic links among repro's own files in its runtime directory, not read: {shown}"
+        )
+
+
+def _shared_writes(record: Record, reports: Reports) -> None:
+    """Outputs more than one process wrote: recorded, and named in one warning."""
+    outputs = {o.path for o in record.results.outputs}
+    shared = [
+        SharedWrite(path, [w.rank for w in writers], [w.pid for w in writers])
+        for path, writers in reports.shared(outputs).items()
+    ]
+    record.results.shared_writes = shared
+    if shared:
+        shown = "; ".join(f"{s.path} by {s.writers()}" for s in shared[:3]) + (
+            f" (+{len(shared) - 3} more)" if len(shared) > 3 else ""
+        )
+        record.warnings.append(
+            f"output files written by more than one process at once: {shown}. Their bytes depend on "
+            "which process wrote last (a replay may differ or not load): write each from one rank "
+            "(`if rank == 0:`)"
+        )

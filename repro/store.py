@@ -33,7 +33,7 @@ from typing import Any
 from repro import atomic
 from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
-from repro.hashing import hash_bytes, hash_file
+from repro.hashing import copy_hashed, hash_bytes, hash_file
 from repro.processes import pid_alive
 
 STORE_DIR = ".repro"
@@ -147,6 +147,33 @@ class Store:
         if not target.is_file():
             self._copy_blob(path, target)
         return digest
+
+    def put_fd(self, fd: int) -> tuple[str, int]:
+        """Store the bytes of an open file once, hashed while they are copied (one read); the
+        digest and the size stored. What a run produced is stored this way (`repro.produced`
+        opened it without following a link).
+
+        Raises:
+            OSError: the file could not be read, or the blob written (naming it).
+        """
+        # Named like the partial copies `partial_blobs` finds, so a killed copy is collected by `gc`.
+        tmp = self.blobs_dir / "00" / f".put-{secrets.token_hex(6)}.{os.getpid()}.tmp"
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            try:
+                digest, size = copy_hashed(fd, out)
+            finally:
+                os.close(out)
+            target = self.blob_path(digest)
+            if not target.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+            return digest, size
+        except OSError as e:
+            raise _named(e, tmp) from e
+        finally:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
 
     @staticmethod
     def _copy_blob(source: Path, target: Path) -> None:

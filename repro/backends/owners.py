@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +35,17 @@ class Saved:
 
 def entries(root: Path) -> Iterator[str]:
     """Every entry under ``root`` (itself included) that is ours to re-own: symbolic links
-    are not followed, and hard-linked files (the scratch copy links large project files) are
-    left alone, since changing one changes the project's file too."""
+    are not followed (a link is re-owned itself), and hard-linked files (the scratch copy links
+    large project files) are left alone, since changing one changes the project's file too."""
     for dirpath, dirnames, filenames in os.walk(root):
         yield dirpath
         for name in filenames + dirnames:
             path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if not os.path.islink(path) and (name in dirnames or st.st_nlink == 1):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue  # gone since it was listed
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode) or st.st_nlink == 1:
                 yield path
 
 
@@ -68,7 +72,7 @@ def open_for(uid: int, gid: int, writable: list[Path], tops: list[Path], state: 
             saved.modes[str(top)] = mode & 0o7777
     _write(saved, state)
     for entry in saved.owners:
-        os.chown(entry, uid, gid)
+        os.chown(entry, uid, gid, follow_symlinks=False)
     for path, mode in saved.modes.items():
         os.chmod(path, mode | 0o005)
     return saved
@@ -87,7 +91,7 @@ def restore(saved: Saved) -> None:
         for path in entries(root):
             uid, gid = saved.owners.get(path, (os.getuid(), os.getgid()))
             with contextlib.suppress(OSError):
-                os.chown(path, uid, gid)
+                os.chown(path, uid, gid, follow_symlinks=False)
 
 
 def restore_from(state: Path) -> None:

@@ -4,7 +4,8 @@ The container sees the project as a copy it may write anywhere in (a script save
 ``model.pt`` into its working directory, checkpoints into ``out/``, TensorBoard events into
 ``runs/``), while the project itself stays untouched until the run ends. Then every file
 new or changed in the copy is moved into the project, where the local backend would have
-written it, and reported as written by the command. Files that are large are hard-linked,
+written it, and reported as written by the command. A link the command made is moved as a
+link, and nothing is moved through a link (`repro.produced`). Files that are large are hard-linked,
 not copied; the store, version control, virtual environments and the paths mounted
 separately (data, outputs) are left out.
 
@@ -22,7 +23,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import atomic, walk
+from repro import atomic, produced, walk
 from repro.backends import owners
 from repro.errors import CapsuleInvalid
 
@@ -86,30 +87,20 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def changed(dest: Path, copied: dict[str, Stat], separate: list[str]) -> list[str]:
-    """Files new or changed in the copy since ``make`` (not inside the separately mounted paths)."""
+    """Files and links new or changed in the copy since ``make`` (not inside the separately mounted
+    paths); a link the command made (to a directory too) is one entry, never entered."""
     separate_set = {s.strip("/") for s in separate}
     found = []
-    for rel, path in walk.files(dest, lambda _path, rel: rel not in separate_set):
-        if rel in separate_set:
-            continue
-        try:
-            st = path.lstat()
-        except OSError:
-            continue
-        if copied.get(rel) != (st.st_size, st.st_mtime_ns):
-            found.append(rel)
+    for item in produced.walk(dest, keep_dir=lambda rel, _names: rel not in separate_set):
+        if item.rel not in separate_set and copied.get(item.rel) != (item.size, item.mtime_ns):
+            found.append(item.rel)
     return sorted(found)
 
 
-def bring_back(dest: Path, root: Path, rels: list[str]) -> None:
-    """Move the changed files from the copy into the project."""
-    for rel in rels:
-        source, target = dest / rel, root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(source, target)
-        except OSError:
-            shutil.copy2(source, target)
+def bring_back(dest: Path, root: Path, rels: list[str]) -> list[str]:
+    """Move the changed files from the copy into the project, links as links, never through a link
+    on either side; those moved (one behind a link in the project, or where a directory stands, stays)."""
+    return [rel for rel in rels if produced.move(dest, root, rel)]
 
 
 @dataclass
@@ -152,7 +143,7 @@ def recover(work_dir: Path, project_root: Path) -> list[str]:
     written = found.changed if found is not None else []
     # Back where it was copied from; ``project_root`` when that place is gone (a moved project).
     root = found.root if found is not None and found.root.is_dir() else project_root
-    bring_back(dest, root, written)
+    written = bring_back(dest, root, written)
     shutil.rmtree(dest, ignore_errors=True)
     state_path(dest).unlink(missing_ok=True)
     return written

@@ -22,7 +22,7 @@ the runtime restores the RNG states recorded at the save of the checkpoint it lo
 
 from __future__ import annotations
 
-import json
+import fnmatch
 import os
 import re
 import shlex
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from repro import produced
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -322,9 +323,9 @@ class _Follower:
 
     def _read(self, path: Path, final: bool) -> None:
         try:
-            with open(path, "rb") as f:
-                f.seek(self.offsets.get(path, 0))
-                chunk = f.read()
+            with produced.open_file(path.parent, path.name) as fd:
+                os.lseek(fd, self.offsets.get(path, 0), os.SEEK_SET)
+                chunk = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
         except OSError:
             return
         if not chunk and not final:
@@ -518,21 +519,15 @@ class SlurmBackend:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text("utf-8", "replace")
-    except OSError:
-        return ""
+    return (produced.read_at(path, limit=None) or b"").decode("utf-8", "replace")
 
 
 def node_facts(job_dir: Path) -> dict[int, dict[str, Any]]:
     """Each node's facts as ``repro.runtime.node`` wrote them, by node rank."""
     found: dict[int, dict[str, Any]] = {}
-    for path in job_dir.glob("node*.json"):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("node_rank"), int):
+    for rel in produced.files(job_dir, "node*.json"):
+        data = produced.read_json(job_dir, rel)
+        if isinstance(data.get("node_rank"), int):
             found[data["node_rank"]] = data
     return found
 
@@ -542,15 +537,11 @@ def _combine(job_dir: Path, spec: RunSpec, names: dict[int, str]) -> None:
     ranks = sorted({int(p.stem[4:]) for p in job_dir.glob("node*.out") if p.stem[4:].isdigit()} | set(names))
     with open(spec.stdout_path, "ab") as out:
         for k in ranks:
-            path = job_dir / f"node{k}.out"
-            if path.is_file():
-                out.write(path.read_bytes())
+            out.write(produced.read_bytes(job_dir, f"node{k}.out", limit=None) or b"")
     with open(spec.stderr_path, "ab") as err:
-        err.write((job_dir / "job.out").read_bytes() if (job_dir / "job.out").is_file() else b"")
+        err.write(produced.read_bytes(job_dir, "job.out", limit=None) or b"")
         for k in ranks:
-            path = job_dir / f"node{k}.err"
-            if path.is_file():
-                err.write(path.read_bytes())
+            err.write(produced.read_bytes(job_dir, f"node{k}.err", limit=None) or b"")
 
 
 def _renumber_rank_logs(runtime: Path, nproc_per_node: int) -> None:
@@ -561,16 +552,25 @@ def _renumber_rank_logs(runtime: Path, nproc_per_node: int) -> None:
     base = runtime / NODE_LOGS
     if not base.is_dir():
         return
-    for node_dir in sorted(base.glob("node*")):
+    for node_dir in _dirs(base, "node*"):
         k = int(node_dir.name[4:]) if node_dir.name[4:].isdigit() else 0
-        for run_dir in node_dir.iterdir():
-            for attempt in run_dir.glob("attempt_*"):
-                for local in attempt.iterdir():
+        for run_dir in _dirs(node_dir, "*"):
+            for attempt in _dirs(run_dir, "attempt_*"):
+                for local in _dirs(attempt, "*"):
                     if not local.name.isdigit():
                         continue
                     dest = runtime / RANK_LOGS / f"{node_dir.name}-{run_dir.name}" / attempt.name
                     dest.mkdir(parents=True, exist_ok=True)
                     local.rename(dest / str(k * nproc_per_node + int(local.name)))
+
+
+def _dirs(parent: Path, pattern: str) -> list[Path]:
+    """The directories in ``parent`` whose names match ``pattern``; links are not among them."""
+    return [
+        parent / f.rel
+        for f in produced.entries(parent)
+        if f.kind == "dir" and fnmatch.fnmatch(f.rel, pattern)
+    ]
 
 
 _SRUN_FAILED = re.compile(r"srun: error: (\S+): task (\d+): Exited with exit code (\d+)")

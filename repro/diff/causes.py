@@ -21,6 +21,7 @@ RANK_DEPS = 40
 RANK_SOFTWARE = 45
 RANK_IMAGE = 48
 RANK_SEEDS = 50
+RANK_CONCURRENT = 55
 RANK_DETERMINISM = 60
 RANK_HARDWARE = 70
 RANK_HARDWARE_STRICT = 80
@@ -40,6 +41,7 @@ def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_diff
     )
     causes += _environment_causes(sections["environment"], a, b)
     if results_differ:
+        causes += _concurrent_causes(sections["outputs"], a, b)
         causes += _runtime_causes(a, b)
     if results_differ and not causes:
         modes = {a.determinism.mode, b.determinism.mode}
@@ -50,6 +52,18 @@ def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_diff
         causes.append(Cause("outputs", "nondeterminism", reason, RANK_NONDETERMINISM, []))
     causes.sort(key=lambda c: c.rank)
     return causes
+
+
+def _concurrent_causes(outputs: Section, a: Record, b: Record) -> list[Cause]:
+    """Outputs that differ and that more than one process of either run wrote at once."""
+    shared = {s.path: s for s in [*a.results.shared_writes, *b.results.shared_writes]}
+    differing = [c for c in outputs.changes if c.scope == "file" and c.kind == "changed" and c.key in shared]
+    if not differing:
+        return []
+    shown = "; ".join(f"{c.key} by {shared[c.key].writers()}" for c in differing[:3])
+    more = f" (+{len(differing) - 3} more)" if len(differing) > 3 else ""
+    reason = f"written by more than one process at once: {shown}{more} (its bytes depend on which wrote last)"
+    return [Cause("outputs", "concurrency", reason, RANK_CONCURRENT, _keys(differing))]
 
 
 def _runtime_causes(a: Record, b: Record) -> list[Cause]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from repro import produced
 from repro.backends.base import BuiltImage
 from repro.capsule import RECORD_NAME, Record, pack
 from repro.runtime import links
@@ -25,7 +26,7 @@ MLFLOW, WANDB, FRAMEWORK = "mlflow", "wandb", "framework"
 def fold(record: Record, runtime_dir: Path) -> None:
     """Put what the process noted into the record: tracker runs, a framework's seed, its warnings."""
     trackers: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in links.read(runtime_dir):
+    for row in noted(runtime_dir):
         kind = row.pop("kind")
         if kind == FRAMEWORK:
             name = str(row.pop("name", "framework"))
@@ -37,6 +38,17 @@ def fold(record: Record, runtime_dir: Path) -> None:
             key = (kind, str(row.get("tracking_uri") or row.get("run_id") or ""))
             trackers.setdefault(key, {"tool": kind}).update({k: v for k, v in row.items() if v is not None})
     record.results.trackers = list(trackers.values())
+
+
+def noted(runtime_dir: Path) -> list[dict[str, Any]]:
+    """Every fact the run's processes noted (``links*.jsonl``), rank 0's first; read as the run's
+    own files are (`repro.produced`: a link is not followed)."""
+    return [
+        row
+        for rel in produced.files(runtime_dir, f"{links.LINKS}*.jsonl")
+        for row in produced.json_lines(runtime_dir, rel)
+        if isinstance(row.get("kind"), str)
+    ]
 
 
 # W&B keeps each run in <dir>/wandb/run-<date>_<time>-<id>/ (offline-run-… in offline mode).

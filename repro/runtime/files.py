@@ -1,8 +1,9 @@
 """Which files a process reads and writes, seen by an audit hook (and a few C-level writers).
 
-Standard library only. ``open`` (builtins, ``os.open``, ``io``), ``os.rename``/``os.replace``
-and ``shutil`` copies raise audit events; ``torch.save``, ``torch.jit.save`` and safetensors
-write from C, so the runtime wraps them when they are imported (``note_written``).
+Standard library only. ``open`` (builtins, ``os.open``, ``io``), ``os.rename``/``os.replace``,
+``os.symlink``/``os.link`` and ``shutil`` copies raise audit events; ``torch.save``,
+``torch.jit.save`` and safetensors write from C, so the runtime wraps them when they are
+imported (``note_written``).
 Paths under the project root are reported relative to it; writes elsewhere are reported
 absolute (the runner lists them as a warning), except system and scratch places.
 """
@@ -56,8 +57,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         path = _as_str(args[0])
         if path is not None:
             note(path, written=_is_write(args[1], args[2] if len(args) > 2 else None))
-    elif event in ("os.rename", "os.replace"):
-        path = _as_str(args[1])
+    elif event in ("os.rename", "os.replace", "os.symlink", "os.link"):
+        path = _as_str(args[1])  # the new name (a link is an output, recorded as a link)
         if path is not None:
             note(path, written=True)
 

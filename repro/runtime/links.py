@@ -47,20 +47,6 @@ def in_project(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def read(runtime_dir: Path) -> list[dict[str, Any]]:
-    """Every fact the run's processes noted, rank 0's first."""
-    found: list[dict[str, Any]] = []
-    for path in sorted(runtime_dir.glob(f"{LINKS}*.jsonl")):
-        for line in path.read_text("utf-8", "replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("kind"), str):
-                found.append(row)
-    return found
-
-
 # --------------------------------------------------------------------------- trackers' own variables
 
 

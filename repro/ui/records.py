@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import ui
-from repro.capsule import Record
+from repro.capsule import FileEntry, Record
 from repro.determinism import ledger_text
 from repro.signing import Seal
 from repro.store import RunRow
@@ -34,12 +34,19 @@ def run_summary_dict(record: Record, capsule: Path) -> dict[str, Any]:
         "mode": record.determinism.mode,
         "seed": record.seeds.master,
         "world_size": record.env.world_size,
-        "outputs": [{"path": o.path, "size": o.size, "hash": o.hash} for o in record.results.outputs],
+        "outputs": [_output_dict(o) for o in record.results.outputs],
         "metrics": record.results.final_metrics,
         "warnings": record.warnings,
         "parent": record.parent,
         "resumed_from": record.resumed_from,
     }
+
+
+def _output_dict(o: FileEntry) -> dict[str, Any]:
+    found: dict[str, Any] = {"path": o.path, "size": o.size, "hash": o.hash}
+    if o.link is not None:
+        found["link"] = o.link  # a link the run made: its target, never followed
+    return found
 
 
 def run_summary_line(record: Record, capsule: Path, root: Path) -> str:
@@ -205,9 +212,12 @@ def show_text(record: Record) -> str:
     if res.final_metrics:
         lines.append(("metrics", ", ".join(f"{k}={v:.6g}" for k, v in res.final_metrics.items())))
     for o in res.outputs[:20]:
-        lines.append(("output", f"{o.path} ({ui.human_bytes(o.size)}, {o.hash[:16]})"))
+        shown = f"link -> {o.link}, not followed" if o.link is not None else ui.human_bytes(o.size)
+        lines.append(("output", f"{o.path} ({shown}, {o.hash[:16]})"))
     if len(res.outputs) > 20:
         lines.append(("output", f"… and {len(res.outputs) - 20} more"))
+    for shared in res.shared_writes[:5]:
+        lines.append(("shared write", f"{shared.path} by {shared.writers()} at once"))
     for ck in res.checkpoints[-5:]:
         ranks = len(ck.states)
         lines.append(("checkpoint", f"{ck.path or ck.hash[:16]} (step {ck.step}, RNG states of {ranks} "

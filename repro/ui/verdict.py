@@ -118,6 +118,8 @@ def output_detail(o: OutputDiff) -> str:
         return o.note or "same"
     if o.values is not None:
         return _values_detail(o)
+    if o.kind == "link":
+        return f"link target differs ({o.note})"
     t = o.tensors
     if t is None:
         return f"bytes differ ({o.note or 'not a tensor file'})"

@@ -33,7 +33,7 @@ def test_collect_groups_ranks_by_checkpoint_and_survives_the_record_round_trip(t
         json.dumps({"event": "missing", "rank": 1, "path": "checkpoints/old.pt", "hash": "c" * 64}) + "\n"
     )
     record = Record(id="r", created="now")
-    checkpoints.collect(record, runtime, store.put_file, max_bytes=1024)
+    checkpoints.collect(record, runtime, store.put_fd, max_bytes=1024)
     first, second = record.results.checkpoints
     assert (first.step, first.path, first.blob is not None, first.size) == (8, "checkpoints/last.pt", True, 7)
     assert sorted(second.states) == ["0", "1"] and second.blob is None
@@ -62,7 +62,7 @@ def test_a_rank_killed_before_writing_its_state_is_filled_from_its_ring(tmp_path
         body = {"step": step, "rank": 1, "states": {"python": [3, [step], None]}}
         (ring / f"rank1.{step % 8}.json").write_text(json.dumps(body))
     record = Record(id="r", created="now")
-    checkpoints.collect(record, runtime, store.put_file, max_bytes=0)
+    checkpoints.collect(record, runtime, store.put_fd, max_bytes=0)
     (info,) = record.results.checkpoints
     assert sorted(info.states) == ["0", "1"]
     assert json.loads(store.read_blob(info.states["1"]) or b"")["step"] == 12
@@ -110,3 +110,13 @@ def test_a_pending_record_is_kept_until_the_run_is_sealed(tmp_path: Path) -> Non
     assert not store.has_record(record.id) and store.is_running(record.id)
     store.seal(record, run_dir)
     assert store.load_pending(record.id) is None and store.has_record(record.id)
+
+
+def test_seeding_states_never_writes_where_a_record_names_outside_the_runtime_dir(tmp_path: Path) -> None:
+    runtime = tmp_path / "run" / "runtime"
+    good = CheckpointInfo(path="ck.pt", hash="ab" * 32, states={"0": "blob"})
+    escaping = CheckpointInfo(path="ck.pt", hash="../../../escaped", states={"0": "blob"})
+    odd_rank = CheckpointInfo(path="ck.pt", hash="cd" * 32, states={"0/../../x": "blob"})
+    assert checkpoints.seed_runtime(runtime, [good, escaping, odd_rank], lambda _: b"{}") == 1
+    assert [p.name for p in (runtime / "rng").iterdir()] == [f"{'ab' * 32}.rank0.json"]
+    assert not list(tmp_path.rglob("escaped*")) and not list(tmp_path.rglob("x.json"))

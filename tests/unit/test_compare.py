@@ -14,7 +14,7 @@ import safetensors.torch
 import torch
 import xxhash
 
-from repro.capsule import FileEntry
+from repro.capsule import FileEntry, SharedWrite
 from repro.compare import (
     DEFAULT_TOLERANCES,
     Side,
@@ -553,3 +553,19 @@ def test_tensor_report_reads_suffixless_blobs_by_the_output_name(tmp_path: Path)
     report = verdict.outputs[0].tensors
     assert report is not None and [d.name for d in report.differing] == ["b"]
     assert report.differing[0].max_abs == 0.5
+
+
+def test_a_torn_file_two_ranks_wrote_is_blamed_on_the_writers_not_unreadable(dirs: tuple[Path, Path]) -> None:
+    a, b = dirs
+    torch.save(state_dict(), a / "model.pt")
+    whole = (a / "model.pt").read_bytes()
+    (b / "model.pt").write_bytes(whole[: len(whole) // 2] + whole[: len(whole) // 2])  # interleaved writes
+    plain = compare_runs(side(a), side(b), "strict")
+    assert plain.reasons[0].code == "output_differs" and "unreadable" in plain.reasons[0].message
+    shared = [SharedWrite("model.pt", [0, 1], [41, 42])]
+    v = compare_runs(side(a, shared_writes=shared), side(b), "strict")
+    (reason,) = v.reasons
+    assert reason.code == "concurrent_write" and reason.path == "model.pt"
+    assert "written by ranks 0 and 1 at once" in reason.message and "unreadable" not in reason.message
+    assert reason.fields["ranks"] == [0, 1] and "unreadable" in reason.fields["detail"]
+    assert v.summary.startswith("diverged: output model.pt was written by ranks 0 and 1 at once")

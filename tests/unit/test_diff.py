@@ -22,6 +22,7 @@ from repro.capsule import (
     Record,
     ResultInfo,
     SeedInfo,
+    SharedWrite,
 )
 from repro.diff import (
     DIFF_FORMAT,
@@ -212,6 +213,18 @@ def test_nothing_recorded_differs_but_outputs_do(blobs: Blobs) -> None:
     assert result.results_differ
     assert [c.category for c in result.likely_causes] == ["nondeterminism"]
     assert result.likely_causes[0].reason == "no recorded difference — non-determinism under mode gpu"
+
+
+def test_an_output_two_ranks_wrote_at_once_is_named_not_blamed_on_nondeterminism(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    a.results.shared_writes = [SharedWrite("outputs/model.pt", [0, 1], [41, 42])]
+    b = same_as(a, "b")
+    b.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="other")]
+    result = diff_records(a, b, blobs)
+    assert [c.category for c in result.likely_causes] == ["concurrency"]
+    assert result.likely_causes[0].keys == ["outputs/model.pt"]
+    assert "outputs/model.pt by ranks 0 and 1" in result.likely_causes[0].reason
+    assert "non-determinism" not in render_text(result)
 
 
 # --------------------------------------------------------------------------- dependencies

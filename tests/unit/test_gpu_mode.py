@@ -186,8 +186,8 @@ def test_rank_env_logs_and_knobs_are_folded_into_the_record(tmp_path: Path) -> N
         d.mkdir(parents=True)
         (d / "stdout.log").write_text(f"rank {rank}\n")
         (d / "stderr.log").write_text("")
-    logs = _rank_logs(runtime / "ranks")
-    assert sorted(logs) == [0, 1] and logs[1]["stdout"].read_text() == "rank 1\n"
+    logs = _rank_logs(runtime)
+    assert sorted(logs) == [0, 1] and (runtime / logs[1]["stdout"]).read_text() == "rank 1\n"
 
 
 TORCHRUN_SUMMARY = """\
