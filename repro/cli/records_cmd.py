@@ -48,7 +48,7 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     if as_json:
         ui.json_out(loaded.record.to_dict())
     else:
-        ui.out(render.show_text(loaded.record))
+        ui.out(render.show_text(loaded.record, loaded.locked_packages()))
 
 
 @click.command("export")
