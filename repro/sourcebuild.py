@@ -321,11 +321,18 @@ def _save_log(folder: Path, lines: list[str]) -> Path | None:
         return None
 
 
+# pip's own summary lines after a failed build: the cause is in a line before them
+_PIP_TRAILER = ("Failed to build", "Failed building wheel", "subprocess-exited-with-error",
+                "did not run successfully", "This error originates from a subprocess", "repro-sandbox:",
+                "ERROR: Failed")  # fmt: skip
+
+
 def _reason(lines: list[str], sdist: str) -> str:
-    """The last error-looking line of the build's output, printable, short."""
-    errors = [ln for ln in lines if re.search(r"error|Error|ERROR|failed", ln)]
-    text = (errors or lines or [f"no wheel came out for {sdist}"])[-1]
-    clean = "".join(ch if ch.isprintable() else "?" for ch in text).strip()
+    """The last error-looking line of the build's output that is not pip's summary; printable, short."""
+    own = [ln for ln in lines if ln.strip() and not any(t in ln for t in _PIP_TRAILER)]
+    errors = [ln for ln in own if re.search(r"error|Error|ERROR|failed|No matching distribution", ln)]
+    text = (errors or own or [f"no wheel came out for {sdist}"])[-1]
+    clean = "".join(ch if ch.isprintable() else "?" for ch in text).strip(" │╰─>")
     return clean[:200] or f"no wheel came out for {sdist}"
 
 
