@@ -146,9 +146,10 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
                       f"xxh3 {item.digest[:16]}"))  # fmt: skip
     d = r.deps
     if d.lockfile:
-        torch = next((q for q in d.requirements if q.startswith("torch==")), None)
+        pinned = [f"{p.name}=={p.version}" for p in packages] if packages else d.requirements
+        torch = next((q for q in pinned if q.startswith("torch==")), None)
         variant = f"{d.variant} lock, " if d.variant else ""
-        lines.append(("deps", f"{d.lockfile} ({variant}{len(d.requirements)} pinned"
+        lines.append(("deps", f"{d.lockfile} ({variant}{len(pinned)} pinned"
                       f"{', ' + torch if torch else ''})"))  # fmt: skip
         for mismatch in d.mismatches:
             lines.append(("deps", f"! not as locked: {mismatch}"))
