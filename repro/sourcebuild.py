@@ -42,13 +42,14 @@ from repro.fetch.binaries import download_wheels
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import target_tags
 from repro.fetch.pinned import Fetched
-from repro.lockfile import Pinned, cache_dir
+from repro.lockfile import Pinned, cache_dir, canonical_name
 
 DEFAULT_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 517/518, for an sdist without [build-system]
 MAX_REQUIRES = 32
 MAX_PYPROJECT = 1 << 20  # bytes of pyproject.toml read
 MAX_SCAN = 1 << 30  # bytes of an sdist read looking for it
 MAX_WHEEL = 2 << 30  # bytes of one built wheel
+MAX_OUT = 4 << 30  # bytes of everything a build leaves in /build/out
 TIMEOUT_S = 1800  # a build that runs longer is stopped
 SANDBOX_USER = "65534:65534"  # nobody
 OUT = "/build/out"
@@ -109,14 +110,14 @@ def build_requires(sdist: Path, python_version: str | None = None) -> list[str]:
     try:
         system = tomllib.loads(text.decode("utf-8", errors="replace")).get("build-system")
     except tomllib.TOMLDecodeError as e:
-        raise BuildError(f"{sdist.name}: pyproject.toml is not valid TOML ({e})") from e
+        raise _refused(sdist, f"pyproject.toml is not valid TOML ({e})") from e
     if system is None:
         return list(DEFAULT_REQUIRES)
     requires = system.get("requires") if isinstance(system, dict) else None
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
-        raise BuildError(f"{sdist.name}: [build-system] requires is not a list of strings")
+        raise _refused(sdist, "[build-system] requires is not a list of strings")
     if len(requires) > MAX_REQUIRES:
-        raise BuildError(f"{sdist.name}: {len(requires)} build requirements (at most {MAX_REQUIRES})")
+        raise _refused(sdist, f"{len(requires)} build requirements (at most {MAX_REQUIRES})")
     env = None
     if python_version:
         env = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
@@ -125,17 +126,24 @@ def build_requires(sdist: Path, python_version: str | None = None) -> list[str]:
         try:
             req = Requirement(raw)
         except InvalidRequirement as e:
-            raise BuildError(f"{sdist.name}: malformed build requirement {raw[:80]!r}") from e
+            raise _refused(sdist, f"malformed build requirement {raw[:80]!r}") from e
         if req.url:
-            raise BuildError(f"{sdist.name}: build requirement {req.name} names a URL (index wheels only)")
+            raise _refused(sdist, f"build requirement {req.name} names a URL (index wheels only)")
         if req.marker is None or req.marker.evaluate(env):
             req.marker = None
             wanted.append(str(req))
     backend = system.get("build-backend")
-    names = {Requirement(r).name.lower() for r in wanted}
+    names = {canonical_name(Requirement(r).name) for r in wanted}
     if not isinstance(backend, str) or backend.startswith("setuptools"):
-        wanted += [r for r in DEFAULT_REQUIRES if Requirement(r).name not in names]
+        wanted += [r for r in DEFAULT_REQUIRES if canonical_name(Requirement(r).name) not in names]
     return wanted
+
+
+def _refused(sdist: Path, why: str) -> BuildError:
+    return BuildError(
+        f"{sdist.name}: {why}; it is not built",
+        hint="lock a release of the package that ships a wheel for the image's Python",
+    )
 
 
 def _top_level_file(sdist: Path, name: str) -> bytes | None:
@@ -155,7 +163,7 @@ def _top_level_file(sdist: Path, name: str) -> bytes | None:
                     f = t.extractfile(member)
                     return f.read() if f else None
     except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as e:
-        raise BuildError(f"{sdist.name} is not a readable source distribution ({e})") from e
+        raise _refused(sdist, f"not a readable source distribution ({e})") from e
     return None
 
 

@@ -380,8 +380,15 @@ def run_sandbox(
         api.start(cid)
         status = _wait_streaming(api, cid, timeout, on_line)
         stream, _ = api.get_archive(cid, sourcebuild.OUT)
+        size = 0
         with open(outbox, "wb") as out:
             for chunk in stream:
+                size += len(chunk)
+                if size > sourcebuild.MAX_OUT:
+                    raise BuildError(
+                        f"a source build left more than {sourcebuild.MAX_OUT >> 30} GiB in its output",
+                        hint="lock a release of the package that ships a wheel for the image's Python",
+                    )
                 out.write(chunk)
         return status
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packaging.tags import Tag
 
-from repro.errors import BuildError
+from repro.errors import BuildError, IndexUnreadable
 from repro.fetch.download import DigestMismatch, fetch
 from repro.fetch.index import Link, Reader
 from repro.fetch.names import Kind
@@ -56,10 +56,13 @@ def fetch_pinned(
     the host's) where the release has one, else its source distribution. Each file is kept only
     once its sha256 is one the lock names. Returns {normal name: Fetched}.
 
+    A source that cannot be read is passed over, as pip does, and not asked again; it is the
+    error only when some requirement was found nowhere else.
+
     Raises:
         NotOnIndexes: some requirement has no matching file on any source.
         DigestMismatch: a source served bytes other than its stated, locked digest.
-        IndexUnreadable: a source cannot be read.
+        IndexUnreadable: a source could not be read, and some requirement was found on no other.
     """
     sources = sources if sources is not None else host_sources()
     ranked = target_tags(python_version)
@@ -75,8 +78,10 @@ def fetch_pinned(
         r: Reader = local.reader
         return r
 
+    dead = _Dead()
+
     def one(req: Pinned) -> Fetched | None:
-        found = _fetch_one(reader(), req, sources, ranked, dest)
+        found = _fetch_one(reader(), req, sources, ranked, dest, dead)
         if found is not None and on_line:
             on_line(f"fetched {found.path.name} ({found.kind})")
         return found
@@ -88,20 +93,43 @@ def fetch_pinned(
         for r in readers:
             r.close()
     missing = [req for req, got in zip(pinned, results, strict=True) if got is None]
+    if missing and dead.first is not None:
+        raise dead.first
     if missing:
         raise NotOnIndexes(missing, sources)
     return {got.key: got for got in results if got is not None}
 
 
+class _Dead:
+    """The sources that could not be read, shared by the fetching threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sources: set[str] = set()
+        self.first: IndexUnreadable | None = None
+
+    def add(self, source: str, error: IndexUnreadable) -> None:
+        with self._lock:
+            self.sources.add(source)
+            self.first = self.first or error
+
+
 def _fetch_one(
-    reader: Reader, req: Pinned, sources: Sources, ranked: list[Tag], dest: Path
+    reader: Reader, req: Pinned, sources: Sources, ranked: list[Tag], dest: Path, dead: _Dead
 ) -> Fetched | None:
     """The first candidate that downloads with a locked digest: wheels from every source first,
     then source distributions."""
     sdists: list[Link] = []
     mismatch: DigestMismatch | None = None
     for source in sources.all():
-        for link in candidates(reader.files(source, req.key), req, ranked):
+        if source in dead.sources:
+            continue
+        try:
+            links = reader.files(source, req.key)
+        except IndexUnreadable as e:
+            dead.add(source, e)
+            continue
+        for link in candidates(links, req, ranked):
             if link.name.kind == "sdist":
                 sdists.append(link)
                 continue

@@ -313,3 +313,20 @@ def test_target_tags_follow_the_python_version() -> None:
     assert any(t.interpreter == "cp312" for t in target_tags("3.12"))
     assert not any(t.abi == "cp311" for t in target_tags("3.12"))  # cp311-abi3 does install on 3.12
     assert target_tags(None)[0] == target_tags()[0]
+
+
+def test_an_unreadable_source_is_passed_over_when_another_has_the_file(index: Index, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/simple/"
+    dest = tmp_path / "house"
+    dest.mkdir()
+    sources = Sources(indexes=(closed, index.simple.as_uri()), timeout=5)
+    pin = _pin(index, "antlr4-python3-runtime-4.9.3.tar.gz")
+    assert fetch_pinned([pin], dest, None, sources)["antlr4-python3-runtime"].kind == "sdist"
+    absent = Pinned("six", "1.0", ["9" * 64], "six==1.0")
+    with pytest.raises(IndexUnreadable) as caught:  # found nowhere: the unreadable index is the likely cause
+        fetch_pinned([pin, absent], dest, None, sources)
+    assert caught.value.message == f"the package index {closed} cannot be read: connection failed"
