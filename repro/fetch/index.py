@@ -114,9 +114,14 @@ def _page_from_html(key: str, html: bytes, base_url: str) -> ProjectPage:
 
 
 def _links(page: ProjectPage, key: str, source: str) -> list[Link]:
+    """The page's files of project ``key``; a remote page's links only over http(s) (a remote index
+    never makes repro read a file of this machine)."""
+    remote = not is_local(source)
     links = []
     for pkg in page.packages:
         name = parse(pkg.filename)
+        if remote and urlsplit(pkg.url).scheme not in ("http", "https"):
+            continue
         if name is not None and name.key == key:
             links.append(Link(name, pkg.url, pkg.digests.get("sha256"), source))
     return links

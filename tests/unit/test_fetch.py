@@ -330,3 +330,17 @@ def test_an_unreadable_source_is_passed_over_when_another_has_the_file(index: In
     with pytest.raises(IndexUnreadable) as caught:  # found nowhere: the unreadable index is the likely cause
         fetch_pinned([pin, absent], dest, None, sources)
     assert caught.value.message == f"the package index {closed} cannot be read: connection failed"
+
+
+def test_a_remote_index_cannot_point_at_a_file_of_this_machine(tmp_path: Path) -> None:
+    root = tmp_path / "evil"
+    (root / "simple" / "six").mkdir(parents=True)
+    host_file = tmp_path / "six-1.0.tar.gz"
+    host_file.write_bytes(b"a file of the host")
+    digest = hashlib.sha256(b"a file of the host").hexdigest()
+    link = f'<a href="{host_file.as_uri()}#sha256={digest}">six-1.0.tar.gz</a>'
+    (root / "simple" / "six" / "index.html").write_text(link)
+    for url in _serve(root):
+        assert Reader(Sources(indexes=(url,))).files(url, "six") == []
+    local = (root / "simple").as_uri()  # the same page read from this machine's own index: allowed
+    assert len(Reader(Sources(indexes=(local,))).files(local, "six")) == 1
