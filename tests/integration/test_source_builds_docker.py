@@ -338,8 +338,11 @@ optim:
 """
 
 
-def test_a_hydra_project_builds_its_source_only_dependency_into_the_image(project: Project) -> None:
-    """hydra-core needs antlr4-python3-runtime 4.9.x, which the index has only as an sdist."""
+def test_a_hydra_project_builds_its_source_only_dependency_into_the_image(
+    project: Project, tmp_path: Path
+) -> None:
+    """hydra-core needs antlr4-python3-runtime 4.9.x, which the index has only as an sdist; Hydra's
+    override parser imports it, so the run's ``epochs=2`` goes through the built wheel."""
     project.script("hydra_train.py", "train.py")
     project.write("conf/config.yaml", HYDRA_CONFIG)
     project.write(".gitignore", "outputs/\nmultirun/\n")
@@ -352,19 +355,27 @@ def test_a_hydra_project_builds_its_source_only_dependency_into_the_image(projec
     lock = project.root / "lockfiles" / "requirements.lock.txt"
     text = lock.read_text()
     assert "antlr4-python3-runtime==4.9.3" in text and "torch==2.13.0" in text
-    # A comment makes this lock, and so its image, this test's own: the image is built, not reused.
+    # A comment makes this lock, and so its image, this test's own: the image is built, not reused;
+    # a wheelhouse of its own makes the sdist build for real, in the sandbox.
     lock.write_text(text + f"# test {uuid.uuid4().hex}\n")
     project.commit("lock")
+    env = {"REPRO_CACHE_DIR": str(tmp_path / "cache")}
     image_ids: list[str] = []
     try:
-        for _ in range(2):
+        for i in range(2):
             r = project.repro("run", "--backend", "docker", "--data", "data", "--", "python", "train.py",
-                              "epochs=2", timeout=1200)  # fmt: skip
+                              "epochs=2", timeout=1200, env=env)  # fmt: skip
             assert r.code == 0, r.err
+            sandboxed = "building antlr4-python3-runtime-4.9.3.tar.gz in a sandbox" in r.err
+            assert sandboxed == (i == 0), r.err  # built the first time, the image reused the second
             record = json.loads(project.repro("show", "latest", "--json").out)
             image_ids.append(record["deps"]["image"]["id"])
             assert record["deps"]["image"]["installed_from"]["antlr4-python3-runtime"] == "source"
             assert record["deps"]["image"]["installed_from"]["torch"] == "wheel"
+        built = list(
+            (tmp_path / "cache" / "wheelhouse" / "built").glob("*/*/antlr4_python3_runtime-4.9.3-*.whl")
+        )
+        assert len(built) == 1
         assert image_ids[0] == image_ids[1]  # built once, reused the second time
         shown = project.repro("show", "latest").out
         assert "source builds  antlr4-python3-runtime==4.9.3" in shown, shown
