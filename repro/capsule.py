@@ -163,6 +163,9 @@ class ImageInfo:
     reused: bool = False
     build_seconds: float | None = None
     loaded: bool = False  # loaded from the image archive a capsule carries, not built
+    # {normal name: "wheel" | "source"}: how each locked package went into the image (a wheel from an
+    # index, or built from its source distribution in the sandbox); {}: not recorded
+    installed_from: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

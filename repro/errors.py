@@ -61,6 +61,17 @@ class BuildError(ReproError):
     exit_code = ExitCode.UNEXPECTED
 
 
+class IndexUnreadable(BuildError):
+    """A package index or find-links location (from the host's pip configuration) that cannot be read."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source, self.reason = source, reason
+        super().__init__(
+            f"the package index {source} cannot be read: {reason}",
+            hint="check the host's pip configuration (`pip config list`, PIP_INDEX_URL) and the network",
+        )
+
+
 class CommandFailed(ReproError):
     """The training command itself exited non-zero."""
 

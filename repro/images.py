@@ -3,8 +3,10 @@
 An image is named by what goes into it: the rendered Dockerfile, the lockfile's bytes
 and the base image's immutable id. Unchanged inputs give the same tag, so an image
 that already carries the tag is reused without building. Builds are offline: the
-lockfile's wheels are fetched on the host into a shared wheelhouse, copied into the
-build context and installed with ``--no-index --require-hashes``.
+lockfile's files are fetched on the host into a shared wheelhouse by name, version and
+sha256 (``repro.fetch``: nothing of a package runs on the host), source distributions are
+built into wheels in a sandbox container (``repro.sourcebuild``), and every wheel is copied
+into the build context and installed with ``--no-index --require-hashes``.
 
 This module imports no docker; ``repro.backends.docker`` talks to the engine.
 """
@@ -16,19 +18,24 @@ import io
 import json
 import os
 import re
-import subprocess
-import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import xxhash
+from packaging.tags import Tag
 
 from repro import __version__
 from repro.errors import BuildError, NotFoundError
-from repro.lockfile import Pinned, cache_dir, canonical_name, parse_lockfile
+from repro.fetch.index import Link
+from repro.fetch.names import parse as parse_dist
+from repro.fetch.pick import candidates, target_tags
+from repro.fetch.pinned import Fetched, fetch_pinned
+from repro.fetch.sources import Sources
+from repro.lockfile import Pinned, cache_dir, parse_lockfile
 
 TAG_REPO = "repro-env"
 TAG_HEX = 24
@@ -37,6 +44,7 @@ LABEL_LOCK = LABEL_PREFIX + "lock-hash"
 LABEL_BASE = LABEL_PREFIX + "base-id"
 LABEL_TEMPLATE = LABEL_PREFIX + "template"
 LABEL_VERSION = LABEL_PREFIX + "version"
+LABEL_SOURCE_BUILDS = LABEL_PREFIX + "source-builds"  # the lock's packages built from source, comma-separated
 TEMPLATES = ("cpu", "cuda")
 LOCK_NAME = "requirements.lock"
 WHEELHOUSE_NAME = "wheelhouse"
@@ -104,14 +112,31 @@ def image_tag(dockerfile: str, lock: bytes, base_id: str) -> str:
     return f"{TAG_REPO}:{digest[:TAG_HEX]}"
 
 
-def image_labels(lock: bytes, base_id: str, template: str) -> dict[str, str]:
-    """The labels every repro-built image carries."""
+def image_labels(
+    lock: bytes, base_id: str, template: str, source_builds: Iterable[str] = ()
+) -> dict[str, str]:
+    """The labels every repro-built image carries (``source_builds``: the normal names of the lock's
+    packages that were built from source in the sandbox)."""
     return {
         LABEL_LOCK: lock_hash(lock),
         LABEL_BASE: base_id,
         LABEL_TEMPLATE: template,
         LABEL_VERSION: __version__,
+        LABEL_SOURCE_BUILDS: ",".join(sorted(source_builds)),
     }
+
+
+def installed_from(lock_text: str, labels: dict[str, str]) -> dict[str, str]:
+    """{normal name: "wheel" | "source"} for each package of the lock, as an image's labels say it was
+    installed; empty when the image does not say (built before repro recorded it).
+
+    Raises:
+        BuildError: a malformed lockfile.
+    """
+    if LABEL_SOURCE_BUILDS not in labels or not lock_text.strip():
+        return {}
+    built = set(filter(None, labels[LABEL_SOURCE_BUILDS].split(",")))
+    return {req.key: ("source" if req.key in built else "wheel") for req in parse_lockfile(lock_text)}
 
 
 def is_image_id(ref: str) -> bool:
@@ -213,10 +238,6 @@ def wheelhouse_dir() -> Path:
     return cache_dir() / WHEELHOUSE_NAME
 
 
-def _dist_key(filename: str) -> str:
-    return canonical_name(filename.split("-", 1)[0])
-
-
 def _sha256_index(wheelhouse: Path) -> dict[str, Path]:
     """sha256 → file for every distribution in the wheelhouse (digests cached by size+mtime)."""
     cache_file = wheelhouse / _SHA_CACHE
@@ -248,15 +269,24 @@ def _sha256_index(wheelhouse: Path) -> dict[str, Path]:
     return index
 
 
-def _match(pinned: list[Pinned], index: dict[str, Path]) -> tuple[dict[str, Path], list[Pinned]]:
-    found: dict[str, Path] = {}
+def _match(
+    pinned: list[Pinned], index: dict[str, Path], ranked: list[Tag]
+) -> tuple[dict[str, Fetched], list[Pinned]]:
+    """The wheelhouse's file for each requirement (a wheel for the target before an sdist), and
+    the requirements it has none for."""
+    links: dict[str, list[Link]] = {}
+    for digest, path in index.items():
+        name = parse_dist(path.name)
+        if name is not None:
+            links.setdefault(name.key, []).append(Link(name, path.as_uri(), digest, str(path.parent)))
+    found: dict[str, Fetched] = {}
     missing: list[Pinned] = []
     for req in pinned:
-        hit = next((index[h] for h in req.hashes if h in index and _dist_key(index[h].name) == req.key), None)
-        if hit is None:
+        best = next(iter(candidates(links.get(req.key, []), req, ranked)), None)
+        if best is None or best.sha256 is None:
             missing.append(req)
         else:
-            found[req.key] = hit
+            found[req.key] = Fetched(req.key, index[best.sha256], best.sha256, best.name.kind)
     return found, missing
 
 
@@ -265,69 +295,33 @@ def prepare_wheelhouse(
     wheelhouse: Path | None = None,
     on_line: Callable[[str], None] | None = None,
     python_version: str | None = None,
-) -> dict[str, Path]:
-    """The wheel file of each requirement of ``lockfile`` (by normal name), downloading only those
-    not already there.
+    sources: Sources | None = None,
+) -> dict[str, Fetched]:
+    """The file of each requirement of ``lockfile`` (by normal name, in lock order): a wheel for
+    ``python_version`` (X.Y, the image's Python; default the host's) where the release has one,
+    else its source distribution. Only files not already in the wheelhouse are downloaded.
 
-    Downloads go through ``python -m pip download --no-deps --require-hashes`` with the
-    host's pip configuration (indexes, find-links), so every file matches a lock hash.
-    ``python_version`` (e.g. "3.11", the image's Python) fetches wheels for that Python
-    when it differs from the host's.
+    Files are fetched by name, version and sha256 from the indexes and find-links of the host's
+    pip configuration (``repro.fetch``); nothing is installed or built on the host, and a file is
+    kept only once its sha256 is one the lock names.
 
     Raises:
         NotFoundError: the lockfile does not exist.
-        BuildError: the lockfile is malformed, or pip could not fetch a pinned file.
+        BuildError: the lockfile is malformed, or no source has a file matching a pin's hashes.
+        IndexUnreadable: a configured index cannot be read.
     """
     if not lockfile.is_file():
         raise NotFoundError(f"no lockfile at {lockfile}", hint="compile one with `repro lock`")
     pinned = parse_lockfile(lockfile.read_text())
     house = wheelhouse or wheelhouse_dir()
     house.mkdir(parents=True, exist_ok=True)
-    found, missing = _match(pinned, _sha256_index(house))
+    ranked = target_tags(python_version)
+    found, missing = _match(pinned, _sha256_index(house), ranked)
     if missing:
         if on_line:
             on_line(f"fetching {len(missing)} of {len(pinned)} pinned distributions into {house}")
-        with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
-            partial = Path(tmp) / LOCK_NAME
-            partial.write_text("\n".join(req.text for req in missing) + "\n")
-            _pip_download(partial, house, on_line, _target_args(python_version))
-        found, missing = _match(pinned, _sha256_index(house))
-        if missing:
-            names = ", ".join(f"{r.name}=={r.version}" for r in missing[:5])
-            raise BuildError(
-                f"pip fetched no file matching the lockfile's hashes for: {names}",
-                hint="re-lock with `repro lock`, or check the host's pip index configuration",
-            )
+        found.update(fetch_pinned(missing, house, python_version, sources, on_line))
     return {req.key: found[req.key] for req in pinned}
-
-
-def _target_args(python_version: str | None) -> list[str]:
-    host = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if not python_version or python_version == host:
-        return []
-    return ["--python-version", python_version, "--only-binary=:all:"]
-
-
-def _pip_download(
-    lock: Path, dest: Path, on_line: Callable[[str], None] | None, extra: list[str] | None = None
-) -> None:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "-r", str(lock)]
-    argv += extra or []
-    argv += ["-d", str(dest), "--progress-bar", "off", "--disable-pip-version-check"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    with proc.stdout:
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-            if on_line:
-                on_line(line.rstrip())
-    if proc.wait() != 0:
-        tail = "\n".join(lines[-15:])
-        raise BuildError(
-            f"pip download failed (exit {proc.returncode}):\n{tail}",
-            hint="check the host's pip index configuration (`pip config list`) and network",
-        )
 
 
 # --------------------------------------------------------------------------- build context
@@ -340,9 +334,27 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_context(dest: IO[bytes], dockerfile: str, lock: bytes, wheels: dict[str, Path]) -> None:
+@dataclass(frozen=True)
+class Wheel:
+    """A wheel that goes into the image, and the digest ``pip install --require-hashes`` checks there."""
+
+    path: Path
+    built_sha256: str | None = None  # built from source in the sandbox: its own digest; None: the lock's
+
+    def lock_line(self, req: Pinned) -> str:
+        """The requirement line the image's install checks this wheel against."""
+        if self.built_sha256 is None:
+            return req.text
+        marker = f" ; {req.marker}" if req.marker else ""
+        return f"{req.name}=={req.version}{marker} --hash=sha256:{self.built_sha256}"
+
+
+def write_context(dest: IO[bytes], dockerfile: str, lock: bytes, wheels: dict[str, Wheel]) -> None:
     """Write the build context tar: ``Dockerfile`` and, per layer group, ``layers/NN-name/`` holding
     that group's part of the lockfile and its wheels.
+
+    Every wheel is installed with ``--require-hashes``: a wheel from an index against the lock's
+    digests, a wheel built from a pinned sdist against the digest it left the sandbox with.
 
     Raises:
         BuildError: a malformed lockfile, or a requirement without its wheel.
@@ -353,11 +365,13 @@ def write_context(dest: IO[bytes], dockerfile: str, lock: bytes, wheels: dict[st
         for i, (name, reqs) in enumerate(groups):
             folder = _layer_dir(i, name)
             _add_dir(tar, folder)
-            _add_bytes(tar, f"{folder}/{LOCK_NAME}", ("\n".join(r.text for r in reqs) + "\n").encode())
+            missing = [r for r in reqs if r.key not in wheels]
+            if missing:
+                raise BuildError(f"no wheel for {missing[0].name}=={missing[0].version} in the wheelhouse")
+            text = "\n".join(wheels[r.key].lock_line(r) for r in reqs) + "\n"
+            _add_bytes(tar, f"{folder}/{LOCK_NAME}", text.encode())
             for req in sorted(reqs, key=lambda r: r.key):
-                wheel = wheels.get(req.key)
-                if wheel is None:
-                    raise BuildError(f"no wheel for {req.name}=={req.version} in the wheelhouse")
+                wheel = wheels[req.key].path
                 _add_file(tar, wheel, f"{folder}/{wheel.name}")
 
 

@@ -139,6 +139,30 @@ def top_level_names(text: str) -> list[str]:
     return sorted(set(names))
 
 
+@dataclass(frozen=True)
+class LockedPackage:
+    """One package a run's lock pins, and how it went into the run's image."""
+
+    name: str  # PEP 503 normal form
+    version: str
+    installed_from: str  # "wheel" (from an index), "source" (built in the sandbox), "unknown"
+
+
+def locked_packages(
+    lock_text: str | None, requirements: list[str], installed_from: dict[str, str]
+) -> list[LockedPackage]:
+    """Every package of a lock (its text; else the record's ``name==version`` list), sorted by name,
+    with how it was installed (``installed_from`` as recorded; a value it does not hold: unknown).
+
+    Lenient: a line that is not an exact pin is skipped, never an error (a capsule's lock is shown
+    as it is, whatever it holds).
+    """
+    found = pins(lock_text.splitlines()) if lock_text else {}
+    found = found or pins(requirements)
+    known = {name: kind for name, kind in installed_from.items() if kind in ("wheel", "source")}
+    return [LockedPackage(name, ver, known.get(name, "unknown")) for name, ver in sorted(found.items())]
+
+
 def compare_versions(old: str, new: str) -> int:
     """-1, 0 or 1 as ``old`` is lower than, equal to or higher than ``new`` (PEP 440 where it parses)."""
     try:

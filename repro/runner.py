@@ -499,6 +499,7 @@ def image_info(image: BuiltImage, store: Store) -> ImageInfo:
         reused=image.reused,
         build_seconds=image.build_seconds,
         loaded=image.loaded,
+        installed_from=dict(image.installed_from),
     )
 
 

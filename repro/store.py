@@ -34,6 +34,7 @@ from repro import atomic
 from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.hashing import copy_hashed, hash_bytes, hash_file
+from repro.lockfile import LockedPackage, locked_packages
 from repro.processes import pid_alive
 
 STORE_DIR = ".repro"
@@ -86,6 +87,15 @@ class LoadedRun:
             return None
         path = self.blob_path(digest)
         return path.read_bytes() if path.is_file() else None
+
+    def locked_packages(self) -> list[LockedPackage]:
+        """Every package the run's lock pins (from the lock itself where it was stored), and how each
+        went into the run's image: a wheel, a source build, or unknown."""
+        deps = self.record.deps
+        raw = self.read_blob(deps.lock_blob)
+        text = raw.decode(errors="replace") if raw is not None else None
+        kinds = deps.image.installed_from if deps.image else {}
+        return locked_packages(text, deps.requirements, kinds)
 
 
 @dataclass

@@ -73,6 +73,8 @@ class BuiltImage:
     reused: bool
     build_seconds: float
     loaded: bool = False  # loaded from the archive a capsule carries
+    # {normal name: "wheel" | "source"}: how each locked package went into the image; {} unknown
+    installed_from: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

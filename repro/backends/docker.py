@@ -11,14 +11,16 @@ import contextlib
 import dataclasses
 import os
 import posixpath
+import queue
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
 
-from repro import imagearchive, images
+from repro import imagearchive, images, sourcebuild
 from repro.backends import owners, scratch
 from repro.backends.base import (
     PROJECT_ENV,
@@ -49,6 +51,7 @@ from repro.backends.base import (
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError
+from repro.lockfile import parse_lockfile
 from repro.processes import pid_alive
 
 ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
@@ -229,15 +232,13 @@ def ensure_image(
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
-        return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0)
+        labels = dict((client.api.inspect_image(existing).get("Config") or {}).get("Labels") or {})
+        kinds = images.installed_from(lock.decode(), labels)
+        return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0, installed_from=kinds)
     start = time.monotonic()
-    wheels: dict[str, Path] = {}
-    if lockfile is not None and lock.strip():
-        wheels = images.prepare_wheelhouse(
-            lockfile, on_line=lambda line: on_event(Event("build", line)), python_version=python
-        )
+    wheels, built = _wheels(client, lockfile, lock, base_id, python, on_event)
     on_event(Event("info", f"building image {tag} from {base} ({len(wheels)} wheels)"))
-    labels = images.image_labels(lock, base_id, template)
+    labels = images.image_labels(lock, base_id, template, built)
     with tempfile.TemporaryFile(prefix="repro-context-") as context:
         images.write_context(context, dockerfile, lock, wheels)
         context.seek(0)
@@ -245,7 +246,154 @@ def ensure_image(
     image_id = _image_id(client, tag)
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
-    return BuiltImage(image_id, tag, base, base_id, template, dockerfile, False, time.monotonic() - start)
+    kinds = images.installed_from(lock.decode(), labels)
+    return BuiltImage(
+        image_id,
+        tag,
+        base,
+        base_id,
+        template,
+        dockerfile,
+        False,
+        time.monotonic() - start,
+        installed_from=kinds,
+    )
+
+
+def _wheels(
+    client: docker.DockerClient,
+    lockfile: Path | None,
+    lock: bytes,
+    base_id: str,
+    python: str | None,
+    on_event: OnEvent,
+) -> tuple[dict[str, images.Wheel], list[str]]:
+    """The wheel of each locked package, and the names of those built from source in the sandbox.
+
+    Raises:
+        BuildError: a file cannot be fetched, or a source distribution does not build.
+    """
+    if lockfile is None or not lock.strip():
+        return {}, []
+
+    def say(line: str) -> None:
+        on_event(Event("build", line))
+
+    fetched = images.prepare_wheelhouse(lockfile, on_line=say, python_version=python)
+    wheels = {key: images.Wheel(f.path) for key, f in fetched.items() if f.kind == "wheel"}
+    pinned = {req.key: req for req in parse_lockfile(lock.decode())}
+    sdists = [(pinned[key], f) for key, f in fetched.items() if f.kind == "sdist"]
+    if not sdists:
+        return wheels, []
+
+    def run(inbox: Path, outbox: Path, timeout: int, on_line: Callable[[str], None]) -> int:
+        return run_sandbox(client, base_id, inbox, outbox, timeout, on_line)
+
+    built = sourcebuild.build(sdists, base_id, python, run, say)
+    wheels.update({key: images.Wheel(b.wheel, b.sha256) for key, b in built.items()})
+    return wheels, sorted(built)
+
+
+SANDBOX_LABEL = "org.repro.sandbox"
+_POLL_S = 2
+
+
+def _wait_streaming(api: docker.APIClient, cid: str, timeout: int, on_line: Callable[[str], None]) -> int:
+    """Wait for a started container, passing its output on line by line (in this thread) and
+    killing it after ``timeout`` seconds.
+
+    Raises:
+        BuildError: it ran past ``timeout``.
+    """
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def pump() -> None:
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            for raw in api.logs(cid, stream=True, follow=True):
+                for line in raw.decode(errors="replace").splitlines():
+                    lines.put(line.rstrip())
+
+    reader = threading.Thread(target=pump, name="repro-sandbox-log", daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+
+    def drain() -> None:
+        while not lines.empty():
+            on_line(lines.get())
+
+    try:
+        while True:
+            drain()
+            try:
+                return int(api.wait(cid, timeout=_POLL_S).get("StatusCode", 1))
+            except requests.exceptions.RequestException:
+                api.inspect_container(cid)  # the engine is still there: it was the poll's timeout
+            if time.monotonic() > deadline:
+                with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+                    api.kill(cid)
+                raise BuildError(
+                    f"the source build ran past {timeout}s in the sandbox and was stopped",
+                    hint="lock a release of the package that ships a wheel for the image's Python",
+                )
+    finally:
+        reader.join(timeout=10)
+        drain()
+
+
+def run_sandbox(
+    client: docker.DockerClient,
+    image: str,
+    inbox: Path,
+    outbox: Path,
+    timeout: int,
+    on_line: Callable[[str], None],
+) -> int:
+    """Run ``/build/build.sh`` from the tar ``inbox`` in a throw-away container of ``image`` with no
+    network, no mounts, no capabilities, as nobody; write its ``/build/out`` as the tar ``outbox``.
+    Returns the script's exit status. The container is removed whatever happens.
+
+    Raises:
+        BuildError: the sandbox ran past ``timeout`` seconds, or could not be made.
+    """
+    api = client.api
+    host_config = api.create_host_config(
+        network_mode="none",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=4096,
+        auto_remove=False,
+    )
+    labels = {SANDBOX_LABEL: "source-build", LABEL_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()}
+    try:
+        cid = str(
+            api.create_container(
+                image, ["sh", "/build/build.sh"], user=sourcebuild.SANDBOX_USER, working_dir="/tmp",
+                environment={"HOME": "/tmp"}, network_disabled=True, labels=labels, host_config=host_config,
+            )["Id"]
+        )  # fmt: skip
+    except docker.errors.APIError as e:
+        raise BuildError(f"the engine could not make the build sandbox: {e.explanation or e}") from e
+    reaper = _start_reaper(cid)
+    try:
+        with open(inbox, "rb") as f:
+            api.put_archive(cid, "/", f)
+        api.start(cid)
+        status = _wait_streaming(api, cid, timeout, on_line)
+        stream, _ = api.get_archive(cid, sourcebuild.OUT)
+        size = 0
+        with open(outbox, "wb") as out:
+            for chunk in stream:
+                size += len(chunk)
+                if size > sourcebuild.MAX_OUT:
+                    raise BuildError(
+                        f"a source build left more than {sourcebuild.MAX_OUT >> 30} GiB in its output",
+                        hint="lock a release of the package that ships a wheel for the image's Python",
+                    )
+                out.write(chunk)
+        return status
+    finally:
+        _remove_quietly(api, cid)
+        _stop_reaper(reaper)
 
 
 def _carried_image(

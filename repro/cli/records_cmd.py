@@ -43,12 +43,14 @@ def ls(app: AppContext, as_json: bool, last: int | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The whole record as JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
-    """Show a run's record. REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
+    """Show a run's record, its lock listed in full (wheels and source builds).
+
+    REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
     loaded = app.store.resolve(ref)
     if as_json:
         ui.json_out(loaded.record.to_dict())
     else:
-        ui.out(render.show_text(loaded.record))
+        ui.out(render.show_text(loaded.record, loaded.locked_packages()))
 
 
 @click.command("export")

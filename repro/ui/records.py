@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from repro import ui
 from repro.capsule import FileEntry, Record
 from repro.determinism import ledger_text
+from repro.lockfile import LockedPackage
 from repro.signing import Seal
 from repro.store import RunRow
 
@@ -113,8 +115,8 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def show_text(record: Record) -> str:
-    """A human summary of a record, one fact per line."""
+def show_text(record: Record, packages: list[LockedPackage] | None = None) -> str:
+    """A human summary of a record, one fact per line; ``packages``: its lock, listed in full."""
     r = record
     lines: list[tuple[str, str]] = []
     res = r.results
@@ -151,12 +153,14 @@ def show_text(record: Record) -> str:
                       f"xxh3 {item.digest[:16]}"))  # fmt: skip
     d = r.deps
     if d.lockfile:
-        torch = next((q for q in d.requirements if q.startswith("torch==")), None)
+        pinned = [f"{p.name}=={p.version}" for p in packages] if packages else d.requirements
+        torch = next((q for q in pinned if q.startswith("torch==")), None)
         variant = f"{d.variant} lock, " if d.variant else ""
-        lines.append(("deps", f"{d.lockfile} ({variant}{len(d.requirements)} pinned"
+        lines.append(("deps", f"{d.lockfile} ({variant}{len(pinned)} pinned"
                       f"{', ' + torch if torch else ''})"))  # fmt: skip
         for mismatch in d.mismatches:
             lines.append(("deps", f"! not as locked: {mismatch}"))
+    lines += lock_lines(packages or [], in_image=d.image is not None)
     if d.image:
         reuse = "reused" if d.image.reused else f"built in {d.image.build_seconds or 0:.0f}s"
         reuse = "loaded from the capsule" if d.image.loaded else reuse
@@ -236,6 +240,26 @@ def show_text(record: Record) -> str:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {v}" for k, v in lines)
+
+
+_KIND_LABEL = {"wheel": "wheels", "source": "source builds", "unknown": "locked"}
+
+
+def lock_lines(packages: list[LockedPackage], in_image: bool, width: int = 100) -> list[tuple[str, str]]:
+    """Every locked package, grouped by how it went into the image (wheels, source builds), wrapped."""
+    if not packages:
+        return []
+    lines: list[tuple[str, str]] = []
+    for kind in ("source", "wheel", "unknown"):
+        names = [f"{p.name}=={p.version}" for p in packages if p.installed_from == kind]
+        if not names:
+            continue
+        if kind == "unknown":
+            why = "wheel or source build: not recorded" if in_image else "the host's environment, no image"
+            names[-1] += f"  ({why})"
+        rows = textwrap.wrap(", ".join(names), width, break_on_hyphens=False) or [""]
+        lines += [(_KIND_LABEL[kind] if i == 0 else "", row) for i, row in enumerate(rows)]
+    return lines
 
 
 def seal_text(seal: Seal) -> str:

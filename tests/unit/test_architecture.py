@@ -23,6 +23,7 @@ HOMES = {
     "lightning": ("integrations/lightning.py",),
     "transformers": ("integrations/hf.py",),
     "IPython": ("integrations/notebook.py",),
+    "pypi_simple": ("fetch/index.py",),
 }
 
 

@@ -6,7 +6,6 @@ import hashlib
 import io
 import os
 import shutil
-import sys
 import tarfile
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import pytest
 
 from repro import images
 from repro.errors import BuildError, NotFoundError
+from repro.fetch.names import parse as parse_dist
+from repro.fetch.sources import Sources
 from repro.lockfile import parse_lockfile
 
 BASE_ID = "sha256:" + "ab" * 32
@@ -131,9 +132,20 @@ def test_parse_lockfile_rejects_unpinned_or_unhashed() -> None:
         parse_lockfile("torch==2.13.0\n")
 
 
-def test_wheelhouse_reuses_files_matching_lock_hashes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _simple_index(root: Path, files: dict[str, bytes]) -> Sources:
+    """A PEP 503 index on disk holding ``files``, as the only source."""
+    for filename, body in files.items():
+        name = parse_dist(filename)
+        assert name is not None
+        page = root / "simple" / name.key
+        page.mkdir(parents=True, exist_ok=True)
+        (root / filename).write_bytes(body)
+        digest = hashlib.sha256(body).hexdigest()
+        (page / "index.html").write_text(f'<a href="../../{filename}#sha256={digest}">{filename}</a>')
+    return Sources(indexes=((root / "simple").as_uri(),))
+
+
+def test_wheelhouse_reuses_files_matching_lock_hashes(tmp_path: Path) -> None:
     house = tmp_path / "house"
     house.mkdir()
     te, te_hash = _wheel(house, "typing_extensions-4.16.0-py3-none-any.whl", b"te")
@@ -142,48 +154,50 @@ def test_wheelhouse_reuses_files_matching_lock_hashes(
     lock.write_text(
         f"typing-extensions==4.16.0 \\\n    --hash=sha256:{'0' * 64} \\\n    --hash=sha256:{te_hash}\n"
     )
-
-    def no_download(*a: object) -> None:
-        raise AssertionError("nothing should be downloaded")
-
-    monkeypatch.setattr(images, "_pip_download", no_download)
-    assert images.prepare_wheelhouse(lock, house) == {"typing-extensions": te}
+    no_index = Sources(indexes=())  # nothing can be downloaded
+    for _ in range(2):  # the second time from the digest cache
+        got = images.prepare_wheelhouse(lock, house, sources=no_index)
+        assert {k: (f.path, f.kind, f.sha256) for k, f in got.items()} == {
+            "typing-extensions": (te, "wheel", te_hash)
+        }
     assert (house / ".sha256.json").is_file()
-    assert images.prepare_wheelhouse(lock, house) == {"typing-extensions": te}  # from the digest cache
 
 
-def test_wheelhouse_downloads_only_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wheelhouse_downloads_only_what_is_missing(tmp_path: Path) -> None:
     house = tmp_path / "house"
     house.mkdir()
     have, have_hash = _wheel(house, "filelock-4.2.11-py3-none-any.whl", b"fl")
-    want_body = b"typing"
-    want_hash = hashlib.sha256(want_body).hexdigest()
+    want = {
+        "typing_extensions-4.16.0-py3-none-any.whl": b"typing",
+        "antlr4-python3-runtime-4.9.3.tar.gz": b"a",
+    }
+    sources = _simple_index(tmp_path / "index", want)
+    (tmp_path / "index" / "simple" / "filelock").mkdir()  # the index would not have it: it is not asked
     lock = tmp_path / "req.lock"
     lock.write_text(
         f"filelock==4.2.11 \\\n    --hash=sha256:{have_hash}\n"
-        f"typing-extensions==4.16.0 \\\n    --hash=sha256:{want_hash}\n"
+        f"typing-extensions==4.16.0 \\\n    --hash=sha256:{hashlib.sha256(b'typing').hexdigest()}\n"
+        f"antlr4-python3-runtime==4.9.3 --hash=sha256:{hashlib.sha256(b'a').hexdigest()}\n"
     )
-    asked: list[str] = []
+    lines: list[str] = []
+    files = images.prepare_wheelhouse(lock, house, lines.append, sources=sources)
+    assert [(f.path.name, f.kind) for f in files.values()] == [
+        (have.name, "wheel"),
+        ("typing_extensions-4.16.0-py3-none-any.whl", "wheel"),
+        ("antlr4-python3-runtime-4.9.3.tar.gz", "sdist"),  # the name is not cut at its first dash
+    ]
+    assert lines[0].startswith("fetching 2 of 3 pinned distributions")
+    again = images.prepare_wheelhouse(lock, house, sources=Sources(indexes=()))  # all there now
+    assert again == files
 
-    def fake_download(partial: Path, dest: Path, on_line: object, extra: list[str]) -> None:
-        asked.append(partial.read_text())
-        assert extra == []  # the host's Python: no target options
-        (dest / "typing_extensions-4.16.0-py3-none-any.whl").write_bytes(want_body)
 
-    monkeypatch.setattr(images, "_pip_download", fake_download)
-    files = images.prepare_wheelhouse(lock, house)
-    assert [f.name for f in files.values()] == [have.name, "typing_extensions-4.16.0-py3-none-any.whl"]
-    assert len(asked) == 1 and "typing-extensions" in asked[0] and "filelock" not in asked[0]
-
-
-def test_wheelhouse_fails_when_pip_gets_no_matching_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_wheelhouse_fails_when_no_source_has_a_matching_file(tmp_path: Path) -> None:
     lock = tmp_path / "req.lock"
     lock.write_text(f"six==1.0 \\\n    --hash=sha256:{'9' * 64}\n")
-    monkeypatch.setattr(images, "_pip_download", lambda *a: None)
+    sources = _simple_index(tmp_path / "index", {"six-1.0-py3-none-any.whl": b"other bytes"})
     with pytest.raises(BuildError, match="six==1.0"):
-        images.prepare_wheelhouse(lock, tmp_path / "house")
+        images.prepare_wheelhouse(lock, tmp_path / "house", sources=sources)
+    assert [p.name for p in (tmp_path / "house").iterdir() if not p.name.startswith(".")] == []
     with pytest.raises(NotFoundError):
         images.prepare_wheelhouse(tmp_path / "missing.lock", tmp_path / "house")
 
@@ -198,7 +212,9 @@ def test_context_holds_dockerfile_and_one_folder_per_layer(tmp_path: Path) -> No
     torch, torch_hash = _wheel(tmp_path, "torch-1.0-cp311-none-any.whl", b"big wheel")
     lock = f"six==1.0 --hash=sha256:{six_hash}\ntorch==1.0 --hash=sha256:{torch_hash}\n".encode()
     buf = io.BytesIO()
-    images.write_context(buf, "FROM x\n", lock, {"six": six, "torch": torch})
+    built = hashlib.sha256(b"big wheel, built from source").hexdigest()
+    wheels = {"six": images.Wheel(six), "torch": images.Wheel(torch, built_sha256=built)}
+    images.write_context(buf, "FROM x\n", lock, wheels)
     buf.seek(0)
     with tarfile.open(fileobj=buf) as tar:
         assert tar.getnames() == [
@@ -213,7 +229,10 @@ def test_context_holds_dockerfile_and_one_folder_per_layer(tmp_path: Path) -> No
         member = tar.extractfile("layers/01-rest/six-1.0-py3-none-any.whl")
         assert member is not None and member.read() == b"wheel bytes"
         part = tar.extractfile("layers/00-torch/requirements.lock")
-        assert part is not None and part.read().decode().startswith("torch==1.0")
+        # a wheel built in the sandbox is installed against the digest it left the sandbox with
+        assert part is not None and part.read().decode() == f"torch==1.0 --hash=sha256:{built}\n"
+        part = tar.extractfile("layers/01-rest/requirements.lock")
+        assert part is not None and part.read().decode() == f"six==1.0 --hash=sha256:{six_hash}\n"
         assert tar.getmember("layers/00-torch/torch-1.0-cp311-none-any.whl").mtime == 0
     empty = io.BytesIO()
     images.write_context(empty, "FROM x\n", b"", {})
@@ -221,14 +240,7 @@ def test_context_holds_dockerfile_and_one_folder_per_layer(tmp_path: Path) -> No
     with tarfile.open(fileobj=empty) as tar:
         assert tar.getnames() == ["Dockerfile"]
     with pytest.raises(BuildError, match="no wheel"):
-        images.write_context(io.BytesIO(), "FROM x\n", lock, {"six": six})
-
-
-def test_wheels_for_another_python_are_binary_only() -> None:
-    assert images._target_args(None) == []
-    host = f"{sys.version_info.major}.{sys.version_info.minor}"
-    assert images._target_args(host) == []
-    assert images._target_args("3.9") == ["--python-version", "3.9", "--only-binary=:all:"]
+        images.write_context(io.BytesIO(), "FROM x\n", lock, {"six": images.Wheel(six)})
 
 
 def test_base_image_python_version_and_prerequisites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -136,3 +136,34 @@ def test_a_background_lock_hands_over_its_lines_and_its_errors(
     (tmp_path / "requirements.in").write_text("six>=99\n")
     with pytest.raises(BuildError, match="no six"):
         deps.PendingLock(deps.plan_lock(tmp_path, None)).result()
+
+
+def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> None:
+    from repro.lockfile import LockedPackage, locked_packages
+    from repro.ui.records import lock_lines
+
+    lock = (
+        "antlr4-python3-runtime==4.9.3 \\\n    --hash=sha256:" + "a" * 64 + "\n"
+        "Hydra_Core==1.3.2 --hash=sha256:" + "b" * 64 + "\n"
+        "not a pin at all\n"
+        "torch==2.13.0+cpu --hash=sha256:" + "c" * 64 + "\n"
+    )
+    kinds = {"antlr4-python3-runtime": "source", "hydra-core": "wheel", "torch": "carried\x1b[2J"}
+    got = locked_packages(lock, ["six==1.0"], kinds)  # the lock wins over the record's own list
+    assert got == [
+        LockedPackage("antlr4-python3-runtime", "4.9.3", "source"),
+        LockedPackage("hydra-core", "1.3.2", "wheel"),
+        LockedPackage("torch", "2.13.0+cpu", "unknown"),  # a value repro does not write: unknown
+    ]
+    assert locked_packages(None, ["six==1.0"], {}) == [LockedPackage("six", "1.0", "unknown")]
+    lines = lock_lines(got, in_image=True)
+    assert lines[0] == ("source builds", "antlr4-python3-runtime==4.9.3")
+    assert lines[1] == ("wheels", "hydra-core==1.3.2")
+    assert lines[2] == ("locked", "torch==2.13.0+cpu  (wheel or source build: not recorded)")
+    many = [LockedPackage(f"package-number-{i}", "1.0", "wheel") for i in range(30)]
+    wrapped = lock_lines(many, in_image=True)
+    assert wrapped[0][0] == "wheels" and all(k == "" for k, _ in wrapped[1:]) and len(wrapped) > 3
+    assert all(len(v) <= 100 for _, v in wrapped)
+    assert ", ".join(v for _, v in wrapped).count("package-number-") == 30
+    local = lock_lines([LockedPackage("six", "1.0", "unknown")], in_image=False)
+    assert local == [("locked", "six==1.0  (the host's environment, no image)")]
