@@ -26,8 +26,6 @@ from repro import interrupt, runner
 from repro import reasons as codes
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
-from repro.capture import deps
-from repro.capture.code import CodeCapture, capture_code, restore_code, store_patch
 from repro.compare import (
     REPRODUCED,
     CompareOptions,
@@ -42,6 +40,8 @@ from repro.config import Plan, Settings
 from repro.determinism import verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
+from repro.facts import deps
+from repro.facts.code import CodeCapture, capture_code, restore_code, store_patch
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.interrupt import ResumeCause

@@ -30,14 +30,14 @@ from typing import Any
 from repro import __version__, jsonl, produced
 from repro import attribution as output_rules
 from repro.capsule import CommandInfo, Record
-from repro.capture import code as code_capture
-from repro.capture import deps
-from repro.capture.data import capture_data
-from repro.capture.env import host_env
-from repro.capture.secrets import Redactor
-from repro.capture.seeds import make_seeds
 from repro.config import Settings, resolve
 from repro.determinism import plan
+from repro.facts import code as code_capture
+from repro.facts import deps
+from repro.facts.data import capture_data
+from repro.facts.env import host_env
+from repro.facts.secrets import Redactor
+from repro.facts.seeds import make_seeds
 from repro.hashing import HashCache
 from repro.runner import now_iso
 from repro.store import Store, new_run_id

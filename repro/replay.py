@@ -31,14 +31,14 @@ from repro.capsule import (
     ResultInfo,
     open_member,
 )
-from repro.capture.code import restore_code
-from repro.capture.data import Drift, check_data
-from repro.capture.env import host_env
-from repro.capture.secrets import REDACTED, Redactor
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env, expectation, verifiable_mode
 from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
+from repro.facts.code import restore_code
+from repro.facts.data import Drift, check_data
+from repro.facts.env import host_env
+from repro.facts.secrets import REDACTED, Redactor
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.lockfile import freeze_diff

@@ -22,9 +22,9 @@ from repro import attribution as output_rules
 from repro import checkpoints, leftover, runner
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
-from repro.capture.code import capture_code
 from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
+from repro.facts.code import capture_code
 from repro.hashing import HashCache
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
 from repro.store import Store

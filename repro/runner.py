@@ -22,16 +22,16 @@ from repro import __version__, checkpoints, produced, store_images
 from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, SharedWrite
-from repro.capture import code as code_capture
-from repro.capture import command as cmd
-from repro.capture import deps, hydra
-from repro.capture.data import capture_data
-from repro.capture.env import host_env
-from repro.capture.secrets import Masker, Redactor, config_secrets
-from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
 from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
+from repro.facts import code as code_capture
+from repro.facts import command as cmd
+from repro.facts import deps, hydra
+from repro.facts.data import capture_data
+from repro.facts.env import host_env
+from repro.facts.secrets import Masker, Redactor, config_secrets
+from repro.facts.seeds import make_seeds
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.lockfile import mismatches

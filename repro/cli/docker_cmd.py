@@ -45,7 +45,7 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     from repro.images import template_for
 
     if lockfile is None:
-        from repro.capture.deps import ensure_lock
+        from repro.facts.deps import ensure_lock
 
         variant = "cuda" if gpus else "cpu"
         found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.build_line, variant=variant)

@@ -7,9 +7,9 @@ import time
 import click
 
 from repro import ui
-from repro.capture import deps
 from repro.cli.context import AppContext, pass_app
 from repro.errors import ConfigError, UsageError
+from repro.facts import deps
 
 
 class LockStale(ConfigError):

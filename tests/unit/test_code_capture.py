@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.capture.code import capture_code, restore_code, store_patch
+from repro.facts.code import capture_code, restore_code, store_patch
 from repro.store import Store
 from tests.conftest import git
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from repro.capture.secrets import REDACTED, Redactor, is_secret_file, strip_url_credentials
+from repro.facts.secrets import REDACTED, Redactor, is_secret_file, strip_url_credentials
 
 
 def test_env_names_are_redacted_and_urls_stripped() -> None:

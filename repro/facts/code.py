@@ -16,8 +16,8 @@ from typing import Any
 import pathspec
 
 from repro.capsule import CodeInfo, FileEntry
-from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.errors import ReproError, UsageError
+from repro.facts.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.hashing import HashCache, hash_file_cached
 
 # Never part of a code snapshot, git or not.
