@@ -99,7 +99,8 @@ def test_mypy_strict_catches_a_wrong_keyword_and_a_wrong_type(tmp_path: Path) ->
     )
     ok = _mypy(tmp_path, good)
     assert ok.returncode == 0, ok.stdout
-    bad = _mypy(tmp_path, "import repro\n\nwith repro.capture(dat=['data']):\n    repro.log_metric('loss', 'low')\n")
+    wrong = "import repro\n\nwith repro.capture(dat=['data']):\n    repro.log_metric('loss', 'low')\n"
+    bad = _mypy(tmp_path, wrong)
     assert bad.returncode == 1
     assert 'train.py:3: error: Unexpected keyword argument "dat" for "capture"' in bad.stdout
     assert 'train.py:4: error: Argument 2 to "log_metric" has incompatible type "str"' in bad.stdout
