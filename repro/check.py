@@ -254,7 +254,7 @@ def run_interrupt_check(
 
 def _record_run(result: CheckResult, record: Record, on_record: Callable[[Record], None] | None) -> Record:
     result.records.append(record)
-    result.notes += [w for w in record.warnings if w not in result.notes]
+    result.notes += [w.message for w in record.warnings if w.message not in result.notes]
     if on_record is not None:
         on_record(record)
     if record.results.status != "succeeded":
@@ -426,7 +426,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         verdicts=[outcome.verdict],
         seed=new.seeds.master,
         capsule=request.capsule,
-        notes=list(current.warnings) + list(outcome.notes),
+        notes=[w.message for w in current.warnings] + list(outcome.notes),
         diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
     )
     if new.results.status != "succeeded":

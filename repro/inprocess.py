@@ -137,7 +137,7 @@ def _begin(
     record.backend.name = record.backend.requested = "in-process"
     record.results.started = now_iso()
     record.results.output_roots = outputs
-    record.warnings.append(IN_PROCESS_NOTE)
+    record.warn("in_process", IN_PROCESS_NOTE)
     run_dir = store.begin_run(record.id, argv)
     (run_dir / "work" / "runtime").mkdir(parents=True, exist_ok=True)
     return record, run_dir

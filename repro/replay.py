@@ -373,7 +373,8 @@ def run_replay(
         verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
-    record.warnings += notes
+    for note in notes:
+        record.warn("replay_condition", note)
     record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     trackers.report_verdict(

@@ -109,7 +109,7 @@ def resume(
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         on_event(Event("info", other_base))
-        record.warnings.append(other_base)
+        record.warn("base_image_changed", other_base)
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
     store.seal(record, run_dir)
     return record
@@ -180,7 +180,7 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     result = RunResult(exit_code=137, duration_s=0.0, interrupted=True, written=written)
     runner.collect(record, result, spec, store, prepared)
     record.results.duration_s = None
-    record.warnings.append("the repro process died with the run; sealed as interrupted by `repro resume`")
+    record.warn("repro_died", "the repro process died with the run; sealed as interrupted by `repro resume`")
     store.seal(record, run_dir)
     return record
 

@@ -118,7 +118,7 @@ def select_backend(
             return docker_backend.DockerBackend()
         on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
         return LocalBackend()
-    on_event(Event("info", "backend auto → local (no Docker engine answers; `make docker-up` starts one)"))
+    on_event(Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)"))
     return LocalBackend()
 
 
@@ -227,7 +227,8 @@ def capture(
         nodes=nodes,
     )
     record.redactions += argv_hits
-    record.warnings += notes
+    for note in notes:
+        record.warn("torchrun_options_ignored", note)
 
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
@@ -424,7 +425,7 @@ def execute(
     try:
         settle_lock(prepared, store, None)
     except BuildError as e:  # the run happened: record it, say why it is not locked
-        record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
+        record.warn("lock_failed", f"the lock could not be compiled, the run is not locked: {e.message}")
     check_lock(record)
     if before_seal is not None:
         before_seal(LoadedRun(record, prepared.run_dir, store.dir))
@@ -452,9 +453,10 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     lock = pending.result(on_line)
     record.deps.variant = lock.variant
     if lock.path is None:
-        record.warnings.append(
+        record.warn(
+            "not_locked",
             "no requirements.in, requirements.txt or pyproject dependencies: "
-            "the environment is recorded, not locked"
+            "the environment is recorded, not locked",
         )
         return
     root = store.root
@@ -475,9 +477,10 @@ def check_lock(record: Record) -> None:
         shown = "; ".join(m.describe() for m in found[:6]) + (
             f" (+{len(found) - 6} more)" if len(found) > 6 else ""
         )
-        record.warnings.append(
+        record.warn(
+            "lock_mismatch",
             f"the lock does not describe what ran ({len(found)} package(s)): {shown} "
-            "(`repro lock --upgrade` re-locks against this environment)"
+            "(`repro lock --upgrade` re-locks against this environment)",
         )
 
 
@@ -590,9 +593,10 @@ def collect(
     if reports.written_outside:
         shown = ", ".join(res.outputs_outside_root[:3])
         more = len(reports.written_outside) - 3
-        record.warnings.append(
+        record.warn(
+            "outputs_outside_root",
             f"the run wrote files outside the project root, which are not recorded: {shown}"
-            + (f" (+{more} more)" if more > 0 else "")
+            + (f" (+{more} more)" if more > 0 else ""),
         )
 
 
@@ -610,10 +614,10 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     if record.results.status == "failed":
         record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
     for error in reports.errors:
-        record.warnings.append(f"the repro runtime could not apply its settings to {error}")
+        record.warn("runtime_settings_failed", f"the repro runtime could not apply its settings to {error}")
     for rel in produced.files(runtime, "boot-error.*.txt"):
         text = (produced.read_text(runtime, rel) or "").strip()[:2000]
-        record.warnings.append(f"the repro runtime failed to start in a process: {text}")
+        record.warn("runtime_boot_failed", f"the repro runtime failed to start in a process: {text}")
 
 
 def _runtime_proof(record: Record, reports: Reports) -> None:
@@ -623,10 +627,11 @@ def _runtime_proof(record: Record, reports: Reports) -> None:
     if det.applied:
         return
     det.knobs = {}
-    record.warnings.append(
+    record.warn(
+        "runtime_not_loaded",
         "the repro runtime never loaded in this command (a reset PYTHONPATH, `python -I`/`-E`/`-S`, "
         "or not Python): seeds and determinism were NOT applied, so this run is not reproducible by "
-        f"construction (recorded mode {det.mode}, not applied)"
+        f"construction (recorded mode {det.mode}, not applied)",
     )
 
 
@@ -711,9 +716,10 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
         return
     rank, code = found
     status = f"exit code {code}" if code is not None else "a Python exception"
-    record.warnings.append(
+    record.warn(
+        "rank_failed",
         f"rank {rank} of {len(rank_logs)} failed first ({status}); "
-        f"its stderr is kept in the record as rank{rank}.stderr"
+        f"its stderr is kept in the record as rank{rank}.stderr",
     )
     tail = stderr.get(rank, "").splitlines()[-20:]
     prefix = f"[rank{rank}]:"
@@ -725,8 +731,9 @@ def _report_failed_node(
 ) -> None:
     """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
     rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
-    record.warnings.append(
-        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped"
+    record.warn(
+        "rank_failed",
+        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped",
     )
     stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
     if stderr is not None:
@@ -789,9 +796,10 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
     record.data.undeclared = found
     if found:
         shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
-        record.warnings.append(
+        record.warn(
+            "undeclared_inputs",
             f"the run read files that are not declared data: {shown} "
-            "(declare them with --data so a replay checks them)"
+            "(declare them with --data so a replay checks them)",
         )
 
 
@@ -830,8 +838,9 @@ def _store_outputs(
         if entry is None:
             continue  # gone since it was selected
         if entry.link is None and not entry.stored:
-            record.warnings.append(
-                f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored"
+            record.warn(
+                "output_too_large",
+                f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored",
             )
         entries.append(entry)
     return entries
@@ -845,16 +854,18 @@ def _link_warnings(record: Record, runtime: Path) -> None:
         shown = ", ".join(f"{o.path} -> {o.link}" for o in made[:3]) + (
             f" (+{len(made) - 3} more)" if len(made) > 3 else ""
         )
-        record.warnings.append(
-            f"outputs that are symbolic links, recorded as links and never followed: {shown}"
+        record.warn(
+            "output_links", f"outputs that are symbolic links, recorded as links and never followed: {shown}"
         )
     planted = [f for f in produced.walk(runtime) if f.kind == "link"]
     if planted:
         shown = ", ".join(f"{f.rel} -> {f.target}" for f in planted[:3]) + (
             f" (+{len(planted) - 3} more)" if len(planted) > 3 else ""
         )
-        record.warnings.append(
-            f"the run left symbolic links among repro's own files in its runtime directory, not read: {shown}"
+        record.warn(
+            "runtime_links",
+            "the run left symbolic links among repro's own files in its runtime directory, "
+            f"not read: {shown}",
         )
 
 
@@ -870,8 +881,9 @@ def _shared_writes(record: Record, reports: Reports) -> None:
         shown = "; ".join(f"{s.path} by {s.writers()}" for s in shared[:3]) + (
             f" (+{len(shared) - 3} more)" if len(shared) > 3 else ""
         )
-        record.warnings.append(
+        record.warn(
+            "shared_writes",
             f"output files written by more than one process at once: {shown}. Their bytes depend on "
             "which process wrote last (a replay may differ or not load): write each from one rank "
-            "(`if rank == 0:`)"
+            "(`if rank == 0:`)",
         )

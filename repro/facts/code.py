@@ -15,7 +15,7 @@ from typing import Any
 
 import pathspec
 
-from repro.capsule import CodeInfo, FileEntry
+from repro.capsule import CodeInfo, FileEntry, RunWarning
 from repro.errors import ReproError, UsageError
 from repro.facts.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.hashing import HashCache, hash_file_cached
@@ -54,7 +54,7 @@ def _credential_content(path: Path) -> bool:
 @dataclass
 class CodeCapture:
     info: CodeInfo
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[RunWarning] = field(default_factory=list)
     patch: str = ""  # `git diff HEAD --binary`, stored as a blob by `store_patch`
 
 
@@ -134,7 +134,10 @@ def capture_code(
             digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked
         else:
             capture.warnings.append(
-                f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored"
+                RunWarning(
+                    "code_file_too_large",
+                    f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored",
+                )
             )
         entry = FileEntry(rel, size, digest, stored)
         capture.info.files.append(entry)
@@ -146,7 +149,10 @@ def capture_code(
         capture.info.dirty = True
     if capture.info.excluded:
         capture.warnings.append(
-            "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10])
+            RunWarning(
+                "secret_files_excluded",
+                "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10]),
+            )
         )
     return capture
 
@@ -192,12 +198,17 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
                 left_out = [f for f in changed.splitlines() if f]
                 if left_out:
                     capture.warnings.append(
-                        "changes to secret-looking tracked files were left out of the patch: "
-                        + ", ".join(left_out[:10])
+                        RunWarning(
+                            "secret_changes_excluded",
+                            "changes to secret-looking tracked files were left out of the patch: "
+                            + ", ".join(left_out[:10]),
+                        )
                     )
             else:
                 capture.warnings.append(
-                    "the git repository has no commits yet; recorded as uncommitted files"
+                    RunWarning(
+                        "no_commits", "the git repository has no commits yet; recorded as uncommitted files"
+                    )
                 )
                 patch = ""
             remote = next(iter(repo.remotes), None)
@@ -223,9 +234,12 @@ def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
     empty = [p for p in links if not (root / p).is_dir() or not any((root / p).iterdir())]
     if empty:
         capture.warnings.append(
-            "git submodules not checked out, so their files are not in the capsule: "
-            + ", ".join(empty[:10])
-            + " (run `git submodule update --init`)"
+            RunWarning(
+                "submodules_missing",
+                "git submodules not checked out, so their files are not in the capsule: "
+                + ", ".join(empty[:10])
+                + " (run `git submodule update --init`)",
+            )
         )
 
 

@@ -45,7 +45,7 @@ def test_snapshot_outside_git_honours_reproignore_and_leaves_secrets_out(tmp_pat
     cap = capture_code(root, store.put_file, exclude=["data", "outputs"])
     assert cap.info.kind == "snapshot" and cap.info.commit is None
     assert [f.path for f in cap.info.files] == [".reproignore", "lib/model.py", "train.py"]
-    assert cap.info.excluded == [".env"] and any(".env" in w for w in cap.warnings)
+    assert cap.info.excluded == [".env"] and any(".env" in w.message for w in cap.warnings)
     assert all(store.has_blob(f.hash) for f in cap.info.files)
 
 

@@ -54,7 +54,7 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
     assert [o.path for o in record.results.outputs] == ["outputs/model.pt"]
     assert record.results.params == {"hidden": 4, "lr": 0.1}
     assert record.results.final_metrics["loss"] == pytest.approx(loss)
-    assert any("captured in-process" in w for w in record.warnings)
+    assert any(w.code == "in_process" and "captured in-process" in w.message for w in record.warnings)
     assert "REPRO_RUN_ID" not in __import__("os").environ  # the process is left as it was
     assert any(p.startswith("torch==") for p in record.deps.freeze)
     from repro.ui.records import show_text
