@@ -21,6 +21,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import sqlite3
 import tempfile
@@ -328,6 +329,8 @@ class Store:
         except sqlite3.Error:
             return {}
         try:
+            if db.execute("PRAGMA user_version").fetchone()[0] < _INDEX_VERSION:
+                return {}  # an older index: its rows are read again from the records, and rewritten
             return {r[0]: r for r in db.execute("SELECT * FROM runs")}
         except sqlite3.Error:
             return {}
@@ -503,9 +506,13 @@ class Store:
             )
             db.execute("CREATE TABLE IF NOT EXISTS outputs (run TEXT, path TEXT, hash TEXT)")
             db.execute("CREATE INDEX IF NOT EXISTS outputs_by_path ON outputs (path, hash)")
-            if db.execute("PRAGMA user_version").fetchone()[0] < _INDEX_VERSION:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version < _INDEX_VERSION:
                 with db:
-                    self._index_outputs(db)
+                    if version < 1:
+                        self._index_outputs(db)
+                    if version < 2:  # rows read again from the records: commands quoted
+                        db.execute("DELETE FROM runs")
                 db.execute(f"PRAGMA user_version = {_INDEX_VERSION}")
             with db:
                 yield db
@@ -531,7 +538,8 @@ def _named(e: OSError, path: Path) -> OSError:
     return type(e)(e.errno, e.strerror, str(path)) if e.errno is not None else OSError(str(e), str(path))
 
 
-_INDEX_VERSION = 1  # 1: the outputs table (which run wrote which bytes where)
+# 1: the outputs table (which run wrote which bytes where); 2: commands quoted with shlex.join
+_INDEX_VERSION = 2
 
 
 def _index_outputs_of(db: sqlite3.Connection, record: Record) -> None:
@@ -569,7 +577,7 @@ def _row_from_record(record: Record) -> RunRow:
         created=record.created,
         status=record.results.status,
         kind="resume" if record.resumed_from else record.kind,
-        command=" ".join(record.command.argv),
+        command=shlex.join(record.command.argv),
         duration_s=record.results.duration_s,
         backend=record.backend.name,
         parent=record.resumed_from or record.parent,
@@ -597,7 +605,7 @@ def _unsealed_row(run_dir: Path) -> RunRow:
         created=info.get("started", ""),
         status=status,
         kind="run",
-        command=" ".join(info.get("argv", [])),
+        command=shlex.join(str(a) for a in info.get("argv", [])),
         duration_s=None,
         backend="slurm" if detached else None,
     )
