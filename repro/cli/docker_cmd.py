@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from repro import leftover, store_images, ui
+from repro import leftover, schemas, store_images, ui
 from repro.backends.base import Event
+from repro.cli import options
 from repro.errors import NotFoundError, ReproError
 
 
@@ -32,10 +33,13 @@ def _show_event(event: Event) -> None:
 @click.option(
     "--base-image", default=None, help="Base image tag or id (default: image.base, repro-base:bookworm)."
 )
-@click.option("--gpus", is_flag=True, help="Build the CUDA template instead of the CPU one.")
-@click.option("--json", "as_json", is_flag=True, help="Print the image record as JSON.")
+@options.gpus_option(
+    "Build the CUDA image, the one `repro run --gpus` runs in (the same values: all, N or device ids; "
+    "the image is the same for any of them). Default: the CPU image."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the image record as JSON (schemas/build.json).")
 @click.pass_obj
-def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, as_json: bool) -> None:
+def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | None, as_json: bool) -> None:
     """Build (or reuse) the environment image for the current lockfile, without running.
 
     The image tag is the hash of the rendered Dockerfile, the lockfile and the base
@@ -57,14 +61,14 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
         lockfile = found.path
     base = base_image or app.settings.base_image
     with engine() as client:
-        built = ensure_image(client, lockfile, base, template_for("all" if gpus else None), _show_event)
+        built = ensure_image(client, lockfile, base, template_for(gpus), _show_event)
     if not built.reused:  # `repro gc --images` may remove it once no run of this store uses it
         app.store.ensure()
         store_images.note(app.store.dir, store_images.ImageUse(built.id, None, made=True))
     if as_json:
         data = dataclasses.asdict(built)
         data.pop("dockerfile_text")
-        ui.json_out(data)
+        ui.json_out(schemas.answer("build", data))
         return
     how = "reused" if built.reused else f"built in {built.build_seconds:.1f}s"
     ui.out(f"{built.tag}  {built.id}  ({how})")
@@ -98,7 +102,7 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
 
 
 def _settings_base(app: Any) -> str | None:
-    # base-image may run before any project exists (make docker-up): settings are optional.
+    # base-image may run before any project exists: settings are optional.
     try:
         return str(app.settings.base_image)
     except ReproError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 import pydoc
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_the_public_names_are_functions_with_docstrings_and_nothing_else_shows()
 
 
 def test_help_lists_the_api() -> None:
-    text = pydoc.render_doc(repro, renderer=pydoc.plaintext)
+    text = re.sub(".\b", "", pydoc.render_doc(repro))  # without the overstrike of bold
     for name in ("capture(", "log_metric(", "log_params(", "output_dir(", "seed("):
         assert name in text, name
     for leaked in ("importlib", "Any =", "annotations ="):
