@@ -26,10 +26,10 @@ class GpuRequest(click.ParamType[str]):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value).strip()
-        ids = [part.strip() for part in text.split(",")]
         if text == "all" or (text.isdigit() and int(text) > 0):
             return text
-        if all(i and (i.isdigit() or i.startswith(("GPU-", "MIG-"))) for i in ids):
+        ids = [part.strip() for part in text.split(",")]
+        if not text.isdigit() and all(i and (i.isdigit() or i.startswith(("GPU-", "MIG-"))) for i in ids):
             return ",".join(ids)
         self.fail(f"{value!r}: give all, a count N (1 or more) or device ids such as 0,1", param, ctx)
 

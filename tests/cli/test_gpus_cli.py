@@ -49,3 +49,18 @@ def test_docker_gpus_without_an_nvidia_runtime_exits_3(project: Project, cli) ->
     assert r.code == 3
     assert "GPUs were asked for, but the Docker engine has no NVIDIA runtime" in r.err
     assert json.loads(cli("ls", "--json").out)["runs"] == []
+
+
+@pytest.mark.parametrize("command", ["run", "check", "build"])
+def test_gpus_takes_the_same_values_everywhere(command: str, cli: Cli) -> None:
+    from repro.cli import cli as group
+
+    tail = ["--", "python", "t.py"] if command != "build" else []
+    for given, parsed in ((["--gpus", "2"], "2"), (["--gpus", "all"], "all"), (["--gpus", "0, 1"], "0,1"),
+                          (["--gpus"], "all"), ([], None)):  # fmt: skip
+        ctx = group.commands[command].make_context(command, [*given, *tail])
+        assert ctx.params["gpus"] == parsed, (command, given)
+    for bad in ("0", "two", "1,,2", ""):
+        r = cli(command, "--gpus", bad, *tail)
+        assert r.code == 2 and "Invalid value for '--gpus'" in r.err, (command, bad)
+        assert "all, a count N" in r.err
