@@ -38,6 +38,7 @@ from repro.lockfile import mismatches
 from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import LoadedRun, Store, new_run_id
+from repro.units import plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -479,7 +480,7 @@ def check_lock(record: Record) -> None:
         )
         record.warn(
             "lock_mismatch",
-            f"the lock does not describe what ran ({len(found)} package(s)): {shown} "
+            f"the lock does not describe what ran ({plural(len(found), 'package')}): {shown} "
             "(`repro lock --upgrade` re-locks against this environment)",
         )
 

@@ -37,6 +37,7 @@ from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageErro
 from repro.hashing import copy_hashed, hash_bytes, hash_file
 from repro.lockfile import LockedPackage, locked_packages
 from repro.processes import pid_alive
+from repro.units import plural
 
 STORE_DIR = ".repro"
 PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
@@ -355,7 +356,7 @@ class Store:
             back = int(m.group(1) or 0)
             if back >= len(sealed):
                 raise NotFoundError(
-                    f"{ref}: the store has {len(sealed)} complete run(s)",
+                    f"{ref}: the store has {plural(len(sealed), 'complete run')}",
                     hint="run something with `repro run`, or see `repro ls`",
                 )
             return self.load_run(sealed[-1 - back])

@@ -20,6 +20,7 @@ from repro.runner import RunRequest
 from repro.signing import Trust
 from repro.ui import check as render
 from repro.ui import records as records_render
+from repro.units import plural
 
 _EPILOG = """\b
 Exit status (stable; README "Exit codes"):
@@ -187,7 +188,7 @@ def _report(result: core.CheckResult, junit: Path | None, markdown: str | None, 
         ui.out(text)
     if result.kind == "repeat" and result.records:
         ids = " ".join(r.id for r in result.records)
-        ui.info(f"{len(result.records)} run(s) recorded (seed {result.seed}): {ids}")
+        ui.info(f"{plural(len(result.records), 'run')} recorded (seed {result.seed}): {ids}")
 
 
 COMMANDS = [check]

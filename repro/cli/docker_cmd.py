@@ -12,6 +12,7 @@ from repro import leftover, schemas, store_images, ui
 from repro.backends.base import Event
 from repro.cli import options
 from repro.errors import NotFoundError, ReproError
+from repro.units import plural
 
 
 def _show_event(event: Event) -> None:
@@ -191,7 +192,7 @@ def _incomplete_runs(store: Any, dry_run: bool) -> int:
         if files:
             shown = ", ".join(files[:5]) + (f" (+{len(files) - 5} more)" if len(files) > 5 else "")
             verb = "would bring back" if dry_run else "brought back"
-            ui.out(f"{verb} {len(files)} file(s) run {run_id} wrote in its container's copy: {shown}")
+            ui.out(f"{verb} {plural(len(files), 'file')} run {run_id} wrote in its container's copy: {shown}")
         if not dry_run:
             store.remove_run(run_id)
         ui.out(f"{'would remove' if dry_run else 'removed'} incomplete run {run_id}")
