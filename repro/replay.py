@@ -249,16 +249,16 @@ def run_replay(
     (`Plan.with_recorded`); a run from elsewhere runs in the container sandbox unless the flag or
     environment names a host backend (`repro.sandbox`). The recorded variables the user set are set
     again by `repro.command_env`'s rule (``request.env`` widens it). ``code`` replays other code
-    (a capture of today's working tree, its files in the
-    store) instead of the recorded code — what `repro check --against` does.
+    (a capture of today's working tree, its files in the store) instead of the recorded code —
+    what `repro check --against` does.
 
     Raises:
         DataDrift: the recorded data changed (unless allowed).
-        UsageError: a world size change not allowed, redacted argv, unrestorable code.
+        UsageError: a world size change not allowed, redacted argv, unrestorable code, an ``--env``
+            name no record may set.
         BackendUnavailable: the backend cannot run here (a run from elsewhere: no Docker engine and
             no host backend named).
         CapsuleInvalid: recorded Slurm options of a shape repro does not pass to sbatch.
-        UsageError: also an ``--env`` name no record may set.
     """
     loaded = resolve_trusted(store, request.ref, request.trust, on_event)
     if loaded.from_capsule:
