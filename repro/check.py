@@ -369,6 +369,7 @@ class AgainstRequest:
     atol: float | None = None
     rtol: float | None = None
     trust: Trust | None = None  # the golden capsule's signature, checked before it is extracted
+    env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
 
 
 def capture_current_code(
@@ -413,7 +414,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
     outcome = run_replay(
         ReplayRequest(
             ref=original.id, data_root=request.data_root, allow_data_drift=request.allow_data_drift,
-            atol=request.atol, rtol=request.rtol,
+            atol=request.atol, rtol=request.rtol, env=request.env,
         ),
         store, plan, on_event, code=current.info, kind=KIND,
     )  # fmt: skip

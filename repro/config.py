@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from repro.backends import sbatch
 from repro.errors import ConfigError
 from repro.logmask import check_patterns
 
@@ -187,12 +188,28 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             f"slurm.nodes must be at least 1{origin('slurm_nodes')}",
             hint="--nodes N, or slurm.nodes in repro.yaml",
         )
+    for option, name in _SLURM_CHECKED:
+        why = sbatch.problem(option, getattr(settings, name))
+        if why:
+            raise ConfigError(
+                f"Slurm: {why}{origin(name)}",
+                hint="see README: On a cluster, for the shapes repro passes to sbatch",
+            )
     if settings.slurm_environment not in NODE_ENVIRONMENTS:
         raise ConfigError(
             f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
             hint=f"choose one of: {', '.join(NODE_ENVIRONMENTS)}",
         )
     return settings
+
+
+_SLURM_CHECKED = (
+    ("nodes", "slurm_nodes"),
+    ("partition", "slurm_partition"),
+    ("time", "slurm_time"),
+    ("account", "slurm_account"),
+    ("sbatch_args", "slurm_sbatch_args"),
+)
 
 
 class Rank(IntEnum):

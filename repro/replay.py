@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, signing, steptrace
+from repro import __version__, command_env, sandbox, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
 from repro.capsule import (
     IMAGE_MEMBER,
+    RECORD_NAME,
     CodeInfo,
     EnvInfo,
     FileEntry,
@@ -62,6 +63,7 @@ class ReplayRequest:
     steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
     network: bool = False  # the capsule's own `backend.network` is never obeyed
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
+    env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
 
 
 @dataclass
@@ -246,13 +248,19 @@ def run_replay(
     """Replay a run and compare it with its record.
 
     The backend is the plan's flag or environment value, else the recorded one
-    (`Plan.with_recorded`). ``code`` replays other code (a capture of today's working tree, its files in the
-    store) instead of the recorded code — what `repro check --against` does.
+    (`Plan.with_recorded`); a run from elsewhere runs in the container sandbox unless the flag or
+    environment names a host backend (`repro.sandbox`). The recorded variables the user set are set
+    again by `repro.command_env`'s rule (``request.env`` widens it). ``code`` replays other code
+    (a capture of today's working tree, its files in the store) instead of the recorded code —
+    what `repro check --against` does.
 
     Raises:
         DataDrift: the recorded data changed (unless allowed).
-        UsageError: a world size change not allowed, redacted argv, unrestorable code.
-        BackendUnavailable: the backend cannot run here.
+        UsageError: a world size change not allowed, redacted argv, unrestorable code, an ``--env``
+            name no record may set.
+        BackendUnavailable: the backend cannot run here (a run from elsewhere: no Docker engine and
+            no host backend named).
+        CapsuleInvalid: recorded Slurm options of a shape repro does not pass to sbatch.
     """
     loaded = resolve_trusted(store, request.ref, request.trust, on_event)
     if loaded.from_capsule:
@@ -263,9 +271,15 @@ def run_replay(
             f"run {original.id} was captured in-process (repro.capture); there is no command to replay",
             hint="record it with `repro run` to make it replayable",
         )
-    plan = plan.with_recorded(backend=original.backend.name)
+    command_env.check_asked(request.env)
+    placement = sandbox.place(plan, original.backend.name, loaded.foreign)
+    sandbox.require_engine(placement)
+    plan = placement.plan
     settings = plan.settings
     notes: list[str] = []
+    if placement.note:
+        on_event(Event("info", placement.note))
+        notes.append(placement.note)
     if any(REDACTED in a for a in original.command.argv):
         raise UsageError(
             "the recorded command had secret values redacted; it cannot be replayed as recorded",
@@ -283,6 +297,11 @@ def run_replay(
     record = replay_record(original, settings)
     record.kind = kind
     contained = contain(record, original, request.network)
+    passed = command_env.select(original.env.variables, request.env, settings.env_allow)
+    record.env.variables.update(passed.env)
+    contained += passed.notes()
+    for name in command_env.unknown(request.env, original.env.variables):
+        contained.append(f"--env {name}: the record holds no such variable")
     for note in contained:
         on_event(Event("info", note))
     notes += contained
@@ -309,6 +328,8 @@ def run_replay(
         record.command.nproc_per_node = asked
 
     run_dir = store.begin_run(record.id, record.command.argv)
+    if loaded.foreign:
+        store.mark_foreign(record.id, f"made from {original.id}, a run from elsewhere")
     try:
         root = _restore(record, store.blob_path if code is not None else loaded.blob_path, run_dir, notes)
         lockfile = _restore_lock(original, loaded, run_dir)
@@ -316,7 +337,7 @@ def run_replay(
         data = [item.path for item in original.data.inputs]
         spec = build_spec(
             record, root, run_dir, data, outputs, lockfile, settings.base_image,
-            list(original.command.argv), data_root=data_root,
+            list(original.command.argv), data_root=data_root, variables=passed.env,
         )  # fmt: skip
         if window is not None:
             windows.prepare(window, spec, original, loaded.read_blob)
@@ -324,16 +345,17 @@ def run_replay(
         wanted = settings.backend
         _fit_layout(record, wanted, notes)
         spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
-        backend = select_backend(
-            wanted, on_event, need_lock=lockfile is not None, slurm=recorded_slurm_options(original)
-        )
+        slurm = recorded_slurm_options(original) if wanted == "slurm" else None
+        backend = select_backend(wanted, on_event, need_lock=lockfile is not None, slurm=slurm)
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    prepared = Prepared(record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data))
+    prepared = Prepared(
+        record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data), foreign=loaded.foreign
+    )
     shown_mode = record.determinism.mode
     if original.determinism.applied is False:
         shown_mode += " (not applied in the original: the repro runtime did not load)"
@@ -377,7 +399,7 @@ def run_replay(
     record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     trackers.report_verdict(
-        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s))
+        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
     )
     return ReplayOutcome(original, record, verdict, drift, notes)
 
@@ -447,19 +469,34 @@ def resumed_note(store: Store, record: Record) -> str:
 
 
 def recorded_slurm_options(record: Record) -> SlurmOptions:
-    """The allocation a Slurm run had, to ask for the same again (nodes from the command)."""
+    """The allocation a Slurm run had, to ask for the same again (nodes from the command).
+
+    Raises:
+        CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
+    """
+    from repro.backends import sbatch
     from repro.backends.slurm import SlurmOptions
 
-    asked = record.backend.details.get("slurm", {}).get("options", {})
-    return SlurmOptions(
+    slurm = record.backend.details.get("slurm")
+    asked = slurm.get("options") if isinstance(slurm, dict) else None
+    asked = asked if isinstance(asked, dict) else {}
+    options = SlurmOptions(
         nodes=record.command.nodes,
         partition=asked.get("partition"),
         time=asked.get("time"),
         account=asked.get("account"),
-        sbatch_args=tuple(asked.get("sbatch_args") or ()),
+        sbatch_args=asked.get("sbatch_args") or (),  # checked below: a list of text, or refused
         requeue=bool(asked.get("requeue")),
-        environment=str(asked.get("environment") or "python"),
+        environment=asked.get("environment") or "python",
     )
+    found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
+    if found:
+        raise CapsuleInvalid(
+            f"run {record.id}: the recorded Slurm options: {found[0]}",
+            member=RECORD_NAME,
+            hint="nothing was submitted; replay it on another backend (--backend docker)",
+        )
+    return dataclasses.replace(options, sbatch_args=tuple(options.sbatch_args))
 
 
 def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:

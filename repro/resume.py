@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import attribution as output_rules
-from repro import checkpoints, leftover, runner
+from repro import checkpoints, command_env, leftover, runner, sandbox
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
 from repro.capture.code import capture_code
 from repro.config import Plan, Settings
+from repro.determinism import allowed_env
 from repro.errors import NotFoundError, UsageError
 from repro.hashing import HashCache
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
@@ -62,13 +63,21 @@ def resume(
     Raises:
         NotFoundError: no such run. UsageError: a run that succeeded, is still running, or
             whose code changed since. DataDrift: its data changed.
-        BackendUnavailable, BuildError: the backend cannot run it.
+        BackendUnavailable, BuildError: the backend cannot run it (a run from elsewhere: no Docker
+            engine and no host backend named, `repro.sandbox`).
     """
     found = find_resumable(store, ref, plan.settings)
     original = found.record
-    plan = plan.with_recorded(backend=original.backend.name)
+    foreign = store.is_foreign(original.id)
+    placement = sandbox.place(plan, original.backend.name, foreign)
+    if backend is None:
+        sandbox.require_engine(placement)
+    plan = placement.plan
     settings = plan.settings
     backend = backend or settings.backend
+    if placement.note:
+        on_event(Event("info", placement.note))
+    passed = command_env.select(original.env.variables, allowed=settings.env_allow)
     if found.salvaged:
         on_event(
             Event(
@@ -79,12 +88,17 @@ def resume(
     check_code(store, settings, original, root)
     check_recorded_data(original, store.root, store, False, store.read_blob)
     record = resumed_record(original, settings)
+    record.env.variables.update(passed.env)
+    if foreign:  # as a replay does: repro's own list of variables, never a record's
+        record.determinism.env, _ = allowed_env(original.determinism.env)
     run_dir = store.begin_run(record.id, record.command.argv)
+    if foreign:
+        store.mark_foreign(record.id, f"resumed {original.id}, a run from elsewhere")
     outputs = list(original.results.output_roots) or list(settings.outputs)
     lockfile = _restore_lock(store, original, run_dir)
     spec = runner.build_spec(
         record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
-        settings.base_image, list(original.command.argv), data_root=store.root,
+        settings.base_image, list(original.command.argv), data_root=store.root, variables=passed.env,
     )  # fmt: skip
     spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env or {})
@@ -92,7 +106,7 @@ def resume(
     try:
         chosen = runner.select_backend(
             backend, on_event, need_lock=lockfile is not None,
-            slurm=recorded_slurm_options(original),
+            slurm=recorded_slurm_options(original) if backend == "slurm" else None,
         )  # fmt: skip
     except BaseException:
         store.remove_run(record.id)
@@ -104,7 +118,7 @@ def resume(
                            f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
     before = output_rules.snapshot(root, outputs)
     tree = output_rules.snapshot_tree(root, spec.data)
-    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree)
+    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
     record = runner.execute(prepared, chosen, store, on_event)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:

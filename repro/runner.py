@@ -12,13 +12,13 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__, checkpoints, produced, store_images
+from repro import __version__, checkpoints, command_env, produced, store_images
 from repro import attribution as output_rules
 from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, SharedWrite
@@ -64,6 +64,7 @@ class Prepared:
     tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
     lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
     masker: Masker | None = None  # None: secrets of this process's environment only
+    foreign: bool = False  # made from a run from elsewhere (repro/sandbox.py): host tracking URIs only
 
     @property
     def declares_deps(self) -> bool:
@@ -270,7 +271,10 @@ def capture(
 
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
-    spec = build_spec(record, root, run_dir, data, outputs, None, settings.base_image, argv)
+    variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
+    spec = build_spec(
+        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables
+    )
     started = time.time_ns()
     tree = output_rules.snapshot_tree(root, data)
     before = output_rules.snapshot(root, outputs)
@@ -348,11 +352,14 @@ def build_spec(
     base_image: str | None,
     argv: list[str],
     data_root: Path | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> RunSpec:
+    """What a backend executes. ``variables``: the user's variables for the command
+    (`repro.command_env`), under repro's own, which win."""
     work = run_dir / "work"
     runtime = work / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
-    env = run_environment(record)
+    env = {**(variables or {}), **run_environment(record)}
     env["REPRO_OUTPUTS"] = os.pathsep.join(outputs)
     env["REPRO_DATA"] = os.pathsep.join(data)
     return RunSpec(
@@ -432,10 +439,13 @@ def execute(
     def note(text: str) -> None:
         on_event(Event("info", text))
 
-    trackers.link_mlflow_runs(record, spec.project_root, note)
+    foreign = prepared.foreign
+    trackers.link_mlflow_runs(record, spec.project_root, note, foreign)
     store.seal(record, prepared.run_dir)
     log_capsule = prepared.settings.mlflow_log_capsule
-    trackers.after_seal(record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note)
+    trackers.after_seal(
+        record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note, foreign
+    )
     return record
 
 

@@ -6,6 +6,8 @@ Layout::
       runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
       runs/<id>/running.json    present while a run is in progress (pid, started; a detached job's state)
       runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/detached.py)
+      runs/<id>/foreign.json    the run's record came from elsewhere: imported from a capsule file, or
+                                made from such a run (its replays, checks, resumes); see repro/sandbox.py
       runs/<id>/work/           logs and runtime files while running
       blobs/ab/abcdef…          content-addressed files (xxh3-128), each stored once
       index.sqlite              one row per sealed run, for `repro ls`
@@ -41,6 +43,7 @@ STORE_DIR = ".repro"
 PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
 PENDING_KEPT = "kept.json"
 DETACHED = "detached.json"  # in a run directory: a detached job, sealed by `repro ls` once it ended
+FOREIGN = "foreign.json"  # in a run directory: the store's own mark that the record came from elsewhere
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -78,6 +81,12 @@ class LoadedRun:
     from_capsule: bool = False
     image_archive: Path | None = None  # the capsule tar, when it carries its environment image
     sums_sha256: str | None = None  # SHA-256 of the SHA256SUMS a capsule was verified against
+    marked_foreign: bool = False  # the store marks it as from elsewhere (`Store.mark_foreign`)
+
+    @property
+    def foreign(self) -> bool:
+        """Whether the record came from elsewhere: a capsule file, or a run the store marks so."""
+        return self.from_capsule or self.marked_foreign
 
     def blob_path(self, digest: str) -> Path:
         return self.blob_root / blob_member(digest)
@@ -286,7 +295,22 @@ class Store:
                     hint="`repro ls` lists complete runs; `repro gc` removes incomplete ones",
                 )
             raise NotFoundError(f"no run {run_id}", hint="`repro ls` lists the runs")
-        return LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+        loaded = LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+        loaded.marked_foreign = self.is_foreign(run_id)
+        return loaded
+
+    def is_foreign(self, run_id: str) -> bool:
+        """Whether the store marks the run as from elsewhere (`mark_foreign`)."""
+        return (self.runs_dir / run_id / FOREIGN).exists()
+
+    def mark_foreign(self, run_id: str, why: str) -> None:
+        """Mark a run as from elsewhere, in the store's own files (never in the record it describes).
+
+        Written before the run's record, so a run is never seen without its mark.
+        """
+        run_dir = self.runs_dir / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_atomic(run_dir / FOREIGN, json.dumps({"why": why}).encode())
 
     def rows(self) -> list[RunRow]:
         """Every run, sealed or not, oldest first.
@@ -345,7 +369,11 @@ class Store:
         if ref.endswith(".tar") or path.is_file():
             return self.open_capsule(path)
         if path.is_dir() and (path / RECORD_NAME).is_file():
-            return LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+            loaded = LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+            # a run directory of another store is from elsewhere too
+            mine = path.resolve().parent == self.runs_dir.resolve()
+            loaded.marked_foreign = (path / FOREIGN).exists() or not mine
+            return loaded
         sealed = [r for r in self.run_ids() if (self.runs_dir / r / RECORD_NAME).is_file()]
         m = re.fullmatch(r"latest(?:~(\d+))?", ref)
         if m:
@@ -393,7 +421,8 @@ class Store:
         )
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:
-        """Copy an extracted capsule into this store (blobs and record); idempotent.
+        """Copy an extracted capsule into this store (blobs and record), marked as from elsewhere
+        unless the store made that very record itself; idempotent.
 
         Every blob is re-hashed on the way in, and a blob already in the store under the
         same name is re-hashed too: a poisoned copy is replaced, never trusted by its name.
@@ -415,7 +444,7 @@ class Store:
                 self._copy_blob(source, self.blob_path(digest))
         run_dir = self.runs_dir / loaded.record.id
         if not (run_dir / RECORD_NAME).is_file():
-            run_dir.mkdir(parents=True, exist_ok=True)
+            self.mark_foreign(loaded.record.id, f"imported from {loaded.location.name}")
             self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
             with self._index() as db:
                 _index_put(db, loaded.record)

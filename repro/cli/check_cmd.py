@@ -93,6 +93,7 @@ def check(
     markdown: Path | None,
     as_json: bool,
     compare_stdout: bool | None,
+    env: tuple[str, ...],
     trust: Trust | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
@@ -117,7 +118,9 @@ def check(
     of the working tree (executed in a scratch directory; the tree is only read) and
     the current data; when the result differs, what changed since the capsule (code,
     dependencies, …) is printed as `repro diff` shows it. With --key (and --require-signed)
-    the golden capsule's signature is checked first (exit 6 when it fails).
+    the golden capsule's signature is checked first (exit 6 when it fails). A golden capsule
+    is untrusted, as in `repro replay`: its command runs in the docker sandbox unless
+    --backend local (or REPRO_BACKEND=local) says to run it on this machine, unsandboxed.
     """  # fmt: skip
     flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
     argv = list(command)
@@ -129,6 +132,8 @@ def check(
         raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
     if trust is not None and not against:
         raise UsageError("--key and --require-signed check the capsule given to --against")
+    if env and not against:
+        raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
     if not against and not argv:
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
@@ -149,6 +154,7 @@ def check(
                     atol=atol,
                     rtol=rtol,
                     trust=trust,
+                    env=env,
                 )
                 result = core.run_against(request, app.store, plan, on_event)
             elif interrupts:

@@ -108,7 +108,17 @@ replay_backend = click.option(
     "--backend",
     type=click.Choice(BACKENDS),
     default=None,
-    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict).",
+    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict). "
+    "A capsule file (or a run imported from one) replays in the docker sandbox whatever it names; "
+    "local or slurm here runs its code on this machine, unsandboxed.",
+)
+replay_env = click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="NAME",
+    help="Also set this recorded environment variable again (repeatable); by default only the safe set "
+    "(TORCH_*, OMP_*, NCCL_* … with plain values) is. Never LD_*, PYTHON*, proxies and the like.",
 )
 data_root = click.option(
     "--data-root",
@@ -142,9 +152,9 @@ compare_stdout = click.option(
 
 
 def replay_options(f: F) -> F:
-    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout
-    (replay, check)."""
-    for option in (compare_stdout, rtol, atol, allow_data_drift, data_root):
+    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout,
+    --env (replay, check)."""
+    for option in (replay_env, compare_stdout, rtol, atol, allow_data_drift, data_root):
         f = option(f)
     return f
 

@@ -73,6 +73,7 @@ def replay(
     from_checkpoint: str | None,
     steps: int | None,
     compare_stdout: bool | None,
+    env: tuple[str, ...],
     trust: Trust | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
@@ -88,8 +89,12 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
-    A capsule is untrusted input: a path that leaves its root is refused (exit 6); the
-    network stays off unless --network; the process environment comes from repro's own list.
+    A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays
+    in the docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local
+    runs its code on this machine, unsandboxed, and says so; no engine and neither: exit 3);
+    the network stays off unless --network; of its recorded variables only the safe set is
+    set again (--env NAME adds one; LD_*, PYTHON*, proxies never); only this machine's
+    MLFLOW_TRACKING_URI is contacted. README "Security" says what a replay can and cannot do.
     With --key (and --require-signed) the capsule's signature is checked before anything is
     extracted or run: exit 6 when it fails.
 
@@ -118,6 +123,7 @@ def replay(
         steps=steps,
         network=network,
         trust=trust,
+        env=env,
     )
     try:
         with sigterm_interrupts():

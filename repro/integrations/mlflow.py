@@ -52,13 +52,6 @@ def _file_store(uri: str) -> str | None:
     return os.path.abspath(raw)
 
 
-def host_uri(tracking_uri: str, project_path: str | None, project_root: Path) -> str:
-    """The tracking URI as the host sees it: a file store inside the project maps onto the host's copy."""
-    if project_path is not None:
-        return (project_root / project_path).resolve().as_uri()
-    return tracking_uri
-
-
 def _client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
@@ -104,4 +97,4 @@ def log_artifact(uri: str, run_ids: list[str], path: Path) -> None:
         client.log_artifact(run_id, str(path), artifact_path="repro")
 
 
-__all__ = ["ReproRunContextProvider", "find_runs", "host_uri", "log_artifact", "set_tags"]
+__all__ = ["ReproRunContextProvider", "find_runs", "log_artifact", "set_tags"]
