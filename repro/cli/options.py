@@ -35,7 +35,12 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Where to execute (auto: docker when an engine answers, else local).",
             ),
-            click.option("--seed", type=int, default=None, help="Master seed (default: drawn and recorded)."),
+            click.option(
+                "--seed",
+                type=int,
+                default=None,
+                help="Master seed, 0..4294967295 (default: drawn and recorded).",
+            ),
             click.option(
                 "--mode",
                 type=click.Choice(MODES),
@@ -121,13 +126,13 @@ allow_data_drift = click.option(
 )
 atol = click.option(
     "--atol",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).",
 )
 rtol = click.option(
     "--rtol",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).",
 )

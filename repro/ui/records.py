@@ -107,7 +107,8 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def show_text(record: Record) -> str:
-    """A human summary of a record, one fact per line."""
+    """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
+    control characters are shown, never obeyed)."""
     r = record
     lines: list[tuple[str, str]] = []
     res = r.results
@@ -225,7 +226,7 @@ def show_text(record: Record) -> str:
     if r.redactions:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
     width = max(len(k) for k, _ in lines)
-    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {v}" for k, v in lines)
+    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
 
 
 def seal_text(seal: Seal) -> str:
