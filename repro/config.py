@@ -386,15 +386,22 @@ def resolve(
     *,
     environ: Mapping[str, str] | None = None,
     extra: tuple[Layer, ...] = (),
+    cwd: Path | None = None,
 ) -> Plan:
     """The plan for a command in the project at ``root``: flag > env > project file > default.
 
     ``extra`` adds layers such as the pytest ini's ``repro_backend`` (a file, ranked above repro.yaml).
+    ``cwd`` is where the user stands: the paths flags give (--data, --outputs) are relative to it,
+    and become relative to the project root here; those of repro.yaml are relative to the root.
 
     Raises:
         ConfigError: unknown keys (with a suggestion) or bad values, naming where they came from.
     """
     flags = flags or Flags()
+    if cwd is not None:
+        flags = dataclasses.replace(
+            flags, data=_from_cwd(flags.data, cwd, root), outputs=_from_cwd(flags.outputs, cwd, root)
+        )
     layers = (file_layer(root), *extra, env_layer(environ), flags.layer())
     return Plan(
         layers,
@@ -402,6 +409,17 @@ def resolve(
         nproc_per_node=flags.nproc_per_node or 1,
         torchrun=flags.nproc_per_node is not None,
     )
+
+
+def _from_cwd(paths: tuple[str, ...], cwd: Path, root: Path) -> tuple[str, ...]:
+    """Paths given relative to ``cwd``, relative to the project ``root`` (normalised, not resolved:
+    a link inside the project to data elsewhere stays a path inside it). A path that leaves the
+    project stays absolute, so the check that refuses it names the place it points to."""
+    anchored = []
+    for given in paths:
+        full = Path(os.path.normpath(cwd / given))
+        anchored.append(full.relative_to(root).as_posix() or "." if full.is_relative_to(root) else str(full))
+    return tuple(anchored)
 
 
 def load(root: Path, environ: Mapping[str, str] | None = None) -> Settings:

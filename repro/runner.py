@@ -312,7 +312,8 @@ def _inside(root: Path, rel: str, what: str) -> str:
     if path == root or not path.is_relative_to(root):
         raise UsageError(
             f"the {what} {rel!r} is not inside the project {root}",
-            hint="give a path relative to the project root, such as outputs",
+            hint="give a directory inside the project, such as outputs (--outputs: relative to where "
+            "you stand; repro.yaml: to the project root)",
         )
     return path.relative_to(root).as_posix()
 

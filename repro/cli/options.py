@@ -52,14 +52,16 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "data",
                 multiple=True,
                 metavar="PATH",
-                help="Declared input data (repeatable); hashed and checked on replay.",
+                help="Declared input data (repeatable; relative to the current directory); hashed and "
+                "checked on replay.",
             ),
             click.option(
                 "--outputs",
                 "outputs",
                 multiple=True,
                 metavar="DIR",
-                help="Output directory (repeatable; default: outputs).",
+                help="Output directory (repeatable; relative to the current directory; default: outputs "
+                "at the project root).",
             ),
             click.option(
                 "--threads",
