@@ -211,6 +211,6 @@ def _finish(
         size, digest = path.stat().st_size, hash_file(path)
         stored = size <= settings.max_output_bytes
         if stored:
-            store.put_file(path, digest)
+            digest = store.put_file(path, digest)  # the digest of the bytes kept
         res.outputs.append(FileEntry(rel, size, digest, stored))
     store.seal(record, run_dir)

@@ -806,7 +806,7 @@ def _store_outputs(
         digest = hash_file(path)
         stored = size <= max_bytes
         if stored:
-            store.put_file(path, digest)
+            digest = store.put_file(path, digest)  # the digest of the bytes kept
         else:
             record.warnings.append(f"output {rel} is over the size limit ({size} bytes): hashed, not stored")
         entries.append(FileEntry(rel, size, digest, stored))
