@@ -71,6 +71,8 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"code.files[{i}].path", entry.path, False
     for i, entry in enumerate(record.code.untracked):
         yield f"code.untracked[{i}].path", entry.path, False
+    for i, rel in enumerate(record.code.read or ()):
+        yield f"code.read[{i}]", rel, False
     for i, item in enumerate(record.data.inputs):
         yield f"data.inputs[{i}].path", item.path, True
         for j, entry in enumerate(item.files):

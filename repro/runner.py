@@ -561,6 +561,8 @@ def collect(
     trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
     _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
+        record.code.read = code_capture.files_read(record.code, reports.read)
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
     if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
