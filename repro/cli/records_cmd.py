@@ -99,7 +99,7 @@ def export(
         dest = Path(output or f"{record.id}.tar")
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
-        done = export_run(loaded, dest, with_image, key)
+        done = export_run(loaded, dest, app.store, with_image, key)
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
         signed = f", signed with key {done.key_id}" if done.key_id else ""
         ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}")
