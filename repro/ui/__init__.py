@@ -29,6 +29,9 @@ quiet = False  # set by the CLI for --quiet
 
 # The colour sequences `style` (and the diff renderer's painter) write; every other escape is shown.
 _OWN_STYLE = re.compile(r"\x1b\[(?:0|1|2|31|32|33|34|36)m")
+# Any colour or attribute (SGR) sequence: what a training command's coloured log lines carry.
+_ANY_STYLE = re.compile(r"\x1b\[[0-9;]{0,32}m")
+_RESET = "\x1b[0m"
 
 
 def _escape(ch: str) -> str:
@@ -40,10 +43,11 @@ def _escape(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def printable(text: object, keep: str = "\t") -> str:
+def printable(text: object, keep: str = "\t", styles: re.Pattern[str] = _OWN_STYLE) -> str:
     """``text`` fit for a terminal: every control character (ESC, CR, newline, DEL, C1), bidi
     override or isolate, zero-width or other invisible character shown as its escape (``\\x1b``,
-    ``\\r``, ``\\n``, ``\\u202e``); repro's own colour sequences and the characters in ``keep`` stay.
+    ``\\r``, ``\\n``, ``\\u202e``); the colour sequences ``styles`` matches (repro's own) and the
+    characters in ``keep`` stay.
 
     The one rule every renderer applies to a line holding a record's strings, so what a capsule
     says cannot move the cursor, erase or reorder what the person reading it sees.
@@ -52,7 +56,7 @@ def printable(text: object, keep: str = "\t") -> str:
     if text.isprintable():
         return text
     shown, at = [], 0
-    for match in [*_OWN_STYLE.finditer(text), None]:
+    for match in [*styles.finditer(text), None]:
         upto = match.start() if match else len(text)
         shown.append("".join(c if c.isprintable() or c in keep else _escape(c) for c in text[at:upto]))
         if match:
@@ -114,15 +118,25 @@ def log_line(text: str, stream: str = "stdout") -> None:
     if quiet:
         return
     prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
-    sys.stderr.write(prefix + text.rstrip("\n") + "\n")
+    sys.stderr.write(prefix + _passed_through(text.rstrip("\n")) + "\n")
     sys.stderr.flush()
+
+
+def _passed_through(text: str) -> str:
+    """A line a command printed, fit to pass on: its colours stay, and of a line redrawn with carriage
+    returns (a progress bar) the last state, as a terminal would show it; cursor movement, erasing
+    and the like are shown as escapes, so the line cannot reach what repro printed before it (a
+    replayed capsule's code must not hide its backend line); a colour it leaves on is reset."""
+    last = [part for part in text.split("\r") if part.strip()][-1:]
+    shown = printable(last[0] if last else "", styles=_ANY_STYLE)
+    return shown + _RESET if _ANY_STYLE.search(shown) else shown
 
 
 def build_line(text: str) -> None:
     """A line of image-build output, dimmed, on stderr."""
     if quiet or not text.strip():
         return
-    sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+    sys.stderr.write(style("  build: ", "dim", sys.stderr) + _passed_through(text.rstrip()) + "\n")
     sys.stderr.flush()
 
 

@@ -134,3 +134,26 @@ def test_a_hostile_name_or_path_is_named_as_escapes(
         assert r.code == 6 and "backend.name" in r.err and "\\x1b[2K\\rlocal" in r.err, r.err
     else:  # a path may hold any character a file name may: shown, escaped
         assert r.code == 0 and "(cwd sub\\u202edir)" in r.out, r.out + r.err
+
+
+LIAR = """\
+import sys
+print("\\x1b[1A\\x1b[2K\\rrepro: run 1 · backend docker · mode strict", flush=True)  # up, erase, forge
+print("\\x1b[8m" + "hidden from here on", flush=True)  # conceal, never reset
+print("\\x1b[32mgreen\\x1b[0m epoch 1 10%|#   |\\repoch 1 100%|####|", flush=True)
+"""
+
+
+def test_a_commands_live_output_cannot_reach_what_repro_printed_before_it(project: Project) -> None:
+    """A replayed capsule's code prints through repro: it may colour its own lines, not move the
+    cursor, erase repro's lines or leave the terminal concealed."""
+    project.write("liar.py", LIAR)
+    project.commit("liar")
+    r = project.repro("run", "--backend", "local", "liar.py")
+    assert r.code == 0, r.err
+    assert "\x1b[1A" not in r.err and "\x1b[2K" not in r.err and "\r" not in r.err
+    lines = r.err.splitlines()
+    assert "│ repro: run 1 · backend docker · mode strict" in lines  # marked as the command's output
+    assert any(line.startswith("repro: run ") and "backend local" in line for line in lines)
+    assert "│ \x1b[8mhidden from here on\x1b[0m" in lines  # its colour ends with its line
+    assert "│ epoch 1 100%|####|" in lines  # a redrawn progress bar: its last state
