@@ -186,3 +186,16 @@ def test_gc_keeps_the_working_directory_of_a_live_export(project: Project, tmp_p
     assert gc.code == 0, gc.err
     assert live.is_dir() and (precious / "data.bin").read_bytes() == b"keep"
     assert sorted(p.name for p in notes.iterdir()) == ["live.json"]
+
+
+@pytest.mark.docker
+def test_a_full_disk_while_the_image_is_saved_names_the_file(project: Project, small_disk: Path) -> None:
+    project.write("train.py", TRAIN)
+    project.commit("train")
+    assert project.repro("run", "--backend", "docker", "train.py").code == 0
+    dest = small_disk / "run.tar"  # the image alone is larger than the whole disk
+    r = project.repro("export", "latest", "-o", str(dest), "--with-image")
+    assert r.code == 1, r.out + r.err
+    assert f"repro: error: No space left on device: {dest}" in r.err.splitlines(), r.err
+    assert "Traceback" not in r.err
+    assert list(small_disk.iterdir()) == [] and not list((project.root / ".repro" / "exports").iterdir())
