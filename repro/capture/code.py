@@ -22,6 +22,7 @@ from repro.capsule import CodeInfo, FileEntry
 from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.errors import ReproError, UsageError
 from repro.hashing import HashCache, hash_file_cached
+from repro.processes import own_output_files
 
 # Never part of a code snapshot, git or not.
 ALWAYS_EXCLUDED = (
@@ -48,20 +49,6 @@ SOURCE_SUFFIXES = (".py", ".so", ".pyd")
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
 # Files that may be credentials under any name; their first bytes decide.
 _CREDENTIAL_SUFFIXES = (".json", ".ini", ".cfg", ".conf", ".yaml", ".yml")
-
-
-def own_output_files() -> set[tuple[int, int]]:
-    """(device, inode) of the regular files this process's stdout and stderr write to: a log the
-    shell redirected repro's output to (``> train.out 2>&1``), which is not code."""
-    found: set[tuple[int, int]] = set()
-    for fd in (1, 2):
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            found.add((st.st_dev, st.st_ino))
-    return found
 
 
 def _credential_content(path: Path) -> bool:
