@@ -91,6 +91,9 @@ class CodeInfo:
     # Kept in the snapshot (the run started with them), but they are outputs, not code.
     earlier_outputs: dict[str, str] = field(default_factory=dict)
     cells: str | None = None  # blob: notebook cells executed before an in-process capture
+    # Files of the snapshot the run imported or opened, as its processes reported them (None: not
+    # known, the runtime did not watch). `repro resume` judges code by these and by source files.
+    read: list[str] | None = None
 
 
 @dataclass

@@ -151,9 +151,10 @@ _OS_HINTS = {
 }
 
 
-def from_os_error(e: OSError) -> OSFailure:
-    """One line for an OSError: what failed and where, and what to do about it."""
+def from_os_error(e: OSError, path: object = None) -> OSFailure:
+    """One line for an OSError: what failed and where, and what to do about it. ``path`` names
+    the place when the error does not (a write() that fails on a full disk names no file)."""
     what = e.strerror or type(e).__name__
-    where = e.filename if e.filename is not None else None
+    where = e.filename if e.filename is not None else path
     message = f"{what}: {where}" if where is not None else f"{what} ({type(e).__name__})"
     return OSFailure(message, hint=_OS_HINTS.get(e.errno or 0, "set REPRO_DEBUG=1 for a traceback"))

@@ -22,7 +22,7 @@ from repro import attribution as output_rules
 from repro import checkpoints, command_env, leftover, runner, sandbox
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
-from repro.capture.code import capture_code
+from repro.capture.code import SOURCE_SUFFIXES, capture_code
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env
 from repro.errors import NotFoundError, UsageError
@@ -202,15 +202,25 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
 def check_code(store: Store, settings: Settings, original: Record, root: Path) -> None:
     """Refuse to resume on code at ``root`` other than the recorded snapshot.
 
+    The code is what the run imported and opened (``code.read``, when the record says) and every
+    source file (a module imported later in training was not read yet when the run was killed);
+    other files of the snapshot (notes, a log the shell writes) do not stop a resume. Files runs
+    wrote (the original's outputs, outputs of earlier runs) are not code; neither is the file this
+    process's own output goes to.
+
     Raises:
         UsageError: a recorded file changed or is gone, or a new Python file appeared.
-        Files runs wrote (the original's outputs, outputs of earlier runs) are not code.
     """
     exclude = [i.path for i in original.data.inputs] + list(original.results.output_roots or settings.outputs)
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         now = capture_code(root, lambda p, d: d, exclude=[*exclude, "lockfiles"], cache=cache).info
     written = {o.path for o in original.results.outputs} | set(original.code.earlier_outputs)
-    recorded = {f.path: f.hash for f in original.code.files if f.path not in written}
+    read = set(original.code.read) if original.code.read is not None else None
+    recorded = {
+        f.path: f.hash
+        for f in original.code.files
+        if f.path not in written and (read is None or f.path in read or f.path.endswith(SOURCE_SUFFIXES))
+    }
     current = {f.path: f.hash for f in now.files}
     changed = sorted(p for p, h in recorded.items() if current.get(p) != h)
     changed += sorted(p for p in current if p not in recorded and p.endswith(".py"))

@@ -317,7 +317,8 @@ def _inside(root: Path, rel: str, what: str) -> str:
     if path == root or not path.is_relative_to(root):
         raise UsageError(
             f"the {what} {rel!r} is not inside the project {root}",
-            hint="give a path relative to the project root, such as outputs",
+            hint="give a directory inside the project, such as outputs (--outputs: relative to where "
+            "you stand; repro.yaml: to the project root)",
         )
     return path.relative_to(root).as_posix()
 
@@ -583,6 +584,8 @@ def collect(
     trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
     _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
+        record.code.read = code_capture.files_read(record.code, reports.read)
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
     if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree

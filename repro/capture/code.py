@@ -2,12 +2,15 @@
 
 Every file of the working tree that git would carry (tracked and untracked-not-ignored)
 or, outside git, every file not excluded by `.reproignore`, is hashed and stored by
-hash, so a capsule restores the exact code without access to the repository.
+hash, so a capsule restores the exact code without access to the repository. repro's own
+stdout and stderr, when the shell sent them to a file in the project (`repro run … > train.out
+2>&1 &`, `nohup`), are never code: that file grows while the run is captured and resumed.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +22,7 @@ from repro.capsule import CodeInfo, FileEntry
 from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.errors import ReproError, UsageError
 from repro.hashing import HashCache, hash_file_cached
+from repro.processes import own_output_files
 
 # Never part of a code snapshot, git or not.
 ALWAYS_EXCLUDED = (
@@ -37,6 +41,10 @@ ALWAYS_EXCLUDED = (
     "*.log",
     "nohup.out",
 )
+
+# Files an interpreter may import: judged as code whether or not a run was seen reading them
+# (a module imported late in training is not read yet when the run is killed).
+SOURCE_SUFFIXES = (".py", ".so", ".pyd")
 
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
 # Files that may be credentials under any name; their first bytes decide.
@@ -105,6 +113,7 @@ def capture_code(
         UsageError: git fails to read the repository.
     """
     ignore = Ignore.for_project(root, exclude)
+    own = own_output_files()
     git_root = _git_toplevel(root)
     capture = CodeCapture(CodeInfo())
     if git_root is not None:
@@ -120,12 +129,16 @@ def capture_code(
             capture.info.excluded.append(rel)
             continue
         path = root / rel
-        if not path.is_file():
+        try:
+            st = path.stat()
+        except OSError:
             continue  # deleted in the work tree, or a broken link
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in own:
+            continue  # not a file, or the log repro's own output goes to
         digest = hash_file_cached(path, cache)
         if rel in untracked or git_root is None:
             candidates[rel] = digest
-        size = path.stat().st_size
+        size = st.st_size
         if rel.endswith(_CREDENTIAL_SUFFIXES) and size <= 1 << 20 and _credential_content(path):
             capture.info.excluded.append(rel)
             continue
@@ -227,6 +240,24 @@ def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
             + ", ".join(empty[:10])
             + " (run `git submodule update --init`)"
         )
+
+
+def files_read(info: CodeInfo, read: set[str]) -> list[str]:
+    """The files of the snapshot ``info`` among ``read`` (project-relative paths a run opened);
+    a ``__pycache__`` file counts as the source it was compiled from (the import that read it)."""
+    import importlib.util
+
+    files = {e.path for e in info.files}
+    found = set(info.read or ())  # a resumed run: what the runs before it read counts too
+    for rel in read:
+        if "__pycache__/" in rel and rel.endswith(".pyc"):
+            try:
+                rel = Path(importlib.util.source_from_cache(rel)).as_posix()
+            except ValueError:
+                continue
+        if rel in files:
+            found.add(rel)
+    return sorted(found)
 
 
 def store_patch(capture: CodeCapture, put_bytes: Callable[[bytes], str]) -> None:

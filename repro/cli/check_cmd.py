@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from repro import bounds, ui
 from repro import check as core
-from repro import ui
 from repro.capsule import Record
 from repro.cli import options
 from repro.cli.context import AppContext, pass_app
@@ -40,7 +40,7 @@ Exit status (stable; README "Exit codes"):
 @options.execution_options
 @click.option(
     "--runs",
-    type=click.IntRange(2),
+    type=click.IntRange(bounds.RUNS.low, bounds.RUNS.high),
     default=core.DEFAULT_RUNS,
     show_default=True,
     help="How many times to run COMMAND; run 1 is compared with each later run.",
@@ -48,7 +48,7 @@ Exit status (stable; README "Exit codes"):
 @click.option(
     "--interrupt",
     "interrupts",
-    type=click.IntRange(1),
+    type=click.IntRange(bounds.INTERRUPTS.low, bounds.INTERRUPTS.high),
     default=None,
     metavar="N",
     help="Certify exact resume: run once uninterrupted, then N times SIGKILLed at a random point after "

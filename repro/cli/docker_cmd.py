@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from repro import leftover, store_images, ui
+from repro import exporting, leftover, store_images, ui
 from repro.backends.base import Event
 from repro.errors import NotFoundError, ReproError
 
@@ -122,7 +122,8 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
 
     Files a docker run killed with its repro wrote in its copy of the project (checkpoints)
     are moved into the project first, where the run would have put them; a run whose copy
-    cannot be brought back (a process or container of it still runs) is kept, and said so."""
+    cannot be brought back (a process or container of it still runs) is kept, and said so.
+    The hidden working directory of a `repro export` whose process died is removed too."""
     store = app.store
     verb = "would remove" if dry_run else "removed"
     found = 0
@@ -135,6 +136,12 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
             path.unlink(missing_ok=True)
         ui.out(f"{verb} partial blob {path.name}")
         found += 1
+    for left in exporting.leftovers(store):  # what an export killed mid-way left beside its file
+        if not dry_run:
+            exporting.remove(left)
+        if left.work is not None:
+            ui.out(f"{verb} {left.work} ({ui.human_bytes(left.size)}, left by a killed `repro export`)")
+            found += 1
     if not with_images:
         if not found:
             ui.info("nothing to remove (pass --images to remove unused images too)")

@@ -35,7 +35,12 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Where to execute (auto: docker when an engine answers, else local).",
             ),
-            click.option("--seed", type=int, default=None, help="Master seed (default: drawn and recorded)."),
+            click.option(
+                "--seed",
+                type=int,
+                default=None,
+                help="Master seed, 0..4294967295 (default: drawn and recorded).",
+            ),
             click.option(
                 "--mode",
                 type=click.Choice(MODES),
@@ -47,14 +52,16 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "data",
                 multiple=True,
                 metavar="PATH",
-                help="Declared input data (repeatable); hashed and checked on replay.",
+                help="Declared input data (repeatable; relative to the current directory); hashed and "
+                "checked on replay.",
             ),
             click.option(
                 "--outputs",
                 "outputs",
                 multiple=True,
                 metavar="DIR",
-                help="Output directory (repeatable; default: outputs).",
+                help="Output directory (repeatable; relative to the current directory; default: outputs "
+                "at the project root).",
             ),
             click.option(
                 "--threads",
@@ -131,13 +138,13 @@ allow_data_drift = click.option(
 )
 atol = click.option(
     "--atol",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).",
 )
 rtol = click.option(
     "--rtol",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).",
 )

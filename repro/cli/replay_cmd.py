@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from repro import ui
+from repro import bounds, ui
 from repro.cli import options
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
@@ -23,7 +23,7 @@ from repro.ui import verdict as render
 @options.replay_options
 @click.option(
     "--nproc-per-node",
-    type=click.IntRange(1),
+    type=click.IntRange(bounds.NPROC.low, bounds.NPROC.high),
     default=None,
     help="Replay with another number of processes (needs --allow-world-size-change).",
 )
@@ -38,7 +38,7 @@ from repro.ui import verdict as render
 )
 @click.option(
     "--steps",
-    type=click.IntRange(1),
+    type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
     default=None,
     help="With --from: optimizer steps to replay (default: up to the next recorded checkpoint).",
 )

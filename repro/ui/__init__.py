@@ -2,12 +2,17 @@
 
 stdout carries results (tables, JSON, verdicts); stderr carries progress, logs,
 notices and errors. Colour only when the stream is a terminal and NO_COLOR is unset.
+
+What a record says is text from whoever made the capsule: every renderer passes its lines
+through `printable`, and `out`, `info`, `warn` and `error` do once more, so a capsule's terminal
+escapes, carriage returns or bidi overrides are shown as escapes, never obeyed by the terminal.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +27,49 @@ _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2"
 quiet = False  # set by the CLI for --quiet
 
 
+# The colour sequences `style` (and the diff renderer's painter) write; every other escape is shown.
+_OWN_STYLE = re.compile(r"\x1b\[(?:0|1|2|31|32|33|34|36)m")
+# Any colour or attribute (SGR) sequence: what a training command's coloured log lines carry.
+_ANY_STYLE = re.compile(r"\x1b\[[0-9;]{0,32}m")
+_RESET = "\x1b[0m"
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if ch in "\n\r\t":
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: object, keep: str = "\t", styles: re.Pattern[str] = _OWN_STYLE) -> str:
+    """``text`` fit for a terminal: every control character (ESC, CR, newline, DEL, C1), bidi
+    override or isolate, zero-width or other invisible character shown as its escape (``\\x1b``,
+    ``\\r``, ``\\n``, ``\\u202e``); the colour sequences ``styles`` matches (repro's own) and the
+    characters in ``keep`` stay.
+
+    The one rule every renderer applies to a line holding a record's strings, so what a capsule
+    says cannot move the cursor, erase or reorder what the person reading it sees.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    shown, at = [], 0
+    for match in [*styles.finditer(text), None]:
+        upto = match.start() if match else len(text)
+        shown.append("".join(c if c.isprintable() or c in keep else _escape(c) for c in text[at:upto]))
+        if match:
+            shown.append(match.group())
+            at = match.end()
+    return "".join(shown)
+
+
+def printable_lines(text: str) -> str:
+    """`printable` for each line of a multi-line result (its own newlines kept)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 def _tty(stream: TextIO) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR")
 
@@ -34,8 +82,8 @@ def style(text: str, colour: str, stream: TextIO | None = None) -> str:
 
 
 def out(text: str = "") -> None:
-    """A result line on stdout."""
-    sys.stdout.write(text + "\n")
+    """A result (one line or several) on stdout."""
+    sys.stdout.write(printable_lines(text) + "\n")
     sys.stdout.flush()
 
 
@@ -48,19 +96,20 @@ def json_out(data: Any) -> None:
 def info(text: str) -> None:
     """A one-line notice on stderr."""
     if not quiet:
-        sys.stderr.write(style("repro: ", "dim", sys.stderr) + text + "\n")
+        sys.stderr.write(style("repro: ", "dim", sys.stderr) + printable(text) + "\n")
         sys.stderr.flush()
 
 
 def warn(text: str) -> None:
-    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + text + "\n")
+    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + printable(text) + "\n")
     sys.stderr.flush()
 
 
 def error(text: str, hint: str | None = None) -> None:
-    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + text + "\n")
+    # A build's or pip's last lines may follow the message, each on its own line.
+    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + printable_lines(text) + "\n")
     if hint:
-        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + hint + "\n")
+        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + printable(hint) + "\n")
     sys.stderr.flush()
 
 
@@ -69,15 +118,25 @@ def log_line(text: str, stream: str = "stdout") -> None:
     if quiet:
         return
     prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
-    sys.stderr.write(prefix + text.rstrip("\n") + "\n")
+    sys.stderr.write(prefix + _passed_through(text.rstrip("\n")) + "\n")
     sys.stderr.flush()
+
+
+def _passed_through(text: str) -> str:
+    """A line a command printed, fit to pass on: its colours stay, and of a line redrawn with carriage
+    returns (a progress bar) the last state, as a terminal would show it; cursor movement, erasing
+    and the like are shown as escapes, so the line cannot reach what repro printed before it (a
+    replayed capsule's code must not hide its backend line); a colour it leaves on is reset."""
+    last = [part for part in text.split("\r") if part.strip()][-1:]
+    shown = printable(last[0] if last else "", styles=_ANY_STYLE)
+    return shown + _RESET if _ANY_STYLE.search(shown) else shown
 
 
 def build_line(text: str) -> None:
     """A line of image-build output, dimmed, on stderr."""
     if quiet or not text.strip():
         return
-    sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+    sys.stderr.write(style("  build: ", "dim", sys.stderr) + _passed_through(text.rstrip()) + "\n")
     sys.stderr.flush()
 
 
@@ -147,7 +206,8 @@ def _human(n: int, unit: str) -> str:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
-    """A plain aligned text table."""
+    """A plain aligned text table; its cells pass through `printable`."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

@@ -3,7 +3,8 @@
 The text starts with the answer: identical results and what changed without effect on
 them, or the ranked likely causes of the difference; sections follow. Lines stay within
 100 columns (patches excepted), coloured only when asked (the CLI asks when stdout is a
-terminal and NO_COLOR is unset).
+terminal and NO_COLOR is unset). Every line passes through ``repro.ui.printable``: keys, values
+and patches come from records, and a record's control characters are shown, never obeyed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes, series
 from repro.errors import UsageError
+from repro.ui import printable
 
 WIDTH = 100
 MAX_LISTED = 20  # file changes listed one per line; above this, a per-directory summary
@@ -78,7 +80,7 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
     if not result.differs:
         lines = [f"No recorded differences between {a} and {b}."]
         if not show_all:
-            return "\n".join(lines)
+            return "\n".join(printable(line) for line in lines)
     elif not result.results_differ:
         n = sum(1 for s in result.sections if s.differs)
         head = f"{a} → {b}: results identical; {n} of {len(result.sections)} sections differ"
@@ -95,7 +97,7 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
         if section.differs or show_all:
             lines.append("")
             lines.extend(_section_text(section, p))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _results_line(result: DiffResult) -> str:
@@ -227,7 +229,7 @@ def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
         if section.differs or show_all:
             lines += ["", f"#### {section.title}", ""]
             lines += _md_section(section) if section.differs else ["same"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _md_row(cells: list[str]) -> str:

@@ -3,7 +3,8 @@
 The text opens with the verdict and the one-line summary, so the answer is in the
 first two lines; the reasons and the sections that differ follow. Lines stay within
 100 columns. Colour goes through ``repro.ui.style``: only on a terminal, never with
-NO_COLOR.
+NO_COLOR. Every line passes through ``repro.ui.printable``: paths, notes and log lines come from
+records, and a record's control characters are shown, never obeyed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.steptrace import describe as describe_trace
-from repro.ui import style
+from repro.ui import printable, style
 
 WIDTH = 100
 MAX_TENSORS = 10  # differing tensors listed per output, largest difference first
@@ -165,7 +166,7 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
     if verdict.notes:
         lines += ["", paint("Notes", "bold")]
         lines += [_fit(f"  • {n}") for n in verdict.notes]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
@@ -240,8 +241,9 @@ def render_json(verdict: Verdict) -> dict[str, Any]:
 
 
 def md_cell(text: Any) -> str:
-    """A Markdown table cell: pipes escaped, newlines flattened."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell: pipes escaped, newlines flattened, control characters shown."""
+    flat = str(text).replace("\n", " ")
+    return printable(flat.replace("\\", "\\\\").replace("|", "\\|"))
 
 
 def md_code(text: Any) -> str:
@@ -281,7 +283,7 @@ def render_markdown(verdict: Verdict, *, level: int = 3) -> str:
     if verdict.notes:
         lines += ["", f"{h}# Notes", ""]
         lines += [f"- {n}" for n in verdict.notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _mark(ok: bool) -> str:
