@@ -767,9 +767,9 @@ def _hydra_bookkeeping(
         found = config_secrets(path, masker.redactor)
         clean = (masker.add(found) if found else masker).data(raw, "the Hydra logs")
         res.logs[f"hydra:{rel}"] = store.put_bytes(clean)
-        if rel.endswith("/" + hydra.CONFIG_NAME) and one_job:
-            composed = hydra.composed_params(clean.decode("utf-8", "replace"))
-            record.command.params.update(masker.obj(composed, "params"))
+        if rel.endswith("/" + hydra.CONFIG_NAME) and one_job:  # parsed before masking: `***` is no YAML
+            composed = hydra.composed_params(raw.decode("utf-8", "replace"))
+            record.command.params.update((masker.add(found) if found else masker).obj(composed, "params"))
 
 
 def _store_outputs(

@@ -122,7 +122,8 @@ import repro
 
 with repro.capture(outputs=["outputs"], seed=3) as run:
     repro.log_params(api_key=sys.argv[2], lr=0.01, db_url=os.environ["DATABASE_URL"],
-                     hook=os.environ["SLACK_WEBHOOK_URL"], nested={"token": os.environ["NESTED_VALUE"], "depth": 2})
+                     hook=os.environ["SLACK_WEBHOOK_URL"],
+                     nested={"token": os.environ["NESTED_VALUE"], "depth": 2})
     repro.log_metric("loss/" + os.environ["HF_TOKEN"], 0.25, step=0)
     os.makedirs("outputs", exist_ok=True)
     open("outputs/result.txt", "w").write("ok\\n")
@@ -198,3 +199,46 @@ def test_planted_secrets_leak_nowhere_on_the_docker_backend(project: Project, tm
     assert labels and history.stdout.strip()
     for text in (history.stdout, inspect.stdout):
         assert [v for v in plant.PLANTED if v in text] == []
+
+
+HYDRA_CONFIG = """\
+defaults:
+  - db: prod
+  - _self_
+model:
+  hidden: 8
+optim:
+  lr: 0.05
+epochs: 1
+batch_size: 16
+data: data/points.csv
+save: model.pt
+"""
+
+
+@pytest.mark.slow
+def test_a_hydra_app_keeps_credential_overrides_out_of_its_own_files(
+    project: Project, tmp_path: Path
+) -> None:
+    pytest.importorskip("hydra", reason="hydra-core is not installed (pip install 'repro[integrations]')")
+    project.script("hydra_train.py", "train.py")
+    project.write("conf/config.yaml", HYDRA_CONFIG)
+    project.write(*plant.CODE_CONFIG)  # the `db` group: `password: …` in a file no argument names
+    project.write(".gitignore", "outputs/\n")
+    project.points()
+    project.commit("hydra app")
+    overrides = [f"db.password={plant.HYDRA_DB}", f"+api.token={plant.HYDRA_API}", "optim.lr=0.1"]
+    run = project.repro("run", "--backend", "local", "--data", "data", "--", "python", "train.py", *overrides)
+    assert run.code == 0, run.err
+    values = [plant.HYDRA_DB, plant.HYDRA_API, plant.GROUP_PASSWORD]
+    assert _leaks(project.root / ".repro", values) == {}
+    record = Store(project.root).resolve("latest").record
+    params = record.command.params
+    assert params["db.password"] == "***" and params["api.token"] == "***" and params["optim.lr"] == 0.1
+    assert params["db.host"] == "db.prod.internal" and params["model.hidden"] == 8  # the composed config
+    composed = next(k for k in record.results.logs if k.endswith("/.hydra/config.yaml"))
+    text = (Store(project.root).read_blob(record.results.logs[composed]) or b"").decode()
+    assert "password: '***'" in text or "password: ***" in text
+    tar = tmp_path / "export" / "hydra.tar"
+    assert project.repro("export", "latest", "-o", str(tar)).code == 0
+    assert _leaks(tar.parent, values) == {}

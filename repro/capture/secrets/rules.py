@@ -166,14 +166,21 @@ def _entropy(text: str) -> float:
 
 @dataclass(frozen=True)
 class Shape:
-    """A credential recognised by its text. The group ``s`` is what is masked; the rest is kept
-    (`postgres://admin:***@db`, `hooks.slack.com/services/***`). ``needles``: lower-case
-    strings one of which must occur (cheap checks before the expression runs)."""
+    """A credential recognised by its text. The group ``s`` (or ``t``) is what is masked; the rest is
+    kept (`postgres://admin:***@db`, `hooks.slack.com/services/***`).
+
+    ``needles``: lower-case strings one of which every match holds, at most ``back`` characters after
+    the match's start; a match ends at most ``reach`` characters after its needle. In a large text
+    (a log, a code file) the expression runs only around the needles, found by plain substring
+    search: a 50 MB log without them costs a few fast scans, not a dozen regular-expression passes.
+    """
 
     kind: str
     pattern: str
     needles: tuple[str, ...]
-    flags: int = 0
+    back: int = 1
+    reach: int = 4096
+    flags: int = re.IGNORECASE
 
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.pattern, self.flags)
@@ -182,31 +189,33 @@ class Shape:
         return re.compile(self.pattern.encode(), self.flags)
 
 
+_CS = 0  # case-sensitive: token formats are
 _B = r"(?<![A-Za-z0-9_-])"  # not in the middle of a longer word
+_E = r"(?![A-Za-z0-9_-])"
 _PEM_BEGIN = r"-{4,5} ?BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}"
 _PEM_END = r"-{4,5} ?END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}"
 # Line breaks (or `\n` escapes, in JSON), up to four `Name: value` headers, then base64.
 _PEM_BODY = r"(?:\\[rn]|\s)+(?:[A-Za-z-]{2,40}: [^\r\n]{0,200}(?:\\[rn]|\s)+){0,4}[A-Za-z0-9+/=]{40}"
-_E = r"(?![A-Za-z0-9_-])"
+_KEY_SPAN = 65536
 SHAPES = (
     # A key block with its body (not a parser's literal `"-----BEGIN RSA PRIVATE KEY-----"`): to its END
     # line, or, when cut short, to the end of its base64.
     Shape(
         "a private key",
-        r"(?P<s>" + _PEM_BEGIN + _PEM_BODY + r"(?:[\s\S]{0,65536}?" + _PEM_END + r"|[A-Za-z0-9+/=\s\\:,.-]{0,65536}))",
-        ("private key",),
+        rf"(?P<s>{_PEM_BEGIN}{_PEM_BODY}(?:[\s\S]{{0,{_KEY_SPAN}}}?{_PEM_END}|[A-Za-z0-9+/=\s\\:,.-]{{0,{_KEY_SPAN}}}))",
+        ("private key",), back=64, reach=_KEY_SPAN + 2048, flags=_CS,
     ),
     Shape(
         "a PuTTY key",
-        r"(?P<s>PuTTY-User-Key-File-\d+: ?[\w-]+\r?\nEncryption:[^\n]*"
-        r"(?:\r?\n(?:[A-Za-z-]{2,40}:[^\n]*|[A-Za-z0-9+/=]{4,}))*)",
-        ("putty-user-key-file-",),
+        r"(?P<s>PuTTY-User-Key-File-\d+: ?[\w-]+\r?\nEncryption:[^\n]{0,200}"
+        r"(?:\r?\n(?:[A-Za-z-]{2,40}:[^\n]{0,2048}|[A-Za-z0-9+/=]{4,128})){0,256})",
+        ("putty-user-key-file-",), reach=_KEY_SPAN, flags=_CS,
     ),
-    Shape("a JWT", _B + r"(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)", ("eyj",)),
+    Shape("a JWT", _B + r"(?P<s>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)", ("eyj",),
+          reach=16384, flags=_CS),
     Shape(
         "an API token",
-        # OpenAI, Anthropic
-        _B + r"(?P<s>sk-(?:proj-|ant-(?:api\d\d-|admin\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_-]{16,}"
+        _B + r"(?P<s>sk-(?:proj-|ant-(?:api\d\d-|admin\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_-]{16,}"  # OpenAI
         r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
         r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
         r"|xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,}"  # Slack
@@ -217,86 +226,69 @@ SHAPES = (
         r"|[sr]k_(?:live|test)_[0-9A-Za-z]{20,}"  # Stripe
         r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
         r"|r8_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{40,}|dapi[0-9a-f]{32})" + _E,  # Replicate, Groq, Databricks
-        (
-            "sk-",
-            "gh",
-            "github_pat_",
-            "glpat-",
-            "xox",
-            "xapp-",
-            "hf_",
-            "akia",
-            "asia",
-            "abia",
-            "acca",
-            "aiza",
-            "npm_",
-            "pypi-",
-            "k_live_",
-            "k_test_",
-            "sg.",
-            "r8_",
-            "gsk_",
-            "dapi",
-        ),
-    ),  # fmt: skip
-    Shape("a Telegram bot token", _B + r"\d{8,10}:(?P<s>AA[A-Za-z0-9_-]{33})" + _E, (":aa",)),
+        ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-", "hf_",
+         "akia", "asia", "abia", "acca", "aiza", "npm_", "pypi-", "k_live_", "k_test_", "sg.", "r8_", "gsk_",
+         "dapi"),
+        flags=_CS,
+    ),
+    Shape("a Telegram bot token", _B + r"\d{8,10}:(?P<s>AA[A-Za-z0-9_-]{33})" + _E, (":aa",), back=12,
+          flags=_CS),
     Shape(
         "a webhook URL",
-        r"(?:hooks\.slack\.com/(?:services|workflows|triggers)/"
-        r"|discord(?:app)?\.com/api/webhooks/"
-        r"|\.webhook\.office\.com/webhookb?2?/"
-        r"|outlook\.office(?:365)?\.com/webhook/)(?P<s>[^\s\"'<>)\]}]{8,2048})",
-        ("hooks.slack.com", "discord", "webhook"),
+        r"(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/"
+        r"|\.webhook\.office\.com/webhookb?2?/|outlook\.office(?:365)?\.com/webhook/)(?P<s>[^\s\"'<>)\]}]{8,2048})",
+        ("hooks.slack.com", "discord", "webhook"), back=32,
     ),
     Shape(
-        "a URL signature", r"[?&](?:sig|signature|X-Amz-Signature)=(?P<s>[A-Za-z0-9%/+=_-]{16,})", ("sig",)
+        "a URL signature", r"[?&](?:sig|signature|X-Amz-Signature)=(?P<s>[A-Za-z0-9%/+=_-]{16,2048})",
+        ("sig",), back=8,
     ),
     # `scheme://user:password@host` (DSNs, proxies, git remotes): the password; matched from the literal
     # `://` with bounded repeats, so a long line costs linear time.
-    Shape("a URL password", r"://[^/@\s:\"']{0,256}:(?P<s>[^/@\s\"']{1,256})@", ("://",)),
+    Shape("a URL password", r"://[^/@\s:\"']{0,256}:(?P<s>[^/@\s\"']{1,256})@", ("://",), back=0, reach=600),
     # `https://<token>@host` (a Sentry DSN's key, a token in a git remote): a long user alone.
-    Shape("a URL token", r"://(?P<s>[A-Za-z0-9_.~%+-]{16,256})@", ("://",)),
+    Shape("a URL token", r"://(?P<s>[A-Za-z0-9_.~%+-]{16,256})@", ("://",), back=0, reach=600),
     # `;`-separated connection strings (Azure storage and Service Bus, ADO.NET, ODBC).
     Shape(
         "a connection-string key",
         r"(?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedAccessSignature|SharedSecretValue)"
         r"\s*=\s*(?P<s>[^;\"'\s]{4,2048})",
         ("accountkey", "sharedaccess", "sharedsecret"),
-        re.IGNORECASE,
     ),
     Shape(
         "a connection-string password",
-        r"(?:(?<=;)\s*(?:Password|Pwd)\s*=\s*(?P<s>[^;\"'\s]{1,1024})"
+        r"(?:(?<=;)\s{0,8}(?:Password|Pwd)\s*=\s*(?P<s>[^;\"'\s]{1,1024})"
         r"|(?<![A-Za-z0-9_.])(?:Password|Pwd)\s*=\s*(?P<t>[^;\"'\s]{1,1024})(?=\s*;))",
-        ("password", "pwd"),
-        re.IGNORECASE,
+        ("password", "pwd"), back=10,
     ),
     Shape(
         "an authorization header",
-        r"authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest)\s+(?P<s>[A-Za-z0-9._~+/=-]{8,})"
-        r"|(?<![A-Za-z])[Bb]earer\s+(?P<t>[A-Za-z0-9._~+/-]{20,}=*)",
+        r"authorization[\"']?\s{0,4}[:=]\s{0,4}[\"']?(?:basic|bearer|token|digest)\s{1,4}"
+        r"(?P<s>[A-Za-z0-9._~+/=-]{8,2048})|(?<![A-Za-z])bearer\s{1,4}(?P<t>[A-Za-z0-9._~+/-]{20,2048}=*)",
         ("authorization", "bearer"),
-        re.IGNORECASE,
     ),
-)
+)  # fmt: skip
 
-# `api_key: x`, `'password': 'x'`, `token=x` in printed text (logs, tracebacks): the value. Not
+# `api_key: x`, `'password': 'x'`, `access_token=x` in printed text (logs, tracebacks): the value. Not
 # applied to code, where `password=args.password` is code and not a secret.
+# (needles: `_key` stands for `api_key`, `access-key`…, `_token` for `auth_token`, `hf_token`…)
+_ASSIGNED = ("pass", "pwd", "secret", "apikey", "_key", "-key", "accesskey", "privatekey", "accountkey",
+             "_token", "-token", "credential")  # fmt: skip
 ASSIGNMENT = Shape(
     "an assigned credential",
-    r"(?:password|passwd|passphrase|pwd|secret|api[_-]?key|access[_-]?key"
-    r"|secret[_-]?key|private[_-]?key|account[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token"
-    r"|hf[_-]?token|hub[_-]?token|credentials?)[\"']?\s{0,4}[:=]\s{0,4}[\"']?"
-    r"(?P<s>(?!\*\*\*)[^\s\"',;)}\]]{4,512})",
-    ("pass", "pwd", "secret", "key", "token", "credential"),
-    re.IGNORECASE,
+    r"(?:password|passwd|passphrase|pwd|secret|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key"
+    r"|account[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token|hf[_-]?token|hub[_-]?token"
+    r"|credentials?)[\"']?\s{0,4}[:=]\s{0,4}[\"']?(?P<s>(?!\*\*\*)(?!\$\{)[^\s\"',;)}\]]{4,512})",
+    _ASSIGNED,
+    back=0,
+    reach=600,
 )
 
 _TEXT_SHAPES = [(s, s.compiled()) for s in SHAPES]
 _BYTE_SHAPES = [(s, s.compiled_bytes()) for s in SHAPES]
 _ASSIGN_TEXT = ASSIGNMENT.compiled()
 _ASSIGN_BYTES = ASSIGNMENT.compiled_bytes()
+_WINDOWED = 1 << 16  # texts larger than this are masked around their needles only
 
 
 def _secret_group(m: re.Match[str] | re.Match[bytes]) -> str:
@@ -322,27 +314,68 @@ def mask_shapes(text: str, assignments: bool = False) -> tuple[str, list[str]]:
     """
     low = text.lower()
     kinds: list[str] = []
-    for shape, pattern in _TEXT_SHAPES:
+    shapes = _TEXT_SHAPES + ([(ASSIGNMENT, _ASSIGN_TEXT)] if assignments else [])
+    for shape, pattern in shapes:
         if any(n in low for n in shape.needles):
             text, n = pattern.subn(_masked, text)
             if n and shape.kind not in kinds:
                 kinds.append(shape.kind)
-    if assignments and any(n in low for n in ASSIGNMENT.needles):
-        text, n = _ASSIGN_TEXT.subn(_masked, text)
-        if n:
-            kinds.append(ASSIGNMENT.kind)
     return text, kinds
 
 
 def mask_shapes_bytes(data: bytes, assignments: bool = False) -> bytes:
-    """`mask_shapes` over bytes (logs and files in any encoding)."""
+    """`mask_shapes` over bytes (logs and files in any encoding).
+
+    Each needle is counted once (a fast substring scan); a shape whose needles are absent costs
+    nothing more, one whose needles are rare runs only around them, one whose needles are
+    everywhere (`://` on every line) runs over the whole text.
+    """
     low = data.lower()
-    for shape, pattern in _BYTE_SHAPES:
-        if any(n.encode() in low for n in shape.needles):
-            data = pattern.sub(_masked_bytes, data)
-    if assignments and any(n.encode() in low for n in ASSIGNMENT.needles):
-        data = _ASSIGN_BYTES.sub(_masked_bytes, data)
+    counts: dict[bytes, int] = {}
+    shapes = _BYTE_SHAPES + ([(ASSIGNMENT, _ASSIGN_BYTES)] if assignments else [])
+    for shape, pattern in shapes:
+        needles = [n.encode() for n in shape.needles]
+        for n in needles:
+            if n not in counts:
+                counts[n] = low.count(n)
+        hits = sum(counts[n] for n in needles)
+        if not hits:
+            continue
+        if len(data) <= _WINDOWED or hits * (shape.back + shape.reach) >= len(data):
+            masked = pattern.sub(_masked_bytes, data)
+        else:
+            masked = _sub_windows(data, pattern, _windows(low, needles, shape.back, shape.reach))
+        if masked != data:
+            data, low, counts = masked, masked.lower(), {}
     return data
+
+
+def _windows(low: bytes, needles: list[bytes], back: int, reach: int) -> list[tuple[int, int]]:
+    """Merged spans around every needle: from ``back`` (plus one, for a look-behind) before it to
+    ``reach`` after it."""
+    spans: list[tuple[int, int]] = []
+    for needle in needles:
+        i = low.find(needle)
+        while i != -1:
+            spans.append((max(0, i - back - 1), min(len(low), i + reach)))
+            i = low.find(needle, i + 1)
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _sub_windows(data: bytes, pattern: re.Pattern[bytes], windows: list[tuple[int, int]]) -> bytes:
+    parts: list[bytes] = []
+    done = 0
+    for start, end in windows:
+        parts += [data[done:start], pattern.sub(_masked_bytes, data[start:end])]
+        done = end
+    parts.append(data[done:])
+    return b"".join(parts)
 
 
 def secret_parts(text: str) -> set[str]:
