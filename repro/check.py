@@ -30,6 +30,7 @@ from repro.capsule import Record
 from repro.capture import deps
 from repro.capture.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
 from repro.capture.secrets import Redactor, run_masker
+from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.compare import (
     REPRODUCED,
     CompareOptions,
@@ -387,10 +388,12 @@ def capture_current_code(
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         limit = settings.max_code_file_bytes
         masker = run_masker(dict(os.environ), [], [], Redactor(settings.secret_patterns))
-        code = capture_code(
-            store.root, MaskedPut(store, masker, store.root), exclude=exclude, cache=cache,
-            max_file_bytes=limit, earlier_writers=store.earlier_writers,
-        )  # fmt: skip
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = MaskedPut(store, masker, store.root, verdicts)
+            code = capture_code(
+                store.root, put, exclude=exclude, cache=cache, max_file_bytes=limit,
+                earlier_writers=store.earlier_writers, credential=put.credential,
+            )  # fmt: skip
     code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
     store_patch(code, store.put_bytes)
     return code

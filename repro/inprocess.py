@@ -37,6 +37,7 @@ from repro.capture import deps
 from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Masker, Redactor, run_masker
+from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.capture.seeds import make_seeds
 from repro.config import Settings, resolve
 from repro.determinism import plan
@@ -121,11 +122,13 @@ def _begin(
     record.redactions += hits
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        put = code_capture.MaskedPut(store, masker, root)
-        code = code_capture.capture_code(
-            root, put, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
-            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
-        )  # fmt: skip
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = code_capture.MaskedPut(store, masker, root, verdicts)
+            code = code_capture.capture_code(
+                root, put, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
+                max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
+                credential=put.credential,
+            )  # fmt: skip
         masker = masker.add(put.found)
         code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
         code_capture.store_patch(code, store.put_bytes)

@@ -27,6 +27,7 @@ from repro.capture import deps, hydra
 from repro.capture.data import capture_data
 from repro.capture.env import host_env
 from repro.capture.secrets import Masker, Redactor, config_secrets, redacted_options, run_masker
+from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
 from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
@@ -237,11 +238,12 @@ def capture(
             raw = masker.data(path.read_bytes(), f"config file {rel}", printed=False)
             record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
         not_code = [*data, *outputs, deps.LOCK_DIR]
-        put = code_capture.MaskedPut(store, masker, root)
-        code = code_capture.capture_code(
-            root, put, exclude=not_code, cache=cache,
-            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
-        )  # fmt: skip
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = code_capture.MaskedPut(store, masker, root, verdicts)
+            code = code_capture.capture_code(
+                root, put, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes,
+                earlier_writers=store.earlier_writers, credential=put.credential,
+            )  # fmt: skip
         masker = masker.add(put.found)  # a config's credential printed by the run is masked too
         code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
         code_capture.store_patch(code, store.put_bytes)

@@ -19,6 +19,7 @@ from repro.capsule import CodeInfo, FileEntry
 from repro.capture.secrets import Masker, credential_in_file, is_secret_file
 from repro.capture.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
 from repro.capture.secrets.rules import strip_url_credentials
+from repro.capture.secrets.verdicts import Verdicts
 from repro.errors import ReproError, UsageError
 from repro.hashing import HashCache, hash_bytes, hash_file_cached
 
@@ -55,17 +56,34 @@ class MaskedPut:
     """Stores code files with their secrets masked (`masked_code`): a file with nothing to mask is
     stored as it is; one with something, under the digest of its masked bytes.
 
+    ``verdicts`` remembers the files found clean under today's rules (`secrets.verdicts`): such a
+    file is only searched for the run's known values, and not read at all when there are none.
     ``found``: the config values masked so far, for the run to mask wherever else they show.
     """
 
-    def __init__(self, blobs: Blobs, masker: Masker, root: Path) -> None:
-        self.blobs, self.masker, self.root = blobs, masker, root
+    def __init__(self, blobs: Blobs, masker: Masker, root: Path, verdicts: Verdicts | None = None) -> None:
+        self.blobs, self.masker, self.root, self.verdicts = blobs, masker, root, verdicts
         self.found: set[str] = set()
 
+    def credential(self, path: Path, digest: str) -> str | None:
+        """What credential the file holds (`secrets.credential_in_file`); None for a known-clean one."""
+        if self.verdicts is not None and self.verdicts.clean(digest):
+            return None
+        return credential_in_file(path)
+
     def __call__(self, path: Path, digest: str) -> str:
+        known_clean = self.verdicts is not None and self.verdicts.clean(digest)
+        if known_clean and not self.masker.values:
+            return self.blobs.put_file(path, digest)
         raw = path.read_bytes()
-        masked, found = masked_code(path, raw, self.masker, self.root)
-        self.found |= found
+        where = f"code file {_rel(path, self.root)}"
+        if known_clean:
+            masked = self.masker.data(raw, where, printed=False, shapes=False)
+        else:
+            masked, found = masked_code(path, raw, self.masker, self.root)
+            self.found |= found
+            if self.verdicts is not None and not found and masked == self.masker.data(raw, shapes=False):
+                self.verdicts.add(digest)  # only known values (if any) were masked: clean by the rules
         return self.blobs.put_file(path, digest) if masked == raw else self.blobs.put_bytes(masked)
 
 
@@ -131,8 +149,12 @@ def capture_code(
     cache: HashCache | None = None,
     max_file_bytes: int = 16 * 1024 * 1024,
     earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    credential: Callable[[Path, str], str | None] | None = None,
 ) -> CodeCapture:
     """Record the code at ``root`` (git metadata when it is a work tree) and store its files.
+
+    A file holding a credential (``credential``, by default `secrets.credential_in_file`: a key
+    block, a service-account file, whatever its name) is left out and named in a warning.
 
     ``exclude`` names project-relative paths that are not code (data, outputs).
     ``earlier_writers`` (``Store.earlier_writers``) names the untracked files an earlier run
@@ -152,6 +174,7 @@ def capture_code(
         capture.info.kind = "snapshot"
     candidates: dict[str, str] = {}  # untracked (or snapshot) files: path → hash
     held: dict[str, str] = {}  # files left out for what they hold: path → what
+    holds = credential or (lambda path, _digest: credential_in_file(path))
     for rel in rels:
         if ignore(rel):
             continue
@@ -166,9 +189,9 @@ def capture_code(
             candidates[rel] = digest
         size = path.stat().st_size
         stored = size <= max_file_bytes
-        if stored and (credential := credential_in_file(path)) is not None:
+        if stored and (what := holds(path, digest)) is not None:
             capture.info.excluded.append(rel)
-            held[rel] = credential
+            held[rel] = what
             continue
         if stored:
             digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked

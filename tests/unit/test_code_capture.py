@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from repro.capsule import Record
+from repro.capture import code as code_capture
 from repro.capture.code import MaskedPut, capture_code, restore_code, store_patch, stored_digest
-from repro.capture.secrets import Masker
+from repro.capture.secrets import Masker, credential_in_file
+from repro.capture.secrets.verdicts import Verdicts
 from repro.config import Settings
 from repro.errors import UsageError
 from repro.resume import check_code
@@ -152,3 +154,38 @@ def test_code_holding_secrets_is_stored_masked_and_key_files_are_left_out(tmp_pa
     (root / "helpers.py").write_text("HUB = None\n")
     with pytest.raises(UsageError, match="helpers.py"):
         check_code(store, Settings(), record, root)
+
+
+def test_files_found_clean_are_not_scanned_again_but_still_searched_for_known_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "train.py").write_text("print('training')\n")
+    (root / "db.py").write_text("URL = 'postgres://app:hunter-2-pass@db/x'\n")  # a shape: never clean
+    (root / "notes.txt").write_text("the team's shared word is swordfish-1234\n")  # clean by the rules
+    store = _store(tmp_path)
+    db = store.cache_dir / "verdicts.sqlite"
+    scanned: list[str] = []
+    real = credential_in_file
+
+    def counted(path: Path) -> str | None:
+        scanned.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(code_capture, "credential_in_file", counted)
+
+    def capture(masker: Masker) -> dict[str, bytes]:
+        with Verdicts(db) as verdicts:
+            put = MaskedPut(store, masker, root, verdicts)
+            cap = capture_code(root, put, exclude=[], credential=put.credential)
+        return {f.path: store.read_blob(f.hash) or b"" for f in cap.info.files}
+
+    first = capture(Masker())
+    assert sorted(scanned) == ["db.py", "notes.txt", "train.py"] and b"hunter-2-pass" not in first["db.py"]
+    scanned.clear()
+    second = capture(Masker())
+    assert scanned == ["db.py"] and second == first  # the clean ones are known by their digest
+    third = capture(Masker({"swordfish-1234"}))  # a value this run knows: searched for in clean files too
+    assert third["notes.txt"] == b"the team's shared word is ***\n"
+    assert b"swordfish" not in db.read_bytes() and b"hunter" not in db.read_bytes()

@@ -51,13 +51,17 @@ class Masker:
             self.masked.add(where)
         return out
 
-    def data(self, raw: bytes, where: str = "", printed: bool = True) -> bytes:
-        """`text` over bytes: logs, metric files, config copies, code files (``printed=False``)."""
+    def data(self, raw: bytes, where: str = "", printed: bool = True, shapes: bool = True) -> bytes:
+        """`text` over bytes: logs, metric files, config copies, code files (``printed=False``).
+
+        ``shapes=False``: the known values only (a code file already found free of shapes).
+        """
         out = raw
         present = [v for v in self._encoded if v in raw]  # a substring search per value is fast
         if present:
             out = re.compile(b"|".join(re.escape(v) for v in present)).sub(REDACTED.encode(), out)
-        out = mask_shapes_bytes(out, assignments=printed)
+        if shapes:
+            out = mask_shapes_bytes(out, assignments=printed)
         if out != raw and where:
             self.masked.add(where)
         return out

@@ -421,7 +421,7 @@ def is_secret_file(relpath: str) -> bool:
 
 # A file holding a credential whatever its name: a key block with a body (not a parser's literal
 # `"-----BEGIN RSA PRIVATE KEY-----"`), a PuTTY key, cloud credential files.
-_ARMOUR = (  # the most specific first: it names what was found
+ARMOUR = (  # the most specific first: it names what was found
     ("a cloud service-account file", rb'"type"\s*:\s*"(?:service_account|authorized_user|external_account)"'),
     ("a cloud service-account file", rb'"private_key"\s*:\s*"-----BEGIN'),
     ("a private key", (_PEM_BEGIN + _PEM_BODY).encode()),
@@ -429,7 +429,7 @@ _ARMOUR = (  # the most specific first: it names what was found
     ("an AWS credentials file", rb"aws_secret_access_key\s*=\s*\S"),
     ("an OAuth client secret", rb'"client_secret"\s*:\s*"[^"]{8,}'),
 )  # fmt: skip
-_ARMOUR_RE = [(kind, re.compile(p)) for kind, p in _ARMOUR]
+_ARMOUR_RE = [(kind, re.compile(p)) for kind, p in ARMOUR]
 _ARMOUR_NEEDLES = (b"PRIVATE KEY", b"PuTTY-User-Key-File-", b'"type"', b'"private_key"',
                    b"aws_secret_access_key", b'"client_secret"')  # fmt: skip
 ARMOUR_SPAN = 4096  # the longest text an armour pattern needs: chunks overlap by this much
