@@ -211,6 +211,8 @@ def _finish(
     from repro.integrations import trackers
 
     trackers.fold(record, runtime)
+    res.trackers = masker.obj(res.trackers, "tracker links")
+    record.warnings = [masker.text(w, "warnings") for w in record.warnings]
     found = output_rules.select(
         store.root, written=set(), declared=outputs, before=before, data=data,
         exclude=list(settings.outputs_exclude), claimed=set(),

@@ -533,6 +533,7 @@ def collect(
     _merge_process_env(record, runtime)
     checkpoints.collect(record, runtime, store.put_file, prepared.settings.max_checkpoint_bytes)
     trackers.fold(record, runtime)
+    res.trackers = masker.obj(res.trackers, "tracker links")  # a tracking URI may carry a password
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
@@ -557,6 +558,7 @@ def collect(
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
+    record.warnings = [masker.text(w, "warnings") for w in record.warnings]
     res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
     if reports.written_outside:
         shown = ", ".join(res.outputs_outside_root[:3])
