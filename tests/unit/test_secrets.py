@@ -157,7 +157,8 @@ def test_environment_variables() -> None:
     env, hits = Redactor().env(
         {"WANDB_API_KEY": "k1", "AWS_REGION": "eu", "MY_TOKEN": "t", "DB_PASSWORD": "p",
          "OMP_NUM_THREADS": "1",
-         "PROXY": "http://bob:hunter2@proxy:3128", "TOKENIZERS_PARALLELISM": "false", "PWD": "/w"}
+         "PROXY": "http://bob:hunter2@proxy:3128", "TOKENIZERS_PARALLELISM": "false", "PWD": "/w",
+         "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
     )  # fmt: skip
     assert env["WANDB_API_KEY"] == env["MY_TOKEN"] == env["DB_PASSWORD"] == REDACTED
     assert (
@@ -166,6 +167,7 @@ def test_environment_variables() -> None:
         and env["TOKENIZERS_PARALLELISM"] == "false"
     )
     assert env["PROXY"] == f"http://bob:{REDACTED}@proxy:3128" and env["PWD"] == "/w"
+    assert env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] == "1"  # a switch: `*_TOKEN` in its name, no secret in it
     assert len(hits) == 4
 
 

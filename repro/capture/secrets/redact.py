@@ -18,8 +18,8 @@ from repro.capture.secrets.rules import (
     NameVerdict,
     classify_name,
     hides_value,
-    looks_random,
     mask_shapes,
+    name_words,
     secret_parts,
 )
 
@@ -58,13 +58,12 @@ class Redactor:
         return hides_value(self.classify(name), value)
 
     def env(self, variables: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-        """Variables with credential-named values redacted (ambiguous names too: nothing replays
-        a recorded variable's value from the record alone) and credential shapes masked in the rest."""
+        """Variables as the record keeps them: values under credential names hidden (`HF_TOKEN`),
+        switch values kept (`HF_HUB_DISABLE_IMPLICIT_TOKEN=1`), credential shapes masked in the rest."""
         out: dict[str, str] = {}
         hits: list[str] = []
         for name, value in variables.items():
-            verdict = "plain" if name in _SHELL_DIRS else self.classify(name)
-            if verdict != "plain" and value.strip():
+            if hides_value(self._env_verdict(name), value):
                 out[name] = REDACTED
                 hits.append(f"env:{name}")
                 continue
@@ -97,10 +96,7 @@ class Redactor:
         values under credential names (ambiguous ones when they look random), credential shapes."""
         values: set[str] = set()
         for name, value in environ.items():
-            verdict = "plain" if name in _SHELL_DIRS else self.classify(name)
-            if verdict == "secret" and hides_value(verdict, value):
-                values.add(value)
-            elif verdict == "ambiguous" and looks_random(value):
+            if hides_value(self._env_verdict(name), value):
                 values.add(value)
             values |= secret_parts(value)
         for arg in self._arguments(argv):
@@ -108,6 +104,15 @@ class Redactor:
                 values.add(arg.value)
             values |= secret_parts(arg.text)
         return {v for v in values if len(v) >= MIN_SECRET}
+
+    def _env_verdict(self, name: str) -> NameVerdict:
+        """An environment variable's class: `*_TOKEN`, `*_KEY`, `*_AUTH*` are credentials there
+        (`NPM_TOKEN`, `STRIPE_KEY`), even where an option of that name would be ambiguous; a bare
+        `KEY` or `P` stays ambiguous (judged by its value)."""
+        if name in _SHELL_DIRS:
+            return "plain"
+        verdict = self.classify(name)
+        return "secret" if verdict == "ambiguous" and len(name_words(name)) > 1 else verdict
 
     def _arguments(self, argv: list[str]) -> Iterator[_Arg]:
         """Each argument with the name it gives a value to: the option before it (`--api-key X`),
