@@ -69,9 +69,16 @@ if os.path.isdir(settings):  # (a container sees neither the variable nor the fo
 try:
     import repro
 
-    repro.log_params(api_key=args.api_key, hub_tkn=os.environ.get("HF_HUB_TKN"), db=args.db,
-                     note=f"run by {os.environ.get('HF_PAT')}", lr=0.1, patience=args.patience,
-                     dsn=os.environ.get("SENTRY_DSN"), credentials={"user": "trainer", "pass": args.password})
+    repro.log_params(
+        api_key=args.api_key,
+        hub_tkn=os.environ.get("HF_HUB_TKN"),
+        db=args.db,
+        note=f"run by {os.environ.get('HF_PAT')}",
+        lr=0.1,
+        patience=args.patience,
+        dsn=os.environ.get("SENTRY_DSN"),
+        credentials={"user": "trainer", "pass": args.password},
+    )
     repro.log_metric(f"val_loss@{os.environ.get('GITHUB_TOKEN')}", 0.5, step=0)
 except ImportError:
     pass
