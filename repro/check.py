@@ -14,6 +14,7 @@ JUnit) for the CLI and the pytest plugin.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -27,7 +28,9 @@ from repro import reasons as codes
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
 from repro.capture import deps
-from repro.capture.code import CodeCapture, capture_code, restore_code, store_patch
+from repro.capture.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
+from repro.capture.secrets import Redactor, run_masker
+from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.compare import (
     REPRODUCED,
     CompareOptions,
@@ -385,10 +388,14 @@ def capture_current_code(
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         limit = settings.max_code_file_bytes
-        code = capture_code(
-            store.root, store.put_file, exclude=exclude, cache=cache, max_file_bytes=limit,
-            earlier_writers=store.earlier_writers,
-        )  # fmt: skip
+        masker = run_masker(dict(os.environ), [], [], Redactor(settings.secret_patterns))
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = MaskedPut(store, masker, store.root, verdicts)
+            code = capture_code(
+                store.root, put, exclude=exclude, cache=cache, max_file_bytes=limit,
+                earlier_writers=store.earlier_writers, credential=put.credential,
+            )  # fmt: skip
+    code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
     store_patch(code, store.put_bytes)
     return code
 

@@ -35,7 +35,7 @@ from repro.capsule import (
 from repro.capture.code import restore_code
 from repro.capture.data import Drift, check_data
 from repro.capture.env import host_env
-from repro.capture.secrets import REDACTED, Redactor
+from repro.capture.secrets import REDACTED, Redactor, redacted_options
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env, expectation, verifiable_mode
@@ -280,10 +280,13 @@ def run_replay(
     if placement.note:
         on_event(Event("info", placement.note))
         notes.append(placement.note)
-    if any(REDACTED in a for a in original.command.argv):
+    hidden = redacted_options(original.command.argv)
+    if hidden:
         raise UsageError(
-            "the recorded command had secret values redacted; it cannot be replayed as recorded",
-            hint="pass secrets through environment variables, which the run inherits",
+            f"the recorded command hides secret values ({', '.join(hidden)} recorded as {REDACTED}); "
+            "it cannot be replayed as recorded",
+            hint="record the run again with secrets passed through environment variables, "
+            "which the run inherits and the record never keeps",
         )
     data_root = (request.data_root or store.root).resolve()
     drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)

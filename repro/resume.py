@@ -13,6 +13,7 @@ interrupted, from what its run directory kept. Core only: returns the sealed rec
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from repro import attribution as output_rules
 from repro import checkpoints, command_env, leftover, runner, sandbox
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
-from repro.capture.code import SOURCE_SUFFIXES, capture_code
+from repro.capture.code import SOURCE_SUFFIXES, capture_code, stored_digest
+from repro.capture.secrets import Redactor, run_masker
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env
 from repro.errors import NotFoundError, UsageError
@@ -222,7 +224,14 @@ def check_code(store: Store, settings: Settings, original: Record, root: Path) -
         if f.path not in written and (read is None or f.path in read or f.path.endswith(SOURCE_SUFFIXES))
     }
     current = {f.path: f.hash for f in now.files}
-    changed = sorted(p for p, h in recorded.items() if current.get(p) != h)
+    masker = run_masker(dict(os.environ), [], [], Redactor(settings.secret_patterns))
+
+    def same(rel: str, digest: str) -> bool:  # a file stored masked is recorded by its masked digest
+        if rel not in current:
+            return False
+        return current[rel] == digest or stored_digest(root / rel, masker, root) == digest
+
+    changed = sorted(p for p, h in recorded.items() if not same(p, h))
     changed += sorted(p for p in current if p not in recorded and p.endswith(".py"))
     if changed:
         shown = ", ".join(changed[:5]) + (f" (+{len(changed) - 5} more)" if len(changed) > 5 else "")

@@ -27,7 +27,8 @@ from repro.capture import command as cmd
 from repro.capture import deps, hydra
 from repro.capture.data import capture_data
 from repro.capture.env import host_env
-from repro.capture.secrets import Masker, Redactor, config_secrets
+from repro.capture.secrets import Masker, Redactor, config_bytes_secrets, redacted_options, run_masker
+from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
 from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
@@ -208,16 +209,18 @@ def capture(
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
+    hidden = redacted_options(safe_argv)
+    if hidden:
+        on_event(Event("info", f"secret values of {', '.join(hidden)} are recorded as *** (the record "
+                               "keeps no secret); a replay will refuse the command: pass secrets "
+                               "through environment variables to keep it replayable"))  # fmt: skip
     configs = cmd.config_files(cmd.script_args(argv), cwd, root)
-    masker = Masker(redactor.secret_values(dict(os.environ), argv) | _config_values(configs))
+    masker = run_masker(dict(os.environ), argv, configs, redactor)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
     rel_cwd = cwd.relative_to(root).as_posix() or "."
     args = cmd.script_args(argv)
-    params = {
-        k: ("***" if redactor.is_secret_name(k) else masker.obj(v, "params"))
-        for k, v in cmd.parse_params(args).items()
-    }
+    params = masker.obj(cmd.parse_params(args), "params")
     nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
         argv=safe_argv,
@@ -234,14 +237,17 @@ def capture(
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         for path in configs:
             rel = path.relative_to(root).as_posix()
-            raw = masker.data(path.read_bytes(), f"config file {rel}")
+            raw = masker.data(path.read_bytes(), f"config file {rel}", printed=False)
             record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
         not_code = [*data, *outputs, deps.LOCK_DIR]
-        code = code_capture.capture_code(
-            root, _masked_put(store, masker), exclude=not_code, cache=cache,
-            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
-        )  # fmt: skip
-        code.patch = masker.text(code.patch, "the uncommitted patch")
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = code_capture.MaskedPut(store, masker, root, verdicts)
+            code = code_capture.capture_code(
+                root, put, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes,
+                earlier_writers=store.earlier_writers, credential=put.credential,
+            )  # fmt: skip
+        masker = masker.add(put.found)  # a config's credential printed by the run is masked too
+        code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info
         record.warnings += code.warnings
@@ -279,32 +285,6 @@ def capture(
     tree = output_rules.snapshot_tree(root, data)
     before = output_rules.snapshot(root, outputs)
     return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock, masker=masker)
-
-
-def _config_values(paths: list[Path]) -> set[str]:
-    values: set[str] = set()
-    for path in paths:
-        try:
-            values |= config_secrets(path.read_text("utf-8", "replace"))
-        except OSError:
-            continue
-    return values
-
-
-def _masked_put(store: Store, masker: Masker) -> Callable[[Path, str], str]:
-    """Store a code file; one holding a secret value is stored masked (under its masked digest).
-
-    Only files whose bytes are not yet in the store are read: a stored blob was masked then.
-    """
-
-    def put(path: Path, digest: str) -> str:
-        if store.has_blob(digest) or not masker.values:
-            return store.put_file(path, digest)
-        raw = path.read_bytes()
-        masked = masker.data(raw, f"code file {path.name}")
-        return store.put_file(path, digest) if masked == raw else store.put_bytes(masked)
-
-    return put
 
 
 def _inside(root: Path, rel: str, what: str) -> str:
@@ -422,9 +402,7 @@ def execute(
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
     record.results.finished = now_iso()
-    masker = prepared.masker or Masker(
-        Redactor(prepared.settings.secret_patterns).secret_values(dict(os.environ), [])
-    )
+    masker = prepared.masker or _fallback_masker(prepared)
     collect(record, result, spec, store, prepared, masker)
     record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     if prepared.lock is not None and not prepared.lock.done:
@@ -514,6 +492,10 @@ def image_info(image: BuiltImage, store: Store) -> ImageInfo:
     )
 
 
+def _fallback_masker(prepared: Prepared) -> Masker:
+    return run_masker(dict(os.environ), [], [], Redactor(prepared.settings.secret_patterns))
+
+
 def collect(
     record: Record,
     result: RunResult,
@@ -525,9 +507,10 @@ def collect(
     """Fold logs, metrics, the in-process environment and the outputs into the record.
 
     Logs, metrics and logged params pass through ``masker``: a secret the script prints
-    or logs is stored as ``***``.
+    or logs is stored as ``***``. Without one (a run sealed later, by `repro resume` or after a
+    Slurm job), the secrets of this process's environment and every credential shape are masked.
     """
-    masker = masker or Masker()
+    masker = masker or _fallback_masker(prepared)
     runtime = spec.runtime_dir
 
     def put(root: Path, rel: str, where: str) -> str | None:
@@ -567,13 +550,14 @@ def collect(
     metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
-        res.final_metrics = _final_metrics(metrics)
+        res.final_metrics = {masker.text(k, "metrics"): v for k, v in _final_metrics(metrics).items()}
     params = produced.read_json(runtime, "params.json")
     if params:
         res.params = masker.obj(params, "logged params")
     _merge_process_env(record, runtime)
     checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
     trackers.fold(record, runtime)
+    res.trackers = masker.obj(res.trackers, "tracker links")  # a tracking URI may carry a password
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
@@ -595,10 +579,14 @@ def collect(
         data=spec.data, exclude=[*res.output_excludes, *trackers.store_paths(record)],
         claimed=claimed - reports.written,
     )  # fmt: skip
-    res.outputs = _store_outputs(spec, store, found, prepared.settings.max_output_bytes, record)
-    _hydra_bookkeeping(record, store, Redactor(prepared.settings.secret_patterns))
+    jobs = hydra.job_dirs(found)
+    bookkeeping = {rel for rel in found if hydra.is_bookkeeping(rel, jobs)}
+    limit = prepared.settings.max_output_bytes
+    res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
+    _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
     _shared_writes(record, reports)
     _link_warnings(record, runtime)
+    record.warnings = [masker.text(w, "warnings") for w in record.warnings]
     res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
     if reports.written_outside:
         shown = ", ".join(res.outputs_outside_root[:3])
@@ -808,27 +796,22 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
         )
 
 
-def _hydra_bookkeeping(record: Record, store: Store, redactor: Redactor) -> None:
-    """Hydra's own files become logs, not outputs; its composed config becomes the run's params."""
+def _hydra_bookkeeping(
+    record: Record, spec: RunSpec, store: Store, masker: Masker, paths: list[str], one_job: bool, limit: int
+) -> None:
+    """Hydra's own files are logs of the run, not outputs, masked like logs (the composed config
+    holds every override, its credentials included); its composed config becomes the run's params."""
     res = record.results
-    jobs = hydra.job_dirs([e.path for e in res.outputs])
-    if not jobs:
-        return
-    kept = []
-    for entry in res.outputs:
-        if not hydra.is_bookkeeping(entry.path, jobs):
-            kept.append(entry)
-            continue
-        if entry.stored:
-            res.logs[f"hydra:{entry.path}"] = entry.hash
-        if entry.path.endswith("/" + hydra.CONFIG_NAME) and len(jobs) == 1:
-            path = store.blob_path(entry.hash)
-            if entry.stored and path.is_file():
-                composed = hydra.composed_params(path.read_text("utf-8", "replace"))
-                record.command.params.update(
-                    {k: ("***" if redactor.is_secret_name(k) else v) for k, v in composed.items()}
-                )
-    res.outputs = kept
+    for rel in paths:
+        raw = produced.read_bytes(spec.project_root, rel, limit=limit)  # never through a link
+        if raw is None:
+            continue  # over the size limit, gone, or not a regular file
+        found = config_bytes_secrets(rel, raw, masker.redactor)
+        clean = (masker.add(found) if found else masker).data(raw, "the Hydra logs")
+        res.logs[f"hydra:{rel}"] = store.put_bytes(clean)
+        if rel.endswith("/" + hydra.CONFIG_NAME) and one_job:  # parsed before masking: `***` is no YAML
+            composed = hydra.composed_params(raw.decode("utf-8", "replace"))
+            record.command.params.update((masker.add(found) if found else masker).obj(composed, "params"))
 
 
 def _store_outputs(

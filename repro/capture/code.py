@@ -14,14 +14,17 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pathspec
 
 from repro.capsule import CodeInfo, FileEntry
-from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
+from repro.capture.secrets import Masker, credential_in_file, is_secret_file
+from repro.capture.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
+from repro.capture.secrets.rules import strip_url_credentials
+from repro.capture.secrets.verdicts import Verdicts
 from repro.errors import ReproError, UsageError
-from repro.hashing import HashCache, hash_file_cached
+from repro.hashing import HashCache, hash_bytes, hash_file_cached
 from repro.processes import own_output_files
 
 # Never part of a code snapshot, git or not.
@@ -47,16 +50,69 @@ ALWAYS_EXCLUDED = (
 SOURCE_SUFFIXES = (".py", ".so", ".pyd")
 
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
-# Files that may be credentials under any name; their first bytes decide.
-_CREDENTIAL_SUFFIXES = (".json", ".ini", ".cfg", ".conf", ".yaml", ".yml")
 
 
-def _credential_content(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return is_credential_content(f.read(64 * 1024))
-    except OSError:
-        return False
+class Blobs(Protocol):
+    """Where code files go (the store)."""
+
+    def put_file(self, path: Path, digest: str | None = None) -> str: ...
+
+    def put_bytes(self, data: bytes) -> str: ...
+
+
+class MaskedPut:
+    """Stores code files with their secrets masked (`masked_code`): a file with nothing to mask is
+    stored as it is; one with something, under the digest of its masked bytes.
+
+    ``verdicts`` remembers the files found clean under today's rules (`secrets.verdicts`): such a
+    file is only searched for the run's known values, and not read at all when there are none.
+    ``found``: the config values masked so far, for the run to mask wherever else they show.
+    """
+
+    def __init__(self, blobs: Blobs, masker: Masker, root: Path, verdicts: Verdicts | None = None) -> None:
+        self.blobs, self.masker, self.root, self.verdicts = blobs, masker, root, verdicts
+        self.found: set[str] = set()
+
+    def credential(self, path: Path, digest: str) -> str | None:
+        """What credential the file holds (`secrets.credential_in_file`); None for a known-clean one."""
+        if self.verdicts is not None and self.verdicts.clean(digest):
+            return None
+        return credential_in_file(path)
+
+    def __call__(self, path: Path, digest: str) -> str:
+        known_clean = self.verdicts is not None and self.verdicts.clean(digest)
+        if known_clean and not self.masker.values:
+            return self.blobs.put_file(path, digest)
+        raw = path.read_bytes()
+        where = f"code file {_rel(path, self.root)}"
+        if known_clean:
+            masked = self.masker.data(raw, where, printed=False, shapes=False)
+        else:
+            masked, found = masked_code(path, raw, self.masker, self.root)
+            self.found |= found
+            if self.verdicts is not None and not found and masked == self.masker.data(raw, shapes=False):
+                self.verdicts.add(digest)  # only known values (if any) were masked: clean by the rules
+        return self.blobs.put_file(path, digest) if masked == raw else self.blobs.put_bytes(masked)
+
+
+def masked_code(path: Path, raw: bytes, masker: Masker, root: Path) -> tuple[bytes, set[str]]:
+    """A code file's bytes as stored: values the masker knows and credential shapes masked, and in a
+    config file (YAML, JSON, TOML, INI) the values under credential keys; plus those values."""
+    found: set[str] = set()
+    if path.name.lower().endswith(CONFIG_SUFFIXES) and len(raw) <= MAX_CONFIG_BYTES:
+        found = config_text_secrets(raw.decode("utf-8", "replace"), path.suffix.lower(), masker.redactor)
+        if found:
+            masker = masker.add(found)
+    return masker.data(raw, f"code file {_rel(path, root)}", printed=False), found
+
+
+def stored_digest(path: Path, masker: Masker, root: Path) -> str:
+    """The digest a run would store a code file under (that of its masked bytes)."""
+    return hash_bytes(masked_code(path, path.read_bytes(), masker, root)[0])
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
 
 @dataclass
@@ -101,8 +157,12 @@ def capture_code(
     cache: HashCache | None = None,
     max_file_bytes: int = 16 * 1024 * 1024,
     earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    credential: Callable[[Path, str], str | None] | None = None,
 ) -> CodeCapture:
     """Record the code at ``root`` (git metadata when it is a work tree) and store its files.
+
+    A file holding a credential (``credential``, by default `secrets.credential_in_file`: a key
+    block, a service-account file, whatever its name) is left out and named in a warning.
 
     ``exclude`` names project-relative paths that are not code (data, outputs).
     ``earlier_writers`` (``Store.earlier_writers``) names the untracked files an earlier run
@@ -122,6 +182,8 @@ def capture_code(
         rels, untracked = _walk(root, ignore), set()
         capture.info.kind = "snapshot"
     candidates: dict[str, str] = {}  # untracked (or snapshot) files: path → hash
+    held: dict[str, str] = {}  # files left out for what they hold: path → what
+    holds = credential or (lambda path, _digest: credential_in_file(path))
     for rel in rels:
         if ignore(rel):
             continue
@@ -139,10 +201,11 @@ def capture_code(
         if rel in untracked or git_root is None:
             candidates[rel] = digest
         size = st.st_size
-        if rel.endswith(_CREDENTIAL_SUFFIXES) and size <= 1 << 20 and _credential_content(path):
-            capture.info.excluded.append(rel)
-            continue
         stored = size <= max_file_bytes
+        if stored and (what := holds(path, digest)) is not None:
+            capture.info.excluded.append(rel)
+            held[rel] = what
+            continue
         if stored:
             digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked
         else:
@@ -158,8 +221,12 @@ def capture_code(
     if any(e.path not in capture.info.earlier_outputs for e in capture.info.untracked):
         capture.info.dirty = True
     if capture.info.excluded:
+        named = [f"{rel} ({held[rel]})" if rel in held else rel for rel in capture.info.excluded]
+        more = len(named) - 10
         capture.warnings.append(
-            "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10])
+            "left out of the code snapshot as secret-looking: "
+            + ", ".join(named[:10])
+            + (f" (+{more} more)" if more > 0 else "")
         )
     return capture
 

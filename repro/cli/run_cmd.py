@@ -52,6 +52,9 @@ def run(
 
     Options for repro go before the command (or before `--`); everything after belongs
     to the command. Exit status 4 when the command fails (the run is still recorded).
+    Secrets never enter the record: values of credential options (--api-key, --password,
+    db.password=…) and credential-shaped text are stored as ***, said in one line; such a
+    command cannot be replayed, so pass secrets through environment variables.
     """
     argv = list(command)
     if argv and argv[0] == "--":
