@@ -92,6 +92,7 @@ class LoadedRun:
     def foreign(self) -> bool:
         """Whether the record came from elsewhere: a capsule file, or a run the store marks so."""
         return self.from_capsule or self.marked_foreign
+
     checked: set[str] = field(default_factory=set, repr=False, compare=False)  # blobs re-hashed so far
 
     def blob_path(self, digest: str) -> Path:
