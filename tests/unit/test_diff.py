@@ -577,7 +577,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(UsageError) as info:
         plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
-    assert info.value.hint == "pip install 'repro[plot]'"
+    assert info.value.hint == "pip install 'repro-capsule[plot]'"
 
 
 def test_plot_without_metrics_is_a_usage_error(tmp_path: Path) -> None:
