@@ -199,6 +199,9 @@ class DeterminismInfo:
     nondeterministic_ops: list[dict[str, Any]] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)  # knobs read back at the end of the run
     changed_by_script: dict[str, Any] = field(default_factory=dict)  # {knob: {"set": …, "found": …}}
+    # SOURCE_DATE_EPOCH every process of the run gets (and its replays): the clock that tools which
+    # honour it (Matplotlib's PDF/PS/SVG) write into files instead of the time they are written.
+    source_date_epoch: int | None = None
 
 
 @dataclass

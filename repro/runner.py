@@ -29,7 +29,7 @@ from repro.capture.env import host_env
 from repro.capture.secrets import Masker, Redactor, config_secrets
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
-from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
+from repro.determinism import clock_env, explain_failure, plan, resolve_isa, source_date_epoch, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import HashCache
 from repro.integrations import trackers
@@ -260,6 +260,7 @@ def capture(
     record.seeds = make_seeds(settings.seed, nproc * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
+    record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
         record.determinism.env["REPRO_KEEP_CHECKPOINTS"] = str(settings.max_checkpoint_bytes)
@@ -326,6 +327,7 @@ def discard(prepared: Prepared) -> None:
 def run_environment(record: Record) -> dict[str, str]:
     """The path-free variables every process of the run gets."""
     env = dict(record.determinism.env)
+    env.update(clock_env(record.determinism.source_date_epoch))
     env.update(
         {
             "REPRO_RUN_ID": record.id,
