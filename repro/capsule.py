@@ -576,6 +576,23 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     )
 
 
+def is_capsule_file(path: Path) -> bool:
+    """Whether ``path`` is a capsule tar (`repro export` writes the record first, its format first).
+
+    Reads one tar header and the record's first bytes; never raises.
+    """
+    try:
+        with tarfile.open(path, "r:") as tar:
+            first = tar.next()
+            if first is None or first.name != RECORD_NAME or not first.isreg():
+                return False
+            member = tar.extractfile(first)
+            family = FORMAT.split("/")[0]  # any version: an older or newer capsule is repro's file too
+            return member is not None and member.read(64).startswith(f"format: {family}/".encode())
+    except (tarfile.TarError, OSError, EOFError, zlib_error):
+        return False
+
+
 def _open_tar(path: Path) -> tarfile.TarFile:
     """Open a capsule tar (plain or compressed).
 

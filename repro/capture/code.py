@@ -2,7 +2,8 @@
 
 Every file of the working tree that git would carry (tracked and untracked-not-ignored)
 or, outside git, every file not excluded by `.reproignore`, is hashed and stored by
-hash, so a capsule restores the exact code without access to the repository.
+hash, so a capsule restores the exact code without access to the repository. Capsules that
+`repro export` wrote into the project (untracked) are repro's own files: never code, never dirt.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pathspec
 
-from repro.capsule import CodeInfo, FileEntry
+from repro.capsule import CodeInfo, FileEntry, is_capsule_file
 from repro.capture.secrets import is_credential_content, is_secret_file, strip_url_credentials
 from repro.errors import ReproError, UsageError
 from repro.hashing import HashCache, hash_file_cached
@@ -36,6 +37,7 @@ ALWAYS_EXCLUDED = (
     # logs, often the run's own output redirected by the shell (`python train.py > train.log`)
     "*.log",
     "nohup.out",
+    ".cache",  # tool caches kept in the project (CI runners' pip cache)
 )
 
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
@@ -122,6 +124,8 @@ def capture_code(
         path = root / rel
         if not path.is_file():
             continue  # deleted in the work tree, or a broken link
+        if (rel in untracked or git_root is None) and _own_capsule(rel, path):
+            continue  # a capsule repro exported into the project is repro's file, not code
         digest = hash_file_cached(path, cache)
         if rel in untracked or git_root is None:
             candidates[rel] = digest
@@ -149,6 +153,10 @@ def capture_code(
             "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10])
         )
     return capture
+
+
+def _own_capsule(rel: str, path: Path) -> bool:
+    return rel.endswith(".tar") and is_capsule_file(path)
 
 
 def _git_toplevel(root: Path) -> Path | None:
