@@ -409,11 +409,14 @@ def execute(
     record.results.started = now_iso()
     kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
     store.write_pending(record, prepared.run_dir, kept)  # what `repro resume` needs if repro dies
+    made = _missing_dirs(spec.project_root, spec.outputs)  # the backend makes them for the run
     try:
         result = backend.execute(spec, on_event)
     except Exception:
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
+    finally:
+        _remove_empty(made)
     record.results.finished = now_iso()
     masker = prepared.masker or Masker(
         Redactor(prepared.settings.secret_patterns).secret_values(dict(os.environ), [])
@@ -494,6 +497,26 @@ def image_info(image: BuiltImage, store: Store) -> ImageInfo:
         build_seconds=image.build_seconds,
         loaded=image.loaded,
     )
+
+
+def _missing_dirs(root: Path, rels: list[str]) -> list[Path]:
+    """The directories on the way to each of ``rels`` (under ``root``) that do not exist yet."""
+    missing: set[Path] = set()
+    for rel in rels:
+        path = root / rel
+        while path != root and path.is_relative_to(root) and not path.exists():
+            missing.add(path)
+            path = path.parent
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)  # the deepest first
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """Remove the output directories made for a run that it left empty: no empty `outputs/` stays."""
+    for path in dirs:
+        try:
+            path.rmdir()
+        except OSError:
+            pass  # the run wrote into it (or it was never made)
 
 
 def collect(
