@@ -164,6 +164,7 @@ def run_check(
                 on_event,
                 need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
+                base_image=prepared.spec.base_image,
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
@@ -217,7 +218,10 @@ def run_interrupt_check(
     first = prepared.record
     first.kind = KIND
     backend = runner.select_backend(
-        plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+        plan.settings.backend,
+        on_event,
+        need_lock=prepared.spec.lockfile is not None,
+        base_image=prepared.spec.base_image,
     )
     result = CheckResult(kind="interrupt", mode=first.determinism.mode, seed=first.seeds.master)
     scratch_dirs = [_scratch_copy(store, first)]

@@ -93,9 +93,17 @@ def slurm_options(settings: Settings) -> SlurmOptions:
 
 
 def select_backend(
-    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+    name: str,
+    on_event: OnEvent,
+    need_lock: bool = True,
+    slurm: SlurmOptions | None = None,
+    base_image: str | None = None,
 ) -> Backend:
-    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are
+    declared, and the engine holds ``base_image`` when one is named), else local, said in one line.
+
+    A missing base image is never made here: that takes root, debootstrap and minutes
+    (`repro base-image`, which the CI recipes run explicitly).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -113,10 +121,14 @@ def select_backend(
     if name == "docker":
         return docker_backend.DockerBackend()
     if docker_backend.engine_available():
-        if need_lock:
-            return docker_backend.DockerBackend()
-        on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
-        return LocalBackend()
+        if not need_lock:
+            on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
+            return LocalBackend()
+        if base_image and not docker_backend.has_image(base_image):
+            on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
+                                   "(`repro base-image` makes one)"))  # fmt: skip
+            return LocalBackend()
+        return docker_backend.DockerBackend()
     on_event(Event("info", "backend auto → local (no Docker engine answers; `make docker-up` starts one)"))
     return LocalBackend()
 
