@@ -562,6 +562,7 @@ def _run_container(
         container = api.create_container(host_config=host_config, **config)
     cid = str(container["Id"])
     details: dict[str, Any] = {
+        "project_root": WORK,  # where the code ran: a replay elsewhere masks it in stdout like any root
         "container": cid[:12],
         "image_id": built.id,
         "image_tag": built.tag,
