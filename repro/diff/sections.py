@@ -329,8 +329,10 @@ ENVIRONMENT_KEY = "(environment)"  # a host interpreter on one side, an image on
 
 
 def _environment_kind(r: Record) -> str:
-    """Where a run's packages were installed: an image it ran in, or the host's interpreter."""
-    return "image" if r.deps.image is not None and r.deps.image.id else "host interpreter"
+    """Where a run's packages were installed: an image it ran in, or the host's interpreter (the local
+    backend; a replay on it keeps the image its original named)."""
+    local = r.backend.name == "local" or r.deps.image is None or not r.deps.image.id
+    return "host interpreter" if local else "image"
 
 
 def _environment_change(kind_a: str, kind_b: str, a: dict[str, str], b: dict[str, str]) -> Change:

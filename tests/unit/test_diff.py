@@ -287,6 +287,15 @@ def test_a_local_run_and_a_docker_run_compare_only_the_packages_both_hold(blobs:
     assert "pytest" not in text and "mypy" not in text and "removed" not in text
     assert "environment changed: host interpreter vs image" in text
 
+    d = same_as(b, "d")  # replayed on the local backend: the record keeps the image its original named
+    d.backend.name, d.deps.freeze = "local", list(a.deps.freeze)
+    changes = diff_records(b, other_results(d), blobs).section("dependencies").changes
+    assert [(x.key, x.old, x.new) for x in changes if x.scope == "installed"][0] == (
+        "(environment)",
+        "image",
+        "host interpreter",
+    )
+
     c = same_as(b, "c")  # two runs in images: every package counts again
     assert c.deps.image is not None
     c.deps.freeze = ["numpy==1.26.4"]
