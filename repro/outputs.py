@@ -9,7 +9,7 @@
   step with wall times left out (`repro.artifacts.tensorboard`); one entry per directory,
   ``same`` when every value is equal. Without the ``tensorboard`` package the files of
   paired directories are compared by bytes, with a note;
-- files whose bytes carry a clock (PDF, PostScript, PNG, SVG, gzip, zip, tar): by content with
+- files whose bytes carry a clock (PDF, PostScript, PNG, SVG, gzip, zip, tar; named so): by content with
   their time fields left out (`repro.artifacts.stamps`); equal content → ``same``, with a note
   naming the format and the fields left out ("same content (PDF, creation date ignored)").
 """
@@ -119,8 +119,10 @@ def _compare_file(
         elif tables.is_table_file(path):
             d.kind = "table"
             _table_report(d, original, ea, replay, eb, tol)
-        else:
+        elif stamps.is_candidate(path):
             _stamped_report(d, original, ea, replay, eb)
+        else:
+            d.note = "not a format compared by content"
     return d
 
 

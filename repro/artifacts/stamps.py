@@ -20,9 +20,9 @@ and a comparison says which of them differed, so a verdict reads
 - tar (plain or compressed): each member's mtime (and a pax header's atime/ctime/mtime); names,
   types, modes, owners, link targets and contents are compared.
 
-Formats are recognised by their first bytes (a stored output is a blob without a name), SVG and
-PostScript also by their suffix. Anything else is no business of this module (`compare` returns
-None). Standard library only.
+An output is opened when its name ends like one of these formats or a zip-based one (`SUFFIXES`);
+its first bytes then decide the format (a ``.png`` that holds JPEG bytes is not compared here).
+Anything else is no business of this module (`compare` returns None). Standard library only.
 """
 
 from __future__ import annotations
@@ -97,6 +97,19 @@ def sniff(head: bytes, suffix: str = "") -> str | None:
     if suffix == ".svg" or (b"<svg" in head[:4096] and head.lstrip()[:1] == b"<"):
         return "SVG"
     return None
+
+
+# The names of the files worth opening to sniff (other outputs, a .txt or a .log, are never opened):
+# the formats themselves and the common ones built on zip.
+SUFFIXES = (
+    ".pdf", ".ps", ".eps", ".png", ".svg", ".gz", ".tgz", ".zip", ".tar",
+    ".docx", ".xlsx", ".pptx", ".odt", ".ods", ".odp", ".epub", ".jar", ".whl", ".keras",
+)  # fmt: skip
+
+
+def is_candidate(path: str) -> bool:
+    """Whether an output's name says it may be a format compared here (its first bytes decide)."""
+    return path.lower().endswith(SUFFIXES)
 
 
 def _head(path: Path) -> bytes:
