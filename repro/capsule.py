@@ -212,6 +212,9 @@ class DeterminismInfo:
     nondeterministic_ops: list[dict[str, Any]] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)  # knobs read back at the end of the run
     changed_by_script: dict[str, Any] = field(default_factory=dict)  # {knob: {"set": …, "found": …}}
+    # SOURCE_DATE_EPOCH every process of the run gets (and its replays): the clock that tools which
+    # honour it (Matplotlib's PDF/PS/SVG) write into files instead of the time they are written.
+    source_date_epoch: int | None = None
 
 
 @dataclass
@@ -616,6 +619,23 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         sums=contents[SUMS_NAME],
         signature=contents.get(SIGNATURE_NAME),
     )
+
+
+def is_capsule_file(path: Path) -> bool:
+    """Whether ``path`` is a capsule tar (`repro export` writes the record first, its format first).
+
+    Reads one tar header and the record's first bytes; never raises.
+    """
+    try:
+        with tarfile.open(path, "r:") as tar:
+            first = tar.next()
+            if first is None or first.name != RECORD_NAME or not first.isreg():
+                return False
+            member = tar.extractfile(first)
+            family = FORMAT.split("/")[0]  # any version: an older or newer capsule is repro's file too
+            return member is not None and member.read(64).startswith(f"format: {family}/".encode())
+    except (tarfile.TarError, OSError, EOFError, zlib_error):
+        return False
 
 
 def _open_tar(path: Path) -> tarfile.TarFile:

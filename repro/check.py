@@ -42,7 +42,7 @@ from repro.compare import (
     worst_status,
 )
 from repro.config import Plan, Settings
-from repro.determinism import verifiable_mode
+from repro.determinism import clock_env, verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.hashing import HashCache
@@ -160,12 +160,14 @@ def run_check(
         record.kind = KIND
         if result.records:
             record.parent = result.records[0].id
+            _same_clock(prepared, result.records[0])
         if backend is None:
             backend = runner.select_backend(
                 plan.settings.backend,
                 on_event,
                 need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
+                base_image=prepared.spec.base_image,
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
@@ -181,6 +183,12 @@ def run_check(
             first = side(store.load_run(record.id))
     trackers.report_verdict(result.records, result.status, store.root, lambda s: on_event(Event("info", s)))
     return result
+
+
+def _same_clock(prepared: runner.Prepared, first: Record) -> None:
+    """A later run writes the dates the first run wrote (SOURCE_DATE_EPOCH), as a replay of it would."""
+    prepared.record.determinism.source_date_epoch = first.determinism.source_date_epoch
+    prepared.spec.env.update(clock_env(first.determinism.source_date_epoch))
 
 
 # --------------------------------------------------------------------------- interrupt
@@ -213,7 +221,10 @@ def run_interrupt_check(
     first = prepared.record
     first.kind = KIND
     backend = runner.select_backend(
-        plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+        plan.settings.backend,
+        on_event,
+        need_lock=prepared.spec.lockfile is not None,
+        base_image=prepared.spec.base_image,
     )
     result = CheckResult(kind="interrupt", mode=first.determinism.mode, seed=first.seeds.master)
     scratch_dirs = [_scratch_copy(store, first)]

@@ -31,7 +31,7 @@ from repro.capture.secrets import Masker, Redactor, config_bytes_secrets, redact
 from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.capture.seeds import make_seeds
 from repro.config import Plan, Settings
-from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
+from repro.determinism import clock_env, explain_failure, plan, resolve_isa, source_date_epoch, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.hashing import HashCache
 from repro.integrations import trackers
@@ -96,9 +96,17 @@ def slurm_options(settings: Settings) -> SlurmOptions:
 
 
 def select_backend(
-    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+    name: str,
+    on_event: OnEvent,
+    need_lock: bool = True,
+    slurm: SlurmOptions | None = None,
+    base_image: str | None = None,
 ) -> Backend:
-    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are
+    declared, and the engine holds ``base_image`` when one is named), else local, said in one line.
+
+    A missing base image is never made here: that takes root, debootstrap and minutes
+    (`repro base-image`, which the CI recipes run explicitly).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -116,10 +124,14 @@ def select_backend(
     if name == "docker":
         return docker_backend.DockerBackend()
     if docker_backend.engine_available():
-        if need_lock:
-            return docker_backend.DockerBackend()
-        on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
-        return LocalBackend()
+        if not need_lock:
+            on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
+            return LocalBackend()
+        if base_image and not docker_backend.has_image(base_image):
+            on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
+                                   "(`repro base-image` makes one)"))  # fmt: skip
+            return LocalBackend()
+        return docker_backend.DockerBackend()
     on_event(Event("info", "backend auto → local (no Docker engine answers; `make docker-up` starts one)"))
     return LocalBackend()
 
@@ -268,6 +280,7 @@ def capture(
     record.seeds = make_seeds(settings.seed, nproc * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
+    record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
         record.determinism.env["REPRO_KEEP_CHECKPOINTS"] = str(settings.max_checkpoint_bytes)
@@ -312,6 +325,7 @@ def discard(prepared: Prepared) -> None:
 def run_environment(record: Record) -> dict[str, str]:
     """The path-free variables every process of the run gets."""
     env = dict(record.determinism.env)
+    env.update(clock_env(record.determinism.source_date_epoch))
     env.update(
         {
             "REPRO_RUN_ID": record.id,
@@ -396,11 +410,14 @@ def execute(
     record.results.started = now_iso()
     kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
     store.write_pending(record, prepared.run_dir, kept)  # what `repro resume` needs if repro dies
+    made = _missing_dirs(spec.project_root, spec.outputs)  # the backend makes them for the run
     try:
         result = backend.execute(spec, on_event)
     except Exception:
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
+    finally:
+        _remove_empty(made)
     record.results.finished = now_iso()
     masker = prepared.masker or _fallback_masker(prepared)
     collect(record, result, spec, store, prepared, masker)
@@ -494,6 +511,26 @@ def image_info(image: BuiltImage, store: Store) -> ImageInfo:
 
 def _fallback_masker(prepared: Prepared) -> Masker:
     return run_masker(dict(os.environ), [], [], Redactor(prepared.settings.secret_patterns))
+
+
+def _missing_dirs(root: Path, rels: list[str]) -> list[Path]:
+    """The directories on the way to each of ``rels`` (under ``root``) that do not exist yet."""
+    missing: set[Path] = set()
+    for rel in rels:
+        path = root / rel
+        while path != root and path.is_relative_to(root) and not path.exists():
+            missing.add(path)
+            path = path.parent
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)  # the deepest first
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """Remove the output directories made for a run that it left empty: no empty `outputs/` stays."""
+    for path in dirs:
+        try:
+            path.rmdir()
+        except OSError:
+            pass  # the run wrote into it (or it was never made)
 
 
 def collect(

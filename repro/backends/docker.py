@@ -186,6 +186,15 @@ def _image_id(client: docker.DockerClient, ref: str) -> str | None:
         return None
 
 
+def has_image(ref: str) -> bool:
+    """Whether the engine holds image ``ref`` (a tag or an id); False when no engine answers."""
+    try:
+        with engine(timeout=10) as client:
+            return _image_id(client, ref) is not None
+    except BackendUnavailable:
+        return False
+
+
 def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
     """Import a root filesystem tar as image ``tag`` (``docker import``); returns the image id.
 
@@ -744,6 +753,7 @@ def _run_container(
         container = api.create_container(host_config=host_config, **config)
     cid = str(container["Id"])
     details: dict[str, Any] = {
+        "project_root": WORK,  # where the code ran: a replay elsewhere masks it in stdout like any root
         "container": cid[:12],
         "image_id": built.id,
         "image_tag": built.tag,

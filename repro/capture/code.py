@@ -5,6 +5,8 @@ or, outside git, every file not excluded by `.reproignore`, is hashed and stored
 hash, so a capsule restores the exact code without access to the repository. repro's own
 stdout and stderr, when the shell sent them to a file in the project (`repro run … > train.out
 2>&1 &`, `nohup`), are never code: that file grows while the run is captured and resumed.
+Capsules that `repro export` wrote into the project (untracked) are repro's own files: never
+code, never dirt.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Protocol
 
 import pathspec
 
-from repro.capsule import CodeInfo, FileEntry
+from repro.capsule import CodeInfo, FileEntry, is_capsule_file
 from repro.capture.secrets import Masker, credential_in_file, is_secret_file
 from repro.capture.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
 from repro.capture.secrets.rules import strip_url_credentials
@@ -43,6 +45,7 @@ ALWAYS_EXCLUDED = (
     # logs, often the run's own output redirected by the shell (`python train.py > train.log`)
     "*.log",
     "nohup.out",
+    ".cache",  # tool caches kept in the project (CI runners' pip cache)
 )
 
 # Files an interpreter may import: judged as code whether or not a run was seen reading them
@@ -197,6 +200,8 @@ def capture_code(
             continue  # deleted in the work tree, or a broken link
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in own:
             continue  # not a file, or the log repro's own output goes to
+        if (rel in untracked or git_root is None) and _own_capsule(rel, path):
+            continue  # a capsule repro exported into the project is repro's file, not code
         digest = hash_file_cached(path, cache)
         if rel in untracked or git_root is None:
             candidates[rel] = digest
@@ -229,6 +234,10 @@ def capture_code(
             + (f" (+{more} more)" if more > 0 else "")
         )
     return capture
+
+
+def _own_capsule(rel: str, path: Path) -> bool:
+    return rel.endswith(".tar") and is_capsule_file(path)
 
 
 def _git_toplevel(root: Path) -> Path | None:

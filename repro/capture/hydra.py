@@ -94,7 +94,7 @@ def sweep_jobs(args: list[str], now: datetime) -> list[Job] | None:
     except ImportError as e:
         raise UsageError(
             "a Hydra multirun (-m) needs hydra-core installed where repro runs",
-            hint="pip install 'repro[integrations]'  (or pip install hydra-core)",
+            hint="pip install 'repro-capsule[integrations]'  (or pip install hydra-core)",
         ) from e
     rest = [a for a in args if a not in MULTIRUN_FLAGS]
     candidates = [a for a in rest if hydra_override(a) is not None]

@@ -108,6 +108,7 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
                 on_event,
                 need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
+                base_image=prepared.spec.base_image,
             )
             r = prepared.record
             ui.info(

@@ -300,7 +300,7 @@ def plot_metrics(
     except ImportError as e:
         raise UsageError(
             "--plot needs matplotlib, which is not installed",
-            hint="pip install 'repro[plot]'",
+            hint="pip install 'repro-capsule[plot]'",
         ) from e
     sa, sb = series(a_rows), series(b_rows)
     names = sorted(set(sa) | set(sb))

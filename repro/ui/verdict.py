@@ -177,7 +177,8 @@ def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
         return ["", f"{paint('Outputs', 'bold')}  none recorded"]
     tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = ["", f"{paint('Outputs', 'bold')}  {len(v.outputs)} compared: {tally}"]
-    shown = v.outputs if show_all else v.changed_outputs
+    # outputs the same by content though their bytes differ (a PDF's date) are shown with the format
+    shown = v.outputs if show_all else [o for o in v.outputs if o.status != "same" or o.stamped]
     width = min(40, max((len(o.path) for o in shown), default=0))
     for o in shown[:MAX_OUTPUTS]:
         colour = "green" if o.within_tolerance else "red"

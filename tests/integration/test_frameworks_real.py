@@ -19,7 +19,7 @@ def _project(project: Project, script: str) -> None:
 
 
 def test_lightning_seed_everything_and_deterministic_false_are_recorded_and_warned(project: Project) -> None:
-    pytest.importorskip("lightning", reason="lightning is not installed (repro[integrations])")
+    pytest.importorskip("lightning", reason="lightning is not installed (repro-capsule[integrations])")
     _project(project, "lightning_train.py")
     r = project.repro("run", "--backend", "local", "--seed", "5", "--data", "data", "--",
                       "python", "train.py", "--epochs", "1")  # fmt: skip
@@ -34,7 +34,7 @@ def test_lightning_seed_everything_and_deterministic_false_are_recorded_and_warn
 
 
 def test_hf_trainer_seed_and_metrics_reach_the_record(project: Project) -> None:
-    pytest.importorskip("transformers", reason="transformers is not installed (repro[integrations])")
+    pytest.importorskip("transformers", reason="transformers is not installed (repro-capsule[integrations])")
     _project(project, "hf_train.py")
     r = project.repro("run", "--backend", "local", "--seed", "3", "--", "python", "train.py", "--epochs=1")
     assert r.code == 0, r.err

@@ -13,7 +13,7 @@ from repro.store import Store
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("hydra", reason="hydra-core is not installed (pip install 'repro[integrations]')")
+pytest.importorskip("hydra", reason="hydra-core is not installed (pip install 'repro-capsule[integrations]')")
 
 CONFIG = """\
 model:

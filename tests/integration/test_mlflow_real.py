@@ -11,7 +11,9 @@ from repro.store import Store
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (pip install 'repro[integrations]')")
+pytest.importorskip(
+    "mlflow", reason="mlflow-skinny is not installed (pip install 'repro-capsule[integrations]')"
+)
 
 
 # MLflow 3 keeps the file store behind this switch; the runs and the test's client both need it.

@@ -111,7 +111,7 @@ def test_wandb_docker_names_the_runs_image(project: Project) -> None:
 
 
 def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro-capsule[integrations])")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a closed loopback port, refused at once
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     record = Record(id="r1", created="now")
@@ -122,7 +122,7 @@ def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch
 
 
 def test_mlflow_provider_tags_and_notes_its_store(in_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro-capsule[integrations])")
     from repro.integrations.mlflow import ReproRunContextProvider
 
     monkeypatch.chdir(in_run.parent)
