@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, command_env, sandbox, signing, steptrace
+from repro import __version__, command_env, rootpath, sandbox, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
@@ -90,8 +90,9 @@ def side(loaded: LoadedRun) -> Side:
     blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
     stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
     root = record.backend.details.get("project_root")
-    if root:  # where the code ran differs between a run and its replay; the text after it must not
-        stdout = stdout.replace(str(root), "<project>")
+    root = str(root) if root else None
+    # Where the code ran differs between a run and its replay; what it printed after that must not.
+    stdout = rootpath.relative(stdout, rootpath.spellings(root))
 
     def open_output(entry: FileEntry) -> Path | None:
         path = loaded.blob_path(entry.hash)
@@ -108,6 +109,7 @@ def side(loaded: LoadedRun) -> Side:
         status=record.results.status,
         trace=trace,
         shared_writes=list(record.results.shared_writes),
+        root=root,
     )
 
 
