@@ -342,7 +342,7 @@ def run_replay(
         data = [item.path for item in original.data.inputs]
         spec = build_spec(
             record, root, run_dir, data, outputs, lockfile, settings.base_image,
-            list(original.command.argv), data_root=data_root, variables=passed.env,
+            original.command.executed(), data_root=data_root, variables=passed.env,
         )  # fmt: skip
         if window is not None:
             windows.prepare(window, spec, original, loaded.read_blob)
