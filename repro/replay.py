@@ -41,6 +41,7 @@ from repro.config import Plan, Settings
 from repro.determinism import allowed_env, expectation, verifiable_mode
 from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
+from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -355,6 +356,10 @@ def run_replay(
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
+        tracking, where = mlflow_stores.replay_environment(
+            original.results.trackers, backend.name, loaded.foreign
+        )
+        spec.env.update(tracking)  # the host's store, never one the capsule names
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -366,7 +371,12 @@ def run_replay(
         shown_mode += " (not applied in the original: the repro runtime did not load)"
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
                            f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
+    if where:
+        on_event(Event("info", where))
     execute(prepared, backend, store, on_event)
+    gone = mlflow_stores.left_in_copy(record.results.trackers)
+    if gone:
+        notes.append(gone)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         on_event(Event("info", other_base))

@@ -600,10 +600,12 @@ def collect(
     _shared_writes(record, reports)
     _link_warnings(record, runtime)
     record.warnings = [masker.text(w, "warnings") for w in record.warnings]
-    res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
-    if reports.written_outside:
+    stores = trackers.outside_stores(record)
+    outside = {p for p in reports.written_outside if not any(p == s or p.startswith(s + "/") for s in stores)}
+    res.outputs_outside_root = sorted(outside)[:_MAX_OUTSIDE]
+    if outside:
         shown = ", ".join(res.outputs_outside_root[:3])
-        more = len(reports.written_outside) - 3
+        more = len(outside) - 3
         record.warnings.append(
             f"the run wrote files outside the project root, which are not recorded: {shown}"
             + (f" (+{more} more)" if more > 0 else "")
