@@ -156,7 +156,12 @@ def report_verdict(
             try:
                 from repro.integrations import mlflow as ml
 
-                ml.set_tags(uri, tracker["runs"], {"repro.verdict": status})
+                absent = ml.set_tags(uri, tracker["runs"], {"repro.verdict": status})
+                if absent:
+                    note(
+                        f"mlflow: run(s) {', '.join(absent)} of {record.id} are not in {shown_uri(uri)} "
+                        "(recorded in another store); not tagged"
+                    )
             except Exception as e:  # noqa: BLE001
                 note(f"mlflow: could not tag runs {', '.join(tracker['runs'])} with the verdict: {e}")
 
@@ -217,7 +222,9 @@ def shown_uri(uri: str, limit: int = 120) -> str:
     try:
         parts = urlsplit(uri)
         netloc = parts.netloc.rpartition("@")[2]
-        text = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        # Rebuilt only when it holds more than a place: `sqlite:///mlflow.db` stays as written.
+        extra = "@" in parts.netloc or parts.query or parts.fragment
+        text = urlunsplit((parts.scheme, netloc, parts.path, "", "")) if extra else uri
     except ValueError:
         text = "(unparseable)"
     text = re.sub(r"[\x00-\x1f\x7f]", "?", text)

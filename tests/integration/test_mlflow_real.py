@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from repro.capsule import Record
 from repro.store import Store
-from tests.conftest import Project
+from tests.conftest import Project, git
 
 pytestmark = [
     pytest.mark.slow,
@@ -126,3 +127,28 @@ def test_a_script_that_sets_a_relative_store_itself_replays_without_a_lost_run(
     replay = Store(project.root).resolve("latest").record
     assert replay.results.trackers[0]["runs"] == []  # gone with the copy: named in the note, never looked for
     assert _tags((project.root / "mlruns").as_uri(), run_id)["repro.verdict"] == "identical"
+
+
+def test_a_capsule_from_elsewhere_replays_into_this_hosts_store(project: Project, tmp_path: Path) -> None:
+    """A colleague replays an exported capsule in their own clone: the replay's MLflow run goes to the
+    store their MLFLOW_TRACKING_URI names and is tagged there; the original's run, in the author's store,
+    is named as absent, not an error."""
+    _project(project)
+    env = {**SQLITE, **NO_PROVIDER_WARNING}
+    r = project.repro("run", "--backend", "local", "--seed", "3", "--data", "data", "train.py", env=env)
+    assert r.code == 0, r.err
+    (original_run,) = Store(project.root).resolve("latest").record.results.trackers[0]["runs"]
+    capsule = tmp_path / "run.tar"
+    assert project.repro("export", "latest", "-o", str(capsule)).code == 0
+    clone = Project(tmp_path / "clone")
+    git(tmp_path, "clone", "-q", str(project.root), str(clone.root))
+    clone.points()  # the same data, made here
+    r = clone.repro("replay", str(capsule), "--backend", "local", "--json", env=env)
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+    assert "could not tag" not in r.err
+    assert f"{original_run} of " in r.err and "(recorded in another store); not tagged" in r.err
+    replay = Store(clone.root).resolve("latest").record
+    (replayed,) = replay.results.trackers[0]["runs"]
+    tags = _tags(f"sqlite:///{clone.root / 'mlflow.db'}", replayed)
+    assert tags["repro.run_id"] == replay.id and tags["repro.verdict"] == "identical"

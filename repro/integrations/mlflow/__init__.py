@@ -171,16 +171,28 @@ def find_runs(uri: str, repro_run_id: str) -> list[str]:
     return [r.info.run_id for r in runs]
 
 
-def set_tags(uri: str, run_ids: list[str], tags: dict[str, str]) -> None:
-    """Set tags on MLflow runs.
+def set_tags(uri: str, run_ids: list[str], tags: dict[str, str]) -> list[str]:
+    """Set tags on the MLflow runs the store holds; returns the ids it does not hold (runs a record
+    made elsewhere names, whose store is another machine's).
 
     Raises:
-        MlflowException: the tracking store cannot be written.
+        MlflowException: the tracking store cannot be read or written.
     """
+    from mlflow.exceptions import MlflowException
+
     client = _client(uri)
+    absent = []
     for run_id in run_ids:
+        try:
+            client.get_run(run_id)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            absent.append(run_id)
+            continue
         for key, value in tags.items():
             client.set_tag(run_id, key, value)
+    return absent
 
 
 def log_artifact(uri: str, run_ids: list[str], path: Path) -> None:
