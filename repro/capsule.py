@@ -66,13 +66,20 @@ class FileEntry:
 
 @dataclass
 class CommandInfo:
-    argv: list[str] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)  # the command as the user gave it
+    # Arguments repro appends to run it (a Hydra app's pinned `hydra.run.dir=…`): never the user's
+    # hyper-parameters, never a cause in a diff.
+    injected: list[str] = field(default_factory=list)
     cwd: str = "."
     params: dict[str, Any] = field(default_factory=dict)
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
     torchrun: bool = False  # launched through torchrun (always when nproc_per_node > 1)
     nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
+
+    def executed(self) -> list[str]:
+        """The command line that runs: the user's, then repro's own arguments."""
+        return [*self.argv, *self.injected]
 
 
 @dataclass

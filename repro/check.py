@@ -323,7 +323,7 @@ class _Attempts:
         run_dir = store.begin_run(record.id, record.command.argv)
         data = [i.path for i in first.data.inputs]
         lock = _lock_copy(store, first, run_dir)
-        outputs, argv = list(first.results.output_roots), list(first.command.argv)
+        outputs, argv = list(first.results.output_roots), first.command.executed()
         base = self.plan.settings.base_image
         spec = runner.build_spec(
             record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root

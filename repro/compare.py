@@ -107,6 +107,7 @@ class Side:
     status: str = "succeeded"
     trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
+    root: str | None = None  # the project root as the run saw it (`repro.rootpath`)
 
     @property
     def failed(self) -> bool:
@@ -225,8 +226,8 @@ def compare_runs(
     options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = compare_outputs(
-        Outputs(original.label, original.outputs, original.open_output),
-        Outputs(replay.label, replay.outputs, replay.open_output),
+        Outputs(original.label, original.outputs, original.open_output, original.root),
+        Outputs(replay.label, replay.outputs, replay.open_output, replay.root),
         tolerance,
     )
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)

@@ -3,7 +3,9 @@
 - any file: by hash; a file on one side only is ``missing`` (the replay lacks it) or ``added``;
 - a symbolic link the run made (recorded as a link, `repro.produced`): by its target string;
 - tensor files (``.pt``/``.pth``/``.safetensors``/``.npy``/``.npz`` …) whose bytes differ:
-  tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report;
+  tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report; ``same``
+  when the only difference is where each run ran (a path under its project root, such as a
+  Lightning checkpoint's ``best_model_path``: `repro.rootpath`) and every tensor is equal to the bit;
 - metric files (``.json``/``.jsonl``/``.csv``) whose bytes differ: value by value with the
   mode's tolerance, timing fields left out (`repro.artifacts.tables`); equal values → ``same``;
 - TensorBoard event files: grouped by directory, never compared by name, read per tag and
@@ -72,6 +74,7 @@ class Outputs:
     label: str
     entries: list[FileEntry]
     open: OpenOutput
+    root: str | None = None  # the project root as the run saw it: paths under it compare relative to it
 
 
 def compare_outputs(
@@ -124,6 +127,14 @@ def _compare_file(
             d.kind = "tensors"
             if tensors:
                 d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
+            if d.tensors is not None and d.tensors.rooted and d.tensors.equal:
+                # Equal to the bit once the two runs' own locations are read as one (`repro.rootpath`):
+                # the same object saved from another directory.
+                d.status = "same"
+                d.note = (
+                    f"equal tensors and values; {d.tensors.rooted} path(s) under the project root "
+                    "compared relative to it"
+                )
         elif tables.is_table_file(path):
             d.kind = "table"
             _table_report(d, original, ea, replay, eb, tol)
@@ -153,7 +164,8 @@ def _tensor_report(
     if isinstance(opened, str):
         return None, opened
     try:
-        return compare_tensor_files(*opened, tol, suffix=PurePosixPath(ea.path).suffix), None
+        suffix = PurePosixPath(ea.path).suffix
+        return compare_tensor_files(*opened, tol, suffix=suffix, roots=(original.root, replay.root)), None
     except UnreadableTensorFile as e:
         return None, f"unreadable: {e.reason}"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, command_env, sandbox, signing, steptrace
+from repro import __version__, command_env, rootpath, sandbox, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
@@ -41,6 +41,7 @@ from repro.config import Plan, Settings
 from repro.determinism import allowed_env, expectation, verifiable_mode
 from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
 from repro.hashing import HashCache
+from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -90,8 +91,9 @@ def side(loaded: LoadedRun) -> Side:
     blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
     stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
     root = record.backend.details.get("project_root")
-    if root:  # where the code ran differs between a run and its replay; the text after it must not
-        stdout = stdout.replace(str(root), "<project>")
+    root = str(root) if root else None
+    # Where the code ran differs between a run and its replay; what it printed after that must not.
+    stdout = rootpath.relative(stdout, rootpath.spellings(root))
 
     def open_output(entry: FileEntry) -> Path | None:
         path = loaded.blob_path(entry.hash)
@@ -108,6 +110,7 @@ def side(loaded: LoadedRun) -> Side:
         status=record.results.status,
         trace=trace,
         shared_writes=list(record.results.shared_writes),
+        root=root,
     )
 
 
@@ -340,7 +343,7 @@ def run_replay(
         data = [item.path for item in original.data.inputs]
         spec = build_spec(
             record, root, run_dir, data, outputs, lockfile, settings.base_image,
-            list(original.command.argv), data_root=data_root, variables=passed.env,
+            original.command.executed(), data_root=data_root, variables=passed.env,
         )  # fmt: skip
         if window is not None:
             windows.prepare(window, spec, original, loaded.read_blob)
@@ -353,6 +356,10 @@ def run_replay(
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
+        tracking, where = mlflow_stores.replay_environment(
+            original.results.trackers, backend.name, loaded.foreign
+        )
+        spec.env.update(tracking)  # the host's store, never one the capsule names
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -364,7 +371,12 @@ def run_replay(
         shown_mode += " (not applied in the original: the repro runtime did not load)"
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
                            f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
+    if where:
+        on_event(Event("info", where))
     execute(prepared, backend, store, on_event)
+    gone = mlflow_stores.left_in_copy(record.results.trackers)
+    if gone:
+        notes.append(gone)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         on_event(Event("info", other_base))

@@ -100,7 +100,7 @@ def resume(
     lockfile = _restore_lock(store, original, run_dir)
     spec = runner.build_spec(
         record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
-        settings.base_image, list(original.command.argv), data_root=store.root, variables=passed.env,
+        settings.base_image, original.command.executed(), data_root=store.root, variables=passed.env,
     )  # fmt: skip
     spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env or {})
@@ -188,7 +188,7 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     outputs = [str(o) for o in kept.get("outputs", [])]
     data = [str(d) for d in kept.get("data", [])]
     spec = runner.build_spec(
-        record, store.root, run_dir, data, outputs, None, None, list(record.command.argv)
+        record, store.root, run_dir, data, outputs, None, None, record.command.executed()
     )
     before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
     record.results.finished = runner.now_iso()

@@ -13,7 +13,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,10 +46,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunRequest:
-    """The command to run and where; every setting comes from the `Plan`."""
+    """The command to run and where; every setting comes from the `Plan`.
+
+    ``injected`` are arguments repro appends to the user's command (Hydra's pinned run directory):
+    run with it, recorded apart from it (`CommandInfo.injected`).
+    """
 
     argv: list[str]
     cwd: Path
+    injected: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -144,7 +149,7 @@ def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, l
         UsageError: a torchrun line repro cannot run as one node, or a process count that
             contradicts `--nproc-per-node`.
     """
-    argv = cmd.normalise_argv(request.argv)
+    argv = [*cmd.normalise_argv(request.argv), *request.injected]
     torchrun = cmd.parse_torchrun(argv)
     if torchrun is None:
         return argv, run_plan.nproc_per_node, run_plan.torchrun, []
@@ -164,12 +169,15 @@ def expand(request: RunRequest, run_plan: Plan) -> list[RunRequest]:
     """The runs a request stands for, each as it will be recorded.
 
     A Hydra multirun (`-m a=1,2`) is one run per job; a Hydra app gets its run directory
-    pinned (`hydra.run.dir=…`), so every run of a `repro check` and every replay write where
-    the first run wrote. Other commands come back unchanged.
+    pinned (`hydra.run.dir=…`, in ``injected``), so every run of a `repro check` and every
+    replay write where the first run wrote. Other commands, and a request already expanded,
+    come back unchanged.
 
     Raises:
         UsageError: see `launch`; a multirun whose overrides Hydra rejects.
     """
+    if request.injected:
+        return [request]
     launched, _, _, _ = launch(request, run_plan)
     args = cmd.script_args(launched)
     # The script's arguments end the command whether torchrun launches it or python does.
@@ -178,13 +186,16 @@ def expand(request: RunRequest, run_plan: Plan) -> list[RunRequest]:
     now = datetime.now()
     jobs = hydra.sweep_jobs(args, now)
     if jobs is not None:
-        return [dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)]) for job in jobs]
+        return [
+            dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)], injected=job.injected)
+            for job in jobs
+        ]
     script = cmd.script_path(launched)
     path = request.cwd / script if script else None
     text = path.read_text("utf-8", "replace") if path is not None and path.is_file() else None
     if not hydra.is_hydra_app(text, args):
         return [request]
-    return [dataclasses.replace(request, argv=[*head, *hydra.pin_run_dir(args, now)])]
+    return [dataclasses.replace(request, injected=hydra.pin_run_dir(args, now))]
 
 
 def capture(
@@ -231,11 +242,13 @@ def capture(
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
     rel_cwd = cwd.relative_to(root).as_posix() or "."
-    args = cmd.script_args(argv)
+    injected = list(request.injected)  # the last arguments: repro's, not the user's
+    args = cmd.script_args(argv)[: len(cmd.script_args(argv)) - len(injected)]
     params = masker.obj(cmd.parse_params(args), "params")
     nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
-        argv=safe_argv,
+        argv=safe_argv[: len(safe_argv) - len(injected)],
+        injected=injected,
         cwd=rel_cwd,
         params=params,
         nproc_per_node=nproc,
@@ -624,10 +637,12 @@ def collect(
     _shared_writes(record, reports)
     _link_warnings(record, runtime)
     record.warnings = [masker.text(w, "warnings") for w in record.warnings]
-    res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
-    if reports.written_outside:
+    stores = trackers.outside_stores(record)
+    outside = {p for p in reports.written_outside if not any(p == s or p.startswith(s + "/") for s in stores)}
+    res.outputs_outside_root = sorted(outside)[:_MAX_OUTSIDE]
+    if outside:
         shown = ", ".join(res.outputs_outside_root[:3])
-        more = len(reports.written_outside) - 3
+        more = len(outside) - 3
         record.warnings.append(
             f"the run wrote files outside the project root, which are not recorded: {shown}"
             + (f" (+{more} more)" if more > 0 else "")
@@ -813,8 +828,11 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
     opened = {
         p for p in candidates if produced.is_file(*output_rules.located(spec.project_root, p, spec.data))
     }
-    # Source the interpreter imports is code; every other file read is an input the replay should check.
+    # Source the interpreter imports is code, and so is every file of the code snapshot (a tracked
+    # `conf/config.yaml` Hydra reads): a replay restores their bytes. Every other file read is an
+    # input the replay should check.
     configs = {c.path for c in record.command.config_files}
+    configs |= {e.path for e in record.code.files if e.stored}
     tracker_stores = trackers.store_paths(record)
     kept = [*spec.data, *spec.outputs, ".repro", ".git", "lockfiles", *tracker_stores]
     prefixes = tuple(p.rstrip("/") + "/" for p in kept)

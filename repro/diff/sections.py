@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from pathlib import Path
 from typing import Any
 
 from repro.capsule import DataInput, FileEntry, Record
+from repro.capture import hydra
 from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
 from repro.diff.files import (
     MAX_GROUPS,
@@ -530,11 +532,12 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
     def opener(entry: FileEntry) -> Path | None:
         return open_blob(entry.hash) if open_blob is not None and entry.stored else None
 
-    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, list(rb.outputs), opener)
+    entries_b, notes = _paired_run_dirs(a, b)
+    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, entries_b, opener)
     compared = compare_outputs(side_a, side_b, STRICT, tensors=False)
     files = [_output_change(d) for d in compared if d.status != "same"]
     changes += files
-    notes = [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
+    notes += [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
     parts = []
     if any(c.key == "status" for c in changes):
         parts.append(f"status {ra.status} → {rb.status}")
@@ -548,6 +551,26 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
         groups=group_by_dir(files) if len(files) > MAX_GROUPS else [],
         notes=notes,
     )
+
+
+def _paired_run_dirs(a: Record, b: Record) -> tuple[list[FileEntry], list[str]]:
+    """B's outputs, those under the Hydra run directory repro pinned for B read as under A's.
+
+    Each run of a Hydra app writes into its own pinned directory; the same file in both is one
+    output compared, not one removed and one added.
+    """
+    entries = list(b.results.outputs)
+    da, db = hydra.pinned_dir(a.command.injected), hydra.pinned_dir(b.command.injected)
+    if not da or not db or da == db:
+        return entries, []
+    prefix = db.rstrip("/") + "/"
+    paired = [
+        dataclasses.replace(e, path=da.rstrip("/") + "/" + e.path[len(prefix) :])
+        if e.path.startswith(prefix)
+        else e
+        for e in entries
+    ]
+    return paired, [f"outputs in the Hydra run directories repro pinned compared in place: {db}/… as {da}/…"]
 
 
 def _output_change(d: OutputDiff) -> Change:

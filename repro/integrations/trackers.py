@@ -148,35 +148,55 @@ def report_verdict(
         for tracker in _mlflow(record):
             if not tracker.get("runs"):
                 continue
-            if not foreign and tracker.get("path") and not (project_root / str(tracker["path"])).is_dir():
-                continue  # a replay's store lived in its scratch copy of the code
+            if not foreign and tracker.get("path") and not (project_root / str(tracker["path"])).exists():
+                continue  # the store is no longer there
             uri = _reachable(tracker, project_root, foreign, note)
             if uri is None:
                 continue
             try:
                 from repro.integrations import mlflow as ml
 
-                ml.set_tags(uri, tracker["runs"], {"repro.verdict": status})
+                absent = ml.set_tags(uri, tracker["runs"], {"repro.verdict": status})
+                if absent:
+                    note(
+                        f"mlflow: run(s) {', '.join(absent)} of {record.id} are not in {shown_uri(uri)} "
+                        "(recorded in another store); not tagged"
+                    )
             except Exception as e:  # noqa: BLE001
                 note(f"mlflow: could not tag runs {', '.join(tracker['runs'])} with the verdict: {e}")
 
 
 def store_paths(record: Record) -> list[str]:
-    """Project-relative directories where trackers keep their own files (`mlruns`, `wandb`).
+    """Project-relative directories and files where trackers keep their own (`mlruns`, `wandb`,
+    `mlflow.db` with its SQLite journal).
 
     What a tracker writes there (run ids, clock times) is its bookkeeping: neither an output
     nor an undeclared input of the run.
     """
-    return sorted({str(t["path"]) for t in record.results.trackers if t.get("path")})
+    from repro.integrations import mlflow as ml
+
+    found = {str(t["path"]) for t in record.results.trackers if t.get("path")}
+    found.update(f for t in _mlflow(record) for f in ml.store_files(t))
+    return sorted(found)
+
+
+def outside_stores(record: Record) -> list[str]:
+    """Absolute paths of tracker stores outside the project that the run wrote to (a replay's MLflow
+    runs in the host's store): the tracker's bookkeeping, not files the run wrote outside the project."""
+    from repro.integrations import mlflow as ml
+
+    return ml.outside_stores(record.results.trackers)
 
 
 def _reachable(tracker: dict[str, Any], project_root: Path, foreign: bool, note: Note) -> str | None:
     """The URI to contact for a tracker entry, or None (said through ``note``): for a run from
     elsewhere, only this machine's ``MLFLOW_TRACKING_URI``, when the entry names that very URI."""
+    from repro.integrations import mlflow as ml
+
     recorded = str(tracker.get("tracking_uri"))
     if foreign:
-        host = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
-        if host and _normal(recorded) == _normal(host):
+        host = ml.host_tracking_uri(configured_only=True)  # absolute, as a replay's runs record it
+        if host and _normal(ml.absolute_uri(recorded, os.getcwd())) == _normal(host):
             return host
         note(
             f"mlflow: the record names tracking URI {shown_uri(recorded)}; not contacted (a run from "
@@ -184,8 +204,8 @@ def _reachable(tracker: dict[str, Any], project_root: Path, foreign: bool, note:
         )
         return None
     path = tracker.get("path")
-    if path:  # a file store inside the project maps onto the host's copy
-        return (project_root / str(path)).resolve().as_uri()
+    if path:  # a store inside the project (`mlruns`, `mlflow.db`) maps onto the host's copy
+        return ml.host_uri(recorded, str(path), project_root)
     return recorded
 
 
@@ -202,7 +222,9 @@ def shown_uri(uri: str, limit: int = 120) -> str:
     try:
         parts = urlsplit(uri)
         netloc = parts.netloc.rpartition("@")[2]
-        text = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        # Rebuilt only when it holds more than a place: `sqlite:///mlflow.db` stays as written.
+        extra = "@" in parts.netloc or parts.query or parts.fragment
+        text = urlunsplit((parts.scheme, netloc, parts.path, "", "")) if extra else uri
     except ValueError:
         text = "(unparseable)"
     text = re.sub(r"[\x00-\x1f\x7f]", "?", text)

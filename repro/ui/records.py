@@ -131,6 +131,8 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
     lines.append(
         ("command", " ".join(r.command.argv) + (f"   (cwd {r.command.cwd})" if r.command.cwd != "." else ""))
     )
+    if r.command.injected:
+        lines.append(("added by repro", " ".join(r.command.injected)))
     if r.command.params:
         lines.append(("params", ", ".join(f"{k}={v}" for k, v in r.command.params.items())))
     c = r.code

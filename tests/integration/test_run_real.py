@@ -161,8 +161,11 @@ def test_ctrl_c_records_the_run_as_interrupted(project: Project) -> None:
 
 def test_files_read_but_not_declared_are_warned_about(project: Project) -> None:
     project.write("data/train.csv", "1\n")
-    project.write("extra/lookup.csv", "2\n")
-    project.write("read.py", "open('data/train.csv').read()\nopen('extra/lookup.csv').read()\n")
+    project.write("extra/lookup.csv", "2\n")  # ignored by git: not in the code snapshot, not declared
+    project.write(".gitignore", "extra/\n")
+    project.write("conf/config.yaml", "lr: 0.1\n")  # tracked: code, restored by a replay
+    project.write("read.py", "open('data/train.csv').read()\nopen('extra/lookup.csv').read()\n"
+                  "open('conf/config.yaml').read()\n")  # fmt: skip
     r = project.repro("run", "--backend", "local", "--data", "data", "read.py")
     assert r.code == 0, r.err
     assert "extra/lookup.csv" in r.err and "--data" in r.err

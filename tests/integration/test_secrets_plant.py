@@ -220,7 +220,9 @@ save: model.pt
 def test_a_hydra_app_keeps_credential_overrides_out_of_its_own_files(
     project: Project, tmp_path: Path
 ) -> None:
-    pytest.importorskip("hydra", reason="hydra-core is not installed (pip install 'repro[integrations]')")
+    pytest.importorskip(
+        "hydra", reason="hydra-core is not installed (pip install 'repro-capsule[integrations]')"
+    )
     project.script("hydra_train.py", "train.py")
     project.write("conf/config.yaml", HYDRA_CONFIG)
     project.write(*plant.CODE_CONFIG)  # the `db` group: `password: …` in a file no argument names

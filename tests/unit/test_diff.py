@@ -794,3 +794,22 @@ def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blob
     result = diff_records(a, b, blobs)
     assert [(c.key, c.kind) for c in result.section("command").changes] == [("momentum", "added")]
     assert [c.reason for c in result.likely_causes] == ["hyper-parameters changed: momentum = 0.9 (added)"]
+
+
+def test_what_repro_adds_to_a_command_is_never_a_cause(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    a.command.argv, a.command.params = ["python", "train.py", "optim.lr=0.1"], {"optim.lr": 0.1}
+    a.command.injected = ["hydra.run.dir=outputs/2026-01-01/10-00-00"]
+    a.results.outputs = [FileEntry(path="outputs/2026-01-01/10-00-00/model.pt", size=1000, hash="m1")]
+    b = same_as(a, "b")
+    b.command.injected = ["hydra.run.dir=outputs/2026-01-01/10-05-00"]
+    b.results.outputs = [FileEntry(path="outputs/2026-01-01/10-05-00/model.pt", size=1000, hash="m2")]
+    b.seeds.master = 2
+    result = diff_records(a, b, blobs)
+    assert not result.section("command").differs
+    assert [c.section for c in result.likely_causes] == ["seeds"]
+    (model,) = result.section("outputs").changes  # one model changed, in each run's own pinned directory
+    assert (model.key, model.kind) == ("outputs/2026-01-01/10-00-00/model.pt", "changed")
+    (note,) = result.section("outputs").notes
+    assert "outputs/2026-01-01/10-05-00/… as outputs/2026-01-01/10-00-00/…" in note
+    assert a.command.executed() == [*a.command.argv, "hydra.run.dir=outputs/2026-01-01/10-00-00"]
