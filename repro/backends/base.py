@@ -14,18 +14,47 @@ OpenImage = Callable[[], AbstractContextManager[IO[bytes]]]
 
 @dataclass(frozen=True)
 class Event:
-    """A progress event a backend reports: build output, a log line, a notice.
+    """A progress event a backend reports: build output, the command's output, a notice.
 
-    kind: "build" (image build step/line), "log" (a line of the command's output;
-    stream is "stdout" or "stderr"), "info" (a one-line notice).
+    kind: "output" (bytes of the command's output as they came, in ``data``; stream is
+    "stdout" or "stderr"), "stage" (a build stage begins: ``text`` names it, with its
+    sizes), "stage-end" (it ended; ``text``, when given, names it with what is known
+    now), "build" (one line of a build's or a lock compile's own output, for the full
+    log), "build-log" (``text``: the file that full log is kept in), "info" (a notice).
     """
 
     kind: str
-    text: str
+    text: str = ""
     stream: str | None = None
+    data: bytes = b""
 
 
 OnEvent = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """Which of the command's streams end on a terminal, and its size: a backend gives those
+    streams a pseudo-terminal, so the script sees a TTY where it would without repro."""
+
+    stdout: bool = False
+    stderr: bool = False
+    columns: int = 0
+    lines: int = 0
+
+    @property
+    def streams(self) -> list[str]:
+        return [name for name in ("stdout", "stderr") if getattr(self, name)]
+
+
+def terminal_of(on_event: OnEvent) -> Terminal:
+    """The terminal an event sink shows the command's output on.
+
+    A sink that shows it on a terminal says so with a ``terminal`` attribute (the command
+    line's relay); any other callable (a list's ``append``, a test's recorder) is no terminal.
+    """
+    found = getattr(on_event, "terminal", None)
+    return found if isinstance(found, Terminal) else Terminal()
 
 
 @dataclass
@@ -58,6 +87,7 @@ class RunSpec:
     store_dir: Path | None = None  # the store recording the run (labels its containers for `repro gc`)
     recorded_image: BuiltImage | None = None  # the image a capsule carries
     image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
+    terminal: Terminal = field(default_factory=Terminal)  # streams that get a pseudo-terminal
 
 
 @dataclass(frozen=True)
@@ -102,7 +132,7 @@ class Backend(Protocol):
         ...
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
-        """Run the command to completion, streaming its output lines as "log" events.
+        """Run the command to completion, streaming its output as "output" events as it comes.
 
         Ctrl-C stops what the backend started and returns a result with
         ``interrupted=True`` (exit code 130), so the run is still sealed.

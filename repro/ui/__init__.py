@@ -1,18 +1,21 @@
 """The one place that writes to the terminal.
 
-stdout carries results (tables, JSON, verdicts); stderr carries progress, logs,
-notices and errors. Colour only when the stream is a terminal and NO_COLOR is unset.
+stdout carries results (tables, JSON, verdicts) and, for `repro run`, the command's own
+stdout; stderr carries progress, notices, errors and the command's stderr. Colour when
+the stream is a terminal, or FORCE_COLOR is set; never when NO_COLOR is set.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from repro.ui.stages import Stages
 from repro.units import human_bytes as human_bytes  # re-exported for the renderers
 
 ProgressCallback = Callable[[int, int], None]
@@ -20,15 +23,47 @@ ProgressCallback = Callable[[int, int], None]
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1", "cyan": "36"}
 
 quiet = False  # set by the CLI for --quiet
+verbose = False  # set by the CLI for --verbose
+
+_stages = Stages()
+_open_line = {"stdout": False, "stderr": False}  # the command's output ended mid-line there
 
 
-def _tty(stream: TextIO) -> bool:
-    return stream.isatty() and not os.environ.get("NO_COLOR")
+def reset() -> None:
+    """Forget -q/-v and what was drawn: a command starts afresh."""
+    global quiet, verbose, _stages
+    quiet = verbose = False
+    _stages = Stages()
+    _open_line.update(stdout=False, stderr=False)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (a closed or detached stream is not)."""
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def colour_on(stream: TextIO) -> bool:
+    """Whether to colour what goes to ``stream``: never with NO_COLOR, always with FORCE_COLOR
+    (any non-empty value, https://no-color.org and https://force-color.org), else on a terminal."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return is_terminal(stream)
+
+
+def terminal_size() -> tuple[int, int]:
+    """(columns, lines) of the terminal repro runs in; COLUMNS and LINES win, as in `shutil`."""
+    size = shutil.get_terminal_size()
+    return size.columns, size.lines
 
 
 def style(text: str, colour: str, stream: TextIO | None = None) -> str:
-    """Wrap text in an ANSI colour when the target stream is a terminal."""
-    if not _tty(stream or sys.stdout):
+    """Wrap text in an ANSI colour when the target stream wants colour."""
+    if not colour_on(stream or sys.stdout):
         return text
     return f"\033[{_COLOURS[colour]}m{text}\033[0m"
 
@@ -45,40 +80,118 @@ def json_out(data: Any) -> None:
     sys.stdout.flush()
 
 
+def _own_line() -> None:
+    """Before one of repro's own lines on stderr: take a stage's live line off the screen, and
+    end a line the command left open on the same screen."""
+    _stages.clear()
+    same_screen = is_terminal(sys.stdout) and is_terminal(sys.stderr)
+    if _open_line["stderr"] or (_open_line["stdout"] and same_screen):
+        sys.stderr.write("\n")
+        _open_line["stderr"] = False
+        if same_screen:
+            _open_line["stdout"] = False
+
+
+def summary(text: str) -> None:
+    """The result line of a command whose stdout is the training command's own (`repro run`): on stderr,
+    shown even with --quiet."""
+    _own_line()
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 def info(text: str) -> None:
     """A one-line notice on stderr."""
     if not quiet:
+        _own_line()
         sys.stderr.write(style("repro: ", "dim", sys.stderr) + text + "\n")
         sys.stderr.flush()
 
 
 def warn(text: str) -> None:
+    _own_line()
     sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + text + "\n")
     sys.stderr.flush()
 
 
 def error(text: str, hint: str | None = None) -> None:
+    _own_line()
     sys.stderr.write(style("repro: error: ", "red", sys.stderr) + text + "\n")
     if hint:
         sys.stderr.write(style("  hint: ", "dim", sys.stderr) + hint + "\n")
     sys.stderr.flush()
 
 
+def command_output(data: bytes, to: str = "stdout") -> None:
+    """Bytes of the training command's own output, passed through unchanged as they come, to
+    repro's stdout or stderr (``to``); --quiet silences repro, never the command."""
+    if not data:
+        return
+    _stages.clear()
+    stream = sys.stdout if to == "stdout" else sys.stderr
+    buffer = getattr(stream, "buffer", None)
+    stream.flush()
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:
+        stream.write(data.decode("utf-8", "replace"))
+        stream.flush()
+    _open_line[to] = not data.endswith(b"\n")
+
+
 def log_line(text: str, stream: str = "stdout") -> None:
-    """A line of the training command's own output, passed through live on stderr."""
+    """A line of a command's output (a helper repro runs), on stderr."""
     if quiet:
         return
+    _own_line()
     prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
     sys.stderr.write(prefix + text.rstrip("\n") + "\n")
     sys.stderr.flush()
 
 
+def _stage_prefix() -> str | None:
+    return None if quiet else style("repro: ", "dim", sys.stderr)
+
+
+def stage(label: str) -> None:
+    """A build stage begins: one line on stderr, with its time once it ends."""
+    _stages.begin(label, _stage_prefix())
+
+
+def stage_end(label: str = "") -> None:
+    """The open build stage ended (``label`` names it with what is known now)."""
+    _stages.end(_stage_prefix(), label)
+
+
 def build_line(text: str) -> None:
-    """A line of image-build output, dimmed, on stderr."""
-    if quiet or not text.strip():
+    """A raw line of a build or a lock compile: shown with --verbose, else held for a failure."""
+    if verbose and not quiet:
+        if text.strip():
+            _stages.clear()
+            sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+            sys.stderr.flush()
         return
-    sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+    _stages.line(text, _stage_prefix())
+
+
+def build_log(path: str) -> None:
+    """Where the full log of the build under way is kept."""
+    _stages.log = path
+
+
+def build_failed(message: str) -> None:
+    """A build stage was open when ``message`` ended the command: show its held lines that the message
+    does not repeat, and where the full log is."""
+    if _stages.label is None and not _stages.held:
+        return
+    lines = [] if verbose else list(_stages.fail(message))
+    for line in lines:
+        sys.stderr.write(style("  build: ", "dim", sys.stderr) + line.rstrip() + "\n")
+    if _stages.log:
+        sys.stderr.write(style("repro: ", "dim", sys.stderr) + f"the full log: {_stages.log}\n")
     sys.stderr.flush()
+    _stages.label, _stages.held = None, []
 
 
 def byte_progress(label: str) -> ProgressCallback:
@@ -103,7 +216,7 @@ class Progress:
         self._delay = delay
         self._last = 0.0
         self._drawn = False
-        self._enabled = _tty(sys.stderr) and not quiet
+        self._enabled = is_terminal(sys.stderr) and not quiet
 
     def update(self, n: int = 1, total: int | None = None) -> None:
         self.done += n
