@@ -31,7 +31,9 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
     """Build (or reuse) the environment image for the current lockfile, without running.
 
     The image tag is the hash of the rendered Dockerfile, the lockfile and the base
-    image id: unchanged inputs reuse the image without building.
+    image id: unchanged inputs reuse the image without building. A build shows one line
+    per stage (the wheelhouse, each layer) with its sizes and time; the builder's full
+    output goes to .repro/logs/ (-v shows it as it comes; a failed build shows its stage's).
     """
     from repro.backends.docker import engine, ensure_image
     from repro.images import template_for
@@ -78,7 +80,7 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     """Make a minimal Debian base image from packages (debootstrap + import; needs root).
 
     For engines that reach no container registry: only the Debian mirror is used.
-    Prints the new image's id.
+    Prints the new image's id; debootstrap's output goes to repro's cache (logs/), -v shows it.
     """
     from repro.backends.baseimage import make_base_image
     from repro.backends.docker import import_rootfs
