@@ -86,8 +86,8 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def raise_for_status(record: Record) -> None:
-    """Raise a failed run's error (its last stderr lines ride along, for programs; the terminal saw them
-    as they came); nothing for a run that succeeded.
+    """Raise a failed run's error; nothing for a run that succeeded. The failing rank's last stderr lines
+    are printed first when several processes ran.
 
     Raises:
         Interrupted: the run was interrupted (exit 130).
@@ -97,7 +97,11 @@ def raise_for_status(record: Record) -> None:
     if status == "interrupted":
         raise Interrupted(f"interrupted; run {record.id} recorded as interrupted")
     if status == "failed":
-        tail = record.results.stderr_tail[-10:]  # in the error; not printed: the command's stderr was shown
+        tail = record.results.stderr_tail[-10:]
+        if record.command.nproc_per_node * max(1, record.command.nodes) > 1:
+            # The failing rank's own stderr, which the ranks' interleaved output did not show as such;
+            # one process's tail is not printed again: its stderr was shown as it came.
+            ui.failed_tail(tail)
         code, why = record.results.exit_code or 1, record.results.failure
         failed = record.backend.details.get("failed")  # a multi-node job: the node and rank that failed
         if isinstance(failed, dict):

@@ -140,6 +140,14 @@ def command_output(data: bytes, to: str = "stdout") -> None:
     _open_line[to] = not data.endswith(b"\n")
 
 
+def failed_tail(lines: list[str]) -> None:
+    """The last stderr lines of the process that failed (already labelled with its rank), on stderr."""
+    _own_line()
+    for line in lines:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def log_line(text: str, stream: str = "stdout") -> None:
     """A line of a command's output (a helper repro runs), on stderr."""
     if quiet:
