@@ -646,8 +646,8 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree
 
 def _on_terminal(command: list[str], spec: RunSpec) -> list[str]:
     """The command under repro's launcher when some of its streams end on a terminal: it gives
-    those streams a pseudo-terminal inside the container and relays them to the container's own
-    stdout and stderr, which stay two streams (a container TTY would merge them into one)."""
+    those streams a pseudo-terminal inside the container and relays both, in the order they
+    came, as frames on the container's stdout (a container TTY would merge them into one)."""
     streams = spec.terminal.streams
     if not streams:
         return command
@@ -754,6 +754,7 @@ def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnE
     stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
     paths = {"stdout": spec.stdout_path, "stderr": spec.stderr_path}
     output = CommandOutput(paths, on_event, ttys=spec.terminal.streams, mode="wb")
+    frames = terminal.Frames() if spec.terminal.streams else None  # the launcher's stdout is framed
     interrupted = False
     try:
         api.start(cid)
@@ -762,7 +763,10 @@ def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnE
             try:
                 chunks = next(chunks_iter)
                 for name, data in zip(STREAMS, chunks, strict=True):
-                    if data:
+                    if data and frames is not None and name == "stdout":
+                        for framed, payload in frames.feed(data):
+                            output.write(framed, payload)
+                    elif data:
                         output.write(name, data)
             except StopIteration:
                 break
@@ -774,6 +778,8 @@ def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnE
                 _stop_quietly(api, cid)
     finally:
         _release(stream)
+        if frames is not None:
+            output.write("stdout", frames.flush())
         output.close()
     if output.failures:
         raise output.failures[0]

@@ -69,6 +69,8 @@ class CommandOutput:
 
     def write(self, stream: str, data: bytes) -> None:
         """Log and pass on one chunk of ``stream`` ("stdout" or "stderr")."""
+        if not data:
+            return
         stripper = self._strip.get(stream)
         self._log(stream, stripper.feed(data) if stripper else data)
         self.on_event(Event("output", stream=stream, data=data))

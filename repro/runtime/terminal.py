@@ -11,9 +11,12 @@ Inside a container this file is the launcher around the command::
 
     python3 -I -S terminal.py --tty stdout,stderr --size 120x40 -- COMMAND…
 
-it relays each pseudo-terminal to its own stdout/stderr (the container's streams),
-passes signals on to the command and exits with the command's status. Standard library
-only, and run without site-packages: it is not a process of the run.
+it gives the ``--tty`` streams a pseudo-terminal (the others a pipe), reads both in the
+order their bytes come and writes them to its own stdout as frames (``Frames`` splits
+them again on the host): the engine copies a container's stdout and stderr separately,
+which would let a line of one overtake the other. It passes signals on to the command
+and exits with the command's status; its own messages go to its stderr. Standard
+library only, and run without site-packages: it is not a process of the run.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import termios
 from collections.abc import Callable, Iterator
 
 STREAMS = ("stdout", "stderr")
+HEADER = struct.Struct(">BI")  # a frame: the stream (1 stdout, 2 stderr), the length, then the bytes
 NOT_FOUND = 127  # the shell's status for a command that is not there (tini's too)
 NOT_EXECUTABLE = 126
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -83,6 +87,33 @@ def read_chunks(
             os.close(fd)
 
 
+class Frames:
+    """Splits the launcher's framed stdout back into (stream, bytes), however the engine cut it."""
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, data: bytes) -> list[tuple[str, bytes]]:
+        data, at, found = self._held + data, 0, []
+        while len(data) - at >= HEADER.size:
+            stream, size = HEADER.unpack_from(data, at)
+            if stream not in (1, 2):  # not a frame (nothing else writes there): passed on as it is
+                found.append(("stdout", data[at:]))
+                at = len(data)
+                break
+            if len(data) - at - HEADER.size < size:
+                break
+            found.append((STREAMS[stream - 1], data[at + HEADER.size : at + HEADER.size + size]))
+            at += HEADER.size + size
+        self._held = data[at:]
+        return found
+
+    def flush(self) -> bytes:
+        """What is left of an unfinished frame (nothing, unless the launcher was killed mid-write)."""
+        rest, self._held = self._held, b""
+        return rest
+
+
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         try:
@@ -114,8 +145,7 @@ def main(argv: list[str]) -> int:
     controllers: dict[str, int] = {}
     sides: dict[str, int] = {}
     for name in STREAMS:
-        if name in ttys:
-            controllers[name], sides[name] = open_pty(columns, lines)
+        controllers[name], sides[name] = open_pty(columns, lines) if name in ttys else os.pipe()
     child: list[subprocess.Popen[bytes]] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -128,24 +158,20 @@ def main(argv: list[str]) -> int:
     for sig in _FORWARDED:
         signal.signal(sig, forward)
     try:
-        child.append(
-            subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=sides.get("stdout"), stderr=sides.get("stderr")
-            )
-        )
-    except FileNotFoundError:
-        sys.stderr.write(f"repro: exec {command[0]} failed: No such file or directory\n")
-        return NOT_FOUND
-    except PermissionError:
-        sys.stderr.write(f"repro: exec {command[0]} failed: Permission denied\n")
-        return NOT_EXECUTABLE
+        out, err = sides["stdout"], sides["stderr"]
+        child.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err))
+    except (FileNotFoundError, PermissionError) as e:
+        for fd in controllers.values():
+            os.close(fd)
+        why = "No such file or directory" if isinstance(e, FileNotFoundError) else "Permission denied"
+        sys.stderr.write(f"repro: exec {command[0]} failed: {why}\n")
+        return NOT_FOUND if isinstance(e, FileNotFoundError) else NOT_EXECUTABLE
     finally:
         for fd in sides.values():
             os.close(fd)
     proc = child[0]
-    own = {"stdout": 1, "stderr": 2}
     for name, data in read_chunks(controllers, done=lambda: proc.poll() is not None, idle=0.5):
-        _write_all(own[name], data)
+        _write_all(1, HEADER.pack(STREAMS.index(name) + 1, len(data)) + data)
     code = proc.wait()
     if code < 0:  # killed by a signal: end the same way, so the container's status says so
         signal.signal(-code, signal.SIG_DFL)

@@ -97,6 +97,8 @@ def test_on_a_terminal_the_script_sees_a_tty_and_its_output_is_live(project: Pro
     assert b"\x1b[32msaved\x1b[0m model.pt" in shown  # the script's colours pass through
     record, logs = _logs(project)
     assert record["backend"]["details"]["terminal"] == "stdout,stderr"
+    assert record["determinism"]["applied"] is True  # the launcher left the runtime to the script
+    assert record["seeds"]["master"] and not record["warnings"][1:]
     # The recorded logs: the text, without the terminal's control codes; the bar's last state per line.
     assert logs["stdout"] == b"loading data... done\ntty True True 100\nsaved model.pt\n"
     bar = [text for _, text in split_lines(logs["stderr"].decode()) if text.startswith("train:")]

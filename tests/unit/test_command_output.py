@@ -73,25 +73,39 @@ def test_a_pseudo_terminal_passes_newlines_through_and_has_the_size_asked(tmp_pa
     assert got == b"True 123 45\n"  # "\n", not the terminal's usual "\r\n"
 
 
-def test_the_launcher_gives_the_command_a_tty_keeps_streams_apart_and_passes_its_status(
-    tmp_path: Path,
-) -> None:
+def _launch(ttys: str, command: list[str]) -> tuple[int, list[tuple[str, bytes]], bytes]:
+    launcher = [sys.executable, "-I", "-S", terminal.__file__, "--tty", ttys, "--size", "90x20", "--"]
+    done = subprocess.run([*launcher, *command], capture_output=True, timeout=60)
+    frames = terminal.Frames()
+    got = [frames.feed(done.stdout[i : i + 3]) for i in range(0, len(done.stdout), 3)]  # cut anywhere
+    assert frames.flush() == b""
+    runs: list[tuple[str, bytes]] = []  # consecutive pieces of one stream joined: how a terminal shows them
+    for name, data in (piece for found in got for piece in found):
+        if runs and runs[-1][0] == name:
+            runs[-1] = (name, runs[-1][1] + data)
+        else:
+            runs.append((name, data))
+    return done.returncode, runs, done.stderr
+
+
+def test_the_launcher_gives_a_tty_and_keeps_both_streams_in_order_in_its_frames() -> None:
     script = (
         "import os, sys, time\n"
         "print('out', os.isatty(1), end='', flush=True)\n"
         "time.sleep(0.2)\n"
-        "print(' more')\n"
-        "print('err', os.isatty(2), file=sys.stderr)\n"
+        "print(' more', flush=True)\n"
+        "time.sleep(0.05)\n"  # writes to two streams are ordered as they came, not within microseconds
+        "print('err', os.isatty(2), file=sys.stderr, flush=True)\n"
+        "time.sleep(0.05)\n"
+        "print('last', flush=True)\n"
         "sys.exit(3)\n"
     )
-    launcher = [sys.executable, "-I", "-S", terminal.__file__, "--tty", "stdout", "--size", "90x20", "--"]
-    done = subprocess.run([*launcher, sys.executable, "-c", script], capture_output=True, timeout=60)
-    assert done.returncode == 3
-    assert done.stdout == b"out True more\n"
-    assert done.stderr == b"err False\n"  # not asked for: the launcher's own stderr, a pipe
-    missing = subprocess.run([*launcher, "no-such-command-here"], capture_output=True, timeout=60)
-    assert missing.returncode == terminal.NOT_FOUND
-    assert missing.stderr.startswith(b"repro: exec no-such-command-here failed: No such file or directory")
+    code, pieces, own = _launch("stdout", [sys.executable, "-c", script])
+    assert code == 3 and own == b""
+    assert pieces == [("stdout", b"out True more\n"), ("stderr", b"err False\n"), ("stdout", b"last\n")]
+    code, pieces, own = _launch("stdout,stderr", ["no-such-command-here"])
+    assert code == terminal.NOT_FOUND and pieces == []
+    assert own.startswith(b"repro: exec no-such-command-here failed: No such file or directory")
 
 
 def test_the_launcher_passes_signals_on_and_ends_as_the_command_did(tmp_path: Path) -> None:
@@ -104,7 +118,11 @@ def test_the_launcher_passes_signals_on_and_ends_as_the_command_did(tmp_path: Pa
         [*launcher, sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert proc.stdout is not None
-    assert proc.stdout.readline() == b"ready\n"
+    frames, seen = terminal.Frames(), b""
+    while b"ready\n" not in seen:
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        assert chunk, seen  # the launcher ended before the command said it was ready
+        seen += b"".join(data for _, data in frames.feed(chunk))
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
