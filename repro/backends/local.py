@@ -145,7 +145,10 @@ def _pump(fds: dict[str, int], output: CommandOutput) -> threading.Thread:
 
     def run() -> None:
         for name, data in read_chunks(fds):
-            output.write(name, data)
+            try:
+                output.write(name, data)
+            except Exception:  # showing it failed: keep draining, so the command never blocks on a write
+                output.mute()
 
     t = threading.Thread(target=run, daemon=True)
     t.start()

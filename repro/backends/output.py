@@ -53,6 +53,7 @@ class CommandOutput:
     ) -> None:
         self.paths, self.on_event, self.mode = paths, on_event, mode
         self.failures: list[OSError] = []
+        self._muted = False
         self._files: dict[str, IO[bytes] | None] = {}
         self._strip = {name: ControlStripper() for name in ttys}
         for name in paths:
@@ -73,7 +74,12 @@ class CommandOutput:
             return
         stripper = self._strip.get(stream)
         self._log(stream, stripper.feed(data) if stripper else data)
-        self.on_event(Event("output", stream=stream, data=data))
+        if not self._muted:
+            self.on_event(Event("output", stream=stream, data=data))
+
+    def mute(self) -> None:
+        """Stop passing output on (whoever showed it failed); the logs still get every byte."""
+        self._muted = True
 
     def _log(self, stream: str, data: bytes) -> None:
         f = self._files.get(stream)

@@ -27,6 +27,7 @@ verbose = False  # set by the CLI for --verbose
 
 _stages = Stages()
 _open_line = {"stdout": False, "stderr": False}  # the command's output ended mid-line there
+_gone: set[str] = set()  # streams whose reader went away
 
 
 def reset() -> None:
@@ -35,6 +36,7 @@ def reset() -> None:
     quiet = verbose = False
     _stages = Stages()
     _open_line.update(stdout=False, stderr=False)
+    _gone.clear()
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -125,19 +127,34 @@ def error(text: str, hint: str | None = None) -> None:
 def command_output(data: bytes, to: str = "stdout") -> None:
     """Bytes of the training command's own output, passed through unchanged as they come, to
     repro's stdout or stderr (``to``); --quiet silences repro, never the command."""
-    if not data:
+    if not data or to in _gone:
         return
     _stages.clear()
     stream = sys.stdout if to == "stdout" else sys.stderr
     buffer = getattr(stream, "buffer", None)
-    stream.flush()
-    if buffer is not None:
-        buffer.write(data)
-        buffer.flush()
-    else:
-        stream.write(data.decode("utf-8", "replace"))
+    try:
         stream.flush()
+        if buffer is not None:
+            buffer.write(data)
+            buffer.flush()
+        else:
+            stream.write(data.decode("utf-8", "replace"))
+            stream.flush()
+    except BrokenPipeError:  # `repro run train.py | head`: the reader left; the run goes on, logged
+        _gone.add(to)
+        _discard(stream)
+        return
     _open_line[to] = not data.endswith(b"\n")
+
+
+def _discard(stream: TextIO) -> None:
+    """Point a stream whose reader left at /dev/null, so no later flush (at exit) fails again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def failed_tail(lines: list[str]) -> None:
@@ -145,16 +162,6 @@ def failed_tail(lines: list[str]) -> None:
     _own_line()
     for line in lines:
         sys.stderr.write(line + "\n")
-    sys.stderr.flush()
-
-
-def log_line(text: str, stream: str = "stdout") -> None:
-    """A line of a command's output (a helper repro runs), on stderr."""
-    if quiet:
-        return
-    _own_line()
-    prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
-    sys.stderr.write(prefix + text.rstrip("\n") + "\n")
     sys.stderr.flush()
 
 

@@ -135,6 +135,26 @@ def test_json_keeps_stdout_one_document(project: Project) -> None:
     assert "loading data... done\ntty False False" in r.err and "saved" in r.err  # the command's stdout
 
 
+def test_a_reader_that_leaves_early_costs_the_run_nothing(project: Project) -> None:
+    project.write(
+        "chatty.py", "for i in range(200_000):\n    print(f'step {i}')\nopen('done.txt', 'w').write('ok')\n"
+    )
+    project.commit("chatty")
+    # repro run chatty.py | head -1
+    repro = subprocess.Popen(_repro("run", "--backend", "local", "chatty.py"), cwd=project.root, env=_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert repro.stdout is not None and repro.stderr is not None
+    assert repro.stdout.readline() == b"step 0\n"
+    repro.stdout.close()  # the reader is gone: the pipe breaks
+    err = repro.stderr.read().decode()
+    repro.stderr.close()
+    assert repro.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "succeeded" in err
+    assert (project.root / "done.txt").read_text() == "ok"  # the command ran to its end
+    _, logs = _logs(project)
+    assert logs["stdout"].count(b"\n") == 200_000  # and every line of it was recorded
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_q_and_v_work_after_the_subcommand(project: Project, backend: str) -> None:
     project.write("hello.py", "import sys\nprint('hello')\nprint('note', file=sys.stderr)\n")
