@@ -404,7 +404,8 @@ def execute(
     """
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
-    spec.terminal = terminal_of(on_event)
+    if spec.terminal is None:  # else a replay's: the recorded run's
+        spec.terminal = terminal_of(on_event)
     build = BuildLog(prepared.run_dir / buildlog.LOG_NAME, on_event)
     try:
         if backend.name != "local":  # the image is built from the lock: it must be there first
@@ -435,10 +436,12 @@ def execute(
     record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     if prepared.lock is not None and not prepared.lock.done:
         on_event(Event("info", "the command ended; waiting for the lock to seal the record"))
-    try:
-        settle_lock(prepared, store, None)
+    try:  # a lock compiled in the background while the command ran: its lines go to the build log
+        settle_lock(prepared, store, lambda line: build(Event("build", line)))
     except BuildError as e:  # the run happened: record it, say why it is not locked
         record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
+    finally:
+        build.close()
     check_lock(record)
     if before_seal is not None:
         before_seal(LoadedRun(record, prepared.run_dir, store.dir))

@@ -46,6 +46,22 @@ class Terminal:
     def streams(self) -> list[str]:
         return [name for name in ("stdout", "stderr") if getattr(self, name)]
 
+    def details(self) -> dict[str, str]:
+        """What a run's record keeps of it (``backend.details``), so a replay gives the command the same."""
+        if not self.streams:
+            return {}
+        return {"terminal": ",".join(self.streams), "terminal_size": f"{self.columns}x{self.lines}"}
+
+    @classmethod
+    def recorded(cls, details: dict[str, Any]) -> Terminal:
+        """The terminal a recorded run's command had (none for a record without one); sizes kept sane,
+        since a capsule is untrusted input."""
+        names = str(details.get("terminal") or "").split(",")
+        wide, _, high = str(details.get("terminal_size") or "").partition("x")
+        size = (int(wide), int(high)) if wide.isdigit() and high.isdigit() else (80, 24)
+        columns, lines = (min(max(n, 1), 1000) for n in size)
+        return cls("stdout" in names, "stderr" in names, columns, lines)
+
 
 def terminal_of(on_event: OnEvent) -> Terminal:
     """The terminal an event sink shows the command's output on.
@@ -87,7 +103,9 @@ class RunSpec:
     store_dir: Path | None = None  # the store recording the run (labels its containers for `repro gc`)
     recorded_image: BuiltImage | None = None  # the image a capsule carries
     image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
-    terminal: Terminal = field(default_factory=Terminal)  # streams that get a pseudo-terminal
+    # Streams that get a pseudo-terminal; None: those that end on the terminal the run is shown on
+    # (a replay sets the recorded run's).
+    terminal: Terminal | None = None
 
 
 @dataclass(frozen=True)

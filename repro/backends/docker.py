@@ -42,6 +42,7 @@ from repro.backends.base import (
     OpenImage,
     RunResult,
     RunSpec,
+    Terminal,
     launch_argv,
     merge_pythonpath,
     runtime_source,
@@ -648,10 +649,10 @@ def _on_terminal(command: list[str], spec: RunSpec) -> list[str]:
     """The command under repro's launcher when some of its streams end on a terminal: it gives
     those streams a pseudo-terminal inside the container and relays both, in the order they
     came, as frames on the container's stdout (a container TTY would merge them into one)."""
-    streams = spec.terminal.streams
-    if not streams:
+    tty = spec.terminal or Terminal()
+    if not tty.streams:
         return command
-    size = f"{spec.terminal.columns}x{spec.terminal.lines}"
+    streams, size = tty.streams, f"{tty.columns}x{tty.lines}"
     launcher = f"{LIB}/repro/runtime/{Path(terminal.__file__).name}"
     return ["python3", "-I", "-S", launcher, "--tty", ",".join(streams), "--size", size, "--", *command]
 
@@ -717,8 +718,7 @@ def _run_container(
         "shm_size": spec.shm_size,
         "workdir": config["working_dir"],
     }
-    if spec.terminal.streams:
-        details["terminal"] = ",".join(spec.terminal.streams)
+    details.update((spec.terminal or Terminal()).details())
     start = time.monotonic()
     reaper = _start_reaper(cid)
     try:
@@ -753,8 +753,9 @@ def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnE
     """
     stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
     paths = {"stdout": spec.stdout_path, "stderr": spec.stderr_path}
-    output = CommandOutput(paths, on_event, ttys=spec.terminal.streams, mode="wb")
-    frames = terminal.Frames() if spec.terminal.streams else None  # the launcher's stdout is framed
+    ttys = (spec.terminal or Terminal()).streams
+    output = CommandOutput(paths, on_event, ttys=ttys, mode="wb")
+    frames = terminal.Frames() if ttys else None  # the launcher's stdout is framed
     interrupted = False
     try:
         api.start(cid)

@@ -73,7 +73,8 @@ class LocalBackend:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         cwd = spec.project_root / spec.workdir
         start = time.monotonic()
-        ends = _open_streams(spec.terminal)
+        terminal = spec.terminal or Terminal()
+        ends = _open_streams(terminal)
         try:
             proc = subprocess.Popen(
                 argv,
@@ -96,7 +97,7 @@ class LocalBackend:
         for _, theirs in ends.values():
             os.close(theirs)
         paths = {"stdout": spec.stdout_path, "stderr": spec.stderr_path}
-        output = CommandOutput(paths, on_event, ttys=spec.terminal.streams)
+        output = CommandOutput(paths, on_event, ttys=terminal.streams)
         pump = _pump({name: ours for name, (ours, _) in ends.items()}, output)
         interrupted = False
         try:
@@ -111,9 +112,7 @@ class LocalBackend:
             output.close()
         if output.failures:
             raise output.failures[0]  # the log could not be written (a full disk): the CLI names the path
-        details = {"python": sys.executable, "project_root": str(spec.project_root)}
-        if spec.terminal.streams:
-            details["terminal"] = ",".join(spec.terminal.streams)
+        details = {"python": sys.executable, "project_root": str(spec.project_root), **terminal.details()}
         return RunResult(
             exit_code=130 if interrupted else code,
             duration_s=time.monotonic() - start,

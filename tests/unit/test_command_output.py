@@ -130,3 +130,15 @@ def test_the_launcher_passes_signals_on_and_ends_as_the_command_did(tmp_path: Pa
     proc.stdout.close()
     assert proc.stderr is not None
     proc.stderr.close()
+
+
+def test_a_replay_takes_the_recorded_terminal_and_a_capsule_cannot_ask_for_an_absurd_one() -> None:
+    from repro.backends.base import Terminal
+
+    made = Terminal(stdout=False, stderr=True, columns=132, lines=40)
+    assert made.details() == {"terminal": "stderr", "terminal_size": "132x40"}
+    assert Terminal.recorded(made.details()) == made
+    assert Terminal.recorded({}) == Terminal(columns=80, lines=24)  # a run through pipes: pipes again
+    hostile = Terminal.recorded({"terminal": "stdout,stdin,../x", "terminal_size": "99999999x0"})
+    assert hostile == Terminal(stdout=True, stderr=False, columns=1000, lines=1)
+    assert Terminal.recorded({"terminal": ["stdout"], "terminal_size": {"x": 1}}).streams == []
