@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from repro import __version__, command_env, rootpath, sandbox, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
-from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
+from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.capsule import (
     IMAGE_MEMBER,
     RECORD_NAME,
@@ -345,6 +345,7 @@ def run_replay(
             record, root, run_dir, data, outputs, lockfile, settings.base_image,
             original.command.executed(), data_root=data_root, variables=passed.env,
         )  # fmt: skip
+        spec.terminal = Terminal.recorded(original.backend.details)  # a TTY where the original had one
         if window is not None:
             windows.prepare(window, spec, original, loaded.read_blob)
         _carry_image(spec, original, loaded)

@@ -18,9 +18,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__, checkpoints, command_env, produced, store_images
+from repro import __version__, buildlog, checkpoints, command_env, produced, store_images
 from repro import attribution as output_rules
-from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
+from repro.backends.base import (
+    RANK_LOGS,
+    Backend,
+    BuiltImage,
+    Event,
+    OnEvent,
+    RunResult,
+    RunSpec,
+    terminal_of,
+)
+from repro.buildlog import BuildLog
 from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, SharedWrite
 from repro.capture import code as code_capture
 from repro.capture import command as cmd
@@ -410,13 +420,19 @@ def execute(
     """
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
+    if spec.terminal is None:  # else a replay's: the recorded run's
+        spec.terminal = terminal_of(on_event)
+    build = BuildLog(prepared.run_dir / buildlog.LOG_NAME, on_event)
     try:
         if backend.name != "local":  # the image is built from the lock: it must be there first
-            settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
-        image = backend.prepare(spec, on_event)
+            _settle_lock_as_stage(prepared, store, build)
+        image = backend.prepare(spec, build)
     except (Exception, KeyboardInterrupt):
+        build.keep_in(store.dir, f"{record.id}-build")  # the run directory goes: its build log stays
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
+    finally:
+        build.close()
     if image:
         record_image(record, image, store)
         spec.env.update(trackers.image_environment(image))
@@ -437,10 +453,12 @@ def execute(
     record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     if prepared.lock is not None and not prepared.lock.done:
         on_event(Event("info", "the command ended; waiting for the lock to seal the record"))
-    try:
-        settle_lock(prepared, store, None)
+    try:  # a lock compiled in the background while the command ran: its lines go to the build log
+        settle_lock(prepared, store, lambda line: build(Event("build", line)))
     except BuildError as e:  # the run happened: record it, say why it is not locked
         record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
+    finally:
+        build.close()
     check_lock(record)
     if before_seal is not None:
         before_seal(LoadedRun(record, prepared.run_dir, store.dir))
@@ -456,6 +474,22 @@ def execute(
         record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note, foreign
     )
     return record
+
+
+def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -> None:
+    """`settle_lock`, shown as a build stage when the lock is (or was) compiled for this run.
+
+    Raises:
+        BuildError: the lock could not be compiled.
+    """
+    pending = prepared.lock
+    source = pending.source if pending is not None else None
+    compiling = pending is not None and source is not None and (not pending.done or bool(pending.lines))
+    if pending is not None and source is not None and compiling:
+        on_event(Event("stage", f"lock: compiling the {pending.plan.variant} lock from {source.name}"))
+    settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
+    if compiling:
+        on_event(Event("stage-end"))
 
 
 def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:

@@ -326,7 +326,8 @@ def job_script(
 
 
 class _Follower:
-    """Streams the lines appended to the job's files as "log" events, each labelled with its node."""
+    """Passes the lines appended to the job's files on as "output" events, each labelled with its node
+    (the nodes write files a poll reads: whole lines, not bytes as they come)."""
 
     def __init__(self, job_dir: Path, on_event: OnEvent) -> None:
         self.job_dir, self.on_event = job_dir, on_event
@@ -367,9 +368,9 @@ class _Follower:
         elif rest:
             lines.append(rest)
         stream = "stdout" if path.suffix == ".out" and path.name != "job.out" else "stderr"
-        label = self.label(path)
-        for raw in lines:
-            self.on_event(Event("log", f"[{label}] {raw.decode('utf-8', 'replace')}", stream))
+        label = f"[{self.label(path)}] ".encode()
+        if lines:
+            self.on_event(Event("output", stream=stream, data=b"".join(label + raw + b"\n" for raw in lines)))
 
 
 def _describe(state: JobState) -> str:

@@ -147,6 +147,7 @@ def check(
     try:
         with sigterm_interrupts():
             if against:
+                ui.contain_output()  # the golden capsule's command: its output cannot erase repro's lines
                 request = core.AgainstRequest(
                     capsule=against,
                     data_root=data_root,

@@ -7,9 +7,12 @@ import time
 import click
 
 from repro import ui
+from repro.backends.base import Event
 from repro.capture import deps
 from repro.cli.context import AppContext, pass_app
+from repro.cli.events import build_events
 from repro.errors import ConfigError, UsageError
+from repro.units import plural
 
 
 class LockStale(ConfigError):
@@ -27,7 +30,8 @@ class LockStale(ConfigError):
               "for the image's platform).")  # fmt: skip
 @pass_app
 def lock(app: AppContext, packages: tuple[str, ...], upgrade: bool, check_only: bool, variant: str) -> None:
-    """Compile the project's lockfile (pip-compile --generate-hashes), showing pip-compile's progress.
+    """Compile the project's lockfile (pip-compile --generate-hashes): one progress line, the full log
+    of pip-compile in .repro/logs/ (shown with -v, and on failure).
 
     \b
     repro lock                      compile when the inputs changed, else keep the lock
@@ -50,7 +54,13 @@ def lock(app: AppContext, packages: tuple[str, ...], upgrade: bool, check_only: 
         return
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
-    done = deps.relock(root, configured, variant, wanted, on_line=ui.build_line)
+    sink = build_events(app.store.dir, "lock")
+    if upgrade or deps.is_stale(root, configured, variant)[0]:
+        how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
+        sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
+    done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
+    sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
+    sink.close()
     assert done.path is not None
     how = f"compiled in {time.monotonic() - start:.1f}s" if done.compiled else "current, kept"
     rel = done.path.relative_to(root).as_posix() if done.path.is_relative_to(root) else str(done.path)

@@ -125,6 +125,7 @@ def replay(
         trust=trust,
         env=env,
     )
+    ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:
         with sigterm_interrupts():
             plan = app.plan(Flags(backend=backend, compare_stdout=compare_stdout))

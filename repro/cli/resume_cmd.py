@@ -7,7 +7,7 @@ import click
 from repro import resume as core
 from repro import ui
 from repro.cli.context import AppContext, pass_app
-from repro.cli.events import on_event, raise_for_status, sigterm_interrupts
+from repro.cli.events import Relay, raise_for_status, sigterm_interrupts
 from repro.config import BACKENDS, Flags
 from repro.errors import Interrupted
 from repro.ui import records as render
@@ -44,6 +44,7 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     container of the run still runs) and recorded as the killed run's outputs.
     """
     store = app.store
+    on_event = Relay(stdout_to_stderr=as_json)
     try:
         with sigterm_interrupts():
             record = core.resume(store, ref, app.plan(Flags(backend=backend)), on_event)
@@ -53,7 +54,8 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     if as_json:
         ui.json_out(render.run_summary_dict(record, capsule))
     else:
-        ui.out(render.run_summary_line(record, capsule, store.root) + f" · resume of {record.resumed_from}")
+        line = render.run_summary_line(record, capsule, store.root)
+        ui.summary(f"{line} · resume of {record.resumed_from}")
         for warning in record.warnings:
             ui.warn(warning)
     raise_for_status(record)

@@ -9,7 +9,7 @@ import click
 from repro import runner, ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
-from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
+from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
 from repro.cli.options import SlurmFlags, execution_options, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
@@ -28,7 +28,13 @@ from repro.ui import records as render
     help="Log the exported capsule as an artifact of the MLflow runs the command starts "
     "(repro.yaml: mlflow.log_capsule).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, capsule, …).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as one JSON document on stdout (id, status, capsule, …); the command's "
+    "stdout then goes to stderr.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
 def run(
@@ -55,6 +61,12 @@ def run(
     Secrets never enter the record: values of credential options (--api-key, --password,
     db.password=…) and credential-shaped text are stored as ***, said in one line; such a
     command cannot be replayed, so pass secrets through environment variables.
+
+    The command's stdout is repro's stdout and its stderr repro's stderr, passed through
+    unchanged as they come (`repro run train.py > log` keeps the script's stdout); repro's
+    own lines, the result line included, go to stderr. When repro's output is a terminal,
+    the command gets a pseudo-terminal there, so progress bars and colours behave as
+    without repro; the recorded logs keep the text without the terminal's control codes.
     """
     argv = list(command)
     if argv and argv[0] == "--":
@@ -79,6 +91,7 @@ def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, a
     from repro.backends.slurm import SlurmBackend
 
     store = app.store
+    on_event = Relay(stdout_to_stderr=as_json)
     try:
         with sigterm_interrupts():
             prepared = runner.capture(request, plan, store, on_event, progress_factory)
@@ -93,12 +106,15 @@ def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, a
     if as_json:
         ui.json_out({"id": r.id, "status": "pending", "job_id": job_id, "detached": True})
     else:
-        ui.out(f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended")
+        ui.summary(
+            f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended"
+        )
 
 
 def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:
     """Capture, execute and print the outcome; shared by `run` and `check`."""
     store = app.store
+    on_event = Relay(stdout_to_stderr=as_json)
     prepared: runner.Prepared | None = None
     try:
         with sigterm_interrupts():
@@ -123,7 +139,7 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
     if as_json:
         ui.json_out(render.run_summary_dict(record, capsule))
     else:
-        ui.out(render.run_summary_line(record, capsule, store.root))
+        ui.summary(render.run_summary_line(record, capsule, store.root))
         for warning in record.warnings:
             ui.warn(warning)
     return record

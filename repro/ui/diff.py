@@ -2,22 +2,21 @@
 
 The text starts with the answer: identical results and what changed without effect on
 them, or the ranked likely causes of the difference; sections follow. Lines stay within
-100 columns (patches excepted), coloured only when asked (the CLI asks when stdout is a
-terminal and NO_COLOR is unset). Every line passes through ``repro.ui.printable``: keys, values
+100 columns (patches excepted), coloured only when asked (the CLI asks when stdout wants
+colour: `repro.ui.colour_on`). Every line passes through ``repro.ui.printable``: keys, values
 and patches come from records, and a record's control characters are shown, never obeyed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes, series
 from repro.errors import UsageError
-from repro.ui import printable
+from repro.ui import colour_on, printable
 
 WIDTH = 100
 MAX_LISTED = 20  # file changes listed one per line; above this, a per-directory summary
@@ -36,8 +35,8 @@ _SIZED = ("file", "untracked", "left", "config")  # file changes shown by size
 
 
 def colour_wanted() -> bool:
-    """Whether stdout is a terminal that wants colour (NO_COLOR unset)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    """Whether stdout wants colour (a terminal, or FORCE_COLOR; never with NO_COLOR)."""
+    return colour_on(sys.stdout)
 
 
 class _Painter:

@@ -2,8 +2,8 @@
 
 The text opens with the verdict and the one-line summary, so the answer is in the
 first two lines; the reasons and the sections that differ follow. Lines stay within
-100 columns. Colour goes through ``repro.ui.style``: only on a terminal, never with
-NO_COLOR. Every line passes through ``repro.ui.printable``: paths, notes and log lines come from
+100 columns. Colour goes through ``repro.ui.style``: on a terminal or with FORCE_COLOR,
+never with NO_COLOR. Every line passes through ``repro.ui.printable``: paths, notes and log lines come from
 records, and a record's control characters are shown, never obeyed.
 """
 
