@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import textwrap
 from pathlib import Path
 
@@ -61,6 +62,7 @@ ARCHIVES = textwrap.dedent(
 def _write(where: Path, script: str, *args: str, epoch: str | None = None) -> Path:
     """Run ``script`` in ``where`` in a separate interpreter (without SOURCE_DATE_EPOCH unless given)."""
     where.mkdir(parents=True)
+    time.sleep(1.0 - time.time() % 1.0)  # a new second: clock fields (1 s resolution) differ between writes
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
     if epoch is not None:
         env["SOURCE_DATE_EPOCH"] = epoch
