@@ -14,6 +14,7 @@ import posixpath
 from pathlib import Path, PurePosixPath
 
 from repro import produced
+from repro.processes import is_own_output, own_output_files
 from repro.reports import written_by
 
 Stat = tuple[int, int, int]
@@ -57,9 +58,12 @@ def snapshot_tree(root: Path, skip: list[str], limit: int = 100_000) -> dict[str
 
 
 def changed_since(root: Path, before: dict[str, Stat], skip: list[str]) -> set[str]:
-    """Files new or changed in the project since ``snapshot_tree`` took ``before``."""
+    """Files new or changed in the project since ``snapshot_tree`` took ``before``; not the file repro's
+    own output goes to (a log the shell writes, which grows while the run runs)."""
     after = snapshot_tree(root, skip)
-    return {rel for rel, stat in after.items() if before.get(rel) != stat}
+    changed = {rel for rel, stat in after.items() if before.get(rel) != stat}
+    own = own_output_files()
+    return {rel for rel in changed if not (own and is_own_output(root / rel, own))}
 
 
 def located(root: Path, rel: str, declared: list[str]) -> tuple[Path, str]:

@@ -111,13 +111,20 @@ class FileEntry:
 
 @dataclass
 class CommandInfo:
-    argv: list[str] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)  # the command as the user gave it
+    # Arguments repro appends to run it (a Hydra app's pinned `hydra.run.dir=…`): never the user's
+    # hyper-parameters, never a cause in a diff.
+    injected: list[str] = field(default_factory=list)
     cwd: str = "."
     params: dict[str, Any] = field(default_factory=dict)
     config_files: list[FileEntry] = field(default_factory=list)
     nproc_per_node: int = 1
     torchrun: bool = False  # launched through torchrun (always when nproc_per_node > 1)
     nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
+
+    def executed(self) -> list[str]:
+        """The command line that runs: the user's, then repro's own arguments."""
+        return [*self.argv, *self.injected]
 
 
 @dataclass
@@ -136,6 +143,9 @@ class CodeInfo:
     # Kept in the snapshot (the run started with them), but they are outputs, not code.
     earlier_outputs: dict[str, str] = field(default_factory=dict)
     cells: str | None = None  # blob: notebook cells executed before an in-process capture
+    # Files of the snapshot the run imported or opened, as its processes reported them (None: not
+    # known, the runtime did not watch). `repro resume` judges code by these and by source files.
+    read: list[str] | None = None
 
 
 @dataclass
@@ -254,6 +264,9 @@ class DeterminismInfo:
     nondeterministic_ops: list[dict[str, Any]] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)  # knobs read back at the end of the run
     changed_by_script: dict[str, Any] = field(default_factory=dict)  # {knob: {"set": …, "found": …}}
+    # SOURCE_DATE_EPOCH every process of the run gets (and its replays): the clock that tools which
+    # honour it (Matplotlib's PDF/PS/SVG) write into files instead of the time they are written.
+    source_date_epoch: int | None = None
 
 
 @dataclass
@@ -671,6 +684,23 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         sums=contents[SUMS_NAME],
         signature=contents.get(SIGNATURE_NAME),
     )
+
+
+def is_capsule_file(path: Path) -> bool:
+    """Whether ``path`` is a capsule tar (`repro export` writes the record first, its format first).
+
+    Reads one tar header and the record's first bytes; never raises.
+    """
+    try:
+        with tarfile.open(path, "r:") as tar:
+            first = tar.next()
+            if first is None or first.name != RECORD_NAME or not first.isreg():
+                return False
+            member = tar.extractfile(first)
+            family = FORMAT.split("/")[0]  # any version: an older or newer capsule is repro's file too
+            return member is not None and member.read(64).startswith(f"format: {family}/".encode())
+    except (tarfile.TarError, OSError, EOFError, zlib_error):
+        return False
 
 
 def _open_tar(path: Path) -> tarfile.TarFile:

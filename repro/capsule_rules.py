@@ -3,8 +3,10 @@
 A capsule from elsewhere is input from a stranger: anyone can recompute its SHA256SUMS.
 So before a record is used, every path-like field must be a relative, normalised path
 that stays inside its root, every id a plain name, every referenced blob digest a
-content-address name; and the YAML and tar readers stop at fixed bounds instead of
-expanding whatever they are given. Each rule lives here once; `capsule.py` applies them.
+content-address name, every name a plain word and every number that drives a run (seeds, process,
+node and thread counts, PYTHONHASHSEED) within the ranges of `repro/bounds.py`; and the YAML and
+tar readers stop at fixed bounds instead of expanding whatever they are given. Each rule lives
+here once; `capsule.py` applies them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from repro import bounds
 from repro.errors import CapsuleInvalid
 from repro.images import TEMPLATES, is_image_id, is_reference
 
@@ -29,11 +32,11 @@ MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
 MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
 MAX_PLAIN_BYTES = 1 << 30  # any capsule may expand to 1 GiB before the ratio applies
-MAX_NPROC = 1024  # processes per node a replay may start (8 GPUs x 128 is already generous)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[0-9a-f]{16,128}$")
 _NAME = re.compile(r"^[0-9A-Za-z_-]{1,128}$")  # a blob reference usable as one file name
+_WORD = re.compile(r"^[A-Za-z0-9?][A-Za-z0-9?._-]{0,63}$")  # a backend, mode, status: one plain word
 
 
 def is_safe_id(value: str) -> bool:
@@ -69,6 +72,8 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"code.files[{i}].path", entry.path, False
     for i, entry in enumerate(record.code.untracked):
         yield f"code.untracked[{i}].path", entry.path, False
+    for i, rel in enumerate(record.code.read or ()):
+        yield f"code.read[{i}]", rel, False
     for i, item in enumerate(record.data.inputs):
         yield f"data.inputs[{i}].path", item.path, True
         for j, entry in enumerate(item.files):
@@ -81,8 +86,49 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"results.shared_writes[{i}].path", shared.path, False
 
 
+def _number_fields(record: Any) -> Iterator[tuple[str, object, bounds.Bound]]:
+    """(field name, value, its range) of every number of a record that decides how a run executes."""
+    seeds = record.seeds
+    yield "seeds.master", seeds.master, bounds.SEED
+    yield "seeds.pythonhashseed", seeds.pythonhashseed, bounds.PYTHONHASHSEED
+    for lib, value in seeds.derived.items():
+        yield f"seeds.derived.{lib}", value, bounds.SEED
+    for rank, derived in seeds.per_rank.items():
+        for lib, value in derived.items():
+            yield f"seeds.per_rank.{rank}.{lib}", value, bounds.SEED
+    yield "command.nproc_per_node", record.command.nproc_per_node, bounds.NPROC
+    yield "command.nodes", record.command.nodes, bounds.NODES
+    yield "env.world_size", record.env.world_size, bounds.WORLD
+    if record.determinism.threads is not None:
+        yield "determinism.threads", record.determinism.threads, bounds.THREADS
+    for i, checkpoint in enumerate(record.results.checkpoints):
+        yield f"results.checkpoints[{i}].step", checkpoint.step, bounds.STEP
+
+
+def _text_number_fields(record: Any) -> Iterator[tuple[str, object]]:
+    """(field name, value) of the environment variables of a record that carry a number."""
+    for name in bounds.THREAD_VARIABLES:
+        if name in record.determinism.env:
+            yield f"determinism.env.{name}", record.determinism.env[name]
+    for where, env in (("determinism.env", record.determinism.env), ("env.variables", record.env.variables)):
+        if "PYTHONHASHSEED" in env:
+            yield f"{where}.PYTHONHASHSEED", env["PYTHONHASHSEED"]
+
+
+def _word_fields(record: Any) -> Iterator[tuple[str, str | None]]:
+    """(field name, value) of the names a record carries that repro prints or decides on."""
+    yield "kind", record.kind
+    yield "backend.name", record.backend.name
+    yield "backend.requested", record.backend.requested
+    yield "determinism.mode", record.determinism.mode
+    yield "determinism.isa", record.determinism.isa
+    yield "deps.variant", record.deps.variant
+    yield "results.status", record.results.status
+
+
 def check_record(record: Any) -> None:
-    """Refuse a record whose ids, paths or blob names could reach outside their roots.
+    """Refuse a record whose ids, paths or blob names could reach outside their roots, whose names
+    are not plain words, or whose numbers are out of the ranges of `repro/bounds.py`.
 
     Raises:
         CapsuleInvalid: the first offending field, by name (exit 6).
@@ -100,9 +146,25 @@ def check_record(record: Any) -> None:
                 RECORD_NAME,
                 hint,
             )
-    nproc = record.command.nproc_per_node
-    if not isinstance(nproc, int) or not 1 <= nproc <= MAX_NPROC:
-        raise CapsuleInvalid(f"capsule field command.nproc_per_node is out of range: {nproc!r}", RECORD_NAME)
+    for name, value, bound in _number_fields(record):
+        why = bound.problem(value)
+        if why:
+            raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
+    for name, value in _text_number_fields(record):
+        why = (
+            bounds.pythonhashseed_problem(value)
+            if name.endswith("PYTHONHASHSEED")
+            else bounds.number_text_problem(bounds.THREADS, value)
+        )
+        if why:
+            raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
+    for name, word in _word_fields(record):
+        if word is not None and not (isinstance(word, str) and _WORD.match(word)):
+            raise CapsuleInvalid(f"capsule field {name} is not a plain name: {word!r}", RECORD_NAME, hint)
+    gpus = record.backend.gpus
+    why = None if gpus is None else bounds.gpus_problem(gpus)
+    if why:
+        raise CapsuleInvalid(f"capsule field backend.gpus {why}", RECORD_NAME, hint)
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
             raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)

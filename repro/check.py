@@ -14,6 +14,7 @@ JUnit) for the CLI and the pytest plugin.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -37,11 +38,13 @@ from repro.compare import (
     worst_status,
 )
 from repro.config import Plan, Settings
-from repro.determinism import verifiable_mode
+from repro.determinism import clock_env, verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.facts import deps
-from repro.facts.code import CodeCapture, capture_code, restore_code, store_patch
+from repro.facts.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
+from repro.facts.secrets import Redactor, run_masker
+from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.interrupt import ResumeCause
@@ -157,12 +160,14 @@ def run_check(
         record.kind = KIND
         if result.records:
             record.parent = result.records[0].id
+            _same_clock(prepared, result.records[0])
         if backend is None:
             backend = runner.select_backend(
                 plan.settings.backend,
                 on_event,
                 need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
+                base_image=prepared.spec.base_image,
             )
         on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
                                f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
@@ -178,6 +183,12 @@ def run_check(
             first = side(store.load_run(record.id))
     trackers.report_verdict(result.records, result.status, store.root, lambda s: on_event(Event("info", s)))
     return result
+
+
+def _same_clock(prepared: runner.Prepared, first: Record) -> None:
+    """A later run writes the dates the first run wrote (SOURCE_DATE_EPOCH), as a replay of it would."""
+    prepared.record.determinism.source_date_epoch = first.determinism.source_date_epoch
+    prepared.spec.env.update(clock_env(first.determinism.source_date_epoch))
 
 
 # --------------------------------------------------------------------------- interrupt
@@ -210,7 +221,10 @@ def run_interrupt_check(
     first = prepared.record
     first.kind = KIND
     backend = runner.select_backend(
-        plan.settings.backend, on_event, need_lock=prepared.spec.lockfile is not None
+        plan.settings.backend,
+        on_event,
+        need_lock=prepared.spec.lockfile is not None,
+        base_image=prepared.spec.base_image,
     )
     result = CheckResult(kind="interrupt", mode=first.determinism.mode, seed=first.seeds.master)
     scratch_dirs = [_scratch_copy(store, first)]
@@ -309,7 +323,7 @@ class _Attempts:
         run_dir = store.begin_run(record.id, record.command.argv)
         data = [i.path for i in first.data.inputs]
         lock = _lock_copy(store, first, run_dir)
-        outputs, argv = list(first.results.output_roots), list(first.command.argv)
+        outputs, argv = list(first.results.output_roots), first.command.executed()
         base = self.plan.settings.base_image
         spec = runner.build_spec(
             record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root
@@ -369,6 +383,7 @@ class AgainstRequest:
     atol: float | None = None
     rtol: float | None = None
     trust: Trust | None = None  # the golden capsule's signature, checked before it is extracted
+    env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
 
 
 def capture_current_code(
@@ -384,10 +399,14 @@ def capture_current_code(
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         limit = settings.max_code_file_bytes
-        code = capture_code(
-            store.root, store.put_file, exclude=exclude, cache=cache, max_file_bytes=limit,
-            earlier_writers=store.earlier_writers,
-        )  # fmt: skip
+        masker = run_masker(dict(os.environ), [], [], Redactor(settings.secret_patterns))
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = MaskedPut(store, masker, store.root, verdicts)
+            code = capture_code(
+                store.root, put, exclude=exclude, cache=cache, max_file_bytes=limit,
+                earlier_writers=store.earlier_writers, credential=put.credential,
+            )  # fmt: skip
+    code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
     store_patch(code, store.put_bytes)
     return code
 
@@ -413,7 +432,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
     outcome = run_replay(
         ReplayRequest(
             ref=original.id, data_root=request.data_root, allow_data_drift=request.allow_data_drift,
-            atol=request.atol, rtol=request.rtol,
+            atol=request.atol, rtol=request.rtol, env=request.env,
         ),
         store, plan, on_event, code=current.info, kind=KIND,
     )  # fmt: skip

@@ -12,7 +12,8 @@ Verdict rules (README, "Replay verdicts"):
 
 - the replay failed (non-zero exit, or status other than ``succeeded``) → ``failed``;
 - ``strict`` mode: every output byte-identical (or, for metric files and TensorBoard
-  events, equal in every value), every metric value equal and stdout equal (timings
+  events, equal in every value; for figures, documents and archives, equal content with their
+  clock fields left out), every metric value equal and stdout equal (timings
   masked) → ``identical``, anything else → ``diverged``;
 - ``gpu``/``off`` modes: all of the above → ``identical``; otherwise, when every
   differing output's content is within tolerance (tensors with the same names, shapes
@@ -106,6 +107,7 @@ class Side:
     status: str = "succeeded"
     trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
+    root: str | None = None  # the project root as the run saw it (`repro.rootpath`)
 
     @property
     def failed(self) -> bool:
@@ -224,8 +226,8 @@ def compare_runs(
     options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = compare_outputs(
-        Outputs(original.label, original.outputs, original.open_output),
-        Outputs(replay.label, replay.outputs, replay.open_output),
+        Outputs(original.label, original.outputs, original.open_output, original.root),
+        Outputs(replay.label, replay.outputs, replay.open_output, replay.root),
         tolerance,
     )
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)
@@ -422,8 +424,10 @@ def _nan_big(x: float) -> float:
 def _summary(v: Verdict) -> str:
     n = len(v.outputs)
     if v.status == "identical":
-        by_content = sum(1 for o in v.outputs if o.values is not None)
-        how = f" ({by_content} equal by content)" if by_content else ""
+        by_content = [o for o in v.outputs if o.values is not None or o.original_hash != o.replay_hash]
+        formats = list(dict.fromkeys(o.kind for o in by_content if o.stamped))
+        named = f": {', '.join(formats)}" if formats else ""
+        how = f" ({len(by_content)} equal by content{named})" if by_content else ""
         logs = "stdout equal" if v.stdout_compared else "stdout not compared"
         return f"identical: {n} output{'s' * (n != 1)} identical{how}, metrics and {logs}"
     if v.status == "within_tolerance":

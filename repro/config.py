@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from repro import bounds
+from repro.backends import sbatch
 from repro.errors import ConfigError
 from repro.logmask import check_patterns
 
@@ -102,6 +104,8 @@ _YAML_KEYS: dict[str, str] = {
     "mlflow.log_capsule": "mlflow_log_capsule",
 }
 
+_KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
+
 _ENV_KEYS: dict[str, str] = {
     "REPRO_BACKEND": "backend",
     "REPRO_MODE": "mode",
@@ -175,24 +179,45 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
         raise ConfigError(
             f"unknown isa {settings.isa!r}{origin('isa')}", hint=f"choose one of: {', '.join(ISAS)}"
         )
-    if settings.threads < 1:
-        raise ConfigError(
-            f"threads must be at least 1{origin('threads')}",
-            hint="1 (the default) gives the same bits on every machine; see README: Threads",
-        )
+    for name, (bound, hint) in _BOUNDED.items():
+        value = getattr(settings, name)
+        why = None if value is None else bound.problem(value)
+        if why:
+            raise ConfigError(f"{_KEY_OF.get(name, name)} {why}{origin(name)}", hint=hint)
     check_patterns(settings.compare_mask, "compare.mask")
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
-    if settings.slurm_nodes < 1:
-        raise ConfigError(
-            f"slurm.nodes must be at least 1{origin('slurm_nodes')}",
-            hint="--nodes N, or slurm.nodes in repro.yaml",
-        )
+    for option, name in _SLURM_CHECKED:
+        why = sbatch.problem(option, getattr(settings, name))
+        if why:
+            raise ConfigError(
+                f"Slurm: {why}{origin(name)}",
+                hint="see README: On a cluster, for the shapes repro passes to sbatch",
+            )
     if settings.slurm_environment not in NODE_ENVIRONMENTS:
         raise ConfigError(
             f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
             hint=f"choose one of: {', '.join(NODE_ENVIRONMENTS)}",
         )
     return settings
+
+
+_SLURM_CHECKED = (
+    ("nodes", "slurm_nodes"),
+    ("partition", "slurm_partition"),
+    ("time", "slurm_time"),
+    ("account", "slurm_account"),
+    ("sbatch_args", "slurm_sbatch_args"),
+)
+
+# Numeric settings and their ranges (repro/bounds.py), each with the hint a bad value gets.
+_BOUNDED: dict[str, tuple[bounds.Bound, str]] = {
+    "seed": (bounds.SEED, "--seed N (or seed: in repro.yaml, REPRO_SEED_DEFAULT) with N in 0..4294967295"),
+    "threads": (bounds.THREADS, "1 (the default) gives the same bits on every machine; see README: Threads"),
+    "slurm_nodes": (bounds.NODES, "--nodes N, or slurm.nodes in repro.yaml"),
+    "max_output_bytes": (bounds.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
+    "max_code_file_bytes": (bounds.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
+    "max_checkpoint_bytes": (bounds.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
+}
 
 
 class Rank(IntEnum):
@@ -265,6 +290,7 @@ class Plan:
             for name, (value, source) in layer.values.items():
                 values[name], sources[name] = value, source
         settings = _validated(Settings(**values), sources)
+        _check_run_only(self.nproc_per_node, self.gpus)
         if settings.mode is None:  # strict on CPU, gpu when GPUs are given to the run
             settings = dataclasses.replace(settings, mode="gpu" if self.gpus else "strict")
             sources["mode"] = "--gpus" if self.gpus else "default"
@@ -291,6 +317,20 @@ class Plan:
     def with_seed(self, seed: int) -> Plan:
         """The same plan with this master seed, as if given on the command line (one check, one seed)."""
         return self.over(Layer(Rank.FLAG, {"seed": (seed, self.source("seed"))}))
+
+
+def _check_run_only(nproc_per_node: int, gpus: str | None) -> None:
+    """The per-run flags within their ranges.
+
+    Raises:
+        ConfigError: --nproc-per-node or --gpus out of range (exit 2).
+    """
+    why = bounds.NPROC.problem(nproc_per_node)
+    if why:
+        raise ConfigError(f"--nproc-per-node {why}", hint="--nproc-per-node N: processes on this node")
+    why = None if gpus is None else bounds.gpus_problem(gpus)
+    if why:
+        raise ConfigError(f"--gpus {why}", hint="--gpus all, --gpus 2 or --gpus 0,1")
 
 
 def read_project_file(root: Path) -> tuple[dict[str, Any], str] | None:
@@ -374,15 +414,22 @@ def resolve(
     *,
     environ: Mapping[str, str] | None = None,
     extra: tuple[Layer, ...] = (),
+    cwd: Path | None = None,
 ) -> Plan:
     """The plan for a command in the project at ``root``: flag > env > project file > default.
 
     ``extra`` adds layers such as the pytest ini's ``repro_backend`` (a file, ranked above repro.yaml).
+    ``cwd`` is where the user stands: the paths flags give (--data, --outputs) are relative to it,
+    and become relative to the project root here; those of repro.yaml are relative to the root.
 
     Raises:
         ConfigError: unknown keys (with a suggestion) or bad values, naming where they came from.
     """
     flags = flags or Flags()
+    if cwd is not None:
+        flags = dataclasses.replace(
+            flags, data=_from_cwd(flags.data, cwd, root), outputs=_from_cwd(flags.outputs, cwd, root)
+        )
     layers = (file_layer(root), *extra, env_layer(environ), flags.layer())
     return Plan(
         layers,
@@ -390,6 +437,17 @@ def resolve(
         nproc_per_node=flags.nproc_per_node or 1,
         torchrun=flags.nproc_per_node is not None,
     )
+
+
+def _from_cwd(paths: tuple[str, ...], cwd: Path, root: Path) -> tuple[str, ...]:
+    """Paths given relative to ``cwd``, relative to the project ``root`` (normalised, not resolved:
+    a link inside the project to data elsewhere stays a path inside it). A path that leaves the
+    project stays absolute, so the check that refuses it names the place it points to."""
+    anchored = []
+    for given in paths:
+        full = Path(os.path.normpath(cwd / given))
+        anchored.append(full.relative_to(root).as_posix() or "." if full.is_relative_to(root) else str(full))
+    return tuple(anchored)
 
 
 def load(root: Path, environ: Mapping[str, str] | None = None) -> Settings:

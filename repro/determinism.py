@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from repro.capsule import DeterminismInfo, RunWarning
@@ -48,6 +50,29 @@ def allowed_env(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
         else:
             dropped.append(name)
     return kept, sorted(dropped)
+
+
+# SOURCE_DATE_EPOCH (reproducible-builds.org): seconds since 1970 that writers put in files instead of
+# the time they write them. Years 1970..9999: a value past that breaks the tools that read it.
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"
+_MAX_EPOCH = 253402300799
+
+
+def source_date_epoch(created: str, environ: Mapping[str, str]) -> int:
+    """The clock a run's files carry: the user's ``SOURCE_DATE_EPOCH`` when set, else the run's start
+    (``created``, ISO 8601), recorded so that its replays write the same dates."""
+    given = environ.get(SOURCE_DATE_EPOCH, "").strip()
+    if given.isdigit() and int(given) <= _MAX_EPOCH:
+        return int(given)
+    return int(datetime.fromisoformat(created).timestamp())
+
+
+def clock_env(epoch: int | None) -> dict[str, str]:
+    """``{"SOURCE_DATE_EPOCH": …}`` for a recorded value in range, else nothing (a record from before it
+    was recorded, or a hostile one)."""
+    if epoch is None or isinstance(epoch, bool) or not 0 <= epoch <= _MAX_EPOCH:
+        return {}
+    return {SOURCE_DATE_EPOCH: str(epoch)}
 
 
 def resolve_isa(isa: str, cpu_flags: list[str]) -> str | None:

@@ -32,7 +32,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (ExitCode.USAGE, "usage or configuration error; a missing file or an unknown run ref"),
     (
         ExitCode.BACKEND_UNAVAILABLE,
-        "backend unavailable (no Docker engine with `--backend docker`, no GPU when asked for)",
+        "backend unavailable (no Docker engine with `--backend docker`, or for a capsule from elsewhere "
+        "without `--backend local`; no GPU when asked for)",
     ),  # fmt: skip
     (
         ExitCode.COMMAND_FAILED,
@@ -184,9 +185,10 @@ _OS_HINTS = {
 }
 
 
-def from_os_error(e: OSError) -> OSFailure:
-    """One line for an OSError: what failed and where, and what to do about it."""
+def from_os_error(e: OSError, path: object = None) -> OSFailure:
+    """One line for an OSError: what failed and where, and what to do about it. ``path`` names
+    the place when the error does not (a write() that fails on a full disk names no file)."""
     what = e.strerror or type(e).__name__
-    where = e.filename if e.filename is not None else None
+    where = e.filename if e.filename is not None else path
     message = f"{what}: {where}" if where is not None else f"{what} ({type(e).__name__})"
     return OSFailure(message, hint=_OS_HINTS.get(e.errno or 0, "set REPRO_DEBUG=1 for a traceback"))

@@ -1,17 +1,35 @@
-"""`repro export`: a run as one capsule tar, optionally carrying its environment image."""
+"""`repro export`: a run as one capsule tar, optionally carrying its environment image.
+
+The capsule is written into a hidden working directory beside the destination,
+``.<name>.repro-export-<pid>/`` (the image archive `docker save` writes, then the capsule), and
+renamed onto the destination once complete: a reader sees the old file or the whole new one.
+Before that directory exists, a note naming it is left in the store (``.repro/exports/``), so
+`repro gc` finds and removes what an export killed with SIGKILL left behind, wherever it wrote,
+once its process is gone. A failed write (a full disk) names the destination and leaves nothing.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import signing
+from repro import atomic, signing
 from repro.capsule import pack
-from repro.errors import UsageError
+from repro.errors import UsageError, from_os_error
+from repro.processes import pid_alive
 from repro.signing import SigningKey
-from repro.store import LoadedRun
+from repro.store import LoadedRun, Store
+
+NOTES_DIR = "exports"  # under .repro/: one note per export in progress
+_WORK = re.compile(r"^\.(?P<name>.+)\.repro-export-(?P<pid>\d+)$")  # the working directory's name
 
 
 @dataclass
@@ -24,36 +42,119 @@ class Exported:
     key_id: str | None = None  # the key it was signed with, when signed
 
 
+@dataclass
+class Leftover:
+    """What an export whose process died left: its working directory beside the destination."""
+
+    note: Path  # in the store
+    work: Path | None  # the hidden directory, when it still exists (None: only the note is left)
+    size: int  # bytes in it
+
+
 def export_run(
-    loaded: LoadedRun, dest: Path, with_image: bool = False, key: SigningKey | None = None
+    loaded: LoadedRun,
+    dest: Path,
+    store: Store,
+    with_image: bool = False,
+    key: SigningKey | None = None,
 ) -> Exported:
     """Write ``loaded`` as a capsule tar at ``dest``; with ``with_image``, its image goes inside;
-    with ``key``, a SIGNATURE member seals its SHA256SUMS.
+    with ``key``, a SIGNATURE member seals its SHA256SUMS. ``store`` keeps the note `repro gc`
+    finds if the export is killed.
 
     Raises:
         UsageError: ``with_image`` for a run that recorded no image (the local backend).
         BackendUnavailable: no Docker engine answers. NotFoundError: the engine lost the image.
-        CapsuleInvalid: a blob the record names is missing from the store.
+        CapsuleInvalid: a blob the record names is missing from the store, or replaced.
+        OSFailure: the capsule could not be written (a full disk), naming ``dest``.
     """
     image = loaded.record.deps.image
-    signer = functools.partial(signing.sign, key) if key is not None else None
-    key_id = key.id if key is not None else None
-    if not with_image:
-        pack(loaded.record, loaded.blob_path, dest, signer=signer)
-        return Exported(dest, dest.stat().st_size, key_id=key_id)
-    if image is None or not image.id:
+    if with_image and (image is None or not image.id):
         raise UsageError(
             f"run {loaded.record.id} ran on the {loaded.record.backend.name} backend: "
             "it has no image to carry",
             hint="export it without --with-image, or run it with --backend docker",
         )
-    from repro.backends.docker import save_image
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    archive = dest.with_name(f".{dest.name}.image-{os.getpid()}.tar")
+    signer = functools.partial(signing.sign, key) if key is not None else None
+    image_size: int | None = None
+    work = _work_path(dest)
     try:
-        image_size = save_image(image.id, image.tag, archive)
-        pack(loaded.record, loaded.blob_path, dest, image_archive=archive, signer=signer)
+        with _working_dir(store, dest, work):
+            archive = None
+            if with_image:
+                from repro.backends.docker import save_image
+
+                assert image is not None and image.id
+                archive = work / "image.tar"
+                image_size = save_image(image.id, image.tag, archive)
+            written = pack(loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer)
+            os.replace(written, dest)
+    except OSError as e:  # name the destination: a failed write() names no file, the rest our own
+        ours = e.filename is None or Path(os.fsdecode(e.filename)).is_relative_to(work)
+        raise from_os_error(_unnamed(e) if ours else e, dest) from e
+    return Exported(dest, dest.stat().st_size, image_size, key.id if key is not None else None)
+
+
+def _work_path(dest: Path) -> Path:
+    """The export's hidden working directory: beside ``dest``, on the same file system, so the
+    capsule is renamed onto ``dest`` in one step."""
+    return dest.parent.resolve() / f".{dest.name}.repro-export-{os.getpid()}"
+
+
+def _unnamed(e: OSError) -> OSError:
+    """The error without the path of a file inside the working directory (the user never named it)."""
+    return OSError(e.errno, e.strerror) if e.errno is not None else OSError(str(e))
+
+
+@contextlib.contextmanager
+def _working_dir(store: Store, dest: Path, work: Path) -> Iterator[Path]:
+    """``work``, made fresh and noted in the store while it exists; removed with all it holds
+    however the block ends."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    store.ensure()
+    note = store.dir / NOTES_DIR / f"{os.getpid()}-{secrets.token_hex(4)}.json"
+    try:
+        atomic.write_bytes(note, json.dumps({"pid": os.getpid(), "work": str(work)}).encode())
+    except OSError as e:  # the store's disk, not the destination's
+        raise from_os_error(e, note) from e
+    try:
+        shutil.rmtree(work, ignore_errors=True)  # a dead export of an earlier process with this pid
+        work.mkdir()
+        yield work
     finally:
-        archive.unlink(missing_ok=True)
-    return Exported(dest, dest.stat().st_size, image_size, key_id)
+        shutil.rmtree(work, ignore_errors=True)
+        note.unlink(missing_ok=True)
+
+
+def leftovers(store: Store) -> list[Leftover]:
+    """The working directories of exports whose process is gone (killed, the machine rebooted).
+
+    Only a directory named like an export's (``.<name>.repro-export-<pid>``, that pid the note's)
+    counts: a note is never a licence to remove anything else.
+    """
+    found: list[Leftover] = []
+    notes = store.dir / NOTES_DIR
+    for note in sorted(notes.glob("*.json")) if notes.is_dir() else []:
+        try:
+            data = json.loads(note.read_text())
+            pid, work = int(data["pid"]), Path(str(data["work"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            found.append(Leftover(note, None, 0))  # unreadable: half-written by a killed export
+            continue
+        if pid_alive(pid):
+            continue
+        match = _WORK.match(work.name)
+        named = work.is_absolute() and match is not None and int(match["pid"]) == pid
+        if not (named and work.is_dir() and not work.is_symlink()):
+            found.append(Leftover(note, None, 0))
+            continue
+        size = sum(p.stat().st_size for p in work.rglob("*") if p.is_file() and not p.is_symlink())
+        found.append(Leftover(note, work, size))
+    return found
+
+
+def remove(leftover: Leftover) -> None:
+    """Remove what a dead export left: its working directory, then its note."""
+    if leftover.work is not None:
+        shutil.rmtree(leftover.work, ignore_errors=True)
+    leftover.note.unlink(missing_ok=True)

@@ -29,14 +29,16 @@ from typing import Any
 
 from repro import __version__, jsonl, produced
 from repro import attribution as output_rules
-from repro.capsule import CommandInfo, Record
+from repro.capsule import CommandInfo, Record, RunWarning
 from repro.config import Settings, resolve
 from repro.determinism import plan
 from repro.facts import code as code_capture
+from repro.facts import command as cmd
 from repro.facts import deps
 from repro.facts.data import capture_data
 from repro.facts.env import host_env
-from repro.facts.secrets import Redactor
+from repro.facts.secrets import Masker, Redactor, run_masker
+from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.hashing import HashCache
 from repro.runner import now_iso
@@ -81,7 +83,7 @@ def capture(
     settings = resolve(store.root).settings
     data_dirs = list(data) or list(settings.data)
     output_dirs = list(outputs) or list(settings.outputs)
-    record, run_dir = _begin(store, settings, data_dirs, output_dirs, seed, cells)
+    record, run_dir, masker = _begin(store, settings, data_dirs, output_dirs, seed, cells)
     before = output_rules.snapshot(store.root, output_dirs)
     saved = {k: os.environ.get(k) for k in _RUN_VARS}
     os.environ.update(_variables(record, run_dir, store.root))
@@ -97,36 +99,43 @@ def capture(
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        _finish(record, run_dir, store, settings, output_dirs, data_dirs, before, failed, started)
+        _finish(record, run_dir, store, settings, output_dirs, data_dirs, before, failed, started, masker)
 
 
 def _begin(
     store: Store, settings: Settings, data: list[str], outputs: list[str], seed: int | None, cells: str | None
-) -> tuple[Record, Path]:
+) -> tuple[Record, Path, Masker]:
+    """Record what decides the run; returns the record, its directory and the masker its params,
+    metrics and code pass through (the same rules as `repro run`)."""
     root = store.root
     redactor = Redactor(settings.secret_patterns)
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
     record.captured_in_process = True
-    argv, hits = redactor.argv([sys.executable, *sys.argv])
-    rel_cwd = (
-        Path.cwd().resolve().relative_to(root).as_posix()
-        if Path.cwd().resolve().is_relative_to(root)
-        else "."
-    )
+    raw_argv = [sys.executable, *sys.argv]
+    argv, hits = redactor.argv(raw_argv)
+    cwd = Path.cwd().resolve()
+    rel_cwd = cwd.relative_to(root).as_posix() if cwd.is_relative_to(root) else "."
+    configs = cmd.config_files(cmd.script_args(raw_argv), cwd, root)
+    masker = run_masker(dict(os.environ), raw_argv, configs, redactor)
     record.command = CommandInfo(argv=argv, cwd=rel_cwd or ".")
     record.redactions += hits
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        code = code_capture.capture_code(
-            root, store.put_file, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
-            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
-        )  # fmt: skip
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = code_capture.MaskedPut(store, masker, root, verdicts)
+            code = code_capture.capture_code(
+                root, put, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
+                max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
+                credential=put.credential,
+            )  # fmt: skip
+        masker = masker.add(put.found)
+        code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info
         record.warnings += code.warnings
         record.data.inputs = capture_data(data, root, cache=cache)
     if cells is not None:
-        record.code.cells = store.put_bytes(cells.encode())
+        record.code.cells = store.put_bytes(masker.data(cells.encode(), "the notebook cells", printed=False))
     env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
@@ -140,7 +149,7 @@ def _begin(
     record.warn("in_process", IN_PROCESS_NOTE)
     run_dir = store.begin_run(record.id, argv)
     (run_dir / "work" / "runtime").mkdir(parents=True, exist_ok=True)
-    return record, run_dir
+    return record, run_dir, masker
 
 
 def _variables(record: Record, run_dir: Path, root: Path) -> dict[str, str]:
@@ -182,7 +191,7 @@ def _installed() -> list[str]:
 
 def _finish(
     record: Record, run_dir: Path, store: Store, settings: Settings, outputs: list[str], data: list[str],
-    before: dict[str, tuple[int, int, int]], failed: bool, started: float,
+    before: dict[str, tuple[int, int, int]], failed: bool, started: float, masker: Masker,
 ) -> None:  # fmt: skip
     res = record.results
     res.finished = now_iso()
@@ -191,14 +200,18 @@ def _finish(
     runtime = run_dir / "work" / "runtime"
     metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
     if metrics is not None:
-        res.metrics = store.put_bytes(metrics)
+        res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
         for row in jsonl.rows(metrics.decode("utf-8", "replace"), "name", str):
             with contextlib.suppress(TypeError, ValueError):
-                res.final_metrics[str(row["name"])] = float(row["value"])
-    res.params = produced.read_json(runtime, "params.json")
+                res.final_metrics[masker.text(str(row["name"]), "metrics")] = float(row["value"])
+    params = produced.read_json(runtime, "params.json")
+    if params:
+        res.params = masker.obj(params, "logged params")
     from repro.integrations import trackers
 
     trackers.fold(record, runtime)
+    res.trackers = masker.obj(res.trackers, "tracker links")
+    record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]
     found = output_rules.select(
         store.root, written=set(), declared=outputs, before=before, data=data,
         exclude=list(settings.outputs_exclude), claimed=set(),
@@ -208,4 +221,5 @@ def _finish(
         entry = produced.entry(root, inner, store.put_fd, settings.max_output_bytes, as_rel=rel)
         if entry is not None:
             res.outputs.append(entry)
+    record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     store.seal(record, run_dir)

@@ -15,6 +15,9 @@ memory, or names a process, wherever it stands in the line:
 - the thread id of glog-style lines that torchrun and c10d print
   (``W1122 20:21:35.123000 4242 torch/distributed/run.py:793]``).
 
+A progress bar's drawing (tqdm's ``█████▌``, rich's ``━━━━━╸━━``, as Lightning prints them) is
+masked too: its width is what the terminal line has left beside the masked rate, so it moves with it.
+
 Every other number is kept, so a changed loss still shows. `is_timing_key` is the same
 rule for the field names of metric files (JSON, CSV, JSONL), where such fields are left
 out of the comparison. Extra patterns (``compare.mask``) mask whatever they match;
@@ -68,6 +71,9 @@ _WITH_UNIT = re.compile(
     rf"(?<![\w.]){NUM}(?:{_UNIT}|\s+{_UNIT}(?!\s+[-+]?\.?\d))(?!\s*['\"]?\s*[:=])", re.IGNORECASE
 )
 _SPACES = re.compile(r"[ \t]+")
+# Two or more box-drawing or block glyphs in a row: a progress bar (a table's rules mask alike on both sides).
+_BAR = re.compile(r"[\u2500-\u259f]{2,}")
+BAR_MASK = "<bar>"
 _MEMORY_UNIT = r"(?:[KMGT]i?B?|bytes?)\b"
 _AFTER_KEY = re.compile(
     rf"(?P<key>{_KEY})(?P<sep>['\"]?\s*[:=|]?\s*)(?P<num>{NUM})(?P<unit>\s*%|\s?{_MEMORY_UNIT})?"
@@ -109,6 +115,7 @@ def mask_timings(line: str) -> str:
     line = _WITH_UNIT.sub(MASK, line)
     line = _AFTER_KEY.sub(_mask_after_key, line)
     line = _GLOG.sub(rf"\g<level>{MASK} {MASK} {MASK}", line)
+    line = _BAR.sub(BAR_MASK, line)
     return _SPACES.sub(" ", line)  # padding moves with the width of what was masked
 
 

@@ -3,13 +3,18 @@
 - any file: by hash; a file on one side only is ``missing`` (the replay lacks it) or ``added``;
 - a symbolic link the run made (recorded as a link, `repro.produced`): by its target string;
 - tensor files (``.pt``/``.pth``/``.safetensors``/``.npy``/``.npz`` …) whose bytes differ:
-  tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report;
+  tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report; ``same``
+  when the only difference is where each run ran (a path under its project root, such as a
+  Lightning checkpoint's ``best_model_path``: `repro.rootpath`) and every tensor is equal to the bit;
 - metric files (``.json``/``.jsonl``/``.csv``) whose bytes differ: value by value with the
   mode's tolerance, timing fields left out (`repro.artifacts.tables`); equal values → ``same``;
 - TensorBoard event files: grouped by directory, never compared by name, read per tag and
   step with wall times left out (`repro.artifacts.tensorboard`); one entry per directory,
   ``same`` when every value is equal. Without the ``tensorboard`` package the files of
-  paired directories are compared by bytes, with a note.
+  paired directories are compared by bytes, with a note;
+- files whose bytes carry a clock (PDF, PostScript, PNG, SVG, gzip, zip, tar; named so): by content with
+  their time fields left out (`repro.artifacts.stamps`); equal content → ``same``, with a note
+  naming the format and the fields left out ("same content (PDF, creation date ignored)").
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from repro.artifacts import tables, tensorboard
+from repro.artifacts import stamps, tables, tensorboard
 from repro.artifacts.values import Series, ValueReport, compare_series
 from repro.capsule import FileEntry
 from repro.tensors import TensorReport, UnreadableTensorFile, compare_tensor_files, is_tensor_file
@@ -39,9 +44,16 @@ class OutputDiff:
     replay_size: int | None = None
     tensors: TensorReport | None = None
     note: str | None = None  # why no content report, or what "same" rests on when bytes differ
-    kind: str = "file"  # file | link | tensors | table | tensorboard
+    kind: str = (
+        "file"  # file | link | tensors | table | tensorboard | a format of repro.artifacts.stamps (PDF …)
+    )
     values: ValueReport | None = None  # table and tensorboard outputs compared by content
     replay_path: str | None = None  # where the replay's counterpart lies, when paired by content
+
+    @property
+    def stamped(self) -> bool:
+        """Compared by content with its clock fields left out (a PDF, a gzip …): ``kind`` names the format."""
+        return self.kind in stamps.FORMATS
 
     @property
     def within_tolerance(self) -> bool:
@@ -62,6 +74,7 @@ class Outputs:
     label: str
     entries: list[FileEntry]
     open: OpenOutput
+    root: str | None = None  # the project root as the run saw it: paths under it compare relative to it
 
 
 def compare_outputs(
@@ -114,9 +127,19 @@ def _compare_file(
             d.kind = "tensors"
             if tensors:
                 d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
+            if d.tensors is not None and d.tensors.rooted and d.tensors.equal:
+                # Equal to the bit once the two runs' own locations are read as one (`repro.rootpath`):
+                # the same object saved from another directory.
+                d.status = "same"
+                d.note = (
+                    f"equal tensors and values; {d.tensors.rooted} path(s) under the project root "
+                    "compared relative to it"
+                )
         elif tables.is_table_file(path):
             d.kind = "table"
             _table_report(d, original, ea, replay, eb, tol)
+        elif stamps.is_candidate(path):
+            _stamped_report(d, original, ea, replay, eb)
         else:
             d.note = "not a format compared by content"
     return d
@@ -141,7 +164,8 @@ def _tensor_report(
     if isinstance(opened, str):
         return None, opened
     try:
-        return compare_tensor_files(*opened, tol, suffix=PurePosixPath(ea.path).suffix), None
+        suffix = PurePosixPath(ea.path).suffix
+        return compare_tensor_files(*opened, tol, suffix=suffix, roots=(original.root, replay.root)), None
     except UnreadableTensorFile as e:
         return None, f"unreadable: {e.reason}"
 
@@ -165,6 +189,25 @@ def _table_report(
         d.status = "same"
         shown = ", ".join(d.values.ignored[:4]) + (" …" if len(d.values.ignored) > 4 else "")
         d.note = f"equal values; timing fields left out: {shown}" if shown else "equal values, other bytes"
+
+
+def _stamped_report(d: OutputDiff, original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry) -> None:
+    """A file whose bytes carry a clock: ``same`` when its content is, else a note saying what differs."""
+    d.note = "not a format compared by content"
+    opened = _opened(original, ea, replay, eb)
+    if isinstance(opened, str):
+        return
+    try:
+        match = stamps.compare(*opened, PurePosixPath(ea.path).suffix)
+    except (stamps.UnreadableArtifact, OSError) as e:
+        d.note = f"unreadable: {e}"
+        return
+    if match is None:
+        return
+    d.kind = match.format
+    d.note = match.note
+    if match.equal:
+        d.status = "same"
 
 
 # --------------------------------------------------------------------------- TensorBoard

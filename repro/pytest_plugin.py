@@ -116,7 +116,8 @@ def failure_message(result: CheckResult, events: Sequence[Event] = ()) -> str:
     """Why a check failed, for a test report (rendered by ``repro.ui.check``)."""
     from repro.ui.check import render_failure
 
-    return render_failure(result, [e.text for e in events if e.kind == "log"])
+    output = b"".join(e.data for e in events if e.kind == "output")
+    return render_failure(result, output.decode("utf-8", "replace").splitlines())
 
 
 @pytest.fixture

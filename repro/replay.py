@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, signing, steptrace
+from repro import __version__, command_env, rootpath, sandbox, signing, steptrace
 from repro import window as windows
 from repro.attribution import snapshot_tree
-from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec
+from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.capsule import (
     IMAGE_MEMBER,
+    RECORD_NAME,
     CodeInfo,
     EnvInfo,
     FileEntry,
@@ -38,8 +39,9 @@ from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
 from repro.facts.code import restore_code
 from repro.facts.data import Drift, check_data
 from repro.facts.env import host_env
-from repro.facts.secrets import REDACTED, Redactor
+from repro.facts.secrets import REDACTED, Redactor, redacted_options
 from repro.hashing import HashCache
+from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.lockfile import freeze_diff
 from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
@@ -62,6 +64,7 @@ class ReplayRequest:
     steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
     network: bool = False  # the capsule's own `backend.network` is never obeyed
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
+    env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
 
 
 @dataclass
@@ -88,8 +91,9 @@ def side(loaded: LoadedRun) -> Side:
     blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
     stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
     root = record.backend.details.get("project_root")
-    if root:  # where the code ran differs between a run and its replay; the text after it must not
-        stdout = stdout.replace(str(root), "<project>")
+    root = str(root) if root else None
+    # Where the code ran differs between a run and its replay; what it printed after that must not.
+    stdout = rootpath.relative(stdout, rootpath.spellings(root))
 
     def open_output(entry: FileEntry) -> Path | None:
         path = loaded.blob_path(entry.hash)
@@ -106,6 +110,7 @@ def side(loaded: LoadedRun) -> Side:
         status=record.results.status,
         trace=trace,
         shared_writes=list(record.results.shared_writes),
+        root=root,
     )
 
 
@@ -246,13 +251,19 @@ def run_replay(
     """Replay a run and compare it with its record.
 
     The backend is the plan's flag or environment value, else the recorded one
-    (`Plan.with_recorded`). ``code`` replays other code (a capture of today's working tree, its files in the
-    store) instead of the recorded code — what `repro check --against` does.
+    (`Plan.with_recorded`); a run from elsewhere runs in the container sandbox unless the flag or
+    environment names a host backend (`repro.sandbox`). The recorded variables the user set are set
+    again by `repro.command_env`'s rule (``request.env`` widens it). ``code`` replays other code
+    (a capture of today's working tree, its files in the store) instead of the recorded code —
+    what `repro check --against` does.
 
     Raises:
         DataDrift: the recorded data changed (unless allowed).
-        UsageError: a world size change not allowed, redacted argv, unrestorable code.
-        BackendUnavailable: the backend cannot run here.
+        UsageError: a world size change not allowed, redacted argv, unrestorable code, an ``--env``
+            name no record may set.
+        BackendUnavailable: the backend cannot run here (a run from elsewhere: no Docker engine and
+            no host backend named).
+        CapsuleInvalid: recorded Slurm options of a shape repro does not pass to sbatch.
     """
     loaded = resolve_trusted(store, request.ref, request.trust, on_event)
     if loaded.from_capsule:
@@ -263,13 +274,22 @@ def run_replay(
             f"run {original.id} was captured in-process (repro.capture); there is no command to replay",
             hint="record it with `repro run` to make it replayable",
         )
-    plan = plan.with_recorded(backend=original.backend.name)
+    command_env.check_asked(request.env)
+    placement = sandbox.place(plan, original.backend.name, loaded.foreign)
+    sandbox.require_engine(placement)
+    plan = placement.plan
     settings = plan.settings
     notes: list[str] = []
-    if any(REDACTED in a for a in original.command.argv):
+    if placement.note:
+        on_event(Event("info", placement.note))
+        notes.append(placement.note)
+    hidden = redacted_options(original.command.argv)
+    if hidden:
         raise UsageError(
-            "the recorded command had secret values redacted; it cannot be replayed as recorded",
-            hint="pass secrets through environment variables, which the run inherits",
+            f"the recorded command hides secret values ({', '.join(hidden)} recorded as {REDACTED}); "
+            "it cannot be replayed as recorded",
+            hint="record the run again with secrets passed through environment variables, "
+            "which the run inherits and the record never keeps",
         )
     data_root = (request.data_root or store.root).resolve()
     drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
@@ -283,6 +303,11 @@ def run_replay(
     record = replay_record(original, settings)
     record.kind = kind
     contained = contain(record, original, request.network)
+    passed = command_env.select(original.env.variables, request.env, settings.env_allow)
+    record.env.variables.update(passed.env)
+    contained += passed.notes()
+    for name in command_env.unknown(request.env, original.env.variables):
+        contained.append(f"--env {name}: the record holds no such variable")
     for note in contained:
         on_event(Event("info", note))
     notes += contained
@@ -309,6 +334,8 @@ def run_replay(
         record.command.nproc_per_node = asked
 
     run_dir = store.begin_run(record.id, record.command.argv)
+    if loaded.foreign:
+        store.mark_foreign(record.id, f"made from {original.id}, a run from elsewhere")
     try:
         root = _restore(record, store.blob_path if code is not None else loaded.blob_path, run_dir, notes)
         lockfile = _restore_lock(original, loaded, run_dir)
@@ -316,30 +343,41 @@ def run_replay(
         data = [item.path for item in original.data.inputs]
         spec = build_spec(
             record, root, run_dir, data, outputs, lockfile, settings.base_image,
-            list(original.command.argv), data_root=data_root,
+            original.command.executed(), data_root=data_root, variables=passed.env,
         )  # fmt: skip
+        spec.terminal = Terminal.recorded(original.backend.details)  # a TTY where the original had one
         if window is not None:
             windows.prepare(window, spec, original, loaded.read_blob)
         _carry_image(spec, original, loaded)
         wanted = settings.backend
         _fit_layout(record, wanted, notes)
         spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
-        backend = select_backend(
-            wanted, on_event, need_lock=lockfile is not None, slurm=recorded_slurm_options(original)
-        )
+        slurm = recorded_slurm_options(original) if wanted == "slurm" else None
+        backend = select_backend(wanted, on_event, need_lock=lockfile is not None, slurm=slurm)
         if backend.name != original.backend.name:
             notes.append(f"backend changed: {original.backend.name} → {backend.name}")
         record.backend.requested = wanted
+        tracking, where = mlflow_stores.replay_environment(
+            original.results.trackers, backend.name, loaded.foreign
+        )
+        spec.env.update(tracking)  # the host's store, never one the capsule names
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    prepared = Prepared(record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data))
+    prepared = Prepared(
+        record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data), foreign=loaded.foreign
+    )
     shown_mode = record.determinism.mode
     if original.determinism.applied is False:
         shown_mode += " (not applied in the original: the repro runtime did not load)"
     on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
                            f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
+    if where:
+        on_event(Event("info", where))
     execute(prepared, backend, store, on_event)
+    gone = mlflow_stores.left_in_copy(record.results.trackers)
+    if gone:
+        notes.append(gone)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         on_event(Event("info", other_base))
@@ -378,7 +416,7 @@ def run_replay(
     record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     trackers.report_verdict(
-        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s))
+        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
     )
     return ReplayOutcome(original, record, verdict, drift, notes)
 
@@ -448,19 +486,34 @@ def resumed_note(store: Store, record: Record) -> str:
 
 
 def recorded_slurm_options(record: Record) -> SlurmOptions:
-    """The allocation a Slurm run had, to ask for the same again (nodes from the command)."""
+    """The allocation a Slurm run had, to ask for the same again (nodes from the command).
+
+    Raises:
+        CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
+    """
+    from repro.backends import sbatch
     from repro.backends.slurm import SlurmOptions
 
-    asked = record.backend.details.get("slurm", {}).get("options", {})
-    return SlurmOptions(
+    slurm = record.backend.details.get("slurm")
+    asked = slurm.get("options") if isinstance(slurm, dict) else None
+    asked = asked if isinstance(asked, dict) else {}
+    options = SlurmOptions(
         nodes=record.command.nodes,
         partition=asked.get("partition"),
         time=asked.get("time"),
         account=asked.get("account"),
-        sbatch_args=tuple(asked.get("sbatch_args") or ()),
+        sbatch_args=asked.get("sbatch_args") or (),  # checked below: a list of text, or refused
         requeue=bool(asked.get("requeue")),
-        environment=str(asked.get("environment") or "python"),
+        environment=asked.get("environment") or "python",
     )
+    found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
+    if found:
+        raise CapsuleInvalid(
+            f"run {record.id}: the recorded Slurm options: {found[0]}",
+            member=RECORD_NAME,
+            hint="nothing was submitted; replay it on another backend (--backend docker)",
+        )
+    return dataclasses.replace(options, sbatch_args=tuple(options.sbatch_args))
 
 
 def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:

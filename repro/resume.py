@@ -13,18 +13,21 @@ interrupted, from what its run directory kept. Core only: returns the sealed rec
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro import attribution as output_rules
-from repro import checkpoints, leftover, runner
+from repro import checkpoints, command_env, leftover, runner, sandbox
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
 from repro.config import Plan, Settings
+from repro.determinism import allowed_env
 from repro.errors import NotFoundError, UsageError
-from repro.facts.code import capture_code
+from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
+from repro.facts.secrets import Redactor, run_masker
 from repro.hashing import HashCache
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
 from repro.store import Store
@@ -62,13 +65,21 @@ def resume(
     Raises:
         NotFoundError: no such run. UsageError: a run that succeeded, is still running, or
             whose code changed since. DataDrift: its data changed.
-        BackendUnavailable, BuildError: the backend cannot run it.
+        BackendUnavailable, BuildError: the backend cannot run it (a run from elsewhere: no Docker
+            engine and no host backend named, `repro.sandbox`).
     """
     found = find_resumable(store, ref, plan.settings)
     original = found.record
-    plan = plan.with_recorded(backend=original.backend.name)
+    foreign = store.is_foreign(original.id)
+    placement = sandbox.place(plan, original.backend.name, foreign)
+    if backend is None:
+        sandbox.require_engine(placement)
+    plan = placement.plan
     settings = plan.settings
     backend = backend or settings.backend
+    if placement.note:
+        on_event(Event("info", placement.note))
+    passed = command_env.select(original.env.variables, allowed=settings.env_allow)
     if found.salvaged:
         on_event(
             Event(
@@ -79,12 +90,17 @@ def resume(
     check_code(store, settings, original, root)
     check_recorded_data(original, store.root, store, False, store.read_blob)
     record = resumed_record(original, settings)
+    record.env.variables.update(passed.env)
+    if foreign:  # as a replay does: repro's own list of variables, never a record's
+        record.determinism.env, _ = allowed_env(original.determinism.env)
     run_dir = store.begin_run(record.id, record.command.argv)
+    if foreign:
+        store.mark_foreign(record.id, f"resumed {original.id}, a run from elsewhere")
     outputs = list(original.results.output_roots) or list(settings.outputs)
     lockfile = _restore_lock(store, original, run_dir)
     spec = runner.build_spec(
         record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
-        settings.base_image, list(original.command.argv), data_root=store.root,
+        settings.base_image, original.command.executed(), data_root=store.root, variables=passed.env,
     )  # fmt: skip
     spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env or {})
@@ -92,7 +108,7 @@ def resume(
     try:
         chosen = runner.select_backend(
             backend, on_event, need_lock=lockfile is not None,
-            slurm=recorded_slurm_options(original),
+            slurm=recorded_slurm_options(original) if backend == "slurm" else None,
         )  # fmt: skip
     except BaseException:
         store.remove_run(record.id)
@@ -104,7 +120,7 @@ def resume(
                            f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
     before = output_rules.snapshot(root, outputs)
     tree = output_rules.snapshot_tree(root, spec.data)
-    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree)
+    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
     record = runner.execute(prepared, chosen, store, on_event)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
@@ -172,7 +188,7 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     outputs = [str(o) for o in kept.get("outputs", [])]
     data = [str(d) for d in kept.get("data", [])]
     spec = runner.build_spec(
-        record, store.root, run_dir, data, outputs, None, None, list(record.command.argv)
+        record, store.root, run_dir, data, outputs, None, None, record.command.executed()
     )
     before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
     record.results.finished = runner.now_iso()
@@ -188,17 +204,34 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
 def check_code(store: Store, settings: Settings, original: Record, root: Path) -> None:
     """Refuse to resume on code at ``root`` other than the recorded snapshot.
 
+    The code is what the run imported and opened (``code.read``, when the record says) and every
+    source file (a module imported later in training was not read yet when the run was killed);
+    other files of the snapshot (notes, a log the shell writes) do not stop a resume. Files runs
+    wrote (the original's outputs, outputs of earlier runs) are not code; neither is the file this
+    process's own output goes to.
+
     Raises:
         UsageError: a recorded file changed or is gone, or a new Python file appeared.
-        Files runs wrote (the original's outputs, outputs of earlier runs) are not code.
     """
     exclude = [i.path for i in original.data.inputs] + list(original.results.output_roots or settings.outputs)
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         now = capture_code(root, lambda p, d: d, exclude=[*exclude, "lockfiles"], cache=cache).info
     written = {o.path for o in original.results.outputs} | set(original.code.earlier_outputs)
-    recorded = {f.path: f.hash for f in original.code.files if f.path not in written}
+    read = set(original.code.read) if original.code.read is not None else None
+    recorded = {
+        f.path: f.hash
+        for f in original.code.files
+        if f.path not in written and (read is None or f.path in read or f.path.endswith(SOURCE_SUFFIXES))
+    }
     current = {f.path: f.hash for f in now.files}
-    changed = sorted(p for p, h in recorded.items() if current.get(p) != h)
+    masker = run_masker(dict(os.environ), [], [], Redactor(settings.secret_patterns))
+
+    def same(rel: str, digest: str) -> bool:  # a file stored masked is recorded by its masked digest
+        if rel not in current:
+            return False
+        return current[rel] == digest or stored_digest(root / rel, masker, root) == digest
+
+    changed = sorted(p for p, h in recorded.items() if not same(p, h))
     changed += sorted(p for p in current if p not in recorded and p.endswith(".py"))
     if changed:
         shown = ", ".join(changed[:5]) + (f" (+{len(changed) - 5} more)" if len(changed) > 5 else "")

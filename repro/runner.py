@@ -12,25 +12,36 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__, checkpoints, produced, store_images
+from repro import __version__, buildlog, checkpoints, command_env, produced, store_images
 from repro import attribution as output_rules
-from repro.backends.base import RANK_LOGS, Backend, BuiltImage, Event, OnEvent, RunResult, RunSpec
-from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, SharedWrite
+from repro.backends.base import (
+    RANK_LOGS,
+    Backend,
+    BuiltImage,
+    Event,
+    OnEvent,
+    RunResult,
+    RunSpec,
+    terminal_of,
+)
+from repro.buildlog import BuildLog
+from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, RunWarning, SharedWrite
 from repro.config import Plan, Settings
-from repro.determinism import explain_failure, plan, resolve_isa, state_warnings
+from repro.determinism import clock_env, explain_failure, plan, resolve_isa, source_date_epoch, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
 from repro.facts import deps, hydra
 from repro.facts.data import capture_data
 from repro.facts.env import host_env
-from repro.facts.secrets import Masker, Redactor, config_secrets
+from repro.facts.secrets import Masker, Redactor, config_bytes_secrets, redacted_options, run_masker
+from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.hashing import HashCache
 from repro.integrations import trackers
@@ -46,10 +57,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunRequest:
-    """The command to run and where; every setting comes from the `Plan`."""
+    """The command to run and where; every setting comes from the `Plan`.
+
+    ``injected`` are arguments repro appends to the user's command (Hydra's pinned run directory):
+    run with it, recorded apart from it (`CommandInfo.injected`).
+    """
 
     argv: list[str]
     cwd: Path
+    injected: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -65,6 +81,7 @@ class Prepared:
     tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
     lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
     masker: Masker | None = None  # None: secrets of this process's environment only
+    foreign: bool = False  # made from a run from elsewhere (repro/sandbox.py): host tracking URIs only
 
     @property
     def declares_deps(self) -> bool:
@@ -95,9 +112,17 @@ def slurm_options(settings: Settings) -> SlurmOptions:
 
 
 def select_backend(
-    name: str, on_event: OnEvent, need_lock: bool = True, slurm: SlurmOptions | None = None
+    name: str,
+    on_event: OnEvent,
+    need_lock: bool = True,
+    slurm: SlurmOptions | None = None,
+    base_image: str | None = None,
 ) -> Backend:
-    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are declared).
+    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are
+    declared, and the engine holds ``base_image`` when one is named), else local, said in one line.
+
+    A missing base image is never made here: that takes root, debootstrap and minutes
+    (`repro base-image`, which the CI recipes run explicitly).
 
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
@@ -115,10 +140,14 @@ def select_backend(
     if name == "docker":
         return docker_backend.DockerBackend()
     if docker_backend.engine_available():
-        if need_lock:
-            return docker_backend.DockerBackend()
-        on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
-        return LocalBackend()
+        if not need_lock:
+            on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
+            return LocalBackend()
+        if base_image and not docker_backend.has_image(base_image):
+            on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
+                                   "(`repro base-image` makes one)"))  # fmt: skip
+            return LocalBackend()
+        return docker_backend.DockerBackend()
     on_event(Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)"))
     return LocalBackend()
 
@@ -131,7 +160,7 @@ def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, l
         UsageError: a torchrun line repro cannot run as one node, or a process count that
             contradicts `--nproc-per-node`.
     """
-    argv = cmd.normalise_argv(request.argv)
+    argv = [*cmd.normalise_argv(request.argv), *request.injected]
     torchrun = cmd.parse_torchrun(argv)
     if torchrun is None:
         return argv, run_plan.nproc_per_node, run_plan.torchrun, []
@@ -151,12 +180,15 @@ def expand(request: RunRequest, run_plan: Plan) -> list[RunRequest]:
     """The runs a request stands for, each as it will be recorded.
 
     A Hydra multirun (`-m a=1,2`) is one run per job; a Hydra app gets its run directory
-    pinned (`hydra.run.dir=…`), so every run of a `repro check` and every replay write where
-    the first run wrote. Other commands come back unchanged.
+    pinned (`hydra.run.dir=…`, in ``injected``), so every run of a `repro check` and every
+    replay write where the first run wrote. Other commands, and a request already expanded,
+    come back unchanged.
 
     Raises:
         UsageError: see `launch`; a multirun whose overrides Hydra rejects.
     """
+    if request.injected:
+        return [request]
     launched, _, _, _ = launch(request, run_plan)
     args = cmd.script_args(launched)
     # The script's arguments end the command whether torchrun launches it or python does.
@@ -165,13 +197,16 @@ def expand(request: RunRequest, run_plan: Plan) -> list[RunRequest]:
     now = datetime.now()
     jobs = hydra.sweep_jobs(args, now)
     if jobs is not None:
-        return [dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)]) for job in jobs]
+        return [
+            dataclasses.replace(request, argv=[*head, *hydra.job_argv(args, job)], injected=job.injected)
+            for job in jobs
+        ]
     script = cmd.script_path(launched)
     path = request.cwd / script if script else None
     text = path.read_text("utf-8", "replace") if path is not None and path.is_file() else None
     if not hydra.is_hydra_app(text, args):
         return [request]
-    return [dataclasses.replace(request, argv=[*head, *hydra.pin_run_dir(args, now)])]
+    return [dataclasses.replace(request, injected=hydra.pin_run_dir(args, now))]
 
 
 def capture(
@@ -208,19 +243,23 @@ def capture(
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
     safe_argv, argv_hits = redactor.argv(argv)
+    hidden = redacted_options(safe_argv)
+    if hidden:
+        on_event(Event("info", f"secret values of {', '.join(hidden)} are recorded as *** (the record "
+                               "keeps no secret); a replay will refuse the command: pass secrets "
+                               "through environment variables to keep it replayable"))  # fmt: skip
     configs = cmd.config_files(cmd.script_args(argv), cwd, root)
-    masker = Masker(redactor.secret_values(dict(os.environ), argv) | _config_values(configs))
+    masker = run_masker(dict(os.environ), argv, configs, redactor)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
     rel_cwd = cwd.relative_to(root).as_posix() or "."
-    args = cmd.script_args(argv)
-    params = {
-        k: ("***" if redactor.is_secret_name(k) else masker.obj(v, "params"))
-        for k, v in cmd.parse_params(args).items()
-    }
+    injected = list(request.injected)  # the last arguments: repro's, not the user's
+    args = cmd.script_args(argv)[: len(cmd.script_args(argv)) - len(injected)]
+    params = masker.obj(cmd.parse_params(args), "params")
     nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
     record.command = CommandInfo(
-        argv=safe_argv,
+        argv=safe_argv[: len(safe_argv) - len(injected)],
+        injected=injected,
         cwd=rel_cwd,
         params=params,
         nproc_per_node=nproc,
@@ -235,14 +274,17 @@ def capture(
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         for path in configs:
             rel = path.relative_to(root).as_posix()
-            raw = masker.data(path.read_bytes(), f"config file {rel}")
+            raw = masker.data(path.read_bytes(), f"config file {rel}", printed=False)
             record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
         not_code = [*data, *outputs, deps.LOCK_DIR]
-        code = code_capture.capture_code(
-            root, _masked_put(store, masker), exclude=not_code, cache=cache,
-            max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
-        )  # fmt: skip
-        code.patch = masker.text(code.patch, "the uncommitted patch")
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = code_capture.MaskedPut(store, masker, root, verdicts)
+            code = code_capture.capture_code(
+                root, put, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes,
+                earlier_writers=store.earlier_writers, credential=put.credential,
+            )  # fmt: skip
+        masker = masker.add(put.found)  # a config's credential printed by the run is masked too
+        code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
         code_capture.store_patch(code, store.put_bytes)
         record.code = code.info
         record.warnings += code.warnings
@@ -263,6 +305,7 @@ def capture(
     record.seeds = make_seeds(settings.seed, nproc * nodes)
     isa = resolve_isa(settings.isa, env.cpu_flags)
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
+    record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
     if settings.trace:
         record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
         record.determinism.env["REPRO_KEEP_CHECKPOINTS"] = str(settings.max_checkpoint_bytes)
@@ -272,37 +315,14 @@ def capture(
 
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
-    spec = build_spec(record, root, run_dir, data, outputs, None, settings.base_image, argv)
+    variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
+    spec = build_spec(
+        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables
+    )
     started = time.time_ns()
     tree = output_rules.snapshot_tree(root, data)
     before = output_rules.snapshot(root, outputs)
     return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock, masker=masker)
-
-
-def _config_values(paths: list[Path]) -> set[str]:
-    values: set[str] = set()
-    for path in paths:
-        try:
-            values |= config_secrets(path.read_text("utf-8", "replace"))
-        except OSError:
-            continue
-    return values
-
-
-def _masked_put(store: Store, masker: Masker) -> Callable[[Path, str], str]:
-    """Store a code file; one holding a secret value is stored masked (under its masked digest).
-
-    Only files whose bytes are not yet in the store are read: a stored blob was masked then.
-    """
-
-    def put(path: Path, digest: str) -> str:
-        if store.has_blob(digest) or not masker.values:
-            return store.put_file(path, digest)
-        raw = path.read_bytes()
-        masked = masker.data(raw, f"code file {path.name}")
-        return store.put_file(path, digest) if masked == raw else store.put_bytes(masked)
-
-    return put
 
 
 def _inside(root: Path, rel: str, what: str) -> str:
@@ -315,7 +335,8 @@ def _inside(root: Path, rel: str, what: str) -> str:
     if path == root or not path.is_relative_to(root):
         raise UsageError(
             f"the {what} {rel!r} is not inside the project {root}",
-            hint="give a path relative to the project root, such as outputs",
+            hint="give a directory inside the project, such as outputs (--outputs: relative to where "
+            "you stand; repro.yaml: to the project root)",
         )
     return path.relative_to(root).as_posix()
 
@@ -329,6 +350,7 @@ def discard(prepared: Prepared) -> None:
 def run_environment(record: Record) -> dict[str, str]:
     """The path-free variables every process of the run gets."""
     env = dict(record.determinism.env)
+    env.update(clock_env(record.determinism.source_date_epoch))
     env.update(
         {
             "REPRO_RUN_ID": record.id,
@@ -350,11 +372,14 @@ def build_spec(
     base_image: str | None,
     argv: list[str],
     data_root: Path | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> RunSpec:
+    """What a backend executes. ``variables``: the user's variables for the command
+    (`repro.command_env`), under repro's own, which win."""
     work = run_dir / "work"
     runtime = work / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
-    env = run_environment(record)
+    env = {**(variables or {}), **run_environment(record)}
     env["REPRO_OUTPUTS"] = os.pathsep.join(outputs)
     env["REPRO_DATA"] = os.pathsep.join(data)
     return RunSpec(
@@ -397,36 +422,45 @@ def execute(
     """
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
+    if spec.terminal is None:  # else a replay's: the recorded run's
+        spec.terminal = terminal_of(on_event)
+    build = BuildLog(prepared.run_dir / buildlog.LOG_NAME, on_event)
     try:
         if backend.name != "local":  # the image is built from the lock: it must be there first
-            settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
-        image = backend.prepare(spec, on_event)
+            _settle_lock_as_stage(prepared, store, build)
+        image = backend.prepare(spec, build)
     except (Exception, KeyboardInterrupt):
+        build.keep_in(store.dir, f"{record.id}-build")  # the run directory goes: its build log stays
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise
+    finally:
+        build.close()
     if image:
         record_image(record, image, store)
         spec.env.update(trackers.image_environment(image))
     record.results.started = now_iso()
     kept = {"outputs": spec.outputs, "data": spec.data, "before": prepared.outputs_before}
     store.write_pending(record, prepared.run_dir, kept)  # what `repro resume` needs if repro dies
+    made = _missing_dirs(spec.project_root, spec.outputs)  # the backend makes them for the run
     try:
         result = backend.execute(spec, on_event)
     except Exception:
         shutil.rmtree(prepared.run_dir, ignore_errors=True)  # the command never started: nothing to keep
         raise
+    finally:
+        _remove_empty(made)
     record.results.finished = now_iso()
-    masker = prepared.masker or Masker(
-        Redactor(prepared.settings.secret_patterns).secret_values(dict(os.environ), [])
-    )
+    masker = prepared.masker or _fallback_masker(prepared)
     collect(record, result, spec, store, prepared, masker)
     record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     if prepared.lock is not None and not prepared.lock.done:
         on_event(Event("info", "the command ended; waiting for the lock to seal the record"))
-    try:
-        settle_lock(prepared, store, None)
+    try:  # a lock compiled in the background while the command ran: its lines go to the build log
+        settle_lock(prepared, store, lambda line: build(Event("build", line)))
     except BuildError as e:  # the run happened: record it, say why it is not locked
         record.warn("lock_failed", f"the lock could not be compiled, the run is not locked: {e.message}")
+    finally:
+        build.close()
     check_lock(record)
     if before_seal is not None:
         before_seal(LoadedRun(record, prepared.run_dir, store.dir))
@@ -434,11 +468,30 @@ def execute(
     def note(text: str) -> None:
         on_event(Event("info", text))
 
-    trackers.link_mlflow_runs(record, spec.project_root, note)
+    foreign = prepared.foreign
+    trackers.link_mlflow_runs(record, spec.project_root, note, foreign)
     store.seal(record, prepared.run_dir)
     log_capsule = prepared.settings.mlflow_log_capsule
-    trackers.after_seal(record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note)
+    trackers.after_seal(
+        record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note, foreign
+    )
     return record
+
+
+def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -> None:
+    """`settle_lock`, shown as a build stage when the lock is (or was) compiled for this run.
+
+    Raises:
+        BuildError: the lock could not be compiled.
+    """
+    pending = prepared.lock
+    source = pending.source if pending is not None else None
+    compiling = pending is not None and source is not None and (not pending.done or bool(pending.lines))
+    if pending is not None and source is not None and compiling:
+        on_event(Event("stage", f"lock: compiling the {pending.plan.variant} lock from {source.name}"))
+    settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
+    if compiling:
+        on_event(Event("stage-end"))
 
 
 def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:
@@ -507,6 +560,30 @@ def image_info(image: BuiltImage, store: Store) -> ImageInfo:
     )
 
 
+def _fallback_masker(prepared: Prepared) -> Masker:
+    return run_masker(dict(os.environ), [], [], Redactor(prepared.settings.secret_patterns))
+
+
+def _missing_dirs(root: Path, rels: list[str]) -> list[Path]:
+    """The directories on the way to each of ``rels`` (under ``root``) that do not exist yet."""
+    missing: set[Path] = set()
+    for rel in rels:
+        path = root / rel
+        while path != root and path.is_relative_to(root) and not path.exists():
+            missing.add(path)
+            path = path.parent
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)  # the deepest first
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """Remove the output directories made for a run that it left empty: no empty `outputs/` stays."""
+    for path in dirs:
+        try:
+            path.rmdir()
+        except OSError:
+            pass  # the run wrote into it (or it was never made)
+
+
 def collect(
     record: Record,
     result: RunResult,
@@ -518,9 +595,10 @@ def collect(
     """Fold logs, metrics, the in-process environment and the outputs into the record.
 
     Logs, metrics and logged params pass through ``masker``: a secret the script prints
-    or logs is stored as ``***``.
+    or logs is stored as ``***``. Without one (a run sealed later, by `repro resume` or after a
+    Slurm job), the secrets of this process's environment and every credential shape are masked.
     """
-    masker = masker or Masker()
+    masker = masker or _fallback_masker(prepared)
     runtime = spec.runtime_dir
 
     def put(root: Path, rel: str, where: str) -> str | None:
@@ -560,13 +638,14 @@ def collect(
     metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
-        res.final_metrics = _final_metrics(metrics)
+        res.final_metrics = {masker.text(k, "metrics"): v for k, v in _final_metrics(metrics).items()}
     params = produced.read_json(runtime, "params.json")
     if params:
         res.params = masker.obj(params, "logged params")
     _merge_process_env(record, runtime)
     checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
     trackers.fold(record, runtime)
+    res.trackers = masker.obj(res.trackers, "tracker links")  # a tracking URI may carry a password
     reports = read_reports(runtime)
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
@@ -577,6 +656,8 @@ def collect(
     trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
     _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
+        record.code.read = code_capture.files_read(record.code, reports.read)
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
     if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
@@ -586,14 +667,20 @@ def collect(
         data=spec.data, exclude=[*res.output_excludes, *trackers.store_paths(record)],
         claimed=claimed - reports.written,
     )  # fmt: skip
-    res.outputs = _store_outputs(spec, store, found, prepared.settings.max_output_bytes, record)
-    _hydra_bookkeeping(record, store, Redactor(prepared.settings.secret_patterns))
+    jobs = hydra.job_dirs(found)
+    bookkeeping = {rel for rel in found if hydra.is_bookkeeping(rel, jobs)}
+    limit = prepared.settings.max_output_bytes
+    res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
+    _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
     _shared_writes(record, reports)
     _link_warnings(record, runtime)
-    res.outputs_outside_root = sorted(reports.written_outside)[:_MAX_OUTSIDE]
-    if reports.written_outside:
+    record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]
+    stores = trackers.outside_stores(record)
+    outside = {p for p in reports.written_outside if not any(p == s or p.startswith(s + "/") for s in stores)}
+    res.outputs_outside_root = sorted(outside)[:_MAX_OUTSIDE]
+    if outside:
         shown = ", ".join(res.outputs_outside_root[:3])
-        more = len(reports.written_outside) - 3
+        more = len(outside) - 3
         record.warn(
             "outputs_outside_root",
             f"the run wrote files outside the project root, which are not recorded: {shown}"
@@ -783,8 +870,11 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
     opened = {
         p for p in candidates if produced.is_file(*output_rules.located(spec.project_root, p, spec.data))
     }
-    # Source the interpreter imports is code; every other file read is an input the replay should check.
+    # Source the interpreter imports is code, and so is every file of the code snapshot (a tracked
+    # `conf/config.yaml` Hydra reads): a replay restores their bytes. Every other file read is an
+    # input the replay should check.
     configs = {c.path for c in record.command.config_files}
+    configs |= {e.path for e in record.code.files if e.stored}
     tracker_stores = trackers.store_paths(record)
     kept = [*spec.data, *spec.outputs, ".repro", ".git", "lockfiles", *tracker_stores]
     prefixes = tuple(p.rstrip("/") + "/" for p in kept)
@@ -804,27 +894,22 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
         )
 
 
-def _hydra_bookkeeping(record: Record, store: Store, redactor: Redactor) -> None:
-    """Hydra's own files become logs, not outputs; its composed config becomes the run's params."""
+def _hydra_bookkeeping(
+    record: Record, spec: RunSpec, store: Store, masker: Masker, paths: list[str], one_job: bool, limit: int
+) -> None:
+    """Hydra's own files are logs of the run, not outputs, masked like logs (the composed config
+    holds every override, its credentials included); its composed config becomes the run's params."""
     res = record.results
-    jobs = hydra.job_dirs([e.path for e in res.outputs])
-    if not jobs:
-        return
-    kept = []
-    for entry in res.outputs:
-        if not hydra.is_bookkeeping(entry.path, jobs):
-            kept.append(entry)
-            continue
-        if entry.stored:
-            res.logs[f"hydra:{entry.path}"] = entry.hash
-        if entry.path.endswith("/" + hydra.CONFIG_NAME) and len(jobs) == 1:
-            path = store.blob_path(entry.hash)
-            if entry.stored and path.is_file():
-                composed = hydra.composed_params(path.read_text("utf-8", "replace"))
-                record.command.params.update(
-                    {k: ("***" if redactor.is_secret_name(k) else v) for k, v in composed.items()}
-                )
-    res.outputs = kept
+    for rel in paths:
+        raw = produced.read_bytes(spec.project_root, rel, limit=limit)  # never through a link
+        if raw is None:
+            continue  # over the size limit, gone, or not a regular file
+        found = config_bytes_secrets(rel, raw, masker.redactor)
+        clean = (masker.add(found) if found else masker).data(raw, "the Hydra logs")
+        res.logs[f"hydra:{rel}"] = store.put_bytes(clean)
+        if rel.endswith("/" + hydra.CONFIG_NAME) and one_job:  # parsed before masking: `***` is no YAML
+            composed = hydra.composed_params(raw.decode("utf-8", "replace"))
+            record.command.params.update((masker.add(found) if found else masker).obj(composed, "params"))
 
 
 def _store_outputs(

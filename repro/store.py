@@ -6,10 +6,17 @@ Layout::
       runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
       runs/<id>/running.json    present while a run is in progress (pid, started; a detached job's state)
       runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/detached.py)
+      runs/<id>/foreign.json    the run's record came from elsewhere: imported from a capsule file, or
+                                made from such a run (its replays, checks, resumes); see repro/sandbox.py
       runs/<id>/work/           logs and runtime files while running
       blobs/ab/abcdef…          content-addressed files (xxh3-128), each stored once
       index.sqlite              one row per sealed run, for `repro ls`
       cache/                    hash cache, extracted capsules, scratch directories
+
+A blob's name is the xxh3-128 of its bytes, and a reader never takes that on trust: a run's blobs
+are re-hashed against their names as they are read (`LoadedRun.read_blob`, `LoadedRun.blob_path`,
+`Store.read_blob`), so a blob replaced in the store stops a replay, resume or export (exit 6)
+instead of being restored as code, lockfile or data manifest.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,6 +50,7 @@ STORE_DIR = ".repro"
 PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
 PENDING_KEPT = "kept.json"
 DETACHED = "detached.json"  # in a run directory: a detached job, sealed by `repro ls` once it ended
+FOREIGN = "foreign.json"  # in a run directory: the store's own mark that the record came from elsewhere
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -80,15 +88,38 @@ class LoadedRun:
     from_capsule: bool = False
     image_archive: Path | None = None  # the capsule tar, when it carries its environment image
     sums_sha256: str | None = None  # SHA-256 of the SHA256SUMS a capsule was verified against
+    marked_foreign: bool = False  # the store marks it as from elsewhere (`Store.mark_foreign`)
+
+    @property
+    def foreign(self) -> bool:
+        """Whether the record came from elsewhere: a capsule file, or a run the store marks so."""
+        return self.from_capsule or self.marked_foreign
+
+    checked: set[str] = field(default_factory=set, repr=False, compare=False)  # blobs re-hashed so far
 
     def blob_path(self, digest: str) -> Path:
-        return self.blob_root / blob_member(digest)
+        """Where a blob of the run lies, once its bytes were found to match its name (a missing blob's
+        path is returned unchecked: the caller says what is missing).
+
+        Raises:
+            CapsuleInvalid: the blob's bytes do not match its name (replaced or corrupt).
+        """
+        path = self.blob_root / blob_member(digest)
+        if digest not in self.checked and path.is_file():
+            if hash_file(path) != digest:
+                raise replaced_blob(digest, path)
+            self.checked.add(digest)
+        return path
 
     def read_blob(self, digest: str | None) -> bytes | None:
+        """A blob's bytes, checked against its name; None when it is missing.
+
+        Raises:
+            CapsuleInvalid: the bytes do not match the name.
+        """
         if not digest:
             return None
-        path = self.blob_path(digest)
-        return path.read_bytes() if path.is_file() else None
+        return _read_checked(self.blob_root / blob_member(digest), digest)
 
     def locked_packages(self) -> list[LockedPackage]:
         """Every package the run's lock pins (from the lock itself where it was stored), and how each
@@ -153,12 +184,13 @@ class Store:
         return digest
 
     def put_file(self, path: Path, digest: str | None = None) -> str:
-        """Store a file's bytes once (hashing it unless its digest is known); returns the digest."""
+        """Store a file's bytes once (hashing it unless its digest is known); returns the digest of
+        the bytes stored: a file that changed since ``digest`` was taken (a log still growing) is
+        stored under the digest of what was copied, so no blob's name ever lies."""
         digest = digest or hash_file(path)
-        target = self.blob_path(digest)
-        if not target.is_file():
-            self._copy_blob(path, target)
-        return digest
+        if self.blob_path(digest).is_file():
+            return digest
+        return self._copy_blob(path, digest)
 
     def put_fd(self, fd: int) -> tuple[str, int]:
         """Store the bytes of an open file once, hashed while they are copied (one read); the
@@ -187,17 +219,22 @@ class Store:
         finally:
             tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
 
-    @staticmethod
-    def _copy_blob(source: Path, target: Path) -> None:
+    def _copy_blob(self, source: Path, digest: str) -> str:
+        target = self.blob_path(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             shutil.copyfile(source, tmp)
+            copied = hash_file(tmp)  # read back from the page cache: cheap
+            if copied != digest:
+                digest, target = copied, self.blob_path(copied)
+                target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, target)
         except OSError as e:
             raise _named(e, target) from e
         finally:
             tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
+        return digest
 
     @staticmethod
     def _write_atomic(target: Path, data: bytes) -> None:
@@ -248,10 +285,14 @@ class Store:
         return _unsealed_row(self.runs_dir / run_id).status in ("running", "pending")
 
     def read_blob(self, digest: str | None) -> bytes | None:
+        """A blob's bytes, checked against its name; None when it is missing.
+
+        Raises:
+            CapsuleInvalid: the bytes do not match the name.
+        """
         if not digest:
             return None
-        path = self.blob_path(digest)
-        return path.read_bytes() if path.is_file() else None
+        return _read_checked(self.blob_path(digest), digest)
 
     def seal(self, record: Record, run_dir: Path) -> Path:
         """Write the record atomically (the run's completion mark), drop scratch files, index it."""
@@ -288,7 +329,22 @@ class Store:
                     hint="`repro ls` lists complete runs; `repro gc` removes incomplete ones",
                 )
             raise NotFoundError(f"no run {run_id}", hint="`repro ls` lists the runs")
-        return LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+        loaded = LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+        loaded.marked_foreign = self.is_foreign(run_id)
+        return loaded
+
+    def is_foreign(self, run_id: str) -> bool:
+        """Whether the store marks the run as from elsewhere (`mark_foreign`)."""
+        return (self.runs_dir / run_id / FOREIGN).exists()
+
+    def mark_foreign(self, run_id: str, why: str) -> None:
+        """Mark a run as from elsewhere, in the store's own files (never in the record it describes).
+
+        Written before the run's record, so a run is never seen without its mark.
+        """
+        run_dir = self.runs_dir / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_atomic(run_dir / FOREIGN, json.dumps({"why": why}).encode())
 
     def rows(self) -> list[RunRow]:
         """Every run, sealed or not, oldest first.
@@ -349,7 +405,11 @@ class Store:
         if ref.endswith(".tar") or path.is_file():
             return self.open_capsule(path)
         if path.is_dir() and (path / RECORD_NAME).is_file():
-            return LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+            loaded = LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+            # a run directory of another store is from elsewhere too
+            mine = path.resolve().parent == self.runs_dir.resolve()
+            loaded.marked_foreign = (path / FOREIGN).exists() or not mine
+            return loaded
         sealed = [r for r in self.run_ids() if (self.runs_dir / r / RECORD_NAME).is_file()]
         m = re.fullmatch(r"latest(?:~(\d+))?", ref)
         if m:
@@ -397,7 +457,8 @@ class Store:
         )
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:
-        """Copy an extracted capsule into this store (blobs and record); idempotent.
+        """Copy an extracted capsule into this store (blobs and record), marked as from elsewhere
+        unless the store made that very record itself; idempotent.
 
         Every blob is re-hashed on the way in, and a blob already in the store under the
         same name is re-hashed too: a poisoned copy is replaced, never trusted by its name.
@@ -409,17 +470,14 @@ class Store:
         self._refuse_other_record(loaded.record)
         self.ensure()
         for digest in sorted(loaded.record.blobs()):
-            source = loaded.blob_path(digest)
-            if hash_file(source) != digest:
-                raise CapsuleInvalid(
-                    f"blob {digest} does not match its content-address name (its bytes were replaced)",
-                    member=blob_member(digest),
-                )
+            source = loaded.blob_path(digest)  # re-hashed against its name
+            if not source.is_file():
+                raise CapsuleInvalid(f"blob {digest} is missing from the capsule", member=blob_member(digest))
             if not self.has_blob(digest) or hash_file(self.blob_path(digest)) != digest:
-                self._copy_blob(source, self.blob_path(digest))
+                self._copy_blob(source, digest)
         run_dir = self.runs_dir / loaded.record.id
         if not (run_dir / RECORD_NAME).is_file():
-            run_dir.mkdir(parents=True, exist_ok=True)
+            self.mark_foreign(loaded.record.id, f"imported from {loaded.location.name}")
             self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
             with self._index() as db:
                 _index_put(db, loaded.record)
@@ -530,6 +588,31 @@ class Store:
                 _index_outputs_of(db, load_record(record_path.read_bytes()))
             except (CapsuleInvalid, OSError):
                 continue
+
+
+def replaced_blob(digest: str, path: Path) -> CapsuleInvalid:
+    """The error for a blob whose bytes do not match its name."""
+    return CapsuleInvalid(
+        f"blob {digest} does not match its content-address name (replaced or corrupt): {path}",
+        member=str(path),
+        hint="the store was changed by hand or damaged; re-import the run's capsule, "
+        "or `repro verify RUN` to check every blob",
+    )
+
+
+def _read_checked(path: Path, digest: str) -> bytes | None:
+    """The bytes at ``path`` when they hash to ``digest``; None when there is no such file.
+
+    Raises:
+        CapsuleInvalid: the bytes do not match.
+    """
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    if hash_bytes(data) != digest:
+        raise replaced_blob(digest, path)
+    return data
 
 
 def _named(e: OSError, path: Path) -> OSError:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro import rootpath
 from repro.errors import ReproError
 from repro.tolerance import Tolerance, largest
 from repro.units import shorten
@@ -71,6 +72,12 @@ class TensorReport:
     only_replay: list[str] = field(default_factory=list)
     max_abs: float | None = None
     max_rel: float | None = None
+    rooted: int = 0  # names and string values that held a run's project root, compared relative to it
+
+    @property
+    def equal(self) -> bool:
+        """Every name, shape, dtype and value equal (each tensor bit for bit)."""
+        return not self.structural and not self.differing and self.identical == self.compared
 
     @property
     def structural(self) -> bool:
@@ -214,16 +221,41 @@ def _load_numpy(path: Path, suffix: str) -> dict[str, _Entry]:
 # --------------------------------------------------------------------------- comparison
 
 
-def compare_tensor_files(a: Path, b: Path, tol: Tolerance, suffix: str | None = None) -> TensorReport:
+def compare_tensor_files(
+    a: Path,
+    b: Path,
+    tol: Tolerance,
+    suffix: str | None = None,
+    roots: tuple[str | None, str | None] = (None, None),
+) -> TensorReport:
     """Compare the tensors of two files by name: shapes, dtypes and values (a is the reference).
 
-    ``suffix`` names the format when the files' own names carry none (blobs).
+    ``suffix`` names the format when the files' own names carry none (blobs). ``roots`` are the
+    project roots the two runs saw: a path under one, in a name or a string value (a Lightning
+    checkpoint's ``best_model_path``), is compared relative to it (`repro.rootpath`).
 
     Raises:
         UnreadableTensorFile: either file cannot be parsed.
     """
-    ta, tb = _load(a, suffix), _load(b, suffix)
-    return compare_tensors(ta, tb, tol)
+    ta, rooted_a = _relative(_load(a, suffix), rootpath.spellings(roots[0]))
+    tb, rooted_b = _relative(_load(b, suffix), rootpath.spellings(roots[1]))
+    report = compare_tensors(ta, tb, tol)
+    report.rooted = rooted_a + rooted_b
+    return report
+
+
+def _relative(found: dict[str, _Entry], roots: tuple[str, ...]) -> tuple[dict[str, _Entry], int]:
+    """Names and string values with the run's project root written ``<project>``; how many held it."""
+    if not roots:
+        return found, 0
+    out: dict[str, _Entry] = {}
+    rooted = 0
+    for name, entry in found.items():
+        key = rootpath.relative(name, roots)
+        value = rootpath.relative(entry.value, roots) if isinstance(entry.value, str) else entry.value
+        rooted += key != name or value is not entry.value and value != entry.value
+        out[key] = _Entry(value, entry.dtype, entry.shape, entry.numeric)
+    return out, rooted
 
 
 def compare_tensors(ta: dict[str, Any], tb: dict[str, Any], tol: Tolerance) -> TensorReport:

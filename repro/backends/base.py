@@ -14,18 +14,63 @@ OpenImage = Callable[[], AbstractContextManager[IO[bytes]]]
 
 @dataclass(frozen=True)
 class Event:
-    """A progress event a backend reports: build output, a log line, a notice.
+    """A progress event a backend reports: build output, the command's output, a notice.
 
-    kind: "build" (image build step/line), "log" (a line of the command's output;
-    stream is "stdout" or "stderr"), "info" (a one-line notice).
+    kind: "output" (bytes of the command's output as they came, in ``data``; stream is
+    "stdout" or "stderr"), "stage" (a build stage begins: ``text`` names it, with its
+    sizes), "stage-end" (it ended; ``text``, when given, names it with what is known
+    now), "build" (one line of a build's or a lock compile's own output, for the full
+    log), "build-log" (``text``: the file that full log is kept in), "info" (a notice).
     """
 
     kind: str
-    text: str
+    text: str = ""
     stream: str | None = None
+    data: bytes = b""
 
 
 OnEvent = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """Which of the command's streams end on a terminal, and its size: a backend gives those
+    streams a pseudo-terminal, so the script sees a TTY where it would without repro."""
+
+    stdout: bool = False
+    stderr: bool = False
+    columns: int = 0
+    lines: int = 0
+
+    @property
+    def streams(self) -> list[str]:
+        return [name for name in ("stdout", "stderr") if getattr(self, name)]
+
+    def details(self) -> dict[str, str]:
+        """What a run's record keeps of it (``backend.details``), so a replay gives the command the same."""
+        if not self.streams:
+            return {}
+        return {"terminal": ",".join(self.streams), "terminal_size": f"{self.columns}x{self.lines}"}
+
+    @classmethod
+    def recorded(cls, details: dict[str, Any]) -> Terminal:
+        """The terminal a recorded run's command had (none for a record without one); sizes kept sane,
+        since a capsule is untrusted input."""
+        names = str(details.get("terminal") or "").split(",")
+        wide, _, high = str(details.get("terminal_size") or "").partition("x")
+        size = (int(wide), int(high)) if wide.isdigit() and high.isdigit() else (80, 24)
+        columns, lines = (min(max(n, 1), 1000) for n in size)
+        return cls("stdout" in names, "stderr" in names, columns, lines)
+
+
+def terminal_of(on_event: OnEvent) -> Terminal:
+    """The terminal an event sink shows the command's output on.
+
+    A sink that shows it on a terminal says so with a ``terminal`` attribute (the command
+    line's relay); any other callable (a list's ``append``, a test's recorder) is no terminal.
+    """
+    found = getattr(on_event, "terminal", None)
+    return found if isinstance(found, Terminal) else Terminal()
 
 
 @dataclass
@@ -58,6 +103,9 @@ class RunSpec:
     store_dir: Path | None = None  # the store recording the run (labels its containers for `repro gc`)
     recorded_image: BuiltImage | None = None  # the image a capsule carries
     image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
+    # Streams that get a pseudo-terminal; None: those that end on the terminal the run is shown on
+    # (a replay sets the recorded run's).
+    terminal: Terminal | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +152,7 @@ class Backend(Protocol):
         ...
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
-        """Run the command to completion, streaming its output lines as "log" events.
+        """Run the command to completion, streaming its output as "output" events as it comes.
 
         Ctrl-C stops what the backend started and returns a result with
         ``interrupted=True`` (exit code 130), so the run is still sealed.

@@ -32,7 +32,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
 
-from repro import imagearchive, images, sourcebuild
+from repro import imagearchive, images, sourcebuild, units
 from repro.backends import owners, scratch
 from repro.backends.base import (
     PROJECT_ENV,
@@ -44,15 +44,19 @@ from repro.backends.base import (
     OpenImage,
     RunResult,
     RunSpec,
+    Terminal,
     launch_argv,
     merge_pythonpath,
     runtime_source,
 )
 from repro.backends.baseimage import PYTHON_LABEL
+from repro.backends.output import CommandOutput
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError
+from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError, UsageError
 from repro.lockfile import parse_lockfile
 from repro.processes import pid_alive
+from repro.runtime import terminal
+from repro.runtime.terminal import STREAMS
 
 ENGINE_HINT = (
     "start the Docker engine (`sudo systemctl start docker`) or point DOCKER_HOST at one; "
@@ -192,6 +196,15 @@ def _image_id(client: docker.DockerClient, ref: str) -> str | None:
         return None
 
 
+def has_image(ref: str) -> bool:
+    """Whether the engine holds image ``ref`` (a tag or an id); False when no engine answers."""
+    try:
+        with engine(timeout=10) as client:
+            return _image_id(client, ref) is not None
+    except BackendUnavailable:
+        return False
+
+
 def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
     """Import a root filesystem tar as image ``tag`` (``docker import``); returns the image id.
 
@@ -243,12 +256,15 @@ def ensure_image(
         return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0, installed_from=kinds)
     start = time.monotonic()
     wheels, built = _wheels(client, lockfile, lock, base_id, python, on_event)
-    on_event(Event("info", f"building image {tag} from {base} ({len(wheels)} wheels)"))
+    paths = {key: wheel.path for key, wheel in wheels.items()}
+    size = units.human_bytes(sum(p.stat().st_size for p in paths.values()))
+    shown = f"{units.plural(len(wheels), 'wheel')}, {size}"
+    on_event(Event("info", f"building image {tag} from {base} ({shown})"))
     labels = images.image_labels(lock, base_id, template, built)
     with tempfile.TemporaryFile(prefix="repro-context-") as context:
         images.write_context(context, dockerfile, lock, wheels)
         context.seek(0)
-        _build(client, context, tag, labels, on_event)
+        _build(client, context, tag, labels, _BuildStages(lock, paths, on_event))
     image_id = _image_id(client, tag)
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
@@ -285,7 +301,14 @@ def _wheels(
     def say(line: str) -> None:
         on_event(Event("build", line))
 
+    house = images.wheelhouse_dir()
+    before = set(house.iterdir()) if house.is_dir() else set()
+    on_event(Event("stage", "wheels: the lock's wheelhouse"))
     fetched = images.prepare_wheelhouse(lockfile, on_line=say, python_version=python)
+    new = [f.path for f in fetched.values() if f.path not in before]
+    total = units.human_bytes(sum(f.path.stat().st_size for f in fetched.values()))
+    got = units.human_bytes(sum(path.stat().st_size for path in new))
+    on_event(Event("stage-end", f"wheels: {len(fetched)} in the lock ({total}), {len(new)} fetched ({got})"))
     wheels = {key: images.Wheel(f.path) for key, f in fetched.items() if f.kind == "wheel"}
     pinned = {req.key: req for req in parse_lockfile(lock.decode())}
     sdists = [(pinned[key], f) for key, f in fetched.items() if f.kind == "sdist"]
@@ -295,7 +318,9 @@ def _wheels(
     def run(inbox: Path, outbox: Path, timeout: int, on_line: Callable[[str], None]) -> int:
         return run_sandbox(client, base_id, inbox, outbox, timeout, on_line)
 
+    on_event(Event("stage", f"source builds: {units.plural(len(sdists), 'package')} in the sandbox"))
     built = sourcebuild.build(sdists, base_id, python, run, say)
+    on_event(Event("stage-end", f"source builds: {units.plural(len(built), 'wheel')} built in the sandbox"))
     wheels.update({key: images.Wheel(b.wheel, b.sha256) for key, b in built.items()})
     return wheels, sorted(built)
 
@@ -516,8 +541,55 @@ def load_image(
     return loaded
 
 
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (\S+)(.*)$")
+_LAYER = re.compile(r"\blayers/(\d+)-([\w.-]+)/")
+
+
+class _BuildStages:
+    """Turns the builder's output into stages: the base setup, then one stage per layer group
+    (its COPY and pip install steps), each with its wheel count and size. Every line also goes
+    on as a "build" event, for the full log."""
+
+    def __init__(self, lock: bytes, wheels: dict[str, Path], on_event: OnEvent) -> None:
+        groups = images.layer_groups(parse_lockfile(lock.decode())) if lock.strip() else []
+        self.groups = [
+            (name, len(reqs), sum(wheels[r.key].stat().st_size for r in reqs if r.key in wheels))
+            for name, reqs in groups
+        ]
+        self.on_event = on_event
+        self.label: str | None = None
+        self.steps = self.cached = 0
+
+    def line(self, text: str) -> None:
+        step = _STEP.match(text)
+        if step is not None:
+            layer = _LAYER.search(step.group(4)) if step.group(3) == "COPY" else None
+            if layer is not None and int(layer.group(1)) < len(self.groups):
+                index = int(layer.group(1))
+                name, count, size = self.groups[index]
+                shown = f"{units.plural(count, 'wheel')}, {units.human_bytes(size)}"
+                self._begin(f"layer {index + 1}/{len(self.groups)} {name}: {shown}")
+            elif self.label is None:
+                self._begin("image setup: base, venv")
+            self.steps += step.group(3) != "FROM"  # a FROM step is never "cached": it names the base
+        elif text.strip() == "---> Using cache":
+            self.cached += 1
+        self.on_event(Event("build", text))
+
+    def _begin(self, label: str) -> None:
+        self.end()
+        self.label, self.steps, self.cached = label, 0, 0
+        self.on_event(Event("stage", label))
+
+    def end(self) -> None:
+        if self.label is not None:
+            cached = " (cached)" if self.steps and self.cached >= self.steps else ""
+            self.on_event(Event("stage-end", self.label + cached))
+        self.label = None
+
+
 def _build(
-    client: docker.DockerClient, context: Any, tag: str, labels: dict[str, str], on_event: OnEvent
+    client: docker.DockerClient, context: Any, tag: str, labels: dict[str, str], stages: _BuildStages
 ) -> None:
     tail: list[str] = []
     try:
@@ -543,9 +615,10 @@ def _build(
             for line in str(chunk.get("stream", "")).splitlines():
                 if line.strip():
                     tail = (tail + [line])[-_TAIL:]
-                    on_event(Event("build", line))
+                    stages.line(line)
     except docker.errors.APIError as e:
         raise BuildError(f"the engine refused to build {tag}: {e.explanation or e}") from e
+    stages.end()
 
 
 # --------------------------------------------------------------------------- the backend
@@ -701,14 +774,13 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree
         }
     )
     run_id = spec.env.get("REPRO_RUN_ID", "")
+    command = merge_pythonpath(
+        launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}", torchrun=spec.torchrun),
+        f"{INJECT}:{LIB}",
+    )
     return {
         "image": built.id,
-        "command": merge_pythonpath(
-            launch_argv(
-                spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}", torchrun=spec.torchrun
-            ),
-            f"{INJECT}:{LIB}",
-        ),
+        "command": _on_terminal(command, spec),
         "environment": env,
         "working_dir": _in_work(spec.workdir),
         "user": f"{uid}:{gid}",
@@ -725,6 +797,47 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree
             "security_opt": ["no-new-privileges"],  # no setuid binary lifts the container user
         },
     }
+
+
+def _on_terminal(command: list[str], spec: RunSpec) -> list[str]:
+    """The command under repro's launcher when some of its streams end on a terminal: it gives
+    those streams a pseudo-terminal inside the container and relays both, in the order they
+    came, as frames on the container's stdout (a container TTY would merge them into one)."""
+    tty = spec.terminal or Terminal()
+    if not tty.streams:
+        return command
+    streams, size = tty.streams, f"{tty.columns}x{tty.lines}"
+    launcher = f"{LIB}/repro/runtime/{Path(terminal.__file__).name}"
+    return ["python3", "-I", "-S", launcher, "--tty", ",".join(streams), "--size", size, "--", *command]
+
+
+# How tini (the container's init) and repro's launcher say the command could not start.
+_EXEC_FAILED = re.compile(
+    rb"^(?:\[FATAL tini \(\d+\)\]|repro:) exec (.+?) failed: (No such file or directory|Permission denied)"
+)
+
+
+def _refuse_unstartable(code: int, spec: RunSpec) -> None:
+    """The command never started in the container: the usage error the local backend gives,
+    not a failed run.
+
+    Raises:
+        UsageError: the command is not in the image, or not executable.
+    """
+    if code not in (terminal.NOT_FOUND, terminal.NOT_EXECUTABLE) or not spec.stderr_path.is_file():
+        return
+    with open(spec.stderr_path, "rb") as f:
+        found = _EXEC_FAILED.match(f.read(4096))
+    if found is None:
+        return
+    name = found.group(1).decode("utf-8", "replace")
+    if found.group(2) == b"Permission denied":
+        raise UsageError(f"command is not executable in the image: {name}")
+    raise UsageError(
+        f"command not found: {name}",
+        hint="check the command after `repro run --` (it runs in the run's image; repro's options go "
+        "before it)",
+    )
 
 
 def _labels(spec: RunSpec, run_id: str) -> dict[str, str]:
@@ -750,6 +863,7 @@ def _run_container(
         container = api.create_container(host_config=host_config, **config)
     cid = str(container["Id"])
     details: dict[str, Any] = {
+        "project_root": WORK,  # where the code ran: a replay elsewhere masks it in stdout like any root
         "container": cid[:12],
         "image_id": built.id,
         "image_tag": built.tag,
@@ -759,6 +873,7 @@ def _run_container(
         "shm_size": spec.shm_size,
         "workdir": config["working_dir"],
     }
+    details.update((spec.terminal or Terminal()).details())
     start = time.monotonic()
     reaper = _start_reaper(cid)
     try:
@@ -773,51 +888,57 @@ def _run_container(
         duration = time.monotonic() - start
         state = api.inspect_container(cid).get("State", {})
         details["oom_killed"] = bool(state.get("OOMKilled"))
-        return RunResult(int(status.get("StatusCode", 1)), duration, details=details, image=built)
+        code = int(status.get("StatusCode", 1))
+        _refuse_unstartable(code, spec)
+        return RunResult(code, duration, details=details, image=built)
     finally:
         _remove_quietly(api, cid)
         _stop_reaper(reaper)
 
 
 def _stream_output(api: docker.APIClient, cid: str, spec: RunSpec, on_event: OnEvent) -> bool:
-    """Attach, start, and copy stdout/stderr to their files and to "log" events, line by line.
+    """Attach, start, and pass stdout/stderr on to their files and to "output" events as the
+    bytes come.
 
     Ctrl-C while streaming stops the container (SIGINT first) and keeps reading until
     its output ends, so the script's last words are kept. Returns whether it was interrupted.
+
+    Raises:
+        OSError: a log file could not be written (once the output ended).
     """
-    spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
-    spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
     stream = api.attach(cid, stdout=True, stderr=True, stream=True, logs=True, demux=True)
-    pending = {"stdout": b"", "stderr": b""}
+    paths = {"stdout": spec.stdout_path, "stderr": spec.stderr_path}
+    ttys = (spec.terminal or Terminal()).streams
+    output = CommandOutput(paths, on_event, ttys=ttys, mode="wb")
+    frames = terminal.Frames() if ttys else None  # the launcher's stdout is framed
     interrupted = False
-    with open(spec.stdout_path, "wb") as out, open(spec.stderr_path, "wb") as err:
-        files = {"stdout": out, "stderr": err}
-        try:
-            api.start(cid)
-            chunks_iter = iter(stream)
-            while True:
-                try:
-                    chunks = next(chunks_iter)
-                    for name, data in zip(("stdout", "stderr"), chunks, strict=True):
-                        if data:
-                            files[name].write(data)
-                            files[name].flush()
-                            *lines, pending[name] = (pending[name] + data).split(b"\n")
-                            for line in lines:
-                                on_event(Event("log", line.decode(errors="replace").rstrip("\r"), name))
-                except StopIteration:
-                    break
-                except KeyboardInterrupt:
-                    if interrupted:
-                        continue
-                    interrupted = True
-                    on_event(Event("info", "interrupted: stopping the container"))
-                    _stop_quietly(api, cid)
-        finally:
-            _release(stream)
-        for name, rest in pending.items():
-            if rest:
-                on_event(Event("log", rest.decode(errors="replace").rstrip("\r"), name))
+    try:
+        api.start(cid)
+        chunks_iter = iter(stream)
+        while True:
+            try:
+                chunks = next(chunks_iter)
+                for name, data in zip(STREAMS, chunks, strict=True):
+                    if data and frames is not None and name == "stdout":
+                        for framed, payload in frames.feed(data):
+                            output.write(framed, payload)
+                    elif data:
+                        output.write(name, data)
+            except StopIteration:
+                break
+            except KeyboardInterrupt:
+                if interrupted:
+                    continue
+                interrupted = True
+                on_event(Event("info", "interrupted: stopping the container"))
+                _stop_quietly(api, cid)
+    finally:
+        _release(stream)
+        if frames is not None:
+            output.write("stdout", frames.flush())
+        output.close()
+    if output.failures:
+        raise output.failures[0]
     return interrupted
 
 

@@ -10,24 +10,24 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO
 
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
     RUNTIME_ENV_DIR,
     BuiltImage,
-    Event,
     OnEvent,
     RunResult,
     RunSpec,
+    Terminal,
     launch_argv,
     link_data,
     merge_pythonpath,
     runtime_source,
 )
+from repro.backends.output import CommandOutput
 from repro.errors import BackendUnavailable, UsageError
+from repro.runtime.terminal import open_pty, read_chunks
 
 # Variables of the calling shell that would defeat the mode (they are set by the run itself).
 _SCRUB = ("PYTHONHASHSEED", "PYTHONSTARTUP", "REPRO_BOOT_PID", "RANK", "WORLD_SIZE", "LOCAL_RANK")
@@ -73,28 +73,32 @@ class LocalBackend:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         cwd = spec.project_root / spec.workdir
         start = time.monotonic()
+        terminal = spec.terminal or Terminal()
+        ends = _open_streams(terminal)
         try:
             proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=self.environment(spec),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdout=ends["stdout"][1],
+                stderr=ends["stderr"][1],
                 start_new_session=True,  # its own process group: torchrun ranks and workers stop with it
                 preexec_fn=_die_with(os.getpid()),
             )
         except FileNotFoundError as e:
+            _close_all(ends)
             raise UsageError(
                 f"command not found: {argv[0]}", hint="check the command after `repro run --`"
             ) from e
         except PermissionError as e:
+            _close_all(ends)
             raise UsageError(f"command is not executable: {argv[0]}") from e
-        failures: list[OSError] = []
-        pumps = [
-            _pump(proc.stdout, spec.stdout_path, "stdout", on_event, failures),
-            _pump(proc.stderr, spec.stderr_path, "stderr", on_event, failures),
-        ]
+        for _, theirs in ends.values():
+            os.close(theirs)
+        paths = {"stdout": spec.stdout_path, "stderr": spec.stderr_path}
+        output = CommandOutput(paths, on_event, ttys=terminal.streams)
+        pump = _pump({name: ours for name, (ours, _) in ends.items()}, output)
         interrupted = False
         try:
             code = proc.wait()
@@ -104,55 +108,50 @@ class LocalBackend:
         finally:
             _kill_group(proc.pid)
             _kill_leftovers(spec.env.get("REPRO_RUN_ID"))
-            for t in pumps:
-                t.join(timeout=10)
-        if failures:
-            raise failures[0]  # the log could not be written (a full disk): the CLI names the path
+            pump.join(timeout=10)
+            output.close()
+        if output.failures:
+            raise output.failures[0]  # the log could not be written (a full disk): the CLI names the path
+        details = {"python": sys.executable, "project_root": str(spec.project_root), **terminal.details()}
         return RunResult(
             exit_code=130 if interrupted else code,
             duration_s=time.monotonic() - start,
             interrupted=interrupted,
-            details={"python": sys.executable, "project_root": str(spec.project_root)},
+            details=details,
         )
 
 
-def _pump(
-    pipe: IO[bytes] | None, dest: Path, stream: str, on_event: OnEvent, failures: list[OSError]
-) -> threading.Thread:
-    """Copy a pipe to its log file and to events. A write that fails (a full disk) is kept
-    for the caller to raise, and the pipe is still drained so the command is not blocked."""
+def _open_streams(terminal: Terminal) -> dict[str, tuple[int, int]]:
+    """(our end, the command's end) per stream: a pseudo-terminal where the stream ends on a
+    terminal, else a pipe."""
+    ends: dict[str, tuple[int, int]] = {}
+    for name in ("stdout", "stderr"):
+        if getattr(terminal, name):
+            ends[name] = open_pty(terminal.columns, terminal.lines)
+        else:
+            ends[name] = os.pipe()
+    return ends
+
+
+def _close_all(ends: dict[str, tuple[int, int]]) -> None:
+    for pair in ends.values():
+        for fd in pair:
+            os.close(fd)
+
+
+def _pump(fds: dict[str, int], output: CommandOutput) -> threading.Thread:
+    """Pass both streams on as their bytes come, in the order they come (one reader for both)."""
 
     def run() -> None:
-        assert pipe is not None
-        out: IO[bytes] | None = None
-        try:
-            out = open(dest, "ab")
-        except OSError as e:
-            failures.append(e)
-        for raw in iter(pipe.readline, b""):
-            if out is not None:
-                try:
-                    out.write(raw)
-                    out.flush()
-                except OSError as e:
-                    failures.append(OSError(e.errno, e.strerror, str(dest)))  # name the file
-                    _close_quietly(out)
-                    out = None
-            on_event(Event("log", raw.decode("utf-8", "replace").rstrip("\n"), stream))
-        pipe.close()
-        _close_quietly(out)
+        for name, data in read_chunks(fds):
+            try:
+                output.write(name, data)
+            except Exception:  # showing it failed: keep draining, so the command never blocks on a write
+                output.mute()
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
-
-
-def _close_quietly(f: IO[bytes] | None) -> None:
-    if f is not None:
-        try:
-            f.close()
-        except OSError:
-            pass
 
 
 def _die_with(parent: int) -> Callable[[], None]:

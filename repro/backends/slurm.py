@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import produced
+from repro.backends import sbatch
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -193,12 +194,29 @@ def cancel(job_id: str) -> None:
     _slurm(["scancel", job_id])
 
 
+def checked(options: SlurmOptions) -> SlurmOptions:
+    """The options, when each has a shape repro passes to sbatch (`repro.backends.sbatch`).
+
+    Flags and repro.yaml are checked when settings resolve, a record when it is replayed; this is
+    the last look before anything is written or submitted.
+
+    Raises:
+        UsageError: an option of another shape.
+    """
+    found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
+    if found:
+        raise UsageError(f"Slurm: {found[0]}", hint="see README: On a cluster, for the shapes repro passes")
+    return options
+
+
 def submit(script: Path, options: SlurmOptions) -> str:
     """sbatch the script; returns the job id.
 
     Raises:
-        UsageError: sbatch refused the job (bad partition, account, time, extra argument).
+        UsageError: sbatch refused the job (bad partition, account, time, extra argument), or an
+            option of a shape repro does not pass.
     """
+    checked(options)
     proc = _slurm(["sbatch", "--parsable", *options.sbatch_args, str(script)], timeout=60)
     if proc.returncode != 0:
         said = " ".join(proc.stderr.split()) or f"exit status {proc.returncode}"
@@ -224,24 +242,34 @@ def job_script(
     With ``image`` every node's task runs the command in that image (``docker run``, host
     network, the project, the runtime and the data mounted at their own paths).
     """
+    checked(options)
     job_dir = spec.runtime_dir / JOB_DIR
     q = shlex.quote
-    lines = ["#!/bin/bash", f"#SBATCH --job-name=repro-{run_id}", f"#SBATCH --nodes={options.nodes}",
-             "#SBATCH --ntasks-per-node=1", f"#SBATCH --chdir={spec.project_root / spec.workdir}",
-             f"#SBATCH --output={job_dir}/job.out", "#SBATCH --open-mode=append"]  # fmt: skip
+    try:
+        lines = [
+            "#!/bin/bash", sbatch.directive("job-name", f"repro-{run_id}"),
+            sbatch.directive("nodes", options.nodes), sbatch.directive("ntasks-per-node", 1),
+            sbatch.directive("chdir", spec.project_root / spec.workdir),
+            sbatch.directive("output", job_dir / "job.out"), sbatch.directive("open-mode", "append"),
+        ]  # fmt: skip
+    except ValueError as e:
+        raise UsageError(
+            f"Slurm cannot take this run's paths: {e}",
+            hint="move the project to a path without control characters",
+        ) from e
     if spec.nproc_per_node > 1:
-        lines.append(f"#SBATCH --cpus-per-task={spec.nproc_per_node}")
+        lines.append(sbatch.directive("cpus-per-task", spec.nproc_per_node))
     for flag, value in (
         ("partition", options.partition),
         ("time", options.time),
         ("account", options.account),
     ):
         if value:
-            lines.append(f"#SBATCH --{flag}={value}")
+            lines.append(sbatch.directive(flag, value))
     if options.requeue:
-        lines += ["#SBATCH --requeue", f"#SBATCH --signal=B:USR1@{options.grace_s}"]
+        lines += [sbatch.directive("requeue"), sbatch.directive("signal", f"B:USR1@{options.grace_s}")]
     else:
-        lines.append("#SBATCH --no-requeue")
+        lines.append(sbatch.directive("no-requeue"))
     lines += ["", "set -u", *(f"unset {name}" for name in _SCRUB)]
     lines += [f"export {k}={q(v)}" for k, v in sorted(env.items())]
     if options.requeue:
@@ -298,7 +326,8 @@ def job_script(
 
 
 class _Follower:
-    """Streams the lines appended to the job's files as "log" events, each labelled with its node."""
+    """Passes the lines appended to the job's files on as "output" events, each labelled with its node
+    (the nodes write files a poll reads: whole lines, not bytes as they come)."""
 
     def __init__(self, job_dir: Path, on_event: OnEvent) -> None:
         self.job_dir, self.on_event = job_dir, on_event
@@ -339,9 +368,9 @@ class _Follower:
         elif rest:
             lines.append(rest)
         stream = "stdout" if path.suffix == ".out" and path.name != "job.out" else "stderr"
-        label = self.label(path)
-        for raw in lines:
-            self.on_event(Event("log", f"[{label}] {raw.decode('utf-8', 'replace')}", stream))
+        label = f"[{self.label(path)}] ".encode()
+        if lines:
+            self.on_event(Event("output", stream=stream, data=b"".join(label + raw + b"\n" for raw in lines)))
 
 
 def _describe(state: JobState) -> str:

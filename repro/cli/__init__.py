@@ -24,6 +24,7 @@ from repro.cli import (
     run_cmd,
 )
 from repro.cli.context import AppContext
+from repro.cli.options import verbosity_options
 from repro.errors import EXIT_CODES, ExitCode, ReproError, from_os_error
 
 
@@ -42,7 +43,6 @@ def _exit_codes_epilog() -> str:
     epilog=_exit_codes_epilog(),
 )
 @click.version_option(__version__, prog_name="repro")
-@click.option("-q", "--quiet", is_flag=True, help="Only results and errors; no progress or live logs.")
 @click.option(
     "-C",
     "--project",
@@ -52,7 +52,7 @@ def _exit_codes_epilog() -> str:
     help="Run as if started in this directory.",
 )
 @click.pass_context
-def cli(ctx: click.Context, quiet: bool, project_dir: str | None) -> None:
+def cli(ctx: click.Context, project_dir: str | None) -> None:
     """repro: record, run, replay and compare deep-learning training runs.
 
     \b
@@ -63,23 +63,31 @@ def cli(ctx: click.Context, quiet: bool, project_dir: str | None) -> None:
 
     Every command with --json prints one JSON object whose "format" names its schema
     (repro/schemas/, README "Machine-readable output").
+
+    -q and -v go before or after the subcommand (`repro -q run …`, `repro run -q …`).
+    Colour follows NO_COLOR and FORCE_COLOR.
     """
-    ui.quiet = quiet
     ctx.obj = AppContext(start=project_dir)
 
 
-# Each module defines click commands and a `COMMANDS` list of them, registered in this order.
+cli.params.extend(verbosity_options())
+
+# Each module defines click commands and a `COMMANDS` list of them, registered in this order; each
+# takes -q/-v as the group does.
 for _module in (run_cmd, records_cmd, replay_cmd, diff_cmd, check_cmd, resume_cmd, docker_cmd, lock_cmd):
     for _command in _module.COMMANDS:
+        _command.params.extend(verbosity_options())
         cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to the exit-code table."""
+    ui.reset()  # -q/-v are given anew each time (main runs many times in one test process)
     try:
         # Without standalone mode click returns the code of an `Exit` instead of raising it.
         code = cli.main(args=argv, prog_name="repro", standalone_mode=False)
     except ReproError as e:
+        ui.build_failed(e.message)
         ui.error(e.message, e.hint)
         return int(e.exit_code)
     except click.exceptions.Abort:

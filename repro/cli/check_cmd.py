@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from repro import bounds, ui
 from repro import check as core
-from repro import ui
 from repro.capsule import Record
 from repro.cli import options
 from repro.cli.completion import complete_ref
@@ -42,7 +42,7 @@ Exit status (stable; README "Exit codes"):
 @options.execution_options
 @click.option(
     "--runs",
-    type=click.IntRange(2),
+    type=click.IntRange(bounds.RUNS.low, bounds.RUNS.high),
     default=core.DEFAULT_RUNS,
     show_default=True,
     help="How many times to run COMMAND; run 1 is compared with each later run.",
@@ -50,7 +50,7 @@ Exit status (stable; README "Exit codes"):
 @click.option(
     "--interrupt",
     "interrupts",
-    type=click.IntRange(1),
+    type=click.IntRange(bounds.INTERRUPTS.low, bounds.INTERRUPTS.high),
     default=None,
     metavar="N",
     help="Certify exact resume: run once uninterrupted, then N times SIGKILLed at a random point after "
@@ -91,6 +91,7 @@ def check(
     markdown: str | None,
     as_json: bool,
     compare_stdout: bool | None,
+    env: tuple[str, ...],
     trust: Trust | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
@@ -115,7 +116,9 @@ def check(
     of the working tree (executed in a scratch directory; the tree is only read) and
     the current data; when the result differs, what changed since the capsule (code,
     dependencies, …) is printed as `repro diff` shows it. With --key (and --require-signed)
-    the golden capsule's signature is checked first (exit 6 when it fails).
+    the golden capsule's signature is checked first (exit 6 when it fails). A golden capsule
+    is untrusted, as in `repro replay`: its command runs in the docker sandbox unless
+    --backend local (or REPRO_BACKEND=local) says to run it on this machine, unsandboxed.
     """  # fmt: skip
     flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
     argv = list(command)
@@ -128,6 +131,8 @@ def check(
     options.output_forms(as_json, markdown)
     if trust is not None and not against:
         raise UsageError("--key and --require-signed check the capsule given to --against")
+    if env and not against:
+        raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
     if not against and not argv:
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
@@ -141,6 +146,7 @@ def check(
     try:
         with sigterm_interrupts():
             if against:
+                ui.contain_output()  # the golden capsule's command: its output cannot erase repro's lines
                 request = core.AgainstRequest(
                     capsule=against,
                     data_root=data_root,
@@ -148,6 +154,7 @@ def check(
                     atol=atol,
                     rtol=rtol,
                     trust=trust,
+                    env=env,
                 )
                 result = core.run_against(request, app.store, plan, on_event)
             elif interrupts:

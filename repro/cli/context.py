@@ -27,11 +27,12 @@ class AppContext:
 
     def plan(self, flags: Flags | None = None) -> Plan:
         """The settings a command runs with: its flags over the environment, the project file, defaults.
+        Paths in flags are relative to the directory the command was started in (or -C's).
 
         Raises:
             ConfigError: a bad value, naming where it came from.
         """
-        return config.resolve(self.store.root, flags)
+        return config.resolve(self.store.root, flags, cwd=self.start)
 
 
 pass_app = click.make_pass_decorator(AppContext)

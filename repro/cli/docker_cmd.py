@@ -8,20 +8,12 @@ from typing import Any
 
 import click
 
-from repro import leftover, schemas, store_images, ui
+from repro import exporting, leftover, schemas, store_images, ui
 from repro.backends.base import Event
 from repro.cli import options
+from repro.cli.events import build_events
 from repro.errors import NotFoundError, ReproError
 from repro.units import plural
-
-
-def _show_event(event: Event) -> None:
-    if event.kind == "info":
-        ui.info(event.text)
-    elif event.kind == "build":
-        ui.log_line(event.text, "stdout")
-    else:
-        ui.log_line(event.text, event.stream or "stdout")
 
 
 @click.command("build")
@@ -44,16 +36,22 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | N
     """Build (or reuse) the environment image for the current lockfile, without running.
 
     The image tag is the hash of the rendered Dockerfile, the lockfile and the base
-    image id: unchanged inputs reuse the image without building.
+    image id: unchanged inputs reuse the image without building. A build shows one line
+    per stage (the wheelhouse, each layer) with its sizes and time; the builder's full
+    output goes to .repro/logs/ (-v shows it as it comes; a failed build shows its stage's).
     """
     from repro.backends.docker import engine, ensure_image
     from repro.images import template_for
 
+    sink = build_events(app.store.dir, "build")
     if lockfile is None:
-        from repro.facts.deps import ensure_lock
+        from repro.facts.deps import ensure_lock, is_stale
 
-        variant = "cuda" if gpus else "cpu"
-        found = ensure_lock(app.store.root, app.settings.requirements, on_line=ui.build_line, variant=variant)
+        variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
+        if is_stale(root, configured, variant)[0]:
+            sink(Event("stage", f"lock: compiling the {variant} lock"))
+        found = ensure_lock(root, configured, lambda line: sink(Event("build", line)), variant)
+        sink(Event("stage-end"))
         if found.path is None:
             raise NotFoundError(
                 f"no declared dependencies in {app.store.root} to build an image from",
@@ -62,7 +60,8 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | N
         lockfile = found.path
     base = base_image or app.settings.base_image
     with engine() as client:
-        built = ensure_image(client, lockfile, base, template_for(gpus), _show_event)
+        built = ensure_image(client, lockfile, base, template_for(gpus), sink)
+    sink.close()
     if not built.reused:  # `repro gc --images` may remove it once no run of this store uses it
         app.store.ensure()
         store_images.note(app.store.dir, store_images.ImageUse(built.id, None, made=True))
@@ -86,18 +85,23 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     """Make a minimal Debian base image from packages (debootstrap + import; needs root).
 
     For engines that reach no container registry: only the Debian mirror is used.
-    Prints the new image's id.
+    Prints the new image's id; debootstrap's output goes to repro's cache (logs/), -v shows it.
     """
     from repro.backends.baseimage import make_base_image
     from repro.backends.docker import import_rootfs
     from repro.config import DEFAULT_BASE_IMAGE
+    from repro.lockfile import cache_dir
 
     if tag is None:
         tag = _settings_base(app) or DEFAULT_BASE_IMAGE
     ui.info(f"making base image {tag} from Debian {suite} (debootstrap; a few minutes)")
+    sink = build_events(cache_dir(), "base-image")  # no project needed: the log goes to repro's cache
+    sink(Event("stage", f"base image: debootstrap {suite}, then docker import"))
     made = make_base_image(
-        import_rootfs, tag=tag, suite=suite, mirror=mirror, on_line=lambda line: ui.log_line(line)
+        import_rootfs, tag=tag, suite=suite, mirror=mirror, on_line=lambda line: sink(Event("build", line))
     )
+    sink(Event("stage-end"))
+    sink.close()
     ui.info(f"{made.tag} made in {made.seconds:.0f}s")
     ui.out(made.id)
 
@@ -127,7 +131,8 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
 
     Files a docker run killed with its repro wrote in its copy of the project (checkpoints)
     are moved into the project first, where the run would have put them; a run whose copy
-    cannot be brought back (a process or container of it still runs) is kept, and said so."""
+    cannot be brought back (a process or container of it still runs) is kept, and said so.
+    The hidden working directory of a `repro export` whose process died is removed too."""
     store = app.store
     verb = "would remove" if dry_run else "removed"
     found = 0
@@ -140,6 +145,12 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
             path.unlink(missing_ok=True)
         ui.out(f"{verb} partial blob {path.name}")
         found += 1
+    for left in exporting.leftovers(store):  # what an export killed mid-way left beside its file
+        if not dry_run:
+            exporting.remove(left)
+        if left.work is not None:
+            ui.out(f"{verb} {left.work} ({ui.human_bytes(left.size)}, left by a killed `repro export`)")
+            found += 1
     if not with_images:
         if not found:
             ui.info("nothing to remove (pass --images to remove unused images too)")

@@ -8,9 +8,12 @@ from typing import Any
 import click
 
 from repro import schemas, ui
+from repro.backends.base import Event
 from repro.cli.context import AppContext, pass_app
+from repro.cli.events import build_events
 from repro.errors import LockStale, UsageError
 from repro.facts import deps
+from repro.units import plural
 
 
 @click.command("lock")
@@ -28,7 +31,8 @@ from repro.facts import deps
 def lock(
     app: AppContext, packages: tuple[str, ...], upgrade: bool, check_only: bool, variant: str, as_json: bool
 ) -> None:
-    """Compile the project's lockfile (pip-compile --generate-hashes), showing pip-compile's progress.
+    """Compile the project's lockfile (pip-compile --generate-hashes): one progress line, the full log
+    of pip-compile in .repro/logs/ (shown with -v, and on failure).
 
     \b
     repro lock                      compile when the inputs changed, else keep the lock
@@ -56,7 +60,13 @@ def lock(
         return
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
-    done = deps.relock(root, configured, variant, wanted, on_line=ui.build_line)
+    sink = build_events(app.store.dir, "lock")
+    if upgrade or deps.is_stale(root, configured, variant)[0]:
+        how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
+        sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
+    done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
+    sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
+    sink.close()
     assert done.path is not None
     seconds = time.monotonic() - start
     how = f"compiled in {seconds:.1f}s" if done.compiled else "current, kept"
@@ -64,7 +74,7 @@ def lock(
     if as_json:
         ui.json_out(_answer("compile", variant, False, how, rel, done.requirements, done.compiled, seconds))
         return
-    ui.out(f"{rel}: {len(done.requirements)} packages ({how})")
+    ui.out(f"{rel}: {plural(len(done.requirements), 'package')} ({how})")
 
 
 def _answer(

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from repro import signing
+from repro import bounds, signing, ui
 from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 
@@ -25,13 +25,16 @@ class GpuRequest(click.ParamType[str]):
     name = "all|N"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        text = str(value).strip()
-        if text == "all" or (text.isdigit() and int(text) > 0):
-            return text
-        ids = [part.strip() for part in text.split(",")]
-        if not text.isdigit() and all(i and (i.isdigit() or i.startswith(("GPU-", "MIG-"))) for i in ids):
-            return ",".join(ids)
-        self.fail(f"{value!r}: give all, a count N (1 or more) or device ids such as 0,1", param, ctx)
+        """The value as given, device ids without spaces (``0, 1`` → ``0,1``).
+
+        Raises:
+            UsageError: not what --gpus takes (the rule is `repro.bounds.gpus_problem`; exit 2).
+        """
+        text = ",".join(part.strip() for part in str(value).strip().split(","))
+        why = bounds.gpus_problem(text)
+        if why is not None:
+            raise UsageError(f"--gpus {why}", hint="--gpus all, --gpus 2 or --gpus 0,1")
+        return text
 
 
 def gpus_option(help_text: str) -> Callable[[F], F]:
@@ -63,7 +66,12 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Where to execute (auto: docker when an engine answers, else local).",
             ),
-            click.option("--seed", type=int, default=None, help="Master seed (default: drawn and recorded)."),
+            click.option(
+                "--seed",
+                type=int,
+                default=None,
+                help="Master seed, 0..4294967295 (default: drawn and recorded).",
+            ),
             click.option(
                 "--mode",
                 type=click.Choice(MODES),
@@ -75,14 +83,16 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "data",
                 multiple=True,
                 metavar="PATH",
-                help="Declared input data (repeatable); hashed and checked on replay.",
+                help="Declared input data (repeatable; relative to the current directory); hashed and "
+                "checked on replay.",
             ),
             click.option(
                 "--outputs",
                 "outputs",
                 multiple=True,
                 metavar="DIR",
-                help="Output directory (repeatable; default: outputs).",
+                help="Output directory (repeatable; relative to the current directory; default: outputs "
+                "at the project root).",
             ),
             click.option(
                 "--threads",
@@ -137,7 +147,17 @@ replay_backend = click.option(
     "--backend",
     type=click.Choice(BACKENDS),
     default=None,
-    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict).",
+    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict). "
+    "A capsule file (or a run imported from one) replays in the docker sandbox whatever it names; "
+    "local or slurm here runs its code on this machine, unsandboxed.",
+)
+replay_env = click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="NAME",
+    help="Also set this recorded environment variable again (repeatable); by default only the safe set "
+    "(TORCH_*, OMP_*, NCCL_* … with plain values) is. Never LD_*, PYTHON*, proxies and the like.",
 )
 data_root = click.option(
     "--data-root",
@@ -150,13 +170,13 @@ allow_data_drift = click.option(
 )
 atol = click.option(
     "--atol",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Absolute tolerance for gpu/off modes (defaults: gpu 1e-6, off 1e-4; strict is exact).",
 )
 rtol = click.option(
     "--rtol",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Relative tolerance for gpu/off modes (defaults: gpu 1e-5, off 1e-3).",
 )
@@ -171,9 +191,9 @@ compare_stdout = click.option(
 
 
 def replay_options(f: F) -> F:
-    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout
-    (replay, check)."""
-    for option in (compare_stdout, rtol, atol, allow_data_drift, data_root):
+    """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout,
+    --env (replay, check)."""
+    for option in (replay_env, compare_stdout, rtol, atol, allow_data_drift, data_root):
         f = option(f)
     return f
 
@@ -386,3 +406,30 @@ def trust(key_path: Path | None, require: bool) -> signing.Trust | None:
     if key_path is None:
         return None
     return signing.Trust(signing.load_key(key_path), require)
+
+
+QUIET_HELP = (
+    "Only results, warnings and errors from repro: no progress or notices (the command's own output "
+    "still shows)."
+)
+VERBOSE_HELP = "Also show every raw line of image builds and lock compiles (always kept in a log file)."
+
+
+def _verbosity(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """-q / -v, given before or after the subcommand; the two together are a usage error."""
+    if not value:
+        return
+    if param.name == "quiet":
+        ui.quiet = True
+    else:
+        ui.verbose = True
+    if ui.quiet and ui.verbose:
+        raise click.UsageError("-q/--quiet and -v/--verbose contradict each other; give one", ctx=ctx)
+
+
+def verbosity_options() -> list[click.Option]:
+    """-q/--quiet and -v/--verbose, as every command takes them (`repro -q run …` or `repro run -q …`)."""
+    return [
+        click.Option(flags, is_flag=True, expose_value=False, callback=_verbosity, help=text)
+        for flags, text in ((["-q", "--quiet"], QUIET_HELP), (["-v", "--verbose"], VERBOSE_HELP))
+    ]

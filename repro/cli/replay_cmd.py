@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from repro import ui
+from repro import bounds, ui
 from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
@@ -24,7 +24,7 @@ from repro.ui import verdict as render
 @options.replay_options
 @click.option(
     "--nproc-per-node",
-    type=click.IntRange(1),
+    type=click.IntRange(bounds.NPROC.low, bounds.NPROC.high),
     default=None,
     help="Replay with another number of processes (needs --allow-world-size-change).",
 )
@@ -39,7 +39,7 @@ from repro.ui import verdict as render
 )
 @click.option(
     "--steps",
-    type=click.IntRange(1),
+    type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
     default=None,
     help="With --from: optimizer steps to replay (default: up to the next recorded checkpoint).",
 )
@@ -68,6 +68,7 @@ def replay(
     from_checkpoint: str | None,
     steps: int | None,
     compare_stdout: bool | None,
+    env: tuple[str, ...],
     trust: Trust | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
@@ -83,8 +84,12 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
-    A capsule is untrusted input: a path that leaves its root is refused (exit 6); the
-    network stays off unless --network; the process environment comes from repro's own list.
+    A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays
+    in the docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local
+    runs its code on this machine, unsandboxed, and says so; no engine and neither: exit 3);
+    the network stays off unless --network; of its recorded variables only the safe set is
+    set again (--env NAME adds one; LD_*, PYTHON*, proxies never); only this machine's
+    MLFLOW_TRACKING_URI is contacted. README "Security" says what a replay can and cannot do.
     With --key (and --require-signed) the capsule's signature is checked before anything is
     extracted or run: exit 6 when it fails.
 
@@ -114,7 +119,9 @@ def replay(
         steps=steps,
         network=network,
         trust=trust,
+        env=env,
     )
+    ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:
         with sigterm_interrupts():
             plan = app.plan(Flags(backend=backend, compare_stdout=compare_stdout))

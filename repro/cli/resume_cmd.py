@@ -8,7 +8,7 @@ from repro import resume as core
 from repro import ui
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
-from repro.cli.events import on_event, raise_for_status, sigterm_interrupts
+from repro.cli.events import Relay, raise_for_status, sigterm_interrupts
 from repro.config import BACKENDS, Flags
 from repro.errors import Interrupted
 from repro.ui import records as render
@@ -48,6 +48,7 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     container of the run still runs) and recorded as the killed run's outputs.
     """
     store = app.store
+    on_event = Relay(stdout_to_stderr=as_json)
     try:
         with sigterm_interrupts():
             record = core.resume(store, ref, app.plan(Flags(backend=backend)), on_event)
@@ -57,7 +58,8 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     if as_json:
         ui.json_out(render.run_summary_dict(record, run_dir, kind="resume"))
     else:
-        ui.out(render.run_summary_line(record, run_dir, store.root) + f" · resume of {record.resumed_from}")
+        line = render.run_summary_line(record, run_dir, store.root)
+        ui.summary(f"{line} · resume of {record.resumed_from}")
         for warning in record.warnings:
             ui.warn(warning.message)
     raise_for_status(record)

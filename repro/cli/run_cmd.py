@@ -10,7 +10,7 @@ import click
 from repro import runner, ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
-from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
+from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
 from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
@@ -34,7 +34,8 @@ from repro.ui import records as render
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the result as JSON (schemas/run.json: id, status, run_dir, …).",
+    help="Print the result as one JSON document on stdout (schemas/run.json: id, status, run_dir, …); "
+    "the command's stdout then goes to stderr.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
@@ -59,6 +60,15 @@ def run(
 
     Options for repro go before the command (or before `--`); everything after belongs
     to the command. Exit status 4 when the command fails (the run is still recorded).
+    Secrets never enter the record: values of credential options (--api-key, --password,
+    db.password=…) and credential-shaped text are stored as ***, said in one line; such a
+    command cannot be replayed, so pass secrets through environment variables.
+
+    The command's stdout is repro's stdout and its stderr repro's stderr, passed through
+    unchanged as they come (`repro run train.py > log` keeps the script's stdout); repro's
+    own lines, the result line included, go to stderr. When repro's output is a terminal,
+    the command gets a pseudo-terminal there, so progress bars and colours behave as
+    without repro; the recorded logs keep the text without the terminal's control codes.
     """
     argv = list(command)
     if argv and argv[0] == "--":
@@ -87,6 +97,7 @@ def submit_and_report(
     from repro.backends.slurm import SlurmBackend
 
     store = app.store
+    on_event = Relay(stdout_to_stderr=as_json)
     try:
         with sigterm_interrupts():
             prepared = runner.capture(request, plan, store, on_event, progress_factory)
@@ -99,7 +110,9 @@ def submit_and_report(
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
     if not as_json:
-        ui.out(f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended")
+        ui.summary(
+            f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended"
+        )
     return r, render.detached_dict(r, store.runs_dir / r.id, job_id)
 
 
@@ -110,6 +123,7 @@ def run_and_report(
 
     Returns the record and its JSON answer (printed by the caller with --json)."""
     store = app.store
+    on_event = Relay(stdout_to_stderr=as_json)
     prepared: runner.Prepared | None = None
     try:
         with sigterm_interrupts():
@@ -119,6 +133,7 @@ def run_and_report(
                 on_event,
                 need_lock=prepared.declares_deps,
                 slurm=runner.slurm_options(plan.settings),
+                base_image=prepared.spec.base_image,
             )
             r = prepared.record
             ui.info(
@@ -131,7 +146,7 @@ def run_and_report(
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     run_dir = store.runs_dir / record.id
     if not as_json:
-        ui.out(render.run_summary_line(record, run_dir, store.root))
+        ui.summary(render.run_summary_line(record, run_dir, store.root))
         for warning in record.warnings:
             ui.warn(warning.message)
     return record, render.run_summary_dict(record, run_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from pathlib import Path
@@ -23,6 +24,7 @@ from repro.diff.patches import patch_changes
 from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
 from repro.errors import CapsuleInvalid
+from repro.facts import hydra
 from repro.outputs import OutputDiff, Outputs, compare_outputs
 from repro.tolerance import STRICT
 from repro.units import human_bytes, plural
@@ -282,11 +284,18 @@ def diff_deps(a: Record, b: Record, read: SafeReader) -> Section:
             )
         )
     seen = {(c.key, c.kind, c.old, c.new) for c in changes}
-    for c in _pin_changes(parse_pins(da.freeze), parse_pins(db.freeze), "installed"):
+    installed_a, installed_b = parse_pins(da.freeze), parse_pins(db.freeze)
+    kind_a, kind_b = _environment_kind(a), _environment_kind(b)
+    if kind_a != kind_b and installed_a and installed_b:
+        changes.append(_environment_change(kind_a, kind_b, installed_a, installed_b))
+        # what else a host interpreter and an image hold is not comparable: only their common packages
+        installed_a = {k: v for k, v in installed_a.items() if k in installed_b}
+        installed_b = {k: v for k, v in installed_b.items() if k in installed_a}
+    for c in _pin_changes(installed_a, installed_b, "installed"):
         if (c.key, c.kind, c.old, c.new) not in seen:
             changes.append(c)
     changes += scalar("lockfile path", da.lockfile, db.lockfile, "lockfile")
-    if da.site_fingerprint and db.site_fingerprint:
+    if da.site_fingerprint and db.site_fingerprint and kind_a == kind_b:
         changes += scalar("site-packages fingerprint", da.site_fingerprint, db.site_fingerprint, "installed")
     ia, ib = da.image, db.image
     if ia is not None or ib is not None:
@@ -306,7 +315,8 @@ def diff_deps(a: Record, b: Record, read: SafeReader) -> Section:
         for c in changes
         if c.scope in ("lockfile", "installed") and " " not in c.key and not c.key.startswith("(")
     ]
-    parts = [_pkg_phrase(c) for c in pkgs[:4]]
+    parts = [f"environment changed: {c.old} vs {c.new}" for c in changes if c.key == ENVIRONMENT_KEY]
+    parts += [_pkg_phrase(c) for c in pkgs[:4]]
     if len(pkgs) > 4:
         parts.append(f"+{len(pkgs) - 4} more")
     if any(c.scope == "image" and c.key in ("image.base", "image.base_id") for c in changes):
@@ -315,6 +325,28 @@ def diff_deps(a: Record, b: Record, read: SafeReader) -> Section:
         parts.append("image differs")
     summary = ", ".join(parts) or ("dependencies changed" if changes else "")
     return Section(name="", title="", changes=changes, summary=summary)
+
+
+ENVIRONMENT_KEY = "(environment)"  # a host interpreter on one side, an image on the other
+
+
+def _environment_kind(r: Record) -> str:
+    """Where a run's packages were installed: an image it ran in, or the host's interpreter (the local
+    backend; a replay on it keeps the image its original named)."""
+    local = r.backend.name == "local" or r.deps.image is None or not r.deps.image.id
+    return "host interpreter" if local else "image"
+
+
+def _environment_change(kind_a: str, kind_b: str, a: dict[str, str], b: dict[str, str]) -> Change:
+    one_side = len(set(a) ^ set(b))
+    return Change(
+        key=ENVIRONMENT_KEY,
+        kind="changed",
+        scope="installed",
+        old=kind_a,
+        new=kind_b,
+        detail=f"{one_side} packages installed on one side only, not compared" if one_side else None,
+    )
 
 
 def _pkg_phrase(c: Change) -> str:
@@ -500,11 +532,12 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
     def opener(entry: FileEntry) -> Path | None:
         return open_blob(entry.hash) if open_blob is not None and entry.stored else None
 
-    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, list(rb.outputs), opener)
+    entries_b, notes = _paired_run_dirs(a, b)
+    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, entries_b, opener)
     compared = compare_outputs(side_a, side_b, STRICT, tensors=False)
     files = [_output_change(d) for d in compared if d.status != "same"]
     changes += files
-    notes = [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
+    notes += [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
     parts = []
     if any(c.key == "status" for c in changes):
         parts.append(f"status {ra.status} → {rb.status}")
@@ -518,6 +551,26 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
         groups=group_by_dir(files) if len(files) > MAX_GROUPS else [],
         notes=notes,
     )
+
+
+def _paired_run_dirs(a: Record, b: Record) -> tuple[list[FileEntry], list[str]]:
+    """B's outputs, those under the Hydra run directory repro pinned for B read as under A's.
+
+    Each run of a Hydra app writes into its own pinned directory; the same file in both is one
+    output compared, not one removed and one added.
+    """
+    entries = list(b.results.outputs)
+    da, db = hydra.pinned_dir(a.command.injected), hydra.pinned_dir(b.command.injected)
+    if not da or not db or da == db:
+        return entries, []
+    prefix = db.rstrip("/") + "/"
+    paired = [
+        dataclasses.replace(e, path=da.rstrip("/") + "/" + e.path[len(prefix) :])
+        if e.path.startswith(prefix)
+        else e
+        for e in entries
+    ]
+    return paired, [f"outputs in the Hydra run directories repro pinned compared in place: {db}/… as {da}/…"]
 
 
 def _output_change(d: OutputDiff) -> Change:

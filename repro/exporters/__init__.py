@@ -25,7 +25,7 @@ def layout(record: Record) -> tuple[int, int]:
 
 def script_args(record: Record) -> list[str]:
     """The command without its interpreter: what follows `python` or torchrun's options."""
-    argv = list(record.command.argv)
+    argv = record.command.executed()
     if argv and argv[0].rsplit("/", 1)[-1].startswith("python"):
         return argv[1:]
     return argv

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shlex
 
-from repro.capsule import Record
+from repro.backends import sbatch
+from repro.capsule import RECORD_NAME, Record
+from repro.errors import CapsuleInvalid
 from repro.exporters import export_env, layout, script_args
 from repro.units import plural
 
@@ -15,6 +17,9 @@ def slurm_script(record: Record, image: str | None = None) -> str:
     It runs in a checkout of the project at the recorded commit (it says which, and warns
     when HEAD differs); with ``image`` every task runs inside that image through apptainer,
     otherwise with the ``python`` the nodes have.
+
+    Raises:
+        CapsuleInvalid: the record's Slurm options are not of a shape repro passes to sbatch.
     """
     nodes, nproc = layout(record)
     asked = record.backend.details.get("slurm", {}).get("options", {}) if record.backend.details else {}
@@ -32,17 +37,22 @@ def slurm_script(record: Record, image: str | None = None) -> str:
     ]  # fmt: skip
     for item in record.data.inputs:
         lines.append(f"# data: {item.path} (xxh3-128 {item.digest}) must be present at the same path")
+    wanted = {flag: asked.get(flag) for flag in ("partition", "time", "account", "sbatch_args")}
+    found = sbatch.problems(wanted)
+    if found:
+        raise CapsuleInvalid(f"the record's Slurm options: {found[0]}", member=RECORD_NAME)
     lines += [
-        f"#SBATCH --job-name=repro-{record.id}",
-        f"#SBATCH --nodes={nodes}",
-        "#SBATCH --ntasks-per-node=1",
+        sbatch.directive("job-name", f"repro-{record.id}"),
+        sbatch.directive("nodes", nodes),
+        sbatch.directive("ntasks-per-node", 1),
     ]
     if nproc > 1:
-        lines.append(f"#SBATCH --cpus-per-task={nproc}")
+        lines.append(sbatch.directive("cpus-per-task", nproc))
     for flag in ("partition", "time", "account"):
-        if asked.get(flag):
-            lines.append(f"#SBATCH --{flag}={asked[flag]}")
-    lines += [f"#SBATCH {arg}" for arg in asked.get("sbatch_args") or []]
+        if wanted[flag]:
+            lines.append(sbatch.directive(flag, wanted[flag]))
+    extra = wanted["sbatch_args"]
+    lines += sbatch.arg_directives([str(a) for a in extra] if isinstance(extra, list) else [])
     lines += ["", "set -euo pipefail", 'cd "$SLURM_SUBMIT_DIR"']
     if code.commit:
         lines += [

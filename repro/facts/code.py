@@ -2,23 +2,32 @@
 
 Every file of the working tree that git would carry (tracked and untracked-not-ignored)
 or, outside git, every file not excluded by `.reproignore`, is hashed and stored by
-hash, so a capsule restores the exact code without access to the repository.
+hash, so a capsule restores the exact code without access to the repository. repro's own
+stdout and stderr, when the shell sent them to a file in the project (`repro run … > train.out
+2>&1 &`, `nohup`), are never code: that file grows while the run is captured and resumed.
+Capsules that `repro export` wrote into the project (untracked) are repro's own files: never
+code, never dirt.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pathspec
 
-from repro.capsule import CodeInfo, FileEntry, RunWarning
+from repro.capsule import CodeInfo, FileEntry, RunWarning, is_capsule_file
 from repro.errors import ReproError, UsageError
-from repro.facts.secrets import is_credential_content, is_secret_file, strip_url_credentials
-from repro.hashing import HashCache, hash_file_cached
+from repro.facts.secrets import Masker, credential_in_file, is_secret_file
+from repro.facts.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
+from repro.facts.secrets.rules import strip_url_credentials
+from repro.facts.secrets.verdicts import Verdicts
+from repro.hashing import HashCache, hash_bytes, hash_file_cached
+from repro.processes import own_output_files
 
 # Never part of a code snapshot, git or not.
 ALWAYS_EXCLUDED = (
@@ -36,19 +45,77 @@ ALWAYS_EXCLUDED = (
     # logs, often the run's own output redirected by the shell (`python train.py > train.log`)
     "*.log",
     "nohup.out",
+    ".cache",  # tool caches kept in the project (CI runners' pip cache)
 )
 
+# Files an interpreter may import: judged as code whether or not a run was seen reading them
+# (a module imported late in training is not read yet when the run is killed).
+SOURCE_SUFFIXES = (".py", ".so", ".pyd")
+
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
-# Files that may be credentials under any name; their first bytes decide.
-_CREDENTIAL_SUFFIXES = (".json", ".ini", ".cfg", ".conf", ".yaml", ".yml")
 
 
-def _credential_content(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return is_credential_content(f.read(64 * 1024))
-    except OSError:
-        return False
+class Blobs(Protocol):
+    """Where code files go (the store)."""
+
+    def put_file(self, path: Path, digest: str | None = None) -> str: ...
+
+    def put_bytes(self, data: bytes) -> str: ...
+
+
+class MaskedPut:
+    """Stores code files with their secrets masked (`masked_code`): a file with nothing to mask is
+    stored as it is; one with something, under the digest of its masked bytes.
+
+    ``verdicts`` remembers the files found clean under today's rules (`secrets.verdicts`): such a
+    file is only searched for the run's known values, and not read at all when there are none.
+    ``found``: the config values masked so far, for the run to mask wherever else they show.
+    """
+
+    def __init__(self, blobs: Blobs, masker: Masker, root: Path, verdicts: Verdicts | None = None) -> None:
+        self.blobs, self.masker, self.root, self.verdicts = blobs, masker, root, verdicts
+        self.found: set[str] = set()
+
+    def credential(self, path: Path, digest: str) -> str | None:
+        """What credential the file holds (`secrets.credential_in_file`); None for a known-clean one."""
+        if self.verdicts is not None and self.verdicts.clean(digest):
+            return None
+        return credential_in_file(path)
+
+    def __call__(self, path: Path, digest: str) -> str:
+        known_clean = self.verdicts is not None and self.verdicts.clean(digest)
+        if known_clean and not self.masker.values:
+            return self.blobs.put_file(path, digest)
+        raw = path.read_bytes()
+        where = f"code file {_rel(path, self.root)}"
+        if known_clean:
+            masked = self.masker.data(raw, where, printed=False, shapes=False)
+        else:
+            masked, found = masked_code(path, raw, self.masker, self.root)
+            self.found |= found
+            if self.verdicts is not None and not found and masked == self.masker.data(raw, shapes=False):
+                self.verdicts.add(digest)  # only known values (if any) were masked: clean by the rules
+        return self.blobs.put_file(path, digest) if masked == raw else self.blobs.put_bytes(masked)
+
+
+def masked_code(path: Path, raw: bytes, masker: Masker, root: Path) -> tuple[bytes, set[str]]:
+    """A code file's bytes as stored: values the masker knows and credential shapes masked, and in a
+    config file (YAML, JSON, TOML, INI) the values under credential keys; plus those values."""
+    found: set[str] = set()
+    if path.name.lower().endswith(CONFIG_SUFFIXES) and len(raw) <= MAX_CONFIG_BYTES:
+        found = config_text_secrets(raw.decode("utf-8", "replace"), path.suffix.lower(), masker.redactor)
+        if found:
+            masker = masker.add(found)
+    return masker.data(raw, f"code file {_rel(path, root)}", printed=False), found
+
+
+def stored_digest(path: Path, masker: Masker, root: Path) -> str:
+    """The digest a run would store a code file under (that of its masked bytes)."""
+    return hash_bytes(masked_code(path, path.read_bytes(), masker, root)[0])
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
 
 @dataclass
@@ -93,8 +160,12 @@ def capture_code(
     cache: HashCache | None = None,
     max_file_bytes: int = 16 * 1024 * 1024,
     earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    credential: Callable[[Path, str], str | None] | None = None,
 ) -> CodeCapture:
     """Record the code at ``root`` (git metadata when it is a work tree) and store its files.
+
+    A file holding a credential (``credential``, by default `secrets.credential_in_file`: a key
+    block, a service-account file, whatever its name) is left out and named in a warning.
 
     ``exclude`` names project-relative paths that are not code (data, outputs).
     ``earlier_writers`` (``Store.earlier_writers``) names the untracked files an earlier run
@@ -105,6 +176,7 @@ def capture_code(
         UsageError: git fails to read the repository.
     """
     ignore = Ignore.for_project(root, exclude)
+    own = own_output_files()
     git_root = _git_toplevel(root)
     capture = CodeCapture(CodeInfo())
     if git_root is not None:
@@ -113,6 +185,8 @@ def capture_code(
         rels, untracked = _walk(root, ignore), set()
         capture.info.kind = "snapshot"
     candidates: dict[str, str] = {}  # untracked (or snapshot) files: path → hash
+    held: dict[str, str] = {}  # files left out for what they hold: path → what
+    holds = credential or (lambda path, _digest: credential_in_file(path))
     for rel in rels:
         if ignore(rel):
             continue
@@ -120,16 +194,23 @@ def capture_code(
             capture.info.excluded.append(rel)
             continue
         path = root / rel
-        if not path.is_file():
+        try:
+            st = path.stat()
+        except OSError:
             continue  # deleted in the work tree, or a broken link
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in own:
+            continue  # not a file, or the log repro's own output goes to
+        if (rel in untracked or git_root is None) and _own_capsule(rel, path):
+            continue  # a capsule repro exported into the project is repro's file, not code
         digest = hash_file_cached(path, cache)
         if rel in untracked or git_root is None:
             candidates[rel] = digest
-        size = path.stat().st_size
-        if rel.endswith(_CREDENTIAL_SUFFIXES) and size <= 1 << 20 and _credential_content(path):
-            capture.info.excluded.append(rel)
-            continue
+        size = st.st_size
         stored = size <= max_file_bytes
+        if stored and (what := holds(path, digest)) is not None:
+            capture.info.excluded.append(rel)
+            held[rel] = what
+            continue
         if stored:
             digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked
         else:
@@ -148,13 +229,21 @@ def capture_code(
     if any(e.path not in capture.info.earlier_outputs for e in capture.info.untracked):
         capture.info.dirty = True
     if capture.info.excluded:
+        named = [f"{rel} ({held[rel]})" if rel in held else rel for rel in capture.info.excluded]
+        more = len(named) - 10
         capture.warnings.append(
             RunWarning(
                 "secret_files_excluded",
-                "left out of the code snapshot as secret-looking: " + ", ".join(capture.info.excluded[:10]),
+                "left out of the code snapshot as secret-looking: "
+                + ", ".join(named[:10])
+                + (f" (+{more} more)" if more > 0 else ""),
             )
         )
     return capture
+
+
+def _own_capsule(rel: str, path: Path) -> bool:
+    return rel.endswith(".tar") and is_capsule_file(path)
 
 
 def _git_toplevel(root: Path) -> Path | None:
@@ -241,6 +330,24 @@ def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
                 + " (run `git submodule update --init`)",
             )
         )
+
+
+def files_read(info: CodeInfo, read: set[str]) -> list[str]:
+    """The files of the snapshot ``info`` among ``read`` (project-relative paths a run opened);
+    a ``__pycache__`` file counts as the source it was compiled from (the import that read it)."""
+    import importlib.util
+
+    files = {e.path for e in info.files}
+    found = set(info.read or ())  # a resumed run: what the runs before it read counts too
+    for rel in read:
+        if "__pycache__/" in rel and rel.endswith(".pyc"):
+            try:
+                rel = Path(importlib.util.source_from_cache(rel)).as_posix()
+            except ValueError:
+                continue
+        if rel in files:
+            found.add(rel)
+    return sorted(found)
 
 
 def store_patch(capture: CodeCapture, put_bytes: Callable[[bytes], str]) -> None:

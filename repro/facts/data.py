@@ -42,7 +42,8 @@ def capture_data(
         if not path.exists():
             raise NotFoundError(
                 f"declared data {rel!r} does not exist under {root}",
-                hint="check --data (or `data:` in repro.yaml); paths are relative to the project root",
+                hint="check --data (relative to where you stand) or `data:` in repro.yaml (relative to "
+                "the project root)",
             )
         tree = hash_tree(path, root, cache=cache, on_progress=on_progress)
         item = DataInput(_rel(path, root), tree.digest, tree.size, tree.files, count=len(tree.files))

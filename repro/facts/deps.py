@@ -17,8 +17,10 @@ project, and in a per-user cache shared between projects.
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +34,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from repro import atomic
-from repro.errors import BuildError, NotFoundError, UsageError
+from repro.errors import BuildError, NotFoundError, OSFailure, UsageError, from_os_error
 from repro.hashing import hash_bytes
 from repro.lockfile import (
     HEADER,
@@ -362,6 +364,27 @@ def _compile(
             "(the base image itself will do) and commit lockfiles/",
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        kept = _compile_in_temp(text, how, on_line, previous, upgrade)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _no_space() from e
+        raise
+    try:
+        atomic.write_bytes(dest, ("\n".join(kept) + "\n").encode())
+    except OSError as e:
+        raise from_os_error(e, dest) from e
+
+
+def _compile_in_temp(
+    text: str, how: Resolution, on_line: OnLine | None, previous: str | None, upgrade: list[str] | None
+) -> list[str]:
+    """Run pip-compile in a temporary directory; the lock's lines.
+
+    Raises:
+        BuildError: pip-compile failed. OSFailure: the temporary directory is full.
+        OSError: a file in it could not be written.
+    """
     with tempfile.TemporaryDirectory(prefix="repro-lock-") as tmp:
         src = Path(tmp) / "requirements.in"
         out = Path(tmp) / "requirements.txt"
@@ -386,7 +409,7 @@ def _compile(
         lines = _stream(cmd, tmp, on_line, env={**os.environ, "CUSTOM_COMPILE_COMMAND": remake_command(how)})
         if not out.is_file():
             raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)
-        atomic.write_bytes(dest, out.read_bytes())
+        return [ln for ln in out.read_text().splitlines() if not ln.startswith("#    pip-compile")]
 
 
 def remake_command(how: Resolution) -> str:
@@ -412,22 +435,52 @@ def _stream(cmd: list[str], cwd: str, on_line: OnLine | None, env: dict[str, str
     except OSError as e:
         raise BuildError(f"pip-compile could not run: {e}", hint="pip install pip-tools") from e
     lines: list[str] = []
+    crashed = False  # pip's own traceback follows: kept for the error, not shown line by line
     assert proc.stdout is not None
     try:
         with proc.stdout:
             for raw in proc.stdout:
                 line = raw.rstrip()
                 lines.append(line)
-                if on_line and line and "is ignored" not in line:
+                crashed = crashed or line.startswith("Traceback (most recent call last)")
+                if on_line and line and "is ignored" not in line and not crashed:
                     on_line(line)
         code = proc.wait()
     except BaseException:
         proc.kill()
         proc.wait()
         raise
+    if code != 0 and any(mark in line for line in lines for mark in _NO_SPACE):
+        raise _no_space()
     if code != 0:
         raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)
     return lines
+
+
+_NO_SPACE = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "[Errno 122]")
+
+
+def _no_space() -> OSFailure:
+    """A full disk while pip-compile ran: where (the temporary directory, or pip's cache when that is
+    the fuller of the two: pip's message does not say), and what to point elsewhere."""
+    temp = Path(tempfile.gettempdir())
+    cache = Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
+    if cache.is_dir() and _free(cache) < _free(temp):
+        return OSFailure(
+            f"No space left on device: {cache} (pip's cache, while pip-compile ran)",
+            hint="free space there, or point PIP_CACHE_DIR at a disk with room",
+        )
+    return OSFailure(
+        f"No space left on device: {temp} (the temporary directory pip-compile works in)",
+        hint="free space there, or point TMPDIR at a disk with room: TMPDIR=/var/tmp repro lock",
+    )
+
+
+def _free(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return 1 << 62
 
 
 def relock(

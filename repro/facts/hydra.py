@@ -8,6 +8,8 @@ A Hydra app writes into ``outputs/<date>/<time>/`` (a single run) or
 - a multirun (``-m a=1,2 b=x,y``) becomes one repro run per job, each with its own
   process, seed, logs, outputs and record (``hydra.run.dir=<sweep dir>/<n>``), expanded with
   Hydra's own override parser;
+- the pinned ``hydra.run.dir=…`` is repro's, not the user's: it is recorded apart from the command
+  (``command.injected``), is no hyper-parameter, and is never a cause in a diff;
 - what Hydra writes about itself (``.hydra/*.yaml``, the job's ``<name>.log``) holds absolute
   paths and clock times: it is kept as a log of the run, not compared as an output, and the
   composed ``.hydra/config.yaml`` becomes the run's parameters.
@@ -59,10 +61,15 @@ def static_prefix(path: str) -> str:
 
 
 def pin_run_dir(args: list[str], now: datetime) -> list[str]:
-    """The arguments with Hydra's default run directory made explicit (unchanged when already set)."""
+    """What repro appends to pin Hydra's default run directory (nothing when the command sets it)."""
     if RUN_DIR_KEY in _overrides(args):
-        return list(args)
-    return [*args, f"{RUN_DIR_KEY}=outputs/{now:%Y-%m-%d}/{now:%H-%M-%S}"]
+        return []
+    return [f"{RUN_DIR_KEY}=outputs/{now:%Y-%m-%d}/{now:%H-%M-%S}"]
+
+
+def pinned_dir(injected: list[str]) -> str | None:
+    """The run directory repro pinned for a run (from `CommandInfo.injected`), or None."""
+    return _overrides(injected).get(RUN_DIR_KEY)
 
 
 def output_root(args: list[str]) -> str | None:
@@ -74,10 +81,11 @@ def output_root(args: list[str]) -> str | None:
 
 @dataclass(frozen=True)
 class Job:
-    """One job of a multirun: the overrides it gets and where it writes."""
+    """One job of a multirun: the overrides it gets, and the run directory repro pins for it."""
 
     number: int
     overrides: list[str]
+    injected: list[str]
 
 
 def sweep_jobs(args: list[str], now: datetime) -> list[Job] | None:
@@ -94,7 +102,7 @@ def sweep_jobs(args: list[str], now: datetime) -> list[Job] | None:
     except ImportError as e:
         raise UsageError(
             "a Hydra multirun (-m) needs hydra-core installed where repro runs",
-            hint="pip install 'repro[integrations]'  (or pip install hydra-core)",
+            hint="pip install 'repro-capsule[integrations]'  (or pip install hydra-core)",
         ) from e
     rest = [a for a in args if a not in MULTIRUN_FLAGS]
     candidates = [a for a in rest if hydra_override(a) is not None]
@@ -112,15 +120,14 @@ def sweep_jobs(args: list[str], now: datetime) -> list[Job] | None:
             choices.append([f"{key}={v}" for v in override.sweep_string_iterator()])
         elif override.key_or_group not in (SWEEP_DIR_KEY, RUN_DIR_KEY):
             choices.append([str(override.input_line)])
-    jobs = []
-    for number, combination in enumerate(itertools.product(*choices)):
-        pinned = [*combination, f"{RUN_DIR_KEY}={sweep_root}/{number}"]
-        jobs.append(Job(number, pinned))
-    return jobs
+    return [
+        Job(number, list(combination), [f"{RUN_DIR_KEY}={sweep_root}/{number}"])
+        for number, combination in enumerate(itertools.product(*choices))
+    ]
 
 
 def job_argv(args: list[str], job: Job) -> list[str]:
-    """A multirun job's script arguments: `-m` and every override replaced by the job's own."""
+    """A multirun job's script arguments as the user's: `-m` and every override replaced by the job's own."""
     kept = [a for a in args if a not in MULTIRUN_FLAGS and hydra_override(a) is None]
     return [*kept, *job.overrides]
 

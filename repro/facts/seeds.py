@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import secrets
 
+from repro import bounds
 from repro.capsule import SeedInfo
+from repro.errors import UsageError
 
-SEED_MAX = 2**31 - 1
+SEED_MAX = 2**31 - 1  # drawn seeds stay below this (any seed in bounds.SEED may be given)
 
 
 def make_seeds(master: int | None, world_size: int = 1) -> SeedInfo:
@@ -15,7 +17,14 @@ def make_seeds(master: int | None, world_size: int = 1) -> SeedInfo:
     Every RNG of the process is seeded with the master seed (so `--seed 42` means what
     `torch.manual_seed(42)` means); each rank r of a multi-process run uses master + r.
     DataLoader workers are seeded by torch from the seeded main-process RNG.
+
+    Raises:
+        UsageError: a given seed outside 0..2**32-1 (`repro.capture(seed=…)`; flags are checked
+            with the settings).
     """
+    why = None if master is None else bounds.SEED.problem(master)
+    if why:
+        raise UsageError(f"the seed {why}", hint="give a seed in 0..4294967295")
     drawn = master is None
     seed = secrets.randbelow(SEED_MAX) if master is None else int(master)
     derived = {"python": seed, "numpy": seed, "torch": seed, "cuda": seed}

@@ -26,15 +26,21 @@ NAME = "lightning"
 
 
 class ReproLogger(Logger):
-    """Metrics go to the run's metrics.jsonl, hyper-parameters to its params (rank 0)."""
+    """Metrics go to the run's metrics.jsonl, hyper-parameters to its params (rank 0).
+
+    It keeps no files of its own, so it gives Lightning no directory: a `ModelCheckpoint`
+    without `dirpath` writes to `<default_root_dir>/checkpoints/`, as with no logger. Name
+    and version are empty, never the run id: where a run writes, and what its progress bar
+    prints (`v_num`), is the same in the run, its replay and its resume.
+    """
 
     @property
     def name(self) -> str:
-        return "repro"
+        return ""
 
     @property
     def version(self) -> str:
-        return os.environ.get("REPRO_RUN_ID", "local")
+        return ""
 
     @rank_zero_only
     def log_hyperparams(self, params: dict[str, Any] | argparse.Namespace, *args: Any, **kwargs: Any) -> None:

@@ -3,16 +3,24 @@ folded into the record; tags added to the linked MLflow runs once the record is 
 
 Trouble with a tracker never fails a run: it becomes a notice. Tools are imported only when a
 run actually used them.
+
+Trackers from the host only: for a run from elsewhere (`repro.sandbox`; its replays, checks and
+their records, whose tracker entries the replayed code itself reports), repro contacts a tracking
+URI only when it is the one this machine configured (``MLFLOW_TRACKING_URI`` of the replaying
+process), with this machine's credentials; any other URI such a record names is shown in a note,
+never contacted, and no file store it names is opened.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from repro import produced
 from repro.backends.base import BuiltImage
@@ -75,13 +83,18 @@ def image_environment(image: BuiltImage | None) -> dict[str, str]:
     return {"WANDB_DOCKER": image.id} if image is not None and image.id else {}
 
 
-def link_mlflow_runs(record: Record, project_root: Path, note: Note) -> None:
-    """Find the MLflow runs the process started (by their `repro.run_id` tag) and name them in the record."""
+def link_mlflow_runs(record: Record, project_root: Path, note: Note, foreign: bool = False) -> None:
+    """Find the MLflow runs the process started (by their `repro.run_id` tag) and name them in the record.
+
+    ``foreign``: the run was made from a run from elsewhere (only the host's tracking URI is contacted).
+    """
     for tracker in _mlflow(record):
+        uri = _reachable(tracker, project_root, foreign, note)
+        if uri is None:
+            continue
         try:
             from repro.integrations import mlflow as ml
 
-            uri = ml.host_uri(tracker["tracking_uri"], tracker.get("path"), project_root)
             tracker["runs"] = ml.find_runs(uri, record.id)
         except Exception as e:  # noqa: BLE001 - a tracker's trouble is a notice, never a failed run
             note(f"mlflow: could not find the runs of {tracker.get('tracking_uri')}: {e}")
@@ -94,10 +107,13 @@ def capsule_digest(run_dir: Path) -> str:
 
 def after_seal(
     record: Record, run_dir: Path, project_root: Path, blob_path: Callable[[str], Path],
-    log_capsule: bool, note: Note,
+    log_capsule: bool, note: Note, foreign: bool = False,
 ) -> None:  # fmt: skip
-    """Tag the linked MLflow runs with the capsule's digest; log the capsule file when asked."""
-    runs = [t for t in _mlflow(record) if t.get("runs")]
+    """Tag the linked MLflow runs with the capsule's digest; log the capsule file when asked.
+
+    ``foreign``: the run was made from a run from elsewhere (only the host's tracking URI is contacted).
+    """
+    runs = [t for t in _mlflow(record) if t.get("runs") and _reachable(t, project_root, foreign, _quiet)]
     if not runs:
         if log_capsule:
             note("mlflow: no MLflow run was started inside this run; no capsule logged")
@@ -106,10 +122,10 @@ def after_seal(
     with tempfile.TemporaryDirectory(prefix="repro-capsule-") as tmp:
         tar = pack(record, blob_path, Path(tmp) / f"{record.id}.tar") if log_capsule else None
         for tracker in runs:
+            uri = _reachable(tracker, project_root, foreign, _quiet) or ""
             try:
                 from repro.integrations import mlflow as ml
 
-                uri = ml.host_uri(tracker["tracking_uri"], tracker.get("path"), project_root)
                 ml.set_tags(uri, tracker["runs"], {"repro.capsule": digest})
                 if tar is not None:
                     ml.log_artifact(uri, tracker["runs"], tar)
@@ -119,30 +135,99 @@ def after_seal(
                 note(f"mlflow: could not tag runs {', '.join(tracker['runs'])}: {e}")
 
 
-def report_verdict(records: list[Record], status: str, project_root: Path, note: Note) -> None:
-    """Tag every MLflow run linked to these records with `repro.verdict` (after a replay or check)."""
+def report_verdict(
+    records: list[Record], status: str, project_root: Path, note: Note, foreign: bool = False
+) -> None:
+    """Tag every MLflow run linked to these records with `repro.verdict` (after a replay or check).
+
+    ``foreign``: the records are of a run from elsewhere and its replay (only the host's tracking URI
+    is contacted; any other is named in a note).
+    """
     for record in records:
         for tracker in _mlflow(record):
             if not tracker.get("runs"):
                 continue
+            if not foreign and tracker.get("path") and not (project_root / str(tracker["path"])).exists():
+                continue  # the store is no longer there
+            uri = _reachable(tracker, project_root, foreign, note)
+            if uri is None:
+                continue
             try:
                 from repro.integrations import mlflow as ml
 
-                uri = ml.host_uri(tracker["tracking_uri"], tracker.get("path"), project_root)
-                if tracker.get("path") and not (project_root / tracker["path"]).is_dir():
-                    continue  # a replay's store lived in its scratch copy of the code
-                ml.set_tags(uri, tracker["runs"], {"repro.verdict": status})
+                absent = ml.set_tags(uri, tracker["runs"], {"repro.verdict": status})
+                if absent:
+                    note(
+                        f"mlflow: run(s) {', '.join(absent)} of {record.id} are not in {shown_uri(uri)} "
+                        "(recorded in another store); not tagged"
+                    )
             except Exception as e:  # noqa: BLE001
                 note(f"mlflow: could not tag runs {', '.join(tracker['runs'])} with the verdict: {e}")
 
 
 def store_paths(record: Record) -> list[str]:
-    """Project-relative directories where trackers keep their own files (`mlruns`, `wandb`).
+    """Project-relative directories and files where trackers keep their own (`mlruns`, `wandb`,
+    `mlflow.db` with its SQLite journal).
 
     What a tracker writes there (run ids, clock times) is its bookkeeping: neither an output
     nor an undeclared input of the run.
     """
-    return sorted({str(t["path"]) for t in record.results.trackers if t.get("path")})
+    from repro.integrations import mlflow as ml
+
+    found = {str(t["path"]) for t in record.results.trackers if t.get("path")}
+    found.update(f for t in _mlflow(record) for f in ml.store_files(t))
+    return sorted(found)
+
+
+def outside_stores(record: Record) -> list[str]:
+    """Absolute paths of tracker stores outside the project that the run wrote to (a replay's MLflow
+    runs in the host's store): the tracker's bookkeeping, not files the run wrote outside the project."""
+    from repro.integrations import mlflow as ml
+
+    return ml.outside_stores(record.results.trackers)
+
+
+def _reachable(tracker: dict[str, Any], project_root: Path, foreign: bool, note: Note) -> str | None:
+    """The URI to contact for a tracker entry, or None (said through ``note``): for a run from
+    elsewhere, only this machine's ``MLFLOW_TRACKING_URI``, when the entry names that very URI."""
+    from repro.integrations import mlflow as ml
+
+    recorded = str(tracker.get("tracking_uri"))
+    if foreign:
+        host = ml.host_tracking_uri(configured_only=True)  # absolute, as a replay's runs record it
+        if host and _normal(ml.absolute_uri(recorded, os.getcwd())) == _normal(host):
+            return host
+        note(
+            f"mlflow: the record names tracking URI {shown_uri(recorded)}; not contacted (a run from "
+            "elsewhere is tagged only through this machine's MLFLOW_TRACKING_URI)"
+        )
+        return None
+    path = tracker.get("path")
+    if path:  # a store inside the project (`mlruns`, `mlflow.db`) maps onto the host's copy
+        return ml.host_uri(recorded, str(path), project_root)
+    return recorded
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def _normal(uri: str) -> str:
+    return uri.strip().rstrip("/")
+
+
+def shown_uri(uri: str, limit: int = 120) -> str:
+    """A URI as a note shows it: no user or password, control characters escaped, bounded."""
+    try:
+        parts = urlsplit(uri)
+        netloc = parts.netloc.rpartition("@")[2]
+        # Rebuilt only when it holds more than a place: `sqlite:///mlflow.db` stays as written.
+        extra = "@" in parts.netloc or parts.query or parts.fragment
+        text = urlunsplit((parts.scheme, netloc, parts.path, "", "")) if extra else uri
+    except ValueError:
+        text = "(unparseable)"
+    text = re.sub(r"[\x00-\x1f\x7f]", "?", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _mlflow(record: Record) -> list[dict[str, Any]]:

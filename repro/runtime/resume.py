@@ -41,6 +41,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from repro.runtime import passthrough
+
 RNG_DIR = "rng"
 RING_DIR = "ring"  # under rng/: each rank's states of its last RING optimizer steps (several ranks)
 COPIES_DIR = "ckpt"
@@ -458,15 +460,16 @@ def _wrap_checkpoint_io(
     def path(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
         return args[index] if len(args) > index else kwargs.get(name)
 
+    # Through passthrough.call: a warning the function raises for its caller names the script's line.
     def wrapped_save(*args: Any, **kwargs: Any) -> Any:
-        result = save(*args, **kwargs)
+        result = passthrough.call(save, *args, **kwargs)
         _after_save(path(args, kwargs, 1, path_name))
         return result
 
     def wrapped_load(*args: Any, **kwargs: Any) -> Any:
         f = path(args, kwargs, 0, load_path_name or path_name)
         digest = _before_load(f)
-        result = load(*args, **kwargs)
+        result = passthrough.call(load, *args, **kwargs)
         _after_load(f, digest)
         return result
 

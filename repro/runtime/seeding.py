@@ -21,24 +21,42 @@ from repro.runtime import report
 
 _local = threading.local()
 _OWN = os.path.dirname(os.path.abspath(__file__))
+_IMPORT_MACHINERY = ("<frozen importlib._bootstrap", "<frozen importlib.util")  # and _bootstrap_external
 _TORCH_WORKER = os.path.join("torch", "utils", "data", "_utils", "worker.py")  # seeds each worker
 
 
 def user_frame(frame: FrameType | None) -> str | None:
-    """``file:line`` of the innermost frame in the user's code (under the project, not installed)."""
+    """``file:line`` of the innermost frame in the user's code (under the project, not installed).
+
+    A call made while a library module is being imported (a ``default_rng(0)`` at its top level)
+    is that library's: the walk stops at the import machinery and names the library's line
+    (``somelib/__init__.py:12``), never the script's ``import`` line, which chose nothing.
+    """
     root = os.environ.get("REPRO_PROJECT_ROOT", "")
     root = os.path.abspath(root) + os.sep if root else ""
     fallback = None
     while frame is not None:
-        name = os.path.abspath(frame.f_code.co_filename)
-        if not name.startswith(_OWN) and not frame.f_code.co_filename.startswith("<"):
-            if fallback is None:
-                fallback = f"{os.path.basename(name)}:{frame.f_lineno}"
+        filename = frame.f_code.co_filename
+        name = os.path.abspath(filename)
+        if filename.startswith(_IMPORT_MACHINERY):
+            if fallback is not None:
+                return fallback  # library code run by an import: the library set it
+        elif not name.startswith(_OWN) and not filename.startswith("<"):
             installed = "site-packages" in name or "dist-packages" in name
             if root and name.startswith(root) and not installed:
                 return f"{name[len(root) :]}:{frame.f_lineno}"
+            if fallback is None:
+                fallback = f"{_library_path(name)}:{frame.f_lineno}"
         frame = frame.f_back
     return fallback
+
+
+def _library_path(name: str) -> str:
+    """A library file as shown: below its site-packages, else its package folder and name."""
+    for marker in ("site-packages", "dist-packages"):
+        if marker + os.sep in name:
+            return name.rsplit(marker + os.sep, 1)[1].replace(os.sep, "/")
+    return "/".join(name.split(os.sep)[-2:])
 
 
 def _seed_value(value: Any) -> Any:

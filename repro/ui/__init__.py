@@ -1,18 +1,29 @@
 """The one place that writes to the terminal.
 
-stdout carries results (tables, JSON, verdicts); stderr carries progress, logs,
-notices and errors. Colour only when the stream is a terminal and NO_COLOR is unset.
+stdout carries results (tables, JSON, verdicts) and, for `repro run`, the command's own
+stdout; stderr carries progress, notices, errors and the command's stderr. Colour when
+the stream is a terminal, or FORCE_COLOR is set; never when NO_COLOR is set.
+
+What a record says is text from whoever made the capsule: every renderer passes its lines
+through `printable`, and `out`, `info`, `warn` and `error` do once more, so a capsule's terminal
+escapes, carriage returns or bidi overrides are shown as escapes, never obeyed by the terminal.
+The output of a command replayed from a record passes through `contain_output`: its colours and
+carriage returns stay, nothing else that moves the cursor or erases.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import re
+import shutil
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from repro.ui.stages import Stages
 from repro.units import human_bytes as human_bytes  # re-exported for the renderers
 
 ProgressCallback = Callable[[int, int], None]
@@ -20,22 +31,130 @@ ProgressCallback = Callable[[int, int], None]
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1", "cyan": "36"}
 
 quiet = False  # set by the CLI for --quiet
+verbose = False  # set by the CLI for --verbose
+
+_stages = Stages()
+_open_line = {"stdout": False, "stderr": False}  # the command's output ended mid-line there
+_gone: set[str] = set()  # streams whose reader went away
 
 
-def _tty(stream: TextIO) -> bool:
-    return stream.isatty() and not os.environ.get("NO_COLOR")
+# The colour sequences `style` (and the diff renderer's painter) write; every other escape is shown.
+_OWN_STYLE = re.compile(r"\x1b\[(?:0|1|2|31|32|33|34|36)m")
+# Any colour or attribute (SGR) sequence: what a training command's coloured log lines carry.
+_ANY_STYLE = re.compile(r"\x1b\[[0-9;]{0,32}m")
+_RESET = "\x1b[0m"
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if ch in "\n\r\t":
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: object, keep: str = "\t", styles: re.Pattern[str] = _OWN_STYLE) -> str:
+    """``text`` fit for a terminal: every control character (ESC, CR, newline, DEL, C1), bidi
+    override or isolate, zero-width or other invisible character shown as its escape (``\\x1b``,
+    ``\\r``, ``\\n``, ``\\u202e``); the colour sequences ``styles`` matches (repro's own) and the
+    characters in ``keep`` stay.
+
+    The one rule every renderer applies to a line holding a record's strings, so what a capsule
+    says cannot move the cursor, erase or reorder what the person reading it sees.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    shown, at = [], 0
+    for match in [*styles.finditer(text), None]:
+        upto = match.start() if match else len(text)
+        shown.append("".join(c if c.isprintable() or c in keep else _escape(c) for c in text[at:upto]))
+        if match:
+            shown.append(match.group())
+            at = match.end()
+    return "".join(shown)
+
+
+def printable_lines(text: str) -> str:
+    """`printable` for each line of a multi-line result (its own newlines kept)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+class _Contained:
+    """A stream of a replayed command's output made safe to pass on: text, newlines, carriage
+    returns, tabs, backspaces and colour sequences go through as they come; every other control
+    or invisible character (cursor movement, erasing, bidi overrides) is shown as its escape, so
+    the replayed code cannot reach the lines repro printed before it. A sequence split across
+    chunks is held until it is whole."""
+
+    _PARTIAL = re.compile(r"\x1b(\[[0-9;]{0,32})?$")
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._held = ""
+
+    def feed(self, data: bytes) -> bytes:
+        text = self._held + self._decoder.decode(data)
+        partial = self._PARTIAL.search(text)
+        self._held = partial.group() if partial else ""
+        text = text[: partial.start()] if partial else text
+        return printable(text, keep="\n\r\t\b", styles=_ANY_STYLE).encode()
+
+
+_contained: dict[str, _Contained] | None = None
+
+
+def contain_output() -> None:
+    """From now on, pass the command's output through `_Contained` (a replay of a record)."""
+    global _contained
+    _contained = {"stdout": _Contained(), "stderr": _Contained()}
+
+
+def reset() -> None:
+    """Forget -q/-v and what was drawn: a command starts afresh."""
+    global quiet, verbose, _stages, _contained
+    quiet = verbose = False
+    _stages = Stages()
+    _open_line.update(stdout=False, stderr=False)
+    _gone.clear()
+    _contained = None
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (a closed or detached stream is not)."""
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def colour_on(stream: TextIO) -> bool:
+    """Whether to colour what goes to ``stream``: never with NO_COLOR, always with FORCE_COLOR
+    (any non-empty value, https://no-color.org and https://force-color.org), else on a terminal."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return is_terminal(stream)
+
+
+def terminal_size() -> tuple[int, int]:
+    """(columns, lines) of the terminal repro runs in; COLUMNS and LINES win, as in `shutil`."""
+    size = shutil.get_terminal_size()
+    return size.columns, size.lines
 
 
 def style(text: str, colour: str, stream: TextIO | None = None) -> str:
-    """Wrap text in an ANSI colour when the target stream is a terminal."""
-    if not _tty(stream or sys.stdout):
+    """Wrap text in an ANSI colour when the target stream wants colour."""
+    if not colour_on(stream or sys.stdout):
         return text
     return f"\033[{_COLOURS[colour]}m{text}\033[0m"
 
 
 def out(text: str = "") -> None:
-    """A result line on stdout."""
-    sys.stdout.write(text + "\n")
+    """A result (one line or several) on stdout."""
+    sys.stdout.write(printable_lines(text) + "\n")
     sys.stdout.flush()
 
 
@@ -45,40 +164,136 @@ def json_out(data: Any) -> None:
     sys.stdout.flush()
 
 
+def _own_line() -> None:
+    """Before one of repro's own lines on stderr: take a stage's live line off the screen, and
+    end a line the command left open on the same screen."""
+    _stages.clear()
+    same_screen = is_terminal(sys.stdout) and is_terminal(sys.stderr)
+    if _open_line["stderr"] or (_open_line["stdout"] and same_screen):
+        sys.stderr.write("\n")
+        _open_line["stderr"] = False
+        if same_screen:
+            _open_line["stdout"] = False
+
+
+def summary(text: str) -> None:
+    """The result line of a command whose stdout is the training command's own (`repro run`): on stderr,
+    shown even with --quiet."""
+    _own_line()
+    sys.stderr.write(printable(text) + "\n")
+    sys.stderr.flush()
+
+
 def info(text: str) -> None:
     """A one-line notice on stderr."""
     if not quiet:
-        sys.stderr.write(style("repro: ", "dim", sys.stderr) + text + "\n")
+        _own_line()
+        sys.stderr.write(style("repro: ", "dim", sys.stderr) + printable(text) + "\n")
         sys.stderr.flush()
 
 
 def warn(text: str) -> None:
-    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + text + "\n")
+    _own_line()
+    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + printable(text) + "\n")
     sys.stderr.flush()
 
 
 def error(text: str, hint: str | None = None) -> None:
-    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + text + "\n")
+    _own_line()
+    # A build's or pip's last lines may follow the message, each on its own line.
+    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + printable_lines(text) + "\n")
     if hint:
-        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + hint + "\n")
+        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + printable(hint) + "\n")
     sys.stderr.flush()
 
 
-def log_line(text: str, stream: str = "stdout") -> None:
-    """A line of the training command's own output, passed through live on stderr."""
-    if quiet:
+def command_output(data: bytes, to: str = "stdout") -> None:
+    """Bytes of the training command's own output, passed through unchanged as they come, to
+    repro's stdout or stderr (``to``); --quiet silences repro, never the command."""
+    if not data or to in _gone:
         return
-    prefix = style("│ ", "red" if stream == "stderr" else "dim", sys.stderr)
-    sys.stderr.write(prefix + text.rstrip("\n") + "\n")
+    _stages.clear()
+    if _contained is not None:
+        data = _contained[to].feed(data)
+        if not data:
+            return
+    stream = sys.stdout if to == "stdout" else sys.stderr
+    buffer = getattr(stream, "buffer", None)
+    try:
+        stream.flush()
+        if buffer is not None:
+            buffer.write(data)
+            buffer.flush()
+        else:
+            stream.write(data.decode("utf-8", "replace"))
+            stream.flush()
+    except BrokenPipeError:  # `repro run train.py | head`: the reader left; the run goes on, logged
+        _gone.add(to)
+        _discard(stream)
+        return
+    _open_line[to] = not data.endswith(b"\n")
+
+
+def _discard(stream: TextIO) -> None:
+    """Point a stream whose reader left at /dev/null, so no later flush (at exit) fails again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def failed_tail(lines: list[str]) -> None:
+    """The last stderr lines of the process that failed (already labelled with its rank), on stderr."""
+    _own_line()
+    for line in lines:
+        sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def _stage_prefix() -> str | None:
+    return None if quiet else style("repro: ", "dim", sys.stderr)
+
+
+def stage(label: str) -> None:
+    """A build stage begins: one line on stderr, with its time once it ends."""
+    _stages.begin(label, _stage_prefix())
+
+
+def stage_end(label: str = "") -> None:
+    """The open build stage ended (``label`` names it with what is known now)."""
+    _stages.end(_stage_prefix(), label)
 
 
 def build_line(text: str) -> None:
-    """A line of image-build output, dimmed, on stderr."""
-    if quiet or not text.strip():
+    """A raw line of a build or a lock compile: shown with --verbose, else held for a failure."""
+    if verbose and not quiet:
+        if text.strip():
+            _stages.clear()
+            sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+            sys.stderr.flush()
         return
-    sys.stderr.write(style("  build: ", "dim", sys.stderr) + text.rstrip() + "\n")
+    _stages.line(text, _stage_prefix())
+
+
+def build_log(path: str) -> None:
+    """Where the full log of the build under way is kept."""
+    _stages.log = path
+
+
+def build_failed(message: str) -> None:
+    """A build stage was open when ``message`` ended the command: show its held lines that the message
+    does not repeat, and where the full log is."""
+    if _stages.label is None and not _stages.held:
+        return
+    lines = [] if verbose else list(_stages.fail(message))
+    for line in lines:
+        sys.stderr.write(style("  build: ", "dim", sys.stderr) + printable(line.rstrip()) + "\n")
+    if _stages.log:
+        sys.stderr.write(style("repro: ", "dim", sys.stderr) + f"the full log: {_stages.log}\n")
     sys.stderr.flush()
+    _stages.label, _stages.held = None, []
 
 
 def byte_progress(label: str) -> ProgressCallback:
@@ -103,7 +318,7 @@ class Progress:
         self._delay = delay
         self._last = 0.0
         self._drawn = False
-        self._enabled = _tty(sys.stderr) and not quiet
+        self._enabled = is_terminal(sys.stderr) and not quiet
 
     def update(self, n: int = 1, total: int | None = None) -> None:
         self.done += n
@@ -147,7 +362,8 @@ def _human(n: int, unit: str) -> str:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
-    """A plain aligned text table."""
+    """A plain aligned text table; its cells pass through `printable`."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

@@ -2,7 +2,8 @@
 
 Every form is built from the result's typed data (verdicts, records, the diff); each
 verdict is drawn by ``repro.ui.verdict`` and the capsule diff by ``repro.ui.diff``.
-Nothing here decides whether the check passed: ``CheckResult`` and ``output_fails`` do.
+Nothing here decides whether the check passed: ``CheckResult`` and ``output_fails`` do. Lines
+holding a record's strings (paths, log lines) pass through ``repro.ui.printable``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from repro import schemas
 from repro.check import CheckResult, output_fails
 from repro.compare import Verdict, worst_status
 from repro.ui import diff as diff_render
-from repro.ui import style
+from repro.ui import printable, style
 from repro.ui import verdict as render
 from repro.units import plural
 
@@ -45,7 +46,7 @@ def _interrupt_text(result: CheckResult, colour: bool) -> str:
     resumed = plural(len(result.verdicts), "killed and resumed run")
     head = f"{style(label, hue) if colour else label}  {resumed} "
     parts = [head + "compared with the uninterrupted run"]
-    parts += [f"  not restored: {c.describe()}" for c in result.causes]
+    parts += [printable(f"  not restored: {c.describe()}") for c in result.causes]
     for v in result.verdicts:
         parts += ["", render.render_text(v, colour=colour)]
     return "\n".join(parts)
@@ -57,7 +58,7 @@ def render_text(result: CheckResult, *, colour: bool = True) -> str:
     if result.verdicts:
         if result.kind == "against":
             parts += [
-                f"check against {result.capsule}",
+                printable(f"check against {result.capsule}"),
                 render.render_text(result.verdicts[0], colour=colour),
             ]
         elif result.kind == "interrupt":
@@ -69,7 +70,7 @@ def render_text(result: CheckResult, *, colour: bool = True) -> str:
         parts.append(diff_render.render_text(result.diff, colour=colour and diff_render.colour_wanted()))
     differing = result.differing_outputs()
     if differing:
-        parts += ["", "outputs that differ: " + ", ".join(differing)]
+        parts += ["", printable("outputs that differ: " + ", ".join(differing))]
     return "\n".join(parts)
 
 
@@ -79,23 +80,23 @@ def render_failure(result: CheckResult, logs: Sequence[str] = ()) -> str:
     if result.failed is not None:
         r = result.failed.results
         parts.append(f"the command failed: run {result.failed.id} {r.status} with exit status {r.exit_code}")
-        parts += [f"  {line}" for line in r.stderr_tail[-LOG_TAIL:]]
+        parts += [printable(f"  {line}") for line in r.stderr_tail[-LOG_TAIL:]]
     elif result.kind == "against":
-        parts.append(f"not reproduced against {result.capsule}")
+        parts.append(printable(f"not reproduced against {result.capsule}"))
     elif result.kind == "interrupt":
         parts.append("a resumed run did not reproduce the uninterrupted one")
-        parts += [f"not restored: {c.describe()}" for c in result.causes]
+        parts += [printable(f"not restored: {c.describe()}") for c in result.causes]
     else:
         parts.append(f"not reproduced: {len(result.records)} runs with seed {result.seed} differ")
     differing = result.differing_outputs()
     if differing:
-        parts.append("outputs that differ: " + ", ".join(differing))
+        parts.append(printable("outputs that differ: " + ", ".join(differing)))
     if result.verdicts:
         parts += ["", _verdicts_text(result.verdicts, colour=False)]
     if result.diff is not None:
         parts += ["", "What changed since the capsule:", diff_render.render_text(result.diff)]
     if result.failed is None and not result.verdicts:
-        parts += ["", "last output:", *logs[-LOG_TAIL:]]
+        parts += ["", "last output:", *(printable(line) for line in logs[-LOG_TAIL:])]
     return "\n".join(parts)
 
 
@@ -144,13 +145,13 @@ def render_markdown(result: CheckResult) -> str:
     """The check as Markdown, for a pull-request comment or $GITHUB_STEP_SUMMARY."""
     if not result.verdicts and result.failed is not None:
         r = result.failed.results
-        tail = "\n".join(r.stderr_tail[-LOG_TAIL:])
+        tail = "\n".join(printable(line) for line in r.stderr_tail[-LOG_TAIL:])
         return (
             f"## ❌ Failed: run `{result.failed.id}` exited with status {r.exit_code}\n\n```\n{tail}\n```\n"
         )
     text = _verdicts_markdown(result.verdicts)
     if result.kind == "against":
-        text = f"Check against `{result.capsule}`\n\n" + text
+        text = f"Check against `{printable(result.capsule)}`\n\n" + text
     if result.causes:
         text = (
             "".join(f"- not restored: {render.md_cell(c.describe())}\n" for c in result.causes) + "\n" + text

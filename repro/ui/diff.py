@@ -2,20 +2,21 @@
 
 The text starts with the answer: identical results and what changed without effect on
 them, or the ranked likely causes of the difference; sections follow. Lines stay within
-100 columns (patches excepted), coloured only when asked (the CLI asks when stdout is a
-terminal and NO_COLOR is unset).
+100 columns (patches excepted), coloured only when asked (the CLI asks when stdout wants
+colour: `repro.ui.colour_on`). Every line passes through ``repro.ui.printable``: keys, values
+and patches come from records, and a record's control characters are shown, never obeyed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes, series
 from repro.errors import UsageError
+from repro.ui import colour_on, printable
 from repro.units import shorten
 
 WIDTH = 100
@@ -35,8 +36,8 @@ _SIZED = ("file", "untracked", "left", "config")  # file changes shown by size
 
 
 def colour_wanted() -> bool:
-    """Whether stdout is a terminal that wants colour (NO_COLOR unset)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    """Whether stdout wants colour (a terminal, or FORCE_COLOR; never with NO_COLOR)."""
+    return colour_on(sys.stdout)
 
 
 class _Painter:
@@ -77,7 +78,7 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
     if not result.differs:
         lines = [f"No recorded differences between {a} and {b}."]
         if not show_all:
-            return "\n".join(lines)
+            return "\n".join(printable(line) for line in lines)
     elif not result.results_differ:
         n = sum(1 for s in result.sections if s.differs)
         head = f"{a} → {b}: results identical; {n} of {len(result.sections)} sections differ"
@@ -94,7 +95,7 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
         if section.differs or show_all:
             lines.append("")
             lines.extend(_section_text(section, p))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _results_line(result: DiffResult) -> str:
@@ -226,7 +227,7 @@ def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
         if section.differs or show_all:
             lines += ["", f"#### {section.title}", ""]
             lines += _md_section(section) if section.differs else ["same"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _md_row(cells: list[str]) -> str:
@@ -297,7 +298,7 @@ def plot_metrics(
     except ImportError as e:
         raise UsageError(
             "--plot needs matplotlib, which is not installed",
-            hint="pip install 'repro[plot]'",
+            hint="pip install 'repro-capsule[plot]'",
         ) from e
     sa, sb = series(a_rows), series(b_rows)
     names = sorted(set(sa) | set(sb))

@@ -155,7 +155,8 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def show_text(record: Record, packages: list[LockedPackage] | None = None) -> str:
-    """A human summary of a record, one fact per line; ``packages``: its lock, listed in full."""
+    """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
+    control characters are shown, never obeyed); ``packages``: its lock, listed in full."""
     r = record
     lines: list[tuple[str, str]] = []
     res = r.results
@@ -169,6 +170,8 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
     lines.append(
         ("command", " ".join(r.command.argv) + (f"   (cwd {r.command.cwd})" if r.command.cwd != "." else ""))
     )
+    if r.command.injected:
+        lines.append(("added by repro", " ".join(r.command.injected)))
     if r.command.params:
         lines.append(("params", ", ".join(f"{k}={v}" for k, v in r.command.params.items())))
     c = r.code
@@ -280,7 +283,7 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
     if r.redactions:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
     width = max(len(k) for k, _ in lines)
-    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {v}" for k, v in lines)
+    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
 
 
 _KIND_LABEL = {"wheel": "wheels", "source": "source builds", "unknown": "locked"}

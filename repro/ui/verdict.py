@@ -2,8 +2,9 @@
 
 The text opens with the verdict and the one-line summary, so the answer is in the
 first two lines; the reasons and the sections that differ follow. Lines stay within
-100 columns. Colour goes through ``repro.ui.style``: only on a terminal, never with
-NO_COLOR.
+100 columns. Colour goes through ``repro.ui.style``: on a terminal or with FORCE_COLOR,
+never with NO_COLOR. Every line passes through ``repro.ui.printable``: paths, notes and log lines come from
+records, and a record's control characters are shown, never obeyed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from repro import schemas
 from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.steptrace import describe as describe_trace
-from repro.ui import style
+from repro.ui import printable, style
 from repro.units import shorten
 
 WIDTH = 100
@@ -167,7 +168,7 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
     if verdict.notes:
         lines += ["", paint("Notes", "bold")]
         lines += [_fit(f"  • {n}") for n in verdict.notes]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
@@ -178,7 +179,8 @@ def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
         return ["", f"{paint('Outputs', 'bold')}  none recorded"]
     tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = ["", f"{paint('Outputs', 'bold')}  {len(v.outputs)} compared: {tally}"]
-    shown = v.outputs if show_all else v.changed_outputs
+    # outputs the same by content though their bytes differ (a PDF's date) are shown with the format
+    shown = v.outputs if show_all else [o for o in v.outputs if o.status != "same" or o.stamped]
     width = min(40, max((len(o.path) for o in shown), default=0))
     for o in shown[:MAX_OUTPUTS]:
         colour = "green" if o.within_tolerance else "red"
@@ -247,8 +249,9 @@ def replay_dict(verdict: Verdict, replay_id: str) -> dict[str, Any]:
 
 
 def md_cell(text: Any) -> str:
-    """A Markdown table cell: pipes escaped, newlines flattened."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell: pipes escaped, newlines flattened, control characters shown."""
+    flat = str(text).replace("\n", " ")
+    return printable(flat.replace("\\", "\\\\").replace("|", "\\|"))
 
 
 def md_code(text: Any) -> str:
@@ -288,7 +291,7 @@ def render_markdown(verdict: Verdict, *, level: int = 3) -> str:
     if verdict.notes:
         lines += ["", f"{h}# Notes", ""]
         lines += [f"- {n}" for n in verdict.notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _mark(ok: bool) -> str:

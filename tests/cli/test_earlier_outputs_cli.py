@@ -70,7 +70,7 @@ def test_an_earlier_runs_model_is_named_as_its_output_not_as_code(project: Proje
     # The dead run's checkpoint changed since its snapshot: a run wrote it, not a code change.
     r = project.repro("resume", second)
     assert r.code == 0, r.err
-    assert "=> resuming from checkpoints/last.txt (epoch 3)" in r.err
+    assert "=> resuming from checkpoints/last.txt (epoch 3)" in r.out  # the script's stdout is repro's
 
 
 def test_an_edited_file_at_an_outputs_path_is_code(project: Project) -> None:

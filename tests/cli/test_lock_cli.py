@@ -26,14 +26,26 @@ def test_lock_compiles_with_progress_then_keeps_a_current_lock(
     assert stale.code == ExitCode.DIFFERS and "stale" in stale.err and "repro lock" in stale.err
     done = cli("lock", cwd=root)
     assert done.code == 0, done.err
-    assert done.out.startswith("lockfiles/requirements.lock.txt: 1 packages (compiled in")
-    assert "build:" in done.err  # pip-compile's own lines, as they come
+    assert done.out.startswith("lockfiles/requirements.lock.txt: 1 package (compiled in")
+    # One line for the compile, not pip-compile's hundreds (the lockfile among them): those are in the log.
+    (stage,) = done.err.splitlines()
+    assert stage.startswith("repro: lock: 1 package resolved and hashed · ") and stage.endswith("s")
+    (log,) = (root / ".repro" / "logs").glob("*-lock.log")
+    logged = log.read_text()
+    assert "Generating hashes" in logged and "stage: lock: pip-compile of the cpu lock" in logged
     text = (root / "lockfiles" / "requirements.lock.txt").read_text()
     assert "typing-extensions==" in text and "--hash=sha256:" in text
     assert "# by the following command:\n#\n#    repro lock\n#\n" in text  # what remakes it, not a temp path
     assert cli("lock", "--check", cwd=root).code == 0
     again = cli("lock", cwd=root)
     assert again.code == 0 and "current, kept" in again.out
+    # --upgrade compiles again: still one line; -v (after the subcommand too) shows every raw line.
+    upgraded = cli("lock", "--upgrade", cwd=root)
+    assert upgraded.code == 0 and len(upgraded.err.splitlines()) == 1 and "--hash" not in upgraded.err
+    verbose = cli("lock", "--upgrade", "-v", cwd=root)
+    assert verbose.code == 0 and "  build: Generating hashes" in verbose.err
+    assert "--hash=sha256:" in verbose.err
+    assert len(list((root / ".repro" / "logs").glob("*-lock.log"))) >= 2
 
 
 def test_lock_refuses_what_it_cannot_do(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

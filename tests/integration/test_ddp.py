@@ -47,8 +47,8 @@ def test_unseeded_ddp_training_replays_identical_with_per_rank_seeds_and_logs(pr
     r = project.repro("run", "--backend", "local", "--nproc-per-node", "2", "--data", "data",
                       "--", "python", "train_ddp.py")  # fmt: skip
     assert r.code == 0, r.err
-    # live on the terminal, both ranks in one stream
-    assert "[default0]:rank 0 epoch 1 loss" in r.err and "[default1]:rank 1 epoch 1 loss" in r.err
+    # live on repro's stdout, both ranks in one stream
+    assert "[default0]:rank 0 epoch 1 loss" in r.out and "[default1]:rank 1 epoch 1 loss" in r.out
 
     record, store = _record(project)
     assert record.command.nproc_per_node == 2

@@ -230,7 +230,7 @@ def test_network_and_environment_from_a_capsule_are_not_obeyed(
     bad = _forge(exported, tmp_path / "asks.tar", edit)
     elsewhere = tmp_path / "elsewhere"  # a store that does not hold the genuine run
     elsewhere.mkdir()
-    r = project.repro("replay", str(bad), "--json", cwd=elsewhere)
+    r = project.repro("replay", str(bad), "--json", "--backend", "local", cwd=elsewhere)
     assert r.code == 0, r.out + r.err
     assert "asked for a network" in r.err and "--network" in r.err
     assert "EVIL, LD_PRELOAD, PYTHONSTARTUP" in r.err
@@ -260,7 +260,6 @@ def test_a_replaced_blob_is_refused_by_verify_and_replay(
     for args in (["verify", str(bad)], ["replay", str(bad)]):
         r = project.repro(*args)
         assert r.code == 6 and "content-address name" in r.err, r.err
-
 
 
 CTRL_C_WHILE_IMPORTING = """

@@ -28,7 +28,8 @@ def test_a_range_requirement_locks_what_the_local_run_used(project: Project, tmp
     _project(project).write("requirements.txt", "typing-extensions>=4.0\n")
     project.commit("train")
     installed = metadata.version("typing-extensions")
-    r = project.repro("run", "--backend", "local", "--data", "data", *ARGV,
+    # --json: the command's stdout joins repro's notices on stderr, in the order they came.
+    r = project.repro("run", "--backend", "local", "--json", "--data", "data", *ARGV,
                       env={"REPRO_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
     assert r.code == 0, r.err
     assert "in the background" in r.err  # the run did not wait for pip-compile to start

@@ -39,9 +39,9 @@ def test_unseeded_training_replays_identical_in_place_and_from_a_tar_elsewhere(
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "data").mkdir(parents=True)
     shutil.copyfile(project.root / "data" / "points.csv", elsewhere / "data" / "points.csv")
-    r = project.repro("replay", str(tar), cwd=elsewhere)
+    r = project.repro("replay", str(tar), "--backend", "local", cwd=elsewhere)  # a capsule file: opted in
     assert r.code == 0, r.out + r.err
-    assert r.out.startswith("IDENTICAL")
+    assert r.out.startswith("IDENTICAL") and "runs unsandboxed on this machine" in r.err
     assert not (elsewhere / "train.py").exists()  # the code was restored to scratch, not here
 
 

@@ -41,18 +41,24 @@ def _states(root: Path) -> list[Path]:
     return [p for p in found if not p.name.startswith("stat-")]
 
 
-def kill_after_checkpoint(project: Project, args: list[str], states: int = 1, within: float = 0.3) -> str:
+def kill_after_checkpoint(
+    project: Project, args: list[str], states: int = 1, within: float = 0.3, log: Path | None = None
+) -> str:
     """Start `repro run ARGS`, wait for a checkpoint's states, wait a random moment, SIGKILL everything.
 
     The moment is drawn from [0, WITHIN) seconds; a test gives its training more than that
     (and the poll's latency on a loaded machine) to go after its first checkpoint, and the
     helper fails loudly if the training had ended before the kill, rather than testing a
-    resume of a finished run.
+    resume of a finished run. With ``log``, repro's stdout and stderr go to that file, as
+    `repro run … > train.out 2>&1 &` sends them.
     """
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if log is not None else subprocess.DEVNULL
     proc = subprocess.Popen(
         [sys.executable, "-m", "repro", "run", *args], cwd=project.root, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
+        stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
+    if log is not None:
+        os.close(out)  # the child holds its own descriptor
     deadline = time.monotonic() + 300
     while len(_states(project.root)) < states:
         assert proc.poll() is None, "the run ended before its first checkpoint"
@@ -115,6 +121,40 @@ def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Proj
     assert any(f"{killed} → " in note and "one uninterrupted run" in note for note in verdict["notes"])
 
 
+def test_a_run_whose_output_the_shell_sends_to_a_file_in_the_project_resumes(project: Project) -> None:
+    """`repro run … > train.out 2>&1 &`: the log grows in the project while the run is captured and
+    killed; it is repro's own output, never code, so the resume is not refused for it. A note edited
+    meanwhile (tracked, never read by the run) does not stop it either; a changed module would."""
+    resumable_project(project, "resumable_train.py")
+    project.write("NOTES.md", "lr sweep next\n")
+    project.commit("notes")
+    args = ["--backend", "local", "--seed", "7", "--data", "data",
+            "--", "python", "train.py", "--epochs=5", "--epoch-sleep=0.5"]  # fmt: skip
+    assert project.repro("run", *args).code == 0
+    reference = _fresh(project)
+
+    log = project.root / "train.out"
+    killed = kill_after_checkpoint(project, args, within=0.8, log=log)
+    assert "repro: run " in log.read_text() and log.stat().st_size > 0
+    with open(log, "a") as f:  # the shell's file keeps growing (another job writes to it)
+        f.write("more output\n")
+    project.write("NOTES.md", "lr sweep next; then a wider model\n")
+    r = project.repro("resume", "latest", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["resumed_from"] == killed
+    assert (project.root / "model.pt").read_bytes() == reference
+    code = json.loads(project.repro("show", killed, "--json").out)["code"]
+    assert "train.out" not in [f["path"] for f in code["files"]] and not code["dirty"]
+    assert "train.py" in code["read"] and "NOTES.md" not in code["read"]
+
+    _fresh(project)
+    project.write("helper.py", "x = 1\n")  # a module the resumed code could import, changed: refused
+    again = kill_after_checkpoint(project, args, within=0.8, log=log)
+    (project.root / "helper.py").write_text("x = 2\n")
+    refused = project.repro("resume", again)
+    assert refused.code == 2 and "the code changed since run" in refused.err, refused.err
+
+
 def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> None:
     resumable_project(project, "ddp_resumable.py")
     project.points(n=1024)  # 128 steps a rank an epoch: the kill lands before the last epoch
@@ -127,7 +167,7 @@ def test_two_torchrun_ranks_killed_resume_bit_identical(project: Project) -> Non
     killed = kill_after_checkpoint(project, args, states=2)  # both ranks' states of the first checkpoint
     r = project.repro("resume", killed)
     assert r.code == 0, r.err
-    assert "rank 0: resumed at epoch" in r.err and "rank 1: resumed at epoch" in r.err
+    assert "rank 0: resumed at epoch" in r.out and "rank 1: resumed at epoch" in r.out
     assert "not exact" not in r.err
     assert (project.root / "model.pt").read_bytes() == reference
 

@@ -103,7 +103,7 @@ def test_a_single_node_run_replays_identical_locally_and_on_slurm(project: Proje
         "run", "--backend", "slurm", "--data", "data", "--", *train, "--ckpt-dir", "checkpoints/a"
     )
     assert r.code == 0, r.err
-    assert "rank 0 epoch 2 loss" in r.err  # the job's output, live
+    assert "rank 0 epoch 2 loss" in r.out  # the job's stdout, live, on repro's stdout
     straight = _record(project)
     slurm = straight.backend.details["slurm"]
     assert straight.backend.name == "slurm" and slurm["state"] == "COMPLETED" and slurm["job_id"].isdigit()
@@ -277,4 +277,4 @@ def test_nodes_can_run_the_command_in_the_runs_image(project: Project, nodes: li
     # measured inside the image: the lock's packages, none of this test environment's (pytest)
     assert any(p.startswith("torch==") for p in record.deps.freeze)
     assert not any(p.startswith("pytest==") for p in record.deps.freeze)
-    assert "rank 0 epoch 1 loss" in r.err and _output_hash(record, "outputs/model.pt")
+    assert "rank 0 epoch 1 loss" in r.out and _output_hash(record, "outputs/model.pt")

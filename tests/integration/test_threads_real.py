@@ -18,7 +18,7 @@ def test_threads_are_recorded_and_the_replay_keeps_them(project: Project) -> Non
     project.commit("train")
     r = project.repro("run", "--backend", "local", "--threads", "2", "--", "python", "train.py")
     assert r.code == 0, r.err
-    assert "torch threads 2" in r.err  # the script's own log, streamed by repro
+    assert "torch threads 2" in r.out  # the script's own stdout, streamed by repro to its stdout
     det = _record(project, "latest")["determinism"]
     assert det["mode"] == "strict" and det["threads"] == 2
     assert det["env"]["OMP_NUM_THREADS"] == det["env"]["REPRO_THREADS"] == "2"

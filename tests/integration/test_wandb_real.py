@@ -14,7 +14,7 @@ from repro.store import Store
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("wandb", reason="wandb is not installed (pip install 'repro[integrations]')")
+pytest.importorskip("wandb", reason="wandb is not installed (pip install 'repro-capsule[integrations]')")
 
 OFFLINE = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_TAGS": "baseline"}
 

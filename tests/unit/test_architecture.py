@@ -18,7 +18,7 @@ HOMES = {
     "click": ("cli/",),
     "piptools": (),  # only ever run as a subprocess, from facts/deps.py
     "hydra": ("facts/hydra.py",),
-    "mlflow": ("integrations/mlflow.py",),
+    "mlflow": ("integrations/mlflow/",),
     "wandb": (),  # configured through its environment variables only
     "lightning": ("integrations/lightning.py",),
     "transformers": ("integrations/hf.py",),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,26 @@ def test_calls_are_found_inside_shell_constructs() -> None:
         'if [ -f g.tar ]; then repro check --against g.tar; fi\nrepro export latest -o "$R/c.tar" || true'
     )
     assert repro_calls(script) == [["check", "--against", "g.tar"], ["export", "latest", "-o", "$R/c.tar"]]
+
+
+def test_the_recipes_and_the_readme_install_repro_by_its_distribution_name() -> None:
+    readme = (RECIPES.parents[1] / "README.md").read_text()
+    assert "python -m pip install repro-capsule" in readme
+    for text in ("\n".join(_github_lines()), "\n".join(_gitlab_lines())):
+        assert "pip install repro-capsule" in text
+        assert re.search(r"pip install repro(?![-\w\[])", text) is None  # the unrelated project of that name
+
+
+def test_github_pins_its_actions_makes_and_caches_the_base_image_and_caches_files_that_exist() -> None:
+    job = next(iter(_load("github-actions.yml")["jobs"].values()))
+    uses = [step["uses"] for step in job["steps"] if "uses" in step]
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", u) for u in uses), uses
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    assert '"$(command -v repro)" base-image' in runs and "docker load" in runs and "docker save" in runs
+    assert job["env"]["REPRO_BACKEND"] == "docker"  # explicit: the base image is made above the runs
+    setup = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@"))
+    patterns = setup["with"]["cache-dependency-path"].split()
+    quickstart = RECIPES.parent / "quickstart"
+    assert any(quickstart.glob(p) for p in patterns)  # setup-python fails when none matches
+    cache = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/cache@"))
+    assert "~/.cache/repro/wheelhouse" in cache["with"]["path"]

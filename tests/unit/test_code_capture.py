@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.facts.code import capture_code, restore_code, store_patch
+import pytest
+
+from repro.capsule import Record
+from repro.config import Settings
+from repro.errors import UsageError
+from repro.facts import code as code_capture
+from repro.facts.code import MaskedPut, capture_code, restore_code, store_patch, stored_digest
+from repro.facts.secrets import Masker, credential_in_file
+from repro.facts.secrets.verdicts import Verdicts
+from repro.resume import check_code
 from repro.store import Store
 from tests.conftest import git
 
@@ -107,3 +116,76 @@ def test_logs_are_not_code_unless_reproignore_keeps_one(tmp_path: Path) -> None:
     (repo / ".reproignore").write_text("!golden.log\n")
     cap = capture_code(repo, _store(tmp_path).put_file, exclude=[])
     assert [f.path for f in cap.info.untracked] == [".reproignore", "golden.log"]
+
+
+def test_code_holding_secrets_is_stored_masked_and_key_files_are_left_out(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    token = "hf_" + "Qx7rT2mK9pL4vN8wZ3bC6dF1gH5jS0aE"
+    body = "\n".join("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC" + str(i) * 13 for i in range(6))
+    files = {
+        "train.py": "import helpers\nprint(helpers.HUB is not None)\n",
+        "helpers.py": f'HUB = "{token}"\n',
+        "conf/db.yaml": "host: db\npassword: db-pass-1234\n",
+        "notes/run.txt": "notes\n" * 3000
+        + f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    store, masker = _store(tmp_path), Masker()
+    put = MaskedPut(store, masker, root)
+    cap = capture_code(root, put, exclude=[])
+    entries = {f.path: f for f in cap.info.files}
+    assert set(entries) == {"train.py", "helpers.py", "conf/db.yaml"} and cap.info.excluded == [
+        "notes/run.txt"
+    ]
+    assert any("notes/run.txt (a private key)" in w.message for w in cap.warnings)
+    assert store.read_blob(entries["helpers.py"].hash) == b'HUB = "***"\n'
+    assert store.read_blob(entries["conf/db.yaml"].hash) == b"host: db\npassword: ***\n"
+    assert store.read_blob(entries["train.py"].hash) == files["train.py"].encode()  # nothing to mask: as is
+    assert put.found == {"db-pass-1234"}
+    # what resume compares: a masked file is known by the digest of its masked bytes
+    assert stored_digest(root / "helpers.py", masker, root) == entries["helpers.py"].hash
+
+    record = Record(id="20240101-000000-0000", created="2024-01-01T00:00:00Z", code=cap.info)
+    check_code(store, Settings(), record, root)  # unchanged code, some of it stored masked: no refusal
+    (root / "helpers.py").write_text('HUB = "hf_' + "Zz" * 16 + '"\n')  # another token: the same code
+    check_code(store, Settings(), record, root)
+    (root / "helpers.py").write_text("HUB = None\n")
+    with pytest.raises(UsageError, match="helpers.py"):
+        check_code(store, Settings(), record, root)
+
+
+def test_files_found_clean_are_not_scanned_again_but_still_searched_for_known_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "train.py").write_text("print('training')\n")
+    (root / "db.py").write_text("URL = 'postgres://app:hunter-2-pass@db/x'\n")  # a shape: never clean
+    (root / "notes.txt").write_text("the team's shared word is swordfish-1234\n")  # clean by the rules
+    store = _store(tmp_path)
+    db = store.cache_dir / "verdicts.sqlite"
+    scanned: list[str] = []
+    real = credential_in_file
+
+    def counted(path: Path) -> str | None:
+        scanned.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(code_capture, "credential_in_file", counted)
+
+    def capture(masker: Masker) -> dict[str, bytes]:
+        with Verdicts(db) as verdicts:
+            put = MaskedPut(store, masker, root, verdicts)
+            cap = capture_code(root, put, exclude=[], credential=put.credential)
+        return {f.path: store.read_blob(f.hash) or b"" for f in cap.info.files}
+
+    first = capture(Masker())
+    assert sorted(scanned) == ["db.py", "notes.txt", "train.py"] and b"hunter-2-pass" not in first["db.py"]
+    scanned.clear()
+    second = capture(Masker())
+    assert scanned == ["db.py"] and second == first  # the clean ones are known by their digest
+    third = capture(Masker({"swordfish-1234"}))  # a value this run knows: searched for in clean files too
+    assert third["notes.txt"] == b"the team's shared word is ***\n"
+    assert b"swordfish" not in db.read_bytes() and b"hunter" not in db.read_bytes()

@@ -268,6 +268,54 @@ def test_base_image_change_is_a_dependency_change(blobs: Blobs) -> None:
     assert result.likely_causes[0].section == "dependencies"
 
 
+def test_a_local_run_and_a_docker_run_compare_only_the_packages_both_hold(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")  # on the host: its virtualenv holds the tools around the training too
+    a.backend.name = "local"
+    a.deps.freeze = ["click==8.1.7", "mypy==2.4.1", "numpy==1.26.0", "pytest==8.3.0", "repro-capsule==0.1.0",
+                     "torch==2.13.0"]  # fmt: skip
+    a.deps.site_fingerprint = "host"
+    b = same_as(a, "b")  # in the image built from the lock: only what the lock pins
+    b.backend.name = "docker"
+    b.deps.image = ImageInfo(
+        id="sha256:1", tag="repro-env:x", base="repro-base:bookworm", base_id="sha256:b1"
+    )
+    b.deps.freeze = ["numpy==1.26.4", "torch==2.13.0"]
+    b.deps.site_fingerprint = "image"
+    result = diff_records(a, other_results(b), blobs)
+    deps = result.section("dependencies")
+    installed = [(c.key, c.kind, c.old, c.new, c.detail) for c in deps.changes if c.scope == "installed"]
+    assert installed == [
+        (
+            "(environment)",
+            "changed",
+            "host interpreter",
+            "image",
+            "4 packages installed on one side only, not compared",
+        ),
+        ("numpy", "upgraded", "1.26.0", "1.26.4", None),
+    ]
+    summary = "environment changed: host interpreter vs image, numpy 1.26.0 → 1.26.4, base image changed"
+    assert deps.summary == summary
+    text = render_text(result)
+    assert "pytest" not in text and "mypy" not in text and "removed" not in text
+    assert "environment changed: host interpreter vs image" in text
+
+    d = same_as(b, "d")  # replayed on the local backend: the record keeps the image its original named
+    d.backend.name, d.deps.freeze = "local", list(a.deps.freeze)
+    changes = diff_records(b, other_results(d), blobs).section("dependencies").changes
+    assert [(x.key, x.old, x.new) for x in changes if x.scope == "installed"][0] == (
+        "(environment)",
+        "image",
+        "host interpreter",
+    )
+
+    c = same_as(b, "c")  # two runs in images: every package counts again
+    assert c.deps.image is not None
+    c.deps.freeze = ["numpy==1.26.4"]
+    changes = diff_records(b, other_results(c), blobs).section("dependencies").changes
+    assert [(x.key, x.kind) for x in changes if x.scope == "installed"] == [("torch", "removed")]
+
+
 @pytest.mark.parametrize(
     ("old", "new", "order"),
     [
@@ -590,7 +638,7 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(UsageError) as info:
         plot_metrics([], [], ("a", "b"), tmp_path / "x.png")
-    assert info.value.hint == "pip install 'repro[plot]'"
+    assert info.value.hint == "pip install 'repro-capsule[plot]'"
 
 
 def test_plot_without_metrics_is_a_usage_error(tmp_path: Path) -> None:
@@ -746,3 +794,22 @@ def test_a_flag_added_on_the_command_line_is_one_hyper_parameter_row(blobs: Blob
     result = diff_records(a, b, blobs)
     assert [(c.key, c.kind) for c in result.section("command").changes] == [("momentum", "added")]
     assert [c.reason for c in result.likely_causes] == ["hyper-parameters changed: momentum = 0.9 (added)"]
+
+
+def test_what_repro_adds_to_a_command_is_never_a_cause(blobs: Blobs) -> None:
+    a = make_record(blobs, "a")
+    a.command.argv, a.command.params = ["python", "train.py", "optim.lr=0.1"], {"optim.lr": 0.1}
+    a.command.injected = ["hydra.run.dir=outputs/2026-01-01/10-00-00"]
+    a.results.outputs = [FileEntry(path="outputs/2026-01-01/10-00-00/model.pt", size=1000, hash="m1")]
+    b = same_as(a, "b")
+    b.command.injected = ["hydra.run.dir=outputs/2026-01-01/10-05-00"]
+    b.results.outputs = [FileEntry(path="outputs/2026-01-01/10-05-00/model.pt", size=1000, hash="m2")]
+    b.seeds.master = 2
+    result = diff_records(a, b, blobs)
+    assert not result.section("command").differs
+    assert [c.section for c in result.likely_causes] == ["seeds"]
+    (model,) = result.section("outputs").changes  # one model changed, in each run's own pinned directory
+    assert (model.key, model.kind) == ("outputs/2026-01-01/10-00-00/model.pt", "changed")
+    (note,) = result.section("outputs").notes
+    assert "outputs/2026-01-01/10-05-00/… as outputs/2026-01-01/10-00-00/…" in note
+    assert a.command.executed() == [*a.command.argv, "hydra.run.dir=outputs/2026-01-01/10-00-00"]

@@ -141,7 +141,8 @@ def test_malformed_types_that_pass_their_checksums_exit_6(tmp_path: Path) -> Non
     tar, _ = _genuine(tmp_path)
     for i, (field, value) in enumerate(
         [("command.argv", "rm -rf /"), ("results.outputs.0.size", "huge"), ("code", [1, 2]),
-         ("command.cwd", 7), ("seeds.master", {"a": 1}), ("results.logs", {"stdout": "../../x"})]
+         ("command.cwd", 7), ("seeds.master", {"a": 1}), ("results.logs", {"stdout": "../../x"}),
+         ("determinism.source_date_epoch", "0; rm -rf /")]
     ):  # fmt: skip
         bad = _forge(tar, tmp_path / f"bad{i}.tar", _edit_record(_set(field, value)))
         with pytest.raises(CapsuleInvalid):
@@ -236,6 +237,16 @@ def test_the_environment_a_capsule_asks_for_is_filtered() -> None:
     )
     assert dropped == ["LD_PRELOAD", "OMP_NUM_THREADS", "PYTHONSTARTUP"]
     assert kept == {k: v for k, v in mode.items() if k != "OMP_NUM_THREADS"}
+
+
+def test_a_clock_out_of_range_in_a_capsule_is_never_set(tmp_path: Path) -> None:
+    from repro.runner import run_environment
+
+    tar, _ = _genuine(tmp_path)
+    bad = _forge(tar, tmp_path / "bad.tar", _edit_record(_set("determinism.source_date_epoch", 10**30)))
+    record = verify_tar(bad).record
+    assert record.determinism.source_date_epoch == 10**30
+    assert "SOURCE_DATE_EPOCH" not in run_environment(record)  # a value tools that read it choke on
 
 
 def test_show_and_verify_of_a_capsule_leave_no_temporary_copy(tmp_path: Path) -> None:

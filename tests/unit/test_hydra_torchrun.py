@@ -50,8 +50,8 @@ def test_hydra_apps_are_recognised_by_their_import_or_hydra_keys() -> None:
 
 
 def test_the_run_dir_is_pinned_unless_the_command_sets_it() -> None:
-    assert hydra.pin_run_dir(["lr=1"], NOW) == ["lr=1", "hydra.run.dir=outputs/2026-11-22/17-05-09"]
-    assert hydra.pin_run_dir(["hydra.run.dir=runs/x"], NOW) == ["hydra.run.dir=runs/x"]
+    assert hydra.pin_run_dir(["lr=1"], NOW) == ["hydra.run.dir=outputs/2026-11-22/17-05-09"]
+    assert hydra.pin_run_dir(["hydra.run.dir=runs/x"], NOW) == []  # the user's own: nothing added
     assert hydra.output_root(["hydra.run.dir=runs/${now:%H}"]) == "runs"
     assert hydra.output_root(["lr=1"]) == "outputs"
 
@@ -60,15 +60,18 @@ def test_a_multirun_is_one_job_per_combination_in_hydras_order() -> None:
     jobs = hydra.sweep_jobs(["-m", "lr=0.1,0.01", "+depth=range(1,3)", "opt=adam"], NOW)
     assert jobs is not None
     assert [j.overrides for j in jobs] == [
-        ["lr=0.1", "+depth=1", "opt=adam", "hydra.run.dir=multirun/2026-11-22/17-05-09/0"],
-        ["lr=0.1", "+depth=2", "opt=adam", "hydra.run.dir=multirun/2026-11-22/17-05-09/1"],
-        ["lr=0.01", "+depth=1", "opt=adam", "hydra.run.dir=multirun/2026-11-22/17-05-09/2"],
-        ["lr=0.01", "+depth=2", "opt=adam", "hydra.run.dir=multirun/2026-11-22/17-05-09/3"],
+        ["lr=0.1", "+depth=1", "opt=adam"],
+        ["lr=0.1", "+depth=2", "opt=adam"],
+        ["lr=0.01", "+depth=1", "opt=adam"],
+        ["lr=0.01", "+depth=2", "opt=adam"],
     ]
+    pinned = [[f"hydra.run.dir=multirun/2026-11-22/17-05-09/{n}"] for n in range(4)]
+    assert [j.injected for j in jobs] == pinned
     assert hydra.job_argv(["--verbose", "-m", "lr=0.1,0.01"], jobs[0]) == ["--verbose", *jobs[0].overrides]
     assert hydra.sweep_jobs(["lr=1"], NOW) is None
     swept = hydra.sweep_jobs(["--multirun", "hydra.sweep.dir=sweeps", "a=1,2"], NOW)
-    assert swept is not None and swept[1].overrides == ["a=2", "hydra.run.dir=sweeps/1"]
+    assert swept is not None and swept[1].overrides == ["a=2"]
+    assert swept[1].injected == ["hydra.run.dir=sweeps/1"]
 
 
 def test_a_bad_sweep_is_a_usage_error() -> None:
@@ -129,12 +132,15 @@ def test_torchrun_is_the_same_run_as_nproc_per_node(tmp_path: Path) -> None:
 def test_expand_gives_one_request_per_multirun_job(tmp_path: Path) -> None:
     plan = resolve(tmp_path)
     requests = expand(RunRequest(["train.py", "-m", "lr=1,2"], tmp_path), plan)
-    assert [r.argv[:3] for r in requests] == [["python", "train.py", "lr=1"], ["python", "train.py", "lr=2"]]
-    assert all(r.argv[3].startswith("hydra.run.dir=multirun/") for r in requests)
+    assert [r.argv for r in requests] == [["python", "train.py", "lr=1"], ["python", "train.py", "lr=2"]]
+    assert all(len(r.injected) == 1 and r.injected[0].startswith("hydra.run.dir=multirun/") for r in requests)
     single = RunRequest(["train.py", "lr=1"], tmp_path)
     assert expand(single, plan) == [single]  # not a Hydra app: as given
     (tmp_path / "app.py").write_text("import hydra\n")
     (pinned,) = expand(RunRequest(["torchrun", "--nproc-per-node=2", "app.py", "lr=1"], tmp_path), plan)
-    assert pinned.argv[:4] == ["torchrun", "--nproc-per-node=2", "app.py", "lr=1"]
-    assert pinned.argv[4].startswith("hydra.run.dir=outputs/") and len(pinned.argv) == 5
+    assert pinned.argv == ["torchrun", "--nproc-per-node=2", "app.py", "lr=1"]  # the user's, as given
+    (run_dir,) = pinned.injected
+    assert run_dir.startswith("hydra.run.dir=outputs/")
     assert expand(pinned, plan) == [pinned]  # pinned once: a check's runs and a replay share it
+    launched = launch(pinned, plan)[0]
+    assert launched == ["python", "app.py", "lr=1", run_dir]  # run with repro's argument last

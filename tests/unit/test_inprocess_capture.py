@@ -80,7 +80,9 @@ def test_a_failing_block_is_recorded_as_failed(project: Project, monkeypatch: py
 def test_the_notebook_magic_records_the_session_cells(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("IPython", reason="ipython is not installed (pip install 'repro[integrations]')")
+    pytest.importorskip(
+        "IPython", reason="ipython is not installed (pip install 'repro-capsule[integrations]')"
+    )
     from IPython.core.interactiveshell import InteractiveShell
 
     monkeypatch.chdir(project.root)

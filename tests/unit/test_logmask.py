@@ -50,6 +50,15 @@ TIMING_PAIRS = [
         "Epoch 2:  40%|████      | 4/10 [00:12<00:18,  3.05s/it]",
         "Epoch 2:  40%|████      | 4/10 [00:09<00:13,  2.21s/it]",
     ),
+    # Lightning's rich and tqdm bars: the bar is as wide as the line has room for beside the rate
+    (
+        "Epoch 2/2  ━━━━━━━━━━━━━━━━━ 8/8 0:00:00 • 0:00:00 118.75it/s train_loss: 0.024",
+        "Epoch 2/2  ━━━━━━━━━━━━━━━━━━ 8/8 0:00:00 • 0:00:00 97.78it/s train_loss: 0.024",
+    ),
+    (
+        "Epoch 0: 100%|█████████▉| 8/8 [00:00<00:00, 135.61it/s, train_loss=0.35]",
+        "Epoch 0: 100%|██████████| 8/8 [00:00<00:00, 35.61it/s, train_loss=0.35]",
+    ),
     # Keras, Lightning, torchvision references
     (
         "10/10 [==============================] - 1s 52ms/step - loss: 0.6931 - accuracy: 0.5000",
@@ -95,6 +104,7 @@ KEPT = [
     ("iter 10: loss 2.3456, time 38.91ms, mfu 24.61%", "2.3456"),
     ("{'loss': 1.23, 'train_runtime': 3.2, 'train_samples_per_second': 31.2}", "1.23"),
     ("100%|██████████| 10/10 [00:01<00:00,  15.20it/s, loss=0.123]", "0.123"),
+    ("Epoch 2/2  ━━━━━━━━━━━━━━━━━ 8/8 0:00:00 • 0:00:00 118.75it/s train_loss: 0.024", "8/8"),
     ("Epoch: [0]  [ 10/469]  eta: 0:00:42  lr: 0.100000  loss: 2.2811", "2.2811"),
     ("timestep 40 beta1 0.9 update 3", "40"),
     ("timestep 40 beta1 0.9 update 3", "0.9"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,7 +113,7 @@ def test_wandb_docker_names_the_runs_image(project: Project) -> None:
 
 
 def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro-capsule[integrations])")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a closed loopback port, refused at once
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     record = Record(id="r1", created="now")
@@ -122,8 +124,8 @@ def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch
 
 
 def test_mlflow_provider_tags_and_notes_its_store(in_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro[integrations])")
-    from repro.integrations.mlflow import ReproRunContextProvider
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro-capsule[integrations])")
+    from repro.integrations.mlflow.context import ReproRunContextProvider
 
     monkeypatch.chdir(in_run.parent)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:./mlruns")
@@ -157,3 +159,66 @@ def test_framework_warnings_only_when_the_framework_overrides(
         assert frameworks.mode_conflict("Lightning", "deterministic=False") is None
     finally:
         torch.use_deterministic_algorithms(was)
+
+
+def test_mlflow_stores_where_mlflow_resolves_them(tmp_path: Path) -> None:
+    from repro.integrations import mlflow as ml
+
+    assert ml.store_path("sqlite:///mlflow.db", "/p") == "/p/mlflow.db"
+    assert ml.store_path("sqlite:////abs/mlflow.db", "/p") == "/abs/mlflow.db"
+    assert ml.store_path("file:./mlruns", "/p/sub") == "/p/sub/mlruns"
+    assert ml.store_path("file:///abs/mlruns", "/p") == "/abs/mlruns"
+    assert ml.store_path("mlruns", "/p") == "/p/mlruns"  # a plain path is a file store
+    assert ml.store_path("http://127.0.0.1:5000", "/p") is None and ml.store_path("databricks", "/p") is None
+    assert ml.absolute_uri("sqlite:///mlflow.db", "/p") == "sqlite:////p/mlflow.db"
+    assert ml.absolute_uri("file:./mlruns", "/p") == "file:///p/mlruns"
+    assert ml.absolute_uri("http://127.0.0.1:5000", "/p") == "http://127.0.0.1:5000"
+    database = {"tool": "mlflow", "tracking_uri": "sqlite:///mlflow.db", "path": "mlflow.db"}
+    assert ml.store_files(database) == ["mlflow.db", "mlflow.db-journal", "mlflow.db-wal", "mlflow.db-shm"]
+    assert ml.host_uri("sqlite:///mlflow.db", "mlflow.db", tmp_path) == f"sqlite:///{tmp_path}/mlflow.db"
+    assert ml.host_uri("file:./mlruns", "mlruns", tmp_path) == (tmp_path / "mlruns").as_uri()
+    record = Record(id="r1", created="now")
+    record.results.trackers = [database, {"tool": "wandb", "path": "wandb", "runs": ["a"]}]
+    assert trackers.store_paths(record) == [
+        "mlflow.db", "mlflow.db-journal", "mlflow.db-shm", "mlflow.db-wal", "wandb",
+    ]  # fmt: skip
+
+
+def test_a_replays_mlflow_runs_go_to_the_hosts_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from repro.integrations import mlflow as ml
+
+    used = [{"tool": "mlflow", "tracking_uri": "sqlite:///mlflow.db", "path": "mlflow.db", "runs": ["x"]}]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
+    env, said = ml.replay_environment(used, "local")
+    assert env == {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}  # not the scratch copy's
+    assert said is not None and env["MLFLOW_TRACKING_URI"] in said
+    assert ml.replay_environment([], "local") == ({}, None)  # a run without MLflow: nothing imported or set
+    env, said = ml.replay_environment(used, "docker")
+    assert env == {} and said is not None and "docker backend's copy" in said
+    # A store the replay's script chose inside its scratch copy: gone with it, never looked for.
+    replayed = [{"tool": "mlflow", "tracking_uri": "file:./mlruns", "path": "mlruns", "runs": ["a", "b"]}]
+    note = ml.left_in_copy(replayed)
+    assert note is not None and "a, b" in note and replayed[0]["runs"] == []
+    in_host_store = [{"tool": "mlflow", "tracking_uri": "sqlite:////h/mlflow.db", "runs": ["c"]}]
+    assert ml.left_in_copy(in_host_store) is None
+    outside = [{"tool": "mlflow", "tracking_uri": "sqlite:////h/mlflow.db", "store": "/h/mlflow.db"}]
+    assert ml.outside_stores(outside)[:2] == ["/h/mlflow.db", "/h/mlflow.db-journal"]
+
+
+def test_the_host_side_loads_mlflow_without_a_circular_import(tmp_path: Path) -> None:
+    """MLflow loads repro's provider while `mlflow` is importing; repro's host side importing MLflow
+    first used to meet itself half-initialised, and MLflow warned on every run."""
+    pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (repro-capsule[integrations])")
+    code = (
+        "from pathlib import Path\n"
+        "from repro.integrations import mlflow as ml\n"
+        "print(ml.find_runs((Path.cwd() / 'mlruns').as_uri(), 'r1'))\n"
+    )
+    env = {**os.environ, "MLFLOW_ALLOW_FILE_STORE": "true"}
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", code], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]" and "register context provider" not in proc.stderr

@@ -1,4 +1,8 @@
-"""A training script tracked with MLflow (file store), seeding itself, saving its model."""
+"""A training script tracked with MLflow, seeding itself, saving its model.
+
+The store is MLflow's to choose (``MLFLOW_TRACKING_URI``, else MLflow 3's default ``sqlite:///mlflow.db``)
+unless ``--tracking-uri`` sets one in the script, as many scripts do.
+"""
 
 import argparse
 import time
@@ -13,6 +17,7 @@ parser.add_argument("--lr", type=float, default=0.05)
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--data", default="data/points.csv")
 parser.add_argument("--save", default="outputs/model.pt")
+parser.add_argument("--tracking-uri", default=None)
 args = parser.parse_args()
 
 torch.manual_seed(1337)
@@ -22,7 +27,8 @@ y = torch.tensor([int(c) for _, _, c in rows])
 model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
 opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-mlflow.set_tracking_uri("file:./mlruns")
+if args.tracking_uri:
+    mlflow.set_tracking_uri(args.tracking_uri)
 mlflow.set_experiment("tiny")
 with mlflow.start_run(run_name="tiny-mlp"):
     mlflow.log_params(vars(args))

@@ -1,0 +1,106 @@
+"""A capsule that says `backend: local` replays in the docker sandbox: its code never touches the host.
+
+The capsule is a genuine export of a local run, forged as an attacker does (the script swapped for
+one that writes into a host path and reads a host file, the record asking for LD_PRELOAD and
+PYTHONPATH, SHA256SUMS recomputed), and replayed in another directory as its receiver would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro.store import Store
+from tests.conftest import Project
+from tests.forging import forge
+
+pytestmark = pytest.mark.docker
+
+TRAIN = """\
+import argparse
+import json
+import random
+from pathlib import Path
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--lr", type=float, default=0.1)
+args = parser.parse_args()
+w = [random.random() for _ in range(8)]
+for epoch in range(args.epochs):
+    w = [x - args.lr * (x - 0.5) for x in w]
+    print(f"epoch {epoch} loss {sum((x - 0.5) ** 2 for x in w):.6f}")
+Path("outputs").mkdir(exist_ok=True)
+Path("outputs/model.json").write_text(json.dumps(w))
+"""
+
+EVIL = """\
+import json
+import os
+import socket
+from pathlib import Path
+
+found = {{"hostname": socket.gethostname(), "container": Path("/.dockerenv").exists(),
+          "ld_preload": os.environ.get("LD_PRELOAD"), "pythonpath": os.environ.get("PYTHONPATH"),
+          "interfaces": sorted(os.listdir("/sys/class/net"))}}
+try:
+    Path({marker!r}).write_text("the capsule's code ran on the host")
+    found["wrote"] = True
+except OSError as e:
+    found["wrote"] = str(e)
+try:
+    found["read"] = Path({secret!r}).read_text()
+except OSError as e:
+    found["read"] = type(e).__name__
+try:
+    found["root"] = sorted(os.listdir("/root"))
+except OSError as e:
+    found["root"] = type(e).__name__
+Path("outputs").mkdir(exist_ok=True)
+Path("outputs/found.json").write_text(json.dumps(found))
+print(json.dumps(found))
+"""
+
+
+def test_a_capsule_saying_local_replays_in_the_container_and_leaves_the_host_alone(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write("train.py", TRAIN)
+    project.commit("train")
+    assert project.repro("run", "--backend", "local", "--", "python", "train.py", "--epochs", "2").code == 0
+    genuine = tmp_path / "genuine.tar"
+    assert project.repro("export", "latest", "-o", str(genuine)).code == 0
+
+    marker, secret = tmp_path / "host-marker", tmp_path / "host-secret.txt"
+    secret.write_text("only on the host\n")
+
+    def edit(record: dict[str, Any]) -> None:
+        assert record["backend"]["name"] == "local"
+        record["env"]["variables"].update({"LD_PRELOAD": "/tmp/evil.so", "PYTHONPATH": "/tmp/evil"})
+
+    code = {"train.py": EVIL.format(marker=str(marker), secret=str(secret)).encode()}
+    evil = forge(genuine, tmp_path / "evil.tar", edit, code)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = project.repro("replay", str(evil), "--json", cwd=elsewhere)
+    assert r.code == 5, r.out + r.err  # it ran (other code: diverged), and only in the container
+    assert "replays in the container sandbox (its record names backend local" in r.err
+    assert "never sets from a record were dropped: LD_PRELOAD, PYTHONPATH" in r.err
+
+    assert not marker.exists()
+    store = Store(elsewhere)
+    replay = store.load_run(json.loads(r.out)["replay_id"]).record
+    assert replay.backend.name == "docker" and replay.backend.network is False
+    entry = next(o for o in replay.results.outputs if o.path == "outputs/found.json")
+    found = json.loads(store.read_blob(entry.hash) or b"{}")
+    assert found["container"] is True and found["hostname"] == "repro" and found["interfaces"] == ["lo"]
+    assert found["wrote"] is not True and found["read"] in ("FileNotFoundError", "PermissionError")
+    assert found["ld_preload"] is None and "/tmp/evil" not in (found["pythonpath"] or "")
+    assert store.is_foreign(replay.id)
+
+    # The control: the person replaying names the host, and the same code reaches it (and is told so).
+    r = project.repro("replay", str(evil), "--backend", "local", cwd=elsewhere)
+    assert "runs unsandboxed on this machine" in r.err and marker.exists()
