@@ -161,4 +161,4 @@ def test_a_replayed_commands_output_cannot_reach_what_repro_printed_before_it(pr
     assert any(line.startswith("repro: replaying ") and "backend local" in line for line in lines)
     hidden = r.err.index("hidden from here on")
     assert "\x1b[0m" in r.err[hidden : r.err.index("repro:", hidden)]  # its colour ends before repro speaks
-    assert "\x1b[32mgreen\x1b[0m epoch 1 10%|#   |" in r.err and "epoch 1 100%|####|" in r.err  # colours, a bar
+    assert "\x1b[32mgreen\x1b[0m epoch 1 10%|#   |" in r.err and "epoch 1 100%|####|" in r.err
