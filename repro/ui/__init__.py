@@ -94,12 +94,16 @@ class _Contained:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._held = ""
 
+    styled = False  # a colour sequence went through since repro last spoke: reset before it does
+
     def feed(self, data: bytes) -> bytes:
         text = self._held + self._decoder.decode(data)
         partial = self._PARTIAL.search(text)
         self._held = partial.group() if partial else ""
         text = text[: partial.start()] if partial else text
-        return printable(text, keep="\n\r\t\b", styles=_ANY_STYLE).encode()
+        shown = printable(text, keep="\n\r\t\b", styles=_ANY_STYLE)
+        self.styled = self.styled or bool(_ANY_STYLE.search(shown))
+        return shown.encode()
 
 
 _contained: dict[str, _Contained] | None = None
@@ -168,6 +172,10 @@ def _own_line() -> None:
     """Before one of repro's own lines on stderr: take a stage's live line off the screen, and
     end a line the command left open on the same screen."""
     _stages.clear()
+    if _contained is not None and any(c.styled for c in _contained.values()):
+        sys.stderr.write(_RESET)  # a colour or concealment the replayed command left on ends here
+        for c in _contained.values():
+            c.styled = False
     same_screen = is_terminal(sys.stdout) and is_terminal(sys.stderr)
     if _open_line["stderr"] or (_open_line["stdout"] and same_screen):
         sys.stderr.write("\n")

@@ -144,16 +144,21 @@ print("\\x1b[32mgreen\\x1b[0m epoch 1 10%|#   |\\repoch 1 100%|####|", flush=Tru
 """
 
 
-def test_a_commands_live_output_cannot_reach_what_repro_printed_before_it(project: Project) -> None:
-    """A replayed capsule's code prints through repro: it may colour its own lines, not move the
-    cursor, erase repro's lines or leave the terminal concealed."""
+def test_a_replayed_commands_output_cannot_reach_what_repro_printed_before_it(project: Project) -> None:
+    """A replayed record's code prints through repro: it may colour its own lines and redraw a bar
+    with carriage returns, not move the cursor, erase repro's lines or leave the terminal concealed.
+    `repro run` passes the user's own command's output through unchanged."""
     project.write("liar.py", LIAR)
     project.commit("liar")
     r = project.repro("run", "--backend", "local", "liar.py")
     assert r.code == 0, r.err
-    assert "\x1b[1A" not in r.err and "\x1b[2K" not in r.err and "\r" not in r.err
+    assert "\x1b[1A\x1b[2K" in r.out  # your own command: its bytes as it wrote them
+    r = project.repro("replay", "--backend", "local", "latest")
+    assert r.code == 0, r.err
+    assert "\x1b[1A" not in r.err and "\x1b[2K" not in r.err, r.err
+    assert "\\x1b[1A\\x1b[2K" in r.err  # shown as escapes, never obeyed
     lines = r.err.splitlines()
-    assert "│ repro: run 1 · backend docker · mode strict" in lines  # marked as the command's output
-    assert any(line.startswith("repro: run ") and "backend local" in line for line in lines)
-    assert "│ \x1b[8mhidden from here on\x1b[0m" in lines  # its colour ends with its line
-    assert "│ epoch 1 100%|####|" in lines  # a redrawn progress bar: its last state
+    assert any(line.startswith("repro: replaying ") and "backend local" in line for line in lines)
+    hidden = r.err.index("hidden from here on")
+    assert "\x1b[0m" in r.err[hidden : r.err.index("repro:", hidden)]  # its colour ends before repro speaks
+    assert "\x1b[32mgreen\x1b[0m epoch 1 10%|#   |" in r.err and "epoch 1 100%|####|" in r.err

@@ -36,7 +36,7 @@ def test_the_log_the_shell_writes_is_not_code_or_output(project: Project, comman
             cwd=project.root, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
         )  # fmt: skip
     assert done.returncode == 0, log.read_text()
-    assert "│ trained" in log.read_text()
+    assert "\ntrained\n" in log.read_text()
     record = json.loads(project.repro("show", "latest", "--json").out)
     assert "train.out" not in [f["path"] for f in record["code"]["files"]]
     assert record["code"]["dirty"] is False
