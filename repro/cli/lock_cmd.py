@@ -54,13 +54,12 @@ def lock(app: AppContext, packages: tuple[str, ...], upgrade: bool, check_only: 
         return
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
-    sink = build_events(app.store.dir, "lock")
-    if upgrade or deps.is_stale(root, configured, variant)[0]:
-        how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
-        sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
-    done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
-    sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
-    sink.close()
+    with build_events(app.store.dir, "lock") as sink:
+        if upgrade or deps.is_stale(root, configured, variant)[0]:
+            how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
+            sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
+        done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
+        sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
     assert done.path is not None
     how = f"compiled in {time.monotonic() - start:.1f}s" if done.compiled else "current, kept"
     rel = done.path.relative_to(root).as_posix() if done.path.is_relative_to(root) else str(done.path)
