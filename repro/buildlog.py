@@ -61,6 +61,19 @@ class BuildLog:
             self._file.write(line.rstrip("\n") + "\n")
             self._file.flush()
 
+    def failed(self, error: BaseException) -> None:
+        """Write what ended the build at the end of its log (only when a log was begun)."""
+        if self._file is not None:
+            self._write(Event("error", str(error) or type(error).__name__))
+
+    def __enter__(self) -> BuildLog:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        if error is not None:
+            self.failed(error)
+        self.close()
+
     def close(self) -> None:
         if self._file is not None:
             with contextlib.suppress(OSError):

@@ -71,11 +71,14 @@ class Passed:
     held: list[str] = field(default_factory=list)  # outside the safe set, or a path: `--env NAME` sets one
     redacted: list[str] = field(default_factory=list)  # recorded as ***: nothing to set
 
-    def notes(self) -> list[str]:
-        """One line for each group, for a replay to print (empty groups say nothing)."""
+    def notes(self, here: Mapping[str, str] | None = None) -> list[str]:
+        """One line for each group, for a replay to print (empty groups say nothing). A variable
+        that ``here`` (the replaying side's environment) already holds with the same value changes
+        nothing and is not named."""
         found = []
-        if self.env:
-            shown = [f"{k}={_shown(v)}" for k, v in sorted(self.env.items())]
+        changed = {k: v for k, v in self.env.items() if here is None or here.get(k) != v}
+        if changed:
+            shown = [f"{k}={_shown(v)}" for k, v in sorted(changed.items())]
             found.append(f"recorded environment variables set again: {_listed(shown)}")
         if self.refused:
             found.append(

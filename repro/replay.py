@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import functools
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -305,7 +306,7 @@ def run_replay(
     contained = contain(record, original, request.network)
     passed = command_env.select(original.env.variables, request.env, settings.env_allow)
     record.env.variables.update(passed.env)
-    contained += passed.notes()
+    contained += passed.notes(os.environ)
     for name in command_env.unknown(request.env, original.env.variables):
         contained.append(f"--env {name}: the record holds no such variable")
     for note in contained:

@@ -429,7 +429,8 @@ def execute(
         if backend.name != "local":  # the image is built from the lock: it must be there first
             _settle_lock_as_stage(prepared, store, build)
         image = backend.prepare(spec, build)
-    except (Exception, KeyboardInterrupt):
+    except (Exception, KeyboardInterrupt) as e:
+        build.failed(e)
         build.keep_in(store.dir, f"{record.id}-build")  # the run directory goes: its build log stays
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
         raise

@@ -43,25 +43,24 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | N
     from repro.backends.docker import engine, ensure_image
     from repro.images import template_for
 
-    sink = build_events(app.store.dir, "build")
-    if lockfile is None:
-        from repro.facts.deps import ensure_lock, is_stale
+    with build_events(app.store.dir, "build") as sink:
+        if lockfile is None:
+            from repro.facts.deps import ensure_lock, is_stale
 
-        variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
-        if is_stale(root, configured, variant)[0]:
-            sink(Event("stage", f"lock: compiling the {variant} lock"))
-        found = ensure_lock(root, configured, lambda line: sink(Event("build", line)), variant)
-        sink(Event("stage-end"))
-        if found.path is None:
-            raise NotFoundError(
-                f"no declared dependencies in {app.store.root} to build an image from",
-                hint="add a requirements.in (or requirements.txt), or pass --lockfile",
-            )
-        lockfile = found.path
-    base = base_image or app.settings.base_image
-    with engine() as client:
-        built = ensure_image(client, lockfile, base, template_for(gpus), sink)
-    sink.close()
+            variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
+            if is_stale(root, configured, variant)[0]:
+                sink(Event("stage", f"lock: compiling the {variant} lock"))
+            found = ensure_lock(root, configured, lambda line: sink(Event("build", line)), variant)
+            sink(Event("stage-end"))
+            if found.path is None:
+                raise NotFoundError(
+                    f"no declared dependencies in {app.store.root} to build an image from",
+                    hint="add a requirements.in (or requirements.txt), or pass --lockfile",
+                )
+            lockfile = found.path
+        base = base_image or app.settings.base_image
+        with engine() as client:
+            built = ensure_image(client, lockfile, base, template_for(gpus), sink)
     if not built.reused:  # `repro gc --images` may remove it once no run of this store uses it
         app.store.ensure()
         store_images.note(app.store.dir, store_images.ImageUse(built.id, None, made=True))
@@ -95,13 +94,16 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     if tag is None:
         tag = _settings_base(app) or DEFAULT_BASE_IMAGE
     ui.info(f"making base image {tag} from Debian {suite} (debootstrap; a few minutes)")
-    sink = build_events(cache_dir(), "base-image")  # no project needed: the log goes to repro's cache
-    sink(Event("stage", f"base image: debootstrap {suite}, then docker import"))
-    made = make_base_image(
-        import_rootfs, tag=tag, suite=suite, mirror=mirror, on_line=lambda line: sink(Event("build", line))
-    )
-    sink(Event("stage-end"))
-    sink.close()
+    with build_events(cache_dir(), "base-image") as sink:  # no project needed: the log goes to repro's cache
+        sink(Event("stage", f"base image: debootstrap {suite}, then docker import"))
+        made = make_base_image(
+            import_rootfs,
+            tag=tag,
+            suite=suite,
+            mirror=mirror,
+            on_line=lambda line: sink(Event("build", line)),
+        )
+        sink(Event("stage-end"))
     ui.info(f"{made.tag} made in {made.seconds:.0f}s")
     ui.out(made.id)
 

@@ -60,13 +60,12 @@ def lock(
         return
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
-    sink = build_events(app.store.dir, "lock")
-    if upgrade or deps.is_stale(root, configured, variant)[0]:
-        how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
-        sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
-    done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
-    sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
-    sink.close()
+    with build_events(app.store.dir, "lock") as sink:
+        if upgrade or deps.is_stale(root, configured, variant)[0]:
+            how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
+            sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
+        done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
+        sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
     assert done.path is not None
     seconds = time.monotonic() - start
     how = f"compiled in {seconds:.1f}s" if done.compiled else "current, kept"

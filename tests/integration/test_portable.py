@@ -102,7 +102,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(REPO, src, ignore=junk, symlinks=True)
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
     subprocess.run([*build, "-w", str(dist), str(src)], check=True, capture_output=True, cwd=base)
-    (wheel,) = dist.glob("repro-*.whl")
+    (wheel,) = dist.glob("repro_capsule-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"repro/templates/cpu.Dockerfile", "repro/templates/cuda.Dockerfile",
             "repro/runtime/inject/sitecustomize.py"} <= set(names)  # fmt: skip

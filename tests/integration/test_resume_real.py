@@ -206,7 +206,7 @@ def test_the_readme_mid_epoch_example_resumes_exactly_from_a_kill_mid_epoch(proj
     kill_after_checkpoint(project, args)
     r = project.repro("resume", "latest")
     assert r.code == 0, r.err
-    resumed_at = r.err.split("=> resuming at epoch ", 1)[1].split("\n", 1)[0]
+    resumed_at = (r.out + r.err).split("=> resuming at epoch ", 1)[1].split("\n", 1)[0]
     assert not resumed_at.endswith("batch 0"), resumed_at  # inside an epoch
     assert (project.root / "model.pt").read_bytes() == reference
 

@@ -144,9 +144,9 @@ def test_a_requeued_job_continues_as_repro_resume_and_ends_with_the_weights_of_a
     subprocess.run(["scontrol", "requeue", job], check=True)
     _wait_for(lambda: _job_state(job) == "PENDING", 30, "the requeued job to be pending")
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)  # no 2-minute wait
-    _, err = proc.communicate(timeout=300)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert "=> resuming from checkpoints/requeued/last.pt" in err
+    assert "=> resuming from checkpoints/requeued/last.pt" in out + err  # the script's own output
     requeued = _record(project, run_id)
     slurm = requeued.backend.details["slurm"]
     assert slurm["restarts"] == 1 and slurm["options"]["requeue"] is True

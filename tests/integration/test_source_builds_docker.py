@@ -16,6 +16,7 @@ import hashlib
 import http.server
 import io
 import json
+import re
 import tarfile
 import threading
 import uuid
@@ -265,13 +266,13 @@ def test_a_hostile_sdist_in_a_capsules_lock_runs_only_in_the_sandbox(
         r = project.repro("replay", str(bad), "--backend", "docker", "--json", cwd=elsewhere, env=env)
         assert r.code == 0, r.out + r.err
         assert json.loads(r.out)["status"] == "identical"  # the probe saw what the genuine run saw
-        assert "building hostile_pkg-1.0.tar.gz in a sandbox (no network, no host mounts)" in r.err
+        assert "source builds: 1 wheel built in the sandbox" in r.err  # the stage line; its lines are logged
         assert not marker.exists(), "the build backend ran on the host"
         replay = json.loads(project.repro("show", "latest", "--json", cwd=elsewhere).out)
         image_id = replay["deps"]["image"]["id"]
         assert replay["deps"]["image"]["installed_from"] == {"hostile-pkg": "source"}
         text = project.repro("show", "latest", cwd=elsewhere).out
-        assert "source builds  hostile-pkg==1.0" in text, text
+        assert re.search(r"source builds +hostile-pkg==1\.0", text), text
 
         # What the backend saw, as it wrote it into the wheel it built: it ran, in the sandbox.
         with backend.engine() as client:
@@ -366,7 +367,7 @@ def test_a_hydra_project_builds_its_source_only_dependency_into_the_image(
             r = project.repro("run", "--backend", "docker", "--data", "data", "--", "python", "train.py",
                               "epochs=2", timeout=1200, env=env)  # fmt: skip
             assert r.code == 0, r.err
-            sandboxed = "building antlr4-python3-runtime-4.9.3.tar.gz in a sandbox" in r.err
+            sandboxed = "source builds: 1 wheel built in the sandbox" in r.err
             assert sandboxed == (i == 0), r.err  # built the first time, the image reused the second
             record = json.loads(project.repro("show", "latest", "--json").out)
             image_ids.append(record["deps"]["image"]["id"])
@@ -378,7 +379,7 @@ def test_a_hydra_project_builds_its_source_only_dependency_into_the_image(
         assert len(built) == 1
         assert image_ids[0] == image_ids[1]  # built once, reused the second time
         shown = project.repro("show", "latest").out
-        assert "source builds  antlr4-python3-runtime==4.9.3" in shown, shown
+        assert re.search(r"source builds +antlr4-python3-runtime==4\.9\.3", shown), shown
         assert "hydra-core==1.3.2" in shown and "torch==2.13.0+cpu" in shown
         r = project.repro("replay", "latest", "--json")
         assert r.code == 0 and json.loads(r.out)["status"] == "identical", r.out + r.err

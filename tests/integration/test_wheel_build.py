@@ -21,6 +21,6 @@ def test_the_wheel_builds_without_deprecation_warnings_and_names_its_license(tmp
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-3000:]
     assert "deprecat" not in said.lower(), [line for line in said.splitlines() if "eprecat" in line]
-    (wheel,) = (tmp_path / "dist").glob("repro-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("repro_capsule-*.whl")
     metadata = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("METADATA"))
     assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()
