@@ -78,12 +78,17 @@ def pythonhashseed_problem(text: object) -> str | None:
     return number_text_problem(PYTHONHASHSEED, text)
 
 
+def _gpu_id(part: str) -> bool:
+    """A device index (``0``) or a device UUID (``GPU-3f…``, ``MIG-…``), as docker and CUDA name them."""
+    return part.isdigit() or part.startswith(("GPU-", "MIG-"))
+
+
 def gpus_problem(value: object) -> str | None:
     """Why ``value`` is not what --gpus takes (``all``, a count, or device ids ``0,1``); None when it is."""
     if value == "all":
         return None
     if isinstance(value, str) and value.isdigit():
         return number_text_problem(GPUS, value)
-    if isinstance(value, str) and _GPU_IDS.match(value):
+    if isinstance(value, str) and _GPU_IDS.match(value) and all(map(_gpu_id, value.split(","))):
         return None
     return f"must be all, a count 1..{GPUS.high} or device ids such as 0,1, not {value!r}"

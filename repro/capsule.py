@@ -24,7 +24,7 @@ from typing import IO, Any
 from zlib import error as zlib_error
 
 from repro import capsule_rules as rules
-from repro.errors import CapsuleInvalid
+from repro.errors import CapsuleInvalid, NotFoundError
 
 FORMAT = "repro.capsule/v1"
 READABLE_FORMATS = (FORMAT,)
@@ -45,6 +45,51 @@ def blob_member(digest: str) -> str:
 
 
 # --------------------------------------------------------------------------- records
+
+# What a record's warnings are about: a stable code for programs beside the sentence for people
+# (README, "Machine-readable output"). Records made before warnings had codes read as "unclassified".
+WARNING_CODES: dict[str, str] = {
+    "torchrun_options_ignored": "torchrun options left to repro's own single-node launcher",
+    "code_file_too_large": "a code file over the size limit: hashed, not stored",
+    "secret_files_excluded": "secret-looking files left out of the code snapshot",
+    "secret_changes_excluded": "changes to secret-looking tracked files left out of the patch",
+    "no_commits": "a git repository without commits, recorded as uncommitted files",
+    "submodules_missing": "git submodules not checked out, so not in the capsule",
+    "lock_failed": "the lock could not be compiled: the run is not locked",
+    "not_locked": "no declared dependencies: the environment is recorded, not locked",
+    "lock_mismatch": "the lock does not describe what ran",
+    "outputs_outside_root": "the run wrote files outside the project, not recorded",
+    "determinism_changed": "the script changed determinism switches after repro set them",
+    "kernel_packages": "kernel packages outside PyTorch's deterministic switch were imported",
+    "nondeterministic_ops": "nondeterministic ops ran (allowed)",
+    "runtime_settings_failed": "the repro runtime could not apply its settings somewhere",
+    "runtime_boot_failed": "the repro runtime failed to start in a process",
+    "runtime_not_loaded": "the repro runtime never loaded: seeds and determinism not applied",
+    "rank_failed": "one rank (or node) failed first; its stderr is kept",
+    "undeclared_inputs": "the run read files that are not declared data",
+    "output_too_large": "an output over the size limit: hashed, not stored",
+    "output_links": "outputs that are symbolic links, recorded as links, never followed",
+    "runtime_links": "symbolic links left among repro's own runtime files, not read",
+    "shared_writes": "output files written by more than one process at once",
+    "framework_override": "a framework (Lightning, Hugging Face) changed a seed or switch repro set",
+    "base_image_changed": "the run was built on another base image than its original",
+    "resume_not_exact": "a checkpoint was loaded without its recorded RNG states: the resume is not exact",
+    "repro_died": "the repro process died with the run; sealed later as interrupted",
+    "in_process": "captured in-process (repro.capture): weaker than repro run, not replayable",
+    "replay_condition": "how a replay's conditions differ from the original's (network, backend, data …)",
+    "unclassified": "a warning recorded before warnings had codes",
+}
+
+
+@dataclass(frozen=True)
+class RunWarning:
+    """One warning in a record: ``code`` (a key of `WARNING_CODES`) and the sentence ``message``."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass
@@ -184,7 +229,7 @@ class DepsInfo:
     lock_blob: str | None = None
     lock_inputs: str | None = None  # hash of what the lock was compiled from
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
-    variant: str | None = None  # cpu | cuda: which lock of the project (see capture/deps.py)
+    variant: str | None = None  # cpu | cuda: which lock of the project (see facts/deps.py)
     freeze: list[str] = field(default_factory=list)  # what actually ran
     mismatches: list[str] = field(default_factory=list)  # locked packages that ran at another version
     site_fingerprint: str | None = None
@@ -335,10 +380,16 @@ class Record:
     env: EnvInfo = field(default_factory=EnvInfo)
     backend: BackendInfo = field(default_factory=BackendInfo)
     results: ResultInfo = field(default_factory=ResultInfo)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[RunWarning] = field(default_factory=list)
     redactions: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # a replay's verdict against its parent
     captured_in_process: bool = False  # recorded by repro.capture() inside the process, not by repro run
+
+    def warn(self, code: str, message: str) -> None:
+        """Add a warning (``code`` from `WARNING_CODES`), once."""
+        warning = RunWarning(code, message)
+        if warning not in self.warnings:
+            self.warnings.append(warning)
 
     def blobs(self) -> set[str]:
         """Every blob digest the record refers to."""
@@ -388,12 +439,19 @@ class Record:
                 member=RECORD_NAME,
                 hint="upgrade repro to read newer capsules",
             )
+        warnings = data.get("warnings")
+        if isinstance(warnings, list):  # before warnings had codes: plain sentences
+            data = {**data, "warnings": [_coded(w) for w in warnings]}
         try:
             record: Record = _build(cls, data)
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
             raise CapsuleInvalid(f"{RECORD_NAME} is malformed: {e}", member=RECORD_NAME) from e
         rules.check_record(record)
         return record
+
+
+def _coded(warning: Any) -> Any:
+    return {"code": "unclassified", "message": warning} if isinstance(warning, str) else warning
 
 
 def _walk_file_entries(record: Record) -> Iterator[FileEntry]:
@@ -571,14 +629,14 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     ``extract_to``; reading stops at the bounds of `capsule_rules` (members, bytes).
 
     Raises:
+        NotFoundError: no file at ``path``.
         CapsuleInvalid: unreadable/truncated tar, unsafe member, checksum mismatch, a blob
             whose bytes do not match its name, missing or unexpected member, unknown format,
             a record field that escapes its root, a capsule over the bounds.
     """
     if not path.is_file():
-        raise CapsuleInvalid(
-            f"no capsule file at {path}", hint="check the path; export one with `repro export`"
-        )
+        what = "a directory, not a capsule file" if path.is_dir() else "no capsule file"
+        raise NotFoundError(f"{what} at {path}", hint="check the path; export one with `repro export`")
     tar = _open_tar(path)
     budget = rules.TarBudget(path.stat().st_size)
     contents: dict[str, bytes] = {}

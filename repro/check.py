@@ -27,10 +27,6 @@ from repro import interrupt, runner
 from repro import reasons as codes
 from repro.backends.base import Event, OnEvent
 from repro.capsule import Record
-from repro.capture import deps
-from repro.capture.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
-from repro.capture.secrets import Redactor, run_masker
-from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.compare import (
     REPRODUCED,
     CompareOptions,
@@ -45,6 +41,10 @@ from repro.config import Plan, Settings
 from repro.determinism import clock_env, verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
+from repro.facts import deps
+from repro.facts.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
+from repro.facts.secrets import Redactor, run_masker
+from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.interrupt import ResumeCause
@@ -268,7 +268,7 @@ def run_interrupt_check(
 
 def _record_run(result: CheckResult, record: Record, on_record: Callable[[Record], None] | None) -> Record:
     result.records.append(record)
-    result.notes += [w for w in record.warnings if w not in result.notes]
+    result.notes += [w.message for w in record.warnings if w.message not in result.notes]
     if on_record is not None:
         on_record(record)
     if record.results.status != "succeeded":
@@ -445,7 +445,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         verdicts=[outcome.verdict],
         seed=new.seeds.master,
         capsule=request.capsule,
-        notes=list(current.warnings) + list(outcome.notes),
+        notes=[w.message for w in current.warnings] + list(outcome.notes),
         diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
     )
     if new.results.status != "succeeded":

@@ -63,8 +63,10 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
         if event.get("event") == "missing":
             what = event.get("path") or event.get("stream", "?")
             reason = event.get("reason") or "no RNG state was recorded for it"
-            record.warnings.append(
-                f"rank {event.get('rank', 0)} loaded checkpoint {what} but {reason}: this resume is not exact"
+            record.warn(
+                "resume_not_exact",
+                f"rank {event.get('rank', 0)} loaded checkpoint {what} but {reason}: "
+                "this resume is not exact",
             )
 
 

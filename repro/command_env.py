@@ -1,7 +1,7 @@
 """The variables the user set for a command, passed to it on every backend and set again by a replay.
 
 ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 repro run train.py``: the record keeps the variables of an
-allow-list (`repro.capture.env.ENV_ALLOW` and `env.allow` in repro.yaml), secrets redacted. A run
+allow-list (`repro.facts.env.ENV_ALLOW` and `env.allow` in repro.yaml), secrets redacted. A run
 passes them to its command (the local backend inherits the whole shell anyway; a container or a
 Slurm job gets them from here), and a replay or a resume sets them again from the record — by one
 rule, because a record may come from someone else:
@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from repro.capture.secrets import REDACTED
 from repro.errors import UsageError
+from repro.facts.secrets import REDACTED
 
 MAX_VALUE = 4096
 _MAX_DEFAULT_VALUE = 256

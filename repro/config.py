@@ -342,11 +342,14 @@ def read_project_file(root: Path) -> tuple[dict[str, Any], str] | None:
     yml = root / "repro.yaml"
     if yml.is_file():
         try:
-            data = yaml.safe_load(yml.read_text()) or {}
+            with yml.open(encoding="utf-8") as f:  # a named stream: errors say which file
+                data = yaml.safe_load(f) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"repro.yaml is not valid YAML: {e}") from e
+            raise ConfigError(f"{yml} is not valid YAML: {_yaml_problem(e)}") from e
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{yml} is not UTF-8 text: {e.reason} at byte {e.start}") from e
         if not isinstance(data, dict):
-            raise ConfigError("repro.yaml must be a mapping of settings")
+            raise ConfigError(f"{yml} must be a mapping of settings")
         return data, "repro.yaml"
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
@@ -357,6 +360,15 @@ def read_project_file(root: Path) -> tuple[dict[str, Any], str] | None:
         if isinstance(tool, dict):
             return tool, "pyproject.toml [tool.repro]"
     return None
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """``line 3, column 7: mapping values are not allowed here`` (one line, PyYAML's is several)."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or getattr(e, "context", None)
+    if mark is None or problem is None:
+        return " ".join(str(e).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def file_layer(root: Path) -> Layer:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from repro.capsule import DeterminismInfo
+from repro.capsule import DeterminismInfo, RunWarning
 
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
 ISA_PINS: dict[str, tuple[str, str, str, str]] = {
@@ -189,7 +189,7 @@ def explain_failure(
     return None
 
 
-def state_warnings(det: DeterminismInfo) -> list[str]:
+def state_warnings(det: DeterminismInfo) -> list[RunWarning]:
     """One line for each thing that undoes what the mode promises: knobs the script changed,
     kernel packages outside torch's deterministic switch, nondeterministic ops that ran."""
     found = []
@@ -197,15 +197,28 @@ def state_warnings(det: DeterminismInfo) -> list[str]:
         shown = ", ".join(
             f"{k} {v.get('found')} (repro set {v.get('set')})" for k, v in det.changed_by_script.items()
         )
-        found.append(f"the script changed determinism switches after repro set them: {shown}")
+        found.append(
+            RunWarning(
+                "determinism_changed",
+                f"the script changed determinism switches after repro set them: {shown}",
+            )
+        )
     kernels = det.effective.get("kernel_packages") or []
     if kernels:
         found.append(
-            f"kernel packages outside PyTorch's deterministic switch were imported: {', '.join(kernels)} "
-            "(their kernels may be nondeterministic whatever the mode)"
+            RunWarning(
+                "kernel_packages",
+                f"kernel packages outside PyTorch's deterministic switch were imported: {', '.join(kernels)} "
+                "(their kernels may be nondeterministic whatever the mode)",
+            )
         )
     if det.nondeterministic_ops and det.allow_nondeterministic_ops:
-        found.append(f"nondeterministic ops ran (allowed): {ledger_text(det.nondeterministic_ops)}")
+        found.append(
+            RunWarning(
+                "nondeterministic_ops",
+                f"nondeterministic ops ran (allowed): {ledger_text(det.nondeterministic_ops)}",
+            )
+        )
     return found
 
 

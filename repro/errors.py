@@ -9,12 +9,40 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     OK = 0
     UNEXPECTED = 1
+    # A check whose answer is "no": `lock --check` (the lock is stale), `diff --exit-code` (the runs
+    # differ). 1, as `uv lock --check`, `git diff --exit-code`, ruff and mypy answer; never a usage error.
+    DIFFERS = 1
     USAGE = 2
     BACKEND_UNAVAILABLE = 3
     COMMAND_FAILED = 4
     NOT_REPRODUCED = 5
     CAPSULE_INVALID = 6
     INTERRUPTED = 130
+
+
+# The exit-code table: README "Exit codes" and the epilog of `repro --help` show these rows, as written.
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (ExitCode.OK, "success (`replay`/`check`: reproduced; `lock --check`: the lock is current)"),
+    (
+        ExitCode.DIFFERS,
+        "`lock --check`: the lock is stale; `diff --exit-code`: the runs differ (as `uv lock --check` "
+        "and `git diff --exit-code` answer); any other command: an unexpected error, or an OS error "
+        "such as a full disk, named with its path",
+    ),
+    (ExitCode.USAGE, "usage or configuration error; a missing file or an unknown run ref"),
+    (
+        ExitCode.BACKEND_UNAVAILABLE,
+        "backend unavailable (no Docker engine with `--backend docker`, or for a capsule from elsewhere "
+        "without `--backend local`; no GPU when asked for)",
+    ),  # fmt: skip
+    (
+        ExitCode.COMMAND_FAILED,
+        "the training command itself failed (its exit status and last stderr lines are shown)",
+    ),  # fmt: skip
+    (ExitCode.NOT_REPRODUCED, "not reproduced (`replay`/`check`: diverged; changed data)"),
+    (ExitCode.CAPSULE_INVALID, "capsule invalid, corrupt or tampered"),
+    (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM)"),
+)
 
 
 class ReproError(Exception):
@@ -47,6 +75,12 @@ class NotFoundError(UsageError):
 
 class StoreConflict(UsageError):
     """The store already holds a different record under the same run id."""
+
+
+class LockStale(ReproError):
+    """The lockfile was compiled from other inputs than today's (`repro lock --check`)."""
+
+    exit_code = ExitCode.DIFFERS
 
 
 class BackendUnavailable(ReproError):

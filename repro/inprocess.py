@@ -29,17 +29,17 @@ from typing import Any
 
 from repro import __version__, jsonl, produced
 from repro import attribution as output_rules
-from repro.capsule import CommandInfo, Record
-from repro.capture import code as code_capture
-from repro.capture import command as cmd
-from repro.capture import deps
-from repro.capture.data import capture_data
-from repro.capture.env import host_env
-from repro.capture.secrets import Masker, Redactor, run_masker
-from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
-from repro.capture.seeds import make_seeds
+from repro.capsule import CommandInfo, Record, RunWarning
 from repro.config import Settings, resolve
 from repro.determinism import plan
+from repro.facts import code as code_capture
+from repro.facts import command as cmd
+from repro.facts import deps
+from repro.facts.data import capture_data
+from repro.facts.env import host_env
+from repro.facts.secrets import Masker, Redactor, run_masker
+from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
+from repro.facts.seeds import make_seeds
 from repro.hashing import HashCache
 from repro.runner import now_iso
 from repro.store import Store, new_run_id
@@ -146,7 +146,7 @@ def _begin(
     record.backend.name = record.backend.requested = "in-process"
     record.results.started = now_iso()
     record.results.output_roots = outputs
-    record.warnings.append(IN_PROCESS_NOTE)
+    record.warn("in_process", IN_PROCESS_NOTE)
     run_dir = store.begin_run(record.id, argv)
     (run_dir / "work" / "runtime").mkdir(parents=True, exist_ok=True)
     return record, run_dir, masker
@@ -211,7 +211,7 @@ def _finish(
 
     trackers.fold(record, runtime)
     res.trackers = masker.obj(res.trackers, "tracker links")
-    record.warnings = [masker.text(w, "warnings") for w in record.warnings]
+    record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]
     found = output_rules.select(
         store.root, written=set(), declared=outputs, before=before, data=data,
         exclude=list(settings.outputs_exclude), claimed=set(),

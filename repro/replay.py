@@ -33,14 +33,14 @@ from repro.capsule import (
     ResultInfo,
     open_member,
 )
-from repro.capture.code import restore_code
-from repro.capture.data import Drift, check_data
-from repro.capture.env import host_env
-from repro.capture.secrets import REDACTED, Redactor, redacted_options
 from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env, expectation, verifiable_mode
 from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
+from repro.facts.code import restore_code
+from repro.facts.data import Drift, check_data
+from repro.facts.env import host_env
+from repro.facts.secrets import REDACTED, Redactor, redacted_options
 from repro.hashing import HashCache
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
@@ -412,7 +412,8 @@ def run_replay(
         verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
-    record.warnings += notes
+    for note in notes:
+        record.warn("replay_condition", note)
     record.verification = verification(verdict, original.id)
     store.seal(record, run_dir)
     trackers.report_verdict(

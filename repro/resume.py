@@ -23,11 +23,11 @@ from repro import attribution as output_rules
 from repro import checkpoints, command_env, leftover, runner, sandbox
 from repro.backends.base import Event, OnEvent, RunResult
 from repro.capsule import FileEntry, Record
-from repro.capture.code import SOURCE_SUFFIXES, capture_code, stored_digest
-from repro.capture.secrets import Redactor, run_masker
 from repro.config import Plan, Settings
 from repro.determinism import allowed_env
 from repro.errors import NotFoundError, UsageError
+from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
+from repro.facts.secrets import Redactor, run_masker
 from repro.hashing import HashCache
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
 from repro.store import Store
@@ -125,7 +125,7 @@ def resume(
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         on_event(Event("info", other_base))
-        record.warnings.append(other_base)
+        record.warn("base_image_changed", other_base)
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
     store.seal(record, run_dir)
     return record
@@ -196,7 +196,7 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     result = RunResult(exit_code=137, duration_s=0.0, interrupted=True, written=written)
     runner.collect(record, result, spec, store, prepared)
     record.results.duration_s = None
-    record.warnings.append("the repro process died with the run; sealed as interrupted by `repro resume`")
+    record.warn("repro_died", "the repro process died with the run; sealed as interrupted by `repro resume`")
     store.seal(record, run_dir)
     return record
 

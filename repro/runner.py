@@ -31,24 +31,25 @@ from repro.backends.base import (
     terminal_of,
 )
 from repro.buildlog import BuildLog
-from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, SharedWrite
-from repro.capture import code as code_capture
-from repro.capture import command as cmd
-from repro.capture import deps, hydra
-from repro.capture.data import capture_data
-from repro.capture.env import host_env
-from repro.capture.secrets import Masker, Redactor, config_bytes_secrets, redacted_options, run_masker
-from repro.capture.secrets.verdicts import VERDICTS_DB, Verdicts
-from repro.capture.seeds import make_seeds
+from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, RunWarning, SharedWrite
 from repro.config import Plan, Settings
 from repro.determinism import clock_env, explain_failure, plan, resolve_isa, source_date_epoch, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
+from repro.facts import code as code_capture
+from repro.facts import command as cmd
+from repro.facts import deps, hydra
+from repro.facts.data import capture_data
+from repro.facts.env import host_env
+from repro.facts.secrets import Masker, Redactor, config_bytes_secrets, redacted_options, run_masker
+from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
+from repro.facts.seeds import make_seeds
 from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.lockfile import mismatches
 from repro.reports import Reports, ledger, read_reports
 from repro.steptrace import TRACE_LOG
 from repro.store import LoadedRun, Store, new_run_id
+from repro.units import plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -147,7 +148,7 @@ def select_backend(
                                    "(`repro base-image` makes one)"))  # fmt: skip
             return LocalBackend()
         return docker_backend.DockerBackend()
-    on_event(Event("info", "backend auto → local (no Docker engine answers; `make docker-up` starts one)"))
+    on_event(Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)"))
     return LocalBackend()
 
 
@@ -266,7 +267,8 @@ def capture(
         nodes=nodes,
     )
     record.redactions += argv_hits
-    record.warnings += notes
+    for note in notes:
+        record.warn("torchrun_options_ignored", note)
 
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
@@ -457,7 +459,7 @@ def execute(
     try:  # a lock compiled in the background while the command ran: its lines go to the build log
         settle_lock(prepared, store, lambda line: build(Event("build", line)))
     except BuildError as e:  # the run happened: record it, say why it is not locked
-        record.warnings.append(f"the lock could not be compiled, the run is not locked: {e.message}")
+        record.warn("lock_failed", f"the lock could not be compiled, the run is not locked: {e.message}")
     finally:
         build.close()
     check_lock(record)
@@ -506,9 +508,10 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     lock = pending.result(on_line)
     record.deps.variant = lock.variant
     if lock.path is None:
-        record.warnings.append(
+        record.warn(
+            "not_locked",
             "no requirements.in, requirements.txt or pyproject dependencies: "
-            "the environment is recorded, not locked"
+            "the environment is recorded, not locked",
         )
         return
     root = store.root
@@ -529,9 +532,10 @@ def check_lock(record: Record) -> None:
         shown = "; ".join(m.describe() for m in found[:6]) + (
             f" (+{len(found) - 6} more)" if len(found) > 6 else ""
         )
-        record.warnings.append(
-            f"the lock does not describe what ran ({len(found)} package(s)): {shown} "
-            "(`repro lock --upgrade` re-locks against this environment)"
+        record.warn(
+            "lock_mismatch",
+            f"the lock does not describe what ran ({plural(len(found), 'package')}): {shown} "
+            "(`repro lock --upgrade` re-locks against this environment)",
         )
 
 
@@ -671,16 +675,17 @@ def collect(
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
     _shared_writes(record, reports)
     _link_warnings(record, runtime)
-    record.warnings = [masker.text(w, "warnings") for w in record.warnings]
+    record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]
     stores = trackers.outside_stores(record)
     outside = {p for p in reports.written_outside if not any(p == s or p.startswith(s + "/") for s in stores)}
     res.outputs_outside_root = sorted(outside)[:_MAX_OUTSIDE]
     if outside:
         shown = ", ".join(res.outputs_outside_root[:3])
         more = len(outside) - 3
-        record.warnings.append(
+        record.warn(
+            "outputs_outside_root",
             f"the run wrote files outside the project root, which are not recorded: {shown}"
-            + (f" (+{more} more)" if more > 0 else "")
+            + (f" (+{more} more)" if more > 0 else ""),
         )
 
 
@@ -698,10 +703,10 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     if record.results.status == "failed":
         record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
     for error in reports.errors:
-        record.warnings.append(f"the repro runtime could not apply its settings to {error}")
+        record.warn("runtime_settings_failed", f"the repro runtime could not apply its settings to {error}")
     for rel in produced.files(runtime, "boot-error.*.txt"):
         text = (produced.read_text(runtime, rel) or "").strip()[:2000]
-        record.warnings.append(f"the repro runtime failed to start in a process: {text}")
+        record.warn("runtime_boot_failed", f"the repro runtime failed to start in a process: {text}")
 
 
 def _runtime_proof(record: Record, reports: Reports) -> None:
@@ -711,10 +716,11 @@ def _runtime_proof(record: Record, reports: Reports) -> None:
     if det.applied:
         return
     det.knobs = {}
-    record.warnings.append(
+    record.warn(
+        "runtime_not_loaded",
         "the repro runtime never loaded in this command (a reset PYTHONPATH, `python -I`/`-E`/`-S`, "
         "or not Python): seeds and determinism were NOT applied, so this run is not reproducible by "
-        f"construction (recorded mode {det.mode}, not applied)"
+        f"construction (recorded mode {det.mode}, not applied)",
     )
 
 
@@ -799,9 +805,10 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
         return
     rank, code = found
     status = f"exit code {code}" if code is not None else "a Python exception"
-    record.warnings.append(
+    record.warn(
+        "rank_failed",
         f"rank {rank} of {len(rank_logs)} failed first ({status}); "
-        f"its stderr is kept in the record as rank{rank}.stderr"
+        f"its stderr is kept in the record as rank{rank}.stderr",
     )
     tail = stderr.get(rank, "").splitlines()[-20:]
     prefix = f"[rank{rank}]:"
@@ -813,8 +820,9 @@ def _report_failed_node(
 ) -> None:
     """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
     rank, node, code = failed.get("rank"), failed.get("node"), failed.get("exit_code")
-    record.warnings.append(
-        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped"
+    record.warn(
+        "rank_failed",
+        f"rank {rank} on node {node} failed first (exit code {code}); the job's other tasks were stopped",
     )
     stderr = rank_logs.get(int(rank), {}).get("stderr") if isinstance(rank, int) else None
     if stderr is not None:
@@ -880,9 +888,10 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
     record.data.undeclared = found
     if found:
         shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
-        record.warnings.append(
+        record.warn(
+            "undeclared_inputs",
             f"the run read files that are not declared data: {shown} "
-            "(declare them with --data so a replay checks them)"
+            "(declare them with --data so a replay checks them)",
         )
 
 
@@ -916,8 +925,9 @@ def _store_outputs(
         if entry is None:
             continue  # gone since it was selected
         if entry.link is None and not entry.stored:
-            record.warnings.append(
-                f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored"
+            record.warn(
+                "output_too_large",
+                f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored",
             )
         entries.append(entry)
     return entries
@@ -931,16 +941,18 @@ def _link_warnings(record: Record, runtime: Path) -> None:
         shown = ", ".join(f"{o.path} -> {o.link}" for o in made[:3]) + (
             f" (+{len(made) - 3} more)" if len(made) > 3 else ""
         )
-        record.warnings.append(
-            f"outputs that are symbolic links, recorded as links and never followed: {shown}"
+        record.warn(
+            "output_links", f"outputs that are symbolic links, recorded as links and never followed: {shown}"
         )
     planted = [f for f in produced.walk(runtime) if f.kind == "link"]
     if planted:
         shown = ", ".join(f"{f.rel} -> {f.target}" for f in planted[:3]) + (
             f" (+{len(planted) - 3} more)" if len(planted) > 3 else ""
         )
-        record.warnings.append(
-            f"the run left symbolic links among repro's own files in its runtime directory, not read: {shown}"
+        record.warn(
+            "runtime_links",
+            "the run left symbolic links among repro's own files in its runtime directory, "
+            f"not read: {shown}",
         )
 
 
@@ -956,8 +968,9 @@ def _shared_writes(record: Record, reports: Reports) -> None:
         shown = "; ".join(f"{s.path} by {s.writers()}" for s in shared[:3]) + (
             f" (+{len(shared) - 3} more)" if len(shared) > 3 else ""
         )
-        record.warnings.append(
+        record.warn(
+            "shared_writes",
             f"output files written by more than one process at once: {shown}. Their bytes depend on "
             "which process wrote last (a replay may differ or not load): write each from one rank "
-            "(`if rank == 0:`)"
+            "(`if rank == 0:`)",
         )

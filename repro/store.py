@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import sqlite3
 import tempfile
@@ -43,6 +44,7 @@ from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageErro
 from repro.hashing import copy_hashed, hash_bytes, hash_file
 from repro.lockfile import LockedPackage, locked_packages
 from repro.processes import pid_alive
+from repro.units import plural
 
 STORE_DIR = ".repro"
 PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
@@ -384,6 +386,8 @@ class Store:
         except sqlite3.Error:
             return {}
         try:
+            if db.execute("PRAGMA user_version").fetchone()[0] < _INDEX_VERSION:
+                return {}  # an older index: its rows are read again from the records, and rewritten
             return {r[0]: r for r in db.execute("SELECT * FROM runs")}
         except sqlite3.Error:
             return {}
@@ -412,7 +416,7 @@ class Store:
             back = int(m.group(1) or 0)
             if back >= len(sealed):
                 raise NotFoundError(
-                    f"{ref}: the store has {len(sealed)} complete run(s)",
+                    f"{ref}: the store has {plural(len(sealed), 'complete run')}",
                     hint="run something with `repro run`, or see `repro ls`",
                 )
             return self.load_run(sealed[-1 - back])
@@ -561,9 +565,13 @@ class Store:
             )
             db.execute("CREATE TABLE IF NOT EXISTS outputs (run TEXT, path TEXT, hash TEXT)")
             db.execute("CREATE INDEX IF NOT EXISTS outputs_by_path ON outputs (path, hash)")
-            if db.execute("PRAGMA user_version").fetchone()[0] < _INDEX_VERSION:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version < _INDEX_VERSION:
                 with db:
-                    self._index_outputs(db)
+                    if version < 1:
+                        self._index_outputs(db)
+                    if version < 2:  # rows read again from the records: commands quoted
+                        db.execute("DELETE FROM runs")
                 db.execute(f"PRAGMA user_version = {_INDEX_VERSION}")
             with db:
                 yield db
@@ -614,7 +622,8 @@ def _named(e: OSError, path: Path) -> OSError:
     return type(e)(e.errno, e.strerror, str(path)) if e.errno is not None else OSError(str(e), str(path))
 
 
-_INDEX_VERSION = 1  # 1: the outputs table (which run wrote which bytes where)
+# 1: the outputs table (which run wrote which bytes where); 2: commands quoted with shlex.join
+_INDEX_VERSION = 2
 
 
 def _index_outputs_of(db: sqlite3.Connection, record: Record) -> None:
@@ -652,7 +661,7 @@ def _row_from_record(record: Record) -> RunRow:
         created=record.created,
         status=record.results.status,
         kind="resume" if record.resumed_from else record.kind,
-        command=" ".join(record.command.argv),
+        command=shlex.join(record.command.argv),
         duration_s=record.results.duration_s,
         backend=record.backend.name,
         parent=record.resumed_from or record.parent,
@@ -680,7 +689,7 @@ def _unsealed_row(run_dir: Path) -> RunRow:
         created=info.get("started", ""),
         status=status,
         kind="run",
-        command=" ".join(info.get("argv", [])),
+        command=shlex.join(str(a) for a in info.get("argv", [])),
         duration_s=None,
         backend="slurm" if detached else None,
     )

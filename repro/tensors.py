@@ -17,6 +17,7 @@ from typing import Any
 from repro import rootpath
 from repro.errors import ReproError
 from repro.tolerance import Tolerance, largest
+from repro.units import shorten
 
 TENSOR_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npy", ".npz")
 _TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
@@ -307,7 +308,7 @@ def _as_entry(value: Any) -> _Entry:
 
 def _short(value: Any) -> str:
     text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shorten(text, 60)
 
 
 def _diff_values(name: str, ea: _Entry, eb: _Entry, tol: Tolerance) -> TensorDiff | None:

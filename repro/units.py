@@ -12,6 +12,16 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def plural(n: int, word: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 file`, `2 files`; ``many`` where adding an s is wrong (`2 processes`)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+ELLIPSIS = "…"  # the one mark of a shortened text, everywhere repro shortens one
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last one `…` when it was cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)] + ELLIPSIS

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repro.tolerance import Tolerance, largest
+from repro.units import shorten
 
 Series = dict[str, list[tuple[Any, Any]]]  # name -> [(step, value), ...]
 
@@ -141,5 +142,5 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return f"{len(value)} bytes"
     if isinstance(value, str) and len(value) > 60:
-        return value[:57] + "..."
+        return shorten(value, 60)
     return value

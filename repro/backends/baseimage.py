@@ -52,13 +52,13 @@ def check_prerequisites() -> str:
     if hasattr(os, "geteuid") and os.geteuid() != 0:
         raise BackendUnavailable(
             "making a base image needs root (debootstrap creates device files and owners)",
-            hint="run it as root: `sudo .venv/bin/repro base-image`, or `make docker-up`",
+            hint='run it as root: `sudo "$(command -v repro)" base-image`',
         )
     path = shutil.which("debootstrap")
     if path is None:
         raise BackendUnavailable(
             "debootstrap is not installed",
-            hint="install it (`apt-get install debootstrap`), or run `make docker-up`, which does",
+            hint="install it: `sudo apt-get install debootstrap`",
         )
     return path
 

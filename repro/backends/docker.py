@@ -58,8 +58,14 @@ from repro.processes import pid_alive
 from repro.runtime import terminal
 from repro.runtime.terminal import STREAMS
 
-ENGINE_HINT = "start an engine with `make docker-up`, or set DOCKER_HOST"
-BASE_HINT = "make one with `repro base-image` (or `make docker-up`), or set image.base in repro.yaml"
+ENGINE_HINT = (
+    "start the Docker engine (`sudo systemctl start docker`) or point DOCKER_HOST at one; "
+    "`--backend local` runs without it"
+)
+BASE_HINT = (
+    'make it with `sudo "$(command -v repro)" base-image` (Debian packages, no registry), '
+    "or set image.base in repro.yaml (REPRO_BASE_IMAGE) to an image the engine has"
+)
 GPU_HINT = "install the NVIDIA Container Toolkit for this engine, or run without --gpus"
 
 # Where things appear inside the container.

@@ -259,6 +259,6 @@ def check_gpus(gpus: str, available: int) -> None:
 
 
 def _gpu_count() -> int:
-    from repro.capture.env import gpus
+    from repro.facts.env import gpus
 
     return len(gpus()[0])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import textwrap
 
 import click
 
@@ -24,10 +25,23 @@ from repro.cli import (
 )
 from repro.cli.context import AppContext
 from repro.cli.options import verbosity_options
-from repro.errors import ExitCode, ReproError, from_os_error
+from repro.errors import EXIT_CODES, ExitCode, ReproError, from_os_error
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _exit_codes_epilog() -> str:
+    """The exit-code table (`repro.errors.EXIT_CODES`), kept as laid out (click's \\b)."""
+    rows = ["\b", 'Exit codes (README, "Exit codes"):']
+    for code, meaning in EXIT_CODES:
+        wrapped = textwrap.wrap(meaning, 88) or [""]
+        rows += [f"  {code:<5}{wrapped[0]}", *(f"       {line}" for line in wrapped[1:])]
+    rows += ["", 'Shell completion: README, "Shell completion" (bash, zsh, fish).']
+    return "\n".join(rows)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=_exit_codes_epilog(),
+)
 @click.version_option(__version__, prog_name="repro")
 @click.option(
     "-C",
@@ -47,8 +61,8 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
     repro verify capsule.tar             integrity check of an exported capsule
     repro keygen team.key                a signing key: export --sign, verify/replay --key
 
-    Exit codes: 0 ok, 1 unexpected error, 2 usage/config, 3 backend unavailable,
-    4 training command failed, 5 not reproduced, 6 capsule invalid, 130 interrupted.
+    Every command with --json prints one JSON object whose "format" names its schema
+    (repro/schemas/, README "Machine-readable output").
 
     -q and -v go before or after the subcommand (`repro -q run …`, `repro run -q …`).
     Colour follows NO_COLOR and FORCE_COLOR.

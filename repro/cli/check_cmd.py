@@ -11,6 +11,7 @@ from repro import bounds, ui
 from repro import check as core
 from repro.capsule import Record
 from repro.cli import options
+from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
 from repro.config import Flags
@@ -19,6 +20,7 @@ from repro.runner import RunRequest
 from repro.signing import Trust
 from repro.ui import check as render
 from repro.ui import records as records_render
+from repro.units import plural
 
 _EPILOG = """\b
 Exit status (stable; README "Exit codes"):
@@ -59,6 +61,7 @@ Exit status (stable; README "Exit codes"):
     "against",
     metavar="CAPSULE",
     default=None,
+    shell_complete=complete_ref,
     help="Replay this golden capsule (.tar or run ref) against the current code instead.",
 )
 @options.replay_options
@@ -69,13 +72,8 @@ Exit status (stable; README "Exit codes"):
     default=None,
     help="Write a JUnit XML report (one testcase per output, plus metrics and stdout).",
 )
-@click.option(
-    "--markdown",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write a Markdown summary (for a PR comment or $GITHUB_STEP_SUMMARY).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@options.markdown_option("a summary")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schemas/check.json).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_app
 def check(
@@ -90,7 +88,7 @@ def check(
     atol: float | None,
     rtol: float | None,
     junit: Path | None,
-    markdown: Path | None,
+    markdown: str | None,
     as_json: bool,
     compare_stdout: bool | None,
     env: tuple[str, ...],
@@ -130,6 +128,7 @@ def check(
         raise UsageError("give either a COMMAND or --against CAPSULE, not both")
     if against and interrupts:
         raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
+    options.output_forms(as_json, markdown)
     if trust is not None and not against:
         raise UsageError("--key and --require-signed check the capsule given to --against")
     if env and not against:
@@ -181,20 +180,22 @@ def _announce(record: Record, app: AppContext) -> None:
     ui.info(records_render.run_summary_line(record, app.store.runs_dir / record.id, app.store.root))
 
 
-def _report(result: core.CheckResult, junit: Path | None, markdown: Path | None, as_json: bool) -> None:
+def _report(result: core.CheckResult, junit: Path | None, markdown: str | None, as_json: bool) -> None:
     if junit:
         junit.write_text(render.render_junit(result))
     if markdown:
-        markdown.write_text(render.render_markdown(result))
+        ui.write_document(markdown, render.render_markdown(result))
     if as_json:
         ui.json_out(render.render_json(result))
+        return
+    if markdown == options.STDOUT:
         return
     text = render.render_text(result)
     if text:
         ui.out(text)
     if result.kind == "repeat" and result.records:
         ids = " ".join(r.id for r in result.records)
-        ui.info(f"{len(result.records)} run(s) recorded (seed {result.seed}): {ids}")
+        ui.info(f"{plural(len(result.records), 'run')} recorded (seed {result.seed}): {ids}")
 
 
 COMMANDS = [check]

@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from repro import ui
+from repro.cli import options
+from repro.cli.completion import complete_ref
 from repro.diff import diff_records, metric_rows
-from repro.errors import UsageError
 from repro.ui import diff as diff_ui
 
 
@@ -37,10 +38,10 @@ def _either_path(first: Any, second: Any) -> Any:
 
 
 @click.command("diff")
-@click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="RUN_B")
-@click.option("--json", "as_json", is_flag=True, help="The result as JSON (layout in docs/diff.md).")
-@click.option("--markdown", is_flag=True, help="Markdown tables, for a pull-request or CI comment.")
+@click.argument("run_a", metavar="RUN_A", shell_complete=complete_ref)
+@click.argument("run_b", metavar="RUN_B", shell_complete=complete_ref)
+@click.option("--json", "as_json", is_flag=True, help="The result as JSON (docs/diff.md, schemas/diff.json).")
+@options.markdown_option("the tables")
 @click.option("--code", is_flag=True, help="Include the unified diff of changed source files.")
 @click.option(
     "--plot",
@@ -49,7 +50,9 @@ def _either_path(first: Any, second: Any) -> Any:
     default=None,
     help="Write both runs' metric curves, overlaid, to this PNG (needs matplotlib).",
 )
-@click.option("--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not (like git diff).")
+@click.option(
+    "--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not, as `git diff --exit-code`."
+)
 @click.option("--all", "show_all", is_flag=True, help="Also show sections without differences.")
 @click.pass_context
 def diff(
@@ -57,7 +60,7 @@ def diff(
     run_a: str,
     run_b: str,
     as_json: bool,
-    markdown: bool,
+    markdown: str | None,
     code: bool,
     plot_path: str | None,
     exit_code: bool,
@@ -73,11 +76,10 @@ def diff(
     repro diff latest~1 latest
     repro diff leslie.tar latest --code
     repro diff A B --json | jq '.likely_causes[0].reason'
-    repro diff A B --markdown > comment.md
+    repro diff A B --markdown comment.md        (--markdown - or alone: on stdout)
     repro diff A B --plot curves.png
     """
-    if as_json and markdown:
-        raise UsageError("--json and --markdown are exclusive", hint="pick one output format")
+    options.output_forms(as_json, markdown)
     store = ctx.obj.store
     a = store.resolve(run_a)
     b = store.resolve(run_b)
@@ -91,11 +93,11 @@ def diff(
             Path(plot_path),
         )
         ui.info(f"metric curves written to {path}")
+    if markdown:
+        ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))
     if as_json:
         ui.json_out(diff_ui.render_json(result))
-    elif markdown:
-        ui.out(diff_ui.render_markdown(result, show_all=show_all).rstrip("\n"))
-    else:
+    elif markdown != options.STDOUT:
         ui.out(diff_ui.render_text(result, colour=diff_ui.colour_wanted(), show_all=show_all))
     if exit_code and result.differs:
         ctx.exit(1)

@@ -8,10 +8,12 @@ from typing import Any
 
 import click
 
-from repro import exporting, leftover, store_images, ui
+from repro import exporting, leftover, schemas, store_images, ui
 from repro.backends.base import Event
+from repro.cli import options
 from repro.cli.events import build_events
 from repro.errors import NotFoundError, ReproError
+from repro.units import plural
 
 
 @click.command("build")
@@ -24,10 +26,13 @@ from repro.errors import NotFoundError, ReproError
 @click.option(
     "--base-image", default=None, help="Base image tag or id (default: image.base, repro-base:bookworm)."
 )
-@click.option("--gpus", is_flag=True, help="Build the CUDA template instead of the CPU one.")
-@click.option("--json", "as_json", is_flag=True, help="Print the image record as JSON.")
+@options.gpus_option(
+    "Build the CUDA image, the one `repro run --gpus` runs in (the same values: all, N or device ids; "
+    "the image is the same for any of them). Default: the CPU image."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the image record as JSON (schemas/build.json).")
 @click.pass_obj
-def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, as_json: bool) -> None:
+def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | None, as_json: bool) -> None:
     """Build (or reuse) the environment image for the current lockfile, without running.
 
     The image tag is the hash of the rendered Dockerfile, the lockfile and the base
@@ -40,7 +45,7 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
 
     with build_events(app.store.dir, "build") as sink:
         if lockfile is None:
-            from repro.capture.deps import ensure_lock, is_stale
+            from repro.facts.deps import ensure_lock, is_stale
 
             variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
             if is_stale(root, configured, variant)[0]:
@@ -55,14 +60,14 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: bool, a
             lockfile = found.path
         base = base_image or app.settings.base_image
         with engine() as client:
-            built = ensure_image(client, lockfile, base, template_for("all" if gpus else None), sink)
+            built = ensure_image(client, lockfile, base, template_for(gpus), sink)
     if not built.reused:  # `repro gc --images` may remove it once no run of this store uses it
         app.store.ensure()
         store_images.note(app.store.dir, store_images.ImageUse(built.id, None, made=True))
     if as_json:
         data = dataclasses.asdict(built)
         data.pop("dockerfile_text")
-        ui.json_out(data)
+        ui.json_out(schemas.answer("build", data))
         return
     how = "reused" if built.reused else f"built in {built.build_seconds:.1f}s"
     ui.out(f"{built.tag}  {built.id}  ({how})")
@@ -104,7 +109,7 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
 
 
 def _settings_base(app: Any) -> str | None:
-    # base-image may run before any project exists (make docker-up): settings are optional.
+    # base-image may run before any project exists: settings are optional.
     try:
         return str(app.settings.base_image)
     except ReproError:
@@ -200,7 +205,7 @@ def _incomplete_runs(store: Any, dry_run: bool) -> int:
         if files:
             shown = ", ".join(files[:5]) + (f" (+{len(files) - 5} more)" if len(files) > 5 else "")
             verb = "would bring back" if dry_run else "brought back"
-            ui.out(f"{verb} {len(files)} file(s) run {run_id} wrote in its container's copy: {shown}")
+            ui.out(f"{verb} {plural(len(files), 'file')} run {run_id} wrote in its container's copy: {shown}")
         if not dry_run:
             store.remove_run(run_id)
         ui.out(f"{'would remove' if dry_run else 'removed'} incomplete run {run_id}")

@@ -10,13 +10,44 @@ from typing import Any, TypeVar
 
 import click
 
-from repro import signing, ui
+from repro import bounds, signing, ui
 from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _FLAG_FIELDS = tuple(name for name in Flags.__dataclass_fields__ if name != "compare_stdout")
+
+
+class GpuRequest(click.ParamType[str]):
+    """`--gpus`: ``all``, a count N ≥ 1, or comma-separated device ids (``0,1``, ``GPU-3f…``)."""
+
+    name = "all|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """The value as given, device ids without spaces (``0, 1`` → ``0,1``).
+
+        Raises:
+            UsageError: not what --gpus takes (the rule is `repro.bounds.gpus_problem`; exit 2).
+        """
+        text = ",".join(part.strip() for part in str(value).strip().split(","))
+        why = bounds.gpus_problem(text)
+        if why is not None:
+            raise UsageError(f"--gpus {why}", hint="--gpus all, --gpus 2 or --gpus 0,1")
+        return text
+
+
+def gpus_option(help_text: str) -> Callable[[F], F]:
+    """`--gpus all|N`, the same for `run`, `check` and `build`; given alone it means all."""
+    return click.option(
+        "--gpus",
+        type=GpuRequest(),
+        default=None,
+        is_flag=False,
+        flag_value="all",
+        metavar="all|N",
+        help=help_text,
+    )
 
 
 def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,9 +116,10 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 help="Launch N processes through torchrun --standalone (N=1 too: one rank under torchrun; "
                 "default: the command as given).",
             ),
-            click.option(
-                "--gpus", default=None, metavar="all|N", help="GPUs to give the run (exit 3 if none)."
-            ),
+            gpus_option(
+                "GPUs to give the run: all, a count N or device ids (0,1); --gpus alone: all. "
+                "Exit 3 when this machine has fewer."
+            ),  # fmt: skip
             click.option(
                 "--network/--no-network",
                 default=None,
@@ -224,8 +256,42 @@ _SLURM_FIELDS = (
 )
 
 
+class SectionOption(click.Option):
+    """An option listed under a heading of its own in `--help` (see `SectionedCommand`)."""
+
+    def __init__(self, *args: Any, section: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.section = section
+
+
+class SectionedCommand(click.Command):
+    """A command whose `--help` lists the options of each `SectionOption` section under its own
+    heading, after the command's main options."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None or isinstance(param, click.Argument):
+                continue
+            heading = param.section if isinstance(param, SectionOption) else "Options"
+            sections.setdefault(heading, []).append(record)
+        for heading, records in sections.items():
+            if records:
+                with formatter.section(heading):
+                    formatter.write_dl(records)
+
+
+SLURM_SECTION = "Slurm options (with --backend slurm)"
+
+
+def slurm_option(*decls: str, **attrs: Any) -> Callable[[F], F]:
+    return click.option(*decls, cls=SectionOption, section=SLURM_SECTION, **attrs)
+
+
 def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the Slurm options of `run`; the command receives them as `slurm: SlurmFlags`."""
+    """Add the Slurm options of `run` (listed under their own heading by `SectionedCommand`); the
+    command receives them as `slurm: SlurmFlags`."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -234,40 +300,71 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     for option in reversed(
         [
-            click.option(
+            slurm_option(
                 "--nodes", type=click.IntRange(1), default=None,
-                help="Slurm: nodes to run on; torchrun on each, --nproc-per-node ranks per node.",
+                help="Nodes to run on; torchrun on each, --nproc-per-node ranks per node.",
             ),
-            click.option("--partition", default=None, help="Slurm: the partition (sbatch --partition)."),
-            click.option(
+            slurm_option("--partition", default=None, help="The partition (sbatch --partition)."),
+            slurm_option(
                 "--time", "time_limit", default=None, metavar="LIMIT",
-                help="Slurm: the job's time limit (sbatch --time, e.g. 00:30:00).",
+                help="The job's time limit (sbatch --time, e.g. 00:30:00).",
             ),
-            click.option("--account", default=None, help="Slurm: the account to charge (sbatch --account)."),
-            click.option(
+            slurm_option("--account", default=None, help="The account to charge (sbatch --account)."),
+            slurm_option(
                 "--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
-                help="Slurm: one more sbatch argument, as given (repeatable), e.g. --sbatch-arg=--qos=high.",
+                help="One more sbatch argument, as given (repeatable), e.g. --sbatch-arg=--qos=high.",
             ),
-            click.option(
+            slurm_option(
                 "--requeue/--no-requeue", default=None,
-                help="Slurm: requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
+                help="Requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
                 "120 s before the time limit, so it can save a checkpoint; the requeued job continues from "
                 "it as `repro resume` does (the RNG states recorded at that save are restored).",
             ),
-            click.option(
+            slurm_option(
                 "--node-env", type=click.Choice(NODE_ENVIRONMENTS), default=None,
-                help="Slurm: what runs the command on the nodes: python (this interpreter, on a filesystem "
+                help="What runs the command on the nodes: python (this interpreter, on a filesystem "
                 "the nodes share; default) or docker (the run's image, built from its lock).",
             ),
-            click.option(
+            slurm_option(
                 "--detach", is_flag=True, default=False,
-                help="Slurm: submit and return at once; `repro ls` shows the run pending or running, "
+                help="Submit and return at once; `repro ls` shows the run pending or running, "
                 "and seals it once the job ended.",
             ),
         ]
     ):  # fmt: skip
         wrapper = option(wrapper)
     return wrapper
+
+
+STDOUT = "-"
+
+
+def markdown_option(what: str) -> Callable[[F], F]:
+    """`--markdown FILE`, the same in `diff`, `check` and `replay`: ``what`` as Markdown written to
+    FILE; `-`, or the option alone, prints it on stdout in place of the text."""
+    return click.option(
+        "--markdown",
+        type=click.Path(dir_okay=False, allow_dash=True),
+        default=None,
+        is_flag=False,
+        flag_value=STDOUT,
+        metavar="FILE",
+        help=f"Write {what} as Markdown to FILE (for a PR comment or $GITHUB_STEP_SUMMARY); "
+        "`-` or --markdown alone: on stdout, in place of the text.",
+    )
+
+
+def output_forms(as_json: bool, markdown: str | None) -> None:
+    """Refuse two documents on stdout at once: --json with `--markdown -`.
+
+    Raises:
+        UsageError: both were asked for.
+    """
+    if as_json and markdown == STDOUT:
+        raise UsageError(
+            "--json and --markdown - both print on stdout",
+            hint="write the Markdown to a file: --markdown FILE",
+        )
 
 
 def trust_options(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -9,6 +9,7 @@ import click
 from repro import signing, ui
 from repro.capsule import Record, verify_tar
 from repro.cli import options
+from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
 from repro.exporting import export_run
@@ -18,29 +19,36 @@ from repro.ui import records as render
 
 
 @click.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list.")
-@click.option("-n", "--last", type=click.IntRange(1), default=None, help="Only the last N runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON (schemas/ls.json).")
+@click.option("-n", "--last", type=click.IntRange(1), default=None, help="Only the newest N runs.")
+@click.option("-r", "--reverse", is_flag=True, help="Oldest first.")
 @pass_app
-def ls(app: AppContext, as_json: bool, last: int | None) -> None:
-    """List the runs of this project, oldest first (incomplete ones included)."""
+def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
+    """List the runs of this project, newest first (incomplete ones included).
+
+    Commands are quoted as a shell reads them, so one can be pasted back. On a terminal the
+    command column is cut to its width (COLUMNS wins); piped or redirected, lines are whole.
+    """
     if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
         from repro import detached
         from repro.cli.events import on_event
 
         detached.settle(app.store, on_event)
-    rows = app.store.rows()
+    rows = app.store.rows()[::-1]  # the store lists oldest first
     if last is not None:
-        rows = rows[-last:]
+        rows = rows[:last]
+    if reverse:
+        rows.reverse()
     if as_json:
-        ui.json_out(render.ls_dicts(rows))
+        ui.json_out(render.ls_dict(rows))
     elif not rows:
         ui.info("no runs yet: `repro run train.py` makes one")
     else:
-        ui.out(render.ls_table(rows))
+        ui.out(render.ls_table(rows, ui.out_width()))
 
 
 @click.command("show")
-@click.argument("ref", default="latest")
+@click.argument("ref", default="latest", shell_complete=complete_ref)
 @click.option("--json", "as_json", is_flag=True, help="The whole record as JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
@@ -55,7 +63,7 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 
 
 @click.command("export")
-@click.argument("ref", default="latest")
+@click.argument("ref", default="latest", shell_complete=complete_ref)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="File to write (default: <id>.tar, <id>.sbatch or <id>.yaml).")  # fmt: skip
 @click.option(
@@ -75,6 +83,7 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
               envvar="REPRO_SIGNING_KEY", show_envvar=True,
               help="capsule: sign it with this key file (from `repro keygen`): a SIGNATURE member, an "
               "HMAC-SHA256 over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
     app: AppContext,
@@ -84,6 +93,7 @@ def export(
     image: str | None,
     with_image: bool,
     sign_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
 
@@ -102,6 +112,11 @@ def export(
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
         done = export_run(loaded, dest, app.store, with_image, key)
+        if as_json:
+            ui.json_out(
+                render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id)
+            )
+            return
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
         signed = f", signed with key {done.key_id}" if done.key_id else ""
         ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}")
@@ -127,7 +142,10 @@ def export(
             k8s_yaml(record, _k8s_image(record, image), as_ == "k8s-job"),
         )
     dest.write_text(text)
-    ui.out(f"exported {record.id} → {dest} ({as_})")
+    if as_json:
+        ui.json_out(render.export_dict(record.id, as_, dest, dest.stat().st_size, None, None))
+    else:
+        ui.out(f"exported {record.id} → {dest} ({as_})")
 
 
 def _k8s_image(record: Record, image: str | None) -> str:
@@ -149,9 +167,9 @@ def _k8s_image(record: Record, image: str | None) -> str:
 
 
 @click.command("verify")
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_ref)
 @options.trust_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schemas/verify.json).")
 @pass_app
 def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     """Check a capsule's integrity: every member against its checksum, every blob against its
@@ -161,8 +179,17 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
     REF is a capsule .tar, or a run in the store (its blobs are re-hashed). Without a key a
     passing capsule is only consistent: anyone can recompute SHA256SUMS. It shows "signed with
     key <id>" or "not signed"; with --key the signature is checked: a holder of that key
-    sealed it and no member changed since (exit 6 otherwise).
+    sealed it and no member changed since (exit 6 otherwise). A missing file is exit 2.
     """
+    try:
+        _verify(app, ref, as_json, trust)
+    except CapsuleInvalid as e:
+        if as_json:  # the answer says why too; the error line and exit 6 follow
+            ui.json_out(render.verify_failed_dict(e.message, e.member))
+        raise
+
+
+def _verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     path = Path(ref)
     image_size: int | None = None
     seal: Seal | None = None
@@ -179,8 +206,7 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
         record = loaded.record
         count = _verify_store_run(loaded, record.blobs())
     if as_json:
-        result = {"ok": True, "id": record.id, "members": count, "format": record.format}
-        ui.json_out({**result, "image_bytes": image_size, **render.seal_dict(seal)})
+        ui.json_out(render.verify_dict(record, count, image_size, seal))
     else:
         image = f", image {ui.human_bytes(image_size)} included" if image_size is not None else ""
         ui.out(f"ok: {record.id} ({record.format}), {count} members verified{image}")

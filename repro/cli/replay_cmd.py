@@ -8,6 +8,7 @@ import click
 
 from repro import bounds, ui
 from repro.cli import options
+from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags
@@ -18,7 +19,7 @@ from repro.ui import verdict as render
 
 
 @click.command("replay")
-@click.argument("ref", default="latest")
+@click.argument("ref", default="latest", shell_complete=complete_ref)
 @options.replay_backend
 @options.replay_options
 @click.option(
@@ -48,14 +49,8 @@ from repro.ui import verdict as render
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
 )
 @options.trust_options
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
-@click.option(
-    "--markdown",
-    "markdown",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the verdict as Markdown to this file.",
-)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON (schemas/replay.json).")
+@options.markdown_option("the verdict")
 @pass_app
 def replay(
     app: AppContext,
@@ -69,7 +64,7 @@ def replay(
     allow_world_size_change: bool,
     network: bool,
     as_json: bool,
-    markdown: Path | None,
+    markdown: str | None,
     from_checkpoint: str | None,
     steps: int | None,
     compare_stdout: bool | None,
@@ -111,6 +106,7 @@ def replay(
     """
     if steps is not None and from_checkpoint is None:
         raise UsageError("--steps sizes a window: give it with --from CHECKPOINT")
+    options.output_forms(as_json, markdown)
     request = ReplayRequest(
         ref=ref,
         data_root=data_root,
@@ -134,10 +130,10 @@ def replay(
         raise Interrupted("replay interrupted") from e
     verdict = outcome.verdict
     if markdown:
-        markdown.write_text(render.render_markdown(verdict) + "\n")
+        ui.write_document(markdown, render.render_markdown(verdict))
     if as_json:
-        ui.json_out(render.render_json(verdict) | {"replay_id": outcome.replay.id})
-    else:
+        ui.json_out(render.replay_dict(verdict, outcome.replay.id))
+    elif markdown != options.STDOUT:
         ui.out(render.render_text(verdict))
         ui.info(
             f"replay recorded as {outcome.replay.id}; `repro diff {outcome.original.id} {outcome.replay.id}`"

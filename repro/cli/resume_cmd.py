@@ -6,6 +6,7 @@ import click
 
 from repro import resume as core
 from repro import ui
+from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, raise_for_status, sigterm_interrupts
 from repro.config import BACKENDS, Flags
@@ -14,7 +15,7 @@ from repro.ui import records as render
 
 
 @click.command("resume")
-@click.argument("ref", default="latest")
+@click.argument("ref", default="latest", shell_complete=complete_ref)
 @click.option(
     "--backend",
     type=click.Choice(BACKENDS),
@@ -22,7 +23,10 @@ from repro.ui import records as render
     help="Execute on this backend (default: $REPRO_BACKEND, else the original run's).",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the result as JSON (id, status, resumed_from, …)."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as JSON (schemas/resume.json: id, status, resumed_from, …).",
 )
 @pass_app
 def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> None:
@@ -50,14 +54,14 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
             record = core.resume(store, ref, app.plan(Flags(backend=backend)), on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
-    capsule = store.runs_dir / record.id
+    run_dir = store.runs_dir / record.id
     if as_json:
-        ui.json_out(render.run_summary_dict(record, capsule))
+        ui.json_out(render.run_summary_dict(record, run_dir, kind="resume"))
     else:
-        line = render.run_summary_line(record, capsule, store.root)
+        line = render.run_summary_line(record, run_dir, store.root)
         ui.summary(f"{line} · resume of {record.resumed_from}")
         for warning in record.warnings:
-            ui.warn(warning)
+            ui.warn(warning.message)
     raise_for_status(record)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -10,7 +11,7 @@ from repro import runner, ui
 from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
-from repro.cli.options import SlurmFlags, execution_options, slurm_options
+from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
 from repro.ui import records as render
@@ -18,6 +19,7 @@ from repro.ui import records as render
 
 @click.command(
     "run",
+    cls=SectionedCommand,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @execution_options
@@ -32,8 +34,8 @@ from repro.ui import records as render
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the result as one JSON document on stdout (id, status, capsule, …); the command's "
-    "stdout then goes to stderr.",
+    help="Print the result as one JSON document on stdout (schemas/run.json: id, status, run_dir, …); "
+    "the command's stdout then goes to stderr.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
@@ -76,17 +78,21 @@ def run(
         given = {"mlflow_log_capsule": (mlflow_log_capsule, "--mlflow-log-capsule")}
         plan = plan.over(Layer(Rank.FLAG, given))
     requests = runner.expand(runner.RunRequest(argv=argv, cwd=Path.cwd()), plan)
-    if slurm.detach:
-        for request in requests:
-            submit_and_report(app, request, plan, as_json)
-        return
-    records = [run_and_report(app, request, plan, as_json) for request in requests]
-    for record in records:
-        raise_for_status(record)
+    report = submit_and_report if slurm.detach else run_and_report
+    answers = [report(app, request, plan, as_json) for request in requests]
+    if as_json:  # one document: a Hydra multirun answers once, with a run per job
+        ui.json_out(answers[0][1] if len(answers) == 1 else render.multirun_dict([a for _, a in answers]))
+    for record, _ in answers:
+        if not slurm.detach:
+            raise_for_status(record)
 
 
-def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> None:
-    """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended."""
+def submit_and_report(
+    app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool
+) -> tuple[Record, dict[str, Any]]:
+    """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended.
+
+    Returns the record as submitted and its JSON answer (printed by the caller with --json)."""
     from repro import detached
     from repro.backends.slurm import SlurmBackend
 
@@ -103,16 +109,19 @@ def submit_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, a
             job_id = detached.submit(prepared, backend, store, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
-    if as_json:
-        ui.json_out({"id": r.id, "status": "pending", "job_id": job_id, "detached": True})
-    else:
+    if not as_json:
         ui.summary(
             f"run {r.id} submitted as job {job_id}; `repro ls` shows it, and seals it once the job ended"
         )
+    return r, render.detached_dict(r, store.runs_dir / r.id, job_id)
 
 
-def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool) -> Record:
-    """Capture, execute and print the outcome; shared by `run` and `check`."""
+def run_and_report(
+    app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool
+) -> tuple[Record, dict[str, Any]]:
+    """Capture, execute and print the outcome line (not with --json).
+
+    Returns the record and its JSON answer (printed by the caller with --json)."""
     store = app.store
     on_event = Relay(stdout_to_stderr=as_json)
     prepared: runner.Prepared | None = None
@@ -135,14 +144,12 @@ def run_and_report(app: AppContext, request: runner.RunRequest, plan: Plan, as_j
         if prepared is not None:
             runner.discard(prepared)
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
-    capsule = store.runs_dir / record.id
-    if as_json:
-        ui.json_out(render.run_summary_dict(record, capsule))
-    else:
-        ui.summary(render.run_summary_line(record, capsule, store.root))
+    run_dir = store.runs_dir / record.id
+    if not as_json:
+        ui.summary(render.run_summary_line(record, run_dir, store.root))
         for warning in record.warnings:
-            ui.warn(warning)
-    return record
+            ui.warn(warning.message)
+    return record, render.run_summary_dict(record, run_dir)
 
 
 COMMANDS = [run]

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from repro.capsule import DataInput, FileEntry, Record
-from repro.capture import hydra
 from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
 from repro.diff.files import (
     MAX_GROUPS,
@@ -25,6 +24,7 @@ from repro.diff.patches import patch_changes
 from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
 from repro.errors import CapsuleInvalid
+from repro.facts import hydra
 from repro.outputs import OutputDiff, Outputs, compare_outputs
 from repro.tolerance import STRICT
 from repro.units import human_bytes, plural

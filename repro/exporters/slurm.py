@@ -8,6 +8,7 @@ from repro.backends import sbatch
 from repro.capsule import RECORD_NAME, Record
 from repro.errors import CapsuleInvalid
 from repro.exporters import export_env, layout, script_args
+from repro.units import plural
 
 
 def slurm_script(record: Record, image: str | None = None) -> str:
@@ -27,8 +28,8 @@ def slurm_script(record: Record, image: str | None = None) -> str:
     lines = [
         "#!/bin/bash",
         f"# Reproduces repro run {record.id} ({record.created}): {shlex.join(record.command.argv)}",
-        f"# {nodes} node(s) × {nproc} process(es), mode {record.determinism.mode}, "
-        f"seed {record.seeds.master}.",
+        f"# {plural(nodes, 'node')} × {plural(nproc, 'process', 'processes')}, "
+        f"mode {record.determinism.mode}, seed {record.seeds.master}.",
         "# Submit from a checkout of the project"
         + (f" at commit {code.commit}" if code.commit else "")
         + (" (the run had uncommitted changes: `repro replay` restores them, this script does not)"

@@ -1,3 +1,3 @@
-"""Where repro meets the tools its users train with: Hydra (capture/hydra.py), MLflow, W&B,
+"""Where repro meets the tools its users train with: Hydra (facts/hydra.py), MLflow, W&B,
 Lightning, Hugging Face, notebooks. Each module imports its tool; none is needed by repro itself.
 """

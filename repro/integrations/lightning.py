@@ -18,7 +18,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
-from repro.capture.command import flatten_config
+from repro.facts.command import flatten_config
 from repro.integrations import frameworks
 from repro.runtime import api
 

@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from repro import ui
 from repro.errors import UsageError
 from repro.inprocess import capture
+from repro.units import plural
 
 
 def executed_cells(history: list[str], body: str) -> str:
@@ -59,7 +60,7 @@ class ReproMagics(Magics):
         with capture(data=args.data, outputs=args.outputs, seed=args.seed, cells=cells) as run:
             shell.ex(cell)
         record = run.record
-        outputs = f"{len(record.results.outputs)} output(s)"
+        outputs = plural(len(record.results.outputs), "output")
         seed = record.seeds.master
         ui.info(f"run {record.id} {record.results.status} · {outputs} · captured in-process, seed {seed}")
 

@@ -39,8 +39,7 @@ def fold(record: Record, runtime_dir: Path) -> None:
         if kind == FRAMEWORK:
             name = str(row.pop("name", "framework"))
             for warning in row.pop("warnings", []) or []:
-                if warning not in record.warnings:
-                    record.warnings.append(str(warning))
+                record.warn("framework_override", str(warning))
             record.seeds.framework.setdefault(name, {}).update(row)
         elif kind == MLFLOW:
             key = (kind, str(row.get("tracking_uri") or row.get("run_id") or ""))

@@ -380,3 +380,25 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
+
+
+def out_width() -> int | None:
+    """The width of the terminal stdout shows on (`COLUMNS` wins), or None when stdout is a pipe or
+    a file: there, lines are written whole, never cut."""
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
+def write_document(target: str, text: str) -> None:
+    """A rendered document (Markdown) to the file ``target``, or to stdout when it is `-`."""
+    body = text.rstrip("\n") + "\n"
+    if target == "-":
+        sys.stdout.write(body)
+        sys.stdout.flush()
+        return
+    from pathlib import Path
+
+    Path(target).write_text(body, encoding="utf-8")

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro import reasons as codes
+from repro import schemas
 from repro.check import CheckResult, output_fails
 from repro.compare import Verdict, worst_status
 from repro.ui import diff as diff_render
 from repro.ui import printable, style
 from repro.ui import verdict as render
+from repro.units import plural
 
 LOG_TAIL = 20  # lines of a failed command's stderr shown
 
@@ -29,7 +31,9 @@ LOG_TAIL = 20  # lines of a failed command's stderr shown
 def _verdicts_text(verdicts: Sequence[Verdict], colour: bool) -> str:
     """Run 1 against runs 2..N: an overall line, then each verdict."""
     label, hue = render.HEAD[worst_status(verdicts)]
-    head = f"{style(label, hue) if colour else label}  {len(verdicts) + 1} runs compared with the first"
+    runs = len(verdicts) + 1
+    compared = "run 2 compared with run 1" if runs == 2 else f"runs 2–{runs} each compared with run 1"
+    head = f"{style(label, hue) if colour else label}  {runs} runs: {compared}"
     parts = [head]
     for v in verdicts:
         parts += ["", render.render_text(v, colour=colour)]
@@ -39,7 +43,8 @@ def _verdicts_text(verdicts: Sequence[Verdict], colour: bool) -> str:
 def _interrupt_text(result: CheckResult, colour: bool) -> str:
     """`check --interrupt`: an overall line, what a resume did not restore, then each resume's verdict."""
     label, hue = render.HEAD[worst_status(result.verdicts)]
-    head = f"{style(label, hue) if colour else label}  {len(result.verdicts)} killed and resumed run(s) "
+    resumed = plural(len(result.verdicts), "killed and resumed run")
+    head = f"{style(label, hue) if colour else label}  {resumed} "
     parts = [head + "compared with the uninterrupted run"]
     parts += [printable(f"  not restored: {c.describe()}") for c in result.causes]
     for v in result.verdicts:
@@ -99,8 +104,10 @@ def render_failure(result: CheckResult, logs: Sequence[str] = ()) -> str:
 
 
 def render_json(result: CheckResult) -> dict[str, Any]:
-    """The check as a JSON-able dict: status and exit code first, then each verdict and the diff."""
+    """`repro check --json` (schemas/check.json): status and exit code first, then each verdict and
+    the diff."""
     data: dict[str, Any] = {
+        "format": schemas.format_name("check"),
         "status": result.status,
         "runs": [v.to_dict() for v in result.verdicts],
         "kind": result.kind,

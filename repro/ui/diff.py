@@ -17,6 +17,7 @@ from typing import Any
 from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes, series
 from repro.errors import UsageError
 from repro.ui import colour_on, printable
+from repro.units import shorten
 
 WIDTH = 100
 MAX_LISTED = 20  # file changes listed one per line; above this, a per-directory summary
@@ -48,7 +49,7 @@ class _Painter:
 
 
 def _fit(text: str, width: int = WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return shorten(text, width)
 
 
 def _value(value: Any, limit: int = 40) -> str:
@@ -60,9 +61,7 @@ def _value(value: Any, limit: int = 40) -> str:
         text = json.dumps(value, default=str)
     else:
         text = str(value)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
+    return shorten(text, limit)
 
 
 def _bytes_delta(n: int) -> str:

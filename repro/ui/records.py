@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import shlex
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from repro import ui
-from repro.capsule import FileEntry, Record
+from repro import schemas, ui
+from repro.capsule import FileEntry, Record, RunWarning
 from repro.determinism import ledger_text
 from repro.lockfile import LockedPackage
 from repro.signing import Seal
 from repro.store import RunRow
+from repro.units import plural, shorten
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
                   "running": "blue", "invalid": "red"}  # fmt: skip
@@ -25,23 +27,47 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def run_summary_dict(record: Record, capsule: Path) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "status": record.results.status,
-        "exit_code": record.results.exit_code,
-        "duration_s": record.results.duration_s,
-        "capsule": str(capsule),
-        "backend": record.backend.name,
-        "mode": record.determinism.mode,
-        "seed": record.seeds.master,
-        "world_size": record.env.world_size,
-        "outputs": [_output_dict(o) for o in record.results.outputs],
-        "metrics": record.results.final_metrics,
-        "warnings": record.warnings,
-        "parent": record.parent,
-        "resumed_from": record.resumed_from,
-    }
+def run_summary_dict(record: Record, run_dir: Path, kind: str = "run") -> dict[str, Any]:
+    """`repro run --json` (``kind`` "run") and `repro resume --json` ("resume"): schemas/<kind>.json."""
+    res = record.results
+    return schemas.answer(
+        kind,
+        {
+            "id": record.id,
+            "status": res.status,
+            "exit_code": res.exit_code,
+            "duration_s": res.duration_s,
+            "run_dir": str(run_dir),
+            "command": shlex.join(record.command.argv),
+            "backend": record.backend.name,
+            "mode": record.determinism.mode,
+            "seed": record.seeds.master,
+            "world_size": record.env.world_size,
+            "outputs": [_output_dict(o) for o in res.outputs],
+            "metrics": res.final_metrics,
+            "warnings": [warning_dict(w) for w in record.warnings],
+            "parent": record.parent,
+            "resumed_from": record.resumed_from,
+            "detached": False,
+            "job_id": None,
+        },
+    )
+
+
+def detached_dict(record: Record, run_dir: Path, job_id: str) -> dict[str, Any]:
+    """`repro run --detach --json`: the run as submitted; `repro ls` seals it once the job ended."""
+    data = run_summary_dict(record, run_dir)
+    return data | {"status": "pending", "exit_code": None, "duration_s": None, "detached": True,
+                   "job_id": job_id}  # fmt: skip
+
+
+def multirun_dict(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """`repro run --json` of a Hydra multirun: one answer, one run answer per job."""
+    return schemas.answer("multirun", {"runs": answers})
+
+
+def warning_dict(warning: RunWarning) -> dict[str, str]:
+    return {"code": warning.code, "message": warning.message}
 
 
 def _output_dict(o: FileEntry) -> dict[str, Any]:
@@ -54,35 +80,48 @@ def _output_dict(o: FileEntry) -> dict[str, Any]:
 def run_summary_line(record: Record, capsule: Path, root: Path) -> str:
     res = record.results
     status = ui.style(res.status, _STATUS_COLOUR.get(res.status, "bold"))
-    outs = f", {len(res.outputs)} output file(s)" if res.outputs else ""
+    outs = f", {plural(len(res.outputs), 'output file')}" if res.outputs else ""
     return f"run {record.id} {status} in {res.duration_s or 0:.1f}s{outs} · record {_rel(capsule, root)}"
 
 
-def ls_table(rows: list[RunRow]) -> str:
+_LS_HEADERS = ["ID", "CREATED (UTC)", "STATUS", "BACKEND", "DURATION", "COMMAND"]
+_MIN_COMMAND = 20  # a command column narrower than this is not worth cutting to
+
+
+def ls_table(rows: list[RunRow], width: int | None = None) -> str:
+    """`repro ls`: one run a line, in the order given; the command quoted so it can be pasted back.
+
+    ``width``: the terminal's, to which the command column is cut (with `…`); None: never cut.
+    """
     body = []
     for r in rows:
         duration = f"{r.duration_s:.1f}s" if r.duration_s is not None else "-"
         created = r.created.replace("T", " ")[:19]
-        command = r.command if len(r.command) <= 48 else r.command[:45] + "..."
         kind = f" ({r.kind} of {r.parent}: {r.verdict or '?'})" if r.parent else ""
         if r.kind == "resume":
             kind = f" (resume of {r.parent})"
-        body.append([r.id, created, r.status + kind, r.backend or "-", duration, command])
-    return ui.table(body, ["ID", "CREATED (UTC)", "STATUS", "BACKEND", "DURATION", "COMMAND"])
+        body.append([r.id, created, r.status + kind, r.backend or "-", duration, r.command])
+    if width is not None:
+        widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(_LS_HEADERS[:-1])]
+        room = max(width - sum(widths) - 2 * len(widths), _MIN_COMMAND)
+        for row in body:
+            row[-1] = shorten(row[-1], room)
+    return ui.table(body, _LS_HEADERS)
 
 
-def ls_dicts(rows: list[RunRow]) -> list[dict[str, Any]]:
-    return [
+def ls_dict(rows: list[RunRow]) -> dict[str, Any]:
+    """`repro ls --json` (schemas/ls.json): the runs in the order shown."""
+    return schemas.answer("ls", {"runs": [
         {"id": r.id, "created": r.created, "status": r.status, "kind": r.kind, "parent": r.parent,
          "backend": r.backend, "duration_s": r.duration_s, "command": r.command, "verdict": r.verdict}
         for r in rows
-    ]  # fmt: skip
+    ]})  # fmt: skip
 
 
 def world_text(record: Record) -> str:
     """``2 processes (torchrun), process group gloo; rank 0 → cpu, rank 1 → cpu``."""
     world = max(record.env.world_size, record.command.nproc_per_node)
-    text = f"{world} processes (torchrun)"
+    text = f"{plural(world, 'process', 'processes')} (torchrun)"
     group = record.determinism.knobs.get("process_group_backend")
     if group:
         text += f", process group {group}"
@@ -98,7 +137,7 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
     )
     job += f", partition {slurm.get('partition') or '-'}, Slurm {slurm.get('version') or '?'}"
     if slurm.get("restarts"):
-        job += f", {slurm['restarts']} restart(s)"
+        job += f", {plural(int(slurm['restarts']), 'restart')}"
     lines = [("slurm", job)]
     ranks: dict[str, list[str]] = {}
     for rank, node in (slurm.get("rank_nodes") or {}).items():
@@ -142,17 +181,18 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         untracked = len([e for e in c.untracked if e.path not in c.earlier_outputs])
         if c.dirty:
             dirty = f", dirty ({'patch, ' if c.patch else ''}{untracked} untracked)"
-        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {len(c.files)} files"
+        files = plural(len(c.files), "file")
+        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {files}"
                       + (f", remote {c.remote}" if c.remote else "")))  # fmt: skip
     else:
-        lines.append(("code", f"snapshot of {len(c.files)} files"))
+        lines.append(("code", f"snapshot of {plural(len(c.files), 'file')}"))
     for path, run_id in list(c.earlier_outputs.items())[:5]:
         lines.append(("left by run", f"{path} (written by {run_id}; in the snapshot, not counted as code)"))
     if len(c.earlier_outputs) > 5:
         lines.append(("left by run", f"… and {len(c.earlier_outputs) - 5} more"))
     for item in r.data.inputs:
         count = item.count or len(item.files)
-        lines.append(("data", f"{item.path}: {count} files, {ui.human_bytes(item.size)}, "
+        lines.append(("data", f"{item.path}: {plural(count, 'file')}, {ui.human_bytes(item.size)}, "
                       f"xxh3 {item.digest[:16]}"))  # fmt: skip
     d = r.deps
     if d.lockfile:
@@ -175,7 +215,7 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
     m = r.determinism
     knobs = f"mode {m.mode}"
     if m.threads:
-        knobs += f", {m.threads} thread(s)"
+        knobs += f", {plural(m.threads, 'thread')}"
     if m.isa:
         knobs += f", ISA {m.isa}"
     if m.mode == "gpu":
@@ -227,8 +267,9 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         lines.append(("shared write", f"{shared.path} by {shared.writers()} at once"))
     for ck in res.checkpoints[-5:]:
         ranks = len(ck.states)
-        lines.append(("checkpoint", f"{ck.path or ck.hash[:16]} (step {ck.step}, RNG states of {ranks} "
-                      f"process{'es' if ranks != 1 else ''}{', file kept' if ck.blob else ''})"))  # fmt: skip
+        states = plural(ranks, "process", "processes")
+        lines.append(("checkpoint", f"{ck.path or ck.hash[:16]} (step {ck.step}, RNG states of {states}"
+                      f"{', file kept' if ck.blob else ''})"))  # fmt: skip
     if len(res.checkpoints) > 5:
         lines.append(("checkpoint", f"… and {len(res.checkpoints) - 5} earlier"))
     if res.outputs_outside_root:
@@ -238,7 +279,7 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
     if res.status == "failed" and res.stderr_tail:
         lines.append(("stderr", res.stderr_tail[-1]))
     for w in r.warnings:
-        lines.append(("warning", w))
+        lines.append(("warning", w.message))
     if r.redactions:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
     width = max(len(k) for k, _ in lines)
@@ -279,3 +320,27 @@ def seal_dict(seal: Seal | None) -> dict[str, Any]:
     if seal is None:
         return {"signed": None, "key_id": None, "signature_checked": None}
     return {"signed": seal.signed, "key_id": seal.key_id, "signature_checked": seal.checked}
+
+
+def verify_dict(record: Record, members: int, image_bytes: int | None, seal: Seal | None) -> dict[str, Any]:
+    """`repro verify --json` of a capsule that passed (schemas/verify.json)."""
+    body = {"ok": True, "id": record.id, "capsule_format": record.format, "members": members,
+            "image_bytes": image_bytes, "error": None}  # fmt: skip
+    return schemas.answer("verify", body | seal_dict(seal))
+
+
+def verify_failed_dict(message: str, member: str | None) -> dict[str, Any]:
+    """`repro verify --json` of a capsule that failed (exit 6): what failed, and in which member."""
+    error = {"code": "capsule_invalid", "message": message, "member": member}
+    body = {"ok": False, "id": None, "capsule_format": None, "members": None, "image_bytes": None,
+            "error": error}  # fmt: skip
+    return schemas.answer("verify", body | seal_dict(None))
+
+
+def export_dict(
+    run_id: str, as_: str, path: Path, size: int, image_bytes: int | None, key_id: str | None
+) -> dict[str, Any]:
+    """`repro export --json` (schemas/export.json): what was written, where."""
+    body = {"id": run_id, "as": as_, "path": str(path), "bytes": size, "image_bytes": image_bytes,
+            "signed": key_id is not None, "key_id": key_id}  # fmt: skip
+    return schemas.answer("export", body)

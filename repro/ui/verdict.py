@@ -13,9 +13,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from repro import schemas
 from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.steptrace import describe as describe_trace
 from repro.ui import printable, style
+from repro.units import shorten
 
 WIDTH = 100
 MAX_TENSORS = 10  # differing tensors listed per output, largest difference first
@@ -59,11 +61,11 @@ def _val(v: Any, limit: int = 24) -> str:
         text = f"{v:.8g}"
     else:
         text = str(v)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(text, limit)
 
 
 def _fit(text: str, width: int = WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return shorten(text, width)
 
 
 def _short_hash(h: str | None) -> str:
@@ -236,6 +238,11 @@ def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
 def render_json(verdict: Verdict) -> dict[str, Any]:
     """The verdict as a JSON-able dict (``json.dumps`` works with ``allow_nan=False``)."""
     return verdict.to_dict()
+
+
+def replay_dict(verdict: Verdict, replay_id: str) -> dict[str, Any]:
+    """`repro replay --json` (schemas/replay.json): the verdict and the id the replay is recorded as."""
+    return schemas.answer("replay", render_json(verdict) | {"replay_id": replay_id})
 
 
 # --------------------------------------------------------------------------- Markdown

@@ -139,10 +139,25 @@ def test_markdown_and_all(project: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "| ↑ | `numpy` | 1.26.0 | 1.26.4 |  |" in out
 
 
-def test_json_and_markdown_are_exclusive(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--json", "--markdown")
-    assert code == 2 and out == ""
-    assert "--json and --markdown are exclusive" in err
+def test_json_and_markdown_on_stdout_are_exclusive(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for markdown in (["--markdown"], ["--markdown", "-"]):
+        code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--json", *markdown)
+        assert code == 2 and out == ""
+        assert "--json and --markdown - both print on stdout" in err and "--markdown FILE" in err
+
+
+def test_markdown_to_a_file_beside_the_text_or_the_json(
+    project: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    md = tmp_path / "comment.md"
+    code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--markdown", str(md))
+    assert code == 0 and out.startswith(LESLIE)  # the text, as without --markdown
+    assert md.read_text().startswith(f"### repro diff `{LESLIE}` → `{DAVE}`")
+    md.unlink()
+    code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--json", "--markdown", str(md))
+    assert code == 0 and json.loads(out)["format"] == "repro.diff/v1" and md.is_file()
+    code, out, _ = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--markdown", "-")
+    assert code == 0 and out.startswith("### repro diff")
 
 
 def test_unknown_ref_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,7 +27,7 @@ def test_local_gpus_asked_for_and_none_present_exits_3(
     assert r.code == 3
     assert "--gpus 1 was asked for, but no NVIDIA GPU is visible on this machine" in r.err
     assert "trained" not in r.err + r.out
-    assert json.loads(cli("ls", "--json").out) == []
+    assert json.loads(cli("ls", "--json").out)["runs"] == []
 
 
 @pytest.mark.skipif(bool(shutil.which("nvidia-smi")), reason="this machine has an NVIDIA GPU")
@@ -48,4 +48,19 @@ def test_docker_gpus_without_an_nvidia_runtime_exits_3(project: Project, cli) ->
     r = cli("run", "--backend", "docker", "--gpus", "all", "--", "python", "t.py", cwd=_project(project).root)
     assert r.code == 3
     assert "GPUs were asked for, but the Docker engine has no NVIDIA runtime" in r.err
-    assert json.loads(cli("ls", "--json").out) == []
+    assert json.loads(cli("ls", "--json").out)["runs"] == []
+
+
+@pytest.mark.parametrize("command", ["run", "check", "build"])
+def test_gpus_takes_the_same_values_everywhere(command: str, cli: Cli) -> None:
+    from repro.cli import cli as group
+
+    tail = ["--", "python", "t.py"] if command != "build" else []
+    for given, parsed in ((["--gpus", "2"], "2"), (["--gpus", "all"], "all"), (["--gpus", "0, 1"], "0,1"),
+                          (["--gpus"], "all"), ([], None)):  # fmt: skip
+        ctx = group.commands[command].make_context(command, [*given, *tail])
+        assert ctx.params["gpus"] == parsed, (command, given)
+    for bad in ("0", "two", "1,,2", ""):
+        r = cli(command, "--gpus", bad, *tail)
+        assert r.code == 2 and r.err.startswith("repro: error: --gpus must be"), (command, bad, r.err)
+        assert "--gpus all, --gpus 2 or --gpus 0,1" in r.err

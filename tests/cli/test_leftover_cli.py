@@ -30,13 +30,13 @@ def store(tmp_path: Path) -> Store:
 def test_gc_brings_back_the_checkpoint_before_removing_the_run(cli, store: Store) -> None:  # type: ignore[no-untyped-def]
     dry = cli("gc", "--dry-run", cwd=store.root)
     assert dry.code == 0, dry.err
-    said = f"would bring back 1 file(s) run {KILLED} wrote in its container's copy: checkpoints/last.pt"
+    said = f"would bring back 1 file run {KILLED} wrote in its container's copy: checkpoints/last.pt"
     assert said in dry.out
     assert not (store.root / "checkpoints").exists() and (store.runs_dir / KILLED).is_dir()
 
     r = cli("gc", cwd=store.root)
     assert r.code == 0, r.err
-    assert f"brought back 1 file(s) run {KILLED}" in r.out and f"removed incomplete run {KILLED}" in r.out
+    assert f"brought back 1 file run {KILLED}" in r.out and f"removed incomplete run {KILLED}" in r.out
     assert (store.root / "checkpoints" / "last.pt").read_bytes() == b"epoch 0"
     assert not (store.runs_dir / KILLED).exists()
 

@@ -34,9 +34,15 @@ def test_ls_table_and_json(cli, store: Store) -> None:  # type: ignore[no-untype
     assert result.code == 0
     lines = result.out.splitlines()
     assert lines[0].split()[:3] == ["ID", "CREATED", "(UTC)"]
-    assert "succeeded" in lines[1] and "failed" in lines[2]
-    rows = json.loads(cli("ls", "--json", cwd=store.root).out)
-    assert [r["status"] for r in rows] == ["succeeded", "failed"]
+    assert "failed" in lines[1] and "succeeded" in lines[2]  # newest first
+    answer = json.loads(cli("ls", "--json", cwd=store.root).out)
+    assert answer["format"] == "repro.ls/v1"
+    assert [r["status"] for r in answer["runs"]] == ["failed", "succeeded"]
+    oldest_first = json.loads(cli("ls", "--json", "--reverse", cwd=store.root).out)["runs"]
+    assert [r["status"] for r in oldest_first] == ["succeeded", "failed"]
+    assert [r["status"] for r in json.loads(cli("ls", "--json", "-n", "1", cwd=store.root).out)["runs"]] == [
+        "failed"
+    ]
 
 
 def test_show_summary_and_json(cli, store: Store) -> None:  # type: ignore[no-untyped-def]
@@ -72,8 +78,12 @@ def test_verify_a_store_run_detects_a_corrupt_blob(cli, store: Store) -> None:  
 
 def test_unknown_ref_and_missing_capsule(cli, store: Store) -> None:  # type: ignore[no-untyped-def]
     assert cli("show", "nope", cwd=store.root).code == 2
-    missing = cli("verify", "missing.tar", cwd=store.root)
-    assert missing.code == 6 and "missing.tar" in missing.err
+    for command in ("verify", "show", "replay"):  # a path that is not there: a usage error, not "corrupt"
+        missing = cli(command, "missing.tar", cwd=store.root)
+        assert missing.code == 2 and "no capsule file at missing.tar" in missing.err, command
+    (store.root / "sub.tar").mkdir()
+    a_dir = cli("verify", "sub.tar", cwd=store.root)
+    assert a_dir.code == 2 and "a directory, not a capsule file" in a_dir.err
 
 
 def test_run_without_a_command_is_a_usage_error(cli, store: Store) -> None:  # type: ignore[no-untyped-def]

@@ -42,7 +42,7 @@ def store(tmp_path: Path) -> Store:
 def test_ls_and_show_show_the_chain(cli, store: Store) -> None:  # type: ignore[no-untyped-def]
     table = cli("ls", cwd=store.root).out
     assert f"succeeded (resume of {KILLED})" in table
-    rows = {r["id"]: r for r in json.loads(cli("ls", "--json", cwd=store.root).out)}
+    rows = {r["id"]: r for r in json.loads(cli("ls", "--json", cwd=store.root).out)["runs"]}
     assert rows[RESUMED]["kind"] == "resume" and rows[RESUMED]["parent"] == KILLED
     shown = cli("show", RESUMED, cwd=store.root).out
     assert f"resume of {KILLED}" in shown

@@ -158,9 +158,8 @@ def test_a_capsule_saying_local_does_not_run_on_this_machine_without_docker_and_
     assert r.code == ExitCode.BACKEND_UNAVAILABLE, r.out + r.err
     assert "replays only in the container sandbox" in r.err and "--backend local" in r.err
     assert "Traceback" not in r.err and not marker.exists()
-    assert [row["kind"] for row in json.loads(cli("ls", "--json", cwd=elsewhere).out)] == [
-        "run"
-    ]  # imported only
+    rows = json.loads(cli("ls", "--json", cwd=elsewhere).out)["runs"]
+    assert [row["kind"] for row in rows] == ["run"]  # imported only
 
     monkeypatch.setenv("REPRO_BACKEND", "local")  # the replaying side names the host: it runs, and is told
     r = cli("replay", str(evil), cwd=elsewhere)

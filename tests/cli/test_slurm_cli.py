@@ -34,7 +34,7 @@ def test_no_slurm_controller_answering_exits_3_with_a_hint(
     assert r.code == 3, r.err
     assert "no Slurm" in r.err  # "no Slurm controller answers" or "no Slurm here: `scontrol` is not on PATH"
     assert "make slurm-up" in r.err and "Traceback" not in r.err
-    assert json.loads(cli("ls", "--json").out) == []
+    assert json.loads(cli("ls", "--json").out)["runs"] == []
 
 
 def test_slurm_options_for_another_backend_are_a_usage_error(project: Project, cli) -> None:  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ def test_a_resumable_script_passes_two_interrupts(project: Project) -> None:
     assert len(result["runs"]) == 2 and len(result["run_ids"]) == 5  # 1 uninterrupted, 2 × (killed, resumed)
     assert "is killed after optimizer step" in r.err
     assert not (project.root / "checkpoints").exists()  # every run executed in a scratch copy
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     killed = [row for row in rows if row["kind"] == "check" and row["status"] == "failed"]
     resumed = [row for row in rows if row["kind"] == "resume"]
     assert len(killed) == 2 and [row["parent"] for row in resumed] == [row["id"] for row in killed]

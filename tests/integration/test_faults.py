@@ -58,7 +58,7 @@ def test_sigkill_of_repro_takes_the_command_with_it_and_gc_cleans_up(project: Pr
     proc.communicate(timeout=30)
     assert _wait_for(lambda: not _alive(child), 10), "the training command outlived repro"
 
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     assert [r["status"] for r in rows] == ["incomplete"]
     partial = project.root / ".repro" / "blobs" / "ab" / f".{'ab' * 16}.999999999.tmp"
     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,7 @@ def test_sigkill_of_repro_takes_the_command_with_it_and_gc_cleans_up(project: Pr
     gc = project.repro("gc")
     assert gc.code == 0, gc.err
     assert "incomplete run" in gc.out and "partial blob" in gc.out
-    assert not partial.exists() and json.loads(project.repro("ls", "--json").out) == []
+    assert not partial.exists() and json.loads(project.repro("ls", "--json", "--reverse").out)["runs"] == []
 
 
 @pytest.fixture
@@ -110,13 +110,13 @@ def test_a_full_disk_is_one_line_and_the_store_still_works(small_disk: Path) -> 
             f.flush()
     ls = project.repro("ls", "--json")
     assert ls.code == 0, ls.err
-    assert [row["status"] for row in json.loads(ls.out)][0] == "succeeded"
+    assert [row["status"] for row in json.loads(ls.out)["runs"]][-1] == "succeeded"  # the oldest
     assert project.repro("show", "latest").code == 0
     assert project.repro("verify", "latest").code == 0
     gc = project.repro("gc")
     assert gc.code == 0, gc.err
     assert not list((root / ".repro" / "blobs").glob("*/.*.tmp"))
-    assert len(json.loads(project.repro("ls", "--json").out)) == 1
+    assert len(json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]) == 1
 
 
 BAD_INPUT = [
@@ -141,7 +141,7 @@ def test_bad_input_is_one_line_with_the_right_exit_code(project: Project) -> Non
         assert r.code == code, (args, r.out + r.err)
         assert "Traceback" not in r.err and "Exception" not in r.err, args
         assert len([line for line in r.err.splitlines() if words in line]) == 1, (args, r.err)
-    assert len(json.loads(project.repro("ls", "--json").out)) == 1  # no bad run left a directory
+    assert len(json.loads(project.repro("ls", "--json").out)["runs"]) == 1  # no bad run left a directory
 
 
 # --------------------------------------------------------------------------- hostile replays
@@ -216,7 +216,7 @@ def test_a_forged_path_is_refused_before_anything_runs_or_is_created(
         assert r.code == 6, (field, r.out + r.err)
         assert field.split(".")[-1] in r.err and "Traceback" not in r.err, r.err
         assert not host.exists() and not (Path("/") / host.name).exists()
-    assert len(json.loads(project.repro("ls", "--json").out)) == 1  # nothing ran, nothing was imported
+    assert len(json.loads(project.repro("ls", "--json").out)["runs"]) == 1  # nothing ran or was imported
 
 
 def test_network_and_environment_from_a_capsule_are_not_obeyed(
@@ -260,7 +260,6 @@ def test_a_replaced_blob_is_refused_by_verify_and_replay(
     for args in (["verify", str(bad)], ["replay", str(bad)]):
         r = project.repro(*args)
         assert r.code == 6 and "content-address name" in r.err, r.err
-
 
 
 CTRL_C_WHILE_IMPORTING = """

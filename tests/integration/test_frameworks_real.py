@@ -29,8 +29,8 @@ def test_lightning_seed_everything_and_deterministic_false_are_recorded_and_warn
     record = Store(project.root).resolve("latest").record
     lightning = record.seeds.framework["lightning"]
     assert lightning == {"seed": 1337, "workers": True, "deterministic_algorithms": False}
-    assert any("seed_everything=1337 after repro seeded them with 5" in w for w in record.warnings)
-    assert any("Lightning set deterministic algorithms off" in w for w in record.warnings)
+    assert any("seed_everything=1337 after repro seeded them with 5" in w.message for w in record.warnings)
+    assert any("Lightning set deterministic algorithms off" in w.message for w in record.warnings)
     assert record.results.params == {"hidden": 8, "lr": 0.05}  # save_hyperparameters, through the logger
     assert "train_loss" in record.results.final_metrics
 
@@ -73,7 +73,8 @@ def test_hf_trainer_seed_and_metrics_reach_the_record(project: Project) -> None:
     record = Store(project.root).resolve("latest").record
     facts = record.seeds.framework["transformers"]
     assert facts["seed"] == 42 and facts["full_determinism"] is False and facts["deterministic_algorithms"]
-    assert any("TrainingArguments.seed=42 after repro seeded them with 3" in w for w in record.warnings)
+    said = [w.message for w in record.warnings if w.code == "framework_override"]
+    assert any("TrainingArguments.seed=42 after repro seeded them with 3" in m for m in said)
     assert record.results.params["learning_rate"] == 0.001 and record.results.params["seed"] == 42
     assert "loss" in record.results.final_metrics and "train_loss" in record.results.final_metrics
     assert any(o.path == "outputs/hf/model.safetensors" for o in record.results.outputs)

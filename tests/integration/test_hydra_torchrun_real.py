@@ -129,4 +129,4 @@ def test_torchrun_on_the_command_line_is_the_same_run_as_nproc_per_node(project:
     assert [(o.path, o.hash) for o in via_torchrun.results.outputs] == [
         (o.path, o.hash) for o in via_flag.results.outputs
     ]
-    assert any("--standalone" in w for w in via_torchrun.warnings)
+    assert any("--standalone" in w.message for w in via_torchrun.warnings)

@@ -27,7 +27,7 @@ def test_unseeded_training_replays_identical_in_place_and_from_a_tar_elsewhere(
     assert r.code == 0, r.out + r.err
     verdict = json.loads(r.out)
     assert verdict["status"] == "identical"
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     assert (
         rows[-1]["kind"] == "replay"
         and rows[-1]["parent"] == rows[0]["id"]
@@ -61,7 +61,7 @@ def test_changed_data_stops_the_replay_before_training(project: Project) -> None
     r = project.repro("replay")
     assert r.code == 5
     assert "data/points.csv" in r.err and "data/extra.csv" in r.err and "--allow-data-drift" in r.err
-    assert len(json.loads(project.repro("ls", "--json").out)) == 1  # nothing ran
+    assert len(json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]) == 1  # nothing ran
     r = project.repro("replay", "--allow-data-drift")
     assert r.code == 5 and "data drift" in r.out  # the changed data changes the result, and says why
 

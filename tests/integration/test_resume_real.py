@@ -105,7 +105,7 @@ def test_a_run_killed_with_its_repro_process_resumes_bit_identical(project: Proj
     assert "not exact" not in r.err
     assert (project.root / "model.pt").read_bytes() == reference
 
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     assert [(r["status"], r["kind"], r["parent"]) for r in rows[1:]] == [
         ("interrupted", "run", None),
         ("succeeded", "resume", killed),

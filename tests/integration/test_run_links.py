@@ -101,7 +101,7 @@ def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
     assert outputs["model.json"]["stored"] and "link" not in outputs["model.json"]
     assert not any(p.startswith(("outputs/keys/", "../")) for p in outputs)
     assert rel in record["results"]["outputs_outside_root"]
-    planted = next(w for w in record["warnings"] if "runtime directory" in w)
+    planted = next(w["message"] for w in record["warnings"] if w["code"] == "runtime_links")
     assert "boot-error.1.txt ->" in planted and "(+7 more)" in planted  # 10 links, 3 named
     assert record["results"]["metrics"] is None and record["results"]["params"] == {}
     _assert_nothing_leaked(project, project.root / ".repro", secret, tmp_path, project.root)
@@ -170,5 +170,5 @@ def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
     outputs, record = _outputs(project, elsewhere)
     assert record["kind"] == "replay"
     assert outputs["outputs/leak"]["link"] == str(secret) and outputs["model.pt"]["link"] == "/etc/shadow"
-    assert any("runtime directory" in w for w in record["warnings"])
+    assert any(w["code"] == "runtime_links" for w in record["warnings"])
     _assert_nothing_leaked(project, elsewhere / ".repro", secret, tmp_path, elsewhere)

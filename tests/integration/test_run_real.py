@@ -119,7 +119,7 @@ def test_json_output_of_run(project: Project) -> None:
     r = project.repro("run", "--backend", "local", "--json", "hello.py")
     data = json.loads(r.out)
     assert r.code == 0 and data["status"] == "succeeded"
-    assert Path(data["capsule"]).is_dir() and data["id"]
+    assert Path(data["run_dir"]).is_dir() and data["id"] and data["format"] == "repro.run/v1"
 
 
 def _start_slow(project: Project) -> subprocess.Popen[str]:
@@ -143,7 +143,7 @@ def test_killed_run_never_looks_complete(project: Project) -> None:
     proc.kill()
     proc.communicate()
     time.sleep(0.5)
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     assert [r["status"] for r in rows] == ["incomplete"]
     assert project.repro("show", "latest").code == 2
 
@@ -157,7 +157,7 @@ def test_ctrl_c_records_the_run_as_interrupted(project: Project) -> None:
     own = [line for line in err.splitlines() if line.startswith("repro:")]
     assert not any("Traceback" in line for line in own) and "interrupted" in own[-1]
     assert err.splitlines()[-1] == own[-1]
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     assert [r["status"] for r in rows] == ["interrupted"]
     leftover = subprocess.run(["pgrep", "-f", str(project.root / "slow.py")], capture_output=True)
     assert leftover.returncode != 0 or not leftover.stdout.strip() or os.name != "posix"

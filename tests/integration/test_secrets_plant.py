@@ -57,7 +57,7 @@ def _check_record(project: Project) -> dict[str, Any]:
     assert argv[argv.index("-p") + 1] == "3" and argv[argv.index("--pos-weight") + 1] == "2.0"
     excluded = set(record["code"]["excluded"])
     assert set(plant.KEY_FILES) | set(plant.NAMED_FILES) | {".env"} <= excluded
-    warning = next(w for w in record["warnings"] if w.startswith("left out of the code snapshot"))
+    warning = next(w["message"] for w in record["warnings"] if w["code"] == "secret_files_excluded")
     assert "notes/deploy.txt (a private key)" in warning
     assert "gcp/account.txt (a cloud service-account file)" in warning
     params = record["results"]["params"]
@@ -91,7 +91,7 @@ def test_planted_secrets_leak_nowhere(project: Project, tmp_path: Path) -> None:
     assert "hooks.slack.com/services/***" in logs and "AccountKey=***" in logs
     show = project.repro("show", "latest")
     assert "masked in the logs" in show.out and "logged params" in show.out and "config file" in show.out
-    assert any(".env" in w and "patch" in w for w in record["warnings"])
+    assert any(".env" in w["message"] and w["code"] == "secret_changes_excluded" for w in record["warnings"])
 
     replay = project.repro("replay", "latest")
     assert replay.code == ExitCode.USAGE, replay.out + replay.err

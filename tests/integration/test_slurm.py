@@ -151,7 +151,7 @@ def test_a_requeued_job_continues_as_repro_resume_and_ends_with_the_weights_of_a
     slurm = requeued.backend.details["slurm"]
     assert slurm["restarts"] == 1 and slurm["options"]["requeue"] is True
     assert [(e["rank"], e["path"]) for e in slurm["restored"]] == [(0, "checkpoints/requeued/last.pt")]
-    assert not [w for w in requeued.warnings if "not exact" in w], requeued.warnings
+    assert not [w for w in requeued.warnings if w.code == "resume_not_exact"], requeued.warnings
     assert requeued.results.status == "succeeded" and requeued.resumed_from is None  # one run, one job
     assert _output_hash(requeued, "outputs/model.pt") == _output_hash(straight, "outputs/model.pt")
     r = project.repro("show", run_id)
@@ -231,14 +231,14 @@ def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
     assert r.code == 0, r.err
     submitted = json.loads(r.out)
     assert submitted["detached"] is True and submitted["job_id"].isdigit()
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     assert [(row["id"], row["status"], row["backend"]) for row in rows] in (
         [(submitted["id"], "pending", "slurm")],
         [(submitted["id"], "running", "slurm")],
     )
 
     def sealed() -> bool:
-        return bool(json.loads(project.repro("ls", "--json").out)[0]["status"] == "succeeded")
+        return bool(json.loads(project.repro("ls", "--json").out)["runs"][0]["status"] == "succeeded")
 
     _wait_for(sealed, 180, "a `repro ls` to seal the ended job")
     record = _record(project, submitted["id"])

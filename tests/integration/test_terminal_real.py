@@ -138,7 +138,8 @@ def test_json_keeps_stdout_one_document(project: Project) -> None:
     r = project.repro("run", "--backend", "local", "--json", "train.py", "--pause", "0.2")
     assert r.code == 0, r.err
     data = json.loads(r.out)  # nothing but the document
-    assert data["status"] == "succeeded" and Path(data["capsule"]).is_dir()
+    assert data["format"] == "repro.run/v1" and data["status"] == "succeeded"
+    assert Path(data["run_dir"]).is_dir()
     assert "loading data... done\ntty False False" in r.err and "saved" in r.err  # the command's stdout
 
 

@@ -28,7 +28,7 @@ def test_threads_are_recorded_and_the_replay_keeps_them(project: Project) -> Non
     r = project.repro("replay", "latest", "--json", env={"REPRO_THREADS": "1", "OMP_NUM_THREADS": "1"})
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"
-    rows = json.loads(project.repro("ls", "--json").out)
+    rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
     replayed = _record(project, rows[-1]["id"])
     assert rows[-1]["kind"] == "replay"
     assert replayed["determinism"]["threads"] == 2 and replayed["determinism"]["knobs"]["threads"] == 2

@@ -14,10 +14,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "repro"
 # Each third-party library has one home.
 HOMES = {
     "docker": ("backends/docker.py",),
-    "git": ("capture/code.py",),
+    "git": ("facts/code.py",),
     "click": ("cli/",),
-    "piptools": (),  # only ever run as a subprocess, from capture/deps.py
-    "hydra": ("capture/hydra.py",),
+    "piptools": (),  # only ever run as a subprocess, from facts/deps.py
+    "hydra": ("facts/hydra.py",),
     "mlflow": ("integrations/mlflow/",),
     "wandb": (),  # configured through its environment variables only
     "lightning": ("integrations/lightning.py",),
@@ -123,6 +123,8 @@ def _repro_imports(path: Path, known: set[str]) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
+                if full not in known and node.module == "repro":
+                    continue  # `from repro import __version__`: a constant set before the package imports
                 found.add(full if full in known else node.module)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repro import checkpoints, window
-from repro.capsule import CheckpointInfo, Record, dump_record, load_record
+from repro.capsule import CheckpointInfo, Record, RunWarning, dump_record, load_record
 from repro.errors import NotFoundError, UsageError
 from repro.store import Store
 
@@ -38,8 +38,11 @@ def test_collect_groups_ranks_by_checkpoint_and_survives_the_record_round_trip(t
     assert (first.step, first.path, first.blob is not None, first.size) == (8, "checkpoints/last.pt", True, 7)
     assert sorted(second.states) == ["0", "1"] and second.blob is None
     assert record.warnings == [
-        "rank 1 loaded checkpoint checkpoints/old.pt but no RNG state was recorded for it: "
-        "this resume is not exact"
+        RunWarning(
+            "resume_not_exact",
+            "rank 1 loaded checkpoint checkpoints/old.pt but no RNG state was recorded for it: "
+            "this resume is not exact",
+        )
     ]
     assert checkpoints.loaded_paths(runtime) == {"checkpoints/old.pt"}
     again = load_record(dump_record(record))

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from repro.capsule import Record
-from repro.capture import code as code_capture
-from repro.capture.code import MaskedPut, capture_code, restore_code, store_patch, stored_digest
-from repro.capture.secrets import Masker, credential_in_file
-from repro.capture.secrets.verdicts import Verdicts
 from repro.config import Settings
 from repro.errors import UsageError
+from repro.facts import code as code_capture
+from repro.facts.code import MaskedPut, capture_code, restore_code, store_patch, stored_digest
+from repro.facts.secrets import Masker, credential_in_file
+from repro.facts.secrets.verdicts import Verdicts
 from repro.resume import check_code
 from repro.store import Store
 from tests.conftest import git
@@ -54,7 +54,7 @@ def test_snapshot_outside_git_honours_reproignore_and_leaves_secrets_out(tmp_pat
     cap = capture_code(root, store.put_file, exclude=["data", "outputs"])
     assert cap.info.kind == "snapshot" and cap.info.commit is None
     assert [f.path for f in cap.info.files] == [".reproignore", "lib/model.py", "train.py"]
-    assert cap.info.excluded == [".env"] and any(".env" in w for w in cap.warnings)
+    assert cap.info.excluded == [".env"] and any(".env" in w.message for w in cap.warnings)
     assert all(store.has_blob(f.hash) for f in cap.info.files)
 
 
@@ -139,7 +139,7 @@ def test_code_holding_secrets_is_stored_masked_and_key_files_are_left_out(tmp_pa
     assert set(entries) == {"train.py", "helpers.py", "conf/db.yaml"} and cap.info.excluded == [
         "notes/run.txt"
     ]
-    assert any("notes/run.txt (a private key)" in w for w in cap.warnings)
+    assert any("notes/run.txt (a private key)" in w.message for w in cap.warnings)
     assert store.read_blob(entries["helpers.py"].hash) == b'HUB = "***"\n'
     assert store.read_blob(entries["conf/db.yaml"].hash) == b"host: db\npassword: ***\n"
     assert store.read_blob(entries["train.py"].hash) == files["train.py"].encode()  # nothing to mask: as is

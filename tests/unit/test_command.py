@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.capture.command import config_files, normalise_argv, parse_params, script_args
+from repro.facts.command import config_files, normalise_argv, parse_params, script_args
 
 
 def test_py_first_argument_means_python() -> None:
@@ -37,7 +37,7 @@ def test_config_files_named_in_argv(tmp_path: Path) -> None:
 
 
 def test_script_path() -> None:
-    from repro.capture.command import script_path
+    from repro.facts.command import script_path
 
     assert script_path(["python", "-u", "train.py", "--lr", "1"]) == "train.py"
     assert script_path(["python", "-m", "pkg.train"]) is None

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from repro.capture import hydra
-from repro.capture.command import flatten_config, hydra_override, parse_params, parse_torchrun
 from repro.config import Flags, resolve
 from repro.errors import UsageError
+from repro.facts import hydra
+from repro.facts.command import flatten_config, hydra_override, parse_params, parse_torchrun
 from repro.runner import RunRequest, expand, launch
 
 NOW = datetime(2026, 11, 22, 17, 5, 9)

@@ -41,8 +41,7 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
     monkeypatch.chdir(project.root)
     project.points()
     project.commit("data")
-    # `repro.capture` is the capture package made callable; mypy sees only the module.
-    with repro.capture(data=["data"], outputs=["outputs"], seed=11) as run:  # type: ignore[operator]
+    with repro.capture(data=["data"], outputs=["outputs"], seed=11) as run:
         repro.log_params(lr=0.1, hidden=4)
         first = random.random()
         loss = _train()
@@ -55,7 +54,7 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
     assert [o.path for o in record.results.outputs] == ["outputs/model.pt"]
     assert record.results.params == {"hidden": 4, "lr": 0.1}
     assert record.results.final_metrics["loss"] == pytest.approx(loss)
-    assert any("captured in-process" in w for w in record.warnings)
+    assert any(w.code == "in_process" and "captured in-process" in w.message for w in record.warnings)
     assert "REPRO_RUN_ID" not in __import__("os").environ  # the process is left as it was
     assert any(p.startswith("torch==") for p in record.deps.freeze)
     from repro.ui.records import show_text
@@ -63,7 +62,7 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
     assert "in-process (repro.capture)" in show_text(record)
 
     # The same seed in the same process state gives the same stream: the seed was applied.
-    with repro.capture(outputs=["outputs"], seed=11):  # type: ignore[operator]
+    with repro.capture(outputs=["outputs"], seed=11):
         assert random.random() == first
         torch.randn(1)
     with pytest.raises(UsageError, match="captured in-process"):
@@ -72,7 +71,7 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
 
 def test_a_failing_block_is_recorded_as_failed(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project.root)
-    with pytest.raises(ZeroDivisionError), repro.capture() as run:  # type: ignore[operator]
+    with pytest.raises(ZeroDivisionError), repro.capture() as run:
         1 / 0  # noqa: B018
     record = Store(project.root).resolve(run.id).record
     assert record.results.status == "failed" and record.results.exit_code == 1

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from repro import lockfile
-from repro.capture import deps
 from repro.errors import BuildError, UsageError
+from repro.facts import deps
 
 H1, H2 = "1" * 64, "2" * 64
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.capture.code import Ignore, capture_code
 from repro.errors import UsageError
+from repro.facts.code import Ignore, capture_code
 from repro.store import Store
 from tests.conftest import git
 

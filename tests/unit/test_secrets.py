@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.capture.secrets import (
+from repro.facts.secrets import (
     REDACTED,
     Masker,
     Redactor,
@@ -20,7 +20,7 @@ from repro.capture.secrets import (
     redacted_options,
     run_masker,
 )
-from repro.capture.secrets.rules import classify_name, looks_random, strip_url_credentials
+from repro.facts.secrets.rules import classify_name, looks_random, strip_url_credentials
 
 _rng = random.Random(5)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from repro.backends.base import BuiltImage, OnEvent, RunResult, RunSpec
-from repro.capsule import Record
+from repro.capsule import Record, RunWarning
 from repro.config import resolve
 from repro.integrations import trackers
 from repro.runner import RunRequest, capture, execute
@@ -51,7 +51,7 @@ def test_notes_fold_into_the_record(in_run: Path, tmp_path: Path, monkeypatch: p
     trackers.fold(record, in_run)
     assert record.results.trackers == [{"tool": "mlflow", "tracking_uri": "file:./mlruns", "path": "mlruns"}]
     assert record.seeds.framework == {"lightning": {"seed": 3}}
-    assert record.warnings == ["Lightning re-seeded"]
+    assert record.warnings == [RunWarning("framework_override", "Lightning re-seeded")]
     assert trackers.store_paths(record) == ["mlruns"]
     from repro.ui.records import show_text
 

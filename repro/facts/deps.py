@@ -406,17 +406,23 @@ def _compile_in_temp(
             cmd += ["--upgrade-package", name]
         if how.index_url:
             cmd += ["--extra-index-url", how.index_url]
-        lines = _stream(cmd, tmp, on_line)
+        lines = _stream(cmd, tmp, on_line, env={**os.environ, "CUSTOM_COMPILE_COMMAND": remake_command(how)})
         if not out.is_file():
             raise BuildError("pip-compile failed: " + " | ".join(_errors(lines)), hint=COMPILE_HINT)
         return [ln for ln in out.read_text().splitlines() if not ln.startswith("#    pip-compile")]
+
+
+def remake_command(how: Resolution) -> str:
+    """The command a lockfile's header names as the one that remakes it (pip-compile's header would
+    name its own temporary files)."""
+    return "repro lock" if how.variant == "cpu" else f"repro lock --variant {how.variant}"
 
 
 def _errors(lines: list[str]) -> list[str]:
     return [ln for ln in lines if ln.strip() and "is ignored" not in ln][-8:]
 
 
-def _stream(cmd: list[str], cwd: str, on_line: OnLine | None) -> list[str]:
+def _stream(cmd: list[str], cwd: str, on_line: OnLine | None, env: dict[str, str] | None = None) -> list[str]:
     """Run pip-compile, passing each line on as it comes; returns its lines.
 
     Raises:
@@ -424,7 +430,7 @@ def _stream(cmd: list[str], cwd: str, on_line: OnLine | None) -> list[str]:
     """
     try:
         proc = subprocess.Popen(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
         )
     except OSError as e:
         raise BuildError(f"pip-compile could not run: {e}", hint="pip install pip-tools") from e

@@ -9,10 +9,10 @@
 
 from __future__ import annotations
 
-from repro.capture.secrets.files import config_bytes_secrets, config_secrets, credential_in_file, run_masker
-from repro.capture.secrets.mask import Masker
-from repro.capture.secrets.redact import Redactor, redacted_options
-from repro.capture.secrets.rules import REDACTED, is_secret_file, mask_shapes
+from repro.facts.secrets.files import config_bytes_secrets, config_secrets, credential_in_file, run_masker
+from repro.facts.secrets.mask import Masker
+from repro.facts.secrets.redact import Redactor, redacted_options
+from repro.facts.secrets.rules import REDACTED, is_secret_file, mask_shapes
 
 __all__ = [
     "REDACTED",

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from types import TracebackType
 
-from repro.capture.secrets import rules
+from repro.facts.secrets import rules
 
 VERDICTS_DB = "code-verdicts.sqlite"  # in the store's cache directory
 RULES_ID = hashlib.sha256(

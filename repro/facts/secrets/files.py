@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from repro.capture.secrets.mask import Masker
-from repro.capture.secrets.redact import Redactor
-from repro.capture.secrets.rules import ARMOUR_SPAN, MIN_SECRET, NameVerdict, armour_in, hides_value
+from repro.facts.secrets.mask import Masker
+from repro.facts.secrets.redact import Redactor
+from repro.facts.secrets.rules import ARMOUR_SPAN, MIN_SECRET, NameVerdict, armour_in, hides_value
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".ini", ".cfg", ".conf")
 _CHUNK = 1 << 20

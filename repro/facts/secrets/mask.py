@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from repro.capture.secrets.redact import Redactor
-from repro.capture.secrets.rules import (
+from repro.facts.secrets.redact import Redactor
+from repro.facts.secrets.rules import (
     MIN_SECRET,
     REDACTED,
     NameVerdict,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.capsule import EnvInfo
-from repro.capture.secrets import Redactor
+from repro.facts.secrets import Redactor
 
 # ISA flags that decide which CPU kernels run.
 ISA_FLAGS = (

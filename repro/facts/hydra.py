@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from repro.capture.command import flatten_config, hydra_override
 from repro.errors import UsageError
+from repro.facts.command import flatten_config, hydra_override
 
 RUN_DIR_KEY = "hydra.run.dir"
 SWEEP_DIR_KEY = "hydra.sweep.dir"

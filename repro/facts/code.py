@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 import pathspec
 
-from repro.capsule import CodeInfo, FileEntry, is_capsule_file
-from repro.capture.secrets import Masker, credential_in_file, is_secret_file
-from repro.capture.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
-from repro.capture.secrets.rules import strip_url_credentials
-from repro.capture.secrets.verdicts import Verdicts
+from repro.capsule import CodeInfo, FileEntry, RunWarning, is_capsule_file
 from repro.errors import ReproError, UsageError
+from repro.facts.secrets import Masker, credential_in_file, is_secret_file
+from repro.facts.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
+from repro.facts.secrets.rules import strip_url_credentials
+from repro.facts.secrets.verdicts import Verdicts
 from repro.hashing import HashCache, hash_bytes, hash_file_cached
 from repro.processes import own_output_files
 
@@ -121,7 +121,7 @@ def _rel(path: Path, root: Path) -> str:
 @dataclass
 class CodeCapture:
     info: CodeInfo
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[RunWarning] = field(default_factory=list)
     patch: str = ""  # `git diff HEAD --binary`, stored as a blob by `store_patch`
 
 
@@ -215,7 +215,10 @@ def capture_code(
             digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked
         else:
             capture.warnings.append(
-                f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored"
+                RunWarning(
+                    "code_file_too_large",
+                    f"code file {rel} ({size} bytes) is over the size limit: hashed, not stored",
+                )
             )
         entry = FileEntry(rel, size, digest, stored)
         capture.info.files.append(entry)
@@ -229,9 +232,12 @@ def capture_code(
         named = [f"{rel} ({held[rel]})" if rel in held else rel for rel in capture.info.excluded]
         more = len(named) - 10
         capture.warnings.append(
-            "left out of the code snapshot as secret-looking: "
-            + ", ".join(named[:10])
-            + (f" (+{more} more)" if more > 0 else "")
+            RunWarning(
+                "secret_files_excluded",
+                "left out of the code snapshot as secret-looking: "
+                + ", ".join(named[:10])
+                + (f" (+{more} more)" if more > 0 else ""),
+            )
         )
     return capture
 
@@ -281,12 +287,17 @@ def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[s
                 left_out = [f for f in changed.splitlines() if f]
                 if left_out:
                     capture.warnings.append(
-                        "changes to secret-looking tracked files were left out of the patch: "
-                        + ", ".join(left_out[:10])
+                        RunWarning(
+                            "secret_changes_excluded",
+                            "changes to secret-looking tracked files were left out of the patch: "
+                            + ", ".join(left_out[:10]),
+                        )
                     )
             else:
                 capture.warnings.append(
-                    "the git repository has no commits yet; recorded as uncommitted files"
+                    RunWarning(
+                        "no_commits", "the git repository has no commits yet; recorded as uncommitted files"
+                    )
                 )
                 patch = ""
             remote = next(iter(repo.remotes), None)
@@ -312,9 +323,12 @@ def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
     empty = [p for p in links if not (root / p).is_dir() or not any((root / p).iterdir())]
     if empty:
         capture.warnings.append(
-            "git submodules not checked out, so their files are not in the capsule: "
-            + ", ".join(empty[:10])
-            + " (run `git submodule update --init`)"
+            RunWarning(
+                "submodules_missing",
+                "git submodules not checked out, so their files are not in the capsule: "
+                + ", ".join(empty[:10])
+                + " (run `git submodule update --init`)",
+            )
         )
 
 

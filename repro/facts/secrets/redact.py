@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from repro.capture.secrets.rules import (
+from repro.facts.secrets.rules import (
     MIN_SECRET,
     REDACTED,
     NameVerdict,
