@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from repro.hashing import HashCache, hash_tree
+from repro.store.hashing import HashCache, hash_tree
 
 
 def main() -> None:

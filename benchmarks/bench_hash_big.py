@@ -25,7 +25,7 @@ from _common import (
     time_inprocess,
 )
 
-from repro.hashing import hash_file, hash_tree
+from repro.store.hashing import hash_file, hash_tree
 
 PEER = "xxh128sum"
 
@@ -69,7 +69,7 @@ def run(repeats: int = 5) -> list[Row]:
         peer, inproc, subproc = Sample(), Sample(), Sample()
         peer_tree, repro_tree = Sample(), Sample()
         code = (
-            "import sys; from pathlib import Path; from repro.hashing import hash_file;"
+            "import sys; from pathlib import Path; from repro.store.hashing import hash_file;"
             "hash_file(Path(sys.argv[1]))"
         )
         for _ in range(repeats):

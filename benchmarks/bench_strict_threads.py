@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import INFO, PY, Row, Sample, log, print_rows, scratch
 
-from repro.hashing import hash_file
+from repro.store.hashing import hash_file
 
 CNN = '''"""Train a small CNN on synthetic 28x28 digits (a stand-in for MNIST)."""
 import argparse

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from repro import interrupt, runner
-from repro import reasons as codes
 from repro.backends.base import Event, OnEvent
-from repro.capsule import Record
-from repro.compare import (
+from repro.compare import reasons as codes
+from repro.compare.verdict import (
     REPRODUCED,
     CompareOptions,
     OutputDiff,
@@ -38,14 +37,13 @@ from repro.compare import (
     worst_status,
 )
 from repro.config import Plan, Settings
-from repro.determinism import clock_env, verifiable_mode
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
 from repro.facts import deps
 from repro.facts.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
+from repro.facts.determinism import clock_env, verifiable_mode
 from repro.facts.secrets import Redactor, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
-from repro.hashing import HashCache
 from repro.integrations import trackers
 from repro.interrupt import ResumeCause
 from repro.replay import (
@@ -58,8 +56,10 @@ from repro.replay import (
     tolerance,
     verification,
 )
-from repro.signing import Trust
-from repro.store import LoadedRun, Store
+from repro.store.capsule import Record
+from repro.store.hashing import HashCache
+from repro.store.runs import LoadedRun, Store
+from repro.store.signing import Trust
 
 DEFAULT_RUNS = 2
 KIND = "check"

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from repro.runtime import resume as _runtime
+from repro.runtime import saves as _runtime
 
 _META = "__repro_checkpoint__"
 FORMAT = 1

@@ -24,8 +24,8 @@ import yaml
 
 from repro import bounds
 from repro.backends import sbatch
+from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
-from repro.logmask import check_patterns
 
 MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker", "slurm")

@@ -27,22 +27,23 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from repro import __version__, jsonl, produced
-from repro import attribution as output_rules
-from repro.capsule import CommandInfo, Record, RunWarning
+from repro import __version__
+from repro.collect import attribution, produced
 from repro.config import Settings, resolve
-from repro.determinism import plan
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
 from repro.facts import deps
 from repro.facts.data import capture_data
+from repro.facts.determinism import plan
 from repro.facts.env import host_env
 from repro.facts.secrets import Masker, Redactor, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
-from repro.hashing import HashCache
 from repro.runner import now_iso
-from repro.store import Store, new_run_id
+from repro.store import jsonl
+from repro.store.capsule import CommandInfo, Record, RunWarning
+from repro.store.hashing import HashCache
+from repro.store.runs import Store, new_run_id
 
 IN_PROCESS_NOTE = (
     "captured in-process: no container, seeds applied late (after the process started), "
@@ -84,7 +85,7 @@ def capture(
     data_dirs = list(data) or list(settings.data)
     output_dirs = list(outputs) or list(settings.outputs)
     record, run_dir, masker = _begin(store, settings, data_dirs, output_dirs, seed, cells)
-    before = output_rules.snapshot(store.root, output_dirs)
+    before = attribution.snapshot(store.root, output_dirs)
     saved = {k: os.environ.get(k) for k in _RUN_VARS}
     os.environ.update(_variables(record, run_dir, store.root))
     started = time.perf_counter()
@@ -212,12 +213,12 @@ def _finish(
     trackers.fold(record, runtime)
     res.trackers = masker.obj(res.trackers, "tracker links")
     record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]
-    found = output_rules.select(
+    found = attribution.select(
         store.root, written=set(), declared=outputs, before=before, data=data,
         exclude=list(settings.outputs_exclude), claimed=set(),
     )  # fmt: skip
     for rel in found:
-        root, inner = output_rules.located(store.root, rel, outputs)
+        root, inner = attribution.located(store.root, rel, outputs)
         entry = produced.entry(root, inner, store.put_fd, settings.max_output_bytes, as_rel=rel)
         if entry is not None:
             res.outputs.append(entry)

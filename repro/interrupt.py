@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from repro import jsonl
+from repro.store import jsonl
 
 # (field, cause, what it means), in the order that tells causes apart: the model and the
 # optimizer come straight from the checkpoint; the LR from the scheduler; the RNG streams

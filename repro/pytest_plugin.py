@@ -78,7 +78,7 @@ class ReproCheck:
         from repro import check, config, runner
         from repro.config import Flags, Layer, Rank
         from repro.errors import ReproError
-        from repro.store import Store
+        from repro.store.runs import Store
 
         where = Path(cwd if cwd is not None else self.base).resolve()
         if (command is None) == (against is None):

@@ -18,11 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, command_env, rootpath, sandbox, signing, steptrace
+from repro import __version__, sandbox
 from repro import window as windows
-from repro.attribution import snapshot_tree
 from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec, Terminal
-from repro.capsule import (
+from repro.collect.attribution import snapshot_tree
+from repro.compare import rootpath, trace
+from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
+from repro.config import Plan, Settings
+from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
+from repro.facts import command_env
+from repro.facts.code import restore_code
+from repro.facts.data import Drift, check_data
+from repro.facts.determinism import allowed_env, expectation, verifiable_mode
+from repro.facts.env import host_env
+from repro.facts.lockfile import freeze_diff
+from repro.facts.secrets import REDACTED, Redactor, redacted_options
+from repro.integrations import mlflow as mlflow_stores
+from repro.integrations import trackers
+from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
+from repro.store import signing
+from repro.store.capsule import (
     IMAGE_MEMBER,
     RECORD_NAME,
     CodeInfo,
@@ -33,20 +48,8 @@ from repro.capsule import (
     ResultInfo,
     open_member,
 )
-from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
-from repro.config import Plan, Settings
-from repro.determinism import allowed_env, expectation, verifiable_mode
-from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
-from repro.facts.code import restore_code
-from repro.facts.data import Drift, check_data
-from repro.facts.env import host_env
-from repro.facts.secrets import REDACTED, Redactor, redacted_options
-from repro.hashing import HashCache
-from repro.integrations import mlflow as mlflow_stores
-from repro.integrations import trackers
-from repro.lockfile import freeze_diff
-from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
-from repro.store import LoadedRun, Store, new_run_id
+from repro.store.hashing import HashCache
+from repro.store.runs import LoadedRun, Store, new_run_id
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -100,7 +103,7 @@ def side(loaded: LoadedRun) -> Side:
         path = loaded.blob_path(entry.hash)
         return path if entry.stored and path.is_file() else None
 
-    trace = steptrace.parse((loaded.read_blob(record.results.logs.get(steptrace.TRACE_LOG)) or b"").decode())
+    steps = trace.parse((loaded.read_blob(record.results.logs.get(trace.TRACE_LOG)) or b"").decode())
     return Side(
         label=record.id,
         outputs=list(record.results.outputs),
@@ -109,7 +112,7 @@ def side(loaded: LoadedRun) -> Side:
         stdout=stdout,
         exit_code=record.results.exit_code,
         status=record.results.status,
-        trace=trace,
+        trace=steps,
         shared_writes=list(record.results.shared_writes),
         root=root,
     )
@@ -164,7 +167,7 @@ def gpu_hardware_note(recorded: EnvInfo, here: EnvInfo) -> str:
 def tolerance(mode: str, atol: float | None, rtol: float | None) -> Tolerance | None:
     if atol is None and rtol is None:
         return None
-    from repro.compare import tolerance_for
+    from repro.compare.verdict import tolerance_for
 
     base = tolerance_for(mode)
     return Tolerance(atol=base.atol if atol is None else atol, rtol=base.rtol if rtol is None else rtol)
@@ -254,7 +257,7 @@ def run_replay(
     The backend is the plan's flag or environment value, else the recorded one
     (`Plan.with_recorded`); a run from elsewhere runs in the container sandbox unless the flag or
     environment names a host backend (`repro.sandbox`). The recorded variables the user set are set
-    again by `repro.command_env`'s rule (``request.env`` widens it). ``code`` replays other code
+    again by `repro.facts.command_env`'s rule (``request.env`` widens it). ``code`` replays other code
     (a capture of today's working tree, its files in the store) instead of the recorded code —
     what `repro check --against` does.
 

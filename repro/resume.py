@@ -4,8 +4,8 @@ The new run has the original's code snapshot, seed, mode, environment variables,
 and backend; it runs the recorded command again in the project, where the original's
 outputs (its checkpoints) still are, so the script's own "load if present" logic picks
 its checkpoint up. The RNG states every process recorded at each save of the chain are
-put where the runtime finds them (repro/checkpoints.py), and the runtime restores them
-right after the checkpoint is loaded (repro/runtime/resume.py).
+put where the runtime finds them (repro/collect/checkpoints.py), and the runtime restores them
+right after the checkpoint is loaded (repro/runtime/saves.py).
 
 A run whose repro process died with it (no sealed record) is sealed first, as
 interrupted, from what its run directory kept. Core only: returns the sealed record.
@@ -19,18 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import attribution as output_rules
-from repro import checkpoints, command_env, leftover, runner, sandbox
+from repro import runner, sandbox
 from repro.backends.base import Event, OnEvent, RunResult
-from repro.capsule import FileEntry, Record
+from repro.collect import attribution, checkpoints
 from repro.config import Plan, Settings
-from repro.determinism import allowed_env
 from repro.errors import NotFoundError, UsageError
+from repro.facts import command_env
 from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
+from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
-from repro.hashing import HashCache
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
-from repro.store import Store
+from repro.store import leftover
+from repro.store.capsule import FileEntry, Record
+from repro.store.hashing import HashCache
+from repro.store.runs import Store
 
 RESUMABLE = ("interrupted", "failed")
 
@@ -118,8 +120,8 @@ def resume(
         on_start(record)
     on_event(Event("info", f"resuming {original.id} as {record.id} · backend {chosen.name} · mode "
                            f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-    before = output_rules.snapshot(root, outputs)
-    tree = output_rules.snapshot_tree(root, spec.data)
+    before = attribution.snapshot(root, outputs)
+    tree = attribution.snapshot_tree(root, spec.data)
     prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
     record = runner.execute(prepared, chosen, store, on_event)
     other_base = base_note(original.deps.image, record.deps.image)

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repro import __version__, buildlog, checkpoints, command_env, produced, store_images
-from repro import attribution as output_rules
+from repro import __version__
+from repro.backends import buildlog
 from repro.backends.base import (
     RANK_LOGS,
     Backend,
@@ -30,25 +30,42 @@ from repro.backends.base import (
     RunSpec,
     terminal_of,
 )
-from repro.buildlog import BuildLog
-from repro.capsule import BackendInfo, CommandInfo, FileEntry, ImageInfo, Record, RunWarning, SharedWrite
+from repro.backends.buildlog import BuildLog
+from repro.collect import attribution, checkpoints, produced
+from repro.collect.reports import Reports, ledger, read_reports
+from repro.compare.trace import TRACE_LOG
 from repro.config import Plan, Settings
-from repro.determinism import clock_env, explain_failure, plan, resolve_isa, source_date_epoch, state_warnings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
-from repro.facts import deps, hydra
+from repro.facts import command_env, deps, hydra
 from repro.facts.data import capture_data
+from repro.facts.determinism import (
+    clock_env,
+    explain_failure,
+    plan,
+    resolve_isa,
+    source_date_epoch,
+    state_warnings,
+)
 from repro.facts.env import host_env
+from repro.facts.lockfile import mismatches
 from repro.facts.secrets import Masker, Redactor, config_bytes_secrets, redacted_options, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
-from repro.hashing import HashCache
 from repro.integrations import trackers
-from repro.lockfile import mismatches
-from repro.reports import Reports, ledger, read_reports
-from repro.steptrace import TRACE_LOG
-from repro.store import LoadedRun, Store, new_run_id
+from repro.store import images as store_images
+from repro.store.capsule import (
+    BackendInfo,
+    CommandInfo,
+    FileEntry,
+    ImageInfo,
+    Record,
+    RunWarning,
+    SharedWrite,
+)
+from repro.store.hashing import HashCache
+from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
 
 if TYPE_CHECKING:
@@ -320,8 +337,8 @@ def capture(
         record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables
     )
     started = time.time_ns()
-    tree = output_rules.snapshot_tree(root, data)
-    before = output_rules.snapshot(root, outputs)
+    tree = attribution.snapshot_tree(root, data)
+    before = attribution.snapshot(root, outputs)
     return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock, masker=masker)
 
 
@@ -375,7 +392,7 @@ def build_spec(
     variables: Mapping[str, str] | None = None,
 ) -> RunSpec:
     """What a backend executes. ``variables``: the user's variables for the command
-    (`repro.command_env`), under repro's own, which win."""
+    (`repro.facts.command_env`), under repro's own, which win."""
     work = run_dir / "work"
     runtime = work / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
@@ -653,7 +670,7 @@ def collect(
     _determinism_state(record, runtime, reports)
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
-        reports.written |= output_rules.changed_since(spec.project_root, prepared.tree_before, spec.data)
+        reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
     trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
     _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
@@ -662,8 +679,8 @@ def collect(
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
     if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
-        claimed = output_rules.claimed_elsewhere(store.runs_dir, record.id, prepared.started_ns)
-    found = output_rules.select(
+        claimed = attribution.claimed_elsewhere(store.runs_dir, record.id, prepared.started_ns)
+    found = attribution.select(
         spec.project_root, written=reports.written, declared=spec.outputs, before=prepared.outputs_before,
         data=spec.data, exclude=[*res.output_excludes, *trackers.store_paths(record)],
         claimed=claimed - reports.written,
@@ -869,7 +886,7 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
     # so is the checkpoint a resumed run continues from: its chain wrote it.
     candidates = reports.read - reports.written - resumed_from
     opened = {
-        p for p in candidates if produced.is_file(*output_rules.located(spec.project_root, p, spec.data))
+        p for p in candidates if produced.is_file(*attribution.located(spec.project_root, p, spec.data))
     }
     # Source the interpreter imports is code, and so is every file of the code snapshot (a tracked
     # `conf/config.yaml` Hydra reads): a replay restores their bytes. Every other file read is an
@@ -917,10 +934,10 @@ def _store_outputs(
     spec: RunSpec, store: Store, found: list[str], max_bytes: int, record: Record
 ) -> list[FileEntry]:
     """Hash each output file and keep its bytes (up to the size limit); a link is recorded by its
-    target, never read through (`repro.produced`)."""
+    target, never read through (`repro.collect.produced`)."""
     entries: list[FileEntry] = []
     for rel in found:
-        root, inner = output_rules.located(spec.project_root, rel, spec.outputs)
+        root, inner = attribution.located(spec.project_root, rel, spec.outputs)
         entry = produced.entry(root, inner, store.put_fd, max_bytes, as_rel=rel)
         if entry is None:
             continue  # gone since it was selected

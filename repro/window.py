@@ -15,11 +15,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from repro import checkpoints
 from repro.backends.base import RunSpec
-from repro.capsule import CheckpointInfo, Record
-from repro.compare import CompareOptions, Side, Tolerance, Verdict, compare_runs
+from repro.collect import checkpoints
+from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.errors import UsageError
+from repro.store.capsule import CheckpointInfo, Record
 
 STOP_ENV = "REPRO_STOP_AFTER_STEPS"
 

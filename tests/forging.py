@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from repro.capsule import blob_member
-from repro.hashing import hash_bytes
+from repro.store.capsule import blob_member
+from repro.store.hashing import hash_bytes
 
 Edit = Callable[[dict[str, Any]], None]
 

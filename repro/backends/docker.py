@@ -32,8 +32,8 @@ import docker.errors
 import requests.exceptions
 from docker.types import DeviceRequest
 
-from repro import imagearchive, images, sourcebuild, units
-from repro.backends import owners, scratch
+from repro import units
+from repro.backends import imagearchive, images, owners, scratch, sourcebuild
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -51,10 +51,10 @@ from repro.backends.base import (
 )
 from repro.backends.baseimage import PYTHON_LABEL
 from repro.backends.output import CommandOutput
+from repro.backends.processes import pid_alive
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError, UsageError
-from repro.lockfile import parse_lockfile
-from repro.processes import pid_alive
+from repro.facts.lockfile import parse_lockfile
 from repro.runtime import terminal
 from repro.runtime.terminal import STREAMS
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import atomic
 from repro.errors import CapsuleInvalid
+from repro.store import atomic
 
 STATE = "owners.json"  # in the run's work directory
 FORMAT = "repro.owners/v1"

@@ -5,7 +5,7 @@ The container sees the project as a copy it may write anywhere in (a script save
 ``runs/``), while the project itself stays untouched until the run ends. Then every file
 new or changed in the copy is moved into the project, where the local backend would have
 written it, and reported as written by the command. A link the command made is moved as a
-link, and nothing is moved through a link (`repro.produced`). Files that are large are hard-linked,
+link, and nothing is moved through a link (`repro.collect.produced`). Files that are large are hard-linked,
 not copied; the store, version control, virtual environments and the paths mounted
 separately (data, outputs) are left out.
 
@@ -23,9 +23,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import atomic, produced, walk
 from repro.backends import owners
+from repro.collect import produced
 from repro.errors import CapsuleInvalid
+from repro.facts import walk
+from repro.store import atomic
 
 Stat = tuple[int, int]
 

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from repro import produced
 from repro.backends import sbatch
 from repro.backends.base import (
     PROJECT_ENV,
@@ -49,7 +48,8 @@ from repro.backends.base import (
     merge_pythonpath,
     runtime_source,
 )
-from repro.checkpoints import RESUMED_FROM_ENV, restored
+from repro.collect import produced
+from repro.collect.checkpoints import RESUMED_FROM_ENV, restored
 from repro.errors import BackendUnavailable, UsageError
 
 JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output

@@ -9,7 +9,6 @@ import click
 
 from repro import bounds, ui
 from repro import check as core
-from repro.capsule import Record
 from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
@@ -17,7 +16,8 @@ from repro.cli.events import on_event, progress_factory, raise_for_status, sigte
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.runner import RunRequest
-from repro.signing import Trust
+from repro.store.capsule import Record
+from repro.store.signing import Trust
 from repro.ui import check as render
 from repro.ui import records as records_render
 from repro.units import plural

@@ -15,7 +15,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from repro.errors import ReproError
-from repro.store import Store
+from repro.store.runs import Store
 
 _LATEST_BACK = 9  # latest~1 … latest~9 are offered; older runs are reached by id
 

@@ -9,7 +9,7 @@ import click
 
 from repro import config
 from repro.config import Flags, Plan, Settings
-from repro.store import Store
+from repro.store.runs import Store
 
 
 class AppContext:

@@ -8,11 +8,13 @@ from typing import Any
 
 import click
 
-from repro import exporting, leftover, schemas, store_images, ui
+from repro import export, schemas, ui
 from repro.backends.base import Event
 from repro.cli import options
 from repro.cli.events import build_events
 from repro.errors import NotFoundError, ReproError
+from repro.store import images as store_images
+from repro.store import leftover
 from repro.units import plural
 
 
@@ -41,7 +43,7 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | N
     output goes to .repro/logs/ (-v shows it as it comes; a failed build shows its stage's).
     """
     from repro.backends.docker import engine, ensure_image
-    from repro.images import template_for
+    from repro.backends.images import template_for
 
     with build_events(app.store.dir, "build") as sink:
         if lockfile is None:
@@ -89,7 +91,7 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     from repro.backends.baseimage import make_base_image
     from repro.backends.docker import import_rootfs
     from repro.config import DEFAULT_BASE_IMAGE
-    from repro.lockfile import cache_dir
+    from repro.facts.lockfile import cache_dir
 
     if tag is None:
         tag = _settings_base(app) or DEFAULT_BASE_IMAGE
@@ -147,9 +149,9 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
             path.unlink(missing_ok=True)
         ui.out(f"{verb} partial blob {path.name}")
         found += 1
-    for left in exporting.leftovers(store):  # what an export killed mid-way left beside its file
+    for left in export.leftovers(store):  # what an export killed mid-way left beside its file
         if not dry_run:
-            exporting.remove(left)
+            export.remove(left)
         if left.work is not None:
             ui.out(f"{verb} {left.work} ({ui.human_bytes(left.size)}, left by a killed `repro export`)")
             found += 1

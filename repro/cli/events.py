@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from repro import buildlog, ui
+from repro import ui
+from repro.backends import buildlog
 from repro.backends.base import Event, Terminal
-from repro.capsule import Record
 from repro.errors import CommandFailed, Interrupted
+from repro.store.capsule import Record
 
 
 class Relay:

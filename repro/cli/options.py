@@ -10,9 +10,10 @@ from typing import Any, TypeVar
 
 import click
 
-from repro import bounds, signing, ui
+from repro import bounds, ui
 from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
+from repro.store import signing
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import click
 
-from repro import signing, ui
-from repro.capsule import Record, verify_tar
+from repro import ui
 from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
-from repro.exporting import export_run
-from repro.signing import Seal, Trust
-from repro.store import LoadedRun
+from repro.export import export_run
+from repro.store import signing
+from repro.store.capsule import Record, verify_tar
+from repro.store.runs import LoadedRun
+from repro.store.signing import Seal, Trust
 from repro.ui import records as render
 
 
@@ -30,7 +31,7 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
     command column is cut to its width (COLUMNS wins); piped or redirected, lines are whole.
     """
     if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
-        from repro import detached
+        from repro.backends import detached
         from repro.cli.events import on_event
 
         detached.settle(app.store, on_event)

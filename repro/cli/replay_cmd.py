@@ -14,7 +14,7 @@ from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.replay import ReplayRequest, run_replay
-from repro.signing import Trust
+from repro.store.signing import Trust
 from repro.ui import verdict as render
 
 

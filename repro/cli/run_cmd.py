@@ -8,12 +8,12 @@ from typing import Any
 import click
 
 from repro import runner, ui
-from repro.capsule import Record
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
 from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
+from repro.store.capsule import Record
 from repro.ui import records as render
 
 
@@ -93,7 +93,7 @@ def submit_and_report(
     """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended.
 
     Returns the record as submitted and its JSON answer (printed by the caller with --json)."""
-    from repro import detached
+    from repro.backends import detached
     from repro.backends.slurm import SlurmBackend
 
     store = app.store

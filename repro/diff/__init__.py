@@ -14,7 +14,6 @@ here.
 
 from __future__ import annotations
 
-from repro.capsule import Record
 from repro.diff.causes import (
     RANK_CODE,
     RANK_DATA,
@@ -57,6 +56,7 @@ from repro.diff.sections import (
     diff_seeds,
 )
 from repro.diff.versions import canonical_name, compare_versions, parse_pins
+from repro.store.capsule import Record
 from repro.units import human_bytes, plural
 
 __all__ = [

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from repro.capsule import Record
-from repro.determinism import ledger_text
 from repro.diff.changes import change_phrase
 from repro.diff.files import files_summary
 from repro.diff.model import Cause, Change, Section
 from repro.diff.sections import overridden
+from repro.facts.determinism import ledger_text
+from repro.store.capsule import Record
 
 # Cause ranks: lower is more likely. Changed inputs beat dependencies beat seeds beat
 # determinism settings beat hardware; gaps leave room for finer categories.

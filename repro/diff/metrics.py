@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from repro.capsule import Record
 from repro.diff.changes import same
 from repro.diff.model import Divergence
 from repro.diff.reader import ReadBlob, SafeReader
+from repro.store.capsule import Record
 
 
 def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:

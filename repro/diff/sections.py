@@ -8,7 +8,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from repro.capsule import DataInput, FileEntry, Record
+from repro.compare.outputs import OutputDiff, Outputs, compare_outputs
+from repro.compare.tolerance import STRICT
 from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
 from repro.diff.files import (
     MAX_GROUPS,
@@ -25,8 +26,7 @@ from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
 from repro.errors import CapsuleInvalid
 from repro.facts import hydra
-from repro.outputs import OutputDiff, Outputs, compare_outputs
-from repro.tolerance import STRICT
+from repro.store.capsule import DataInput, FileEntry, Record
 from repro.units import human_bytes, plural
 
 # --------------------------------------------------------------------------- command
@@ -521,7 +521,7 @@ def _metric_phrase(c: Change) -> str:
 def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Section:
     """The outputs section: run status, exit code and output files.
 
-    Files compare as a replay compares them (`repro.outputs`), exactly: TensorBoard event
+    Files compare as a replay compares them (`repro.compare.outputs`), exactly: TensorBoard event
     files by directory, tag and step, and metric files by value, timings left out, when
     ``open_blob`` finds their stored bytes; tensor files by hash.
     """

@@ -1,10 +1,10 @@
-"""Package pins and versions for the diff: re-exported from their one home, `repro.lockfile`."""
+"""Package pins and versions for the diff: re-exported from their one home, `repro.facts.lockfile`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from repro.lockfile import canonical_name, compare_versions, pins
+from repro.facts.lockfile import canonical_name, compare_versions, pins
 
 
 def parse_pins(lines: Iterable[str]) -> dict[str, str]:

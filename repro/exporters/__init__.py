@@ -6,8 +6,8 @@ submits anything.
 
 from __future__ import annotations
 
-from repro.capsule import Record
 from repro.runner import run_environment
+from repro.store.capsule import Record
 
 
 def export_env(record: Record) -> dict[str, str]:

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from repro.capsule import Record
 from repro.exporters import export_env, layout, script_args
+from repro.store.capsule import Record
 
 PYTORCHJOB_API = "kubeflow.org/v1"
 WORKDIR = "/work"  # where the image holds the project's code

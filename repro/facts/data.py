@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.capsule import MANIFEST_INLINE, DataInput, encode_manifest
 from repro.errors import NotFoundError, UsageError
-from repro.hashing import HashCache, hash_tree
+from repro.store.capsule import MANIFEST_INLINE, DataInput, encode_manifest
+from repro.store.hashing import HashCache, hash_tree
 
 Progress = Callable[[int, int], None]
 

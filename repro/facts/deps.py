@@ -33,10 +33,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from repro import atomic
 from repro.errors import BuildError, NotFoundError, OSFailure, UsageError, from_os_error
-from repro.hashing import hash_bytes
-from repro.lockfile import (
+from repro.facts.lockfile import (
     HEADER,
     cache_dir,
     canonical_name,
@@ -44,6 +42,8 @@ from repro.lockfile import (
     logical_lines,
     pin_list,
 )
+from repro.store import atomic
+from repro.store.hashing import hash_bytes
 
 LOCK_DIR = "lockfiles"
 VARIANTS = ("cpu", "cuda")

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from repro.capsule import EnvInfo
 from repro.facts.secrets import Redactor
+from repro.store.capsule import EnvInfo
 
 # ISA flags that decide which CPU kernels run.
 ISA_FLAGS = (

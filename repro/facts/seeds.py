@@ -5,8 +5,8 @@ from __future__ import annotations
 import secrets
 
 from repro import bounds
-from repro.capsule import SeedInfo
 from repro.errors import UsageError
+from repro.store.capsule import SeedInfo
 
 SEED_MAX = 2**31 - 1  # drawn seeds stay below this (any seed in bounds.SEED may be given)
 

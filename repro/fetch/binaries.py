@@ -3,7 +3,7 @@
 A source distribution's build requirements are version ranges (``setuptools>=61``), not pins,
 so pip chooses them; with ``--only-binary=:all:`` it takes wheels only, and installing or
 downloading a wheel runs no code of the package. The wheels are handed to the build sandbox
-(``repro.sourcebuild``) and never installed on the host or into the image.
+(``repro.backends.sourcebuild``) and never installed on the host or into the image.
 """
 
 from __future__ import annotations

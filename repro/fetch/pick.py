@@ -12,8 +12,8 @@ import sys
 
 from packaging import tags
 
+from repro.facts.lockfile import Pinned
 from repro.fetch.index import Link
-from repro.lockfile import Pinned
 
 
 def target_tags(python_version: str | None = None) -> list[tags.Tag]:

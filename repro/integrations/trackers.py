@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from repro import produced
 from repro.backends.base import BuiltImage
-from repro.capsule import RECORD_NAME, Record, pack
+from repro.collect import produced
 from repro.runtime import links
+from repro.store.capsule import RECORD_NAME, Record, pack
 
 Note = Callable[[str], None]
 MLFLOW, WANDB, FRAMEWORK = "mlflow", "wandb", "framework"
@@ -49,7 +49,7 @@ def fold(record: Record, runtime_dir: Path) -> None:
 
 def noted(runtime_dir: Path) -> list[dict[str, Any]]:
     """Every fact the run's processes noted (``links*.jsonl``), rank 0's first; read as the run's
-    own files are (`repro.produced`: a link is not followed)."""
+    own files are (`repro.collect.produced`: a link is not followed)."""
     return [
         row
         for rel in produced.files(runtime_dir, f"{links.LINKS}*.jsonl")

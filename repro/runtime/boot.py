@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import files, ledger, links, report, resume, seeding
+from repro.runtime import files, ledger, links, report, saves, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -64,7 +64,7 @@ def boot() -> None:
     _on_import("torch", _apply_torch)
     for name in ("safetensors.torch", "safetensors.numpy"):
         _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
-    for name, hook in resume.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/resume.py)
+    for name, hook in saves.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/saves.py)
         _on_import(name, hook)
     root = os.environ.get("REPRO_PROJECT_ROOT")
     if root:

@@ -14,7 +14,7 @@ import os
 import tempfile
 from typing import Any
 
-from repro.runtime import report, resume
+from repro.runtime import report, saves
 
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -51,7 +51,7 @@ def _is_write(mode: Any, flags: Any) -> bool:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if resume.hashing():  # the runtime hashing a checkpoint it saw saved or loaded
+    if saves.hashing():  # the runtime hashing a checkpoint it saw saved or loaded
         return
     if event == "open":
         path = _as_str(args[0])

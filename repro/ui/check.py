@@ -13,10 +13,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
-from repro import reasons as codes
 from repro import schemas
 from repro.check import CheckResult, output_fails
-from repro.compare import Verdict, worst_status
+from repro.compare import reasons as codes
+from repro.compare.verdict import Verdict, worst_status
 from repro.ui import diff as diff_render
 from repro.ui import printable, style
 from repro.ui import verdict as render
@@ -173,7 +173,7 @@ def _pair(result: CheckResult, index: int) -> str:
 def _reason(v: Verdict, fallback: str, *, code: str | None = None, path: str | None = None) -> str:
     """The message of the verdict's first reason about output ``path``, or with ``code`` and no path.
 
-    Chosen by the reasons' codes and paths (`repro.reasons`), never by their wording.
+    Chosen by the reasons' codes and paths (`repro.compare.reasons`), never by their wording.
     """
     if path is not None:
         found = (r for r in v.reasons if r.about_output(path))

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from repro import schemas, ui
-from repro.capsule import FileEntry, Record, RunWarning
-from repro.determinism import ledger_text
-from repro.lockfile import LockedPackage
-from repro.signing import Seal
-from repro.store import RunRow
+from repro.facts.determinism import ledger_text
+from repro.facts.lockfile import LockedPackage
+from repro.store.capsule import FileEntry, Record, RunWarning
+from repro.store.runs import RunRow
+from repro.store.signing import Seal
 from repro.units import plural, shorten
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",

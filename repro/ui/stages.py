@@ -4,7 +4,7 @@ A build (a lock compile, the wheelhouse, each image layer) prints hundreds of ra
 the terminal gets one line per stage instead, redrawn in place with its elapsed time
 while it runs when stderr is a terminal, written once when it ends otherwise. The raw
 lines of the open stage are held back: shown with ``-v``, or when the stage fails (the
-full log is kept in a file, `repro.buildlog`).
+full log is kept in a file, `repro.backends.buildlog`).
 """
 
 from __future__ import annotations

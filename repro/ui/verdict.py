@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro import schemas
-from repro.compare import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
-from repro.steptrace import describe as describe_trace
+from repro.compare.trace import describe as describe_trace
+from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.ui import printable, style
 from repro.units import shorten
 

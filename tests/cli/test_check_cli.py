@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from repro.store import Store
+from repro.store.runs import Store
 
 # Seeded by repro's runtime: the same seed gives the same bytes and the same stdout.
 SEEDED = """\

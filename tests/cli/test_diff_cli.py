@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import (
+from repro.cli import main
+from repro.store.capsule import (
     CodeInfo,
     CommandInfo,
     DataInfo,
@@ -19,8 +20,7 @@ from repro.capsule import (
     SeedInfo,
     pack,
 )
-from repro.cli import main
-from repro.store import Store
+from repro.store.runs import Store
 
 LESLIE = "20250101-120000-aaaa"
 DAVE = "20250101-130000-bbbb"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.shell_completion import ShellComplete
 
-from repro.capsule import Record
 from repro.cli import cli as group
 from repro.errors import EXIT_CODES, ExitCode
-from repro.store import Store
+from repro.store.capsule import Record
+from repro.store.runs import Store
 from tests.conftest import Cli
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()

@@ -6,9 +6,9 @@ import json
 import tarfile
 from pathlib import Path
 
-from repro.capsule import IMAGE_MEMBER, ImageInfo, Record, pack
 from repro.errors import ExitCode
-from repro.store import Store
+from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record, pack
+from repro.store.runs import Store
 
 
 def _sealed(store: Store, run_id: str, backend: str) -> Record:

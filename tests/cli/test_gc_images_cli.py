@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repro import store_images
-from repro.store import Store
+from repro.store import images as store_images
+from repro.store.runs import Store
 
 UNUSED = "sha256:" + "7" * 64
 

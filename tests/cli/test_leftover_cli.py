@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from repro.backends import scratch
-from repro.store import Store
+from repro.store.runs import Store
 
 KILLED = "20260106-000000-aaa6"
 

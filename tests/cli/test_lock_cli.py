@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record, pack
 from repro.errors import ExitCode
-from repro.store import Store
+from repro.store.capsule import Record, pack
+from repro.store.runs import Store
 from tests.conftest import Cli
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record
-from repro.store import Store
+from repro.store.capsule import Record
+from repro.store.runs import Store
 
 LONG = ["python", "train.py", "--config", "configs/experiments/resnet50_imagenet_long_schedule.yaml",
         "--lr", "0.1", "--note", "it's a long run"]  # fmt: skip

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import FileEntry, Record
-from repro.store import Store
+from repro.store.capsule import FileEntry, Record
+from repro.store.runs import Store
 
 
 @pytest.fixture

@@ -76,8 +76,8 @@ def test_a_replaced_blob_stops_the_replay_naming_it(
 
 def test_a_log_that_grows_while_it_is_stored_is_kept_under_its_true_name(project: Project) -> None:
     """A file whose bytes change between hashing and copying is stored under what was copied."""
-    from repro.hashing import hash_bytes, hash_file
-    from repro.store import Store
+    from repro.store.hashing import hash_bytes, hash_file
+    from repro.store.runs import Store
 
     store = Store(project.root)
     store.ensure()

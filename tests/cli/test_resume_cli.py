@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import CheckpointInfo, Record
-from repro.store import Store
+from repro.store.capsule import CheckpointInfo, Record
+from repro.store.runs import Store
 
 DONE, KILLED, RESUMED, REPLAY = (f"2026010{i}-000000-aaa{i}" for i in range(1, 5))
 

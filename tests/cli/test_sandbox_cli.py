@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from repro.errors import ExitCode
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Cli, Project
 from tests.forging import forge
 

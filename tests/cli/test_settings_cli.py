@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from repro.pytest_plugin import ReproCheck
-from repro.store import Store
+from repro.store.runs import Store
 
 SEEDED = """\
 import argparse

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ExitCode
-from repro.store import Store
+from repro.store.runs import Store
 
 TRAIN = """\
 import argparse
@@ -216,8 +216,8 @@ def test_the_signature_covers_a_carried_image(cli, tmp_path: Path) -> None:  # t
     """`--with-image`: SHA256SUMS names the image member, so the signature seals it too."""
     import functools
 
-    from repro import signing
-    from repro.capsule import IMAGE_MEMBER, ImageInfo, Record, pack
+    from repro.store import signing
+    from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record, pack
 
     store = Store(tmp_path)
     record = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00")

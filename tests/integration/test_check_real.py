@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store import Store
+from repro.store.runs import Store
 
 pytestmark = pytest.mark.slow
 

@@ -168,7 +168,7 @@ def test_sigkill_during_export_with_image_leaves_only_what_gc_removes(
 def test_gc_keeps_the_working_directory_of_a_live_export(project: Project, tmp_path: Path) -> None:
     """A note whose export still runs (this test's process) is not a leftover; one naming a directory
     not shaped like an export's removes nothing but itself."""
-    from repro.exporting import NOTES_DIR
+    from repro.export import NOTES_DIR
 
     project.write("train.py", TRAIN)
     project.commit("train")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow

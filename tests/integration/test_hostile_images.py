@@ -25,9 +25,9 @@ import yaml
 
 from repro.backends import docker as backend
 from repro.backends.base import BuiltImage, Event
-from repro.capsule import IMAGE_MEMBER
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import CapsuleInvalid, ExitCode
+from repro.store.capsule import IMAGE_MEMBER
 from tests.conftest import QUICKSTART_LOCK, Project, git
 
 docker = pytest.importorskip("docker")

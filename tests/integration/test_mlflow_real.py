@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record
-from repro.store import Store
+from repro.store.capsule import Record
+from repro.store.runs import Store
 from tests.conftest import Project, git
 
 pytestmark = [

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project
 from tests.forging import forge
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from repro.errors import ExitCode
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project, git
 from tests.forging import forge
 from tests.integration.test_slurm import nodes  # noqa: F401 - the fixture: skips where no cluster answers

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from repro.errors import ExitCode
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project
 from tests.integration import secret_plant as plant
 

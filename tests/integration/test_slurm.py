@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record
-from repro.hashing import hash_file
-from repro.store import Store
+from repro.store.capsule import Record
+from repro.store.hashing import hash_file
+from repro.store.runs import Store
 from tests.conftest import REPO, Project
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

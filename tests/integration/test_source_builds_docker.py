@@ -29,9 +29,9 @@ import pytest
 import yaml
 
 from repro.backends import docker as backend
-from repro.capsule import blob_member
 from repro.config import DEFAULT_BASE_IMAGE
-from repro.hashing import hash_bytes
+from repro.store.capsule import blob_member
+from repro.store.hashing import hash_bytes
 from tests.conftest import Project
 from tests.unit.test_hostile_capsules import _forge
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from repro.logcompare import split_lines
+from repro.compare.stdout import split_lines
 from tests.conftest import QUICKSTART_LOCK, Project
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from repro.compare import compare_runs
+from repro.compare.verdict import compare_runs
 from repro.replay import side
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project
 
 ARGS = ["--epochs", "2", "--workers", "2", "--output-dir", "outputs", "--save", "outputs/model.pt"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow

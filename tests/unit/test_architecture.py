@@ -54,7 +54,7 @@ def test_third_party_libraries_have_one_home(library: str) -> None:
 
 
 def test_the_capsule_format_imports_no_git_docker_or_torch() -> None:
-    assert not _imports(PACKAGE / "capsule.py") & {"git", "docker", "torch", "numpy", "click"}
+    assert not _imports(PACKAGE / "store" / "capsule.py") & {"git", "docker", "torch", "numpy", "click"}
 
 
 def test_the_runtime_is_stdlib_only() -> None:

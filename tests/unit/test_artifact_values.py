@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from repro.artifacts.values import _compare_arrays
-from repro.tolerance import Tolerance
+from repro.compare.tolerance import Tolerance
+from repro.compare.values import _compare_arrays
 
 
 def test_zero_dimensional_arrays_compare_with_their_difference() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from repro.artifacts import tensorboard
-from repro.artifacts.tables import compare_tables
-from repro.capsule import FileEntry
-from repro.compare import Side, compare_runs
-from repro.tolerance import STRICT, Tolerance
+from repro.compare import tensorboard
+from repro.compare.tables import compare_tables
+from repro.compare.tolerance import STRICT, Tolerance
+from repro.compare.verdict import Side, compare_runs
+from repro.store.capsule import FileEntry
 
 
 def _side(root: Path, label: str = "run") -> Side:

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from repro import attribution as outputs
 from repro.backends import scratch
 from repro.backends.base import merge_pythonpath, runtime_source
-from repro.capsule import FileEntry, Record
-from repro.reports import read_reports
-from repro.store import Store
+from repro.collect import attribution as outputs
+from repro.collect.reports import read_reports
+from repro.store.capsule import FileEntry, Record
+from repro.store.runs import Store
 
 
 def _write(root: Path, rel: str, text: str = "x") -> Path:

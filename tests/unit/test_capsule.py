@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import FileEntry, Record, blob_member, dump_record, load_record, pack, verify_tar
 from repro.errors import CapsuleInvalid
-from repro.hashing import hash_bytes
+from repro.store.capsule import FileEntry, Record, blob_member, dump_record, load_record, pack, verify_tar
+from repro.store.hashing import hash_bytes
 
 
 def _record_with_blob(tmp_path: Path) -> tuple[Record, Path]:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import FileEntry, Record
 from repro.check import CheckResult, output_fails, run_check
-from repro.compare import Side, Verdict, compare_runs
+from repro.compare.verdict import Side, Verdict, compare_runs
 from repro.config import Plan
 from repro.errors import ExitCode, UsageError
 from repro.runner import RunRequest
-from repro.store import Store
+from repro.store.capsule import FileEntry, Record
+from repro.store.runs import Store
 from repro.ui.check import render_junit
 
 
@@ -112,9 +112,7 @@ def test_outside_strict_mode_an_output_within_tolerance_does_not_fail(tmp_path: 
 
 def test_fewer_than_two_runs_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="at least two runs"):
-        run_check(
-            RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1
-        )
+        run_check(RunRequest(argv=["python", "t.py"], cwd=tmp_path), Store(tmp_path), Plan(()), print, runs=1)
 
 
 def test_junit_picks_each_testcase_reason_by_code_not_by_wording(tmp_path: Path) -> None:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from repro import checkpoints, window
-from repro.capsule import CheckpointInfo, Record, RunWarning, dump_record, load_record
+from repro import window
+from repro.collect import checkpoints
 from repro.errors import NotFoundError, UsageError
-from repro.store import Store
+from repro.store.capsule import CheckpointInfo, Record, RunWarning, dump_record, load_record
+from repro.store.runs import Store
 
 
 def _state(runtime: Path, digest: str, rank: int, step: int, path: str = "") -> None:

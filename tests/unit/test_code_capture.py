@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record
 from repro.config import Settings
 from repro.errors import UsageError
 from repro.facts import code as code_capture
@@ -14,7 +13,8 @@ from repro.facts.code import MaskedPut, capture_code, restore_code, store_patch,
 from repro.facts.secrets import Masker, credential_in_file
 from repro.facts.secrets.verdicts import Verdicts
 from repro.resume import check_code
-from repro.store import Store
+from repro.store.capsule import Record
+from repro.store.runs import Store
 from tests.conftest import git
 
 

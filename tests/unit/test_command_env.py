@@ -1,11 +1,11 @@
-"""Which recorded variables a command gets again (repro/command_env.py)."""
+"""Which recorded variables a command gets again (repro/facts/command_env.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from repro import command_env
 from repro.errors import UsageError
+from repro.facts import command_env
 
 RECORDED = {
     "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",

@@ -14,8 +14,7 @@ import safetensors.torch
 import torch
 import xxhash
 
-from repro.capsule import FileEntry, SharedWrite
-from repro.compare import (
+from repro.compare.verdict import (
     DEFAULT_TOLERANCES,
     Side,
     Tolerance,
@@ -30,6 +29,7 @@ from repro.compare import (
     worst_status,
 )
 from repro.errors import ExitCode, UsageError
+from repro.store.capsule import FileEntry, SharedWrite
 
 # --------------------------------------------------------------------------- helpers
 
@@ -504,7 +504,7 @@ def test_importing_compare_and_its_renderer_loads_neither_torch_nor_numpy() -> N
     import sys
 
     code = (
-        "import sys, repro.compare, repro.ui.verdict; "
+        "import sys, repro.compare.verdict, repro.ui.verdict; "
         "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record, decode_manifest, dump_record, encode_manifest, load_record
 from repro.diff import diff_records
 from repro.errors import CapsuleInvalid
 from repro.facts import data as data_capture
 from repro.facts.data import capture_data, check_data
-from repro.hashing import tree_digest
-from repro.store import Store
+from repro.store.capsule import Record, decode_manifest, dump_record, encode_manifest, load_record
+from repro.store.hashing import tree_digest
+from repro.store.runs import Store
 
 
 def _tree(root: Path, n: int) -> None:

@@ -9,7 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import (
+from repro.diff import (
+    DIFF_FORMAT,
+    SECTIONS,
+    compare_versions,
+    diff_records,
+    first_divergence,
+    group_by_dir,
+    parse_pins,
+    reverse_patch,
+    split_patch,
+)
+from repro.errors import UsageError
+from repro.store.capsule import (
     CodeInfo,
     CommandInfo,
     DataInfo,
@@ -24,18 +36,6 @@ from repro.capsule import (
     SeedInfo,
     SharedWrite,
 )
-from repro.diff import (
-    DIFF_FORMAT,
-    SECTIONS,
-    compare_versions,
-    diff_records,
-    first_divergence,
-    group_by_dir,
-    parse_pins,
-    reverse_patch,
-    split_patch,
-)
-from repro.errors import UsageError
 from repro.ui.diff import render_json, render_markdown, render_text
 
 

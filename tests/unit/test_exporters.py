@@ -6,11 +6,11 @@ import subprocess
 
 import yaml
 
-from repro.capsule import ImageInfo, Record
-from repro.determinism import plan
 from repro.exporters.k8s import k8s_yaml
 from repro.exporters.slurm import slurm_script
+from repro.facts.determinism import plan
 from repro.facts.seeds import make_seeds
+from repro.store.capsule import ImageInfo, Record
 
 DIGEST = "registry.example/team/train@sha256:" + "ab" * 32
 

@@ -13,12 +13,12 @@ import pytest
 
 from repro.backends import local
 from repro.backends.base import BuiltImage, RunSpec, launch_argv, runtime_source
-from repro.capsule import EnvInfo, Record
 from repro.config import Layer, Plan, Rank
-from repro.determinism import NCCL_PINS, plan
 from repro.errors import BackendUnavailable
+from repro.facts.determinism import NCCL_PINS, plan
 from repro.replay import describe_gpus, gpu_hardware_note, uses_gpu
 from repro.runner import _merge_process_env, _rank_logs, failed_rank
+from repro.store.capsule import EnvInfo, Record
 
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB"}
 A100 = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory": "81920 MiB"}
@@ -129,7 +129,7 @@ def test_local_refuses_gpus_that_are_not_there(tmp_path: Path, monkeypatch: pyte
 
 def test_docker_gpus_become_device_requests_on_the_cuda_image(tmp_path: Path) -> None:
     docker_backend = pytest.importorskip("repro.backends.docker")
-    from repro import images
+    from repro.backends import images
 
     assert images.template_for("all") == "cuda" and images.template_for(None) == "cpu"
     assert "nvidia" in images.render_dockerfile("cuda", "sha256:" + "0" * 64).lower()

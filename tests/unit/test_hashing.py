@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from repro import hashing
-from repro.hashing import HashCache, hash_bytes, hash_file, hash_file_cached, hash_tree, tree_digest
+from repro.store import hashing
+from repro.store.hashing import HashCache, hash_bytes, hash_file, hash_file_cached, hash_tree, tree_digest
 
 
 @pytest.fixture
@@ -287,7 +287,7 @@ def test_digest_is_stable_across_creation_order_and_runs(tmp_path: Path) -> None
     # A fixed value: the digest must not change between runs or versions.
     assert da.digest == GOLDEN_DIGEST
     code = (
-        "import sys; from pathlib import Path; from repro.hashing import hash_tree;"
+        "import sys; from pathlib import Path; from repro.store.hashing import hash_tree;"
         "print(hash_tree(Path(sys.argv[1]), Path(sys.argv[1])).digest)"
     )
     other_run = subprocess.run(
@@ -327,7 +327,7 @@ def test_cache_shared_by_concurrent_processes(tmp_path: Path, no_racy_window: No
     root = make_tree(tmp_path / "d", {f"f{i}": str(i).encode() for i in range(300)})
     db = tmp_path / "hashes.db"
     code = (
-        "import sys; from pathlib import Path; from repro.hashing import HashCache, hash_tree\n"
+        "import sys; from pathlib import Path; from repro.store.hashing import HashCache, hash_tree\n"
         "with HashCache(Path(sys.argv[2])) as c:\n"
         "    for _ in range(5): d = hash_tree(Path(sys.argv[1]), Path(sys.argv[1]), c).digest\n"
         "print(d)\n"

@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from repro import capsule_rules
-from repro.capsule import (
+from repro.errors import CapsuleInvalid, ExitCode
+from repro.facts.determinism import allowed_env, plan
+from repro.store import limits as capsule_rules
+from repro.store.capsule import (
     RECORD_NAME,
     SUMS_NAME,
     CodeInfo,
@@ -34,10 +36,8 @@ from repro.capsule import (
     pack,
     verify_tar,
 )
-from repro.determinism import allowed_env, plan
-from repro.errors import CapsuleInvalid, ExitCode
-from repro.hashing import hash_bytes
-from repro.store import Store
+from repro.store.hashing import hash_bytes
+from repro.store.runs import Store
 
 CODE = b"print('genuine training code')\n"
 EVIL = b"import os; os.system('touch /tmp/pwned')\n"

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from repro import imagearchive, images, store_images
-from repro.capsule import RECORD_NAME, ImageInfo, Record, dump_record, load_record
+from repro.backends import imagearchive, images
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.replay import base_note
-from repro.store import Store
+from repro.store import images as store_images
+from repro.store.capsule import RECORD_NAME, ImageInfo, Record, dump_record, load_record
+from repro.store.runs import Store
 
 CONFIG_A = json.dumps({"architecture": "amd64", "config": {"Labels": {"a": "1"}}}).encode()
 CONFIG_B = json.dumps({"architecture": "amd64", "config": {"Labels": {"b": "2"}}}).encode()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from repro import images
+from repro.backends import images
 from repro.errors import BuildError, NotFoundError
+from repro.facts.lockfile import parse_lockfile
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.sources import Sources
-from repro.lockfile import parse_lockfile
 
 BASE_ID = "sha256:" + "ab" * 32
 

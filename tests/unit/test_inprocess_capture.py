@@ -12,7 +12,7 @@ import pytest
 import repro
 from repro.errors import UsageError
 from repro.replay import ReplayRequest, run_replay
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import Project
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from repro.backends.base import launch_argv
-from repro.capsule import DeterminismInfo
-from repro.determinism import expectation, explain_failure, plan, state_warnings, verifiable_mode
-from repro.reports import ledger
+from repro.collect.reports import ledger
+from repro.facts.determinism import expectation, explain_failure, plan, state_warnings, verifiable_mode
 from repro.runtime import ledger as runtime_ledger
+from repro.store.capsule import DeterminismInfo
 
 STRICT = (
     "put_ does not have a deterministic implementation, "
@@ -142,8 +142,8 @@ def test_one_process_per_node_still_launches_torchrun() -> None:
 
 
 def test_diff_names_the_nondeterministic_ops_as_the_cause_of_a_divergence() -> None:
-    from repro.capsule import FileEntry, Record
     from repro.diff import diff_records
+    from repro.store.capsule import FileEntry, Record
 
     a, b = Record(id="a", created="t"), Record(id="b", created="t")
     for r, digest in ((a, "1" * 32), (b, "2" * 32)):
@@ -157,7 +157,7 @@ def test_diff_names_the_nondeterministic_ops_as_the_cause_of_a_divergence() -> N
 
 
 def test_settings_the_runtime_could_not_apply_are_reported_not_printed(tmp_path: Path) -> None:
-    from repro.reports import read_reports
+    from repro.collect.reports import read_reports
 
     event = {"e": "error", "where": "torch", "error": "set_num_interop_threads failed"}
     (tmp_path / "proc.7.jsonl").write_text(json.dumps(event) + "\n" + json.dumps(event) + "\n{trunc")

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from repro import lockfile
 from repro.errors import BuildError, UsageError
-from repro.facts import deps
+from repro.facts import deps, lockfile
 
 H1, H2 = "1" * 64, "2" * 64
 
@@ -139,7 +138,7 @@ def test_a_background_lock_hands_over_its_lines_and_its_errors(
 
 
 def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> None:
-    from repro.lockfile import LockedPackage, locked_packages
+    from repro.facts.lockfile import LockedPackage, locked_packages
     from repro.ui.records import lock_lines
 
     lock = (

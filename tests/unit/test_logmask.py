@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from repro.capsule import FileEntry
-from repro.compare import CompareOptions, Side, compare_runs
+from repro.compare.logmask import LogMask, is_timing_key, mask_timings
+from repro.compare.stdout import compare_stdout
+from repro.compare.tolerance import STRICT, Tolerance
+from repro.compare.verdict import CompareOptions, Side, compare_runs
 from repro.errors import ConfigError
-from repro.logcompare import compare_stdout
-from repro.logmask import LogMask, is_timing_key, mask_timings
-from repro.tolerance import STRICT, Tolerance
+from repro.store.capsule import FileEntry
 from repro.ui.verdict import render_markdown, render_text
 
 # (a line from one run, the same line from another run whose timings differ)

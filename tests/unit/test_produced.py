@@ -1,4 +1,4 @@
-"""What a run produced is read without following a link it made (repro/produced.py and its readers)."""
+"""What a run produced is read without following a link it made (repro/collect/produced.py, its readers)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from repro import attribution, checkpoints, produced
 from repro.backends import scratch
-from repro.capsule import FileEntry, Record, SharedWrite, dump_record, load_record
-from repro.compare import Side, compare_runs
-from repro.reports import read_reports
-from repro.store import Store
+from repro.collect import attribution, checkpoints, produced
+from repro.collect.reports import read_reports
+from repro.compare.verdict import Side, compare_runs
+from repro.store.capsule import FileEntry, Record, SharedWrite, dump_record, load_record
+from repro.store.runs import Store
 
 SECRET = b'{"e": "error", "where": "SECRET-7f3a", "name": "SECRET-7f3a", "value": 1}\n'
 

@@ -9,7 +9,7 @@ import pytest
 
 from repro.errors import UsageError
 from repro.facts.code import Ignore, capture_code
-from repro.store import Store
+from repro.store.runs import Store
 from tests.conftest import git
 
 PATTERNS = """\

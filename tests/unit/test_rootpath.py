@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 import xxhash
 
-from repro.capsule import FileEntry
-from repro.compare import Side, compare_runs
-from repro.rootpath import PLACEHOLDER, relative, spellings
+from repro.compare.rootpath import PLACEHOLDER, relative, spellings
+from repro.compare.verdict import Side, compare_runs
+from repro.store.capsule import FileEntry
 
 
 def test_the_root_is_replaced_only_where_it_is_the_whole_name(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from repro.runtime import resume
+from repro.runtime import saves
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(name, value)
     fresh = {"step": 0, "restored": False, "generators": [], "ring": OrderedDict(),
              "marks_seen": set()}  # fmt: skip
-    monkeypatch.setattr(resume, "_state", fresh)
+    monkeypatch.setattr(saves, "_state", fresh)
     return d
 
 
@@ -43,12 +43,12 @@ def _draws(generators: list[Any]) -> list[Any]:
 
 def test_every_stream_continues_after_restore(runtime: Path) -> None:
     generator = np.random.default_rng(5)
-    resume._state["generators"].append(generator)
-    states = resume.capture_states()
+    saves._state["generators"].append(generator)
+    states = saves.capture_states()
     json.dumps(states)  # JSON-ready
     expected = _draws([generator])
     _draws([generator])  # move every stream on
-    assert resume.restore_states(states) == ["python", "numpy", "numpy_generators", "torch"]
+    assert saves.restore_states(states) == ["python", "numpy", "numpy_generators", "torch"]
     assert _draws([generator]) == expected
 
 
@@ -56,19 +56,19 @@ def test_a_saved_checkpoint_is_restored_at_its_first_load_only(runtime: Path, tm
     ckpt = tmp_path / "ckpt" / "last.pt"
     ckpt.parent.mkdir()
     torch.save({"w": torch.ones(2)}, ckpt)
-    resume._state["step"] = 12
-    digest = resume.record_checkpoint(ckpt)
+    saves._state["step"] = 12
+    digest = saves.record_checkpoint(ckpt)
     assert digest is not None
     body = json.loads((runtime / "rng" / f"{digest}.rank0.json").read_text())
     assert body["path"] == "ckpt/last.pt" and body["step"] == 12
     expected = _draws([])
 
-    resume._state["step"] = 0
+    saves._state["step"] = 0
     _draws([])
-    resume._after_load(ckpt, resume._before_load(ckpt))
-    assert _draws([]) == expected and resume.current_step() == 12
-    assert resume._before_load(ckpt) is None  # a later load (an eval of the best model) restores nothing
-    events = [json.loads(line) for line in (runtime / resume.EVENTS).read_text().splitlines()]
+    saves._after_load(ckpt, saves._before_load(ckpt))
+    assert _draws([]) == expected and saves.current_step() == 12
+    assert saves._before_load(ckpt) is None  # a later load (an eval of the best model) restores nothing
+    events = [json.loads(line) for line in (runtime / saves.EVENTS).read_text().splitlines()]
     assert events == [{"event": "restored", "rank": 0, "path": "ckpt/last.pt", "hash": digest, "step": 12,
                        "streams": ["python", "numpy", "torch"]}]  # fmt: skip
 
@@ -78,14 +78,14 @@ def test_a_checkpoint_without_recorded_state_warns(
 ) -> None:
     ckpt = tmp_path / "foreign.pt"
     torch.save({"w": torch.ones(2)}, ckpt)
-    resume._after_load(ckpt, resume._before_load(ckpt))
+    saves._after_load(ckpt, saves._before_load(ckpt))
     assert "has no recorded RNG state for rank 0; this resume will not be exact" in capsys.readouterr().err
-    assert json.loads((runtime / resume.EVENTS).read_text())["event"] == "missing"
+    assert json.loads((runtime / saves.EVENTS).read_text())["event"] == "missing"
 
 
 def test_a_run_that_is_not_a_resume_never_restores(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REPRO_RESUMED_FROM")
-    assert resume._before_load(__file__) is None
+    assert saves._before_load(__file__) is None
 
 
 def _file_module(calls: list[str]) -> tuple[Any, Any]:
@@ -108,7 +108,7 @@ def test_the_hooks_wrap_torch_save_and_load(
     fake_torch = SimpleNamespace(save=save, load=load)
     optim = SimpleNamespace(register_optimizer_step_post_hook=lambda hook: calls.append("hook"))
     monkeypatch.setitem(sys.modules, "torch.optim.optimizer", optim)
-    resume.install_torch(fake_torch)  # type: ignore[arg-type]
+    saves.install_torch(fake_torch)  # type: ignore[arg-type]
     fake_torch.save({"a": 1}, tmp_path / "x.ckpt")
     assert fake_torch.load(tmp_path / "x.ckpt") == b"{'a': 1}"
     assert calls == ["hook", "save", "load"]
@@ -120,11 +120,11 @@ def test_the_hooks_wrap_safetensors(runtime: Path, tmp_path: Path) -> None:
     calls: list[str] = []
     save, load = _file_module(calls)
     module = SimpleNamespace(save_file=save, load_file=load)
-    resume.install_safetensors(module)  # type: ignore[arg-type]
+    saves.install_safetensors(module)  # type: ignore[arg-type]
     module.save_file({"w": 1}, str(tmp_path / "model.safetensors"))
     module.load_file(str(tmp_path / "model.safetensors"))
     assert calls == ["save", "load"]
-    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
     assert [e["event"] for e in events] == ["restored"]
 
 
@@ -132,12 +132,12 @@ def test_a_path_given_by_keyword_is_recorded_and_restored(runtime: Path, tmp_pat
     calls: list[str] = []
     save, load = _file_module(calls)
     module = SimpleNamespace(save=save, load=load)
-    resume._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
     module.save({"w": 1}, f=tmp_path / "by-keyword.pt")
     module.load(f=tmp_path / "by-keyword.pt")
     assert calls == ["save", "load"]
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
-    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
     assert [e["event"] for e in events] == ["restored"]
 
 
@@ -153,20 +153,20 @@ def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path,
         return Path(path_or_url).read_bytes()
 
     cloud_io = SimpleNamespace(_atomic_save=_atomic_save, _load=_load)
-    resume.install_lightning(cloud_io)  # type: ignore[arg-type]
+    saves.install_lightning(cloud_io)  # type: ignore[arg-type]
     cloud_io._atomic_save({"epoch": 1}, filepath=tmp_path / "last.ckpt")
     cloud_io._load(path_or_url=tmp_path / "last.ckpt", map_location="cpu")
     assert calls == ["save", "load"]
-    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
     assert [e["event"] for e in events] == ["restored"]
-    assert "lightning.fabric.utilities.cloud_io" in resume.HOOKS
+    assert "lightning.fabric.utilities.cloud_io" in saves.HOOKS
 
 
 def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Path, tmp_path: Path) -> None:
     import io
 
     module = SimpleNamespace(save=lambda obj, f: f.write(repr(obj).encode()), load=lambda f: f.read())
-    resume._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
     with open(tmp_path / "last.pt", "wb") as f:
         module.save({"epoch": 3}, f)
         assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1  # hashed after a flush, still open
@@ -174,7 +174,7 @@ def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Pa
         assert module.load(reader) == b"{'epoch': 3}"
     module.save({"epoch": 4}, io.BytesIO())  # no file behind it: nothing to record
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
-    events = [json.loads(x) for x in (runtime / resume.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
     assert [e["event"] for e in events] == ["restored"]
 
 
@@ -207,21 +207,21 @@ def test_cuda_states_of_every_device_are_recorded_and_restored(
 ) -> None:
     recorded_cuda = FakeCuda()
     monkeypatch.setattr(torch, "cuda", recorded_cuda)
-    states = resume.capture_states()
+    states = saves.capture_states()
     assert len(states["cuda"]) == 2
     before = [s.clone() for s in recorded_cuda.states]
     recorded_cuda.states = [torch.Generator().manual_seed(9).get_state() for _ in range(2)]
-    assert "cuda" in resume.restore_states(states)
+    assert "cuda" in saves.restore_states(states)
     assert recorded_cuda.set_calls == [0, 1]
     assert all(torch.equal(a, b) for a, b in zip(before, recorded_cuda.states, strict=True))
 
 
 def test_fewer_cuda_devices_on_resume_are_reported(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     one = FakeCuda(devices=1)
-    resume.restore_cuda(SimpleNamespace(cuda=one, frombuffer=torch.frombuffer, uint8=torch.uint8),
-                        [resume._b64(bytes(s.tolist())) for s in FakeCuda(2).states])  # fmt: skip
+    saves.restore_cuda(SimpleNamespace(cuda=one, frombuffer=torch.frombuffer, uint8=torch.uint8),
+                        [saves._b64(bytes(s.tolist())) for s in FakeCuda(2).states])  # fmt: skip
     assert one.set_calls == [0]
-    event = json.loads((runtime / resume.EVENTS).read_text())
+    event = json.loads((runtime / saves.EVENTS).read_text())
     assert event["event"] == "missing" and "2 CUDA device(s) recorded, 1 here" in event["reason"]
 
 
@@ -229,7 +229,7 @@ def test_no_cuda_state_before_cuda_is_initialised(runtime: Path, monkeypatch: py
     cuda = FakeCuda()
     monkeypatch.setattr(cuda, "is_initialized", lambda: False)
     monkeypatch.setattr(torch, "cuda", cuda)
-    assert "cuda" not in resume.capture_states()
+    assert "cuda" not in saves.capture_states()
 
 
 def test_a_rank_that_did_not_save_writes_its_state_of_the_checkpointed_step(
@@ -238,27 +238,27 @@ def test_a_rank_that_did_not_save_writes_its_state_of_the_checkpointed_step(
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     optimizer = SimpleNamespace(param_groups=[], state={})
-    resume._after_step(optimizer, (), {})
-    resume._after_step(optimizer, (), {})  # step 2: what rank 0 checkpoints
+    saves._after_step(optimizer, (), {})
+    saves._after_step(optimizer, (), {})  # step 2: what rank 0 checkpoints
     expected = _draws([])
-    resume._after_step(optimizer, (), {})  # rank 1 is a step ahead when it sees the mark
+    saves._after_step(optimizer, (), {})  # rank 1 is a step ahead when it sees the mark
     marks = runtime / "rng" / "marks"
     marks.mkdir(parents=True)
     (marks / "2.abc123").touch()
-    resume._after_step(optimizer, (), {})
+    saves._after_step(optimizer, (), {})
     body = json.loads((runtime / "rng" / "abc123.rank1.json").read_text())
     assert body["step"] == 2 and body["rank"] == 1
-    resume.restore_states(body["states"])
+    saves.restore_states(body["states"])
     assert _draws([]) == expected
 
 
 def test_generators_created_after_the_load_get_their_recorded_state(runtime: Path) -> None:
     fake_np = SimpleNamespace(random=SimpleNamespace(default_rng=np.random.default_rng))
-    resume.install_numpy(fake_np)  # type: ignore[arg-type]
+    saves.install_numpy(fake_np)  # type: ignore[arg-type]
     first = fake_np.random.default_rng(1)
     first.random(5)
     recorded = [first.bit_generator.state]
-    resume._state["generators"].clear()
-    resume._state["pending_generators"] = recorded
+    saves._state["generators"].clear()
+    saves._state["pending_generators"] = recorded
     again = fake_np.random.default_rng(1)
     assert again.bit_generator.state == recorded[0]

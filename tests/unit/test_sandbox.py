@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from repro import config, sandbox
-from repro.capsule import RECORD_NAME, CodeInfo, CommandInfo, FileEntry, Record, pack
 from repro.errors import BackendUnavailable, ExitCode
-from repro.hashing import hash_bytes
-from repro.store import FOREIGN, Store
+from repro.store.capsule import RECORD_NAME, CodeInfo, CommandInfo, FileEntry, Record, pack
+from repro.store.hashing import hash_bytes
+from repro.store.runs import FOREIGN, Store
 
 
 def _plan(root: Path, backend: str | None = None, environ: dict[str, str] | None = None) -> config.Plan:

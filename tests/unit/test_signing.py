@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from repro import signing
-from repro.capsule import Record, pack, read_seal, verify_tar
 from repro.errors import CapsuleInvalid, ExitCode, UsageError
-from repro.signing import Trust
+from repro.store import signing
+from repro.store.capsule import Record, pack, read_seal, verify_tar
+from repro.store.signing import Trust
 
 SUMS = b"0" * 64 + b"  capsule.yaml\n"
 

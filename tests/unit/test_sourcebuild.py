@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from repro import sourcebuild
+from repro.backends import sourcebuild
 from repro.errors import BuildError, ExitCode
+from repro.facts.lockfile import Pinned
 from repro.fetch.pinned import Fetched
-from repro.lockfile import Pinned
 
 
 def _sdist(dest: Path, filename: str, files: dict[str, str]) -> Path:

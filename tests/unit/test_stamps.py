@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from repro.artifacts import stamps
-from repro.capsule import FileEntry
-from repro.compare import Side, compare_runs
+from repro.compare import stamps
+from repro.compare.verdict import Side, compare_runs
+from repro.store.capsule import FileEntry
 from repro.ui.verdict import render_text
 
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'repro-capsule[plot]')")
@@ -267,9 +267,9 @@ def test_a_damaged_output_is_changed_with_a_note_never_an_error(tmp_path: Path) 
 
 
 def test_the_clock_is_the_runs_start_or_the_users_value_and_a_hostile_one_is_never_set() -> None:
-    from repro.capsule import Record
-    from repro.determinism import clock_env, source_date_epoch
+    from repro.facts.determinism import clock_env, source_date_epoch
     from repro.runner import run_environment
+    from repro.store.capsule import Record
 
     assert source_date_epoch("2026-11-25T10:15:00+00:00", {}) == 1795601700
     assert source_date_epoch("2026-11-25T10:15:00+00:00", {"SOURCE_DATE_EPOCH": "1700000000"}) == 1700000000

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from repro.capsule import FileEntry
-from repro.compare import Side, compare_runs
-from repro.steptrace import compare_trace, describe, parse
-from repro.tolerance import STRICT, Tolerance
+from repro.compare.tolerance import STRICT, Tolerance
+from repro.compare.trace import compare_trace, describe, parse
+from repro.compare.verdict import Side, compare_runs
+from repro.store.capsule import FileEntry
 
 
 def _trace(*steps: dict[str, list[float]]) -> list[dict[str, object]]:

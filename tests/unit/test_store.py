@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.capsule import Record
 from repro.errors import NotFoundError, UsageError
-from repro.store import Store, find_project_root, new_run_id
+from repro.store.capsule import Record
+from repro.store.runs import Store, find_project_root, new_run_id
 
 
 def _seal(store: Store, run_id: str, status: str = "succeeded") -> Record:
@@ -79,7 +79,7 @@ def test_project_root_is_found_upward(tmp_path: Path) -> None:
 def test_a_detached_job_is_listed_with_its_last_seen_state(tmp_path: Path) -> None:
     import json
 
-    from repro.store import DETACHED
+    from repro.store.runs import DETACHED
 
     store = Store(tmp_path)
     run_dir = store.begin_run("20261122-120000-0001", ["python", "t.py"])
@@ -93,7 +93,7 @@ def test_a_detached_job_is_listed_with_its_last_seen_state(tmp_path: Path) -> No
 
 
 def test_earlier_writers_name_the_latest_run_that_wrote_those_bytes(tmp_path: Path) -> None:
-    from repro.capsule import FileEntry
+    from repro.store.capsule import FileEntry
 
     store = Store(tmp_path)
     assert store.earlier_writers({"model.pt": "h1"}) == {}  # no index yet

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from repro.backends.base import BuiltImage, OnEvent, RunResult, RunSpec
-from repro.capsule import Record, RunWarning
 from repro.config import resolve
 from repro.integrations import trackers
 from repro.runner import RunRequest, capture, execute
 from repro.runtime import links
-from repro.store import Store
+from repro.store.capsule import Record, RunWarning
+from repro.store.runs import Store
 from tests.conftest import Project
 
 
@@ -79,8 +79,14 @@ def test_wandb_tags_keep_the_users_own(in_run: Path, monkeypatch: pytest.MonkeyP
 
 
 IMAGE = BuiltImage(
-    id="sha256:" + "ab" * 32, tag="repro-env:test", base="repro-base:bookworm", base_id="sha256:" + "cd" * 32,
-    template="cpu", dockerfile_text="FROM scratch\n", reused=True, build_seconds=0.0,
+    id="sha256:" + "ab" * 32,
+    tag="repro-env:test",
+    base="repro-base:bookworm",
+    base_id="sha256:" + "cd" * 32,
+    template="cpu",
+    dockerfile_text="FROM scratch\n",
+    reused=True,
+    build_seconds=0.0,
 )
 
 

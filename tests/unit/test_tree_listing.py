@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from repro import hashing
-from repro.hashing import HashCache, hash_tree
-from repro.listing import file_keys, tree_listing
+from repro.store import hashing
+from repro.store.hashing import HashCache, hash_tree
+from repro.store.listing import file_keys, tree_listing
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import pytest
 import torch
 import xxhash
 
-from repro.capsule import FileEntry
 from repro.check import CheckResult
-from repro.compare import Side, Verdict, compare_all, compare_runs
+from repro.compare.verdict import Side, Verdict, compare_all, compare_runs
+from repro.store.capsule import FileEntry
 from repro.ui import check as check_render
 from repro.ui.verdict import WIDTH, render_json, render_markdown, render_text
 

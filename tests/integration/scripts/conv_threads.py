@@ -15,8 +15,13 @@ def main():
     args = parser.parse_args()
     torch.manual_seed(1337)
     model = nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2),
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 2),
     )
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     images = torch.randn(args.batch_size * 4, 1, 24, 24)

@@ -22,8 +22,9 @@ dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 
 rows = [line.split(",") for line in open(args.data).read().split()]
-dataset = TensorDataset(torch.tensor([[float(a), float(b)] for a, b, _ in rows]),
-                        torch.tensor([int(c) for _, _, c in rows]))
+dataset = TensorDataset(
+    torch.tensor([[float(a), float(b)] for a, b, _ in rows]), torch.tensor([int(c) for _, _, c in rows])
+)
 sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=17)
 loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
 
@@ -51,8 +52,15 @@ for epoch in range(start, args.epochs):
     print(f"rank {rank} epoch {epoch} loss {loss.item():.6f}", flush=True)
     if rank == 0:
         os.makedirs(os.path.dirname(args.resume), exist_ok=True)
-        torch.save({"epoch": epoch, "model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict()}, args.resume)
+        torch.save(
+            {
+                "epoch": epoch,
+                "model": model.module.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+            },
+            args.resume,
+        )
     dist.barrier()
 
 if rank == 0:

@@ -28,13 +28,27 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "attention_mask": mask, "labels": self.labels[i]}
 
 
-config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=16, num_labels=2)
+config = BertConfig(
+    vocab_size=50,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=16,
+    num_labels=2,
+)
 model = BertForSequenceClassification(config)
 training = TrainingArguments(
-    output_dir=args.output_dir, num_train_epochs=args.epochs, per_device_train_batch_size=8,
-    learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to="none", seed=args.seed,
-    use_cpu=True, disable_tqdm=True,
+    output_dir=args.output_dir,
+    num_train_epochs=args.epochs,
+    per_device_train_batch_size=8,
+    learning_rate=1e-3,
+    logging_steps=1,
+    save_strategy="no",
+    report_to="none",
+    seed=args.seed,
+    use_cpu=True,
+    disable_tqdm=True,
 )
 trainer = Trainer(model=model, args=training, train_dataset=Tokens(32), callbacks=[ReproCallback()])
 trainer.train()

@@ -41,9 +41,15 @@ y = torch.tensor([int(c) for _, _, c in rows])
 loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
 model = Classifier()
 trainer = L.Trainer(
-    max_epochs=args.epochs, accelerator="cpu", deterministic=args.deterministic == "true",
-    logger=ReproLogger(), callbacks=[ReproCallback()], log_every_n_steps=1,
-    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    max_epochs=args.epochs,
+    accelerator="cpu",
+    deterministic=args.deterministic == "true",
+    logger=ReproLogger(),
+    callbacks=[ReproCallback()],
+    log_every_n_steps=1,
+    enable_checkpointing=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
 )
 trainer.fit(model, loader)
 torch.save(model.state_dict(), args.save)

@@ -52,8 +52,11 @@ def train(args, model, device, train_loader, optimizer, epoch):
         if batch_idx % args.log_interval == 0:
             print(
                 "Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(  # noqa: UP032 (as upstream)
-                    epoch, batch_idx * len(data), len(train_loader.dataset),
-                    100.0 * batch_idx / len(train_loader), loss.item(),
+                    epoch,
+                    batch_idx * len(data),
+                    len(train_loader.dataset),
+                    100.0 * batch_idx / len(train_loader),
+                    loss.item(),
                 )
             )
 

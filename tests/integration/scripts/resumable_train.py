@@ -23,8 +23,11 @@ parser.add_argument("--workers", type=int, default=2)
 parser.add_argument("--ckpt-dir", default="checkpoints")
 parser.add_argument("--save", default="model.pt")
 parser.add_argument("--epoch-sleep", type=float, default=0.0, help="seconds of extra work per epoch")
-parser.add_argument("--skip-scheduler-state", action="store_true",
-                    help="do not restore the LR schedule when resuming (a bug, on purpose)")
+parser.add_argument(
+    "--skip-scheduler-state",
+    action="store_true",
+    help="do not restore the LR schedule when resuming (a bug, on purpose)",
+)
 args = parser.parse_args()
 
 torch.manual_seed(1337)
@@ -76,11 +79,20 @@ for epoch in range(start_epoch, args.epochs):
         scheduler.step()
         if i % 4 == 0:
             ms = (time.time() - t0) * 1000 / (i + 1)
-            print(f"epoch {epoch} [{i + 1}/{len(loader)}] loss {loss.item():.4f} | {ms:.1f} ms/batch",
-                  flush=True)
+            print(
+                f"epoch {epoch} [{i + 1}/{len(loader)}] loss {loss.item():.4f} | {ms:.1f} ms/batch",
+                flush=True,
+            )
     tmp = last + ".tmp"
-    torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict()}, tmp)
+    torch.save(
+        {
+            "epoch": epoch,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+        },
+        tmp,
+    )
     os.replace(tmp, last)
     print(f"epoch {epoch} done, checkpoint saved", flush=True)
     time.sleep(args.epoch_sleep)

@@ -24,8 +24,9 @@ def seed_everything(seed):
 def progress(epoch, i, n, loss, started):
     rate = (i + 1) / max(time.time() - started, 1e-9)
     bar = "█" * (10 * (i + 1) // n)
-    sys.stderr.write(f"\repoch {epoch}: {100 * (i + 1) // n:3d}%|{bar:<10}| {i + 1}/{n} "
-                     f"[{rate:.2f}it/s, loss={loss:.4f}]")
+    sys.stderr.write(
+        f"\repoch {epoch}: {100 * (i + 1) // n:3d}%|{bar:<10}| {i + 1}/{n} [{rate:.2f}it/s, loss={loss:.4f}]"
+    )
     if i + 1 == n:
         sys.stderr.write("\n")
 

@@ -37,8 +37,10 @@ for epoch in range(args.epochs):
         opt.step()
         total, batches = total + loss.item(), batches + 1
     ms = (time.time() - start) * 1000 / batches
-    print(f"epoch {epoch + 1}/{args.epochs} | {batches}/{len(loader)} batches | {ms:.2f} ms/batch "
-          f"| loss {total / batches:.6f}")
+    print(
+        f"epoch {epoch + 1}/{args.epochs} | {batches}/{len(loader)} batches | {ms:.2f} ms/batch "
+        f"| loss {total / batches:.6f}"
+    )
     state = {"epoch": epoch, "model": model.state_dict()}
     torch.save(state, os.path.join(args.checkpoint_dir, f"epoch{epoch}.pt"))
 torch.save(model.state_dict(), args.save)

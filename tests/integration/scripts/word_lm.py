@@ -75,8 +75,13 @@ def train(epoch, lr):
             print(
                 "| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | "  # noqa: UP032
                 "loss {:5.2f} | ppl {:8.2f}".format(
-                    epoch, batch, len(data) // args.bptt, lr, elapsed * 1000 / args.log_interval,
-                    cur_loss, math.exp(cur_loss),
+                    epoch,
+                    batch,
+                    len(data) // args.bptt,
+                    lr,
+                    elapsed * 1000 / args.log_interval,
+                    cur_loss,
+                    math.exp(cur_loss),
                 )
             )
             total_loss, start_time = 0.0, time.time()

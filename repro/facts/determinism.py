@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from repro.capsule import DeterminismInfo, RunWarning
+from repro.store.capsule import DeterminismInfo, RunWarning
 
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
 ISA_PINS: dict[str, tuple[str, str, str, str]] = {

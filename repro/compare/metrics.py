@@ -1,7 +1,7 @@
 """Compare two runs' metric series (rows of ``metrics.jsonl``) → the decisive divergence.
 
 Series are keyed by name (and rank when not 0) and aligned by position within the
-series; values compare with the tolerance (`repro.tolerance`). Pure data in and out.
+series; values compare with the tolerance (`repro.compare.tolerance`). Pure data in and out.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from repro.tolerance import Tolerance, largest
+from repro.compare.tolerance import Tolerance, largest
 
 
 @dataclass

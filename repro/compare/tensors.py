@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import rootpath
+from repro.compare import rootpath
+from repro.compare.tolerance import Tolerance, largest
 from repro.errors import ReproError
-from repro.tolerance import Tolerance, largest
 from repro.units import shorten
 
 TENSOR_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npy", ".npz")
@@ -232,7 +232,7 @@ def compare_tensor_files(
 
     ``suffix`` names the format when the files' own names carry none (blobs). ``roots`` are the
     project roots the two runs saw: a path under one, in a name or a string value (a Lightning
-    checkpoint's ``best_model_path``), is compared relative to it (`repro.rootpath`).
+    checkpoint's ``best_model_path``), is compared relative to it (`repro.compare.rootpath`).
 
     Raises:
         UnreadableTensorFile: either file cannot be parsed.

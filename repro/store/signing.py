@@ -18,8 +18,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.capsule import SIGNATURE_NAME, SUMS_NAME, read_seal
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
+from repro.store.capsule import SIGNATURE_NAME, SUMS_NAME, read_seal
 
 ALGORITHM = "hmac-sha256"
 KEY_BYTES = 32  # 256 bits: the size of HMAC-SHA256's block output, as RFC 2104 recommends

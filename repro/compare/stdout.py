@@ -1,6 +1,6 @@
 """Compare two runs' stdout on what it means: timings masked, numbers within tolerance.
 
-Lines are compared after `repro.logmask` masked what measures time (and the project's own
+Lines are compared after `repro.compare.logmask` masked what measures time (and the project's own
 ``compare.mask`` patterns) and dropped the lines ``compare.ignore_lines`` names. A
 carriage return redraws a line (progress bars): what the terminal shows last is kept.
 Two lines that differ only in numbers within tolerance count as within tolerance; the
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from repro.logmask import NUM, LogMask
-from repro.tolerance import Tolerance, largest
+from repro.compare.logmask import NUM, LogMask
+from repro.compare.tolerance import Tolerance, largest
 
 _NUMBER = re.compile(NUM)
 _FIELD = re.compile(r"([A-Za-z_][\w./-]*)['\"]?\s*[:=|]?\s*$")

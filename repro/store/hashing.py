@@ -19,7 +19,7 @@ when replaced, its inode) changed. A row whose file changed within the timestamp
 granularity of the moment it was hashed is "racy" (git's term) and is not trusted:
 that file is read again on the next check, after which its row is safe.
 
-A tree that was hashed before is first listed with find(1) (`repro.listing`): when
+A tree that was hashed before is first listed with find(1) (`repro.store.listing`): when
 the listing is byte-identical to the one recorded at the last re-check, the recorded
 manifest is the answer, with no walk in Python at all. A re-check that walks records
 its listing once every file in it is shown unchanged and settled.
@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
-from repro.capsule import FileEntry
-from repro.listing import file_keys, tree_listing
+from repro.store.capsule import FileEntry
+from repro.store.listing import file_keys, tree_listing
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

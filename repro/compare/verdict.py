@@ -1,11 +1,11 @@
 """Compare two runs' results: outputs, tensors, metric series and stdout → a Verdict.
 
 Pure data in, pure data out: nothing here prints, and rendering lives in
-``repro.ui.verdict``. Outputs are compared by ``repro.outputs`` (tensor files through
-``repro.tensors``, metric files and TensorBoard events through ``repro.artifacts``),
-metric series by ``repro.metriccompare``, stdout by ``repro.logcompare`` with the timing
-rule of ``repro.logmask``; tolerances live in ``repro.tolerance``. Their public names are
-re-exported here. Each reason a verdict gives carries a code (``repro.reasons``); callers
+``repro.ui.verdict``. Outputs are compared by ``repro.compare.outputs`` (tensor files through
+``repro.compare.tensors``, metric files and TensorBoard events through ``repro.compare``),
+metric series by ``repro.compare.metrics``, stdout by ``repro.compare.stdout`` with the timing
+rule of ``repro.compare.logmask``; tolerances live in ``repro.compare.tolerance``. Their public names are
+re-exported here. Each reason a verdict gives carries a code (``repro.compare.reasons``); callers
 decide on codes, never on sentences.
 
 Verdict rules (README, "Replay verdicts"):
@@ -30,18 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import reasons as codes
-from repro.capsule import FileEntry, SharedWrite
-from repro.config import Settings
-from repro.errors import ExitCode, UsageError
-from repro.logcompare import StdoutDivergence, compare_stdout
-from repro.logmask import LogMask, mask_timings
-from repro.metriccompare import MetricDivergence, compare_metrics
-from repro.outputs import OutputDiff, Outputs, compare_outputs
-from repro.reasons import Reason
-from repro.steptrace import TraceDivergence, compare_trace
-from repro.steptrace import describe as describe_trace
-from repro.tensors import (
+from repro.compare import reasons as codes
+from repro.compare.logmask import LogMask, mask_timings
+from repro.compare.metrics import MetricDivergence, compare_metrics
+from repro.compare.outputs import OutputDiff, Outputs, compare_outputs
+from repro.compare.reasons import Reason
+from repro.compare.stdout import StdoutDivergence, compare_stdout
+from repro.compare.tensors import (
     TENSOR_SUFFIXES,
     TensorDiff,
     TensorMismatch,
@@ -52,7 +47,20 @@ from repro.tensors import (
     is_tensor_file,
     load_tensors,
 )
-from repro.tolerance import DEFAULT_TOLERANCES, MODES, STRICT, Tolerance, check_mode, largest, tolerance_for
+from repro.compare.tolerance import (
+    DEFAULT_TOLERANCES,
+    MODES,
+    STRICT,
+    Tolerance,
+    check_mode,
+    largest,
+    tolerance_for,
+)
+from repro.compare.trace import TraceDivergence, compare_trace
+from repro.compare.trace import describe as describe_trace
+from repro.config import Settings
+from repro.errors import ExitCode, UsageError
+from repro.store.capsule import FileEntry, SharedWrite
 
 __all__ = [
     "REPRODUCED",
@@ -107,7 +115,7 @@ class Side:
     status: str = "succeeded"
     trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
-    root: str | None = None  # the project root as the run saw it (`repro.rootpath`)
+    root: str | None = None  # the project root as the run saw it (`repro.compare.rootpath`)
 
     @property
     def failed(self) -> bool:
@@ -119,7 +127,7 @@ class CompareOptions:
     """What a comparison looks at beyond outputs and metrics (repro.yaml's ``compare:`` section).
 
     ``stdout=False`` leaves stdout out of the verdict; ``mask`` and ``ignore_lines`` are
-    regular expressions (`repro.logmask.LogMask`).
+    regular expressions (`repro.compare.logmask.LogMask`).
     """
 
     stdout: bool = True
@@ -446,5 +454,5 @@ def _summary(v: Verdict) -> str:
 
 
 def normalise_line(line: str) -> str:
-    """A stdout line as compared: numbers that measure time masked (`repro.logmask`)."""
+    """A stdout line as compared: numbers that measure time masked (`repro.compare.logmask`)."""
     return mask_timings(line.rstrip())

@@ -5,7 +5,7 @@ and the base image's immutable id. Unchanged inputs give the same tag, so an ima
 that already carries the tag is reused without building. Builds are offline: the
 lockfile's files are fetched on the host into a shared wheelhouse by name, version and
 sha256 (``repro.fetch``: nothing of a package runs on the host), source distributions are
-built into wheels in a sandbox container (``repro.sourcebuild``), and every wheel is copied
+built into wheels in a sandbox container (``repro.backends.sourcebuild``), and every wheel is copied
 into the build context and installed with ``--no-index --require-hashes``.
 
 This module imports no docker; ``repro.backends.docker`` talks to the engine.
@@ -30,12 +30,12 @@ from packaging.tags import Tag
 
 from repro import __version__
 from repro.errors import BuildError, NotFoundError
+from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
 from repro.fetch.index import Link
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import candidates, target_tags
 from repro.fetch.pinned import Fetched, fetch_pinned
 from repro.fetch.sources import Sources
-from repro.lockfile import Pinned, cache_dir, parse_lockfile
 
 TAG_REPO = "repro-env"
 TAG_HEX = 24
@@ -63,7 +63,7 @@ def templates_dir() -> Path:
     Raises:
         NotFoundError: they are missing (a broken installation).
     """
-    folder = Path(__file__).resolve().parent / "templates"
+    folder = Path(__file__).resolve().parents[1] / "templates"
     if not (folder / "cpu.Dockerfile").is_file():
         raise NotFoundError(
             "the Dockerfile templates are missing from this installation", hint="reinstall repro"

@@ -17,11 +17,11 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from repro import atomic
-from repro.capsule import Record
+from repro.backends.images import is_image_id
 from repro.errors import ReproError
-from repro.images import is_image_id
-from repro.store import Store
+from repro.store import atomic
+from repro.store.capsule import Record
+from repro.store.runs import Store
 
 LEDGER = "images.jsonl"
 

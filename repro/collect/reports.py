@@ -2,7 +2,7 @@
 
 Pure data: the runner folds it into the record. A run whose main process never reported
 in ran without the runtime: nothing was seeded, no determinism knob was set. The reports
-are the run's own files: read through `repro.produced` (a report that is a link is not
+are the run's own files: read through `repro.collect.produced` (a report that is a link is not
 read), and a path in them that leaves the project (``../x``, ``a/../../x``) is not a
 project file.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import produced
+from repro.collect import produced
 from repro.runtime.report import REPORT_PREFIX, REPORT_SUFFIX
 
 

@@ -20,7 +20,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
-from repro.artifacts.values import Series
+from repro.compare.values import Series
 
 MARKER = "tfevents"
 INSTALL_HINT = "pip install tensorboard"

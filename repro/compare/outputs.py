@@ -1,19 +1,19 @@
 """Compare two runs' output files: by hash, and by content for the formats repro knows.
 
 - any file: by hash; a file on one side only is ``missing`` (the replay lacks it) or ``added``;
-- a symbolic link the run made (recorded as a link, `repro.produced`): by its target string;
+- a symbolic link the run made (recorded as a link, `repro.collect.produced`): by its target string;
 - tensor files (``.pt``/``.pth``/``.safetensors``/``.npy``/``.npz`` …) whose bytes differ:
-  tensor by tensor (`repro.tensors`), reported as ``changed`` with a tensor report; ``same``
+  tensor by tensor (`repro.compare.tensors`), reported as ``changed`` with a tensor report; ``same``
   when the only difference is where each run ran (a path under its project root, such as a
-  Lightning checkpoint's ``best_model_path``: `repro.rootpath`) and every tensor is equal to the bit;
+  Lightning checkpoint's ``best_model_path``: `repro.compare.rootpath`) and every tensor is equal to the bit;
 - metric files (``.json``/``.jsonl``/``.csv``) whose bytes differ: value by value with the
-  mode's tolerance, timing fields left out (`repro.artifacts.tables`); equal values → ``same``;
+  mode's tolerance, timing fields left out (`repro.compare.tables`); equal values → ``same``;
 - TensorBoard event files: grouped by directory, never compared by name, read per tag and
-  step with wall times left out (`repro.artifacts.tensorboard`); one entry per directory,
+  step with wall times left out (`repro.compare.tensorboard`); one entry per directory,
   ``same`` when every value is equal. Without the ``tensorboard`` package the files of
   paired directories are compared by bytes, with a note;
 - files whose bytes carry a clock (PDF, PostScript, PNG, SVG, gzip, zip, tar; named so): by content with
-  their time fields left out (`repro.artifacts.stamps`); equal content → ``same``, with a note
+  their time fields left out (`repro.compare.stamps`); equal content → ``same``, with a note
   naming the format and the fields left out ("same content (PDF, creation date ignored)").
 """
 
@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from repro.artifacts import stamps, tables, tensorboard
-from repro.artifacts.values import Series, ValueReport, compare_series
-from repro.capsule import FileEntry
-from repro.tensors import TensorReport, UnreadableTensorFile, compare_tensor_files, is_tensor_file
-from repro.tolerance import Tolerance
+from repro.compare import stamps, tables, tensorboard
+from repro.compare.tensors import TensorReport, UnreadableTensorFile, compare_tensor_files, is_tensor_file
+from repro.compare.tolerance import Tolerance
+from repro.compare.values import Series, ValueReport, compare_series
+from repro.store.capsule import FileEntry
 
 OpenOutput = Callable[[FileEntry], "Path | None"]
 
@@ -45,7 +45,7 @@ class OutputDiff:
     tensors: TensorReport | None = None
     note: str | None = None  # why no content report, or what "same" rests on when bytes differ
     kind: str = (
-        "file"  # file | link | tensors | table | tensorboard | a format of repro.artifacts.stamps (PDF …)
+        "file"  # file | link | tensors | table | tensorboard | a format of repro.compare.stamps (PDF …)
     )
     values: ValueReport | None = None  # table and tensorboard outputs compared by content
     replay_path: str | None = None  # where the replay's counterpart lies, when paired by content
@@ -128,7 +128,7 @@ def _compare_file(
             if tensors:
                 d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
             if d.tensors is not None and d.tensors.rooted and d.tensors.equal:
-                # Equal to the bit once the two runs' own locations are read as one (`repro.rootpath`):
+                # Equal to the bit once the two runs' own locations are read as one (`compare.rootpath`):
                 # the same object saved from another directory.
                 d.status = "same"
                 d.note = (

@@ -5,7 +5,7 @@ Layout::
     .repro/
       runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
       runs/<id>/running.json    present while a run is in progress (pid, started; a detached job's state)
-      runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/detached.py)
+      runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/backends/detached.py)
       runs/<id>/foreign.json    the run's record came from elsewhere: imported from a capsule file, or
                                 made from such a run (its replays, checks, resumes); see repro/sandbox.py
       runs/<id>/work/           logs and runtime files while running
@@ -38,12 +38,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from repro import atomic
-from repro.capsule import IMAGE_MEMBER, RECORD_NAME, Record, blob_member, dump_record, load_record, verify_tar
+from repro.backends.processes import pid_alive
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
-from repro.hashing import copy_hashed, hash_bytes, hash_file
-from repro.lockfile import LockedPackage, locked_packages
-from repro.processes import pid_alive
+from repro.facts.lockfile import LockedPackage, locked_packages
+from repro.store import atomic
+from repro.store.capsule import (
+    IMAGE_MEMBER,
+    RECORD_NAME,
+    Record,
+    blob_member,
+    dump_record,
+    load_record,
+    verify_tar,
+)
+from repro.store.hashing import copy_hashed, hash_bytes, hash_file
 from repro.units import plural
 
 STORE_DIR = ".repro"
@@ -194,7 +202,7 @@ class Store:
 
     def put_fd(self, fd: int) -> tuple[str, int]:
         """Store the bytes of an open file once, hashed while they are copied (one read); the
-        digest and the size stored. What a run produced is stored this way (`repro.produced`
+        digest and the size stored. What a run produced is stored this way (`repro.collect.produced`
         opened it without following a link).
 
         Raises:

@@ -38,11 +38,11 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from repro.errors import BuildError
+from repro.facts.lockfile import Pinned, cache_dir, canonical_name
 from repro.fetch.binaries import download_wheels
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import target_tags
 from repro.fetch.pinned import Fetched
-from repro.lockfile import Pinned, cache_dir, canonical_name
 
 DEFAULT_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 517/518, for an sdist without [build-system]
 MAX_REQUIRES = 32

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from repro.capsule import FileEntry
-from repro.hashing import copy_hashed, hash_bytes, hash_fd
+from repro.store.capsule import FileEntry
+from repro.store.hashing import copy_hashed, hash_bytes, hash_fd
 
 Kind = Literal["file", "link", "dir", "other"]
 

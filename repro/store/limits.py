@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from repro import bounds
+from repro.backends.images import TEMPLATES, is_image_id, is_reference
 from repro.errors import CapsuleInvalid
-from repro.images import TEMPLATES, is_image_id, is_reference
 
 RECORD_NAME = "capsule.yaml"
 

@@ -23,14 +23,14 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from zlib import error as zlib_error
 
-from repro import capsule_rules as rules
 from repro.errors import CapsuleInvalid, NotFoundError
+from repro.store import limits as rules
 
 FORMAT = "repro.capsule/v1"
 READABLE_FORMATS = (FORMAT,)
 RECORD_NAME = "capsule.yaml"
 SUMS_NAME = "SHA256SUMS"
-# `repro export --sign`: a MAC over the exact bytes of SHA256SUMS (repro/signing.py). The one member
+# `repro export --sign`: a MAC over the exact bytes of SHA256SUMS (repro/store/signing.py). The one member
 # SHA256SUMS does not list; it comes after it, so adding it changes no other member.
 SIGNATURE_NAME = "SIGNATURE"
 BLOB_DIR = "blobs"
@@ -97,7 +97,7 @@ class FileEntry:
     """One file: its path (relative, POSIX), size, xxh3-128 and whether its bytes are kept.
 
     A symbolic link a run made among its outputs is recorded as a link, never read through:
-    ``link`` holds its target as written, ``hash`` a digest of it (`repro.produced.link_entry`),
+    ``link`` holds its target as written, ``hash`` a digest of it (`repro.collect.produced.link_entry`),
     ``size`` is 0 and no bytes are kept. ``link`` is left out of the record for every other
     file (records made before links were recorded read the same).
     """

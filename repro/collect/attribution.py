@@ -4,7 +4,7 @@ The rule, in one place: every file the run's processes reported writing (or the 
 change in its scratch copy), plus files new or changed in the declared output dirs that no
 other run claims, minus declared data, ``.repro/``, interpreter caches and the
 ``outputs.exclude`` globs. A file another run wrote meanwhile is not this run's. A link the
-run made is an output recorded as a link; nothing is reached through one (`repro.produced`).
+run made is an output recorded as a link; nothing is reached through one (`repro.collect.produced`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import fnmatch
 import posixpath
 from pathlib import Path, PurePosixPath
 
-from repro import produced
-from repro.processes import is_own_output, own_output_files
-from repro.reports import written_by
+from repro.backends.processes import is_own_output, own_output_files
+from repro.collect import produced
+from repro.collect.reports import written_by
 
 Stat = tuple[int, int, int]
 
@@ -90,7 +90,7 @@ def under(rel: str, dirs: list[str]) -> bool:
 
 def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
-    from repro.capsule import RECORD_NAME, load_record
+    from repro.store.capsule import RECORD_NAME, load_record
 
     claimed: set[str] = set()
     if not runs_dir.is_dir():

@@ -19,11 +19,11 @@ from typing import Any
 
 from repro.backends.base import Event, OnEvent, RunSpec
 from repro.backends.slurm import JobState, SlurmBackend, SlurmOptions, job_state
-from repro.capsule import Record
 from repro.config import Settings
 from repro.runner import Prepared, collect, now_iso, record_image
-from repro.store import DETACHED as MARKER
-from repro.store import Store
+from repro.store.capsule import Record
+from repro.store.runs import DETACHED as MARKER
+from repro.store.runs import Store
 
 _PATHS = ("project_root", "runtime_dir", "stdout_path", "stderr_path", "data_root", "lockfile")
 

@@ -8,7 +8,7 @@
   that parse as numbers are numbers.
 
 Fields whose names measure time, speed or utilisation (``train_runtime``,
-``samples_per_second``, ``epoch_time``) are left out by the rule of `repro.logmask`, and
+``samples_per_second``, ``epoch_time``) are left out by the rule of `repro.compare.logmask`, and
 timings inside text values (a date, a clock time) are masked by the same rule.
 """
 
@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repro.artifacts.values import Series, ValueReport, compare_series
-from repro.logmask import is_timing_key, mask_timings
-from repro.tolerance import Tolerance
+from repro.compare.logmask import is_timing_key, mask_timings
+from repro.compare.tolerance import Tolerance
+from repro.compare.values import Series, ValueReport, compare_series
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".csv")
 MAX_TABLE_BYTES = 64 << 20  # larger files are compared by bytes only

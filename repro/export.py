@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import atomic, signing
-from repro.capsule import pack
+from repro.backends.processes import pid_alive
 from repro.errors import UsageError, from_os_error
-from repro.processes import pid_alive
-from repro.signing import SigningKey
-from repro.store import LoadedRun, Store
+from repro.store import atomic, signing
+from repro.store.capsule import pack
+from repro.store.runs import LoadedRun, Store
+from repro.store.signing import SigningKey
 
 NOTES_DIR = "exports"  # under .repro/: one note per export in progress
 _WORK = re.compile(r"^\.(?P<name>.+)\.repro-export-(?P<pid>\d+)$")  # the working directory's name

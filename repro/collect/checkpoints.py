@@ -1,6 +1,6 @@
 """The checkpoints of a run, host side: what the runtime recorded at each save, in the record and back.
 
-The injected runtime (repro/runtime/resume.py) writes, for every checkpoint file a process
+The injected runtime (repro/runtime/saves.py) writes, for every checkpoint file a process
 saves, ``rng/<sha256>.rank<R>.json`` in the run's runtime directory (and, in traced runs, a
 copy of the file under ``ckpt/<sha256>``). ``collect`` folds those into
 ``ResultInfo.checkpoints`` with every state stored as a blob; ``seed_runtime`` writes the
@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from repro import produced
-from repro.capsule import CheckpointInfo, Record
+from repro.collect import produced
 from repro.errors import NotFoundError
+from repro.store.capsule import CheckpointInfo, Record
 
-RNG_DIR = "rng"  # the runtime's names (repro/runtime/resume.py)
+RNG_DIR = "rng"  # the runtime's names (repro/runtime/saves.py)
 RING_DIR = "ring"
 COPIES_DIR = "ckpt"
 EVENTS = "resume-events.jsonl"
@@ -30,7 +30,7 @@ RESUME_TRACE = "rtrace"  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, â€
 def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, int]], max_bytes: int) -> None:
     """Fold the runtime's checkpoint states, resume events and resume traces into the record.
 
-    They are the run's own files: read through `repro.produced` (a link is never followed).
+    They are the run's own files: read through `repro.collect.produced` (a link is never followed).
     """
 
     def put(rel: str, limit: int = produced.MAX_REPORT_BYTES) -> str | None:

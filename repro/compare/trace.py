@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from repro import jsonl
-from repro.tolerance import Tolerance
+from repro.compare.tolerance import Tolerance
+from repro.store import jsonl
 
 TRACE_LOG = "trace"  # the name of the trace in ResultInfo.logs
 

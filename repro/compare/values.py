@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from repro.tolerance import Tolerance, largest
+from repro.compare.tolerance import Tolerance, largest
 from repro.units import shorten
 
 Series = dict[str, list[tuple[Any, Any]]]  # name -> [(step, value), ...]

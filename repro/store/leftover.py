@@ -14,7 +14,7 @@ from pathlib import Path
 
 from repro.backends import owners, scratch
 from repro.errors import UsageError
-from repro.store import Store
+from repro.store.runs import Store
 
 
 def has_copy(store: Store, run_id: str) -> bool:

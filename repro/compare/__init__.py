@@ -1,0 +1,1 @@
+"""Compare two runs' results: outputs, tensors, tables, TensorBoard, metric series, stdout → a verdict."""
