@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_capsule_text_cli import TRAIN, _forge
+from tests.cli.test_capsule_text_cli import TRAIN
 from tests.conftest import Project
+from tests.forging import forge
 
 RUN = ["run", "--backend", "local"]
 
@@ -122,7 +123,7 @@ def test_a_capsule_field_out_of_range_is_exit_6_naming_it(
     assert trained.repro(*RUN, "--", "python", "train.py").code == 0
     tar = tmp_path / "genuine.tar"
     assert trained.repro("export", "latest", "-o", str(tar)).code == 0
-    bad = _forge(tar, tmp_path / "bad.tar", _set(field, value))
+    bad = forge(tar, tmp_path / "bad.tar", _set(field, value))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for args in (["show", str(bad)], ["verify", str(bad)], ["replay", str(bad)]):

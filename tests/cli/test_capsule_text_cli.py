@@ -9,18 +9,14 @@ visible escapes, so what a reviewer reads is what the capsule says.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
-import tarfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import Project
+from tests.forging import forge
 
 TRAIN = """\
 import argparse
@@ -39,23 +35,6 @@ print("trained")
 HIDE = "\x1b[2K\r"  # erase the line, back to its start: what follows overwrites what came before
 RLO = "\u202e"  # right-to-left override: the rest of the line is shown reversed
 RAW = ("\x1b", "\r", RLO)
-
-
-def _forge(tar: Path, dest: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
-    """Change a capsule's record and recompute SHA256SUMS, as anyone can."""
-    with tarfile.open(tar) as t:
-        members = {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
-    members.pop("SHA256SUMS")
-    record = yaml.safe_load(members["capsule.yaml"])
-    edit(record)
-    members["capsule.yaml"] = yaml.safe_dump(record, sort_keys=False).encode()
-    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
-    with tarfile.open(dest, "w") as out:
-        for name, body in [*members.items(), ("SHA256SUMS", sums)]:
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            out.addfile(info, io.BytesIO(body))
-    return dest
 
 
 def _clean(text: str) -> None:
@@ -84,7 +63,7 @@ def _hostile_text(record: dict[str, Any]) -> None:
 def test_show_verify_diff_ls_and_replay_print_a_capsules_escapes(
     project: Project, exported: Path, tmp_path: Path
 ) -> None:
-    bad = _forge(exported, tmp_path / "bad.tar", _hostile_text)
+    bad = forge(exported, tmp_path / "bad.tar", _hostile_text)
     shown = project.repro("show", str(bad))
     assert shown.code == 0, shown.err
     _clean(shown.out + shown.err)
@@ -127,7 +106,7 @@ def test_a_hostile_name_or_path_is_named_as_escapes(
     def edit(record: dict[str, Any]) -> None:
         record[field[0]][field[1]] = value
 
-    bad = _forge(exported, tmp_path / "bad.tar", edit)
+    bad = forge(exported, tmp_path / "bad.tar", edit)
     r = project.repro("show", str(bad))
     _clean(r.out + r.err)
     if field == ("backend", "name"):  # a backend is a plain word: refused, the field named

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import forging
 from tests.conftest import Project
+from tests.forging import forge
 
 
 def _alive(pid: int) -> bool:
@@ -147,23 +146,6 @@ def test_bad_input_is_one_line_with_the_right_exit_code(project: Project) -> Non
 # --------------------------------------------------------------------------- hostile replays
 
 
-def _forge(tar: Path, dest: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
-    """Change a capsule's record and recompute SHA256SUMS, as anyone can."""
-    with tarfile.open(tar) as t:
-        members = {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
-    members.pop("SHA256SUMS")
-    record = yaml.safe_load(members["capsule.yaml"])
-    edit(record)
-    members["capsule.yaml"] = yaml.safe_dump(record, sort_keys=False).encode()
-    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
-    with tarfile.open(dest, "w") as out:
-        for name, body in [*members.items(), ("SHA256SUMS", sums)]:
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            out.addfile(info, io.BytesIO(body))
-    return dest
-
-
 PROBE = """\
 import argparse, json, os
 from pathlib import Path
@@ -211,7 +193,7 @@ def test_a_forged_path_is_refused_before_anything_runs_or_is_created(
                 node = node[part]
             node[last] = json.loads(text)
 
-        bad = _forge(exported, tmp_path / f"bad{i}.tar", edit)
+        bad = forge(exported, tmp_path / f"bad{i}.tar", edit)
         r = project.repro("replay", str(bad))
         assert r.code == 6, (field, r.out + r.err)
         assert field.split(".")[-1] in r.err and "Traceback" not in r.err, r.err
@@ -227,7 +209,7 @@ def test_network_and_environment_from_a_capsule_are_not_obeyed(
         record["determinism"]["env"].update({"LD_PRELOAD": "/tmp/evil.so", "PYTHONSTARTUP": "/tmp/x.py",
                                              "EVIL": "1"})  # fmt: skip
 
-    bad = _forge(exported, tmp_path / "asks.tar", edit)
+    bad = forge(exported, tmp_path / "asks.tar", edit)
     elsewhere = tmp_path / "elsewhere"  # a store that does not hold the genuine run
     elsewhere.mkdir()
     r = project.repro("replay", str(bad), "--json", "--backend", "local", cwd=elsewhere)
@@ -243,20 +225,12 @@ def test_network_and_environment_from_a_capsule_are_not_obeyed(
 def test_a_replaced_blob_is_refused_by_verify_and_replay(
     project: Project, exported: Path, tmp_path: Path
 ) -> None:
-    with tarfile.open(exported) as t:
-        members = {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
+    members = forging.members(exported)
     record = yaml.safe_load(members["capsule.yaml"])
     code_blob = next(f["hash"] for f in record["code"]["files"] if f["path"] == "probe.py")
-    member = f"blobs/{code_blob[:2]}/{code_blob}"
-    members[member] = b"open('/tmp/pwned', 'w').write('x')\n"
+    members[f"blobs/{code_blob[:2]}/{code_blob}"] = b"open('/tmp/pwned', 'w').write('x')\n"
     members.pop("SHA256SUMS")
-    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
-    bad = tmp_path / "swapped.tar"
-    with tarfile.open(bad, "w") as out:
-        for name, body in [*members.items(), ("SHA256SUMS", sums)]:
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            out.addfile(info, io.BytesIO(body))
+    bad = forging.write(tmp_path / "swapped.tar", members)
     for args in (["verify", str(bad)], ["replay", str(bad)]):
         r = project.repro(*args)
         assert r.code == 6 and "content-address name" in r.err, r.err

@@ -24,7 +24,7 @@ import pytest
 from repro.backends import docker as backend
 from repro.config import DEFAULT_BASE_IMAGE
 from tests.conftest import Project
-from tests.integration.test_faults import _forge
+from tests.forging import forge
 
 
 def _ready() -> str | None:
@@ -86,7 +86,7 @@ def test_a_docker_replay_stays_off_the_network_and_away_from_host_paths(
     assert project.repro("export", "latest", "-o", str(tar)).code == 0
 
     host = tmp_path / "host-output-dir"
-    bad = _forge(tar, tmp_path / "roots.tar", lambda rec: rec["results"].update(output_roots=[str(host)]))
+    bad = forge(tar, tmp_path / "roots.tar", lambda rec: rec["results"].update(output_roots=[str(host)]))
     r = project.repro("replay", str(bad))
     assert r.code == 6 and "output_roots" in r.err, r.err
     assert not host.exists()
@@ -97,7 +97,7 @@ def test_a_docker_replay_stays_off_the_network_and_away_from_host_paths(
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    bad = _forge(tar, tmp_path / "asks.tar", asks)
+    bad = forge(tar, tmp_path / "asks.tar", asks)
     r = project.repro("replay", str(bad), "--json", cwd=elsewhere)
     assert r.code == 0, r.out + r.err  # no network and no LD_PRELOAD: the probe saw what the run saw
     assert json.loads(r.out)["status"] == "identical"

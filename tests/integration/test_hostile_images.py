@@ -10,18 +10,16 @@ carries a unique `org.repro.test` label and is removed by the test; other images
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import shutil
 import tarfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-import yaml
 
 from repro.backends import docker as backend
 from repro.backends.base import BuiltImage, Event
@@ -29,6 +27,7 @@ from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.store.capsule import IMAGE_MEMBER
 from tests.conftest import QUICKSTART_LOCK, Project, git
+from tests.forging import forge
 
 docker = pytest.importorskip("docker")
 
@@ -133,25 +132,6 @@ def _saved_with_tags(image_id: str, repo_tags: list[str]) -> bytes:
 # --------------------------------------------------------------------------- capsule helpers
 
 
-def _forge(tar: Path, dest: Path, edit: Callable[[dict[str, Any]], None], image: bytes | None = None) -> Path:
-    """Edit a capsule's record (and replace its image archive), then recompute SHA256SUMS."""
-    with tarfile.open(tar) as t:
-        members = {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
-    members.pop("SHA256SUMS")
-    if image is not None:
-        members[IMAGE_MEMBER] = image
-    record = yaml.safe_load(members["capsule.yaml"])
-    edit(record)
-    members["capsule.yaml"] = yaml.safe_dump(record, sort_keys=False).encode()
-    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
-    with tarfile.open(dest, "w") as out:
-        for name, body in [*members.items(), ("SHA256SUMS", sums)]:
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            out.addfile(info, io.BytesIO(body))
-    return dest
-
-
 def _probe_project(project: Project, nonce: str = "") -> None:
     project.write("probe.py", PROBE)
     if nonce:  # a lockfile of its own: this project's image is built by this test, not found
@@ -217,7 +197,7 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
     before = _tags()
 
     # 1. The archive replaced, the record left as it was: refused before anything is loaded.
-    swapped = _forge(tar, tmp_path / "swapped.tar", lambda rec: None, image=archive)
+    swapped = forge(tar, tmp_path / "swapped.tar", lambda rec: None, replace={IMAGE_MEMBER: archive})
     r = project.repro("replay", str(swapped), cwd=_new_project(tmp_path / "one").root)
     assert r.code == 6, r.out + r.err
     assert "not the recorded image" in r.err and "Traceback" not in r.err
@@ -229,7 +209,7 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
     def claim(rec: dict[str, Any]) -> None:
         rec["deps"]["image"].update(id=hostile, tag=DEFAULT_BASE_IMAGE, base=DEFAULT_BASE_IMAGE)
 
-    matched = _forge(tar, tmp_path / "matched.tar", claim, image=archive)
+    matched = forge(tar, tmp_path / "matched.tar", claim, replace={IMAGE_MEMBER: archive})
     elsewhere = _new_project(tmp_path / "two")
     r = project.repro("replay", str(matched), "--json", cwd=elsewhere.root)
     assert r.code == 5, r.out + r.err  # it ran in the attacker's image (/hostile), so outputs differ
@@ -324,7 +304,7 @@ def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path,
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    r = project.repro("replay", str(_forge(tar, tmp_path / "decoy.tar", decoy_base)), "--json", cwd=elsewhere)
+    r = project.repro("replay", str(forge(tar, tmp_path / "decoy.tar", decoy_base)), "--json", cwd=elsewhere)
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"  # /decoy was not there: not built FROM the decoy
     assert "the recorded image was built on base" in r.err and decoy[:19] in r.err
@@ -339,7 +319,7 @@ def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path,
     def odd(rec: dict[str, Any]) -> None:
         rec["deps"]["image"]["base"] = "repro-base:bookworm\n\x1b[2Jowned"
 
-    r = project.repro("replay", str(_forge(tar, tmp_path / "odd.tar", odd)), cwd=elsewhere)
+    r = project.repro("replay", str(forge(tar, tmp_path / "odd.tar", odd)), cwd=elsewhere)
     assert r.code == 6 and "deps.image.base" in r.err and "\x1b" not in r.err, r.err
 
 

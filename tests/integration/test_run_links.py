@@ -9,19 +9,15 @@ reports writes with `../` paths. Its content must reach no blob, no `repro show`
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-import xxhash
-import yaml
 
 from tests.conftest import SCRIPTS, Project
+from tests.forging import forge
 from tests.integration.test_hostile_docker import _REASON as NO_DOCKER
 
 MARK = "SECRET-4b1d-do-not-store"
@@ -107,31 +103,6 @@ def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
     _assert_nothing_leaked(project, project.root / ".repro", secret, tmp_path, project.root)
 
 
-def _forge_code(tar: Path, dest: Path, rel: str, body: bytes) -> Path:
-    """Swap one code file of a genuine capsule for other bytes: the blob under its new content name,
-    the record's entry pointed at it, SHA256SUMS recomputed."""
-    with tarfile.open(tar) as t:
-        members = {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
-    members.pop("SHA256SUMS")
-    record = yaml.safe_load(members["capsule.yaml"])
-    digest = xxhash.xxh3_128_hexdigest(body)
-    members[f"blobs/{digest[:2]}/{digest}"] = body
-    swapped = 0
-    for entry in [*record["code"]["files"], *record["code"]["untracked"]]:
-        if entry["path"] == rel:
-            entry["hash"], entry["size"] = digest, len(body)
-            swapped += 1
-    assert swapped, f"{rel} is not in the capsule's code"
-    members["capsule.yaml"] = yaml.safe_dump(record, sort_keys=False).encode()
-    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
-    with tarfile.open(dest, "w") as out:
-        for name, data in [*members.items(), ("SHA256SUMS", sums)]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
-    return dest
-
-
 @pytest.mark.docker
 @docker
 def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
@@ -158,7 +129,7 @@ def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
         '"--plant-rel", default=None', f'"--plant-rel", default={rel!r}'
     )
     assert hostile != script
-    forged = _forge_code(genuine, tmp_path / "forged.tar", "train.py", hostile.encode())
+    forged = forge(genuine, tmp_path / "forged.tar", code={"train.py": hostile.encode()})
     assert project.repro("verify", str(forged)).code == 0  # consistent: anyone can recompute the sums
 
     r = project.repro("replay", str(forged), "--backend", "docker", *data, "--json", cwd=elsewhere)

@@ -7,7 +7,6 @@ exit 6 naming the field, never write outside their scratch directory, and stay c
 
 from __future__ import annotations
 
-import hashlib
 import io
 import re
 import subprocess
@@ -38,6 +37,7 @@ from repro.store.capsule import (
 )
 from repro.store.hashing import hash_bytes
 from repro.store.runs import Store
+from tests import forging
 
 CODE = b"print('genuine training code')\n"
 EVIL = b"import os; os.system('touch /tmp/pwned')\n"
@@ -60,23 +60,12 @@ def _genuine(tmp_path: Path) -> tuple[Path, Record]:
     return tar, record
 
 
-def _members(tar: Path) -> dict[str, bytes]:
-    with tarfile.open(tar) as t:
-        return {m.name: t.extractfile(m).read() for m in t if m.isreg()}  # type: ignore[union-attr]
-
-
 def _forge(tar: Path, dest: Path, change: Callable[[dict[str, bytes]], None]) -> Path:
     """Rewrite a capsule's members and recompute SHA256SUMS, as anyone can."""
-    members = _members(tar)
-    members.pop(SUMS_NAME)
-    change(members)
-    sums = "".join(f"{hashlib.sha256(b).hexdigest()}  {n}\n" for n, b in members.items()).encode()
-    with tarfile.open(dest, "w") as out:
-        for name, body in [*members.items(), (SUMS_NAME, sums)]:
-            info = tarfile.TarInfo(name)
-            info.size = len(body)
-            out.addfile(info, io.BytesIO(body))
-    return dest
+    found = forging.members(tar)
+    found.pop(SUMS_NAME)
+    change(found)
+    return forging.write(dest, found)
 
 
 def _edit_record(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, bytes]], None]:
