@@ -18,15 +18,12 @@ import pytest
 
 from tests.conftest import SCRIPTS, Project
 from tests.forging import forge
-from tests.integration.test_hostile_docker import _REASON as NO_DOCKER
 
 MARK = "SECRET-4b1d-do-not-store"
 # One JSON line: whichever reader followed a link to it (raw bytes, JSON, JSON lines) would carry the mark.
 SECRET = (
     json.dumps({"e": "error", "where": MARK, "error": MARK, "name": MARK, "value": 1, "kind": MARK}) + "\n"
 )
-
-docker = pytest.mark.skipif(NO_DOCKER is not None, reason=NO_DOCKER or "")
 
 
 @pytest.fixture
@@ -78,7 +75,7 @@ def _outputs(project: Project, cwd: Path) -> tuple[dict[str, dict[str, Any]], di
     return {o["path"]: o for o in record["results"]["outputs"]}, record
 
 
-@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=[pytest.mark.docker, docker])])
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
     project: Project, secret: Path, tmp_path: Path, backend: str
 ) -> None:
@@ -104,7 +101,6 @@ def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
 
 
 @pytest.mark.docker
-@docker
 def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
     project: Project, secret: Path, tmp_path: Path
 ) -> None:
