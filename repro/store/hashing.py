@@ -134,25 +134,32 @@ def _hash_fd(fd: int, size: int, on_bytes: Callable[[int], None] | None) -> tupl
     return _hash_stream(fd, b"", on_bytes)
 
 
-def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -> tuple[str, int]:
-    """Hash `head` and then the rest of the file; (digest, bytes hashed)."""
-    h = xxhash.xxh3_128(head)
-    total = len(head)
-    if on_bytes and head:
-        on_bytes(total)
+def _chunks(fd: int) -> Iterator[memoryview]:
+    """An open file's bytes from its offset, one reused buffer's worth at a time (each chunk is valid
+    until the next is read)."""
     buf = _buffer()
     view = memoryview(buf)
     try:
         with open(fd, "rb", buffering=0, closefd=False) as f:
             n = f.readinto(buf)
             while n:
-                h.update(view[:n])
-                total += n
-                if on_bytes:
-                    on_bytes(n)
+                yield view[:n]
                 n = f.readinto(buf)
     finally:
         view.release()
+
+
+def _hash_stream(fd: int, head: bytes, on_bytes: Callable[[int], None] | None) -> tuple[str, int]:
+    """Hash `head` and then the rest of the file; (digest, bytes hashed)."""
+    h = xxhash.xxh3_128(head)
+    total = len(head)
+    if on_bytes and head:
+        on_bytes(total)
+    for chunk in _chunks(fd):
+        h.update(chunk)
+        total += len(chunk)
+        if on_bytes:
+            on_bytes(len(chunk))
     return h.hexdigest(), total
 
 
@@ -174,20 +181,12 @@ def copy_hashed(source: int, dest: int) -> tuple[str, int]:
     """
     h = xxhash.xxh3_128()
     total = 0
-    buf = _buffer()
-    view = memoryview(buf)
-    try:
-        with open(source, "rb", buffering=0, closefd=False) as f:
-            n = f.readinto(buf)
-            while n:
-                h.update(view[:n])
-                written = 0
-                while written < n:
-                    written += os.write(dest, view[written:n])
-                total += n
-                n = f.readinto(buf)
-    finally:
-        view.release()
+    for chunk in _chunks(source):
+        h.update(chunk)
+        written = 0
+        while written < len(chunk):
+            written += os.write(dest, chunk[written:])
+        total += len(chunk)
     return h.hexdigest(), total
 
 
