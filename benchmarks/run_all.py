@@ -2,7 +2,7 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads; the
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal; the
                                               # other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
@@ -25,6 +25,7 @@ import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
+import bench_seal_export  # noqa: E402
 import bench_strict_threads  # noqa: E402
 from _common import INFO, PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
 
@@ -34,6 +35,7 @@ SUITES = {
     "run": ("`repro run` overhead over the bare command", bench_run_overhead.run, 5),
     "data": ("`repro run` over 100k unchanged data files, and `repro show`", bench_large_data.run, 3),
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
+    "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 

@@ -200,33 +200,41 @@ def check_image(image: Any) -> None:
 # --------------------------------------------------------------------------- YAML
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader without aliases (a billion-laughs record expands through them) and with a depth bound."""
-
-    _depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(
-                None, None, "aliases are not allowed in a capsule record", event.start_mark
-            )
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, f"nesting deeper than {MAX_YAML_DEPTH} levels", self.get_mark()
-                )
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+# libyaml's C parser and emitter where PyYAML was built with it (the wheels are): a large record
+# (thousands of outputs) loads and dumps several times faster; the pure-Python classes otherwise.
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _NoAliasDumper(yaml.SafeDumper):
+class _NoAliasDumper(_Dumper):  # type: ignore[valid-type,misc]
     """Writes every value in place, so a record never needs aliases to be read back."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _check_shape(raw: bytes) -> None:
+    """Refuse aliases (a billion-laughs record expands through them) and nesting past the bound,
+    from the parser's events, before anything is built.
+
+    Raises:
+        yaml.YAMLError: an alias, too deep, or not YAML.
+    """
+    depth = 0
+    for event in yaml.parse(raw, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent):
+            raise yaml.YAMLError(f"aliases are not allowed in a capsule record{_at(event)}")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise yaml.YAMLError(f"nesting deeper than {MAX_YAML_DEPTH} levels{_at(event)}")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _at(event: yaml.Event) -> str:
+    mark = event.start_mark
+    return f" (line {mark.line + 1})" if mark is not None else ""
 
 
 def load_yaml(raw: bytes) -> Any:
@@ -238,7 +246,8 @@ def load_yaml(raw: bytes) -> Any:
     if len(raw) > MAX_RECORD_BYTES:
         raise CapsuleInvalid(f"{RECORD_NAME} is larger than {MAX_RECORD_BYTES >> 20} MiB", RECORD_NAME)
     try:
-        return yaml.load(raw, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+        _check_shape(raw)
+        return yaml.load(raw, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python), shape checked first
     except yaml.YAMLError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CapsuleInvalid(f"{RECORD_NAME} is not a valid record: {first}", RECORD_NAME) from e

@@ -30,7 +30,7 @@ def test_auto_without_the_base_image_runs_locally_and_docker_says_how_to_make_it
 
     r = project.repro("run", "--backend", "docker", "--", "python", "train.py", env=env)
     assert r.code == 3, r.err
-    assert f"no base image {env['REPRO_BASE_IMAGE']}" in r.err and "repro base-image" in r.err
+    assert f"no base image {env['REPRO_BASE_IMAGE']}" in r.err and "base-image` (Debian packages" in r.err
     assert "Traceback" not in r.err
 
     r = project.repro("run", "--", "python", "train.py")  # the engine's own base image: docker
