@@ -8,8 +8,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import requests
-
 from repro.errors import BuildError, IndexUnreadable
 from repro.fetch.index import Link, Reader
 from repro.fetch.sources import is_local, local_path, shown
@@ -67,6 +65,8 @@ def _copy(reader: Reader, link: Link, write: Callable[[bytes], None]) -> None:
         except OSError as e:
             raise IndexUnreadable(shown(link.source), f"{link.name.filename}: {e.strerror}") from e
         return
+    import requests  # where a remote file is fetched: every command starts without it
+
     try:
         with reader.session(link.source).get(link.url, stream=True, timeout=reader.sources.timeout) as r:
             r.raise_for_status()

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import requests
-from pypi_simple import NoSuchProjectError, ProjectPage, PyPISimple
-from pypi_simple.errors import UnsupportedContentTypeError, UnsupportedRepoVersionError
 
 from repro.errors import IndexUnreadable
 from repro.fetch.names import DistName, parse
 from repro.fetch.sources import Sources, is_local, local_path, shown
+
+if TYPE_CHECKING:  # requests and pypi-simple are imported where an index is read: every command starts faster
+    import requests
+    from pypi_simple import ProjectPage
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Reader:
     def session(self, source: str) -> requests.Session:
         """The HTTP session for ``source``: the configured CA bundle, client certificate and trusted hosts."""
         if source not in self._sessions:
+            import requests
+
             s = requests.Session()
             host = urlsplit(source).hostname or ""
             s.verify = False if host in self.sources.trusted_hosts else (self.sources.cert or True)
@@ -86,6 +89,10 @@ class Reader:
         return []  # pip too skips an index that has no folder for the project
 
     def _remote(self, source: str, key: str, is_index: bool) -> ProjectPage | None:
+        import requests
+        from pypi_simple import NoSuchProjectError, PyPISimple
+        from pypi_simple.errors import UnsupportedContentTypeError, UnsupportedRepoVersionError
+
         session = self.session(source)
         timeout = self.sources.timeout
         try:
@@ -107,6 +114,9 @@ class Reader:
 
 
 def _page_from_html(key: str, html: bytes, base_url: str) -> ProjectPage:
+    from pypi_simple import ProjectPage
+    from pypi_simple.errors import UnsupportedRepoVersionError
+
     try:
         return ProjectPage.from_html(key, html, base_url=base_url)
     except (UnsupportedRepoVersionError, ValueError) as e:
@@ -138,6 +148,8 @@ def _dir_links(folder: Path, key: str, source: str) -> list[Link]:
 
 
 def _reason(e: requests.RequestException) -> str:
+    import requests
+
     if isinstance(e, requests.Timeout):
         return "timed out"
     if isinstance(e, requests.ConnectionError):

@@ -85,10 +85,11 @@ def test_no_print_outside_ui() -> None:
         assert not calls, rel
 
 
-def test_help_does_not_import_torch_numpy_or_docker() -> None:
+def test_help_does_not_import_torch_numpy_docker_or_the_index_client() -> None:
     code = (
         "import sys; from repro.cli import main; main(['--help']); "
-        "print(sorted(m for m in ('torch', 'numpy', 'docker', 'git', 'mlflow', 'hydra', 'IPython') "
+        "print(sorted(m for m in ('torch', 'numpy', 'docker', 'git', 'mlflow', 'hydra', 'IPython', "
+        "'requests', 'pypi_simple') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
