@@ -208,8 +208,10 @@ class LockPlan:
         return cache_dir() / "locks" / f"{self.digest}.txt"
 
 
-def plan_lock(root: Path, configured: str | None, variant: str = "cpu") -> LockPlan:
+def plan_lock(root: Path, configured: str | None, variant: str = "cpu", install: bool = True) -> LockPlan:
     """Find the source and decide whether the lock of ``variant`` can be reused (cheap: no pip).
+    A compile of the same inputs in repro's cache is copied into the project unless ``install`` is
+    false (a check writes nothing).
 
     Raises:
         NotFoundError: a configured requirements file is missing.
@@ -226,7 +228,7 @@ def plan_lock(root: Path, configured: str | None, variant: str = "cpu") -> LockP
     plan.digest = inputs_hash(text, plan.how)
     if plan.lock_path.is_file() and inputs_header(plan.lock_path.read_text()) == plan.digest:
         plan.ready = _lock(plan, compiled=False)
-    elif plan.cached.is_file():
+    elif install and plan.cached.is_file():
         _install(plan)
         plan.ready = _lock(plan, compiled=False)
     return plan
@@ -285,7 +287,7 @@ def ensure_lock(
 
 def is_stale(root: Path, configured: str | None, variant: str = "cpu") -> tuple[bool, str]:
     """Whether the project's lock of ``variant`` must be compiled, and why (for `repro lock --check`)."""
-    plan = plan_lock(root, configured, variant)
+    plan = plan_lock(root, configured, variant, install=False)
     if plan.source is None:
         return False, "no declared dependencies: nothing to lock"
     if plan.how is None:
