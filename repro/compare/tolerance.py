@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from repro.errors import UsageError
+from repro.runtime import contract
 
-MODES = ("strict", "gpu", "off")
+MODES = contract.MODES
 
 
 @dataclass(frozen=True)
