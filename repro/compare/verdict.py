@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from repro.compare import reasons as codes
 from repro.compare.logmask import LogMask, mask_timings
@@ -58,7 +58,6 @@ from repro.compare.tolerance import (
 )
 from repro.compare.trace import TraceDivergence, compare_trace
 from repro.compare.trace import describe as describe_trace
-from repro.config import Settings
 from repro.errors import ExitCode, UsageError
 from repro.store.capsule import FileEntry, SharedWrite
 
@@ -122,6 +121,17 @@ class Side:
         return self.status != "succeeded" or (self.exit_code is not None and self.exit_code != 0)
 
 
+class CompareSettings(Protocol):
+    """The settings a comparison reads (`repro.config.Settings` has them; the config imports this package)."""
+
+    @property
+    def compare_stdout(self) -> bool: ...
+    @property
+    def compare_mask(self) -> tuple[str, ...]: ...
+    @property
+    def compare_ignore_lines(self) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True)
 class CompareOptions:
     """What a comparison looks at beyond outputs and metrics (repro.yaml's ``compare:`` section).
@@ -135,7 +145,7 @@ class CompareOptions:
     ignore_lines: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> CompareOptions:
+    def from_settings(cls, settings: CompareSettings) -> CompareOptions:
         """The options repro.yaml's ``compare:`` section (or REPRO_COMPARE_STDOUT) sets."""
         return cls(settings.compare_stdout, settings.compare_mask, settings.compare_ignore_lines)
 
