@@ -77,7 +77,7 @@ def capture(
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext repro`: register the `%%repro` cell magic (IPython/Jupyter)."""
-    from repro.integrations import notebook
+    from repro.ui import notebook
 
     notebook.register(ipython)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from repro.runtime import contract
+
 INT64_MAX = 2**63 - 1
 
 
@@ -54,7 +56,7 @@ BYTES = Bound(0, INT64_MAX, "a size in bytes")
 
 # The environment variables that carry a thread count (set by a determinism mode, kept in records).
 THREAD_VARIABLES = (
-    "REPRO_THREADS",
+    contract.THREADS_ENV,
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",

@@ -56,6 +56,7 @@ from repro.replay import (
     tolerance,
     verification,
 )
+from repro.runtime import contract
 from repro.store.capsule import Record
 from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun, Store
@@ -193,7 +194,7 @@ def _same_clock(prepared: runner.Prepared, first: Record) -> None:
 
 # --------------------------------------------------------------------------- interrupt
 
-TRACE_ENV = {"REPRO_RESUME_TRACE": "1"}
+TRACE_ENV = {contract.RESUME_TRACE_ENV: "1"}
 
 
 def run_interrupt_check(
@@ -328,7 +329,7 @@ class _Attempts:
         spec = runner.build_spec(
             record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root
         )
-        spec.env.update({**TRACE_ENV, "REPRO_INTERRUPT_AT_STEP": str(step)})
+        spec.env.update({**TRACE_ENV, contract.INTERRUPT_AT_STEP_ENV: str(step)})
         self.on_event(Event("info", f"check --interrupt: {record.id} is killed after optimizer step {step}"))
         prepared = runner.Prepared(record, spec, run_dir, {}, self.plan.settings)
         return runner.execute(prepared, self.backend, store, self.on_event)

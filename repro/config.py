@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
 
@@ -26,9 +26,12 @@ from repro import bounds
 from repro.backends import sbatch
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
+from repro.runtime import contract
+from repro.runtime.contract import Mode
 
-MODES = ("strict", "gpu", "off")
-BACKENDS = ("auto", "local", "docker", "slurm")
+MODES = contract.MODES
+BackendName = Literal["auto", "local", "docker", "slurm"]  # what --backend and `backend:` accept
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
 ISAS = ("auto", "avx2", "avx512", "default", "none")
 NODE_ENVIRONMENTS = ("python", "docker")  # what runs the command on Slurm nodes
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
@@ -36,8 +39,8 @@ DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 @dataclass(frozen=True)
 class Settings:
-    backend: str = "auto"
-    mode: str | None = None  # None: strict on CPU, gpu when --gpus is given
+    backend: BackendName = "auto"
+    mode: Mode | None = None  # None: strict on CPU, gpu when --gpus is given
     threads: int = 1
     isa: str = "auto"  # auto | avx2 | avx512 | default | none
     seed: int | None = None
@@ -108,8 +111,8 @@ _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in
 
 _ENV_KEYS: dict[str, str] = {
     "REPRO_BACKEND": "backend",
-    "REPRO_MODE": "mode",
-    "REPRO_THREADS": "threads",
+    contract.MODE_ENV: "mode",
+    contract.THREADS_ENV: "threads",
     "REPRO_ISA": "isa",
     "REPRO_SEED_DEFAULT": "seed",
     "REPRO_BASE_IMAGE": "base_image",
@@ -292,15 +295,15 @@ class Plan:
         settings = _validated(Settings(**values), sources)
         _check_run_only(self.nproc_per_node, self.gpus)
         if settings.mode is None:  # strict on CPU, gpu when GPUs are given to the run
-            settings = dataclasses.replace(settings, mode="gpu" if self.gpus else "strict")
+            settings = dataclasses.replace(settings, mode="gpu" if self.gpus else contract.DEFAULT_MODE)
             sources["mode"] = "--gpus" if self.gpus else "default"
         object.__setattr__(self, "settings", settings)
         object.__setattr__(self, "sources", sources)
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         """The determinism mode: never None in a plan."""
-        return self.settings.mode or "strict"
+        return self.settings.mode or contract.DEFAULT_MODE
 
     def source(self, name: str) -> str:
         """Where a setting's value came from: a flag, an environment variable, a file, the record, default."""

@@ -40,7 +40,7 @@ from repro.facts.secrets import Masker, Redactor, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.runner import now_iso
-from repro.store import jsonl
+from repro.runtime import contract
 from repro.store.capsule import CommandInfo, Record, RunWarning
 from repro.store.hashing import HashCache
 from repro.store.runs import Store, new_run_id
@@ -49,7 +49,13 @@ IN_PROCESS_NOTE = (
     "captured in-process: no container, seeds applied late (after the process started), "
     "no determinism knobs, reads and writes not watched; this record cannot be replayed"
 )
-_RUN_VARS = ("REPRO_RUN_ID", "REPRO_RUNTIME_DIR", "REPRO_SEED", "REPRO_MODE", "REPRO_PROJECT_ROOT")
+_RUN_VARS = (
+    contract.RUN_ID_ENV,
+    contract.RUNTIME_DIR_ENV,
+    contract.SEED_ENV,
+    contract.MODE_ENV,
+    contract.PROJECT_ROOT_ENV,
+)
 
 
 class InProcessRun:
@@ -156,11 +162,11 @@ def _begin(
 def _variables(record: Record, run_dir: Path, root: Path) -> dict[str, str]:
     """What the optional API and the integrations read to find the run."""
     return {
-        "REPRO_RUN_ID": record.id,
-        "REPRO_RUNTIME_DIR": str(run_dir / "work" / "runtime"),
-        "REPRO_SEED": str(record.seeds.master),
-        "REPRO_MODE": record.determinism.mode,
-        "REPRO_PROJECT_ROOT": str(root),
+        contract.RUN_ID_ENV: record.id,
+        contract.RUNTIME_DIR_ENV: str(run_dir / "work" / "runtime"),
+        contract.SEED_ENV: str(record.seeds.master),
+        contract.MODE_ENV: record.determinism.mode,
+        contract.PROJECT_ROOT_ENV: str(root),
     }
 
 
@@ -199,13 +205,13 @@ def _finish(
     res.duration_s = round(time.perf_counter() - started, 3)
     res.status, res.exit_code = ("failed", 1) if failed else ("succeeded", 0)
     runtime = run_dir / "work" / "runtime"
-    metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
+    metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
-        for row in jsonl.rows(metrics.decode("utf-8", "replace"), "name", str):
+        for row in contract.metric_rows(metrics.decode("utf-8", "replace")):
             with contextlib.suppress(TypeError, ValueError):
                 res.final_metrics[masker.text(str(row["name"]), "metrics")] = float(row["value"])
-    params = produced.read_json(runtime, "params.json")
+    params = produced.read_json(runtime, contract.PARAMS_FILE)
     if params:
         res.params = masker.obj(params, "logged params")
     from repro.integrations import trackers

@@ -54,6 +54,7 @@ from repro.facts.secrets import Masker, Redactor, config_bytes_secrets, redacted
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.integrations import trackers
+from repro.runtime import contract
 from repro.store import images as store_images
 from repro.store.capsule import (
     BackendInfo,
@@ -324,8 +325,8 @@ def capture(
     record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
     record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
     if settings.trace:
-        record.determinism.env["REPRO_TRACE"] = "1"  # kept with the mode, so a replay traces too
-        record.determinism.env["REPRO_KEEP_CHECKPOINTS"] = str(settings.max_checkpoint_bytes)
+        record.determinism.env[contract.TRACE_ENV] = "1"  # kept with the mode, so a replay traces too
+        record.determinism.env[contract.KEEP_CHECKPOINTS_ENV] = str(settings.max_checkpoint_bytes)
     record.backend = BackendInfo(
         name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
@@ -370,8 +371,8 @@ def run_environment(record: Record) -> dict[str, str]:
     env.update(clock_env(record.determinism.source_date_epoch))
     env.update(
         {
-            "REPRO_RUN_ID": record.id,
-            "REPRO_SEED": str(record.seeds.master),
+            contract.RUN_ID_ENV: record.id,
+            contract.SEED_ENV: str(record.seeds.master),
             "PYTHONHASHSEED": str(record.seeds.pythonhashseed),
             "PYTHONUNBUFFERED": "1",
         }
@@ -397,7 +398,7 @@ def build_spec(
     runtime = work / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
     env = {**(variables or {}), **run_environment(record)}
-    env["REPRO_OUTPUTS"] = os.pathsep.join(outputs)
+    env[contract.OUTPUTS_ENV] = os.pathsep.join(outputs)
     env["REPRO_DATA"] = os.pathsep.join(data)
     return RunSpec(
         argv=argv,
@@ -648,16 +649,23 @@ def collect(
     elif res.status == "failed" and rank_logs:
         _report_failed_rank(record, spec, rank_logs)
     res.stderr_tail = [masker.text(line, "the logs") for line in res.stderr_tail]
-    for extra in produced.files(runtime, "metrics.rank*.jsonl"):
+    for extra in produced.files(runtime, contract.ranked(contract.METRICS_FILE, "*")):
         keep(extra.removesuffix(".jsonl").replace("metrics.", "metrics-"), runtime, extra, "metrics")
-    trace = next((r for r in ("trace.jsonl", "trace.rank0.jsonl") if produced.is_file(runtime, r)), None)
+    trace = next(
+        (
+            r
+            for r in (contract.TRACE_FILE, contract.ranked(contract.TRACE_FILE, 0))
+            if produced.is_file(runtime, r)
+        ),
+        None,
+    )
     if trace is not None:
         keep(TRACE_LOG, runtime, trace, "the step trace")
-    metrics = produced.read_bytes(runtime, "metrics.jsonl", limit=None)
+    metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
         res.final_metrics = {masker.text(k, "metrics"): v for k, v in _final_metrics(metrics).items()}
-    params = produced.read_json(runtime, "params.json")
+    params = produced.read_json(runtime, contract.PARAMS_FILE)
     if params:
         res.params = masker.obj(params, "logged params")
     _merge_process_env(record, runtime)
@@ -713,7 +721,9 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     """The ledger of nondeterministic ops, the switches as the run left them, and why it failed."""
     det = record.determinism
     det.nondeterministic_ops, fatal = ledger(reports.nondeterministic)
-    state = produced.read_json(runtime, "state.rank0.json") or produced.read_json(runtime, "state.json")
+    state = produced.read_json(runtime, contract.ranked(contract.STATE_FILE, 0)) or produced.read_json(
+        runtime, contract.STATE_FILE
+    )
     det.effective = dict(state.get("effective") or {})
     det.changed_by_script = dict(state.get("changed_by_script") or {})
     record.warnings += state_warnings(det)
@@ -848,7 +858,7 @@ def _report_failed_node(
 
 
 def _merge_process_env(record: Record, runtime: Path) -> None:
-    env = produced.read_json(runtime, "env.json")
+    env = produced.read_json(runtime, contract.ENV_FILE)
     if env:
         for key in ("python", "implementation", "torch", "cuda", "nccl"):
             if env.get(key):
@@ -861,7 +871,7 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
         record.deps.site_fingerprint = env.get("site_fingerprint")
     ranks = {
         rel.removesuffix(".json").split("rank")[-1]: produced.read_json(runtime, rel)
-        for rel in produced.files(runtime, "env.rank*.json")
+        for rel in produced.files(runtime, contract.ranked(contract.ENV_FILE, "*"))
     }
     if ranks or record.command.nproc_per_node > 1:
         world = ranks or {"0": env}
@@ -873,7 +883,9 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
             value = next((v.get(key) for _, v in sorted(ranks.items()) if v.get(key)), None)
             if value and not getattr(record.env, key):
                 setattr(record.env, key, str(value))
-    knobs = produced.read_json(runtime, "knobs.rank0.json") or produced.read_json(runtime, "knobs.json")
+    knobs = produced.read_json(runtime, contract.ranked(contract.KNOBS_FILE, 0)) or produced.read_json(
+        runtime, contract.KNOBS_FILE
+    )
     if knobs:
         record.determinism.knobs.update(knobs)
 

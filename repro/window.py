@@ -19,9 +19,10 @@ from repro.backends.base import RunSpec
 from repro.collect import checkpoints
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.errors import UsageError
+from repro.runtime import contract
 from repro.store.capsule import CheckpointInfo, Record
 
-STOP_ENV = "REPRO_STOP_AFTER_STEPS"
+STOP_ENV = contract.STOP_AFTER_STEPS_ENV
 
 
 @dataclass

@@ -55,7 +55,7 @@ from repro.backends.processes import pid_alive
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError, UsageError
 from repro.facts.lockfile import parse_lockfile
-from repro.runtime import terminal
+from repro.runtime import contract, terminal
 from repro.runtime.terminal import STREAMS
 
 ENGINE_HINT = (
@@ -773,7 +773,7 @@ def _container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree
             "HOME": "/tmp",
         }
     )
-    run_id = spec.env.get("REPRO_RUN_ID", "")
+    run_id = spec.env.get(contract.RUN_ID_ENV, "")
     command = merge_pythonpath(
         launch_argv(spec.argv, spec.nproc_per_node, log_dir=f"{RUNTIME}/{RANK_LOGS}", torchrun=spec.torchrun),
         f"{INJECT}:{LIB}",

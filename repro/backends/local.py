@@ -27,10 +27,11 @@ from repro.backends.base import (
 )
 from repro.backends.output import CommandOutput
 from repro.errors import BackendUnavailable, UsageError
+from repro.runtime import contract
 from repro.runtime.terminal import open_pty, read_chunks
 
 # Variables of the calling shell that would defeat the mode (they are set by the run itself).
-_SCRUB = ("PYTHONHASHSEED", "PYTHONSTARTUP", "REPRO_BOOT_PID", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+_SCRUB = ("PYTHONHASHSEED", "PYTHONSTARTUP", contract.BOOT_PID_ENV, "RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 class LocalBackend:
@@ -107,7 +108,7 @@ class LocalBackend:
             code = _stop(proc)
         finally:
             _kill_group(proc.pid)
-            _kill_leftovers(spec.env.get("REPRO_RUN_ID"))
+            _kill_leftovers(spec.env.get(contract.RUN_ID_ENV))
             pump.join(timeout=10)
             output.close()
         if output.failures:
@@ -214,7 +215,7 @@ def _kill_leftovers(run_id: str | None) -> None:
 
 def run_processes(run_id: str) -> list[int]:
     """Live processes started with REPRO_RUN_ID=``run_id`` in their environment (Linux /proc)."""
-    needle = f"REPRO_RUN_ID={run_id}".encode()
+    needle = f"{contract.RUN_ID_ENV}={run_id}".encode()
     found: list[int] = []
     try:
         entries = os.listdir("/proc")

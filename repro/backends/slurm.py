@@ -51,6 +51,7 @@ from repro.backends.base import (
 from repro.collect import produced
 from repro.collect.checkpoints import RESUMED_FROM_ENV, restored
 from repro.errors import BackendUnavailable, UsageError
+from repro.runtime import contract
 
 JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output
 NODE_LOGS = "ranks-by-node"  # torchrun's per-rank logs, one directory per node, before renumbering
@@ -58,7 +59,7 @@ _ACTIVE = {
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
     "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "STOPPED",
 }  # fmt: skip
-_SCRUB = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "REPRO_BOOT_PID", "PYTHONSTARTUP")
+_SCRUB = ("RANK", "WORLD_SIZE", "LOCAL_RANK", contract.BOOT_PID_ENV, "PYTHONSTARTUP")
 _HINT = (
     "run repro where `sbatch` and `scontrol ping` work, or start a local test cluster with `make slurm-up`"
 )
@@ -277,7 +278,7 @@ def job_script(
         # the runtime restoring the RNG states recorded when the checkpoint it loads was saved.
         lines += [
             'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
-            f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-$REPRO_RUN_ID}}"',
+            f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-${contract.RUN_ID_ENV}}}"',
             "fi",
         ]
     lines += [
@@ -456,7 +457,7 @@ class SlurmBackend:
         for rel in spec.outputs:
             (spec.project_root / rel).mkdir(parents=True, exist_ok=True)
         script = job_dir / "job.sbatch"
-        run_id = spec.env.get("REPRO_RUN_ID", "run")
+        run_id = spec.env.get(contract.RUN_ID_ENV, "run")
         # `env PYTHONPATH=… python train.py` keeps the injected runtime ahead of its own entries
         spec = replace(
             spec, argv=merge_pythonpath(spec.argv, os.pathsep.join(str(p) for p in runtime_source()))

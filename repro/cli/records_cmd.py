@@ -12,6 +12,7 @@ from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import export_run
+from repro.facts.deps import run_packages
 from repro.store import signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.runs import LoadedRun
@@ -60,7 +61,8 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     if as_json:
         ui.json_out(loaded.record.to_dict())
     else:
-        ui.out(render.show_text(loaded.record, loaded.locked_packages()))
+        deps = loaded.record.deps
+        ui.out(render.show_text(loaded.record, run_packages(deps, loaded.read_blob(deps.lock_blob))))
 
 
 @click.command("export")

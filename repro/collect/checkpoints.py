@@ -17,13 +17,14 @@ from typing import Any
 
 from repro.collect import produced
 from repro.errors import NotFoundError
+from repro.runtime import contract
 from repro.store.capsule import CheckpointInfo, Record
 
 RNG_DIR = "rng"  # the runtime's names (repro/runtime/saves.py)
 RING_DIR = "ring"
 COPIES_DIR = "ckpt"
 EVENTS = "resume-events.jsonl"
-RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: the runtime restores the recorded RNG states at load
+RESUMED_FROM_ENV = contract.RESUMED_FROM_ENV  # set: the runtime restores the recorded RNG states at load
 RESUME_TRACE = "rtrace"  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
 
 

@@ -1,7 +1,9 @@
-"""Compare two runs' metric series (rows of ``metrics.jsonl``) → the decisive divergence.
+"""Where two runs' metric series (rows of ``metrics.jsonl``) part: the one rule, for replay and diff.
 
 Series are keyed by name (and rank when not 0) and aligned by position within the
-series; values compare with the tolerance (`repro.compare.tolerance`). Pure data in and out.
+series; values compare with a tolerance (`repro.compare.tolerance`; ``STRICT`` for exact);
+they are walked in the original's order (the order they were logged), then the rows only the
+other side has. Pure data in and out.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from repro.compare.tolerance import Tolerance, largest
+from repro.compare.tolerance import STRICT, Tolerance, largest
 
 
 @dataclass
@@ -31,7 +33,8 @@ class MetricDivergence:
     max_abs: float | None  # largest difference over all aligned numeric values
 
 
-def _metric_key(row: dict[str, Any]) -> str:
+def metric_key(row: dict[str, Any]) -> str:
+    """The series a row belongs to: its name, and its rank when not 0."""
     name = str(row.get("name", "?"))
     rank = row.get("rank")
     return f"{name} (rank {rank})" if rank not in (None, 0) else name
@@ -43,68 +46,80 @@ def _as_float(value: Any) -> float | None:
     return float(value)
 
 
-def compare_metrics(
-    original: list[dict[str, Any]], replay: list[dict[str, Any]], tol: Tolerance
-) -> MetricDivergence | None:
-    """Walk two metric logs in the original's order; None when the series are equal.
-
-    Series are keyed by name (and rank when not 0) and aligned by position within the
-    series. The decisive divergence is reported: the first one out of tolerance or
-    structural (another step, a series longer or missing on one side); when every
-    difference is within tolerance, the first difference.
-    """
+def divergences(
+    original: list[dict[str, Any]], replay: list[dict[str, Any]], tol: Tolerance = STRICT
+) -> list[MetricDivergence]:
+    """Every place two metric logs part, in the original's order, then the series the replay has
+    longer or alone; each value difference says whether it is within ``tol``."""
+    # A log read leniently may hold a JSON value that is no row (a line cut after its first digits).
+    original = [r for r in original if isinstance(r, dict)]
+    replay = [r for r in replay if isinstance(r, dict)]
     series_b: dict[str, list[dict[str, Any]]] = {}
     for row in replay:
-        series_b.setdefault(_metric_key(row), []).append(row)
+        series_b.setdefault(metric_key(row), []).append(row)
     seen: dict[str, int] = {}
-    first: MetricDivergence | None = None
-    decisive: MetricDivergence | None = None
-    differing = 0
-    deltas: list[float | None] = []
+    found: list[MetricDivergence] = []
 
     def div(kind: str, name: str, step: Any, i: int, va: Any, vb: Any, delta: float | None = None,
-            ok: bool = False) -> MetricDivergence:  # fmt: skip
-        return MetricDivergence(name, step, i, va, vb, kind, delta, ok, len(original), len(replay), 0, None)
+            ok: bool = False) -> None:  # fmt: skip
+        found.append(
+            MetricDivergence(name, step, i, va, vb, kind, delta, ok, len(original), len(replay), 0, None)
+        )
 
     for row in original:
-        key = _metric_key(row)
+        key = metric_key(row)
         i = seen[key] = seen.get(key, -1) + 1
         other = series_b.get(key)
         step, va = row.get("step"), row.get("value")
         if other is None or i >= len(other):
-            differing += 1
-            decisive = decisive or div("missing" if other is None else "length", key, step, i, va, None)
+            div("missing" if other is None else "length", key, step, i, va, None)
             continue
         brow = other[i]
         if brow.get("step") != step:
-            differing += 1
-            decisive = decisive or div("step", key, step, i, step, brow.get("step"))
+            div("step", key, step, i, step, brow.get("step"))
             continue
         vb = brow.get("value")
         fa, fb = _as_float(va), _as_float(vb)
         if fa is not None and fb is not None:
             if fa == fb or (math.isnan(fa) and math.isnan(fb)):
                 continue
-            delta: float | None = abs(fa - fb) if math.isfinite(fa - fb) else math.inf
-            deltas.append(delta)
-            ok = tol.close(fa, fb)
-        elif va == vb:
-            continue
-        else:
-            delta, ok = None, False
-        differing += 1
-        found = div("value", key, step, i, va, vb, delta, ok)
-        first = first or found
-        if not ok:
-            decisive = decisive or found
+            delta = abs(fa - fb) if math.isfinite(fa - fb) else math.inf
+            div("value", key, step, i, va, vb, delta, tol.close(fa, fb))
+        elif va != vb:
+            div("value", key, step, i, va, vb)
     for key, rows in series_b.items():
         n = seen.get(key, -1) + 1
-        if n < len(rows):
-            differing += len(rows) - n
-            kind = "length" if key in seen else "missing"
-            decisive = decisive or div(kind, key, rows[n].get("step"), n, None, rows[n].get("value"))
-    result = decisive or first
+        for i in range(n, len(rows)):
+            div(
+                "length" if key in seen else "missing",
+                key,
+                rows[i].get("step"),
+                i,
+                None,
+                rows[i].get("value"),
+            )
+    return found
+
+
+def first_divergence(
+    original: list[dict[str, Any]], replay: list[dict[str, Any]], tol: Tolerance = STRICT
+) -> MetricDivergence | None:
+    """Where two metric logs first part beyond ``tol`` (a value out of tolerance, another step, a
+    series longer or missing on one side); None when they agree within it."""
+    return next((d for d in divergences(original, replay, tol) if not d.within_tolerance), None)
+
+
+def compare_metrics(
+    original: list[dict[str, Any]], replay: list[dict[str, Any]], tol: Tolerance
+) -> MetricDivergence | None:
+    """Walk two metric logs in the original's order; None when the series are equal.
+
+    The decisive divergence is reported (`first_divergence`); when every difference is within
+    tolerance, the first difference. It carries how many values differ and the largest gap.
+    """
+    found = divergences(original, replay, tol)
+    result = next((d for d in found if not d.within_tolerance), found[0] if found else None)
     if result is not None:
-        result.differing = differing
-        result.max_abs = largest(deltas)
+        result.differing = len(found)
+        result.max_abs = largest([d.abs_diff for d in found if d.kind == "value" and d.abs_diff is not None])
     return result

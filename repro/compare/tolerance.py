@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from repro.errors import UsageError
+from repro.runtime import contract
+from repro.runtime.contract import Mode
 
-MODES = ("strict", "gpu", "off")
+MODES = contract.MODES
 
 
 @dataclass(frozen=True)
@@ -60,14 +62,15 @@ def tolerance_for(mode: str) -> Tolerance:
     return DEFAULT_TOLERANCES[mode]
 
 
-def check_mode(mode: str) -> None:
-    """Reject a determinism mode other than strict, gpu or off.
+def check_mode(mode: str) -> Mode:
+    """The mode, when it is strict, gpu or off.
 
     Raises:
         UsageError: an unknown mode.
     """
     if mode not in MODES:
         raise UsageError(f"unknown determinism mode {mode!r}; expected one of {', '.join(MODES)}")
+    return mode
 
 
 def largest(values: Sequence[float | None]) -> float | None:

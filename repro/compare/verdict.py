@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from repro.compare import reasons as codes
 from repro.compare.logmask import LogMask, mask_timings
@@ -58,9 +58,9 @@ from repro.compare.tolerance import (
 )
 from repro.compare.trace import TraceDivergence, compare_trace
 from repro.compare.trace import describe as describe_trace
-from repro.config import Settings
 from repro.errors import ExitCode, UsageError
-from repro.store.capsule import FileEntry, SharedWrite
+from repro.runtime.contract import Mode
+from repro.store.capsule import FileEntry, RunStatus, SharedWrite
 
 __all__ = [
     "REPRODUCED",
@@ -112,7 +112,7 @@ class Side:
     metrics: list[dict[str, Any]]
     stdout: str
     exit_code: int | None = None
-    status: str = "succeeded"
+    status: RunStatus = "succeeded"
     trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     root: str | None = None  # the project root as the run saw it (`repro.compare.rootpath`)
@@ -120,6 +120,17 @@ class Side:
     @property
     def failed(self) -> bool:
         return self.status != "succeeded" or (self.exit_code is not None and self.exit_code != 0)
+
+
+class CompareSettings(Protocol):
+    """The settings a comparison reads (`repro.config.Settings` has them; the config imports this package)."""
+
+    @property
+    def compare_stdout(self) -> bool: ...
+    @property
+    def compare_mask(self) -> tuple[str, ...]: ...
+    @property
+    def compare_ignore_lines(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -135,7 +146,7 @@ class CompareOptions:
     ignore_lines: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> CompareOptions:
+    def from_settings(cls, settings: CompareSettings) -> CompareOptions:
         """The options repro.yaml's ``compare:`` section (or REPRO_COMPARE_STDOUT) sets."""
         return cls(settings.compare_stdout, settings.compare_mask, settings.compare_ignore_lines)
 
@@ -151,7 +162,8 @@ class CompareOptions:
 # --------------------------------------------------------------------------- results
 
 
-REPRODUCED = ("identical", "within_tolerance")
+VerdictStatus = Literal["identical", "within_tolerance", "diverged", "failed"]
+REPRODUCED: tuple[VerdictStatus, ...] = ("identical", "within_tolerance")
 
 
 def exit_code_for(status: str) -> ExitCode:
@@ -165,8 +177,8 @@ def exit_code_for(status: str) -> ExitCode:
 class Verdict:
     """The outcome of comparing a replay (or a repeated run) with its original."""
 
-    status: str  # identical | within_tolerance | diverged | failed
-    mode: str
+    status: VerdictStatus
+    mode: Mode
     original: str = ""
     replay: str = ""
     tolerance: Tolerance | None = None  # None in strict mode
@@ -230,7 +242,7 @@ def compare_runs(
     Raises:
         UsageError: an unknown mode. ConfigError: a bad ``compare.mask``/``ignore_lines`` pattern.
     """
-    check_mode(mode)
+    known = check_mode(mode)
     options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = compare_outputs(
@@ -249,7 +261,7 @@ def compare_runs(
     )
     verdict = Verdict(
         status="identical",
-        mode=mode,
+        mode=known,
         original=original.label,
         replay=replay.label,
         tolerance=None if mode == "strict" else tolerance,
@@ -290,7 +302,7 @@ def worst_status(verdicts: Sequence[Verdict]) -> str:
     return max((v.status for v in verdicts), key=order.__getitem__, default="identical")
 
 
-def _decide(v: Verdict, original: Side, replay: Side) -> str:
+def _decide(v: Verdict, original: Side, replay: Side) -> VerdictStatus:
     if replay.failed:
         return "failed"
     if original.failed:

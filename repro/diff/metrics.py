@@ -1,31 +1,21 @@
-"""Metric series of a run: read them from the record, and find where two series part."""
+"""Metric series of a run: read them from the record, and where two runs' series part."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from repro.diff.changes import same
+from repro.compare import metrics
+from repro.compare.metrics import metric_key
+from repro.compare.tolerance import STRICT, Tolerance
 from repro.diff.model import Divergence
 from repro.diff.reader import ReadBlob, SafeReader
+from repro.runtime import contract
 from repro.store.capsule import Record
 
 
 def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:
     """The run's metrics series (rows of name/value/step) from its metrics.jsonl blob; [] when absent."""
-    text = SafeReader(read_blob).text(record.results.metrics)
-    rows: list[dict[str, Any]] = []
-    for line in (text or "").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "name" in row and "value" in row:
-            rows.append(row)
-    return rows
+    return contract.metric_rows(SafeReader(read_blob).text(record.results.metrics) or "")
 
 
 def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
@@ -43,18 +33,28 @@ def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
-def first_divergence(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> Divergence | None:
-    """The earliest step (then metric name) where the two series differ, or None."""
-    sa, sb = series(rows_a), series(rows_b)
-    found: list[tuple[int, str, float | None, float | None]] = []
-    for name in sorted(set(sa) & set(sb)):
-        pa, pb = dict(sa[name]), dict(sb[name])
-        for step in sorted(set(pa) | set(pb)):
-            x, y = pa.get(step), pb.get(step)
-            if x is None or y is None or not same(x, y):
-                found.append((step, name, x, y))
-                break
-    if not found:
+def first_divergence(
+    rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], tol: Tolerance = STRICT
+) -> Divergence | None:
+    """Where the series both runs logged first part (`repro.compare.metrics.first_divergence`, exact
+    unless ``tol`` says otherwise), or None; a series one run alone logged is a change, not a divergence."""
+    shared = {metric_key(r) for r in rows_a} & {metric_key(r) for r in rows_b}
+    found = metrics.first_divergence(
+        [r for r in rows_a if metric_key(r) in shared], [r for r in rows_b if metric_key(r) in shared], tol
+    )
+    if found is None:
         return None
-    step, name, x, y = min(found, key=lambda f: (f[0], f[1]))
-    return Divergence(metric=name, step=step, a=x, b=y)
+    values = found.kind != "step"  # rows out of line: their steps differ, not their values
+    return Divergence(
+        metric=found.name,
+        step=found.step,
+        a=_number(found.original) if values else None,
+        b=_number(found.replay) if values else None,
+    )
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

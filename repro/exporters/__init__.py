@@ -7,13 +7,14 @@ submits anything.
 from __future__ import annotations
 
 from repro.runner import run_environment
+from repro.runtime import contract
 from repro.store.capsule import Record
 
 
 def export_env(record: Record) -> dict[str, str]:
     """The variables that carry the run's seeds and determinism mode, as a replay sets them."""
     env = run_environment(record)
-    env.pop("REPRO_RUN_ID", None)
+    env.pop(contract.RUN_ID_ENV, None)
     env["REPRO_REPLAY_OF"] = record.id
     return dict(sorted(env.items()))
 

@@ -224,6 +224,18 @@ def capture_code(
         capture.info.files.append(entry)
         if rel in untracked:
             capture.info.untracked.append(entry)
+    _conclude(capture, candidates, held, earlier_writers)
+    return capture
+
+
+def _conclude(
+    capture: CodeCapture,
+    candidates: dict[str, str],
+    held: dict[str, str],
+    earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None,
+) -> None:
+    """Name the untracked files earlier runs left, decide whether the tree is dirty, and warn about the
+    files left out as secret-looking (``held``: path → what it holds)."""
     if earlier_writers is not None:
         capture.info.earlier_outputs = earlier_writers(candidates)
     if any(e.path not in capture.info.earlier_outputs for e in capture.info.untracked):
@@ -239,7 +251,6 @@ def capture_code(
                 + (f" (+{more} more)" if more > 0 else ""),
             )
         )
-    return capture
 
 
 def _own_capsule(rel: str, path: Path) -> bool:

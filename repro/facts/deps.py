@@ -36,13 +36,16 @@ from packaging.requirements import InvalidRequirement, Requirement
 from repro.errors import BuildError, NotFoundError, OSFailure, UsageError, from_os_error
 from repro.facts.lockfile import (
     HEADER,
+    LockedPackage,
     cache_dir,
     canonical_name,
     inputs_header,
+    locked_packages,
     logical_lines,
     pin_list,
 )
 from repro.store import atomic
+from repro.store.capsule import DepsInfo
 from repro.store.hashing import hash_bytes
 
 LOCK_DIR = "lockfiles"
@@ -508,3 +511,11 @@ def relock(
         assert plan.ready is not None
         return plan.ready
     return complete(plan, on_line, upgrade)
+
+
+def run_packages(deps: DepsInfo, lock: bytes | None) -> list[LockedPackage]:
+    """Every package a run's lock pins (``lock``: the lock itself where it was stored), and how each
+    went into the run's image: a wheel, a source build, or unknown."""
+    text = lock.decode(errors="replace") if lock is not None else None
+    kinds = deps.image.installed_from if deps.image else {}
+    return locked_packages(text, deps.requirements, kinds)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from repro.runtime import contract
 from repro.store.capsule import DeterminismInfo, RunWarning
 
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
@@ -30,12 +31,20 @@ NCCL_PINS = {
 # LD_PRELOAD, PYTHONSTARTUP or anything else in the process environment.
 RECORD_ENV = frozenset(
     {
-        "REPRO_MODE", "REPRO_THREADS", "REPRO_TRACE", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+        contract.MODE_ENV, contract.THREADS_ENV, contract.TRACE_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS",
         "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "MKL_DYNAMIC", "OMP_DYNAMIC", "ATEN_CPU_CAPABILITY",
         "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
         "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", *NCCL_PINS,
     }
 )  # fmt: skip
+# The runtime's torch switches (`contract.torch_switches`) a record lists among its knobs, in this order.
+_RECORDED_SWITCHES = (
+    "deterministic_algorithms",
+    "threads",
+    "interop_threads",
+    "cudnn_deterministic",
+    "cudnn_benchmark",
+)
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:=+-]{0,64}$")
 
 
@@ -92,16 +101,17 @@ def plan(
     In strict and gpu mode an op without a deterministic kernel is an error, unless
     ``allow_nondeterministic_ops`` makes it a warning (counted in the ledger either way).
     """
-    env: dict[str, str] = {"REPRO_MODE": mode}
+    env: dict[str, str] = {contract.MODE_ENV: mode}
     allow = allow_nondeterministic_ops and mode != "off"
     if allow:
-        env["REPRO_ALLOW_NONDETERMINISTIC_OPS"] = "1"
+        env[contract.ALLOW_NONDETERMINISTIC_OPS_ENV] = "1"
     knobs: dict[str, Any] = {}
-    if mode in ("strict", "gpu"):
+    switches = contract.torch_switches(mode, threads, allow)
+    if switches:
         n = str(threads)
         env.update(
             {
-                "REPRO_THREADS": n,
+                contract.THREADS_ENV: n,
                 "OMP_NUM_THREADS": n,
                 "MKL_NUM_THREADS": n,
                 "OPENBLAS_NUM_THREADS": n,
@@ -121,13 +131,7 @@ def plan(
                     "OPENBLAS_CORETYPE": coretype,
                 }
             )
-        knobs = {
-            "deterministic_algorithms": True,
-            "threads": threads,
-            "interop_threads": 1,
-            "cudnn_deterministic": True,
-            "cudnn_benchmark": False,
-        }
+        knobs = {name: switches[name] for name in _RECORDED_SWITCHES}
     if mode == "strict":
         env["CUDA_VISIBLE_DEVICES"] = ""  # strict mode is CPU only: bit-for-bit needs it
         knobs["gpu_visible"] = False
@@ -135,8 +139,8 @@ def plan(
         env.update({"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "NVIDIA_TF32_OVERRIDE": "0", **NCCL_PINS})
         env["NVTE_ALLOW_NONDETERMINISTIC_ALGO"] = "0"  # Transformer Engine, outside torch's switch
         knobs.update({"tf32": False, "cublas_workspace": ":4096:8", "nccl": dict(NCCL_PINS)})
-    if mode in ("strict", "gpu"):
-        knobs["deterministic_warn_only"] = allow
+    if switches:
+        knobs["deterministic_warn_only"] = switches["deterministic_warn_only"]
     return DeterminismInfo(
         mode=mode, threads=threads if mode != "off" else None, isa=isa if mode != "off" else None,
         knobs=knobs, env=env, allow_nondeterministic_ops=allow,
@@ -149,7 +153,7 @@ def verifiable_mode(*records: DeterminismInfo) -> str:
     bit) when a run used nondeterministic ops it was allowed to."""
     if any(r.applied is False for r in records):
         return "off"
-    mode = records[0].mode if records else "strict"
+    mode = records[0].mode if records else contract.DEFAULT_MODE
     if mode == "strict" and any(r.allow_nondeterministic_ops and r.nondeterministic_ops for r in records):
         return "gpu"
     return mode

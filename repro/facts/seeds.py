@@ -6,6 +6,7 @@ import secrets
 
 from repro import bounds
 from repro.errors import UsageError
+from repro.runtime import contract
 from repro.store.capsule import SeedInfo
 
 SEED_MAX = 2**31 - 1  # drawn seeds stay below this (any seed in bounds.SEED may be given)
@@ -28,10 +29,10 @@ def make_seeds(master: int | None, world_size: int = 1) -> SeedInfo:
     drawn = master is None
     seed = secrets.randbelow(SEED_MAX) if master is None else int(master)
     derived = {"python": seed, "numpy": seed, "torch": seed, "cuda": seed}
-    info = SeedInfo(master=seed, drawn=drawn, pythonhashseed=seed % (2**32), derived=derived)
+    info = SeedInfo(master=seed, drawn=drawn, pythonhashseed=seed % contract.SEED_SPACE, derived=derived)
     if world_size > 1:
         info.per_rank = {
-            str(rank): {name: (value + rank) % (2**32) for name, value in derived.items()}
+            str(rank): {name: contract.rank_seed(value, rank) for name, value in derived.items()}
             for rank in range(world_size)
         }
     return info

@@ -1,3 +1,4 @@
 """Where repro meets the tools its users train with: Hydra (facts/hydra.py), MLflow, W&B,
-Lightning, Hugging Face, notebooks. Each module imports its tool; none is needed by repro itself.
+Lightning, Hugging Face (the notebook magic is `repro.ui.notebook`). Each module imports its tool;
+none is needed by repro itself.
 """

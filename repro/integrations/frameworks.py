@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from repro.runtime import api, links
+from repro.runtime import api, contract, links
 
 FRAMEWORK = "framework"
 
@@ -23,7 +23,7 @@ def mode_conflict(framework: str, setting: str) -> str | None:
     """A warning when the framework left torch's deterministic algorithms other than repro's mode set them."""
     import torch
 
-    mode = os.environ.get("REPRO_MODE", "strict")
+    mode = os.environ.get(contract.MODE_ENV, contract.DEFAULT_MODE)
     enabled = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     if mode == "strict" and (not enabled or warn_only):

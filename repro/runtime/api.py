@@ -12,13 +12,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from repro.runtime import contract
+
 _lock = threading.Lock()
 _steps: dict[str, int] = {}
 
 
 def _runtime_dir() -> Path | None:
-    d = os.environ.get("REPRO_RUNTIME_DIR")
-    return Path(d) if d and os.environ.get("REPRO_RUN_ID") else None
+    d = os.environ.get(contract.RUNTIME_DIR_ENV)
+    return Path(d) if d and os.environ.get(contract.RUN_ID_ENV) else None
 
 
 def _rank() -> int:
@@ -26,11 +28,6 @@ def _rank() -> int:
         return int(os.environ.get("RANK", "0"))
     except ValueError:
         return 0
-
-
-def _suffix() -> str:
-    rank = _rank()
-    return "" if rank == 0 else f".rank{rank}"
 
 
 def log_metric(name: str, value: float, step: int | None = None) -> None:
@@ -43,7 +40,7 @@ def log_metric(name: str, value: float, step: int | None = None) -> None:
             step = _steps.get(name, -1) + 1
         _steps[name] = step
         line = json.dumps({"name": str(name), "value": float(value), "step": int(step)})
-        with open(d / f"metrics{_suffix()}.jsonl", "a", encoding="utf-8") as f:
+        with open(d / contract.logged_file(contract.METRICS_FILE, _rank()), "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
 
@@ -53,7 +50,7 @@ def log_params(params: dict[str, Any] | None = None, **kwargs: Any) -> None:
     if d is None:
         return
     merged = dict(params or {}, **kwargs)
-    path = d / f"params{_suffix()}.json"
+    path = d / contract.logged_file(contract.PARAMS_FILE, _rank())
     with _lock:
         current = json.loads(path.read_text()) if path.is_file() else {}
         current.update({str(k): v for k, v in merged.items()})
@@ -62,8 +59,8 @@ def log_params(params: dict[str, Any] | None = None, **kwargs: Any) -> None:
 
 def output_dir() -> Path:
     """The run's (first) declared output directory, created if needed."""
-    root = Path(os.environ.get("REPRO_PROJECT_ROOT", "."))
-    outputs = [o for o in os.environ.get("REPRO_OUTPUTS", "outputs").split(os.pathsep) if o]
+    root = Path(os.environ.get(contract.PROJECT_ROOT_ENV, "."))
+    outputs = [o for o in os.environ.get(contract.OUTPUTS_ENV, "outputs").split(os.pathsep) if o]
     path = root / (outputs[0] if outputs else "outputs")
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -71,4 +68,8 @@ def output_dir() -> Path:
 
 def seed() -> int:
     """This process's seed: the run's master seed (plus the rank in multi-process runs)."""
-    return int(os.environ.get("REPRO_SEED", "0")) + _rank()
+    try:
+        master = int(os.environ.get(contract.SEED_ENV, "0"))
+    except ValueError:
+        master = 0
+    return contract.rank_seed(master, _rank())

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import files, ledger, links, report, saves, seeding
+from repro.runtime import contract, files, ledger, links, report, saves, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -46,12 +46,11 @@ def _env_int(name: str, default: int) -> int:
 def boot() -> None:
     """Seed, install the import hooks, the audit hook and the exit writer."""
     rank = _env_int("RANK", -1)
-    master = _env_int("REPRO_SEED", 0)
-    seed = (master + max(rank, 0)) % (2**32)
-    mode = os.environ.get("REPRO_MODE", "strict")
-    main = "REPRO_BOOT_PID" not in os.environ
+    seed = contract.rank_seed(_env_int(contract.SEED_ENV, 0), rank)
+    mode = os.environ.get(contract.MODE_ENV, contract.DEFAULT_MODE)
+    main = contract.BOOT_PID_ENV not in os.environ
     if main:
-        os.environ["REPRO_BOOT_PID"] = str(os.getpid())
+        os.environ[contract.BOOT_PID_ENV] = str(os.getpid())
         links.tracker_environment()
     _state.update(seed=seed, mode=mode, rank=rank, main=main)
     _report_in(main)
@@ -66,7 +65,7 @@ def boot() -> None:
         _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
     for name, hook in saves.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/saves.py)
         _on_import(name, hook)
-    root = os.environ.get("REPRO_PROJECT_ROOT")
+    root = os.environ.get(contract.PROJECT_ROOT_ENV)
     if root:
         files.install(root)
     if main or rank >= 0:
@@ -148,46 +147,50 @@ def _apply_torch(torch: ModuleType) -> None:
     seed, mode = _state["seed"], _state["mode"]
     knobs = _state["knobs"]
     torch.manual_seed(seed)  # CPU and every CUDA device
-    if mode in ("strict", "gpu"):
-        threads = _env_int("REPRO_THREADS", 1)
-        torch.set_num_threads(threads)
-        knobs["threads"] = torch.get_num_threads()
-        try:
-            torch.set_num_interop_threads(1)
-            knobs["interop_threads"] = 1
-        except RuntimeError:
-            knobs["interop_threads"] = torch.get_num_interop_threads()
-        # Nondeterministic ops are errors unless the run allowed them (then warnings, counted).
-        warn_only = os.environ.get("REPRO_ALLOW_NONDETERMINISTIC_OPS") == "1"
-        torch.use_deterministic_algorithms(True, warn_only=warn_only)
-        knobs["deterministic_algorithms"] = True
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
-        knobs["cudnn_deterministic"] = True
-        knobs["cudnn_benchmark"] = False
-        _state["set"] = {
-            "deterministic_algorithms": True, "deterministic_warn_only": warn_only,
-            "cudnn_deterministic": True, "cudnn_benchmark": False, "threads": knobs["threads"],
-        }  # fmt: skip
-    if mode == "gpu":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        knobs["tf32"] = False
-        _state["set"].update(cudnn_allow_tf32=False, matmul_allow_tf32=False)
+    warn_only = os.environ.get(contract.ALLOW_NONDETERMINISTIC_OPS_ENV) == "1"
+    switches = contract.torch_switches(mode, _env_int(contract.THREADS_ENV, 1), warn_only)
+    if switches:
+        _pin_torch(torch, switches)
     knobs["cpu_capability"] = _safe(lambda: torch.backends.cpu.get_cpu_capability())
     seeding.watch_torch(torch)
     _report_writes(torch, "save", 1)
     _report_writes(getattr(torch, "jit", None), "save", 1)
     if _state.get("rank", -1) >= 0:
         _watch_process_group(torch)
-    if os.environ.get("REPRO_TRACE") == "1" and os.environ.get("REPRO_RUNTIME_DIR"):
+    if os.environ.get(contract.TRACE_ENV) == "1" and os.environ.get(contract.RUNTIME_DIR_ENV):
         _trace_steps(torch)
         ledger.count_steps(torch)
 
 
+def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:
+    """Apply a pinned mode's switches (`contract.torch_switches`); note what was applied."""
+    knobs = _state["knobs"]
+    torch.set_num_threads(switches["threads"])
+    knobs["threads"] = torch.get_num_threads()
+    try:
+        torch.set_num_interop_threads(switches["interop_threads"])
+        knobs["interop_threads"] = switches["interop_threads"]
+    except RuntimeError:
+        knobs["interop_threads"] = torch.get_num_interop_threads()
+    # Nondeterministic ops are errors unless the run allowed them (then warnings, counted).
+    torch.use_deterministic_algorithms(
+        switches["deterministic_algorithms"], warn_only=switches["deterministic_warn_only"]
+    )
+    knobs["deterministic_algorithms"] = switches["deterministic_algorithms"]
+    torch.backends.cudnn.deterministic = switches["cudnn_deterministic"]
+    torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
+    knobs["cudnn_deterministic"] = switches["cudnn_deterministic"]
+    knobs["cudnn_benchmark"] = switches["cudnn_benchmark"]
+    if "matmul_allow_tf32" in switches:
+        torch.backends.cuda.matmul.allow_tf32 = switches["matmul_allow_tf32"]
+        torch.backends.cudnn.allow_tf32 = switches["cudnn_allow_tf32"]
+        knobs["tf32"] = False
+    _state["set"] = {**switches, "threads": knobs["threads"]}
+
+
 def _trace_steps(torch: ModuleType) -> None:
     """After every optimizer step, append each parameter's float64 sum and |x| sum to trace.jsonl."""
-    path = Path(os.environ["REPRO_RUNTIME_DIR"]) / f"trace{_suffix()}.jsonl"
+    path = Path(os.environ[contract.RUNTIME_DIR_ENV]) / _ranked(contract.TRACE_FILE)
     names: dict[int, str] = {}
     steps = [0]
 
@@ -272,13 +275,12 @@ def _report_writes(owner: Any, attr: str, index: int, keyword: str = "f") -> Non
 # --------------------------------------------------------------------------- exit
 
 
-def _suffix() -> str:
-    rank = _state.get("rank", -1)
-    return "" if rank < 0 else f".rank{rank}"
+def _ranked(name: str) -> str:
+    return contract.ranked(name, _state.get("rank", -1))
 
 
 def _write_files() -> None:
-    out = os.environ.get("REPRO_RUNTIME_DIR")
+    out = os.environ.get(contract.RUNTIME_DIR_ENV)
     if not out:
         return
     d = Path(out)
@@ -289,15 +291,15 @@ def _write_files() -> None:
     torch = sys.modules.get("torch")
     try:
         if _state.get("rank", -1) >= 0 or _state.get("main"):
-            (d / f"knobs{_suffix()}.json").write_text(json.dumps(_state["knobs"], sort_keys=True))
+            (d / _ranked(contract.KNOBS_FILE)).write_text(json.dumps(_state["knobs"], sort_keys=True))
             if torch is not None and hasattr(torch, "backends"):
                 found = ledger.effective(torch)
                 state = {
                     "effective": found,
                     "changed_by_script": ledger.changed(_state.get("set", {}), found),
                 }
-                (d / f"state{_suffix()}.json").write_text(json.dumps(state, sort_keys=True, default=str))
-            (d / f"env{_suffix()}.json").write_text(json.dumps(_environment(), sort_keys=True))
+                (d / _ranked(contract.STATE_FILE)).write_text(json.dumps(state, sort_keys=True, default=str))
+            (d / _ranked(contract.ENV_FILE)).write_text(json.dumps(_environment(), sort_keys=True))
     except OSError:
         pass
 

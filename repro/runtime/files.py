@@ -14,7 +14,7 @@ import os
 import tempfile
 from typing import Any
 
-from repro.runtime import report, saves
+from repro.runtime import contract, report, saves
 
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -24,7 +24,7 @@ _state: dict[str, str] = {}
 def install(root: str) -> None:
     """Report reads and writes of this process (and of its forked children)."""
     _state["root"] = os.path.abspath(root)
-    runtime_dir = os.environ.get("REPRO_RUNTIME_DIR", "")
+    runtime_dir = os.environ.get(contract.RUNTIME_DIR_ENV, "")
     ignored = [runtime_dir, "/dev", "/proc", "/sys", tempfile.gettempdir()]
     _state["ignored"] = "\0".join(os.path.abspath(p) for p in ignored if p)
     import sys

@@ -12,12 +12,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from repro.runtime import contract
+
 LINKS = "links"
 
 
 def active() -> bool:
     """Whether this process runs under `repro run` (or `repro.capture`)."""
-    return bool(os.environ.get("REPRO_RUN_ID") and os.environ.get("REPRO_RUNTIME_DIR"))
+    return bool(os.environ.get(contract.RUN_ID_ENV) and os.environ.get(contract.RUNTIME_DIR_ENV))
 
 
 def note(kind: str, **fields: Any) -> None:
@@ -27,7 +29,7 @@ def note(kind: str, **fields: Any) -> None:
     rank = os.environ.get("RANK", "0")
     name = f"{LINKS}.jsonl" if rank in ("", "0") else f"{LINKS}.rank{rank}.jsonl"
     line = json.dumps({"kind": kind, **fields}, default=str, sort_keys=True)
-    with open(Path(os.environ["REPRO_RUNTIME_DIR"]) / name, "a", encoding="utf-8") as f:
+    with open(Path(os.environ[contract.RUNTIME_DIR_ENV]) / name, "a", encoding="utf-8") as f:
         f.write(line + "\n")
 
 
@@ -37,7 +39,7 @@ def in_project(path: str | os.PathLike[str]) -> str | None:
     The runner resolves it against its own view of the project (a container sees the
     project at another path than the host).
     """
-    root = os.environ.get("REPRO_PROJECT_ROOT")
+    root = os.environ.get(contract.PROJECT_ROOT_ENV)
     if not root:
         return None
     full = os.path.abspath(path)
@@ -60,7 +62,7 @@ def tracker_environment() -> None:
     """
     if not active():
         return
-    tag = f"repro:{os.environ['REPRO_RUN_ID']}"
+    tag = f"repro:{os.environ[contract.RUN_ID_ENV]}"
     tags = [t for t in os.environ.get("WANDB_TAGS", "").split(",") if t]
     if tag not in tags:
         os.environ["WANDB_TAGS"] = ",".join([*tags, tag])

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repro.backends.base import launch_argv
+from repro.runtime import contract
+from repro.runtime.launch import launch_argv
 
 
 def _meminfo_bytes() -> int | None:
@@ -98,7 +99,7 @@ def container_argv(image: str, binds: list[str], names: list[str], node_rank: in
     """``docker run`` for this node's share of the run: host network (the ranks meet across
     nodes), this user, the project, runtime and data at their host paths, the run's variables."""
     attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
-    name = f"repro-{os.environ.get('REPRO_RUN_ID', 'run')}-node{node_rank}-{attempt}"
+    name = f"repro-{os.environ.get(contract.RUN_ID_ENV, 'run')}-node{node_rank}-{attempt}"
     argv = ["docker", "run", "--rm", "--init", f"--name={name}", "--network=host", "--ipc=host",
             f"--user={os.getuid()}:{os.getgid()}", f"--workdir={os.getcwd()}",
             "--label=org.repro.slurm=1"]  # fmt: skip
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
         run[0] = python
     if args.image:
         run = container_argv(args.image, args.bind.split(","), args.pass_env.split(","), node_rank) + run
-    os.environ.pop("REPRO_BOOT_PID", None)
+    os.environ.pop(contract.BOOT_PID_ENV, None)
     sys.stdout.flush()
     try:
         os.execvp(run[0], run)

@@ -20,6 +20,8 @@ import json
 import os
 from typing import Any
 
+from repro.runtime import contract
+
 REPORT_PREFIX = "proc."
 REPORT_SUFFIX = ".jsonl"
 
@@ -33,7 +35,7 @@ def report_path(runtime_dir: str, pid: int) -> str:
 
 
 def _descriptor() -> int | None:
-    runtime_dir = os.environ.get("REPRO_RUNTIME_DIR")
+    runtime_dir = os.environ.get(contract.RUNTIME_DIR_ENV)
     if not runtime_dir:
         return None
     pid = os.getpid()

@@ -41,7 +41,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import passthrough
+from repro.runtime import contract, passthrough
 
 RNG_DIR = "rng"
 RING_DIR = "ring"  # under rng/: each rank's states of its last RING optimizer steps (several ranks)
@@ -78,12 +78,12 @@ def _world() -> int:
 
 
 def _runtime_dir() -> Path | None:
-    d = os.environ.get("REPRO_RUNTIME_DIR")
-    return Path(d) if d and os.environ.get("REPRO_RUN_ID") else None
+    d = os.environ.get(contract.RUNTIME_DIR_ENV)
+    return Path(d) if d and os.environ.get(contract.RUN_ID_ENV) else None
 
 
 def _resuming() -> bool:
-    return bool(os.environ.get("REPRO_RESUMED_FROM"))
+    return bool(os.environ.get(contract.RESUMED_FROM_ENV))
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -219,7 +219,7 @@ def _state_path(d: Path, digest: str, rank: int) -> Path:
 
 def _shown_path(path: str | os.PathLike[str]) -> str:
     full = os.path.abspath(path)
-    root = os.environ.get("REPRO_PROJECT_ROOT")
+    root = os.environ.get(contract.PROJECT_ROOT_ENV)
     if root and full.startswith(os.path.abspath(root) + os.sep):
         return os.path.relpath(full, os.path.abspath(root))
     return os.fspath(path)
@@ -252,7 +252,7 @@ def record_checkpoint(path: str | os.PathLike[str], states: dict[str, Any] | Non
 def _keep_copy(d: Path, path: str | os.PathLike[str], digest: str) -> None:
     """Traced runs keep each checkpoint's bytes (up to a size), so a window can be replayed from it."""
     try:
-        limit = int(os.environ.get("REPRO_KEEP_CHECKPOINTS", "-1"))
+        limit = int(os.environ.get(contract.KEEP_CHECKPOINTS_ENV, "-1"))
     except ValueError:
         return
     target = d / COPIES_DIR / digest
@@ -366,14 +366,14 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         slot = d / RNG_DIR / RING_DIR / f"rank{_rank()}.{_state['step'] % RING}.json"
         _durable_write(slot, json.dumps(body))
         _write_marked(d)
-    window = os.environ.get("REPRO_STOP_AFTER_STEPS")
+    window = os.environ.get(contract.STOP_AFTER_STEPS_ENV)
     if window and window.isdigit() and _state["restored"]:
         _state["window"] = _state.get("window", 0) + 1
         if _state["window"] >= int(window):  # `repro replay --from`: the window is done
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-    stop = os.environ.get("REPRO_INTERRUPT_AT_STEP")
+    stop = os.environ.get(contract.INTERRUPT_AT_STEP_ENV)
     if stop and stop.isdigit() and _state["step"] == int(stop) and not _resuming() and _rank() == 0:
         _event("interrupting", step=_state["step"])
         os.killpg(os.getpgrp(), 9)  # what a preempted node does to the whole job: SIGKILL, no clean-up
@@ -381,7 +381,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     d = _runtime_dir()
-    if d is not None and os.environ.get("REPRO_RESUME_TRACE") == "1":
+    if d is not None and os.environ.get(contract.RESUME_TRACE_ENV) == "1":
         _trace_row(d, optimizer)
 
 
@@ -488,7 +488,7 @@ def install_torch(torch: ModuleType) -> None:
 
         optimizer = importlib.import_module("torch.optim.optimizer")
     sys.addaudithook(_on_rename)
-    if os.environ.get("REPRO_RESUME_TRACE") == "1":
+    if os.environ.get(contract.RESUME_TRACE_ENV) == "1":
         optimizer.register_optimizer_step_pre_hook(_before_step)
     optimizer.register_optimizer_step_post_hook(_after_step)
     dist = getattr(torch, "distributed", None)

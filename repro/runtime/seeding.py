@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-from repro.runtime import report
+from repro.runtime import contract, report
 
 _local = threading.local()
 _OWN = os.path.dirname(os.path.abspath(__file__))
@@ -32,7 +32,7 @@ def user_frame(frame: FrameType | None) -> str | None:
     is that library's: the walk stops at the import machinery and names the library's line
     (``somelib/__init__.py:12``), never the script's ``import`` line, which chose nothing.
     """
-    root = os.environ.get("REPRO_PROJECT_ROOT", "")
+    root = os.environ.get(contract.PROJECT_ROOT_ENV, "")
     root = os.path.abspath(root) + os.sep if root else ""
     fallback = None
     while frame is not None:

@@ -20,10 +20,11 @@ import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, Literal, get_args
 from zlib import error as zlib_error
 
 from repro.errors import CapsuleInvalid, NotFoundError
+from repro.runtime.contract import DEFAULT_MODE
 from repro.store import limits as rules
 
 FORMAT = "repro.capsule/v1"
@@ -45,6 +46,9 @@ def blob_member(digest: str) -> str:
 
 
 # --------------------------------------------------------------------------- records
+
+RunStatus = Literal["succeeded", "failed", "interrupted", "running"]  # a run's, in its record
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
 # What a record's warnings are about: a stable code for programs beside the sentence for people
 # (README, "Machine-readable output"). Records made before warnings had codes read as "unclassified".
@@ -251,7 +255,7 @@ class SeedInfo:
 
 @dataclass
 class DeterminismInfo:
-    mode: str = "strict"
+    mode: str = DEFAULT_MODE  # a Mode when repro wrote it; a capsule from elsewhere may say anything
     threads: int | None = None
     isa: str | None = None
     knobs: dict[str, Any] = field(default_factory=dict)
@@ -338,7 +342,7 @@ def _and(items: list[int]) -> str:
 
 @dataclass
 class ResultInfo:
-    status: str = "running"  # succeeded | failed | interrupted | running
+    status: RunStatus = "running"
     exit_code: int | None = None
     failure: dict[str, Any] | None = None  # why the command failed, when repro knows: code, message, hint
     started: str | None = None

@@ -40,7 +40,6 @@ from typing import Any
 
 from repro.backends.processes import pid_alive
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
-from repro.facts.lockfile import LockedPackage, locked_packages
 from repro.store import atomic
 from repro.store.capsule import (
     IMAGE_MEMBER,
@@ -128,15 +127,6 @@ class LoadedRun:
         if not digest:
             return None
         return _read_checked(self.blob_root / blob_member(digest), digest)
-
-    def locked_packages(self) -> list[LockedPackage]:
-        """Every package the run's lock pins (from the lock itself where it was stored), and how each
-        went into the run's image: a wheel, a source build, or unknown."""
-        deps = self.record.deps
-        raw = self.read_blob(deps.lock_blob)
-        text = raw.decode(errors="replace") if raw is not None else None
-        kinds = deps.image.installed_from if deps.image else {}
-        return locked_packages(text, deps.requirements, kinds)
 
 
 @dataclass

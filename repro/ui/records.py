@@ -157,7 +157,14 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
 def show_text(record: Record, packages: list[LockedPackage] | None = None) -> str:
     """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
     control characters are shown, never obeyed); ``packages``: its lock, listed in full."""
-    r = record
+    lines = _run_lines(record) + _code_lines(record) + _input_lines(record, packages)
+    lines += _determinism_lines(record) + _where_lines(record) + _result_lines(record)
+    width = max(len(k) for k, _ in lines)
+    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
+
+
+def _run_lines(r: Record) -> list[tuple[str, str]]:
+    """The run, its status and command."""
     lines: list[tuple[str, str]] = []
     res = r.results
     head = f"{ui.style(res.status, _STATUS_COLOUR.get(res.status, 'bold'))} (exit {res.exit_code}, "
@@ -174,6 +181,12 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         lines.append(("added by repro", " ".join(r.command.injected)))
     if r.command.params:
         lines.append(("params", ", ".join(f"{k}={v}" for k, v in r.command.params.items())))
+    return lines
+
+
+def _code_lines(r: Record) -> list[tuple[str, str]]:
+    """The code: git state or snapshot, and files earlier runs left."""
+    lines: list[tuple[str, str]] = []
     c = r.code
     if c.kind == "git":
         commit = (c.commit or "no commit")[:10]
@@ -190,6 +203,12 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         lines.append(("left by run", f"{path} (written by {run_id}; in the snapshot, not counted as code)"))
     if len(c.earlier_outputs) > 5:
         lines.append(("left by run", f"… and {len(c.earlier_outputs) - 5} more"))
+    return lines
+
+
+def _input_lines(r: Record, packages: list[LockedPackage] | None) -> list[tuple[str, str]]:
+    """Data, dependencies (``packages``: the lock in full) and the image."""
+    lines: list[tuple[str, str]] = []
     for item in r.data.inputs:
         count = item.count or len(item.files)
         lines.append(("data", f"{item.path}: {plural(count, 'file')}, {ui.human_bytes(item.size)}, "
@@ -208,6 +227,12 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         reuse = "reused" if d.image.reused else f"built in {d.image.build_seconds or 0:.0f}s"
         reuse = "loaded from the capsule" if d.image.loaded else reuse
         lines.append(("image", f"{d.image.tag} ({(d.image.id or '')[:19]}, {reuse}), base {d.image.base}"))
+    return lines
+
+
+def _determinism_lines(r: Record) -> list[tuple[str, str]]:
+    """Seeds, the determinism mode and what undid it."""
+    lines: list[tuple[str, str]] = []
     seed_note = "drawn" if r.seeds.drawn else "given"
     lines.append(("seed", f"{r.seeds.master} ({seed_note}); PYTHONHASHSEED {r.seeds.pythonhashseed}"))
     for name, facts in sorted(r.seeds.framework.items()):
@@ -238,6 +263,13 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
             f"{s.get('api')}({s.get('value')}) at {s.get('where')}" for s in r.seeds.script_seeds[:4]
         )
         lines.append(("script seeds", own))
+    return lines
+
+
+def _where_lines(r: Record) -> list[tuple[str, str]]:
+    """Processes, Slurm job, environment, trackers, in-process capture."""
+    lines: list[tuple[str, str]] = []
+    res = r.results
     if r.command.nproc_per_node > 1 or r.env.world_size > 1:
         lines.append(("world", world_text(r)))
     slurm = r.backend.details.get("slurm")
@@ -256,6 +288,13 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         lines.append(
             ("captured", "in-process (repro.capture): no container, seeds applied late, not replayable")
         )
+    return lines
+
+
+def _result_lines(r: Record) -> list[tuple[str, str]]:
+    """Metrics, outputs, checkpoints, failure, warnings, redactions."""
+    lines: list[tuple[str, str]] = []
+    res = r.results
     if res.final_metrics:
         lines.append(("metrics", ", ".join(f"{k}={v:.6g}" for k, v in res.final_metrics.items())))
     for o in res.outputs[:20]:
@@ -282,8 +321,7 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         lines.append(("warning", w.message))
     if r.redactions:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
-    width = max(len(k) for k, _ in lines)
-    return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
+    return lines
 
 
 _KIND_LABEL = {"wheel": "wheels", "source": "source builds", "unknown": "locked"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import FileEntry, Record
+from repro.store.capsule import FileEntry, Record, RunStatus
 from repro.store.runs import Store
 
 
@@ -15,7 +15,8 @@ from repro.store.runs import Store
 def store(tmp_path: Path) -> Store:
     (tmp_path / "repro.yaml").write_text("backend: local\n")
     s = Store(tmp_path)
-    for i, status in enumerate(("succeeded", "failed")):
+    statuses: tuple[RunStatus, ...] = ("succeeded", "failed")
+    for i, status in enumerate(statuses):
         rid = f"2026010{i + 1}-000000-aaa{i}"
         record = Record(id=rid, created=f"2026-01-0{i + 1}T00:00:00+00:00")
         record.command.argv = ["python", "train.py", "--lr", "0.1"]

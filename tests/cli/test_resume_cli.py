@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import CheckpointInfo, Record
+from repro.store.capsule import CheckpointInfo, Record, RunStatus
 from repro.store.runs import Store
 
 DONE, KILLED, RESUMED, REPLAY = (f"2026010{i}-000000-aaa{i}" for i in range(1, 5))
 
 
-def _seal(store: Store, rid: str, status: str, **fields: object) -> Record:
+def _seal(store: Store, rid: str, status: RunStatus, **fields: object) -> Record:
     record = Record(id=rid, created="2026-01-01T00:00:00+00:00")
     record.command.argv = ["python", "train.py"]
     record.results.status = status

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ HOMES = {
     "wandb": (),  # configured through its environment variables only
     "lightning": ("integrations/lightning.py",),
     "transformers": ("integrations/hf.py",),
-    "IPython": ("integrations/notebook.py",),
+    "IPython": ("ui/notebook.py",),
     "pypi_simple": ("fetch/index.py",),
 }
 
@@ -161,3 +162,84 @@ def test_only_the_slurm_backend_runs_slurm_commands() -> None:
                 if node.elts[0].value in slurm and rel != "backends/slurm.py":
                     offenders.append(rel)
     assert offenders == []
+
+
+def _package_node(module: str) -> str:
+    """The node of a repro module in the package graph: its subpackage, or the top-level module itself."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def _package_edges() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in _modules()}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if name == "repro":
+            continue
+        for target in _repro_imports(path, set(modules)) - {"repro"}:
+            a, b = _package_node(name), _package_node(target)
+            if a != b:
+                edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def _package_cycles(edges: dict[str, set[str]]) -> list[str]:
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(edges.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        return False
+
+    return sorted(f"{a} → {b}" for a in edges for b in edges[a] if reaches(b, a))
+
+
+def test_no_import_cycle_between_packages_outside_backends() -> None:
+    edges = {a: bs - {"backends"} for a, bs in _package_edges().items() if a != "backends"}
+    assert _package_cycles(edges) == []
+
+
+@pytest.mark.xfail(strict=False, reason="cycles through backends/")
+def test_no_import_cycle_between_packages() -> None:
+    assert _package_cycles(_package_edges()) == []
+
+
+def test_the_runtime_imports_nothing_outside_itself() -> None:
+    modules = {_module_name(p): p for p in _modules()}
+    for path in (PACKAGE / "runtime").rglob("*.py"):
+        outside = {m for m in _repro_imports(path, set(modules)) if not m.startswith("repro.runtime")}
+        assert outside == set(), path.relative_to(PACKAGE)
+
+
+def _code_strings(tree: ast.AST) -> list[str]:
+    """The string constants of a module, docstrings left out."""
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def test_each_contract_name_is_spelled_in_at_most_two_modules() -> None:
+    """Environment and file names of the runtime contract live in repro/runtime/contract.py; code elsewhere
+    uses them by name (the injected sitecustomize may spell the two it needs before the package loads)."""
+    from repro.runtime import contract
+
+    names = [v for k, v in vars(contract).items() if k.endswith(("_ENV", "_FILE")) and isinstance(v, str)]
+    assert len(names) >= 15
+    strings = {str(p.relative_to(PACKAGE)): _code_strings(ast.parse(p.read_text())) for p in _modules()}
+    spelled = {}
+    for name in names:
+        pattern = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
+        spelled[name] = sorted(rel for rel, found in strings.items() if any(pattern.search(s) for s in found))
+    assert {name: where for name, where in spelled.items() if len(where) > 2} == {}
+    assert all("runtime/contract.py" in where for where in spelled.values())

@@ -569,3 +569,8 @@ def test_a_torn_file_two_ranks_wrote_is_blamed_on_the_writers_not_unreadable(dir
     assert "written by ranks 0 and 1 at once" in reason.message and "unreadable" not in reason.message
     assert reason.fields["ranks"] == [0, 1] and "unreadable" in reason.fields["detail"]
     assert v.summary.startswith("diverged: output model.pt was written by ranks 0 and 1 at once")
+
+
+def test_metric_logs_read_leniently_may_hold_values_that_are_no_rows() -> None:
+    row = {"name": "loss", "value": 0.5, "step": 0}
+    assert compare_metrics([row, 12], [row], Tolerance()) is None  # type: ignore[list-item]

@@ -6,6 +6,7 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -544,7 +545,7 @@ def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Re
     assert metrics.summary == "val_error 0.303 → 0.528 (+0.225), series diverge at step 1 (loss)"
 
 
-def test_first_divergence_picks_earliest_step_then_name() -> None:
+def test_first_divergence_is_the_first_logged_row_that_differs() -> None:
     rows_a = [{"name": "b", "value": 1.0, "step": 0}, {"name": "a", "value": 1.0, "step": 5}]
     rows_b = [{"name": "b", "value": 2.0, "step": 0}, {"name": "a", "value": 2.0, "step": 5}]
     d = first_divergence(rows_a, rows_b)
@@ -552,6 +553,27 @@ def test_first_divergence_picks_earliest_step_then_name() -> None:
     assert first_divergence(rows_a, rows_a) is None
     shorter = first_divergence(rows_a, rows_a[:1])
     assert shorter is None  # metric "a" only in A: reported as a series change, not a divergence
+
+
+def test_diff_and_replay_share_the_divergence_rule_with_the_tolerance_a_parameter() -> None:
+    from repro.compare.metrics import compare_metrics
+    from repro.compare.tolerance import Tolerance
+
+    rows_a: list[dict[str, Any]] = [
+        {"name": "loss", "value": v, "step": s} for s, v in enumerate([1.0, 0.5, 0.25])
+    ]
+    rows_b: list[dict[str, Any]] = [
+        {"name": "loss", "value": v, "step": s} for s, v in enumerate([1.0, 0.5 + 1e-9, 0.3])
+    ]
+    exact = first_divergence(rows_a, rows_b)
+    assert exact is not None and (exact.step, exact.a, exact.b) == (1, 0.5, 0.5 + 1e-9)
+    loose = first_divergence(rows_a, rows_b, Tolerance(atol=1e-6, rtol=0.0))
+    assert loose is not None and (loose.step, loose.b) == (2, 0.3)
+    replayed = compare_metrics(rows_a, rows_b, Tolerance(atol=1e-6, rtol=0.0))
+    assert replayed is not None and (replayed.name, replayed.step) == (loose.metric, loose.step)
+    assert first_divergence(rows_a, rows_b, Tolerance(atol=0.1, rtol=0.0)) is None
+    steps = first_divergence(rows_a, [dict(r, step=r["step"] + 1) for r in rows_a])
+    assert steps is not None and (steps.step, steps.a, steps.b) == (0, None, None)
 
 
 def test_outputs_and_status(blobs: Blobs) -> None:

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 from repro.errors import NotFoundError, UsageError
-from repro.store.capsule import Record
+from repro.store.capsule import Record, RunStatus
 from repro.store.runs import Store, find_project_root, new_run_id
 
 
-def _seal(store: Store, run_id: str, status: str = "succeeded") -> Record:
+def _seal(store: Store, run_id: str, status: RunStatus = "succeeded") -> Record:
     record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
     record.results.status = status
     run_dir = store.begin_run(run_id, ["python", "t.py"])

@@ -13,7 +13,7 @@ import os
 from mlflow.tracking.context.abstract_context import RunContextProvider
 
 from repro.integrations.mlflow import RUN_ID_TAG, TOOL, store_path
-from repro.runtime import links
+from repro.runtime import contract, links
 
 
 class ReproRunContextProvider(RunContextProvider):
@@ -33,9 +33,9 @@ class ReproRunContextProvider(RunContextProvider):
             where = {"path": inside} if inside is not None else {"store": path}
         links.note(TOOL, tracking_uri=uri, **where)
         return {
-            RUN_ID_TAG: os.environ.get("REPRO_RUN_ID", ""),
-            "repro.mode": os.environ.get("REPRO_MODE", ""),
-            "repro.seed": os.environ.get("REPRO_SEED", ""),
+            RUN_ID_TAG: os.environ.get(contract.RUN_ID_ENV, ""),
+            "repro.mode": os.environ.get(contract.MODE_ENV, ""),
+            "repro.seed": os.environ.get(contract.SEED_ENV, ""),
         }
 
 

@@ -1,7 +1,9 @@
 """Injected by repro: seeds every RNG and applies the determinism mode before user code runs.
 
 Put on PYTHONPATH by the runner; does nothing unless REPRO_RUN_ID is set. Any other
-sitecustomize further down sys.path is still run afterwards.
+sitecustomize further down sys.path is still run afterwards. It spells REPRO_RUN_ID and
+REPRO_RUNTIME_DIR itself (their home is `repro.runtime.contract`): it must say why the runtime did not
+boot even when the package cannot be imported.
 """
 
 import os

@@ -1,0 +1,111 @@
+"""The contract between the host and the runtime inside the training process, written once.
+
+Standard library only: the host (runner, backends, replay) and the injected runtime both import it.
+It holds the environment variables the host sets for the runtime, the names of the files the runtime
+writes into ``$REPRO_RUNTIME_DIR``, the per-rank seed rule, the torch switches each mode sets, and the
+one reader of ``metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, get_args
+
+# --------------------------------------------------------------------------- modes
+
+Mode = Literal["strict", "gpu", "off"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+DEFAULT_MODE: Mode = "strict"  # when neither --mode, REPRO_MODE nor repro.yaml says otherwise (and no --gpus)
+PINNED_MODES: tuple[Mode, ...] = ("strict", "gpu")  # modes that pin threads and deterministic kernels
+
+# --------------------------------------------------------------------------- environment
+
+RUN_ID_ENV = "REPRO_RUN_ID"  # set: the process belongs to a repro run (the runtime boots)
+RUNTIME_DIR_ENV = "REPRO_RUNTIME_DIR"  # where the runtime writes its files, as the process sees it
+PROJECT_ROOT_ENV = "REPRO_PROJECT_ROOT"  # the project root as the process sees it
+SEED_ENV = "REPRO_SEED"  # the run's master seed
+MODE_ENV = "REPRO_MODE"  # the determinism mode (also the user's setting, README "Configuration")
+THREADS_ENV = "REPRO_THREADS"  # torch's intra-op threads in a pinned mode
+ALLOW_NONDETERMINISTIC_OPS_ENV = "REPRO_ALLOW_NONDETERMINISTIC_OPS"  # "1": such ops warn instead of failing
+OUTPUTS_ENV = "REPRO_OUTPUTS"  # the declared output directories, os.pathsep-separated
+BOOT_PID_ENV = "REPRO_BOOT_PID"  # the first booted process; its children know they are not the main one
+TRACE_ENV = "REPRO_TRACE"  # "1": parameter sums after every optimizer step (trace.jsonl)
+KEEP_CHECKPOINTS_ENV = "REPRO_KEEP_CHECKPOINTS"  # bytes of checkpoints kept for exact resume (-1: all)
+RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: restore the recorded RNG states at checkpoint load
+RESUME_TRACE_ENV = "REPRO_RESUME_TRACE"  # "1": what decides each optimizer step (rtrace.jsonl)
+INTERRUPT_AT_STEP_ENV = "REPRO_INTERRUPT_AT_STEP"  # N: kill rank 0's process group after step N
+STOP_AFTER_STEPS_ENV = "REPRO_STOP_AFTER_STEPS"  # K: end each process K steps after its restore
+
+# --------------------------------------------------------------------------- files in the runtime dir
+
+METRICS_FILE = "metrics.jsonl"  # rank 0's series (other ranks: metrics.rank<N>.jsonl)
+PARAMS_FILE = "params.json"
+KNOBS_FILE = "knobs.json"  # the determinism knobs the runtime applied
+STATE_FILE = "state.json"  # torch's determinism switches at exit, and those the script changed
+ENV_FILE = "env.json"  # the interpreter, packages and devices the process saw
+TRACE_FILE = "trace.jsonl"
+
+
+def ranked(name: str, rank: int | str) -> str:
+    """A file's name for one torchrun rank: ``knobs.json`` → ``knobs.rank0.json``; ``"*"`` gives the glob.
+
+    A process outside torchrun (rank < 0) writes the plain name.
+    """
+    if isinstance(rank, int) and rank < 0:
+        return name
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}.rank{rank}{dot}{suffix}"
+
+
+def logged_file(name: str, rank: int) -> str:
+    """Where a process logs metrics or params: rank 0 (or a single process) the plain name, the run's."""
+    return name if rank <= 0 else ranked(name, rank)
+
+
+def metric_rows(text: str) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl`` text (objects with a ``name`` and a ``value``), in order.
+
+    Lines that are not such an object are skipped: a process killed mid-write leaves half a line.
+    """
+    rows: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "name" in row and "value" in row:
+            rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- seeds and knobs
+
+SEED_SPACE = 2**32  # seeds wrap into 0..2**32-1, what NumPy and PYTHONHASHSEED accept
+
+
+def rank_seed(master: int, rank: int) -> int:
+    """The seed of one process: the master seed plus its rank (0 outside torchrun), modulo 2**32."""
+    return (master + max(rank, 0)) % SEED_SPACE
+
+
+def pins(mode: str) -> bool:
+    """Whether a mode pins threads and deterministic kernels (strict, gpu) or leaves them (off)."""
+    return mode in PINNED_MODES
+
+
+def torch_switches(mode: str, threads: int, warn_only: bool) -> dict[str, Any]:
+    """The torch switches the runtime sets in a mode, named as `repro.runtime.ledger.effective` reads
+    them back; nothing in ``off`` mode."""
+    if not pins(mode):
+        return {}
+    switches: dict[str, Any] = {
+        "deterministic_algorithms": True,
+        "deterministic_warn_only": warn_only,  # nondeterministic ops warn (counted) instead of failing
+        "threads": threads,
+        "interop_threads": 1,
+        "cudnn_deterministic": True,
+        "cudnn_benchmark": False,
+    }
+    if mode == "gpu":
+        switches.update(cudnn_allow_tf32=False, matmul_allow_tf32=False)
+    return switches
