@@ -82,8 +82,8 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
               "no network, wheelhouse or base image.")  # fmt: skip
 @click.option("--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
               envvar="REPRO_SIGNING_KEY", show_envvar=True,
-              help="capsule: sign it with this key file (from `repro keygen`): a SIGNATURE member, an "
-              "HMAC-SHA256 over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
+              help="capsule: sign it with this key file (from `repro keygen`; Ed25519: the private key): "
+              "a SIGNATURE member over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
@@ -102,13 +102,14 @@ def export(
     repro export latest -o run.tar
     repro export latest -o run.tar --with-image            the environment image travels inside
     repro export latest -o run.tar --sign team.key         signed: `repro verify run.tar --key team.key`
+    repro export latest -o run.tar --sign ed.key           Ed25519: `repro verify run.tar --key ed.key.pub`
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
     loaded = app.store.resolve(ref)
     record = loaded.record
     if as_ == "capsule":
-        key = signing.load_key(sign_path) if sign_path is not None else None
+        key = signing.load_signing_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
@@ -225,17 +226,34 @@ def _verify_store_run(loaded: LoadedRun, digests: set[str]) -> int:
 
 @click.command("keygen")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def keygen(path: Path) -> None:
-    """Write a new signing key: 32 random bytes at PATH, mode 0600; never overwrites a file.
+@click.option("--type", "algorithm", type=click.Choice(["hmac", "ed25519"]), default="hmac",
+              show_default=True,
+              help="hmac: a shared secret that signs and checks; ed25519: a private key that signs and "
+              "a public key (PATH.pub) that only checks.")  # fmt: skip
+def keygen(path: Path, algorithm: str) -> None:
+    """Write a new signing key at PATH, mode 0600; never overwrites a file.
 
     \b
-    repro keygen team.key                                 prints the key id
+    repro keygen team.key                                 32 random bytes; prints the key id
     repro export RUN --sign team.key -o run.tar          (or REPRO_SIGNING_KEY=team.key)
     repro verify run.tar --key team.key --require-signed
     A shared secret: whoever holds the file can sign capsules as well as check them.
+
+    \b
+    repro keygen --type ed25519 ed.key                    ed.key (private, PEM) and ed.key.pub
+    repro export RUN --sign ed.key -o run.tar
+    repro verify run.tar --key ed.key.pub --require-signed   the public key checks, never signs
     """
-    key = signing.new_key(path)
-    ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
+    if algorithm == "hmac":
+        key = signing.new_key(path)
+        ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
+        return
+    key = signing.new_key(path, signing.ED25519)
+    public = signing.public_key_path(path)
+    ui.out(
+        f"ed25519 key {key.id}: private key {path} (mode 0600, signs; keep it secret), "
+        f"public key {public} (checks only; give it to whoever verifies)"
+    )
 
 
 COMMANDS = [ls, show, export, verify, keygen]

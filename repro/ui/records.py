@@ -310,6 +310,13 @@ def seal_text(seal: Seal) -> str:
     """`repro verify`'s line about a capsule's signature."""
     if not seal.signed:
         return "not signed"
+    if seal.algorithm == "ed25519":
+        if seal.checked:
+            return (
+                f"signed with ed25519 key {seal.key_id}: signature checked with its public key, "
+                "sealed by the holder of the private key"
+            )
+        return f"signed with ed25519 key {seal.key_id} (not checked: pass --key PUBFILE)"
     if seal.checked:
         return f"signed with key {seal.key_id}: signature checked, sealed by a holder of that key"
     return f"signed with key {seal.key_id} (not checked: pass --key KEYFILE)"
@@ -318,8 +325,9 @@ def seal_text(seal: Seal) -> str:
 def seal_dict(seal: Seal | None) -> dict[str, Any]:
     """`repro verify --json`'s signature fields (all None for a run in the store)."""
     if seal is None:
-        return {"signed": None, "key_id": None, "signature_checked": None}
-    return {"signed": seal.signed, "key_id": seal.key_id, "signature_checked": seal.checked}
+        return {"signed": None, "key_id": None, "signature_algorithm": None, "signature_checked": None}
+    return {"signed": seal.signed, "key_id": seal.key_id, "signature_algorithm": seal.algorithm,
+            "signature_checked": seal.checked}  # fmt: skip
 
 
 def verify_dict(record: Record, members: int, image_bytes: int | None, seal: Seal | None) -> dict[str, Any]:
