@@ -560,19 +560,7 @@ def pack(
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
-    raw = dump_record(record)
-    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, raw)]
-    for digest in sorted(record.blobs()):
-        path = blob_path(digest)
-        if not path.is_file():
-            raise CapsuleInvalid(
-                f"blob {digest} of run {record.id} is missing from the store",
-                member=blob_member(digest),
-                hint="the store was pruned or damaged; the run cannot be exported whole",
-            )
-        members.append((blob_member(digest), path))
-    if image_archive is not None:
-        members.append((IMAGE_MEMBER, image_archive))
+    members = _members(record, blob_path, image_archive)
     sums: list[str] = []
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
@@ -596,6 +584,50 @@ def pack(
     finally:
         tmp.unlink(missing_ok=True)
     return dest
+
+
+def _members(
+    record: Record, blob_path: Callable[[str], Path], image_archive: Path | None
+) -> list[tuple[str, Path | bytes]]:
+    """A capsule's checksummed members in `pack`'s order: the record's bytes, each blob's file,
+    the image archive.
+
+    Raises:
+        CapsuleInvalid: a blob the record refers to is missing from the store.
+    """
+    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record))]
+    for digest in sorted(record.blobs()):
+        path = blob_path(digest)
+        if not path.is_file():
+            raise CapsuleInvalid(
+                f"blob {digest} of run {record.id} is missing from the store",
+                member=blob_member(digest),
+                hint="the store was pruned or damaged; the run cannot be exported whole",
+            )
+        members.append((blob_member(digest), path))
+    if image_archive is not None:
+        members.append((IMAGE_MEMBER, image_archive))
+    return members
+
+
+def capsule_sums(record: Record, blob_path: Callable[[str], Path]) -> bytes:
+    """The SHA256SUMS that `pack` writes for ``record`` without an image, computed without
+    writing a capsule (the same bytes: `pack` is deterministic).
+
+    Raises:
+        CapsuleInvalid: a blob the record refers to is missing from the store.
+    """
+    lines: list[str] = []
+    for name, src in _members(record, blob_path, None):
+        if isinstance(src, bytes):
+            lines.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
+            continue
+        h = hashlib.sha256()
+        with open(src, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        lines.append(f"{h.hexdigest()}  {name}")
+    return ("\n".join(lines) + "\n").encode()
 
 
 def _safe_member_name(name: str) -> str:

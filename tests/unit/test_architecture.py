@@ -24,6 +24,7 @@ HOMES = {
     "transformers": ("integrations/hf.py",),
     "IPython": ("integrations/notebook.py",),
     "pypi_simple": ("fetch/index.py",),
+    "cryptography": ("store/signing.py",),
 }
 
 
