@@ -10,6 +10,7 @@ from repro import ui
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.store import atomic, attestation, signing
+from repro.store.capsule import is_capsule_file
 
 
 @click.command("attest")
@@ -63,13 +64,20 @@ def verify_attestation(file: Path, key_path: Path, artifacts: tuple[Path, ...]) 
 
     \b
     repro verify-attestation model.intoto.jsonl --key me.key.pub --artifact model.pt
+    repro verify-attestation run.tar --key me.key.pub    the one a capsule carries (export --attest)
+
+    FILE is an attestation (`repro attest`), or a capsule carrying one: then every member is
+    checked first, and the attestation must name this capsule's SHA256SUMS.
 
     Exit 6 when the signature fails, the key is another one, the file is malformed, or an
     artifact's SHA-256 is not a subject (the file changed after the run); exit 2 for a missing
     file or a key that is not an Ed25519 key.
     """
     key = signing.load_key(key_path)
-    checked = attestation.check(attestation.read_file(file), file.name, key)
+    if is_capsule_file(file):
+        checked = attestation.check_capsule(file, key)
+    else:
+        checked = attestation.check(attestation.read_file(file), file.name, key)
     run = f"run {checked.run_id}" if checked.run_id else "a run"
     ui.out(
         f"ok: attestation of {run}, signed with ed25519 key {checked.key_id}; "

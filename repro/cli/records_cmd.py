@@ -12,7 +12,7 @@ from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import export_run
-from repro.store import signing
+from repro.store import attestation, signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, Trust
@@ -53,14 +53,16 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The whole record as JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
-    """Show a run's record, its lock listed in full (wheels and source builds).
+    """Show a run's record, its lock listed in full (wheels and source builds); for a capsule that
+    carries an attestation (`export --attest`), what it names (checked by `verify-attestation`).
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
     loaded = app.store.resolve(ref)
     if as_json:
         ui.json_out(loaded.record.to_dict())
-    else:
-        ui.out(render.show_text(loaded.record, loaded.locked_packages()))
+        return
+    carried = attestation.summary(loaded.attestation) if loaded.attestation is not None else None
+    ui.out(render.show_text(loaded.record, loaded.locked_packages(), carried))
 
 
 @click.command("export")
@@ -84,6 +86,9 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
               envvar="REPRO_SIGNING_KEY", show_envvar=True,
               help="capsule: sign it with this key file (from `repro keygen`; Ed25519: the private key): "
               "a SIGNATURE member over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
+@click.option("--attest", is_flag=True,
+              help="capsule: carry the run's in-toto attestation (ATTESTATION.intoto.jsonl), signed with "
+              "the --sign key (Ed25519); `repro verify-attestation` checks it.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
@@ -94,6 +99,7 @@ def export(
     image: str | None,
     with_image: bool,
     sign_path: Path | None,
+    attest: bool,
     as_json: bool,
 ) -> None:
     """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
@@ -103,6 +109,7 @@ def export(
     repro export latest -o run.tar --with-image            the environment image travels inside
     repro export latest -o run.tar --sign team.key         signed: `repro verify run.tar --key team.key`
     repro export latest -o run.tar --sign ed.key           Ed25519: `repro verify run.tar --key ed.key.pub`
+    repro export latest -o run.tar --sign ed.key --attest  with its attestation (`repro verify-attestation`)
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
@@ -113,25 +120,25 @@ def export(
         dest = Path(output or f"{record.id}.tar")
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
-        done = export_run(loaded, dest, app.store, with_image, key)
+        done = export_run(loaded, dest, app.store, with_image, key, attest)
         if as_json:
             ui.json_out(
                 render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id)
             )
             return
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
-        signed = f", signed with key {done.key_id}" if done.key_id else ""
-        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}")
+        signed = f", signed with {key.label}" if key is not None else ""
+        attested = ", with its attestation" if done.attested else ""
+        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
         return
     source = click.get_current_context().get_parameter_source("sign_path")
     if sign_path is not None and source is click.core.ParameterSource.COMMANDLINE:
         raise UsageError(
             f"--sign applies to capsules, not --as {as_}", hint="repro export REF --sign KEYFILE"
         )
-    if with_image:
-        raise UsageError(
-            f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image"
-        )
+    if with_image or attest:
+        flag = "--with-image" if with_image else "--attest"
+        raise UsageError(f"{flag} applies to capsules, not --as {as_}", hint=f"repro export REF {flag}")
     if as_ == "slurm":
         from repro.exporters.slurm import slurm_script
 

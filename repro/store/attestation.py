@@ -27,8 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
-from repro.store import dsse
-from repro.store.capsule import FORMAT, RECORD_NAME, Record, capsule_sums, encode_manifest
+from repro.store import dsse, limits
+from repro.store.capsule import (
+    ATTESTATION_NAME,
+    FORMAT,
+    RECORD_NAME,
+    Record,
+    capsule_sums,
+    encode_manifest,
+    verify_tar,
+)
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
 
@@ -38,9 +46,8 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 BUILD_TYPE = f"https://schemas.repro.invalid/{FORMAT}"  # repro's capsule format names the build
 BUILDER_ID = "https://schemas.repro.invalid/builder/repro"
 DATA_DIGEST = "xxh3-128"  # repro's tree digest of a data input (its files are not in the capsule)
-MEMBER = "ATTESTATION.intoto.jsonl"  # `repro export --attest`: the member a capsule carries it in
-MAX_BYTES = 4 << 20
-_HINT = dsse.DAMAGED_HINT  # an attestation names files and inputs, not their bytes: a few KiB
+MAX_BYTES = limits.MAX_ATTESTATION_BYTES
+_HINT = dsse.DAMAGED_HINT
 
 
 @dataclass(frozen=True)
@@ -117,19 +124,10 @@ def attest(loaded: LoadedRun, sums_sha256: str, replays: list[Replay], key: Sign
         CapsuleInvalid: a blob the record names is missing or replaced.
     """
     record = loaded.record
-    if record.results.status != "succeeded":
-        raise UsageError(
-            f"run {record.id} {record.results.status}: an attestation vouches for what a run produced",
-            hint="attest a run that succeeded (`repro ls` shows each run's status)",
-        )
+    require_attestable(record)
     if key is not None:
         dsse.require_ed25519(key, "an attestation")
     subjects, left_out = _subjects(record, loaded.blob_path)
-    if not subjects:
-        raise UsageError(
-            f"run {record.id} stored no output file: nothing to attest",
-            hint="outputs over store.max_output_bytes are hashed, not stored; raise the limit and run again",
-        )
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": s.name, "digest": {"sha256": s.sha256}} for s in subjects],
@@ -142,6 +140,24 @@ def attest(loaded: LoadedRun, sums_sha256: str, replays: list[Replay], key: Sign
     payload = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
     envelope = dsse.seal(PAYLOAD_TYPE, payload, key)
     return Attestation(envelope, statement, subjects, left_out, key.id if key is not None else None)
+
+
+def require_attestable(record: Record) -> None:
+    """The one rule of what can be attested: a run that succeeded and stored an output file.
+
+    Raises:
+        UsageError: it did not succeed, or stored no output file.
+    """
+    if record.results.status != "succeeded":
+        raise UsageError(
+            f"run {record.id} {record.results.status}: an attestation vouches for what a run produced",
+            hint="attest a run that succeeded (`repro ls` shows each run's status)",
+        )
+    if not any(o.stored and o.link is None for o in record.results.outputs):
+        raise UsageError(
+            f"run {record.id} stored no output file: nothing to attest",
+            hint="outputs over store.max_output_bytes are hashed, not stored; raise the limit and run again",
+        )
 
 
 def _subjects(record: Record, blob_path: Callable[[str], Path]) -> tuple[list[Subject], list[str]]:
@@ -254,7 +270,9 @@ def read_file(path: Path) -> bytes:
         why = "it is a directory" if e.errno == errno.EISDIR else (e.strerror or type(e).__name__)
         raise UsageError(f"cannot read {path}: {why}", hint="check the path and its permissions") from e
     if len(raw) > MAX_BYTES:
-        raise CapsuleInvalid(f"{path.name} is larger than {MAX_BYTES} bytes: not an attestation", hint=_HINT)
+        raise CapsuleInvalid(
+            f"{path.name} is larger than {MAX_BYTES >> 20} MiB: not an attestation", hint=_HINT
+        )
     return raw
 
 
@@ -277,6 +295,54 @@ def check(raw: bytes, where: str, key: SigningKey) -> Checked:
         subjects += _parse_subjects(statement, at)
         run_id, sums = run_id or _invocation(statement), sums or _sums(statement)
     return Checked(key.id, run_id, subjects, sums)
+
+
+def check_capsule(path: Path, key: SigningKey) -> Checked:
+    """Check the attestation a capsule carries, and that it names this very capsule's SHA256SUMS
+    (every member is checked against those sums first).
+
+    Raises:
+        CapsuleInvalid: a capsule that fails verification, no attestation, one that fails `check`,
+            or one that names another capsule (exit 6).
+    """
+    verified = verify_tar(path)
+    if verified.attestation is None:
+        raise CapsuleInvalid(
+            f"{path.name} carries no attestation",
+            member=ATTESTATION_NAME,
+            hint="export it with `repro export RUN --attest --sign KEYFILE`",
+        )
+    checked = check(verified.attestation, f"{path.name}:{ATTESTATION_NAME}", key)
+    if checked.capsule_sums != hashlib.sha256(verified.sums).hexdigest():
+        raise CapsuleInvalid(
+            f"the attestation in {path.name} names another capsule (its SHA256SUMS differ)",
+            member=ATTESTATION_NAME,
+            hint="it was moved from another capsule; do not trust it for this one",
+        )
+    return checked
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What an attestation says before anything is checked (`repro show`): or why it cannot be read."""
+
+    subjects: int = 0
+    key_ids: list[str] = field(default_factory=list)
+    problem: str | None = None
+
+
+def summary(raw: bytes) -> Summary:
+    """The subjects and key ids of an attestation, unchecked; never raises."""
+    try:
+        subjects, key_ids = 0, []
+        for line in (line for line in raw.splitlines() if line.strip()):
+            envelope = dsse.json_object(line, ATTESTATION_NAME)
+            payload = dsse.json_object(dsse.decode_payload(envelope, ATTESTATION_NAME), ATTESTATION_NAME)
+            subjects += len(_parse_subjects(payload, ATTESTATION_NAME))
+            key_ids += dsse.key_ids(envelope)
+    except CapsuleInvalid as e:
+        return Summary(problem=e.message)
+    return Summary(subjects, key_ids)
 
 
 def _parse_subjects(statement: dict[str, Any], where: str) -> list[Subject]:

@@ -33,6 +33,10 @@ SUMS_NAME = "SHA256SUMS"
 # `repro export --sign`: a MAC over the exact bytes of SHA256SUMS (repro/store/signing.py). The one member
 # SHA256SUMS does not list; it comes after it, so adding it changes no other member.
 SIGNATURE_NAME = "SIGNATURE"
+# `repro export --attest`: the run's in-toto attestation (repro/store/attestation.py), which names the
+# SHA-256 of SHA256SUMS; so, like SIGNATURE, it is not listed there and comes after it.
+ATTESTATION_NAME = "ATTESTATION.intoto.jsonl"
+UNSUMMED = (SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME)  # the members SHA256SUMS does not list
 BLOB_DIR = "blobs"
 # `repro export --with-image`: the environment image as `docker save` wrote it (every layer
 # once). Checksummed like every member; never extracted, streamed to the engine from the tar.
@@ -553,9 +557,11 @@ def pack(
     dest: Path,
     image_archive: Path | None = None,
     signer: Callable[[bytes], bytes] | None = None,
+    attester: Callable[[bytes], bytes] | None = None,
 ) -> Path:
     """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
-    with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes; deterministic bytes.
+    with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes, with ``attester`` an
+    ATTESTATION member made from them; deterministic bytes.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
@@ -580,6 +586,9 @@ def pack(
             if signer is not None:
                 signature = signer(body)
                 tar.addfile(_tarinfo(SIGNATURE_NAME, len(signature)), io.BytesIO(signature))
+            if attester is not None:
+                attestation = attester(body)
+                tar.addfile(_tarinfo(ATTESTATION_NAME, len(attestation)), io.BytesIO(attestation))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -651,6 +660,7 @@ class Verified:
     image_size: int | None = None  # bytes of the carried image archive, when there is one
     sums: bytes = b""  # the SHA256SUMS bytes every member was checked against
     signature: bytes | None = None  # the SIGNATURE member, when the capsule is signed
+    attestation: bytes | None = None  # the ATTESTATION member, when the capsule carries one
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
@@ -715,6 +725,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         image_size=image_size,
         sums=contents[SUMS_NAME],
         signature=contents.get(SIGNATURE_NAME),
+        attestation=contents.get(ATTESTATION_NAME),
     )
 
 
@@ -775,7 +786,7 @@ def _read_member(
     h = hashlib.sha256()
     blob = _blob_digest(name)
     x = xxhash.xxh3_128() if blob is not None else None
-    wanted = name in (RECORD_NAME, SUMS_NAME, SIGNATURE_NAME)
+    wanted = name in (RECORD_NAME, *UNSUMMED)
     buf = bytearray()
     out = None
     if extract_to is not None and not wanted:
@@ -826,7 +837,7 @@ def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str])
             raise CapsuleInvalid(
                 f"member {name} does not match its checksum (corrupt or tampered)", member=name
             )
-    extra = set(digests) - set(expected) - {SUMS_NAME, SIGNATURE_NAME}
+    extra = set(digests) - set(expected) - set(UNSUMMED)
     if extra:
         name = sorted(extra)[0]
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)

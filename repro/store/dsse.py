@@ -81,15 +81,13 @@ def open_envelope(raw: bytes, where: str, expected_type: str, key: SigningKey) -
     """
     require_ed25519(key, "verify-attestation")
     body = json_object(raw, where)
-    payload_type, payload64, sigs = body.get("payloadType"), body.get("payload"), body.get("signatures")
+    payload_type, sigs = body.get("payloadType"), body.get("signatures")
     if payload_type != expected_type:
         raise CapsuleInvalid(
             f"{where}: payloadType is {_shown(payload_type)}, not {expected_type}",
             hint="this is not an in-toto attestation that `repro attest` writes",
         )
-    payload = signing.decode_base64(payload64)
-    if payload is None:
-        raise CapsuleInvalid(f"{where}: payload is not valid base64", hint=DAMAGED_HINT)
+    payload = decode_payload(body, where)
     if not isinstance(sigs, list) or len(sigs) > MAX_SIGNATURES:
         raise CapsuleInvalid(
             f"{where}: signatures is not a list of at most {MAX_SIGNATURES}", hint=DAMAGED_HINT
@@ -121,6 +119,27 @@ def open_envelope(raw: bytes, where: str, expected_type: str, key: SigningKey) -
         f"{where} is signed by key {', '.join(claimed)}, not by the key given ({key.id}, {key.path})",
         hint=f"check it with the public key whose id is {claimed[0]}, or do not trust it",
     )
+
+
+def decode_payload(envelope: dict[str, Any], where: str) -> bytes:
+    """The payload bytes of an envelope, unchecked.
+
+    Raises:
+        CapsuleInvalid: not valid base64.
+    """
+    payload = signing.decode_base64(envelope.get("payload"))
+    if payload is None:
+        raise CapsuleInvalid(f"{where}: payload is not valid base64", hint=DAMAGED_HINT)
+    return payload
+
+
+def key_ids(envelope: dict[str, Any]) -> list[str]:
+    """The key ids an envelope's signatures claim, unchecked (shortened, never more than the bound)."""
+    sigs = envelope.get("signatures")
+    if not isinstance(sigs, list):
+        return []
+    found = (s.get("keyid") for s in sigs[:MAX_SIGNATURES] if isinstance(s, dict))
+    return [k[:40] for k in found if isinstance(k, str)]
 
 
 def json_object(raw: bytes, where: str) -> dict[str, Any]:

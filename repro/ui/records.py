@@ -11,7 +11,8 @@ from typing import Any
 from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
-from repro.store.capsule import FileEntry, Record, RunWarning
+from repro.store.attestation import Summary
+from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning
 from repro.store.runs import RunRow
 from repro.store.signing import Seal
 from repro.units import plural, shorten
@@ -154,7 +155,9 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def show_text(record: Record, packages: list[LockedPackage] | None = None) -> str:
+def show_text(
+    record: Record, packages: list[LockedPackage] | None = None, attestation: Summary | None = None
+) -> str:
     """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
     control characters are shown, never obeyed); ``packages``: its lock, listed in full."""
     r = record
@@ -282,6 +285,8 @@ def show_text(record: Record, packages: list[LockedPackage] | None = None) -> st
         lines.append(("warning", w.message))
     if r.redactions:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
+    if attestation is not None:
+        lines.append(("attestation", attestation_text(attestation)))
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
 
@@ -304,6 +309,18 @@ def lock_lines(packages: list[LockedPackage], in_image: bool, width: int = 100) 
         rows = textwrap.wrap(", ".join(names), width, break_on_hyphens=False) or [""]
         lines += [(_KIND_LABEL[kind] if i == 0 else "", row) for i, row in enumerate(rows)]
     return lines
+
+
+def attestation_text(summary: Summary) -> str:
+    """`repro show CAPSULE`'s line about the attestation it carries (read, not checked)."""
+    head = ATTESTATION_NAME
+    if summary.problem is not None:
+        return f"{head}: unreadable ({summary.problem})"
+    signed = f"signed with key {', '.join(summary.key_ids)}" if summary.key_ids else "not signed"
+    return (
+        f"{head}: in-toto + SLSA provenance v1, {plural(summary.subjects, 'file')}, {signed} "
+        "(not checked: `repro verify-attestation CAPSULE --key PUBFILE`)"
+    )
 
 
 def seal_text(seal: Seal) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import shutil
 import subprocess
@@ -345,3 +346,90 @@ def test_signed_by_another_ed25519_key_is_refused(cli: Cli, made: Attested, tmp_
     assert missing.code == ExitCode.USAGE and "no attestation file" in missing.err
     directory = cli("verify-attestation", str(tmp_path), "--key", str(made.pub), cwd=tmp_path)
     assert directory.code == ExitCode.USAGE and "it is a directory" in directory.err
+
+
+def _members(tar: Path) -> dict[str, bytes]:
+    with tarfile.open(tar) as t:
+        return {m.name: t.extractfile(m).read() for m in t}  # type: ignore[union-attr]
+
+
+def _tar(members: dict[str, bytes], dest: Path) -> Path:
+    with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def test_an_exported_capsule_carries_its_attestation(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    tar = tmp_path / "attested.tar"
+    r = cli("export", made.run_id, "-o", str(tar), "--sign", str(made.key), "--attest", cwd=made.root)
+    assert r.code == 0, r.err
+    assert "signed with ed25519 key" in r.out and "with its attestation" in r.out
+    members = _members(tar)
+    plain = _members(made.capsule)
+    assert set(members) - set(plain) == {"SIGNATURE", "ATTESTATION.intoto.jsonl"}
+    assert all(members[name] == data for name, data in plain.items())  # no other member changes
+    carried = json.loads(members["ATTESTATION.intoto.jsonl"])
+    statement = _statement(carried)
+    byproducts = {b["name"]: b for b in statement["predicate"]["runDetails"]["byproducts"]}
+    assert byproducts["SHA256SUMS"]["digest"]["sha256"] == hashlib.sha256(members["SHA256SUMS"]).hexdigest()
+    assert carried["signatures"] == _envelope(made.file)["signatures"]  # the same statement, signed alike
+    shown = cli("show", str(tar), cwd=made.root)
+    assert shown.code == 0
+    line = next(x for x in shown.out.splitlines() if x.startswith("attestation"))
+    assert (
+        "ATTESTATION.intoto.jsonl" in line and "3 files" in line and carried["signatures"][0]["keyid"] in line
+    )
+    plain_lines = cli("show", str(made.capsule), cwd=made.root).out.splitlines()
+    assert not any(x.startswith("attestation") for x in plain_lines)
+    ok = cli(
+        "verify-attestation",
+        str(tar),
+        "--key",
+        str(made.pub),
+        "--artifact",
+        str(made.root / "model.pt"),
+        cwd=made.root,
+    )
+    assert ok.code == 0, ok.err
+    assert "model.pt: attested" in ok.out
+    assert cli("verify", str(tar), "--key", str(made.pub), "--require-signed", cwd=made.root).code == 0
+
+
+def test_a_carried_attestation_must_name_its_own_capsule(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    tar = tmp_path / "attested.tar"
+    assert (
+        cli("export", made.run_id, "-o", str(tar), "--sign", str(made.key), "--attest", cwd=made.root).code
+        == 0
+    )
+    moved_from = _members(tar)["ATTESTATION.intoto.jsonl"]
+    replay_capsule = tmp_path / "replay.tar"
+    assert cli("export", made.replay_id, "-o", str(replay_capsule), cwd=made.root).code == 0
+    other = _tar({**_members(replay_capsule), "ATTESTATION.intoto.jsonl": moved_from}, tmp_path / "moved.tar")
+    assert cli("verify", str(other), cwd=made.root).code == 0  # the sums do not list it
+    r = cli("verify-attestation", str(other), "--key", str(made.pub), cwd=made.root)
+    assert r.code == ExitCode.CAPSULE_INVALID and "names another capsule" in r.err
+    garbage = _tar(
+        {**_members(tar), "ATTESTATION.intoto.jsonl": b"\x1b[2J{not json"}, tmp_path / "garbage.tar"
+    )
+    shown = cli("show", str(garbage), cwd=made.root)
+    assert shown.code == 0 and "unreadable" in shown.out and "\x1b[2J" not in shown.out
+    bad = cli("verify-attestation", str(garbage), "--key", str(made.pub), cwd=made.root)
+    assert bad.code == ExitCode.CAPSULE_INVALID and "not valid JSON" in bad.err
+    none = cli("verify-attestation", str(made.capsule), "--key", str(made.pub), cwd=made.root)
+    assert none.code == ExitCode.CAPSULE_INVALID and "carries no attestation" in none.err
+    huge = _tar({**_members(tar), "ATTESTATION.intoto.jsonl": b" " * (5 << 20)}, tmp_path / "huge.tar")
+    big = cli("verify", str(huge), cwd=made.root)
+    assert big.code == ExitCode.CAPSULE_INVALID and "larger than 4 MiB" in big.err
+
+
+def test_attest_flag_needs_a_capsule_and_an_ed25519_key(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    hmac_key = tmp_path / "team.key"
+    assert cli("keygen", str(hmac_key), cwd=tmp_path).code == 0
+    out = tmp_path / "x.tar"
+    r = cli("export", made.run_id, "-o", str(out), "--sign", str(hmac_key), "--attest", cwd=made.root)
+    assert r.code == ExitCode.USAGE and "is an HMAC key" in r.err and not out.exists()
+    slurm = cli("export", made.run_id, "--as", "slurm", "--attest", "-o", str(tmp_path / "j"), cwd=made.root)
+    assert slurm.code == ExitCode.USAGE and "--attest applies to capsules" in slurm.err
