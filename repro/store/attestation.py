@@ -199,6 +199,15 @@ def _build_definition(record: Record, read_blob: Callable[[str | None], bytes | 
         patch = read_blob(code.patch)
         if patch is not None:
             deps.append({"name": "code.patch", "digest": {"sha256": hashlib.sha256(patch).hexdigest()}})
+        if code.untracked:  # files git does not track that the run had: their list, as a snapshot's
+            untracked = hashlib.sha256(encode_manifest(code.untracked)).hexdigest()
+            deps.append(
+                {
+                    "name": "code.untracked",
+                    "digest": {"sha256": untracked},
+                    "annotations": {"files": len(code.untracked)},
+                }
+            )
     else:  # a snapshot: its file list (path, size, xxh3-128 of each), as a data manifest is hashed
         manifest = encode_manifest([*code.files, *code.untracked])
         digest = {"sha256": hashlib.sha256(manifest).hexdigest()}
