@@ -104,7 +104,7 @@ def open_envelope(raw: bytes, where: str, expected_type: str, key: SigningKey) -
         claimed.append(keyid[:40])
         if keyid != key.id:
             continue
-        sig = signing.decode_base64(entry.get("sig"), signing.ED25519_SIGNATURE_BYTES)
+        sig = _base64(entry.get("sig"), signing.ED25519_SIGNATURE_BYTES)
         if sig is None:
             raise CapsuleInvalid(
                 f"{where}: the signature of key {key.id} is not 64 bytes of base64", hint=DAMAGED_HINT
@@ -127,10 +127,19 @@ def decode_payload(envelope: dict[str, Any], where: str) -> bytes:
     Raises:
         CapsuleInvalid: not valid base64.
     """
-    payload = signing.decode_base64(envelope.get("payload"))
+    payload = _base64(envelope.get("payload"))
     if payload is None:
         raise CapsuleInvalid(f"{where}: payload is not valid base64", hint=DAMAGED_HINT)
     return payload
+
+
+def _base64(value: object, length: int | None = None) -> bytes | None:
+    """Standard or URL-safe base64, padded or not: the spec has verifiers accept either."""
+    raw = signing.decode_base64(value, length)
+    if raw is None and isinstance(value, str):
+        standard = value.replace("-", "+").replace("_", "/")
+        raw = signing.decode_base64(standard + "=" * (-len(standard) % 4), length)
+    return raw
 
 
 def key_ids(envelope: dict[str, Any]) -> list[str]:

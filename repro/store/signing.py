@@ -36,7 +36,6 @@ Algorithm = Literal["hmac-sha256", "ed25519"]
 HMAC: Algorithm = "hmac-sha256"
 ED25519: Algorithm = "ed25519"
 ALGORITHMS: tuple[Algorithm, ...] = (HMAC, ED25519)
-ALGORITHM = HMAC  # what `repro keygen` makes unless told otherwise
 KEY_BYTES = 32  # 256 bits: the size of HMAC-SHA256's block output, as RFC 2104 recommends
 ED25519_SIGNATURE_BYTES = 64  # RFC 8032
 KEY_ID_HEX = 16  # a key id: the first 16 hex digits of the key's SHA-256 (names a key, reveals nothing)

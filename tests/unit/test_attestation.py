@@ -133,3 +133,24 @@ def test_summary_never_raises(tmp_path: Path) -> None:
     assert attestation.summary(line) == attestation.Summary(1, [key.id])
     for raw in (b"{", b"[]", b'{"payload": "***"}', line[: len(line) // 2], b'{"payload": "e30="}'):
         assert attestation.summary(raw).problem is not None
+
+
+def test_an_envelope_in_url_safe_base64_opens_too(tmp_path: Path) -> None:
+    key = signing.new_key(tmp_path / "k", signing.ED25519)
+    payload = bytes(range(250, 256)) * 7  # bytes whose base64 has + and /
+    envelope = dsse.seal("t/x", payload, key)
+    assert "+" in envelope["payload"] or "/" in envelope["payload"]
+    url_safe = {
+        **envelope,
+        "payload": base64.urlsafe_b64encode(payload).decode().rstrip("="),
+        "signatures": [
+            {
+                **envelope["signatures"][0],
+                "sig": envelope["signatures"][0]["sig"].replace("+", "-").replace("/", "_"),
+            }
+        ],
+    }
+    assert dsse.open_envelope(json.dumps(url_safe).encode(), "a", "t/x", key).payload == payload
+    url_safe["payload"] = url_safe["payload"][:-1] + "!"
+    with pytest.raises(CapsuleInvalid, match="not valid base64"):
+        dsse.open_envelope(json.dumps(url_safe).encode(), "a", "t/x", key)
