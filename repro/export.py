@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro.backends.processes import pid_alive
 from repro.errors import UsageError, from_os_error
-from repro.store import atomic, signing
+from repro.store import atomic, attestation, dsse, signing
 from repro.store.capsule import pack
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
@@ -40,6 +41,7 @@ class Exported:
     size: int
     image_size: int | None = None  # bytes of the image archive inside, when carried
     key_id: str | None = None  # the key it was signed with, when signed
+    attested: bool = False  # it carries the run's attestation
 
 
 @dataclass
@@ -57,13 +59,16 @@ def export_run(
     store: Store,
     with_image: bool = False,
     key: SigningKey | None = None,
+    attest: bool = False,
 ) -> Exported:
     """Write ``loaded`` as a capsule tar at ``dest``; with ``with_image``, its image goes inside;
-    with ``key``, a SIGNATURE member seals its SHA256SUMS. ``store`` keeps the note `repro gc`
+    with ``key``, a SIGNATURE member seals its SHA256SUMS; with ``attest``, the run's attestation
+    (naming those SHA256SUMS, signed with ``key``) goes inside. ``store`` keeps the note `repro gc`
     finds if the export is killed.
 
     Raises:
-        UsageError: ``with_image`` for a run that recorded no image (the local backend).
+        UsageError: ``with_image`` for a run that recorded no image (the local backend);
+            ``attest`` for a run that cannot be attested, or with an HMAC key.
         BackendUnavailable: no Docker engine answers. NotFoundError: the engine lost the image.
         CapsuleInvalid: a blob the record names is missing from the store, or replaced.
         OSFailure: the capsule could not be written (a full disk), naming ``dest``.
@@ -76,6 +81,7 @@ def export_run(
             hint="export it without --with-image, or run it with --backend docker",
         )
     signer = functools.partial(signing.sign, key) if key is not None else None
+    attester = _attester(loaded, store, key) if attest else None
     image_size: int | None = None
     work = _work_path(dest)
     try:
@@ -87,12 +93,31 @@ def export_run(
                 assert image is not None and image.id
                 archive = work / "image.tar"
                 image_size = save_image(image.id, image.tag, archive)
-            written = pack(loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer)
+            written = pack(loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer, attester)
             os.replace(written, dest)
     except OSError as e:  # name the destination: a failed write() names no file, the rest our own
         ours = e.filename is None or Path(os.fsdecode(e.filename)).is_relative_to(work)
         raise from_os_error(_unnamed(e) if ours else e, dest) from e
-    return Exported(dest, dest.stat().st_size, image_size, key.id if key is not None else None)
+    key_id = key.id if key is not None else None
+    return Exported(dest, dest.stat().st_size, image_size, key_id, attest)
+
+
+def _attester(loaded: LoadedRun, store: Store, key: SigningKey | None) -> Callable[[bytes], bytes]:
+    """What makes the ATTESTATION member from the capsule's SHA256SUMS, once the run and key are
+    found fit for one (before anything is written).
+
+    Raises:
+        UsageError: a run that cannot be attested; an HMAC key.
+    """
+    attestation.require_attestable(loaded.record)
+    if key is not None:
+        dsse.require_ed25519(key, "--attest")
+    replays = attestation.replays_of(store, loaded.record.id)
+
+    def attester(sums: bytes) -> bytes:
+        return attestation.attest(loaded, hashlib.sha256(sums).hexdigest(), replays, key).line()
+
+    return attester
 
 
 def _work_path(dest: Path) -> Path:

@@ -14,6 +14,7 @@ import click
 
 from repro import __version__, ui
 from repro.cli import (
+    attest_cmd,
     check_cmd,
     diff_cmd,
     docker_cmd,
@@ -60,6 +61,7 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
     repro ls / show RUN / export RUN     look at and share the records
     repro verify capsule.tar             integrity check of an exported capsule
     repro keygen team.key                a signing key: export --sign, verify/replay --key
+    repro attest RUN --sign me.key       an in-toto attestation of the run's outputs
 
     Every command with --json prints one JSON object whose "format" names its schema
     (repro/schemas/, README "Machine-readable output").
@@ -74,7 +76,17 @@ cli.params.extend(verbosity_options())
 
 # Each module defines click commands and a `COMMANDS` list of them, registered in this order; each
 # takes -q/-v as the group does.
-for _module in (run_cmd, records_cmd, replay_cmd, diff_cmd, check_cmd, resume_cmd, docker_cmd, lock_cmd):
+for _module in (
+    run_cmd,
+    records_cmd,
+    attest_cmd,
+    replay_cmd,
+    diff_cmd,
+    check_cmd,
+    resume_cmd,
+    docker_cmd,
+    lock_cmd,
+):
     for _command in _module.COMMANDS:
         _command.params.extend(verbosity_options())
         cli.add_command(_command)

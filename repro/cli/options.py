@@ -388,8 +388,9 @@ def trust_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(wrapper)  # fmt: skip
     return click.option(
         "--key", "key_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
-        help="Check the capsule's signature with this key file (from `repro keygen`): exit 6 when it "
-        "was changed after signing or signed with another key.",
+        help="Check the capsule's signature with this key file (from `repro keygen`: the shared HMAC key, "
+        "or an Ed25519 public key PATH.pub): exit 6 when it was changed after signing or signed with "
+        "another key.",
     )(wrapper)  # fmt: skip
 
 

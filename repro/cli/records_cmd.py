@@ -13,7 +13,7 @@ from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import export_run
 from repro.facts.deps import run_packages
-from repro.store import signing
+from repro.store import attestation, signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, Trust
@@ -54,15 +54,17 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The whole record as JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
-    """Show a run's record, its lock listed in full (wheels and source builds).
+    """Show a run's record, its lock listed in full (wheels and source builds); for a capsule that
+    carries an attestation (`export --attest`), what it names (checked by `verify-attestation`).
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
     loaded = app.store.resolve(ref)
     if as_json:
         ui.json_out(loaded.record.to_dict())
-    else:
-        deps = loaded.record.deps
-        ui.out(render.show_text(loaded.record, run_packages(deps, loaded.read_blob(deps.lock_blob))))
+        return
+    deps = loaded.record.deps
+    carried = attestation.summary(loaded.attestation) if loaded.attestation is not None else None
+    ui.out(render.show_text(loaded.record, run_packages(deps, loaded.read_blob(deps.lock_blob)), carried))
 
 
 @click.command("export")
@@ -84,8 +86,11 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
               "no network, wheelhouse or base image.")  # fmt: skip
 @click.option("--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
               envvar="REPRO_SIGNING_KEY", show_envvar=True,
-              help="capsule: sign it with this key file (from `repro keygen`): a SIGNATURE member, an "
-              "HMAC-SHA256 over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
+              help="capsule: sign it with this key file (from `repro keygen`; Ed25519: the private key): "
+              "a SIGNATURE member over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
+@click.option("--attest", is_flag=True,
+              help="capsule: carry the run's in-toto attestation (ATTESTATION.intoto.jsonl), signed with "
+              "the --sign key (Ed25519); `repro verify-attestation` checks it.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
@@ -96,6 +101,7 @@ def export(
     image: str | None,
     with_image: bool,
     sign_path: Path | None,
+    attest: bool,
     as_json: bool,
 ) -> None:
     """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
@@ -104,35 +110,37 @@ def export(
     repro export latest -o run.tar
     repro export latest -o run.tar --with-image            the environment image travels inside
     repro export latest -o run.tar --sign team.key         signed: `repro verify run.tar --key team.key`
+    repro export latest -o run.tar --sign ed.key           Ed25519: `repro verify run.tar --key ed.key.pub`
+    repro export latest -o run.tar --sign ed.key --attest  with its attestation (`repro verify-attestation`)
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
     loaded = app.store.resolve(ref)
     record = loaded.record
     if as_ == "capsule":
-        key = signing.load_key(sign_path) if sign_path is not None else None
+        key = signing.load_signing_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
-        done = export_run(loaded, dest, app.store, with_image, key)
+        done = export_run(loaded, dest, app.store, with_image, key, attest)
         if as_json:
             ui.json_out(
                 render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id)
             )
             return
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
-        signed = f", signed with key {done.key_id}" if done.key_id else ""
-        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}")
+        signed = f", signed with {key.label}" if key is not None else ""
+        attested = ", with its attestation" if done.attested else ""
+        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
         return
     source = click.get_current_context().get_parameter_source("sign_path")
     if sign_path is not None and source is click.core.ParameterSource.COMMANDLINE:
         raise UsageError(
             f"--sign applies to capsules, not --as {as_}", hint="repro export REF --sign KEYFILE"
         )
-    if with_image:
-        raise UsageError(
-            f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image"
-        )
+    if with_image or attest:
+        flag = "--with-image" if with_image else "--attest"
+        raise UsageError(f"{flag} applies to capsules, not --as {as_}", hint=f"repro export REF {flag}")
     if as_ == "slurm":
         from repro.exporters.slurm import slurm_script
 
@@ -227,17 +235,34 @@ def _verify_store_run(loaded: LoadedRun, digests: set[str]) -> int:
 
 @click.command("keygen")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def keygen(path: Path) -> None:
-    """Write a new signing key: 32 random bytes at PATH, mode 0600; never overwrites a file.
+@click.option("--type", "algorithm", type=click.Choice(["hmac", "ed25519"]), default="hmac",
+              show_default=True,
+              help="hmac: a shared secret that signs and checks; ed25519: a private key that signs and "
+              "a public key (PATH.pub) that only checks.")  # fmt: skip
+def keygen(path: Path, algorithm: str) -> None:
+    """Write a new signing key at PATH, mode 0600; never overwrites a file.
 
     \b
-    repro keygen team.key                                 prints the key id
+    repro keygen team.key                                 32 random bytes; prints the key id
     repro export RUN --sign team.key -o run.tar          (or REPRO_SIGNING_KEY=team.key)
     repro verify run.tar --key team.key --require-signed
     A shared secret: whoever holds the file can sign capsules as well as check them.
+
+    \b
+    repro keygen --type ed25519 ed.key                    ed.key (private, PEM) and ed.key.pub
+    repro export RUN --sign ed.key -o run.tar
+    repro verify run.tar --key ed.key.pub --require-signed   the public key checks, never signs
     """
-    key = signing.new_key(path)
-    ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
+    if algorithm == "hmac":
+        key = signing.new_key(path)
+        ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
+        return
+    key = signing.new_key(path, signing.ED25519)
+    public = signing.public_key_path(path)
+    ui.out(
+        f"ed25519 key {key.id}: private key {path} (mode 0600, signs; keep it secret), "
+        f"public key {public} (checks only; give it to whoever verifies)"
+    )
 
 
 COMMANDS = [ls, show, export, verify, keygen]

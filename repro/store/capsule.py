@@ -34,6 +34,10 @@ SUMS_NAME = "SHA256SUMS"
 # `repro export --sign`: a MAC over the exact bytes of SHA256SUMS (repro/store/signing.py). The one member
 # SHA256SUMS does not list; it comes after it, so adding it changes no other member.
 SIGNATURE_NAME = "SIGNATURE"
+# `repro export --attest`: the run's in-toto attestation (repro/store/attestation.py), which names the
+# SHA-256 of SHA256SUMS; so, like SIGNATURE, it is not listed there and comes after it.
+ATTESTATION_NAME = "ATTESTATION.intoto.jsonl"
+UNSUMMED = (SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME)  # the members SHA256SUMS does not list
 BLOB_DIR = "blobs"
 # `repro export --with-image`: the environment image as `docker save` wrote it (every layer
 # once). Checksummed like every member; never extracted, streamed to the engine from the tar.
@@ -557,26 +561,16 @@ def pack(
     dest: Path,
     image_archive: Path | None = None,
     signer: Callable[[bytes], bytes] | None = None,
+    attester: Callable[[bytes], bytes] | None = None,
 ) -> Path:
     """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
-    with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes; deterministic bytes.
+    with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes, with ``attester`` an
+    ATTESTATION member made from them; deterministic bytes.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
-    raw = dump_record(record)
-    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, raw)]
-    for digest in sorted(record.blobs()):
-        path = blob_path(digest)
-        if not path.is_file():
-            raise CapsuleInvalid(
-                f"blob {digest} of run {record.id} is missing from the store",
-                member=blob_member(digest),
-                hint="the store was pruned or damaged; the run cannot be exported whole",
-            )
-        members.append((blob_member(digest), path))
-    if image_archive is not None:
-        members.append((IMAGE_MEMBER, image_archive))
+    members = _members(record, blob_path, image_archive)
     sums: list[str] = []
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
@@ -596,10 +590,57 @@ def pack(
             if signer is not None:
                 signature = signer(body)
                 tar.addfile(_tarinfo(SIGNATURE_NAME, len(signature)), io.BytesIO(signature))
+            if attester is not None:
+                attestation = attester(body)
+                tar.addfile(_tarinfo(ATTESTATION_NAME, len(attestation)), io.BytesIO(attestation))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return dest
+
+
+def _members(
+    record: Record, blob_path: Callable[[str], Path], image_archive: Path | None
+) -> list[tuple[str, Path | bytes]]:
+    """A capsule's checksummed members in `pack`'s order: the record's bytes, each blob's file,
+    the image archive.
+
+    Raises:
+        CapsuleInvalid: a blob the record refers to is missing from the store.
+    """
+    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record))]
+    for digest in sorted(record.blobs()):
+        path = blob_path(digest)
+        if not path.is_file():
+            raise CapsuleInvalid(
+                f"blob {digest} of run {record.id} is missing from the store",
+                member=blob_member(digest),
+                hint="the store was pruned or damaged; the run cannot be exported whole",
+            )
+        members.append((blob_member(digest), path))
+    if image_archive is not None:
+        members.append((IMAGE_MEMBER, image_archive))
+    return members
+
+
+def capsule_sums(record: Record, blob_path: Callable[[str], Path]) -> bytes:
+    """The SHA256SUMS that `pack` writes for ``record`` without an image, computed without
+    writing a capsule (the same bytes: `pack` is deterministic).
+
+    Raises:
+        CapsuleInvalid: a blob the record refers to is missing from the store.
+    """
+    lines: list[str] = []
+    for name, src in _members(record, blob_path, None):
+        if isinstance(src, bytes):
+            lines.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
+            continue
+        h = hashlib.sha256()
+        with open(src, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        lines.append(f"{h.hexdigest()}  {name}")
+    return ("\n".join(lines) + "\n").encode()
 
 
 def _safe_member_name(name: str) -> str:
@@ -623,6 +664,7 @@ class Verified:
     image_size: int | None = None  # bytes of the carried image archive, when there is one
     sums: bytes = b""  # the SHA256SUMS bytes every member was checked against
     signature: bytes | None = None  # the SIGNATURE member, when the capsule is signed
+    attestation: bytes | None = None  # the ATTESTATION member, when the capsule carries one
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
@@ -687,6 +729,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         image_size=image_size,
         sums=contents[SUMS_NAME],
         signature=contents.get(SIGNATURE_NAME),
+        attestation=contents.get(ATTESTATION_NAME),
     )
 
 
@@ -747,7 +790,7 @@ def _read_member(
     h = hashlib.sha256()
     blob = _blob_digest(name)
     x = xxhash.xxh3_128() if blob is not None else None
-    wanted = name in (RECORD_NAME, SUMS_NAME, SIGNATURE_NAME)
+    wanted = name in (RECORD_NAME, *UNSUMMED)
     buf = bytearray()
     out = None
     if extract_to is not None and not wanted:
@@ -798,7 +841,7 @@ def _check_sums(path: Path, contents: dict[str, bytes], digests: dict[str, str])
             raise CapsuleInvalid(
                 f"member {name} does not match its checksum (corrupt or tampered)", member=name
             )
-    extra = set(digests) - set(expected) - {SUMS_NAME, SIGNATURE_NAME}
+    extra = set(digests) - set(expected) - set(UNSUMMED)
     if extra:
         name = sorted(extra)[0]
         raise CapsuleInvalid(f"member {name} is not in {SUMS_NAME} (tampered)", member=name)

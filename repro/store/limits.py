@@ -28,6 +28,7 @@ RECORD_NAME = "capsule.yaml"
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record with 100k manifest entries is ~11 MB
 MAX_SUMS_BYTES = 64 * 1024 * 1024  # one line per member
 MAX_SIGNATURE_BYTES = 4096  # SIGNATURE: one small JSON object (~200 bytes)
+MAX_ATTESTATION_BYTES = 4 << 20  # an attestation names files and inputs, not their bytes: a few KiB
 MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
 MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
@@ -293,3 +294,5 @@ class TarBudget:
             raise CapsuleInvalid(f"SHA256SUMS is larger than {MAX_SUMS_BYTES >> 20} MiB", member=name)
         if name == "SIGNATURE" and size > MAX_SIGNATURE_BYTES:
             raise CapsuleInvalid(f"SIGNATURE is larger than {MAX_SIGNATURE_BYTES} bytes", member=name)
+        if name == "ATTESTATION.intoto.jsonl" and size > MAX_ATTESTATION_BYTES:
+            raise CapsuleInvalid(f"{name} is larger than {MAX_ATTESTATION_BYTES >> 20} MiB", member=name)

@@ -95,6 +95,7 @@ class LoadedRun:
     from_capsule: bool = False
     image_archive: Path | None = None  # the capsule tar, when it carries its environment image
     sums_sha256: str | None = None  # SHA-256 of the SHA256SUMS a capsule was verified against
+    attestation: bytes | None = None  # the attestation a capsule carries (`repro export --attest`)
     marked_foreign: bool = False  # the store marks it as from elsewhere (`Store.mark_foreign`)
 
     @property
@@ -452,6 +453,7 @@ class Store:
             from_capsule=True,
             image_archive=carried,
             sums_sha256=sums,
+            attestation=verified.attestation,
         )
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:

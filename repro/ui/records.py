@@ -11,7 +11,8 @@ from typing import Any
 from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
-from repro.store.capsule import FileEntry, Record, RunWarning
+from repro.store.attestation import Summary
+from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning
 from repro.store.runs import RunRow
 from repro.store.signing import Seal
 from repro.units import plural, shorten
@@ -154,11 +155,15 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def show_text(record: Record, packages: list[LockedPackage] | None = None) -> str:
+def show_text(
+    record: Record, packages: list[LockedPackage] | None = None, attestation: Summary | None = None
+) -> str:
     """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
     control characters are shown, never obeyed); ``packages``: its lock, listed in full."""
     lines = _run_lines(record) + _code_lines(record) + _input_lines(record, packages)
     lines += _determinism_lines(record) + _where_lines(record) + _result_lines(record)
+    if attestation is not None:
+        lines.append(("attestation", attestation_text(attestation)))
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
 
@@ -344,10 +349,29 @@ def lock_lines(packages: list[LockedPackage], in_image: bool, width: int = 100) 
     return lines
 
 
+def attestation_text(summary: Summary) -> str:
+    """`repro show CAPSULE`'s line about the attestation it carries (read, not checked)."""
+    head = ATTESTATION_NAME
+    if summary.problem is not None:
+        return f"{head}: unreadable ({summary.problem})"
+    signed = f"signed with key {', '.join(summary.key_ids)}" if summary.key_ids else "not signed"
+    return (
+        f"{head}: in-toto + SLSA provenance v1, {plural(summary.subjects, 'file')}, {signed} "
+        "(not checked: `repro verify-attestation CAPSULE --key PUBFILE`)"
+    )
+
+
 def seal_text(seal: Seal) -> str:
     """`repro verify`'s line about a capsule's signature."""
     if not seal.signed:
         return "not signed"
+    if seal.algorithm == "ed25519":
+        if seal.checked:
+            return (
+                f"signed with ed25519 key {seal.key_id}: signature checked with its public key, "
+                "sealed by the holder of the private key"
+            )
+        return f"signed with ed25519 key {seal.key_id} (not checked: pass --key PUBFILE)"
     if seal.checked:
         return f"signed with key {seal.key_id}: signature checked, sealed by a holder of that key"
     return f"signed with key {seal.key_id} (not checked: pass --key KEYFILE)"
@@ -356,8 +380,9 @@ def seal_text(seal: Seal) -> str:
 def seal_dict(seal: Seal | None) -> dict[str, Any]:
     """`repro verify --json`'s signature fields (all None for a run in the store)."""
     if seal is None:
-        return {"signed": None, "key_id": None, "signature_checked": None}
-    return {"signed": seal.signed, "key_id": seal.key_id, "signature_checked": seal.checked}
+        return {"signed": None, "key_id": None, "signature_algorithm": None, "signature_checked": None}
+    return {"signed": seal.signed, "key_id": seal.key_id, "signature_algorithm": seal.algorithm,
+            "signature_checked": seal.checked}  # fmt: skip
 
 
 def verify_dict(record: Record, members: int, image_bytes: int | None, seal: Seal | None) -> dict[str, Any]:

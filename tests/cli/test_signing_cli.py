@@ -8,6 +8,7 @@ and SHA256SUMS recomputed, so only the signature can catch it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -59,6 +60,8 @@ class Signed:
     key: Path
     signed: Path
     unsigned: Path
+    ed_key: Path  # Ed25519: the private key; its public key is ed_key.pub
+    ed_signed: Path
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +84,10 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Signed:
     signed, unsigned = root / "signed.tar", root / "unsigned.tar"
     assert p.repro("export", run_id, "--sign", str(key), "-o", str(signed)).code == 0
     assert p.repro("export", run_id, "-o", str(unsigned)).code == 0
-    return Signed(root, run_id, key, signed, unsigned)
+    ed_key, ed_signed = root / "ed.key", root / "ed-signed.tar"
+    assert p.repro("keygen", "--type", "ed25519", str(ed_key)).code == 0
+    assert p.repro("export", run_id, "--sign", str(ed_key), "-o", str(ed_signed)).code == 0
+    return Signed(root, run_id, key, signed, unsigned, ed_key, ed_signed)
 
 
 def _members(tar: Path) -> dict[str, bytes]:
@@ -277,3 +283,97 @@ def test_check_against_a_golden_capsule_checks_its_signature(cli, made: Signed, 
     assert good.code == 0, good.err
     no_capsule = cli("check", *key, "--", "python", "train.py", cwd=made.root)
     assert no_capsule.code == ExitCode.USAGE and "--against" in no_capsule.err
+
+
+def _pub(made: Signed) -> str:
+    return str(made.ed_key) + ".pub"
+
+
+def test_keygen_ed25519_writes_a_private_key_and_its_public_half(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    assert stat.S_IMODE(made.ed_key.stat().st_mode) == 0o600
+    private = serialization.load_pem_private_key(made.ed_key.read_bytes(), None)
+    public = serialization.load_pem_public_key(Path(_pub(made)).read_bytes())
+    assert isinstance(private, ed25519.Ed25519PrivateKey) and isinstance(public, ed25519.Ed25519PublicKey)
+    assert private.public_key().public_bytes_raw() == public.public_bytes_raw()
+    key_id = hashlib.sha256(public.public_bytes_raw()).hexdigest()[:16]
+    body = json.loads(_members(made.ed_signed)["SIGNATURE"])
+    assert (body["algorithm"], body["key_id"], body["signs"]) == ("ed25519", key_id, "SHA256SUMS")
+    # an independent check of the member: the public key over the exact SHA256SUMS bytes
+    public.verify(base64.b64decode(body["signature"]), _members(made.ed_signed)["SHA256SUMS"])
+    fresh = cli("keygen", "--type", "ed25519", str(tmp_path / "k"), cwd=tmp_path)
+    assert fresh.code == 0 and str(tmp_path / "k.pub") in fresh.out and key_id not in fresh.out
+    (tmp_path / "taken.pub").write_text("mine")
+    again = cli("keygen", "--type", "ed25519", str(tmp_path / "taken"), cwd=tmp_path)
+    assert again.code == ExitCode.USAGE and "never overwritten" in again.err
+    assert not (tmp_path / "taken").exists() and (tmp_path / "taken.pub").read_text() == "mine"
+
+
+def test_an_ed25519_capsule_verifies_with_the_public_key_alone(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    alone = tmp_path / "only" / "team.pub"  # the public key, away from its private half
+    alone.parent.mkdir()
+    alone.write_bytes(Path(_pub(made)).read_bytes())
+    r = cli("verify", str(made.ed_signed), "--key", str(alone), "--require-signed", "--json", cwd=made.root)
+    assert r.code == 0, r.err
+    result = json.loads(r.out)
+    assert (result["signed"], result["signature_algorithm"], result["signature_checked"]) == (
+        True,
+        "ed25519",
+        True,
+    )
+    text = cli("verify", str(made.ed_signed), "--key", str(alone), cwd=made.root)
+    assert "signed with ed25519 key" in text.out and "checked with its public key" in text.out
+    unchecked = cli("verify", str(made.ed_signed), cwd=made.root)
+    assert unchecked.code == 0 and "(not checked: pass --key PUBFILE)" in unchecked.out
+
+
+def test_an_ed25519_capsule_fails_after_any_byte_changes(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    members = _members(made.ed_signed)
+    bad = _tampered(made.ed_signed, tmp_path / "bad.tar")
+    r = cli("verify", str(bad), "--key", _pub(made), cwd=made.root)
+    assert r.code == ExitCode.CAPSULE_INVALID and "bad signature for ed25519 key" in r.err
+    assert len(r.err.strip().splitlines()) <= 2 and "Traceback" not in r.err
+    for name in ("SHA256SUMS", "SIGNATURE"):  # a flipped byte in the sums or the signature itself
+        data = bytearray(members[name])
+        at = len(data) // 2 if name == "SHA256SUMS" else data.index(b'"signature": "') + 20
+        data[at] = ord("A") if data[at] != ord("A") else ord("B")
+        path = tmp_path / f"flip-{name}.tar"
+        with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+            for member, content in {**members, name: bytes(data)}.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(content)
+                t.addfile(info, io.BytesIO(content))
+        flipped = cli("verify", str(path), "--key", _pub(made), cwd=made.root)
+        assert flipped.code == ExitCode.CAPSULE_INVALID and "Traceback" not in flipped.err, (
+            name,
+            flipped.err,
+        )
+
+
+def test_a_public_key_never_signs_and_kinds_do_not_mix(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "x.tar"
+    r = cli("export", made.run_id, "--sign", _pub(made), "-o", str(out), cwd=made.root)
+    assert r.code == ExitCode.USAGE and "can never make one" in r.err and "without .pub" in r.err
+    assert not out.exists()
+    hmac_on_ed = cli("verify", str(made.ed_signed), "--key", str(made.key), cwd=made.root)
+    assert hmac_on_ed.code == ExitCode.CAPSULE_INVALID and "not with the key given" in hmac_on_ed.err
+    ed_on_hmac = cli("verify", str(made.signed), "--key", _pub(made), "--require-signed", cwd=made.root)
+    assert ed_on_hmac.code == ExitCode.CAPSULE_INVALID and "not with the key given" in ed_on_hmac.err
+    with_private = cli("verify", str(made.ed_signed), "--key", str(made.ed_key), cwd=made.root)
+    assert with_private.code == 0 and "signature checked" in with_private.out
+
+
+def test_replay_and_check_take_the_public_key(cli, made: Signed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runs = set(Store(made.root).run_ids())
+    bad = _tampered(made.ed_signed, tmp_path / "bad.tar")
+    key = ("--key", _pub(made), "--require-signed")
+    r = cli("replay", str(bad), *key, cwd=made.root)
+    assert r.code == ExitCode.CAPSULE_INVALID and "bad signature" in r.err
+    c = cli("check", "--against", str(bad), *key, cwd=made.root)
+    assert c.code == ExitCode.CAPSULE_INVALID and "bad signature" in c.err
+    assert set(Store(made.root).run_ids()) == runs
+    good = cli("replay", str(made.ed_signed), *key, "--json", cwd=made.root)
+    assert good.code == 0, good.err
+    assert json.loads(good.out)["status"] == "identical" and "signature checked" in good.err

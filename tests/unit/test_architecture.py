@@ -25,6 +25,7 @@ HOMES = {
     "transformers": ("integrations/hf.py",),
     "IPython": ("ui/notebook.py",),
     "pypi_simple": ("fetch/index.py",),
+    "cryptography": ("store/signing.py",),
 }
 
 

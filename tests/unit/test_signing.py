@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -103,3 +104,69 @@ def test_seal_members_are_bounded_and_read_in_place(tmp_path: Path, key: signing
     (tmp_path / "not.tar").write_bytes(b"hello")
     with pytest.raises(CapsuleInvalid, match="not a tar archive"):
         read_seal(tmp_path / "not.tar")
+
+
+@pytest.fixture
+def ed_key(tmp_path: Path) -> signing.SigningKey:
+    return signing.new_key(tmp_path / "ed.key", signing.ED25519)
+
+
+def test_an_ed25519_public_key_checks_and_never_signs(tmp_path: Path, ed_key: signing.SigningKey) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    public = signing.load_key(tmp_path / "ed.key.pub")
+    assert (public.algorithm, public.id, public.can_sign) == ("ed25519", ed_key.id, False)
+    assert signing.load_key(tmp_path / "ed.key") == ed_key
+    signature = signing.sign(ed_key, SUMS)
+    assert signing.sign(ed_key, SUMS) == signature  # RFC 8032 signatures are deterministic
+    seal = signing.check_seal("run.tar", SUMS, signature, Trust(public, require=True))
+    assert (seal.signed, seal.key_id, seal.checked, seal.algorithm) == (True, ed_key.id, True, "ed25519")
+    raw = base64.b64decode(json.loads(signature)["signature"])
+    Ed25519PublicKey.from_public_bytes(public.public).verify(raw, SUMS)  # the library's own check
+    for i in (0, len(SUMS) - 1):
+        changed = bytearray(SUMS)
+        changed[i] ^= 1
+        with pytest.raises(CapsuleInvalid, match=f"bad signature for ed25519 key {ed_key.id}") as e:
+            signing.check_seal("run.tar", bytes(changed), signature, Trust(public))
+        assert e.value.exit_code == ExitCode.CAPSULE_INVALID
+    for refuse in (lambda: signing.sign(public, SUMS), lambda: signing.load_signing_key(public.path)):
+        with pytest.raises(UsageError, match="public ed25519 key") as u:
+            refuse()
+        assert u.value.exit_code == ExitCode.USAGE
+
+
+def test_an_hmac_key_does_not_check_an_ed25519_signature(
+    key: signing.SigningKey, ed_key: signing.SigningKey
+) -> None:
+    with pytest.raises(CapsuleInvalid, match="not with the key given"):
+        signing.check_seal("run.tar", SUMS, signing.sign(ed_key, SUMS), Trust(key))
+    with pytest.raises(CapsuleInvalid, match="not with the key given"):
+        signing.check_seal("run.tar", SUMS, signing.sign(key, SUMS), Trust(ed_key))
+
+
+@pytest.mark.parametrize(
+    "signature",
+    ["not base64!", base64.b64encode(b"x" * 63).decode(), base64.b64encode(b"x" * 64).decode()[:-2], 7],
+)
+def test_a_malformed_ed25519_signature_is_refused(signature: object) -> None:
+    body = {"algorithm": "ed25519", "key_id": "0" * 16, "signs": "SHA256SUMS", "signature": signature}
+    with pytest.raises(CapsuleInvalid, match="malformed"):
+        signing.check_seal("run.tar", SUMS, json.dumps(body).encode(), Trust())
+
+
+def test_a_pem_that_is_not_an_ed25519_key_is_a_usage_error(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ec_pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    for content, match in [
+        (ec_pem, "another algorithm"),
+        (b"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n", "not a readable PEM"),
+        (b"-----BEGIN PUBLIC KEY-----\n", "not a readable PEM"),
+    ]:
+        (tmp_path / "k").write_bytes(content)
+        with pytest.raises(UsageError, match=match) as e:
+            signing.load_key(tmp_path / "k")
+        assert e.value.exit_code == ExitCode.USAGE

@@ -1,0 +1,435 @@
+"""`repro attest` and `verify-attestation`: the attestation of a real training run.
+
+One real `repro run` of a torch training script (argparse, DataLoader workers, tqdm-style
+progress, checkpoints/ and model.pt in the working directory) on the local backend, and one real
+replay of it. The attestation is read field by field as in-toto Statement v1 + SLSA provenance
+v1; its DSSE signature is checked with `cryptography` directly and with `openssl pkeyutl`, over
+the PAE bytes built here; hostile attestations are forged as an attacker would.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repro.errors import ExitCode
+from tests.conftest import Cli, Project, git
+
+TRAIN = '''\
+"""Train a small classifier on data/points.csv; keeps checkpoints/epoch_N.pt and model.pt."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="toy classifier")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    rows = [line.split(",") for line in Path("data/points.csv").read_text().split()]
+    x = torch.tensor([[float(a), float(b)] for a, b, _ in rows])
+    y = torch.tensor([int(c) for _, _, c in rows])
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=args.workers)
+    model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    os.makedirs("checkpoints", exist_ok=True)
+    for epoch in range(args.epochs):
+        for i, (xb, yb) in enumerate(loader):
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sys.stderr.write(f"\\repoch {epoch}: {i + 1}/{len(loader)} [loss={loss.item():.4f}]")
+        sys.stderr.write("\\n")
+        torch.save(model.state_dict(), f"checkpoints/epoch_{epoch}.pt")
+    torch.save(model.state_dict(), "model.pt")
+    print(f"final loss {loss.item():.6f}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@dataclass
+class Attested:
+    root: Path
+    run_id: str
+    replay_id: str
+    key: Path  # Ed25519 private key; key.pub beside it
+    pub: Path
+    file: Path  # model.intoto.jsonl, signed
+    capsule: Path  # `repro export RUN`: its SHA256SUMS is what the attestation names
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Attested:
+    root = tmp_path_factory.mktemp("attest") / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    p = Project(root)
+    p.write(".gitignore", "checkpoints/\nmodel.pt\n*.tar\n*.key\n*.pub\n*.jsonl\n")
+    p.write("train.py", TRAIN)
+    p.points()
+    p.lock_torch()
+    p.write("repro.yaml", "backend: local\nmode: strict\nseed: 7\ndata: [data]\n")
+    p.commit("train")
+    r = p.repro("run", "--json", "--", "python", "train.py", "--epochs", "2", "--lr", "0.1")
+    assert r.code == 0, r.err
+    run_id = json.loads(r.out)["id"]
+    replay = p.repro("replay", run_id, "--json")
+    assert replay.code == 0, replay.err
+    replay_id = json.loads(replay.out)["replay_id"]
+    key = root / "me.key"
+    assert p.repro("keygen", "--type", "ed25519", str(key)).code == 0
+    out = root / "model.intoto.jsonl"
+    a = p.repro("attest", run_id, "-o", str(out), "--sign", str(key))
+    assert a.code == 0, a.err
+    capsule = root / "run.tar"
+    assert p.repro("export", run_id, "-o", str(capsule)).code == 0
+    return Attested(root, run_id, replay_id, key, root / "me.key.pub", out, capsule)
+
+
+def _envelope(path: Path) -> dict[str, Any]:
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 1
+    envelope: dict[str, Any] = json.loads(lines[0])
+    return envelope
+
+
+def _statement(envelope: dict[str, Any]) -> dict[str, Any]:
+    statement: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"], validate=True))
+    return statement
+
+
+def _pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1's pre-authentication encoding, written from the spec, not imported."""
+    kind = payload_type.encode()
+    return (
+        b"DSSEv1 "
+        + str(len(kind)).encode()
+        + b" "
+        + kind
+        + b" "
+        + str(len(payload)).encode()
+        + b" "
+        + payload
+    )
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_statement_is_in_toto_v1_with_a_slsa_v1_predicate(made: Attested) -> None:
+    envelope = _envelope(made.file)
+    assert set(envelope) == {"payloadType", "payload", "signatures"}
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    s = _statement(envelope)
+    assert set(s) == {"_type", "subject", "predicateType", "predicate"}
+    assert s["_type"] == "https://in-toto.io/Statement/v1"
+    assert s["predicateType"] == "https://slsa.dev/provenance/v1"
+    # subjects: each output the run wrote, by name and the SHA-256 of the file in the project
+    produced = ["checkpoints/epoch_0.pt", "checkpoints/epoch_1.pt", "model.pt"]
+    assert s["subject"] == [{"name": n, "digest": {"sha256": _sha256(made.root / n)}} for n in produced]
+    build, run = s["predicate"]["buildDefinition"], s["predicate"]["runDetails"]
+    assert set(s["predicate"]) == {"buildDefinition", "runDetails"}
+    assert build["buildType"] == "https://schemas.repro.invalid/repro.capsule/v1"
+    assert build["externalParameters"] == {
+        "command": ["python", "train.py", "--epochs", "2", "--lr", "0.1"],
+        "params": {"epochs": 2, "lr": 0.1},
+        "seed": 7,
+        "mode": "strict",
+    }
+    deps = {d["name"]: d for d in build["resolvedDependencies"]}
+    head = git(made.root, "rev-parse", "HEAD").strip()
+    assert deps["code"]["digest"] == {"gitCommit": head}
+    record = json.loads(Project(made.root).repro("show", made.run_id, "--json").out)
+    assert deps["data:data"]["digest"] == {"xxh3-128": record["data"]["inputs"][0]["digest"]}
+    lock = made.root / "lockfiles" / "requirements.lock.txt"
+    assert deps["lock:lockfiles/requirements.lock.txt"]["digest"] == {"sha256": _sha256(lock)}
+    for d in build["resolvedDependencies"]:  # a ResourceDescriptor: a name and a digest set of hex
+        assert isinstance(d["name"], str) and d["digest"]
+        assert all(isinstance(v, str) and int(v, 16) >= 0 for v in d["digest"].values())
+    assert run["builder"]["id"].startswith("https://") and set(run["builder"]["version"]) == {"repro"}
+    meta = run["metadata"]
+    assert meta["invocationId"] == made.run_id
+    assert (
+        meta["startedOn"] == record["results"]["started"]
+        and meta["finishedOn"] == record["results"]["finished"]
+    )
+    with tarfile.open(made.capsule) as t:
+        sums = t.extractfile("SHA256SUMS").read()  # type: ignore[union-attr]
+    byproducts = {b["name"]: b for b in run["byproducts"]}
+    assert byproducts["SHA256SUMS"]["digest"] == {"sha256": hashlib.sha256(sums).hexdigest()}
+    assert byproducts[f"replay:{made.replay_id}"]["annotations"] == {"verdict": "identical"}
+
+
+def test_the_dsse_signature_checks_with_independent_implementations(made: Attested, tmp_path: Path) -> None:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    envelope = _envelope(made.file)
+    payload = base64.b64decode(envelope["payload"])
+    [signature] = envelope["signatures"]
+    sig = base64.b64decode(signature["sig"])
+    public = load_pem_public_key(made.pub.read_bytes())
+    raw = public.public_bytes_raw()  # type: ignore[union-attr]
+    assert signature["keyid"] == hashlib.sha256(raw).hexdigest()[:16]
+    public.verify(sig, _pae(envelope["payloadType"], payload))  # type: ignore[union-attr,call-arg]
+    with pytest.raises(InvalidSignature):  # the type is signed with the body
+        public.verify(sig, _pae("application/json", payload))  # type: ignore[union-attr,call-arg]
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl here for the second independent check")
+    (tmp_path / "pae").write_bytes(_pae(envelope["payloadType"], payload))
+    (tmp_path / "sig").write_bytes(sig)
+    verify = ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(made.pub), "-rawin"]
+    ok = subprocess.run(
+        [*verify, "-in", str(tmp_path / "pae"), "-sigfile", str(tmp_path / "sig")], capture_output=True
+    )
+    assert ok.returncode == 0, ok.stderr
+    (tmp_path / "pae").write_bytes(_pae(envelope["payloadType"], payload + b" "))
+    bad = subprocess.run(
+        [*verify, "-in", str(tmp_path / "pae"), "-sigfile", str(tmp_path / "sig")], capture_output=True
+    )
+    assert bad.returncode != 0
+
+
+def test_verify_attestation_with_the_public_key_and_the_artifact(
+    cli: Cli, made: Attested, tmp_path: Path
+) -> None:
+    alone = tmp_path / "publisher.pub"
+    alone.write_bytes(made.pub.read_bytes())
+    model = tmp_path / "downloaded-model.pt"  # attested by its bytes, wherever it lies
+    model.write_bytes((made.root / "model.pt").read_bytes())
+    r = cli("verify-attestation", str(made.file), "--key", str(alone), "--artifact", str(model), cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert f"attestation of run {made.run_id}" in r.out and "3 files attested" in r.out
+    assert f"{model}: attested, model.pt (sha256 {_sha256(model)[:16]}" in r.out
+
+
+def test_a_changed_model_is_not_attested(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    changed = tmp_path / "model.pt"
+    data = bytearray((made.root / "model.pt").read_bytes())
+    data[-10] ^= 1  # one bit of one weight
+    changed.write_bytes(bytes(data))
+    r = cli(
+        "verify-attestation", str(made.file), "--key", str(made.pub), "--artifact", str(changed), cwd=tmp_path
+    )
+    assert r.code == ExitCode.CAPSULE_INVALID
+    assert f"{changed} is not attested" in r.err and "not that of the model.pt" in r.err
+    assert "Traceback" not in r.err and "hint:" in r.err
+    other = tmp_path / "notes.txt"
+    other.write_text("not from the run")
+    r = cli(
+        "verify-attestation", str(made.file), "--key", str(made.pub), "--artifact", str(other), cwd=tmp_path
+    )
+    assert r.code == ExitCode.CAPSULE_INVALID and "none of the 3 files" in r.err
+    missing = cli(
+        "verify-attestation", str(made.file), "--key", str(made.pub), "--artifact", "nope.pt", cwd=tmp_path
+    )
+    assert missing.code == ExitCode.USAGE and "no artifact file" in missing.err
+
+
+def test_attesting_is_deterministic_and_needs_an_ed25519_private_key(
+    cli: Cli, made: Attested, tmp_path: Path
+) -> None:
+    again = tmp_path / "again.jsonl"
+    r = cli("attest", made.run_id, "-o", str(again), "--sign", str(made.key), cwd=made.root)
+    assert r.code == 0, r.err
+    assert again.read_bytes() == made.file.read_bytes()
+    hmac_key = tmp_path / "team.key"
+    assert cli("keygen", str(hmac_key), cwd=tmp_path).code == 0
+    for key, expected in [(hmac_key, "is an HMAC key"), (made.pub, "can never make one")]:
+        refused = cli(
+            "attest", made.run_id, "-o", str(tmp_path / "x.jsonl"), "--sign", str(key), cwd=made.root
+        )
+        assert refused.code == ExitCode.USAGE and expected in refused.err, refused.err
+        assert not (tmp_path / "x.jsonl").exists()
+    checked_with_hmac = cli("verify-attestation", str(made.file), "--key", str(hmac_key), cwd=tmp_path)
+    assert checked_with_hmac.code == ExitCode.USAGE and "is an HMAC key" in checked_with_hmac.err
+    unsigned = tmp_path / "unsigned.jsonl"
+    r = cli("attest", made.run_id, "-o", str(unsigned), cwd=made.root)
+    assert r.code == 0 and "not signed" in r.out
+    assert _statement(_envelope(unsigned)) == _statement(_envelope(made.file))
+    refused = cli("verify-attestation", str(unsigned), "--key", str(made.pub), cwd=tmp_path)
+    assert refused.code == ExitCode.CAPSULE_INVALID and "is not signed" in refused.err
+
+
+def _line(envelope: dict[str, Any]) -> bytes:
+    return json.dumps(envelope).encode() + b"\n"
+
+
+def _forged(made: Attested) -> dict[str, bytes]:
+    """Hostile attestations, each made from the genuine one as an attacker would."""
+    genuine = made.file.read_bytes()
+    envelope = _envelope(made.file)
+    statement = _statement(envelope)
+    statement["subject"][-1]["digest"]["sha256"] = "0" * 64  # claim another model.pt, keep the signature
+    swapped = {**envelope, "payload": base64.b64encode(json.dumps(statement).encode()).decode()}
+    return {
+        "payload swapped": _line(swapped),
+        "bad base64": _line({**envelope, "payload": "%%%not base64%%%"}),
+        "wrong payloadType": _line({**envelope, "payloadType": "application/json"}),
+        "truncated": genuine[: len(genuine) // 2],
+        "empty": b"",
+        "not an object": b"[1, 2, 3]\n",
+        "signatures not a list": _line({**envelope, "signatures": "abc"}),
+        "signature not base64": _line(
+            {**envelope, "signatures": [{"keyid": envelope["signatures"][0]["keyid"], "sig": "!!"}]}
+        ),
+        "another key id": _line({**envelope, "signatures": [{"keyid": "0123456789abcdef", "sig": "AA=="}]}),
+        "not utf-8": b"\xff\xfe\x00garbage\n",
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("payload swapped", "bad signature for ed25519 key"),
+        ("bad base64", "payload is not valid base64"),
+        ("wrong payloadType", "payloadType is 'application/json'"),
+        ("truncated", "not valid JSON"),
+        ("empty", "is empty"),
+        ("not an object", "not a JSON object"),
+        ("signatures not a list", "signatures is not a list"),
+        ("signature not base64", "not 64 bytes of base64"),
+        ("another key id", "is signed by key 0123456789abcdef, not by the key given"),
+        ("not utf-8", "not valid JSON"),
+    ],
+)
+def test_a_hostile_attestation_is_one_line_and_exit_6(
+    cli: Cli, made: Attested, tmp_path: Path, case: str, expected: str
+) -> None:
+    path = tmp_path / "forged.intoto.jsonl"
+    path.write_bytes(_forged(made)[case])
+    r = cli(
+        "verify-attestation",
+        str(path),
+        "--key",
+        str(made.pub),
+        "--artifact",
+        str(made.root / "model.pt"),
+        cwd=tmp_path,
+    )
+    assert r.code == ExitCode.CAPSULE_INVALID, (case, r.err)
+    assert expected in r.err, (case, r.err)
+    assert r.out == "" and "Traceback" not in r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 2 and lines[1].lstrip().startswith("hint:")
+
+
+def test_signed_by_another_ed25519_key_is_refused(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    other = tmp_path / "other.key"
+    assert cli("keygen", "--type", "ed25519", str(other), cwd=tmp_path).code == 0
+    r = cli("verify-attestation", str(made.file), "--key", str(other) + ".pub", cwd=tmp_path)
+    assert r.code == ExitCode.CAPSULE_INVALID and "not by the key given" in r.err
+    missing = cli("verify-attestation", str(tmp_path / "none.jsonl"), "--key", str(made.pub), cwd=tmp_path)
+    assert missing.code == ExitCode.USAGE and "no attestation file" in missing.err
+    directory = cli("verify-attestation", str(tmp_path), "--key", str(made.pub), cwd=tmp_path)
+    assert directory.code == ExitCode.USAGE and "it is a directory" in directory.err
+
+
+def _members(tar: Path) -> dict[str, bytes]:
+    with tarfile.open(tar) as t:
+        return {m.name: t.extractfile(m).read() for m in t}  # type: ignore[union-attr]
+
+
+def _tar(members: dict[str, bytes], dest: Path) -> Path:
+    with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def test_an_exported_capsule_carries_its_attestation(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    tar = tmp_path / "attested.tar"
+    r = cli("export", made.run_id, "-o", str(tar), "--sign", str(made.key), "--attest", cwd=made.root)
+    assert r.code == 0, r.err
+    assert "signed with ed25519 key" in r.out and "with its attestation" in r.out
+    members = _members(tar)
+    plain = _members(made.capsule)
+    assert set(members) - set(plain) == {"SIGNATURE", "ATTESTATION.intoto.jsonl"}
+    assert all(members[name] == data for name, data in plain.items())  # no other member changes
+    carried = json.loads(members["ATTESTATION.intoto.jsonl"])
+    statement = _statement(carried)
+    byproducts = {b["name"]: b for b in statement["predicate"]["runDetails"]["byproducts"]}
+    assert byproducts["SHA256SUMS"]["digest"]["sha256"] == hashlib.sha256(members["SHA256SUMS"]).hexdigest()
+    assert carried["signatures"] == _envelope(made.file)["signatures"]  # the same statement, signed alike
+    shown = cli("show", str(tar), cwd=made.root)
+    assert shown.code == 0
+    line = next(x for x in shown.out.splitlines() if x.startswith("attestation"))
+    assert (
+        "ATTESTATION.intoto.jsonl" in line and "3 files" in line and carried["signatures"][0]["keyid"] in line
+    )
+    plain_lines = cli("show", str(made.capsule), cwd=made.root).out.splitlines()
+    assert not any(x.startswith("attestation") for x in plain_lines)
+    ok = cli(
+        "verify-attestation",
+        str(tar),
+        "--key",
+        str(made.pub),
+        "--artifact",
+        str(made.root / "model.pt"),
+        cwd=made.root,
+    )
+    assert ok.code == 0, ok.err
+    assert "model.pt: attested" in ok.out
+    assert cli("verify", str(tar), "--key", str(made.pub), "--require-signed", cwd=made.root).code == 0
+
+
+def test_a_carried_attestation_must_name_its_own_capsule(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    tar = tmp_path / "attested.tar"
+    assert (
+        cli("export", made.run_id, "-o", str(tar), "--sign", str(made.key), "--attest", cwd=made.root).code
+        == 0
+    )
+    moved_from = _members(tar)["ATTESTATION.intoto.jsonl"]
+    replay_capsule = tmp_path / "replay.tar"
+    assert cli("export", made.replay_id, "-o", str(replay_capsule), cwd=made.root).code == 0
+    other = _tar({**_members(replay_capsule), "ATTESTATION.intoto.jsonl": moved_from}, tmp_path / "moved.tar")
+    assert cli("verify", str(other), cwd=made.root).code == 0  # the sums do not list it
+    r = cli("verify-attestation", str(other), "--key", str(made.pub), cwd=made.root)
+    assert r.code == ExitCode.CAPSULE_INVALID and "names another capsule" in r.err
+    garbage = _tar(
+        {**_members(tar), "ATTESTATION.intoto.jsonl": b"\x1b[2J{not json"}, tmp_path / "garbage.tar"
+    )
+    shown = cli("show", str(garbage), cwd=made.root)
+    assert shown.code == 0 and "unreadable" in shown.out and "\x1b[2J" not in shown.out
+    bad = cli("verify-attestation", str(garbage), "--key", str(made.pub), cwd=made.root)
+    assert bad.code == ExitCode.CAPSULE_INVALID and "not valid JSON" in bad.err
+    none = cli("verify-attestation", str(made.capsule), "--key", str(made.pub), cwd=made.root)
+    assert none.code == ExitCode.CAPSULE_INVALID and "carries no attestation" in none.err
+    huge = _tar({**_members(tar), "ATTESTATION.intoto.jsonl": b" " * (5 << 20)}, tmp_path / "huge.tar")
+    big = cli("verify", str(huge), cwd=made.root)
+    assert big.code == ExitCode.CAPSULE_INVALID and "larger than 4 MiB" in big.err
+
+
+def test_attest_flag_needs_a_capsule_and_an_ed25519_key(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    hmac_key = tmp_path / "team.key"
+    assert cli("keygen", str(hmac_key), cwd=tmp_path).code == 0
+    out = tmp_path / "x.tar"
+    r = cli("export", made.run_id, "-o", str(out), "--sign", str(hmac_key), "--attest", cwd=made.root)
+    assert r.code == ExitCode.USAGE and "is an HMAC key" in r.err and not out.exists()
+    slurm = cli("export", made.run_id, "--as", "slurm", "--attest", "-o", str(tmp_path / "j"), cwd=made.root)
+    assert slurm.code == ExitCode.USAGE and "--attest applies to capsules" in slurm.err
