@@ -24,6 +24,7 @@ import yaml
 
 from repro import bounds
 from repro.backends import sbatch
+from repro.backends.baseimage import DEFAULT_BASE_IMAGE as DEFAULT_BASE_IMAGE
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
 
@@ -31,7 +32,6 @@ MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker", "slurm")
 ISAS = ("auto", "avx2", "avx512", "default", "none")
 NODE_ENVIRONMENTS = ("python", "docker")  # what runs the command on Slurm nodes
-DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 
 @dataclass(frozen=True)

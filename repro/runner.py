@@ -41,10 +41,10 @@ from repro.facts import command as cmd
 from repro.facts import command_env, deps, hydra
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
-    clock_env,
     explain_failure,
     plan,
     resolve_isa,
+    run_environment,
     source_date_epoch,
     state_warnings,
 )
@@ -69,7 +69,7 @@ from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
 
 if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmOptions
+    from repro.backends.slurm import SlurmBackend, SlurmOptions
 
 
 @dataclass
@@ -364,19 +364,61 @@ def discard(prepared: Prepared) -> None:
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
 
 
-def run_environment(record: Record) -> dict[str, str]:
-    """The path-free variables every process of the run gets."""
-    env = dict(record.determinism.env)
-    env.update(clock_env(record.determinism.source_date_epoch))
-    env.update(
-        {
-            "REPRO_RUN_ID": record.id,
-            "REPRO_SEED": str(record.seeds.master),
-            "PYTHONHASHSEED": str(record.seeds.pythonhashseed),
-            "PYTHONUNBUFFERED": "1",
+def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_event: OnEvent) -> str:
+    """Submit the run's Slurm job and leave it running (`repro run --detach`); returns the job id.
+    `settle_detached` seals the run once the job ended.
+
+    Raises:
+        BackendUnavailable: no Slurm controller answers (the run directory is removed).
+        UsageError: sbatch refused the job (the run directory is removed).
+    """
+    from repro.backends import detached
+
+    record, spec = prepared.record, prepared.spec
+    record.backend.name = backend.name
+    try:
+        image = backend.prepare(spec, on_event)
+        if image:
+            record_image(record, image, store)
+        record.results.started = now_iso()
+        kept = {
+            "record": record.to_dict(),
+            "settings": dataclasses.asdict(prepared.settings),
+            "outputs_before": prepared.outputs_before,
+            "started_ns": prepared.started_ns,
+            "tree_before": prepared.tree_before,
         }
-    )
-    return env
+        return detached.submit(backend, spec, prepared.run_dir, kept, on_event)
+    except BaseException:
+        shutil.rmtree(prepared.run_dir, ignore_errors=True)
+        raise
+
+
+def settle_detached(store: Store, on_event: OnEvent) -> list[Record]:
+    """Seal every run submitted with `--detach` whose job has ended (`repro ls`); returns the sealed."""
+    from repro.backends import detached
+
+    def seal(run_dir: Path, kept: dict[str, Any], spec: RunSpec, result: RunResult) -> Record:
+        record = Record.from_dict(kept["record"])
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in kept["settings"].items()
+        }
+        record.results.finished = now_iso()
+        tree_before = kept.get("tree_before")
+        prepared = Prepared(
+            record, spec, run_dir, _snapshot(kept["outputs_before"]), Settings(**values),
+            kept.get("started_ns") or 0, _snapshot(tree_before) if tree_before is not None else None,
+        )  # fmt: skip
+        collect(record, result, spec, store, prepared)
+        store.seal(record, run_dir)
+        return record
+
+    return detached.settle(store, on_event, seal)
+
+
+def _snapshot(kept: dict[str, list[int]]) -> dict[str, tuple[int, int, int]]:
+    """A snapshot of files (path → size, mtime, inode) as JSON gave it back."""
+    return {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.items()}
 
 
 def build_spec(

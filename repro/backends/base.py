@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from repro.runtime.launch import launch_argv as launch_argv  # the backends' name for it
+
 # Opens a `docker save` archive of the recorded image (a capsule member) for reading.
 OpenImage = Callable[[], AbstractContextManager[IO[bytes]]]
 
@@ -180,49 +182,6 @@ def runtime_source() -> tuple[Path, Path]:
 
 
 RANK_LOGS = "ranks"  # under the runtime dir: torchrun's per-rank stdout/stderr files
-
-
-def launch_argv(
-    argv: list[str],
-    nproc_per_node: int,
-    python: str = "python",
-    log_dir: str | None = None,
-    torchrun: bool = False,
-    nodes: int = 1,
-    node_rank: int = 0,
-    master: tuple[str, int] | None = None,
-) -> list[str]:
-    """The argv to execute: the command itself, or torchrun around it for N>1 processes.
-
-    ``argv`` starts with a python interpreter (the runner normalises `train.py` to
-    `python train.py`); under torchrun the interpreter is dropped and the script and
-    its arguments follow torchrun's options. On one node the ranks meet on the
-    loopback address (``--local-addr``): a single node needs no name lookup, and a
-    container without a network cannot resolve its own hostname. Across ``nodes``
-    (with ``master``, the first node's address and port) every node runs one torchrun
-    with its ``node_rank``: a static rendezvous on the first node's store, so node k
-    always holds ranks k*N … k*N+N-1 (c10d's dynamic rendezvous orders nodes by host
-    name and pid, which would move per-rank seeds and data shards between nodes).
-    With ``log_dir`` (a path as the process sees it) every rank's stdout and stderr
-    also go to their own files there (``<log_dir>/<run>/attempt_<n>/<local rank>/std{out,err}.log``)
-    while the combined, rank-prefixed stream still reaches the terminal.
-    """
-    if nproc_per_node * nodes <= 1 and not torchrun:
-        return list(argv)
-    rest = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
-    launcher = [python, "-m", "torch.distributed.run"]
-    if nodes > 1:
-        if master is None:
-            raise ValueError("a multi-node launch needs the first node's address and port")
-        launcher += [
-            f"--nproc-per-node={nproc_per_node}", f"--nnodes={nodes}", f"--node-rank={node_rank}",
-            f"--master-addr={master[0]}", f"--master-port={master[1]}",
-        ]  # fmt: skip
-    else:
-        launcher += ["--standalone", f"--nproc-per-node={nproc_per_node}", "--local-addr=127.0.0.1"]
-    if log_dir:
-        launcher += [f"--log-dir={log_dir}", "--redirects=3", "--tee=3"]
-    return [*launcher, *rest]
 
 
 def merge_pythonpath(argv: list[str], runtime_path: str) -> list[str]:

@@ -31,10 +31,10 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
     command column is cut to its width (COLUMNS wins); piped or redirected, lines are whole.
     """
     if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
-        from repro.backends import detached
+        from repro import runner
         from repro.cli.events import on_event
 
-        detached.settle(app.store, on_event)
+        runner.settle_detached(app.store, on_event)
     rows = app.store.rows()[::-1]  # the store lists oldest first
     if last is not None:
         rows = rows[:last]
@@ -132,11 +132,11 @@ def export(
             f"--with-image applies to capsules, not --as {as_}", hint="repro export REF --with-image"
         )
     if as_ == "slurm":
-        from repro.exporters.slurm import slurm_script
+        from repro.backends.exporters.slurm import slurm_script
 
         dest, text = Path(output or f"{record.id}.sbatch"), slurm_script(record, image)
     else:
-        from repro.exporters.k8s import k8s_yaml
+        from repro.backends.exporters.k8s import k8s_yaml
 
         dest, text = (
             Path(output or f"{record.id}.yaml"),

@@ -93,7 +93,6 @@ def submit_and_report(
     """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended.
 
     Returns the record as submitted and its JSON answer (printed by the caller with --json)."""
-    from repro.backends import detached
     from repro.backends.slurm import SlurmBackend
 
     store = app.store
@@ -106,7 +105,7 @@ def submit_and_report(
             ui.info(
                 f"run {r.id} · backend slurm · mode {r.determinism.mode} · seed {r.seeds.master} · detached"
             )
-            job_id = detached.submit(prepared, backend, store, on_event)
+            job_id = runner.submit_detached(prepared, backend, store, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
     if not as_json:

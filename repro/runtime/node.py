@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repro.backends.base import launch_argv
+from repro.runtime.launch import launch_argv
 
 
 def _meminfo_bytes() -> int | None:
