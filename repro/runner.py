@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repro import __version__
-from repro.backends import buildlog
+from repro.backends import buildlog, registry
 from repro.backends.base import (
     RANK_LOGS,
     Backend,
@@ -117,15 +117,7 @@ def slurm_options(settings: Settings) -> SlurmOptions:
     """The Slurm allocation the settings (repro.yaml, flags) ask for."""
     from repro.backends.slurm import SlurmOptions
 
-    return SlurmOptions(
-        nodes=settings.slurm_nodes,
-        partition=settings.slurm_partition,
-        time=settings.slurm_time,
-        account=settings.slurm_account,
-        sbatch_args=settings.slurm_sbatch_args,
-        requeue=settings.slurm_requeue,
-        environment=settings.slurm_environment,
-    )
+    return SlurmOptions.from_settings(settings.section("slurm"))
 
 
 def select_backend(
@@ -135,8 +127,9 @@ def select_backend(
     slurm: SlurmOptions | None = None,
     base_image: str | None = None,
 ) -> Backend:
-    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are
-    declared, and the engine holds ``base_image`` when one is named), else local, said in one line.
+    """The backend called ``name`` (`repro.backends.registry`), given ``slurm`` when it takes options;
+    `auto`: docker when an engine answers (and dependencies are declared, and the engine holds
+    ``base_image`` when one is named), else local, said in one line.
 
     A missing base image is never made here: that takes root, debootstrap and minutes
     (`repro base-image`, which the CI recipes run explicitly).
@@ -144,29 +137,9 @@ def select_backend(
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
     """
-    from repro.backends.local import LocalBackend
-
-    if name == "local":
-        return LocalBackend()
-    if name == "slurm":
-        from repro.backends.slurm import SlurmBackend
-
-        return SlurmBackend(slurm)
-    from repro.backends import docker as docker_backend  # the docker SDK is a dependency: no fallback
-
-    if name == "docker":
-        return docker_backend.DockerBackend()
-    if docker_backend.engine_available():
-        if not need_lock:
-            on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
-            return LocalBackend()
-        if base_image and not docker_backend.has_image(base_image):
-            on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
-                                   "(`repro base-image` makes one)"))  # fmt: skip
-            return LocalBackend()
-        return docker_backend.DockerBackend()
-    on_event(Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)"))
-    return LocalBackend()
+    if name == registry.AUTO:
+        name = registry.auto(on_event, need_lock, base_image)
+    return registry.get(name).make(slurm)
 
 
 def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, list[str]]:

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 import click
 
 from repro import bounds, ui
-from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
+from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
+from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.store import signing
 
