@@ -20,7 +20,7 @@ from repro.ui import records as render
 
 
 @click.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON (schemas/ls.json).")
+@options.json_option("Print the runs as JSON (schemas/ls.json).")
 @click.option("-n", "--last", type=click.IntRange(1), default=None, help="Only the newest N runs.")
 @click.option("-r", "--reverse", is_flag=True, help="Oldest first.")
 @pass_app
@@ -50,7 +50,7 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
 
 @click.command("show")
 @click.argument("ref", default="latest", shell_complete=complete_ref)
-@click.option("--json", "as_json", is_flag=True, help="The whole record as JSON.")
+@options.json_option("The whole record as JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
     """Show a run's record, its lock listed in full (wheels and source builds).
@@ -84,7 +84,7 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
               envvar="REPRO_SIGNING_KEY", show_envvar=True,
               help="capsule: sign it with this key file (from `repro keygen`): a SIGNATURE member, an "
               "HMAC-SHA256 over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON (schemas/export.json).")
+@options.json_option("Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
     app: AppContext,
@@ -170,7 +170,7 @@ def _k8s_image(record: Record, image: str | None) -> str:
 @click.command("verify")
 @click.argument("ref", shell_complete=complete_ref)
 @options.trust_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schemas/verify.json).")
+@options.json_option("Print the result as JSON (schemas/verify.json).")
 @pass_app
 def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     """Check a capsule's integrity: every member against its checksum, every blob against its

@@ -126,3 +126,17 @@ def test_the_pytest_plugin_offers_the_registrys_backends(tmp_path: Path) -> None
     ).stdout  # fmt: skip
     assert "--repro-backend={auto,local,docker,slurm}" in out
     assert "auto, local, docker, slurm" in " ".join(out.split())
+
+
+def test_every_command_offers_the_same_backends() -> None:
+    import click
+
+    from repro.cli import cli
+
+    offered = {}
+    for name in ("run", "check", "replay", "resume"):
+        command = cli.commands[name]
+        option = next(p for p in command.params if p.name == "backend")
+        assert isinstance(option.type, click.Choice)
+        offered[name] = tuple(option.type.choices)
+    assert set(offered.values()) == {config.BACKENDS}
