@@ -23,7 +23,8 @@ from typing import Any, Literal, get_args
 import yaml
 
 from repro import bounds
-from repro.backends import sbatch
+from repro.backends import registry
+from repro.backends.baseimage import DEFAULT_BASE_IMAGE as DEFAULT_BASE_IMAGE
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
 from repro.runtime import contract
@@ -31,10 +32,8 @@ from repro.runtime.contract import Mode
 
 MODES = contract.MODES
 BackendName = Literal["auto", "local", "docker", "slurm"]  # what --backend and `backend:` accept
-BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)  # auto, then each of `repro.backends.registry`
 ISAS = ("auto", "avx2", "avx512", "default", "none")
-NODE_ENVIRONMENTS = ("python", "docker")  # what runs the command on Slurm nodes
-DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,11 @@ class Settings:
     )
     mlflow_log_capsule: bool = False  # log the exported capsule to the MLflow runs the command started
 
+    def section(self, backend: str) -> dict[str, Any]:
+        """The values of a backend's repro.yaml section (`repro.backends.registry`), by key."""
+        entry = registry.get(backend)
+        return {key: getattr(self, f"{entry.section}_{key}") for key in entry.keys}
+
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
 _YAML_KEYS: dict[str, str] = {
@@ -94,17 +98,11 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_checkpoint_bytes": "max_checkpoint_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
-    "slurm.nodes": "slurm_nodes",
-    "slurm.partition": "slurm_partition",
-    "slurm.time": "slurm_time",
-    "slurm.account": "slurm_account",
-    "slurm.sbatch_args": "slurm_sbatch_args",
-    "slurm.requeue": "slurm_requeue",
-    "slurm.environment": "slurm_environment",
     "compare.stdout": "compare_stdout",
     "compare.mask": "compare_mask",
     "compare.ignore_lines": "compare_ignore_lines",
     "mlflow.log_capsule": "mlflow_log_capsule",
+    **{key: name for entry in registry.ENTRIES for key, name in entry.settings().items()},  # slurm.*
 }
 
 _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
@@ -189,28 +187,13 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             raise ConfigError(f"{_KEY_OF.get(name, name)} {why}{origin(name)}", hint=hint)
     check_patterns(settings.compare_mask, "compare.mask")
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
-    for option, name in _SLURM_CHECKED:
-        why = sbatch.problem(option, getattr(settings, name))
-        if why:
-            raise ConfigError(
-                f"Slurm: {why}{origin(name)}",
-                hint="see README: On a cluster, for the shapes repro passes to sbatch",
-            )
-    if settings.slurm_environment not in NODE_ENVIRONMENTS:
-        raise ConfigError(
-            f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
-            hint=f"choose one of: {', '.join(NODE_ENVIRONMENTS)}",
-        )
+    for entry in registry.ENTRIES:  # each backend's own section (slurm:)
+        found = entry.check(settings.section(entry.name)) if entry.check else None
+        if found:
+            key, why, hint = found
+            raise ConfigError(f"{why}{origin(f'{entry.section}_{key}')}", hint=hint)
     return settings
 
-
-_SLURM_CHECKED = (
-    ("nodes", "slurm_nodes"),
-    ("partition", "slurm_partition"),
-    ("time", "slurm_time"),
-    ("account", "slurm_account"),
-    ("sbatch_args", "slurm_sbatch_args"),
-)
 
 # Numeric settings and their ranges (repro/bounds.py), each with the hint a bad value gets.
 _BOUNDED: dict[str, tuple[bounds.Bound, str]] = {

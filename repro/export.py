@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.backends.processes import pid_alive
 from repro.errors import UsageError, from_os_error
 from repro.store import atomic, attestation, dsse, signing
 from repro.store.capsule import pack
+from repro.store.processes import pid_alive
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
 

@@ -10,7 +10,8 @@ what differs, when the runs do not match; with
 instead. It returns the `repro.check.CheckResult` on success.
 
 pytest loads this module in every session where repro is installed, so it imports
-nothing beyond pytest and the standard library until the fixture is used.
+nothing beyond pytest, the standard library and the list of backends
+(`repro.backends.registry`, standard library only) until the fixture is used.
 """
 
 from __future__ import annotations
@@ -29,16 +30,18 @@ if TYPE_CHECKING:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from repro.backends.registry import NAMES
+
     group = parser.getgroup("repro", "reproducibility checks (repro)")
     group.addoption(
         "--repro-backend",
         default=None,
-        choices=("auto", "local", "docker"),
+        choices=NAMES,
         help="Backend for the repro_check fixture (over REPRO_BACKEND, ini repro_backend and repro.yaml).",
     )
     parser.addini(
         "repro_backend",
-        "Backend for the repro_check fixture: auto, local or docker (under REPRO_BACKEND, over repro.yaml).",
+        f"Backend for the repro_check fixture: {', '.join(NAMES)} (under REPRO_BACKEND, over repro.yaml).",
         default="",
     )
 

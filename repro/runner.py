@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repro import __version__
-from repro.backends import buildlog
+from repro.backends import buildlog, registry
 from repro.backends.base import (
     RANK_LOGS,
     Backend,
@@ -41,10 +41,10 @@ from repro.facts import command as cmd
 from repro.facts import command_env, deps, hydra
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
-    clock_env,
     explain_failure,
     plan,
     resolve_isa,
+    run_environment,
     source_date_epoch,
     state_warnings,
 )
@@ -70,7 +70,7 @@ from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
 
 if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmOptions
+    from repro.backends.slurm import SlurmBackend, SlurmOptions
 
 
 @dataclass
@@ -118,15 +118,7 @@ def slurm_options(settings: Settings) -> SlurmOptions:
     """The Slurm allocation the settings (repro.yaml, flags) ask for."""
     from repro.backends.slurm import SlurmOptions
 
-    return SlurmOptions(
-        nodes=settings.slurm_nodes,
-        partition=settings.slurm_partition,
-        time=settings.slurm_time,
-        account=settings.slurm_account,
-        sbatch_args=settings.slurm_sbatch_args,
-        requeue=settings.slurm_requeue,
-        environment=settings.slurm_environment,
-    )
+    return SlurmOptions.from_settings(settings.section("slurm"))
 
 
 def select_backend(
@@ -136,8 +128,9 @@ def select_backend(
     slurm: SlurmOptions | None = None,
     base_image: str | None = None,
 ) -> Backend:
-    """`local`, `docker`, `slurm`, or `auto`: docker when an engine answers (and dependencies are
-    declared, and the engine holds ``base_image`` when one is named), else local, said in one line.
+    """The backend called ``name`` (`repro.backends.registry`), given ``slurm`` when it takes options;
+    `auto`: docker when an engine answers (and dependencies are declared, and the engine holds
+    ``base_image`` when one is named), else local, said in one line.
 
     A missing base image is never made here: that takes root, debootstrap and minutes
     (`repro base-image`, which the CI recipes run explicitly).
@@ -145,29 +138,9 @@ def select_backend(
     Raises:
         BackendUnavailable: `docker` asked for and no engine answers.
     """
-    from repro.backends.local import LocalBackend
-
-    if name == "local":
-        return LocalBackend()
-    if name == "slurm":
-        from repro.backends.slurm import SlurmBackend
-
-        return SlurmBackend(slurm)
-    from repro.backends import docker as docker_backend  # the docker SDK is a dependency: no fallback
-
-    if name == "docker":
-        return docker_backend.DockerBackend()
-    if docker_backend.engine_available():
-        if not need_lock:
-            on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
-            return LocalBackend()
-        if base_image and not docker_backend.has_image(base_image):
-            on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
-                                   "(`repro base-image` makes one)"))  # fmt: skip
-            return LocalBackend()
-        return docker_backend.DockerBackend()
-    on_event(Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)"))
-    return LocalBackend()
+    if name == registry.AUTO:
+        name = registry.auto(on_event, need_lock, base_image)
+    return registry.get(name).make(slurm)
 
 
 def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, list[str]]:
@@ -365,19 +338,61 @@ def discard(prepared: Prepared) -> None:
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
 
 
-def run_environment(record: Record) -> dict[str, str]:
-    """The path-free variables every process of the run gets."""
-    env = dict(record.determinism.env)
-    env.update(clock_env(record.determinism.source_date_epoch))
-    env.update(
-        {
-            contract.RUN_ID_ENV: record.id,
-            contract.SEED_ENV: str(record.seeds.master),
-            "PYTHONHASHSEED": str(record.seeds.pythonhashseed),
-            "PYTHONUNBUFFERED": "1",
+def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_event: OnEvent) -> str:
+    """Submit the run's Slurm job and leave it running (`repro run --detach`); returns the job id.
+    `settle_detached` seals the run once the job ended.
+
+    Raises:
+        BackendUnavailable: no Slurm controller answers (the run directory is removed).
+        UsageError: sbatch refused the job (the run directory is removed).
+    """
+    from repro.backends import detached
+
+    record, spec = prepared.record, prepared.spec
+    record.backend.name = backend.name
+    try:
+        image = backend.prepare(spec, on_event)
+        if image:
+            record_image(record, image, store)
+        record.results.started = now_iso()
+        kept = {
+            "record": record.to_dict(),
+            "settings": dataclasses.asdict(prepared.settings),
+            "outputs_before": prepared.outputs_before,
+            "started_ns": prepared.started_ns,
+            "tree_before": prepared.tree_before,
         }
-    )
-    return env
+        return detached.submit(backend, spec, prepared.run_dir, kept, on_event)
+    except BaseException:
+        shutil.rmtree(prepared.run_dir, ignore_errors=True)
+        raise
+
+
+def settle_detached(store: Store, on_event: OnEvent) -> list[Record]:
+    """Seal every run submitted with `--detach` whose job has ended (`repro ls`); returns the sealed."""
+    from repro.backends import detached
+
+    def seal(run_dir: Path, kept: dict[str, Any], spec: RunSpec, result: RunResult) -> Record:
+        record = Record.from_dict(kept["record"])
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in kept["settings"].items()
+        }
+        record.results.finished = now_iso()
+        tree_before = kept.get("tree_before")
+        prepared = Prepared(
+            record, spec, run_dir, _snapshot(kept["outputs_before"]), Settings(**values),
+            kept.get("started_ns") or 0, _snapshot(tree_before) if tree_before is not None else None,
+        )  # fmt: skip
+        collect(record, result, spec, store, prepared)
+        store.seal(record, run_dir)
+        return record
+
+    return detached.settle(store, on_event, seal)
+
+
+def _snapshot(kept: dict[str, list[int]]) -> dict[str, tuple[int, int, int]]:
+    """A snapshot of files (path → size, mtime, inode) as JSON gave it back."""
+    return {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.items()}
 
 
 def build_spec(

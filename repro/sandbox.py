@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from repro.backends import registry
 from repro.config import Layer, Plan, Rank
 from repro.errors import BackendUnavailable
 
 SANDBOX = "docker"
-HOST_BACKENDS = ("local", "slurm")
+HOST_BACKENDS = registry.on_host()  # they run the code on this machine, unsandboxed
 CHOSEN_BY_REPLAYER = ("--backend", "REPRO_BACKEND")  # the sources a host backend counts from
 
 

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_BASE_IMAGE = "repro-base:bookworm"  # the tag runs build FROM unless image.base names another
 PACKAGES = ("python3", "python3-venv")
 IMAGE_CHANGES = [
     "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

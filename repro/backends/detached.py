@@ -6,6 +6,10 @@ snapshots). ``settle`` asks Slurm about every such run: a job still queued or ru
 state written into ``running.json`` (so `repro ls` shows pending or running); an ended job is
 collected and sealed exactly as a run that was waited for. Renaming ``detached.json`` first
 makes one `repro ls` the only one to seal a run, whatever runs at the same time.
+
+This module is the Slurm side: the job, its state file and its polling. Capturing the run before
+and sealing it after are the runner's (`repro.runner.submit_detached`, `settle_detached`): it hands
+`submit` what sealing will need and `settle` the function that seals.
 """
 
 from __future__ import annotations
@@ -14,58 +18,48 @@ import contextlib
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from repro.backends.base import Event, OnEvent, RunSpec
+from repro.backends.base import Event, OnEvent, RunResult, RunSpec
 from repro.backends.slurm import JobState, SlurmBackend, SlurmOptions, job_state
-from repro.config import Settings
-from repro.runner import Prepared, collect, now_iso, record_image
 from repro.store.capsule import Record
 from repro.store.runs import DETACHED as MARKER
 from repro.store.runs import Store
 
 _PATHS = ("project_root", "runtime_dir", "stdout_path", "stderr_path", "data_root", "lockfile")
 
+# Seals the run of an ended job: (its run directory, what `submit` was asked to keep, its spec, the
+# job's result) → the sealed record.
+Seal = Callable[[Path, dict[str, Any], RunSpec, RunResult], Record]
 
-def submit(prepared: Prepared, backend: SlurmBackend, store: Store, on_event: OnEvent) -> str:
-    """Submit the run's job and leave it running; returns the job id.
+
+def submit(
+    backend: SlurmBackend, spec: RunSpec, run_dir: Path, kept: dict[str, Any], on_event: OnEvent
+) -> str:
+    """Submit the run's job and leave it running; returns the job id. ``kept`` (JSON): what sealing
+    the run needs later, saved with the job's own state in the run directory.
 
     Raises:
-        BackendUnavailable: no Slurm controller answers (the run directory is removed).
-        UsageError: sbatch refused the job (the run directory is removed).
+        BackendUnavailable: no Slurm controller answers.
+        UsageError: sbatch refused the job.
     """
-    import shutil
-
-    record, spec = prepared.record, prepared.spec
-    record.backend.name = backend.name
-    try:
-        image = backend.prepare(spec, on_event)
-        if image:
-            record_image(record, image, store)
-        record.results.started = now_iso()
-        job_id = backend.submit(spec, on_event)
-    except BaseException:
-        shutil.rmtree(prepared.run_dir, ignore_errors=True)
-        raise
+    job_id = backend.submit(spec, on_event)
     state = {
         "job_id": job_id,
         "submitted": time.time(),
         "version": backend.version,
         "options": backend.options.as_dict(),
-        "record": record.to_dict(),
         "spec": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(spec).items()},
-        "settings": dataclasses.asdict(prepared.settings),
-        "outputs_before": prepared.outputs_before,
-        "started_ns": prepared.started_ns,
-        "tree_before": prepared.tree_before,
+        **kept,
     }
-    (prepared.run_dir / MARKER).write_text(json.dumps(state))
-    _mark(prepared.run_dir, "pending")
+    (run_dir / MARKER).write_text(json.dumps(state))
+    _mark(run_dir, "pending")
     return job_id
 
 
-def settle(store: Store, on_event: OnEvent) -> list[Record]:
+def settle(store: Store, on_event: OnEvent, seal: Seal) -> list[Record]:
     """Seal every detached run whose job has ended; note the state of the others. Returns the sealed."""
     sealed: list[Record] = []
     for marker in store.detached_runs():
@@ -83,39 +77,26 @@ def settle(store: Store, on_event: OnEvent) -> list[Record]:
             marker.rename(claimed)
         except OSError:
             continue  # another `repro ls` is sealing it
-        sealed.append(_seal(store, run_dir, state, job, on_event))
+        sealed.append(_seal(run_dir, state, job, seal, on_event))
         claimed.unlink(missing_ok=True)
     return sealed
 
 
-def _seal(store: Store, run_dir: Path, state: dict[str, Any], job: JobState, on_event: OnEvent) -> Record:
-    record = Record.from_dict(state["record"])
+def _seal(run_dir: Path, state: dict[str, Any], job: JobState, seal: Seal, on_event: OnEvent) -> Record:
     raw = state["spec"]
     spec_fields: dict[str, Any] = {
         k: (Path(v) if k in _PATHS and v is not None else v) for k, v in raw.items()
     }
     spec = RunSpec(**spec_fields)
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in state["settings"].items()}
-    settings = Settings(**values)
     options = SlurmOptions(**{**state["options"], "sbatch_args": tuple(state["options"]["sbatch_args"])})
     backend = SlurmBackend(options)
     backend.version = state.get("version")
     result = backend.finish(
         spec, str(state["job_id"]), job, job.state == "CANCELLED", time.time() - state["submitted"]
     )
-    record.results.finished = now_iso()
-    prepared = Prepared(
-        record, spec, run_dir, _tuples(state["outputs_before"]), settings, state.get("started_ns") or 0,
-        _tuples(state["tree_before"]) if state.get("tree_before") is not None else None,
-    )  # fmt: skip
-    collect(record, result, spec, store, prepared)
-    store.seal(record, run_dir)
+    record = seal(run_dir, state, spec, result)
     on_event(Event("info", f"run {record.id} (job {state['job_id']}) ended {job.state.lower()}: sealed"))
     return record
-
-
-def _tuples(snapshot: dict[str, list[int]]) -> dict[str, tuple[int, int, int]]:
-    return {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in snapshot.items()}
 
 
 def _mark(run_dir: Path, status: str, slurm_state: str | None = None) -> None:

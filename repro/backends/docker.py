@@ -49,14 +49,13 @@ from repro.backends.base import (
     merge_pythonpath,
     runtime_source,
 )
-from repro.backends.baseimage import PYTHON_LABEL
+from repro.backends.baseimage import DEFAULT_BASE_IMAGE, PYTHON_LABEL
 from repro.backends.output import CommandOutput
-from repro.backends.processes import pid_alive
-from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, BuildError, CapsuleInvalid, NotFoundError, ReproError, UsageError
 from repro.facts.lockfile import parse_lockfile
 from repro.runtime import contract, terminal
 from repro.runtime.terminal import STREAMS
+from repro.store.processes import pid_alive
 
 ENGINE_HINT = (
     "start the Docker engine (`sudo systemctl start docker`) or point DOCKER_HOST at one; "

@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
@@ -36,6 +35,7 @@ from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import candidates, target_tags
 from repro.fetch.pinned import Fetched, fetch_pinned
 from repro.fetch.sources import Sources
+from repro.store.limits import TEMPLATES
 
 TAG_REPO = "repro-env"
 TAG_HEX = 24
@@ -45,7 +45,6 @@ LABEL_BASE = LABEL_PREFIX + "base-id"
 LABEL_TEMPLATE = LABEL_PREFIX + "template"
 LABEL_VERSION = LABEL_PREFIX + "version"
 LABEL_SOURCE_BUILDS = LABEL_PREFIX + "source-builds"  # the lock's packages built from source, comma-separated
-TEMPLATES = ("cpu", "cuda")
 LOCK_NAME = "requirements.lock"
 WHEELHOUSE_NAME = "wheelhouse"
 LAYERS_DIR = "layers"
@@ -139,11 +138,6 @@ def installed_from(lock_text: str, labels: dict[str, str]) -> dict[str, str]:
     return {req.key: ("source" if req.key in built else "wheel") for req in parse_lockfile(lock_text)}
 
 
-def is_image_id(ref: str) -> bool:
-    """Whether ``ref`` is an immutable image id (``sha256:<64 hex>``) rather than a tag."""
-    return re.fullmatch(r"sha256:[0-9a-f]{64}", ref) is not None
-
-
 def carried_tag(image_id: str) -> str:
     """The tag a capsule's image gets when it is loaded: ``repro-env:sha256-<24 hex>`` of its
     verified id. Never a name the capsule chose, and never a build's tag (those hash the inputs)."""
@@ -153,33 +147,6 @@ def carried_tag(image_id: str) -> str:
 def is_own_tag(tag: str) -> bool:
     """Whether ``tag`` lies in repro's own namespace (``repro-env:…``)."""
     return tag.startswith(f"{TAG_REPO}:")
-
-
-# A Docker image reference (distribution/reference's grammar): [domain/]path[:tag][@digest].
-# A record's image names are checked against it before any message or engine call uses them.
-MAX_NAME = 255  # the engine's own bound on a repository name
-_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?"
-_REFERENCE = re.compile(
-    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*)"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,128})?",
-    re.ASCII,
-)
-
-
-def is_reference(ref: str) -> bool:
-    """Whether ``ref`` is a well-formed image reference (``repro-base:bookworm``, ``reg:5000/a/b:1``,
-    ``name@sha256:…``) or a full image id, within the engine's length bounds; never a short id."""
-    if not isinstance(ref, str) or len(ref) > 512:
-        return False
-    if is_image_id(ref):
-        return True
-    if re.fullmatch(r"(?:sha256:)?[0-9a-f]{1,64}", ref):
-        return False  # the engine takes it for an id prefix: it could name any local image
-    match = _REFERENCE.fullmatch(ref)
-    return match is not None and len(match.group("name")) <= MAX_NAME
 
 
 # --------------------------------------------------------------------------- layers

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 
 MAX_NODES = 10_000
 FIELDS = ("nodes", "partition", "time", "account", "sbatch_args", "requeue", "environment")
+# What runs the command on the nodes: this interpreter (on a shared filesystem), or the run's image.
+ENVIRONMENTS = ("python", "docker")
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}"
 _NAMES = rf"{_NAME}(?:,{_NAME}){{0,15}}"
@@ -65,7 +67,7 @@ def problem(field: str, value: object) -> str | None:
     if field == "requeue":
         return None if isinstance(value, bool) else f"requeue must be true or false, not {_shown(value)}"
     if field == "environment":
-        ok = value in ("python", "docker")
+        ok = value in ENVIRONMENTS
         return None if ok else f"environment {_shown(value)} is not python or docker"
     if field == "sbatch_args":
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
@@ -115,6 +117,23 @@ def sbatch_arg_problem(arg: object) -> str | None:
 def problems(options: Mapping[str, object]) -> list[str]:
     """Every problem of a set of options (field → value), in field order."""
     return [p for p in (problem(k, v) for k, v in options.items()) if p]
+
+
+def settings_problem(section: Mapping[str, object]) -> tuple[str, str, str] | None:
+    """The first problem of the ``slurm:`` settings (repro.yaml, flags) as (key, message, hint); None
+    when every value has a shape repro passes to sbatch."""
+    for key in ("nodes", "partition", "time", "account", "sbatch_args"):
+        why = problem(key, section.get(key))
+        if why:
+            return key, f"Slurm: {why}", "see README: On a cluster, for the shapes repro passes to sbatch"
+    environment = section.get("environment")
+    if environment not in ENVIRONMENTS:
+        return (
+            "environment",
+            f"unknown slurm.environment {environment!r}",
+            f"choose one of: {', '.join(ENVIRONMENTS)}",
+        )
+    return None
 
 
 def directive(flag: str, value: object | None = None) -> str:

@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,9 @@ from repro.backends.base import (
 )
 from repro.collect import produced
 from repro.collect.checkpoints import RESUMED_FROM_ENV, restored
-from repro.errors import BackendUnavailable, UsageError
+from repro.errors import BackendUnavailable, CapsuleInvalid, UsageError
 from repro.runtime import contract
+from repro.store.capsule import RECORD_NAME, Record
 
 JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output
 NODE_LOGS = "ranks-by-node"  # torchrun's per-rank logs, one directory per node, before renumbering
@@ -80,7 +82,46 @@ class SlurmOptions:
     environment: str = "python"  # python: this interpreter, shared filesystem; docker: the run's image
     grace_s: int = 120  # SIGUSR1 this long before the time limit, when requeue is on
 
+    @classmethod
+    def from_settings(cls, section: Mapping[str, Any]) -> SlurmOptions:
+        """The allocation the ``slurm:`` settings (repro.yaml, flags; checked by `repro.config`) ask for."""
+        return cls(
+            nodes=section["nodes"], partition=section["partition"], time=section["time"],
+            account=section["account"], sbatch_args=tuple(section["sbatch_args"]),
+            requeue=section["requeue"], environment=section["environment"],
+        )  # fmt: skip
+
+    @classmethod
+    def recorded(cls, record: Record) -> SlurmOptions:
+        """The allocation a Slurm run had (its record's ``backend.details``, as `as_dict` wrote it), to
+        ask for the same again; the nodes come from the command.
+
+        Raises:
+            CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
+        """
+        slurm = record.backend.details.get("slurm")
+        asked = slurm.get("options") if isinstance(slurm, dict) else None
+        asked = asked if isinstance(asked, dict) else {}
+        options = cls(
+            nodes=record.command.nodes,
+            partition=asked.get("partition"),
+            time=asked.get("time"),
+            account=asked.get("account"),
+            sbatch_args=asked.get("sbatch_args") or (),  # checked below: a list of text, or refused
+            requeue=bool(asked.get("requeue")),
+            environment=asked.get("environment") or "python",
+        )
+        found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
+        if found:
+            raise CapsuleInvalid(
+                f"run {record.id}: the recorded Slurm options: {found[0]}",
+                member=RECORD_NAME,
+                hint="nothing was submitted; replay it on another backend (--backend docker)",
+            )
+        return replace(options, sbatch_args=tuple(options.sbatch_args))
+
     def as_dict(self) -> dict[str, Any]:
+        """What the record keeps of them (``backend.details["slurm"]["options"]``)."""
         return {
             "nodes": self.nodes, "partition": self.partition, "time": self.time, "account": self.account,
             "sbatch_args": list(self.sbatch_args), "requeue": self.requeue, "environment": self.environment,
@@ -244,8 +285,53 @@ def job_script(
     network, the project, the runtime and the data mounted at their own paths).
     """
     checked(options)
-    job_dir = spec.runtime_dir / JOB_DIR
     q = shlex.quote
+    lines = _directives(spec, options, run_id)
+    lines += ["", "set -u", *(f"unset {name}" for name in _SCRUB)]
+    lines += [f"export {k}={q(v)}" for k, v in sorted(env.items())]
+    if options.requeue:
+        # A requeued job starts this script again: the command continues as `repro resume` does,
+        # the runtime restoring the RNG states recorded when the checkpoint it loads was saved.
+        lines += [
+            'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
+            f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-${contract.RUN_ID_ENV}}}"',
+            "fi",
+        ]
+    lines += [
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "addr=$(scontrol show node \"$head\" -o | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')",
+        'port=$((20000 + SLURM_JOB_ID % 20000))',
+        'echo "repro: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0},'
+        ' first node $head (${addr:-$head}:$port)"',
+    ]  # fmt: skip
+    command = " ".join(q(a) for a in _launch(spec, options, python, env, image))
+    command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
+    if not options.requeue:
+        return "\n".join([*lines, command, ""])
+    # The warning before the time limit (or `scancel --signal=USR1 --batch`) reaches this shell:
+    # pass it to the command through srun, let it save and stop, then put the job back in the queue.
+    lines += [
+        "requeue() {",
+        '    echo "repro: SIGUSR1: asking the command to save, then requeueing job $SLURM_JOB_ID"',
+        '    kill -USR1 "$step" 2>/dev/null; wait "$step"; scontrol requeue "$SLURM_JOB_ID"; exit 0',
+        "}",
+        "trap requeue USR1",
+        command + " &",
+        "step=$!",
+        'while kill -0 "$step" 2>/dev/null; do wait "$step"; status=$?; done',
+        'exit "${status:-0}"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _directives(spec: RunSpec, options: SlurmOptions, run_id: str) -> list[str]:
+    """The script's first line and its ``#SBATCH`` lines: the job, its allocation, requeueing.
+
+    Raises:
+        UsageError: a path of the run that sbatch cannot take (a control character).
+    """
+    job_dir = spec.runtime_dir / JOB_DIR
     try:
         lines = [
             "#!/bin/bash", sbatch.directive("job-name", f"repro-{run_id}"),
@@ -271,23 +357,14 @@ def job_script(
         lines += [sbatch.directive("requeue"), sbatch.directive("signal", f"B:USR1@{options.grace_s}")]
     else:
         lines.append(sbatch.directive("no-requeue"))
-    lines += ["", "set -u", *(f"unset {name}" for name in _SCRUB)]
-    lines += [f"export {k}={q(v)}" for k, v in sorted(env.items())]
-    if options.requeue:
-        # A requeued job starts this script again: the command continues as `repro resume` does,
-        # the runtime restoring the RNG states recorded when the checkpoint it loads was saved.
-        lines += [
-            'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
-            f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-${contract.RUN_ID_ENV}}}"',
-            "fi",
-        ]
-    lines += [
-        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "addr=$(scontrol show node \"$head\" -o | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')",
-        'port=$((20000 + SLURM_JOB_ID % 20000))',
-        'echo "repro: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0},'
-        ' first node $head (${addr:-$head}:$port)"',
-    ]  # fmt: skip
+    return lines
+
+
+def _launch(
+    spec: RunSpec, options: SlurmOptions, python: str, env: dict[str, str], image: str | None
+) -> list[str]:
+    """``srun`` starting one `repro.runtime.node` task per node (in ``image`` when given)."""
+    job_dir = spec.runtime_dir / JOB_DIR
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={options.nodes}", "--ntasks-per-node=1"]
     if spec.nproc_per_node > 1:
         srun.append(f"--cpus-per-task={spec.nproc_per_node}")
@@ -302,25 +379,7 @@ def job_script(
         )
         names = sorted({*env, RESUMED_FROM_ENV} if options.requeue else set(env))
         launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(names)}"]
-    command = " ".join(q(a) for a in [*srun, *launcher])
-    command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
-    if not options.requeue:
-        return "\n".join([*lines, command, ""])
-    # The warning before the time limit (or `scancel --signal=USR1 --batch`) reaches this shell:
-    # pass it to the command through srun, let it save and stop, then put the job back in the queue.
-    lines += [
-        "requeue() {",
-        '    echo "repro: SIGUSR1: asking the command to save, then requeueing job $SLURM_JOB_ID"',
-        '    kill -USR1 "$step" 2>/dev/null; wait "$step"; scontrol requeue "$SLURM_JOB_ID"; exit 0',
-        "}",
-        "trap requeue USR1",
-        command + " &",
-        "step=$!",
-        'while kill -0 "$step" 2>/dev/null; do wait "$step"; status=$?; done',
-        'exit "${status:-0}"',
-        "",
-    ]
-    return "\n".join(lines)
+    return [*srun, *launcher]
 
 
 # --------------------------------------------------------------------------- following the job

@@ -73,7 +73,7 @@ Exit status (stable; README "Exit codes"):
     help="Write a JUnit XML report (one testcase per output, plus metrics and stdout).",
 )
 @options.markdown_option("a summary")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schemas/check.json).")
+@options.json_option("Print the result as JSON (schemas/check.json).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_app
 def check(

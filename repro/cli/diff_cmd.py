@@ -40,7 +40,7 @@ def _either_path(first: Any, second: Any) -> Any:
 @click.command("diff")
 @click.argument("run_a", metavar="RUN_A", shell_complete=complete_ref)
 @click.argument("run_b", metavar="RUN_B", shell_complete=complete_ref)
-@click.option("--json", "as_json", is_flag=True, help="The result as JSON (docs/diff.md, schemas/diff.json).")
+@options.json_option("The result as JSON (docs/diff.md, schemas/diff.json).")
 @options.markdown_option("the tables")
 @click.option("--code", is_flag=True, help="Include the unified diff of changed source files.")
 @click.option(

@@ -32,7 +32,7 @@ from repro.units import plural
     "Build the CUDA image, the one `repro run --gpus` runs in (the same values: all, N or device ids; "
     "the image is the same for any of them). Default: the CPU image."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the image record as JSON (schemas/build.json).")
+@options.json_option("Print the image record as JSON (schemas/build.json).")
 @click.pass_obj
 def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | None, as_json: bool) -> None:
     """Build (or reuse) the environment image for the current lockfile, without running.

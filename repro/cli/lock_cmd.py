@@ -11,6 +11,7 @@ from repro import schemas, ui
 from repro.backends.base import Event
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import build_events
+from repro.cli.options import json_option
 from repro.errors import LockStale, UsageError
 from repro.facts import deps
 from repro.units import plural
@@ -26,7 +27,7 @@ from repro.units import plural
 @click.option("--variant", type=click.Choice(deps.VARIANTS), default="cpu", show_default=True,
               help="cpu: this machine's runs and CPU images; cuda: --gpus images (CUDA torch wheels "
               "for the image's platform).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON (schemas/lock.json).")
+@json_option("Print the outcome as JSON (schemas/lock.json).")
 @pass_app
 def lock(
     app: AppContext, packages: tuple[str, ...], upgrade: bool, check_only: bool, variant: str, as_json: bool

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 import click
 
 from repro import bounds, ui
-from repro.config import BACKENDS, ISAS, MODES, NODE_ENVIRONMENTS, Flags, Layer, Plan, Rank
+from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
+from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.store import signing
 
@@ -51,6 +52,94 @@ def gpus_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+def backend_option(help_text: str) -> Callable[[F], F]:
+    """`--backend`, the same choices in `run`, `check`, `replay` and `resume` (the backend registry's,
+    with auto); ``help_text`` says what the choice means for the command."""
+    return click.option("--backend", type=click.Choice(BACKENDS), default=None, help=help_text)
+
+
+def json_option(help_text: str) -> Callable[[F], F]:
+    """`--json`, as every command that answers with a document takes it (into ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+# The execution options of `run` and `check`, in the order `--help` lists them.
+_EXECUTION: list[Callable[[Any], Any]] = [
+    backend_option("Where to execute (auto: docker when an engine answers, else local)."),
+    click.option(
+        "--seed",
+        type=int,
+        default=None,
+        help="Master seed, 0..4294967295 (default: drawn and recorded).",
+    ),
+    click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        default=None,
+        help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off.",
+    ),
+    click.option(
+        "--data",
+        "data",
+        multiple=True,
+        metavar="PATH",
+        help="Declared input data (repeatable; relative to the current directory); hashed and "
+        "checked on replay.",
+    ),
+    click.option(
+        "--outputs",
+        "outputs",
+        multiple=True,
+        metavar="DIR",
+        help="Output directory (repeatable; relative to the current directory; default: outputs "
+        "at the project root).",
+    ),
+    click.option(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Intra-op CPU threads in strict/gpu mode (default 1). Recorded; a replay runs "
+        "with the recorded N. N>1 is faster on idle cores but may give other bits than 1 "
+        "thread (see README: Threads).",
+    ),
+    click.option(
+        "--isa",
+        type=click.Choice(ISAS),
+        default=None,
+        help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
+    ),
+    click.option(
+        "--nproc-per-node",
+        type=click.IntRange(1),
+        default=None,
+        help="Launch N processes through torchrun --standalone (N=1 too: one rank under torchrun; "
+        "default: the command as given).",
+    ),
+    gpus_option(
+        "GPUs to give the run: all, a count N or device ids (0,1); --gpus alone: all. "
+        "Exit 3 when this machine has fewer."
+    ),  # fmt: skip
+    click.option(
+        "--network/--no-network",
+        default=None,
+        help="Allow network access inside the container (default: none; recorded).",
+    ),
+    click.option(
+        "--trace/--no-trace",
+        default=None,
+        help="Record each parameter's fingerprint after every optimizer step, so a replay "
+        "names the first step and parameter that diverged.",
+    ),
+    click.option(
+        "--allow-nondeterministic-ops/--no-allow-nondeterministic-ops",
+        default=None,
+        help="strict/gpu: an op without a deterministic kernel warns instead of failing the run; "
+        "every such op is counted in the record (a replay then cannot promise identical).",
+    ),
+]
+
+
 def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared execution options; the command receives them as `flags: Flags`."""
 
@@ -59,98 +148,15 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
         kwargs["flags"] = Flags(**{name: kwargs.pop(name) for name in _FLAG_FIELDS})
         return f(*args, **kwargs)
 
-    for option in reversed(
-        [
-            click.option(
-                "--backend",
-                type=click.Choice(BACKENDS),
-                default=None,
-                help="Where to execute (auto: docker when an engine answers, else local).",
-            ),
-            click.option(
-                "--seed",
-                type=int,
-                default=None,
-                help="Master seed, 0..4294967295 (default: drawn and recorded).",
-            ),
-            click.option(
-                "--mode",
-                type=click.Choice(MODES),
-                default=None,
-                help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off.",
-            ),
-            click.option(
-                "--data",
-                "data",
-                multiple=True,
-                metavar="PATH",
-                help="Declared input data (repeatable; relative to the current directory); hashed and "
-                "checked on replay.",
-            ),
-            click.option(
-                "--outputs",
-                "outputs",
-                multiple=True,
-                metavar="DIR",
-                help="Output directory (repeatable; relative to the current directory; default: outputs "
-                "at the project root).",
-            ),
-            click.option(
-                "--threads",
-                type=int,
-                default=None,
-                metavar="N",
-                help="Intra-op CPU threads in strict/gpu mode (default 1). Recorded; a replay runs "
-                "with the recorded N. N>1 is faster on idle cores but may give other bits than 1 "
-                "thread (see README: Threads).",
-            ),
-            click.option(
-                "--isa",
-                type=click.Choice(ISAS),
-                default=None,
-                help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
-            ),
-            click.option(
-                "--nproc-per-node",
-                type=click.IntRange(1),
-                default=None,
-                help="Launch N processes through torchrun --standalone (N=1 too: one rank under torchrun; "
-                "default: the command as given).",
-            ),
-            gpus_option(
-                "GPUs to give the run: all, a count N or device ids (0,1); --gpus alone: all. "
-                "Exit 3 when this machine has fewer."
-            ),  # fmt: skip
-            click.option(
-                "--network/--no-network",
-                default=None,
-                help="Allow network access inside the container (default: none; recorded).",
-            ),
-            click.option(
-                "--trace/--no-trace",
-                default=None,
-                help="Record each parameter's fingerprint after every optimizer step, so a replay "
-                "names the first step and parameter that diverged.",
-            ),
-            click.option(
-                "--allow-nondeterministic-ops/--no-allow-nondeterministic-ops",
-                default=None,
-                help="strict/gpu: an op without a deterministic kernel warns instead of failing the run; "
-                "every such op is counted in the record (a replay then cannot promise identical).",
-            ),
-        ]
-    ):
+    for option in reversed(_EXECUTION):
         wrapper = option(wrapper)
     return wrapper
 
 
-replay_backend = click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default=None,
-    help="Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict). "
+replay_backend = backend_option(
+    "Execute on this backend instead of the recorded one (also REPRO_BACKEND; reported in the verdict). "
     "A capsule file (or a run imported from one) replays in the docker sandbox whatever it names; "
-    "local or slurm here runs its code on this machine, unsandboxed.",
+    "local or slurm here runs its code on this machine, unsandboxed."
 )
 replay_env = click.option(
     "--env",

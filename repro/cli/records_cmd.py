@@ -21,7 +21,7 @@ from repro.ui import records as render
 
 
 @click.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON (schemas/ls.json).")
+@options.json_option("Print the runs as JSON (schemas/ls.json).")
 @click.option("-n", "--last", type=click.IntRange(1), default=None, help="Only the newest N runs.")
 @click.option("-r", "--reverse", is_flag=True, help="Oldest first.")
 @pass_app
@@ -32,10 +32,10 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
     command column is cut to its width (COLUMNS wins); piped or redirected, lines are whole.
     """
     if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
-        from repro.backends import detached
+        from repro import runner
         from repro.cli.events import on_event
 
-        detached.settle(app.store, on_event)
+        runner.settle_detached(app.store, on_event)
     rows = app.store.rows()[::-1]  # the store lists oldest first
     if last is not None:
         rows = rows[:last]
@@ -51,7 +51,7 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
 
 @click.command("show")
 @click.argument("ref", default="latest", shell_complete=complete_ref)
-@click.option("--json", "as_json", is_flag=True, help="The whole record as JSON.")
+@options.json_option("The whole record as JSON.")
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
     """Show a run's record, its lock listed in full (wheels and source builds); for a capsule that
@@ -91,7 +91,7 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 @click.option("--attest", is_flag=True,
               help="capsule: carry the run's in-toto attestation (ATTESTATION.intoto.jsonl), signed with "
               "the --sign key (Ed25519); `repro verify-attestation` checks it.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON (schemas/export.json).")
+@options.json_option("Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
     app: AppContext,
@@ -142,11 +142,11 @@ def export(
         flag = "--with-image" if with_image else "--attest"
         raise UsageError(f"{flag} applies to capsules, not --as {as_}", hint=f"repro export REF {flag}")
     if as_ == "slurm":
-        from repro.exporters.slurm import slurm_script
+        from repro.backends.exporters.slurm import slurm_script
 
         dest, text = Path(output or f"{record.id}.sbatch"), slurm_script(record, image)
     else:
-        from repro.exporters.k8s import k8s_yaml
+        from repro.backends.exporters.k8s import k8s_yaml
 
         dest, text = (
             Path(output or f"{record.id}.yaml"),
@@ -180,7 +180,7 @@ def _k8s_image(record: Record, image: str | None) -> str:
 @click.command("verify")
 @click.argument("ref", shell_complete=complete_ref)
 @options.trust_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schemas/verify.json).")
+@options.json_option("Print the result as JSON (schemas/verify.json).")
 @pass_app
 def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     """Check a capsule's integrity: every member against its checksum, every blob against its

@@ -49,7 +49,7 @@ from repro.ui import verdict as render
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
 )
 @options.trust_options
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON (schemas/replay.json).")
+@options.json_option("Print the verdict as JSON (schemas/replay.json).")
 @options.markdown_option("the verdict")
 @pass_app
 def replay(

@@ -9,25 +9,16 @@ from repro import ui
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, raise_for_status, sigterm_interrupts
-from repro.config import BACKENDS, Flags
+from repro.cli.options import backend_option, json_option
+from repro.config import Flags
 from repro.errors import Interrupted
 from repro.ui import records as render
 
 
 @click.command("resume")
 @click.argument("ref", default="latest", shell_complete=complete_ref)
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default=None,
-    help="Execute on this backend (default: $REPRO_BACKEND, else the original run's).",
-)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the result as JSON (schemas/resume.json: id, status, resumed_from, …).",
-)
+@backend_option("Execute on this backend (default: $REPRO_BACKEND, else the original run's).")
+@json_option("Print the result as JSON (schemas/resume.json: id, status, resumed_from, …).")
 @pass_app
 def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> None:
     """Continue an interrupted, failed or killed run as a new run linked to it.

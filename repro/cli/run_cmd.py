@@ -10,7 +10,7 @@ import click
 from repro import runner, ui
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
-from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, slurm_options
+from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, json_option, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
 from repro.store.capsule import Record
@@ -30,12 +30,9 @@ from repro.ui import records as render
     help="Log the exported capsule as an artifact of the MLflow runs the command starts "
     "(repro.yaml: mlflow.log_capsule).",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the result as one JSON document on stdout (schemas/run.json: id, status, run_dir, …); "
-    "the command's stdout then goes to stderr.",
+@json_option(
+    "Print the result as one JSON document on stdout (schemas/run.json: id, status, run_dir, …); "
+    "the command's stdout then goes to stderr."
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_app
@@ -93,7 +90,6 @@ def submit_and_report(
     """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended.
 
     Returns the record as submitted and its JSON answer (printed by the caller with --json)."""
-    from repro.backends import detached
     from repro.backends.slurm import SlurmBackend
 
     store = app.store
@@ -106,7 +102,7 @@ def submit_and_report(
             ui.info(
                 f"run {r.id} · backend slurm · mode {r.determinism.mode} · seed {r.seeds.master} · detached"
             )
-            job_id = detached.submit(prepared, backend, store, on_event)
+            job_id = runner.submit_detached(prepared, backend, store, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
     if not as_json:

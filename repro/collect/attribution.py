@@ -13,9 +13,9 @@ import fnmatch
 import posixpath
 from pathlib import Path, PurePosixPath
 
-from repro.backends.processes import is_own_output, own_output_files
 from repro.collect import produced
 from repro.collect.reports import written_by
+from repro.store.processes import is_own_output, own_output_files
 
 Stat = tuple[int, int, int]
 

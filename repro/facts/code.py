@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 import pathspec
 
-from repro.backends.processes import own_output_files
 from repro.errors import ReproError, UsageError
 from repro.facts.secrets import Masker, credential_in_file, is_secret_file
 from repro.facts.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
@@ -28,6 +27,7 @@ from repro.facts.secrets.rules import strip_url_credentials
 from repro.facts.secrets.verdicts import Verdicts
 from repro.store.capsule import CodeInfo, FileEntry, RunWarning, is_capsule_file
 from repro.store.hashing import HashCache, hash_bytes, hash_file_cached
+from repro.store.processes import own_output_files
 
 # Never part of a code snapshot, git or not.
 ALWAYS_EXCLUDED = (

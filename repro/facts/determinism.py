@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from repro.runtime import contract
-from repro.store.capsule import DeterminismInfo, RunWarning
+from repro.store.capsule import DeterminismInfo, Record, RunWarning
 
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
 ISA_PINS: dict[str, tuple[str, str, str, str]] = {
@@ -82,6 +82,21 @@ def clock_env(epoch: int | None) -> dict[str, str]:
     if epoch is None or isinstance(epoch, bool) or not 0 <= epoch <= _MAX_EPOCH:
         return {}
     return {SOURCE_DATE_EPOCH: str(epoch)}
+
+
+def run_environment(record: Record) -> dict[str, str]:
+    """The path-free variables every process of the run gets (and an exported job script sets)."""
+    env = dict(record.determinism.env)
+    env.update(clock_env(record.determinism.source_date_epoch))
+    env.update(
+        {
+            contract.RUN_ID_ENV: record.id,
+            contract.SEED_ENV: str(record.seeds.master),
+            "PYTHONHASHSEED": str(record.seeds.pythonhashseed),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
 
 
 def resolve_isa(isa: str, cpu_flags: list[str]) -> str | None:

@@ -17,10 +17,10 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from repro.backends.images import is_image_id
 from repro.errors import ReproError
 from repro.store import atomic
 from repro.store.capsule import Record
+from repro.store.limits import is_image_id
 from repro.store.runs import Store
 
 LEDGER = "images.jsonl"

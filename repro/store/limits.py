@@ -19,10 +19,45 @@ from typing import Any
 import yaml
 
 from repro import bounds
-from repro.backends.images import TEMPLATES, is_image_id, is_reference
 from repro.errors import CapsuleInvalid
 
 RECORD_NAME = "capsule.yaml"
+
+# The Dockerfile templates repro builds from (repro/templates/<name>.Dockerfile).
+TEMPLATES = ("cpu", "cuda")
+
+
+def is_image_id(ref: str) -> bool:
+    """Whether ``ref`` is an immutable image id (``sha256:<64 hex>``) rather than a tag."""
+    return re.fullmatch(r"sha256:[0-9a-f]{64}", ref) is not None
+
+
+# A Docker image reference (distribution/reference's grammar): [domain/]path[:tag][@digest].
+# A record's image names are checked against it before any message or engine call uses them.
+MAX_NAME = 255  # the engine's own bound on a repository name
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]{{1,5}})?"
+_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,128})?",
+    re.ASCII,
+)
+
+
+def is_reference(ref: str) -> bool:
+    """Whether ``ref`` is a well-formed image reference (``repro-base:bookworm``, ``reg:5000/a/b:1``,
+    ``name@sha256:…``) or a full image id, within the engine's length bounds; never a short id."""
+    if not isinstance(ref, str) or len(ref) > 512:
+        return False
+    if is_image_id(ref):
+        return True
+    if re.fullmatch(r"(?:sha256:)?[0-9a-f]{1,64}", ref):
+        return False  # the engine takes it for an id prefix: it could name any local image
+    match = _REFERENCE.fullmatch(ref)
+    return match is not None and len(match.group("name")) <= MAX_NAME
+
 
 # Bounds on what a capsule may cost before it is trusted (each with its reason).
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record with 100k manifest entries is ~11 MB

@@ -38,7 +38,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from repro.backends.processes import pid_alive
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.store import atomic
 from repro.store.capsule import (
@@ -51,6 +50,7 @@ from repro.store.capsule import (
     verify_tar,
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
+from repro.store.processes import pid_alive
 from repro.units import plural
 
 STORE_DIR = ".repro"

@@ -155,7 +155,8 @@ def test_a_requeued_job_continues_as_repro_resume_and_ends_with_the_weights_of_a
     assert requeued.results.status == "succeeded" and requeued.resumed_from is None  # one run, one job
     assert _output_hash(requeued, "outputs/model.pt") == _output_hash(straight, "outputs/model.pt")
     r = project.repro("show", run_id)
-    assert "1 restart" in r.out and "restart(s)" not in r.out and "restored checkpoints/requeued/last.pt" in r.out
+    assert "1 restart" in r.out and "restart(s)" not in r.out
+    assert "restored checkpoints/requeued/last.pt" in r.out
 
 
 def test_a_two_node_ddp_run_puts_one_rank_on_each_node_and_replays_identical_on_one_machine(

@@ -6,8 +6,8 @@ import subprocess
 
 import yaml
 
-from repro.exporters.k8s import k8s_yaml
-from repro.exporters.slurm import slurm_script
+from repro.backends.exporters.k8s import k8s_yaml
+from repro.backends.exporters.slurm import slurm_script
 from repro.facts.determinism import plan
 from repro.facts.seeds import make_seeds
 from repro.store.capsule import ImageInfo, Record

@@ -229,7 +229,7 @@ def test_the_environment_a_capsule_asks_for_is_filtered() -> None:
 
 
 def test_a_clock_out_of_range_in_a_capsule_is_never_set(tmp_path: Path) -> None:
-    from repro.runner import run_environment
+    from repro.facts.determinism import run_environment
 
     tar, _ = _genuine(tmp_path)
     bad = _forge(tar, tmp_path / "bad.tar", _edit_record(_set("determinism.source_date_epoch", 10**30)))

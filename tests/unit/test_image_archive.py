@@ -20,6 +20,7 @@ from repro.backends import imagearchive, images
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.replay import base_note
 from repro.store import images as store_images
+from repro.store import limits
 from repro.store.capsule import RECORD_NAME, ImageInfo, Record, dump_record, load_record
 from repro.store.runs import Store
 
@@ -158,7 +159,7 @@ def test_a_truncated_or_foreign_archive_is_capsule_invalid() -> None:
      "localhost/x", "ghcr.io/a/b@sha256:" + "c" * 64, "sha256:" + "d" * 64, "a__b-c.d/e"],
 )  # fmt: skip
 def test_image_references_in_docker_grammar_are_accepted(ref: str) -> None:
-    assert images.is_reference(ref)
+    assert limits.is_reference(ref)
 
 
 @pytest.mark.parametrize(
@@ -168,12 +169,12 @@ def test_image_references_in_docker_grammar_are_accepted(ref: str) -> None:
      "3c1a17ede9ca"],
 )  # fmt: skip
 def test_other_strings_are_no_image_reference(ref: str) -> None:
-    assert not images.is_reference(ref)
+    assert not limits.is_reference(ref)
 
 
 def test_a_loaded_image_is_tagged_by_its_id_in_repro_s_namespace() -> None:
     tag = images.carried_tag(ID_A)
-    assert tag == f"repro-env:sha256-{ID_A[7:31]}" and images.is_reference(tag) and images.is_own_tag(tag)
+    assert tag == f"repro-env:sha256-{ID_A[7:31]}" and limits.is_reference(tag) and images.is_own_tag(tag)
     assert not images.is_own_tag("repro-base:bookworm") and not images.is_own_tag("repro-envy:x")
 
 

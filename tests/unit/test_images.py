@@ -16,6 +16,7 @@ from repro.errors import BuildError, NotFoundError
 from repro.facts.lockfile import parse_lockfile
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.sources import Sources
+from repro.store import limits
 
 BASE_ID = "sha256:" + "ab" * 32
 
@@ -38,7 +39,7 @@ TORCH_LOCK = _lock_text("filelock", "torch", "nvidia-cublas-cu12", "typing-exten
 
 
 def test_render_puts_the_base_id_in_from_and_copies_no_code() -> None:
-    for template in images.TEMPLATES:
+    for template in limits.TEMPLATES:
         text = images.render_dockerfile(template, BASE_ID, TORCH_LOCK)
         assert f"FROM {BASE_ID}\n" in text
         assert "{{" not in text
@@ -96,8 +97,8 @@ def test_labels_and_image_ids() -> None:
     assert labels[images.LABEL_LOCK] == images.lock_hash(b"x")
     assert labels[images.LABEL_BASE] == BASE_ID and labels[images.LABEL_TEMPLATE] == "cpu"
     assert images.LABEL_VERSION in labels
-    assert images.is_image_id(BASE_ID)
-    assert not images.is_image_id("repro-base:bookworm") and not images.is_image_id("sha256:abc")
+    assert limits.is_image_id(BASE_ID)
+    assert not limits.is_image_id("repro-base:bookworm") and not limits.is_image_id("sha256:abc")
 
 
 LOCK = """\

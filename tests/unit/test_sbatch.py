@@ -10,9 +10,9 @@ import pytest
 from repro import config
 from repro.backends import sbatch
 from repro.backends.base import RunSpec
+from repro.backends.exporters.slurm import slurm_script
 from repro.backends.slurm import SlurmOptions, job_script
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode, UsageError
-from repro.exporters.slurm import slurm_script
 from repro.store.capsule import Record
 
 INJECTED = "debug\ntouch /tmp/repro-injected"

@@ -6,7 +6,7 @@ submits anything.
 
 from __future__ import annotations
 
-from repro.runner import run_environment
+from repro.facts.determinism import run_environment
 from repro.runtime import contract
 from repro.store.capsule import Record
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from repro.exporters import export_env, layout, script_args
+from repro.backends.exporters import export_env, layout, script_args
 from repro.store.capsule import Record
 
 PYTORCHJOB_API = "kubeflow.org/v1"

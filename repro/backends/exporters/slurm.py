@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 
 from repro.backends import sbatch
+from repro.backends.exporters import export_env, layout, script_args
 from repro.errors import CapsuleInvalid
-from repro.exporters import export_env, layout, script_args
 from repro.store.capsule import RECORD_NAME, Record
 from repro.units import plural
 
