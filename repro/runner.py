@@ -65,6 +65,7 @@ from repro.store.capsule import (
     SharedWrite,
 )
 from repro.store.hashing import HashCache
+from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
 
@@ -360,7 +361,7 @@ def _inside(root: Path, rel: str, what: str) -> str:
 
 def discard(prepared: Prepared) -> None:
     """Remove the directory of a run that never started (nothing of it is worth keeping)."""
-    if not (prepared.run_dir / "capsule.yaml").is_file():
+    if not RunDir(prepared.run_dir).record.is_file():
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
 
 
@@ -393,9 +394,8 @@ def build_spec(
 ) -> RunSpec:
     """What a backend executes. ``variables``: the user's variables for the command
     (`repro.facts.command_env`), under repro's own, which win."""
-    work = run_dir / "work"
-    runtime = work / "runtime"
-    runtime.mkdir(parents=True, exist_ok=True)
+    layout = RunDir(run_dir)
+    layout.runtime.mkdir(parents=True, exist_ok=True)
     env = {**(variables or {}), **run_environment(record)}
     env["REPRO_OUTPUTS"] = os.pathsep.join(outputs)
     env["REPRO_DATA"] = os.pathsep.join(data)
@@ -404,9 +404,9 @@ def build_spec(
         project_root=code_root,
         workdir=record.command.cwd,
         env=env,
-        runtime_dir=runtime,
-        stdout_path=work / "stdout.log",
-        stderr_path=work / "stderr.log",
+        runtime_dir=layout.runtime,
+        stdout_path=layout.stdout,
+        stderr_path=layout.stderr,
         data=data,
         data_root=data_root,
         outputs=outputs,
