@@ -101,11 +101,6 @@ class Prepared:
     masker: Masker | None = None  # None: secrets of this process's environment only
     foreign: bool = False  # made from a run from elsewhere (repro/sandbox.py): host tracking URIs only
 
-    @property
-    def declares_deps(self) -> bool:
-        """Whether the run has dependencies to lock (and so an image to build)."""
-        return self.spec.lockfile is not None or (self.lock is not None and self.lock.source is not None)
-
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
 
