@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import interrupt, runner
+from repro import interrupt, runner, start
 from repro.backends.base import Event, OnEvent
 from repro.compare import reasons as codes
 from repro.compare.verdict import (
@@ -143,7 +143,7 @@ def run_check(
     request = requests[0]  # a Hydra app writes into the same directory in every run
     result = CheckResult(kind="repeat", mode=plan.mode, seed=plan.settings.seed)
     options = CompareOptions.from_settings(plan.settings)
-    backend = None
+    where = start.Start.from_settings(plan.settings)  # chosen by run 1, kept for the others
     first: Side | None = None
 
     def judge(run: LoadedRun) -> None:
@@ -155,26 +155,18 @@ def run_check(
         run.record.verification = verification(verdict, result.records[0].id)
         result.verdicts.append(verdict)
 
-    for i in range(runs):
-        prepared = runner.capture(request, plan, store, on_event, progress)
-        record = prepared.record
-        record.kind = KIND
+    def prepare(prepared: runner.Prepared) -> None:
+        prepared.record.kind = KIND
         if result.records:
-            record.parent = result.records[0].id
+            prepared.record.parent = result.records[0].id
             _same_clock(prepared, result.records[0])
-        if backend is None:
-            backend = runner.select_backend(
-                plan.settings.backend,
-                on_event,
-                need_lock=prepared.declares_deps,
-                slurm=runner.slurm_options(plan.settings),
-                base_image=prepared.spec.base_image,
-            )
-        on_event(Event("info", f"check run {i + 1}/{runs}: {record.id} · backend {backend.name} · mode "
-                               f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-        record = _record_run(
-            result, runner.execute(prepared, backend, store, on_event, before_seal=judge), on_record
-        )
+
+    for i in range(runs):
+        record = start.run(
+            request, plan, store, on_event, start=where, prepare=prepare, progress=progress,
+            head=f"check run {i + 1}/{runs}:", before_seal=judge,
+        )  # fmt: skip
+        record = _record_run(result, record, on_record)
         result.seed = record.seeds.master
         result.mode = verifiable_mode(*(r.determinism for r in result.records))
         plan = plan.with_seed(record.seeds.master)
@@ -221,20 +213,15 @@ def run_interrupt_check(
     prepared = runner.capture(request, plan, store, on_event)
     first = prepared.record
     first.kind = KIND
-    backend = runner.select_backend(
-        plan.settings.backend,
-        on_event,
-        need_lock=prepared.spec.lockfile is not None,
-        base_image=prepared.spec.base_image,
-    )
+    where = start.Start.from_settings(plan.settings)  # chosen by the uninterrupted run, kept for the others
     result = CheckResult(kind="interrupt", mode=first.determinism.mode, seed=first.seeds.master)
     scratch_dirs = [_scratch_copy(store, first)]
     try:
         prepared.spec.project_root, prepared.spec.data_root = scratch_dirs[0], store.root
         prepared.spec.env.update(TRACE_ENV)
         prepared.outputs_before, prepared.tree_before = {}, None
-        on_event(Event("info", f"check --interrupt: uninterrupted run {first.id} · backend {backend.name}"))
-        first = _record_run(result, runner.execute(prepared, backend, store, on_event), on_record)
+        head = f"check --interrupt: uninterrupted run {first.id}"
+        first = _record_run(result, start.execute(prepared, where, store, on_event, head=head), on_record)
         if result.failed is not None:
             return result
         reference = _resume_traces(store, first)
@@ -249,7 +236,7 @@ def run_interrupt_check(
                 f"({total} steps): there is no point to interrupt it at",
                 hint="save a checkpoint during training (torch.save every epoch) and load it when present",
             )
-        attempt = _Attempts(result, first, reference, store, plan, backend, on_event, on_record)
+        attempt = _Attempts(result, first, reference, store, plan, where, on_event, on_record)
         for step in steps:
             scratch_dirs.append(_scratch_copy(store, first))
             verdict = attempt.run(step, scratch_dirs[-1])
@@ -286,7 +273,7 @@ class _Attempts:
     reference: dict[int, list[dict[str, Any]]]  # its resume trace, by rank
     store: Store
     plan: Plan
-    backend: Any
+    where: start.Start  # the backend the uninterrupted run chose
     on_event: OnEvent
     on_record: Callable[[Record], None] | None
 
@@ -300,7 +287,8 @@ class _Attempts:
             self.result.notes.append(
                 f"run {killed.id} ended before optimizer step {step}: nothing was interrupted"
             )
-        resumed = resume(self.store, killed.id, self.plan, self.on_event, backend=self.backend.name,
+        backend = self.where.chosen.name if self.where.chosen is not None else None
+        resumed = resume(self.store, killed.id, self.plan, self.on_event, backend=backend,
                          env=TRACE_ENV, root=scratch)  # fmt: skip
         _record_run(self.result, resumed, self.on_record)
         if self.result.failed is not None:
@@ -323,16 +311,16 @@ class _Attempts:
         record.kind, record.parent = KIND, first.id
         run_dir = store.begin_run(record.id, record.command.argv)
         data = [i.path for i in first.data.inputs]
-        lock = _lock_copy(store, first, run_dir)
+        lock = start.restore_lockfile(first, store.read_blob, run_dir)
         outputs, argv = list(first.results.output_roots), first.command.executed()
         base = self.plan.settings.base_image
         spec = runner.build_spec(
             record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root
         )
         spec.env.update({**TRACE_ENV, contract.INTERRUPT_AT_STEP_ENV: str(step)})
-        self.on_event(Event("info", f"check --interrupt: {record.id} is killed after optimizer step {step}"))
         prepared = runner.Prepared(record, spec, run_dir, {}, self.plan.settings)
-        return runner.execute(prepared, self.backend, store, self.on_event)
+        head = f"check --interrupt: {record.id} is killed after optimizer step {step}"
+        return start.execute(prepared, self.where, store, self.on_event, head=head)
 
     def _explain(self, verdict: Verdict, resumed: Record) -> None:
         rows = _resume_traces(self.store, resumed)
@@ -360,15 +348,6 @@ def _scratch_copy(store: Store, record: Record) -> Path:
     restore_code(record.code, store.blob_path, scratch)
     (scratch / record.command.cwd).mkdir(parents=True, exist_ok=True)
     return scratch
-
-
-def _lock_copy(store: Store, record: Record, run_dir: Path) -> Path | None:
-    raw = store.read_blob(record.deps.lock_blob)
-    if raw is None:
-        return None
-    path = run_dir / "work" / "requirements.lock.txt"
-    path.write_bytes(raw)
-    return path
 
 
 # --------------------------------------------------------------------------- against

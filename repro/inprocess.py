@@ -43,6 +43,7 @@ from repro.runner import now_iso
 from repro.runtime import contract
 from repro.store.capsule import CommandInfo, Record, RunWarning
 from repro.store.hashing import HashCache
+from repro.store.rundir import RunDir
 from repro.store.runs import Store, new_run_id
 
 IN_PROCESS_NOTE = (
@@ -155,7 +156,7 @@ def _begin(
     record.results.output_roots = outputs
     record.warn("in_process", IN_PROCESS_NOTE)
     run_dir = store.begin_run(record.id, argv)
-    (run_dir / "work" / "runtime").mkdir(parents=True, exist_ok=True)
+    RunDir(run_dir).runtime.mkdir(parents=True, exist_ok=True)
     return record, run_dir, masker
 
 
@@ -163,7 +164,7 @@ def _variables(record: Record, run_dir: Path, root: Path) -> dict[str, str]:
     """What the optional API and the integrations read to find the run."""
     return {
         contract.RUN_ID_ENV: record.id,
-        contract.RUNTIME_DIR_ENV: str(run_dir / "work" / "runtime"),
+        contract.RUNTIME_DIR_ENV: str(RunDir(run_dir).runtime),
         contract.SEED_ENV: str(record.seeds.master),
         contract.MODE_ENV: record.determinism.mode,
         contract.PROJECT_ROOT_ENV: str(root),
@@ -204,7 +205,7 @@ def _finish(
     res.finished = now_iso()
     res.duration_s = round(time.perf_counter() - started, 3)
     res.status, res.exit_code = ("failed", 1) if failed else ("succeeded", 0)
-    runtime = run_dir / "work" / "runtime"
+    runtime = RunDir(run_dir).runtime
     metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import __version__, sandbox
+from repro import __version__, sandbox, start
 from repro import window as windows
-from repro.backends.base import BuiltImage, Event, OnEvent, RunSpec, Terminal
+from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
 from repro.compare import rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
@@ -35,7 +35,7 @@ from repro.facts.lockfile import freeze_diff
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
-from repro.runner import Prepared, build_spec, execute, now_iso, select_backend
+from repro.runner import Prepared, build_spec, now_iso
 from repro.store import signing
 from repro.store.capsule import (
     IMAGE_MEMBER,
@@ -49,6 +49,7 @@ from repro.store.capsule import (
     open_member,
 )
 from repro.store.hashing import HashCache
+from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
 
 if TYPE_CHECKING:
@@ -269,6 +270,59 @@ def run_replay(
             no host backend named).
         CapsuleInvalid: recorded Slurm options of a shape repro does not pass to sbatch.
     """
+    loaded = _replayable(request, store, on_event)
+    original = loaded.record
+    placement = sandbox.place(plan, original.backend.name, loaded.foreign)
+    sandbox.require_engine(placement)
+    plan = placement.plan
+    notes: list[str] = []
+    if placement.note:
+        _say(placement.note, notes, on_event)
+    _refuse_hidden_secrets(original)
+    data_root = (request.data_root or store.root).resolve()
+    drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
+    if drift:
+        notes.append(drift.describe() + " (allowed by --allow-data-drift)")
+    window = None
+    if request.from_checkpoint:
+        window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))
+        notes.append(window.describe())
+    record, variables = _new_record(request, original, plan.settings, notes, on_event)
+    record.kind = kind
+    if code is not None:
+        record.code = code
+    world_changed = _fit_world_size(request, original, record, notes)
+    run = _Execution(loaded, record, plan.settings, data_root, variables, notes, window)
+    root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
+    _what_differed(original, record, notes, on_event)
+    verdict = _compare(request, store, loaded, record, plan.settings, window, notes)
+    if world_changed and verdict.status == "identical":
+        verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
+    verdict.notes += notes
+    shutil.rmtree(root, ignore_errors=True)
+    for note in notes:
+        record.warn("replay_condition", note)
+    record.verification = verification(verdict, original.id)
+    store.seal(record, run.run_dir)
+    trackers.report_verdict(
+        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
+    )
+    return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def _say(note: str, notes: list[str], on_event: OnEvent) -> None:
+    """Tell a condition of the replay now, and keep it for the verdict."""
+    on_event(Event("info", note))
+    notes.append(note)
+
+
+def _replayable(request: ReplayRequest, store: Store, on_event: OnEvent) -> LoadedRun:
+    """The run the request names, in the store, with a command to replay.
+
+    Raises:
+        UsageError: a run captured in-process; an ``--env`` name no record may set.
+        NotFoundError, CapsuleInvalid: see `resolve_trusted`.
+    """
     loaded = resolve_trusted(store, request.ref, request.trust, on_event)
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
@@ -279,14 +333,11 @@ def run_replay(
             hint="record it with `repro run` to make it replayable",
         )
     command_env.check_asked(request.env)
-    placement = sandbox.place(plan, original.backend.name, loaded.foreign)
-    sandbox.require_engine(placement)
-    plan = placement.plan
-    settings = plan.settings
-    notes: list[str] = []
-    if placement.note:
-        on_event(Event("info", placement.note))
-        notes.append(placement.note)
+    return loaded
+
+
+def _refuse_hidden_secrets(original: Record) -> None:
+    """Raises: UsageError: the recorded command hides secret values, so it is not what ran."""
     hidden = redacted_options(original.command.argv)
     if hidden:
         raise UsageError(
@@ -295,17 +346,14 @@ def run_replay(
             hint="record the run again with secrets passed through environment variables, "
             "which the run inherits and the record never keeps",
         )
-    data_root = (request.data_root or store.root).resolve()
-    drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
-    if drift:
-        notes.append(drift.describe() + " (allowed by --allow-data-drift)")
 
-    window = None
-    if request.from_checkpoint:
-        window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))
-        notes.append(window.describe())
+
+def _new_record(
+    request: ReplayRequest, original: Record, settings: Settings, notes: list[str], on_event: OnEvent
+) -> tuple[Record, dict[str, str]]:
+    """The replay's record, contained (`contain`), with the recorded variables it sets again;
+    what it does not get, and what to expect of this machine's GPUs and the mode, is said."""
     record = replay_record(original, settings)
-    record.kind = kind
     contained = contain(record, original, request.network)
     passed = command_env.select(original.env.variables, request.env, settings.env_allow)
     record.env.variables.update(passed.env)
@@ -313,89 +361,141 @@ def run_replay(
     for name in command_env.unknown(request.env, original.env.variables):
         contained.append(f"--env {name}: the record holds no such variable")
     for note in contained:
-        on_event(Event("info", note))
-    notes += contained
-    gpu_note = gpu_hardware_note(original.env, record.env) if uses_gpu(original) else None
-    if gpu_note:
-        on_event(Event("info", gpu_note))
-        notes.append(gpu_note)
+        _say(note, notes, on_event)
+    if uses_gpu(original):
+        _say(gpu_hardware_note(original.env, record.env), notes, on_event)
     expect = expectation(original.determinism)
     if expect:
-        on_event(Event("info", expect))
-        notes.append(expect)
-    if code is not None:
-        record.code = code
+        _say(expect, notes, on_event)
+    return record, passed.env
+
+
+def _fit_world_size(request: ReplayRequest, original: Record, record: Record, notes: list[str]) -> bool:
+    """Replay with the process count asked for; whether it changed the world size.
+
+    Raises:
+        UsageError: another process count without --allow-world-size-change.
+    """
     nproc = original.command.nproc_per_node
     asked = request.nproc_per_node or nproc
-    world_changed = asked != nproc
-    if world_changed:
-        if not request.allow_world_size_change:
-            raise UsageError(
-                f"the run used {nproc} process(es); replaying with {asked} changes the result",
-                hint="pass --allow-world-size-change to do it anyway (then within_tolerance at best)",
-            )
-        notes.append(f"world size changed: {nproc} → {asked}")
-        record.command.nproc_per_node = asked
+    if asked == nproc:
+        return False
+    if not request.allow_world_size_change:
+        raise UsageError(
+            f"the run used {nproc} process(es); replaying with {asked} changes the result",
+            hint="pass --allow-world-size-change to do it anyway (then within_tolerance at best)",
+        )
+    notes.append(f"world size changed: {nproc} → {asked}")
+    record.command.nproc_per_node = asked
+    return True
 
-    run_dir = store.begin_run(record.id, record.command.argv)
-    if loaded.foreign:
-        store.mark_foreign(record.id, f"made from {original.id}, a run from elsewhere")
-    try:
-        root = _restore(record, store.blob_path if code is not None else loaded.blob_path, run_dir, notes)
-        lockfile = _restore_lock(original, loaded, run_dir)
+
+@dataclass
+class _Execution:
+    """The replay's run: its code restored beside it, started like every run (`repro.start`)."""
+
+    loaded: LoadedRun
+    record: Record
+    settings: Settings
+    data_root: Path
+    variables: dict[str, str]  # the recorded variables set again
+    notes: list[str]
+    window: windows.Window | None
+    run_dir: Path = field(init=False)
+
+    def execute(self, store: Store, on_event: OnEvent, blob_path: Callable[[str], Path] | None) -> Path:
+        """Restore the code beside the run and execute it; returns the restored code's directory.
+
+        ``blob_path``: where other code's files are (`check --against`), else the recorded run's.
+        """
+        original, record = self.loaded.record, self.record
+        self.run_dir = store.begin_run(record.id, record.command.argv)
+        if self.loaded.foreign:
+            store.mark_foreign(record.id, f"made from {original.id}, a run from elsewhere")
+        wanted = self.settings.backend
+        try:
+            root = _restore(record, blob_path or self.loaded.blob_path, self.run_dir, self.notes)
+            prepared = self._prepare(root)
+            where = start.Start(wanted, recorded_slurm_options(original) if wanted == "slurm" else None)
+        except BaseException:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
+        shown_mode = record.determinism.mode
+        if original.determinism.applied is False:
+            shown_mode += " (not applied in the original: the repro runtime did not load)"
+        start.execute(
+            prepared, where, store, on_event, head=f"replaying {original.id} as {record.id}",
+            mode=shown_mode, ready=lambda backend: self._ready(backend, prepared.spec),
+        )  # fmt: skip
+        return root
+
+    def _prepare(self, root: Path) -> Prepared:
+        """The run as a backend executes it: the recorded command, data, outputs and lockfile."""
+        original, record, settings = self.loaded.record, self.record, self.settings
+        lockfile = start.restore_lockfile(original, self.loaded.read_blob, self.run_dir)
         outputs = list(original.results.output_roots) or ["outputs"]
         data = [item.path for item in original.data.inputs]
         spec = build_spec(
-            record, root, run_dir, data, outputs, lockfile, settings.base_image,
-            original.command.executed(), data_root=data_root, variables=passed.env,
+            record, root, self.run_dir, data, outputs, lockfile, settings.base_image,
+            original.command.executed(), data_root=self.data_root, variables=self.variables,
         )  # fmt: skip
         spec.terminal = Terminal.recorded(original.backend.details)  # a TTY where the original had one
-        if window is not None:
-            windows.prepare(window, spec, original, loaded.read_blob)
-        _carry_image(spec, original, loaded)
-        wanted = settings.backend
-        _fit_layout(record, wanted, notes)
+        if self.window is not None:
+            windows.prepare(self.window, spec, original, self.loaded.read_blob)
+        _carry_image(spec, original, self.loaded)
+        _fit_layout(record, settings.backend, self.notes)
         spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
-        slurm = recorded_slurm_options(original) if wanted == "slurm" else None
-        backend = select_backend(wanted, on_event, need_lock=lockfile is not None, slurm=slurm)
+        tree = snapshot_tree(root, data)
+        return Prepared(
+            record, spec, self.run_dir, {}, settings, tree_before=tree, foreign=self.loaded.foreign
+        )
+
+    def _ready(self, backend: Backend, spec: RunSpec) -> list[str]:
+        """Fit the replay to the chosen backend: where its MLflow runs go (said after the status line)."""
+        original = self.loaded.record
         if backend.name != original.backend.name:
-            notes.append(f"backend changed: {original.backend.name} → {backend.name}")
-        record.backend.requested = wanted
+            self.notes.append(f"backend changed: {original.backend.name} → {backend.name}")
+        self.record.backend.requested = self.settings.backend
         tracking, where = mlflow_stores.replay_environment(
-            original.results.trackers, backend.name, loaded.foreign
+            original.results.trackers, backend.name, self.loaded.foreign
         )
         spec.env.update(tracking)  # the host's store, never one the capsule names
-    except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    prepared = Prepared(
-        record, spec, run_dir, {}, settings, tree_before=snapshot_tree(root, data), foreign=loaded.foreign
-    )
-    shown_mode = record.determinism.mode
-    if original.determinism.applied is False:
-        shown_mode += " (not applied in the original: the repro runtime did not load)"
-    on_event(Event("info", f"replaying {original.id} as {record.id} · backend {backend.name} · mode "
-                           f"{shown_mode} · seed {record.seeds.master}"))  # fmt: skip
-    if where:
-        on_event(Event("info", where))
-    execute(prepared, backend, store, on_event)
+        return [where] if where else []
+
+
+def _what_differed(original: Record, record: Record, notes: list[str], on_event: OnEvent) -> None:
+    """Note how the replay's environment differed from the original's: image base, packages, CPU, CUDA."""
     gone = mlflow_stores.left_in_copy(record.results.trackers)
     if gone:
         notes.append(gone)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
-        on_event(Event("info", other_base))
-        notes.append(other_base)
-    if backend.name == "local" and original.deps.freeze and record.deps.freeze:
+        _say(other_base, notes, on_event)
+    if record.backend.name == "local" and original.deps.freeze and record.deps.freeze:
         changed = freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:
             shown = "; ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
             notes.append(f"installed packages differ from the record: {shown}")
     if original.env.cpu_model != record.env.cpu_model:
         notes.append(f"other CPU: {original.env.cpu_model} → {record.env.cpu_model}")
-    if gpu_note and original.env.cuda and record.env.cuda and original.env.cuda != record.env.cuda:
-        cuda = f"{original.env.cuda} → {record.env.cuda}"
-        notes.append(f"CUDA changed: {cuda} (expect within_tolerance at best)")
+    cuda = original.env.cuda and record.env.cuda and original.env.cuda != record.env.cuda
+    if uses_gpu(original) and cuda:
+        notes.append(
+            f"CUDA changed: {original.env.cuda} → {record.env.cuda} (expect within_tolerance at best)"
+        )
+
+
+def _compare(
+    request: ReplayRequest,
+    store: Store,
+    loaded: LoadedRun,
+    record: Record,
+    settings: Settings,
+    window: windows.Window | None,
+    notes: list[str],
+) -> Verdict:
+    """The replay against its record: a window against the trace, a resumed chain by its outputs."""
+    original = loaded.record
     replayed = store.load_run(record.id)
     mode = verifiable_mode(original.determinism, record.determinism)
     if original.determinism.applied is False or record.determinism.applied is False:
@@ -405,24 +505,11 @@ def run_replay(
         )
     tol, options = tolerance(mode, request.atol, request.rtol), CompareOptions.from_settings(settings)
     if window is not None:
-        verdict = windows.compare(side(loaded), side(replayed), window, mode, tol, options)
-    elif original.resumed_from:
+        return windows.compare(side(loaded), side(replayed), window, mode, tol, options)
+    if original.resumed_from:
         notes.append(resumed_note(store, original))
-        verdict = compare_runs(outputs_only(side(loaded)), outputs_only(side(replayed)), mode, tol, options)
-    else:
-        verdict = compare_runs(side(loaded), side(replayed), mode, tol, options)
-    if world_changed and verdict.status == "identical":
-        verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
-    verdict.notes += notes
-    shutil.rmtree(root, ignore_errors=True)
-    for note in notes:
-        record.warn("replay_condition", note)
-    record.verification = verification(verdict, original.id)
-    store.seal(record, run_dir)
-    trackers.report_verdict(
-        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
-    )
-    return ReplayOutcome(original, record, verdict, drift, notes)
+        return compare_runs(outputs_only(side(loaded)), outputs_only(side(replayed)), mode, tol, options)
+    return compare_runs(side(loaded), side(replayed), mode, tol, options)
 
 
 def base_note(recorded: ImageInfo | None, built: ImageInfo | None) -> str | None:
@@ -537,7 +624,7 @@ def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
 def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, notes: list[str]) -> Path:
     """Write the record's code into a scratch directory next to the run."""
     original = record
-    dest = run_dir / "code"
+    dest = RunDir(run_dir).code
     dest.mkdir(parents=True, exist_ok=True)
     missing = restore_code(original.code, blob_path, dest)
     script = next((a for a in original.command.argv[1:] if a.endswith(".py")), None)
@@ -565,12 +652,3 @@ def _carry_image(spec: RunSpec, original: Record, loaded: LoadedRun) -> None:
         build_seconds=image.build_seconds or 0.0,
     )
     spec.image_archive = functools.partial(open_member, loaded.image_archive, IMAGE_MEMBER)
-
-
-def _restore_lock(original: Record, loaded: LoadedRun, run_dir: Path) -> Path | None:
-    raw = loaded.read_blob(original.deps.lock_blob)
-    if raw is None:
-        return None
-    path = run_dir / "work" / "requirements.lock.txt"
-    path.write_bytes(raw)
-    return path

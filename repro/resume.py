@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import runner, sandbox
-from repro.backends.base import Event, OnEvent, RunResult
+from repro import runner, sandbox, start
+from repro.backends.base import Backend, Event, OnEvent, RunResult
 from repro.collect import attribution, checkpoints
 from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
@@ -73,15 +73,8 @@ def resume(
     found = find_resumable(store, ref, plan.settings)
     original = found.record
     foreign = store.is_foreign(original.id)
-    placement = sandbox.place(plan, original.backend.name, foreign)
-    if backend is None:
-        sandbox.require_engine(placement)
-    plan = placement.plan
+    plan, backend = _placed(plan, original, foreign, backend, on_event)
     settings = plan.settings
-    backend = backend or settings.backend
-    if placement.note:
-        on_event(Event("info", placement.note))
-    passed = command_env.select(original.env.variables, allowed=settings.env_allow)
     if found.salvaged:
         on_event(
             Event(
@@ -92,45 +85,74 @@ def resume(
     check_code(store, settings, original, root)
     check_recorded_data(original, store.root, store, False, store.read_blob)
     record = resumed_record(original, settings)
+    passed = command_env.select(original.env.variables, allowed=settings.env_allow)
     record.env.variables.update(passed.env)
     if foreign:  # as a replay does: repro's own list of variables, never a record's
         record.determinism.env, _ = allowed_env(original.determinism.env)
-    run_dir = store.begin_run(record.id, record.command.argv)
-    if foreign:
-        store.mark_foreign(record.id, f"resumed {original.id}, a run from elsewhere")
-    outputs = list(original.results.output_roots) or list(settings.outputs)
-    lockfile = _restore_lock(store, original, run_dir)
-    spec = runner.build_spec(
-        record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
-        settings.base_image, original.command.executed(), data_root=store.root, variables=passed.env,
-    )  # fmt: skip
-    spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
-    spec.env.update(env or {})
-    checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
-    try:
-        chosen = runner.select_backend(
-            backend, on_event, need_lock=lockfile is not None,
-            slurm=recorded_slurm_options(original) if backend == "slurm" else None,
-        )  # fmt: skip
-    except BaseException:
-        store.remove_run(record.id)
-        raise
-    record.backend.requested = backend
-    if on_start is not None:
-        on_start(record)
-    on_event(Event("info", f"resuming {original.id} as {record.id} · backend {chosen.name} · mode "
-                           f"{record.determinism.mode} · seed {record.seeds.master}"))  # fmt: skip
-    before = attribution.snapshot(root, outputs)
-    tree = attribution.snapshot_tree(root, spec.data)
-    prepared = runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
-    record = runner.execute(prepared, chosen, store, on_event)
+    where = start.Start(backend, recorded_slurm_options(original) if backend == "slurm" else None)
+    prepared = _prepare(store, original, record, settings, root, passed.env, env or {}, foreign)
+
+    def ready(chosen: Backend) -> list[str]:
+        record.backend.requested = backend
+        if on_start is not None:
+            on_start(record)
+        return []
+
+    head = f"resuming {original.id} as {record.id}"
+    record = start.execute(prepared, where, store, on_event, head=head, ready=ready)
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         on_event(Event("info", other_base))
         record.warn("base_image_changed", other_base)
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
-    store.seal(record, run_dir)
+    store.seal(record, prepared.run_dir)
     return record
+
+
+def _placed(
+    plan: Plan, original: Record, foreign: bool, backend: str | None, on_event: OnEvent
+) -> tuple[Plan, str]:
+    """The plan the resume runs with and its backend: ``backend``, else the plan's or the recorded one
+    (a run from elsewhere: the sandbox's, `repro.sandbox`).
+
+    Raises:
+        BackendUnavailable: a run from elsewhere, no backend named, and no Docker engine.
+    """
+    placement = sandbox.place(plan, original.backend.name, foreign)
+    if backend is None:
+        sandbox.require_engine(placement)
+    if placement.note:
+        on_event(Event("info", placement.note))
+    return placement.plan, backend or placement.plan.settings.backend
+
+
+def _prepare(
+    store: Store,
+    original: Record,
+    record: Record,
+    settings: Settings,
+    root: Path,
+    variables: dict[str, str],
+    env: dict[str, str],
+    foreign: bool,
+) -> runner.Prepared:
+    """The resumed run's directory and spec: the recorded command in ``root``, where the original's
+    checkpoints are, with the RNG states of its saves put where the runtime finds them."""
+    run_dir = store.begin_run(record.id, record.command.argv)
+    if foreign:
+        store.mark_foreign(record.id, f"resumed {original.id}, a run from elsewhere")
+    outputs = list(original.results.output_roots) or list(settings.outputs)
+    lockfile = start.restore_lockfile(original, store.read_blob, run_dir)
+    spec = runner.build_spec(
+        record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
+        settings.base_image, original.command.executed(), data_root=store.root, variables=variables,
+    )  # fmt: skip
+    spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
+    spec.env.update(env)
+    checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
+    before = attribution.snapshot(root, outputs)
+    tree = attribution.snapshot_tree(root, spec.data)
+    return runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
 
 
 def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
@@ -270,12 +292,3 @@ def chain(store: Store, record: Record) -> list[Record]:
             break
         seen.add(runs[0].id)
     return runs
-
-
-def _restore_lock(store: Store, original: Record, run_dir: Path) -> Path | None:
-    raw = store.read_blob(original.deps.lock_blob)
-    if raw is None:
-        return None
-    path = run_dir / "work" / "requirements.lock.txt"
-    path.write_bytes(raw)
-    return path

@@ -66,6 +66,7 @@ from repro.store.capsule import (
     SharedWrite,
 )
 from repro.store.hashing import HashCache
+from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
 
@@ -100,11 +101,6 @@ class Prepared:
     lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
     masker: Masker | None = None  # None: secrets of this process's environment only
     foreign: bool = False  # made from a run from elsewhere (repro/sandbox.py): host tracking URIs only
-
-    @property
-    def declares_deps(self) -> bool:
-        """Whether the run has dependencies to lock (and so an image to build)."""
-        return self.spec.lockfile is not None or (self.lock is not None and self.lock.source is not None)
 
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]
@@ -214,21 +210,8 @@ def capture(
         NotFoundError: declared data missing.
         BuildError: the lockfile could not be compiled.
     """
-    if not request.argv:
-        raise UsageError(
-            "no command to run", hint="repro run -- python train.py --lr 0.1   (or: repro run train.py)"
-        )
     root = store.root
-    cwd = request.cwd.resolve()
-    if not cwd.is_relative_to(root):
-        raise UsageError(f"the working directory {cwd} is outside the project {root}")
-    argv, nproc, torchrun, notes = launch(request, run_plan)
-    script = cmd.script_path(argv)
-    if script is not None and not (cwd / script).is_file():
-        raise NotFoundError(
-            f"no script {script!r} in {cwd}",
-            hint="check the path; it is relative to the directory repro runs in",
-        )
+    cwd, argv, nproc, torchrun, notes = _command(request, run_plan, root)
     settings = run_plan.settings
     data = list(settings.data)
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
@@ -243,66 +226,15 @@ def capture(
     masker = run_masker(dict(os.environ), argv, configs, redactor)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
-    rel_cwd = cwd.relative_to(root).as_posix() or "."
-    injected = list(request.injected)  # the last arguments: repro's, not the user's
-    args = cmd.script_args(argv)[: len(cmd.script_args(argv)) - len(injected)]
-    params = masker.obj(cmd.parse_params(args), "params")
     nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
-    record.command = CommandInfo(
-        argv=safe_argv[: len(safe_argv) - len(injected)],
-        injected=injected,
-        cwd=rel_cwd,
-        params=params,
-        nproc_per_node=nproc,
-        torchrun=torchrun,
-        nodes=nodes,
-    )
+    rel_cwd = cwd.relative_to(root)
+    record.command = _command_info(request, rel_cwd, argv, safe_argv, masker, nproc, torchrun, nodes)
     record.redactions += argv_hits
     for note in notes:
         record.warn("torchrun_options_ignored", note)
-
-    store.ensure()
-    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        for path in configs:
-            rel = path.relative_to(root).as_posix()
-            raw = masker.data(path.read_bytes(), f"config file {rel}", printed=False)
-            record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
-        not_code = [*data, *outputs, deps.LOCK_DIR]
-        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
-            put = code_capture.MaskedPut(store, masker, root, verdicts)
-            code = code_capture.capture_code(
-                root, put, exclude=not_code, cache=cache, max_file_bytes=settings.max_code_file_bytes,
-                earlier_writers=store.earlier_writers, credential=put.credential,
-            )  # fmt: skip
-        masker = masker.add(put.found)  # a config's credential printed by the run is masked too
-        code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
-        code_capture.store_patch(code, store.put_bytes)
-        record.code = code.info
-        record.warnings += code.warnings
-        record.data.inputs = capture_data(
-            data, root, cache=cache, on_progress=progress("hashing data") if progress else None,
-            put_bytes=store.put_bytes,
-        )  # fmt: skip
-
-    variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
-    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
-    if not lock.done and lock.source is not None:
-        on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
-                               "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
-
-    env, env_hits = host_env(redactor, settings.env_allow)
-    record.env = env
-    record.redactions += env_hits
-    record.seeds = make_seeds(settings.seed, nproc * nodes)
-    isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
-    record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
-    if settings.trace:
-        record.determinism.env[contract.TRACE_ENV] = "1"  # kept with the mode, so a replay traces too
-        record.determinism.env[contract.KEEP_CHECKPOINTS_ENV] = str(settings.max_checkpoint_bytes)
-    record.backend = BackendInfo(
-        name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
-    )
+    masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
+    lock = _start_lock(root, run_plan, on_event)
+    _capture_environment(record, run_plan, redactor, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
@@ -314,6 +246,115 @@ def capture(
     tree = attribution.snapshot_tree(root, data)
     before = attribution.snapshot(root, outputs)
     return Prepared(record, spec, run_dir, before, settings, started, tree, lock=lock, masker=masker)
+
+
+def _command(request: RunRequest, run_plan: Plan, root: Path) -> tuple[Path, list[str], int, bool, list[str]]:
+    """Where the command runs and how it launches (`launch`): its directory, argv, process count,
+    whether torchrun launches it, and notes on the torchrun options repro leaves out.
+
+    Raises:
+        UsageError: no command, a cwd outside the project, a torchrun line repro cannot run.
+        NotFoundError: the script is not there.
+    """
+    if not request.argv:
+        raise UsageError(
+            "no command to run", hint="repro run -- python train.py --lr 0.1   (or: repro run train.py)"
+        )
+    cwd = request.cwd.resolve()
+    if not cwd.is_relative_to(root):
+        raise UsageError(f"the working directory {cwd} is outside the project {root}")
+    argv, nproc, torchrun, notes = launch(request, run_plan)
+    script = cmd.script_path(argv)
+    if script is not None and not (cwd / script).is_file():
+        raise NotFoundError(
+            f"no script {script!r} in {cwd}",
+            hint="check the path; it is relative to the directory repro runs in",
+        )
+    return cwd, argv, nproc, torchrun, notes
+
+
+def _command_info(
+    request: RunRequest, rel_cwd: Path, argv: list[str], safe_argv: list[str], masker: Masker, nproc: int,
+    torchrun: bool, nodes: int,
+) -> CommandInfo:  # fmt: skip
+    """The command as recorded: the user's arguments (secrets as ***) apart from repro's, its parameters."""
+    injected = list(request.injected)  # the last arguments: repro's, not the user's
+    args = cmd.script_args(argv)[: len(cmd.script_args(argv)) - len(injected)]
+    return CommandInfo(
+        argv=safe_argv[: len(safe_argv) - len(injected)],
+        injected=injected,
+        cwd=rel_cwd.as_posix() or ".",
+        params=masker.obj(cmd.parse_params(args), "params"),
+        nproc_per_node=nproc,
+        torchrun=torchrun,
+        nodes=nodes,
+    )
+
+
+def _capture_files(
+    record: Record,
+    store: Store,
+    settings: Settings,
+    configs: list[Path],
+    not_code: list[str],
+    masker: Masker,
+    progress: ProgressFactory | None,
+) -> Masker:
+    """Store the config files, the code snapshot (masked; without ``not_code``: data and outputs) and
+    the data manifest; returns the masker with the credentials found in the code added."""
+    root = store.root
+    store.ensure()
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        for path in configs:
+            rel = path.relative_to(root).as_posix()
+            raw = masker.data(path.read_bytes(), f"config file {rel}", printed=False)
+            record.command.config_files.append(FileEntry(rel, len(raw), store.put_bytes(raw), True))
+        with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
+            put = code_capture.MaskedPut(store, masker, root, verdicts)
+            code = code_capture.capture_code(
+                root, put, exclude=[*not_code, deps.LOCK_DIR], cache=cache,
+                max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
+                credential=put.credential,
+            )  # fmt: skip
+        masker = masker.add(put.found)  # a config's credential printed by the run is masked too
+        code.patch = masker.text(code.patch, "the uncommitted patch", printed=False)
+        code_capture.store_patch(code, store.put_bytes)
+        record.code = code.info
+        record.warnings += code.warnings
+        record.data.inputs = capture_data(
+            list(settings.data), root, cache=cache,
+            on_progress=progress("hashing data") if progress else None, put_bytes=store.put_bytes,
+        )  # fmt: skip
+    return masker
+
+
+def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
+    """The lock of the project's requirements, compiled in the background while the run goes on."""
+    settings = run_plan.settings
+    variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
+    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
+    if not lock.done and lock.source is not None:
+        on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
+                               "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
+    return lock
+
+
+def _capture_environment(record: Record, run_plan: Plan, redactor: Redactor, world_size: int) -> None:
+    """This machine, the seeds, the determinism plan and the backend asked for."""
+    settings = run_plan.settings
+    env, env_hits = host_env(redactor, settings.env_allow)
+    record.env = env
+    record.redactions += env_hits
+    record.seeds = make_seeds(settings.seed, world_size)
+    isa = resolve_isa(settings.isa, env.cpu_flags)
+    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
+    record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
+    if settings.trace:
+        record.determinism.env[contract.TRACE_ENV] = "1"  # kept with the mode, so a replay traces too
+        record.determinism.env[contract.KEEP_CHECKPOINTS_ENV] = str(settings.max_checkpoint_bytes)
+    record.backend = BackendInfo(
+        name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
+    )
 
 
 def _inside(root: Path, rel: str, what: str) -> str:
@@ -334,7 +375,7 @@ def _inside(root: Path, rel: str, what: str) -> str:
 
 def discard(prepared: Prepared) -> None:
     """Remove the directory of a run that never started (nothing of it is worth keeping)."""
-    if not (prepared.run_dir / "capsule.yaml").is_file():
+    if not RunDir(prepared.run_dir).record.is_file():
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
 
 
@@ -409,9 +450,8 @@ def build_spec(
 ) -> RunSpec:
     """What a backend executes. ``variables``: the user's variables for the command
     (`repro.facts.command_env`), under repro's own, which win."""
-    work = run_dir / "work"
-    runtime = work / "runtime"
-    runtime.mkdir(parents=True, exist_ok=True)
+    layout = RunDir(run_dir)
+    layout.runtime.mkdir(parents=True, exist_ok=True)
     env = {**(variables or {}), **run_environment(record)}
     env[contract.OUTPUTS_ENV] = os.pathsep.join(outputs)
     env["REPRO_DATA"] = os.pathsep.join(data)
@@ -420,9 +460,9 @@ def build_spec(
         project_root=code_root,
         workdir=record.command.cwd,
         env=env,
-        runtime_dir=runtime,
-        stdout_path=work / "stdout.log",
-        stderr_path=work / "stderr.log",
+        runtime_dir=layout.runtime,
+        stdout_path=layout.stdout,
+        stderr_path=layout.stderr,
         data=data,
         data_root=data_root,
         outputs=outputs,
@@ -634,16 +674,6 @@ def collect(
     """
     masker = masker or _fallback_masker(prepared)
     runtime = spec.runtime_dir
-
-    def put(root: Path, rel: str, where: str) -> str | None:
-        raw = produced.read_bytes(root, rel, limit=None)
-        return None if raw is None else store.put_bytes(masker.data(raw, where))
-
-    def keep(name: str, root: Path, rel: str, where: str) -> None:
-        digest = put(root, rel, where)
-        if digest is not None:
-            res.logs[name] = digest
-
     res = record.results
     res.exit_code = result.exit_code
     res.duration_s = round(result.duration_s, 3)
@@ -651,6 +681,37 @@ def collect(
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
         record_image(record, result.image, store)
+    _collect_logs(record, result, spec, store, masker)
+    _merge_process_env(record, runtime)
+    checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
+    trackers.fold(record, runtime)
+    res.trackers = masker.obj(res.trackers, "tracker links")  # a tracking URI may carry a password
+    reports = read_reports(runtime)
+    reports.written |= set(result.written)
+    _runtime_proof(record, reports)
+    _determinism_state(record, runtime, reports)
+    if not reports.main_booted and prepared.tree_before is not None:
+        # No runtime watched the writes: whatever changed in the project is this run's.
+        reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
+    trackers.find_wandb_runs(record, reports.written)
+    record.seeds.script_seeds = reports.script_seeds
+    _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
+        record.code.read = code_capture.files_read(record.code, reports.read)
+    _collect_outputs(record, spec, store, prepared, masker, reports)
+
+
+def _collect_logs(record: Record, result: RunResult, spec: RunSpec, store: Store, masker: Masker) -> None:
+    """Keep the command's streams, each rank's, the metrics, the step trace and the logged params,
+    masked; name the rank or node that failed first."""
+    runtime = spec.runtime_dir
+    res = record.results
+
+    def keep(name: str, root: Path, rel: str, where: str) -> None:
+        raw = produced.read_bytes(root, rel, limit=None)
+        if raw is not None:
+            res.logs[name] = store.put_bytes(masker.data(raw, where))
+
     for name, path in (("stdout", spec.stdout_path), ("stderr", spec.stderr_path)):
         keep(name, path.parent, path.name, "the logs")
     res.stderr_tail = [masker.text(line, "the logs") for line in _tail(spec.stderr_path, 20)]
@@ -683,22 +744,14 @@ def collect(
     params = produced.read_json(runtime, contract.PARAMS_FILE)
     if params:
         res.params = masker.obj(params, "logged params")
-    _merge_process_env(record, runtime)
-    checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
-    trackers.fold(record, runtime)
-    res.trackers = masker.obj(res.trackers, "tracker links")  # a tracking URI may carry a password
-    reports = read_reports(runtime)
-    reports.written |= set(result.written)
-    _runtime_proof(record, reports)
-    _determinism_state(record, runtime, reports)
-    if not reports.main_booted and prepared.tree_before is not None:
-        # No runtime watched the writes: whatever changed in the project is this run's.
-        reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
-    trackers.find_wandb_runs(record, reports.written)
-    record.seeds.script_seeds = reports.script_seeds
-    _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
-    if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
-        record.code.read = code_capture.files_read(record.code, reports.read)
+
+
+def _collect_outputs(
+    record: Record, spec: RunSpec, store: Store, prepared: Prepared, masker: Masker, reports: Reports
+) -> None:
+    """The files the run wrote that are its outputs, stored; Hydra's own files as logs; a warning
+    for each thing about them a user should know (links, shared writes, files outside the project)."""
+    res = record.results
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
     if spec.project_root.resolve() == store.root.resolve():  # other runs share this tree
@@ -714,7 +767,7 @@ def collect(
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
     _shared_writes(record, reports)
-    _link_warnings(record, runtime)
+    _link_warnings(record, spec.runtime_dir)
     record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]
     stores = trackers.outside_stores(record)
     outside = {p for p in reports.written_outside if not any(p == s or p.startswith(s + "/") for s in stores)}

@@ -121,22 +121,7 @@ def check(
     --backend local (or REPRO_BACKEND=local) says to run it on this machine, unsandboxed.
     """  # fmt: skip
     flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
-    argv = list(command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if against and argv:
-        raise UsageError("give either a COMMAND or --against CAPSULE, not both")
-    if against and interrupts:
-        raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
-    options.output_forms(as_json, markdown)
-    if trust is not None and not against:
-        raise UsageError("--key and --require-signed check the capsule given to --against")
-    if env and not against:
-        raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
-    if not against and not argv:
-        raise UsageError(
-            "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
-        )
+    argv = _command(command, against, interrupts, trust, env, as_json, markdown)
     plan = app.plan(flags)
     run = RunRequest(argv=argv, cwd=Path.cwd())
 
@@ -148,14 +133,9 @@ def check(
             if against:
                 ui.contain_output()  # the golden capsule's command: its output cannot erase repro's lines
                 request = core.AgainstRequest(
-                    capsule=against,
-                    data_root=data_root,
-                    allow_data_drift=allow_data_drift,
-                    atol=atol,
-                    rtol=rtol,
-                    trust=trust,
-                    env=env,
-                )
+                    capsule=against, data_root=data_root, allow_data_drift=allow_data_drift,
+                    atol=atol, rtol=rtol, trust=trust, env=env,
+                )  # fmt: skip
                 result = core.run_against(request, app.store, plan, on_event)
             elif interrupts:
                 result = core.run_interrupt_check(
@@ -174,6 +154,34 @@ def check(
     code = int(result.exit_code)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _command(
+    command: tuple[str, ...], against: str | None, interrupts: int | None, trust: Trust | None,
+    env: tuple[str, ...], as_json: bool, markdown: str | None,
+) -> list[str]:  # fmt: skip
+    """The command to check (none with --against).
+
+    Raises:
+        UsageError: options that do not go together, or neither a command nor --against.
+    """
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if against and argv:
+        raise UsageError("give either a COMMAND or --against CAPSULE, not both")
+    if against and interrupts:
+        raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
+    options.output_forms(as_json, markdown)
+    if trust is not None and not against:
+        raise UsageError("--key and --require-signed check the capsule given to --against")
+    if env and not against:
+        raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
+    if not against and not argv:
+        raise UsageError(
+            "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"
+        )
+    return argv
 
 
 def _announce(record: Record, app: AppContext) -> None:

@@ -13,7 +13,7 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
-from repro.replay import ReplayRequest, run_replay
+from repro.replay import ReplayOutcome, ReplayRequest, run_replay
 from repro.store.signing import Trust
 from repro.ui import verdict as render
 
@@ -108,19 +108,10 @@ def replay(
         raise UsageError("--steps sizes a window: give it with --from CHECKPOINT")
     options.output_forms(as_json, markdown)
     request = ReplayRequest(
-        ref=ref,
-        data_root=data_root,
-        allow_data_drift=allow_data_drift,
-        atol=atol,
-        rtol=rtol,
-        allow_world_size_change=allow_world_size_change,
-        nproc_per_node=nproc_per_node,
-        from_checkpoint=from_checkpoint,
-        steps=steps,
-        network=network,
-        trust=trust,
-        env=env,
-    )
+        ref=ref, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
+        allow_world_size_change=allow_world_size_change, nproc_per_node=nproc_per_node,
+        from_checkpoint=from_checkpoint, steps=steps, network=network, trust=trust, env=env,
+    )  # fmt: skip
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:
         with sigterm_interrupts():
@@ -128,6 +119,14 @@ def replay(
             outcome = run_replay(request, app.store, plan, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
+    _report(outcome, markdown, as_json)
+    code = int(outcome.verdict.exit_code)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _report(outcome: ReplayOutcome, markdown: str | None, as_json: bool) -> None:
+    """The verdict as the options ask: Markdown to a file or stdout, JSON, or text and the next step."""
     verdict = outcome.verdict
     if markdown:
         ui.write_document(markdown, render.render_markdown(verdict))
@@ -138,9 +137,6 @@ def replay(
         ui.info(
             f"replay recorded as {outcome.replay.id}; `repro diff {outcome.original.id} {outcome.replay.id}`"
         )
-    code = int(verdict.exit_code)
-    if code:
-        raise click.exceptions.Exit(code)
 
 
 COMMANDS = [replay]

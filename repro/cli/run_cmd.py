@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from repro import runner, ui
+from repro import runner, start, ui
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
 from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, json_option, slurm_options
@@ -90,19 +90,11 @@ def submit_and_report(
     """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended.
 
     Returns the record as submitted and its JSON answer (printed by the caller with --json)."""
-    from repro.backends.slurm import SlurmBackend
-
     store = app.store
     on_event = Relay(stdout_to_stderr=as_json)
     try:
         with sigterm_interrupts():
-            prepared = runner.capture(request, plan, store, on_event, progress_factory)
-            backend = SlurmBackend(runner.slurm_options(plan.settings))
-            r = prepared.record
-            ui.info(
-                f"run {r.id} · backend slurm · mode {r.determinism.mode} · seed {r.seeds.master} · detached"
-            )
-            job_id = runner.submit_detached(prepared, backend, store, on_event)
+            r, job_id = start.submit(request, plan, store, on_event, progress_factory)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the job was submitted; nothing was recorded") from e
     if not as_json:
@@ -120,25 +112,10 @@ def run_and_report(
     Returns the record and its JSON answer (printed by the caller with --json)."""
     store = app.store
     on_event = Relay(stdout_to_stderr=as_json)
-    prepared: runner.Prepared | None = None
     try:
         with sigterm_interrupts():
-            prepared = runner.capture(request, plan, store, on_event, progress_factory)
-            backend = runner.select_backend(
-                plan.settings.backend,
-                on_event,
-                need_lock=prepared.declares_deps,
-                slurm=runner.slurm_options(plan.settings),
-                base_image=prepared.spec.base_image,
-            )
-            r = prepared.record
-            ui.info(
-                f"run {r.id} · backend {backend.name} · mode {r.determinism.mode} · seed {r.seeds.master}"
-            )
-            record = runner.execute(prepared, backend, store, on_event)
+            record = start.run(request, plan, store, on_event, progress=progress_factory)
     except KeyboardInterrupt as e:
-        if prepared is not None:
-            runner.discard(prepared)
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     run_dir = store.runs_dir / record.id
     if not as_json:

@@ -90,20 +90,21 @@ def under(rel: str, dirs: list[str]) -> bool:
 
 def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
-    from repro.store.capsule import RECORD_NAME, load_record
+    from repro.store.capsule import load_record
+    from repro.store.rundir import RunDir
 
     claimed: set[str] = set()
     if not runs_dir.is_dir():
         return claimed
-    for run_dir in runs_dir.iterdir():
-        if run_dir.name == this_run:
+    for path in runs_dir.iterdir():
+        if path.name == this_run:
             continue
+        run_dir = RunDir(path)
         # The reports first: a run seals its record before it deletes them, so a run that is
         # sealing between the two looks is still seen in one of them.
-        runtime = run_dir / "work" / "runtime"
-        if runtime.is_dir():
-            claimed.update(written_by(runtime))
-        record = run_dir / RECORD_NAME
+        if run_dir.runtime.is_dir():
+            claimed.update(written_by(run_dir.runtime))
+        record = run_dir.record
         try:
             if record.is_file() and record.stat().st_mtime_ns >= since_ns:
                 claimed.update(o.path for o in load_record(record.read_bytes()).results.outputs)

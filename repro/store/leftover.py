@@ -75,4 +75,4 @@ def changed(store: Store, run_id: str) -> list[str]:
 
 
 def _work(store: Store, run_id: str) -> Path:
-    return store.runs_dir / run_id / "work"
+    return store.run_dir(run_id).work

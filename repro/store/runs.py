@@ -3,12 +3,7 @@
 Layout::
 
     .repro/
-      runs/<id>/capsule.yaml    a sealed run (the record is written last, atomically)
-      runs/<id>/running.json    present while a run is in progress (pid, started; a detached job's state)
-      runs/<id>/detached.json   a submitted Slurm job no process waits for (repro/backends/detached.py)
-      runs/<id>/foreign.json    the run's record came from elsewhere: imported from a capsule file, or
-                                made from such a run (its replays, checks, resumes); see repro/sandbox.py
-      runs/<id>/work/           logs and runtime files while running
+      runs/<id>/                a run directory (its layout: `repro.store.rundir.RunDir`)
       blobs/ab/abcdef…          content-addressed files (xxh3-128), each stored once
       index.sqlite              one row per sealed run, for `repro ls`
       cache/                    hash cache, extracted capsules, scratch directories
@@ -51,13 +46,11 @@ from repro.store.capsule import (
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
 from repro.store.processes import pid_alive
+from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/detached.py)
+from repro.store.rundir import RunDir
 from repro.units import plural
 
 STORE_DIR = ".repro"
-PENDING_RECORD = "record.yaml"  # under runs/<id>/work/ while the run executes
-PENDING_KEPT = "kept.json"
-DETACHED = "detached.json"  # in a run directory: a detached job, sealed by `repro ls` once it ended
-FOREIGN = "foreign.json"  # in a run directory: the store's own mark that the record came from elsewhere
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -247,17 +240,21 @@ class Store:
     def begin_run(self, run_id: str, argv: list[str]) -> Path:
         """Create the run directory with its in-progress marker."""
         self.ensure()
-        run_dir = self.runs_dir / run_id
-        (run_dir / "work").mkdir(parents=True)
+        run_dir = self.run_dir(run_id)
+        run_dir.work.mkdir(parents=True)
         marker = {"pid": os.getpid(), "started": datetime.now(timezone.utc).isoformat(), "argv": argv}
-        (run_dir / "running.json").write_text(json.dumps(marker))
-        return run_dir
+        run_dir.running.write_text(json.dumps(marker))
+        return run_dir.path
+
+    def run_dir(self, run_id: str) -> RunDir:
+        """The directory of run ``run_id`` and the paths inside it (it may not exist)."""
+        return RunDir(self.runs_dir / run_id)
 
     def write_pending(self, record: Record, run_dir: Path, kept: dict[str, Any]) -> None:
         """Keep the record of a run being executed (and ``kept``: its output and data paths, the
         output stats before it), so a run whose repro process died can still be sealed and resumed."""
-        self._write_atomic(run_dir / "work" / PENDING_RECORD, dump_record(record))
-        self._write_atomic(run_dir / "work" / PENDING_KEPT, json.dumps(kept).encode())
+        self._write_atomic(RunDir(run_dir).pending_record, dump_record(record))
+        self._write_atomic(RunDir(run_dir).pending_kept, json.dumps(kept).encode())
 
     def load_pending(self, run_id: str) -> tuple[Record, dict[str, Any]] | None:
         """What `write_pending` kept for an unsealed run; None when nothing was kept.
@@ -265,19 +262,19 @@ class Store:
         Raises:
             CapsuleInvalid: the kept record is unreadable.
         """
-        work = self.runs_dir / run_id / "work"
-        if not (work / PENDING_RECORD).is_file():
+        run_dir = self.run_dir(run_id)
+        if not run_dir.pending_record.is_file():
             return None
-        record = load_record((work / PENDING_RECORD).read_bytes())
+        record = load_record(run_dir.pending_record.read_bytes())
         try:
-            kept = json.loads((work / PENDING_KEPT).read_text())
+            kept = json.loads(run_dir.pending_kept.read_text())
         except (OSError, ValueError):
             kept = {}
         return record, kept if isinstance(kept, dict) else {}
 
     def has_record(self, run_id: str) -> bool:
         """Whether the run was sealed."""
-        return (self.runs_dir / run_id / RECORD_NAME).is_file()
+        return self.run_dir(run_id).record.is_file()
 
     def is_running(self, run_id: str) -> bool:
         """Whether an unsealed run is still going: its repro process alive, or a detached job not ended."""
@@ -295,9 +292,10 @@ class Store:
 
     def seal(self, record: Record, run_dir: Path) -> Path:
         """Write the record atomically (the run's completion mark), drop scratch files, index it."""
-        self._write_atomic(run_dir / RECORD_NAME, dump_record(record))
-        (run_dir / "running.json").unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "work", ignore_errors=True)
+        layout = RunDir(run_dir)
+        self._write_atomic(layout.record, dump_record(record))
+        layout.running.unlink(missing_ok=True)
+        shutil.rmtree(layout.work, ignore_errors=True)
         with contextlib.suppress(sqlite3.Error):  # the record is the truth; `rows()` indexes it later
             with self._index() as db:
                 _index_put(db, record)
@@ -334,16 +332,16 @@ class Store:
 
     def is_foreign(self, run_id: str) -> bool:
         """Whether the store marks the run as from elsewhere (`mark_foreign`)."""
-        return (self.runs_dir / run_id / FOREIGN).exists()
+        return self.run_dir(run_id).foreign.exists()
 
     def mark_foreign(self, run_id: str, why: str) -> None:
         """Mark a run as from elsewhere, in the store's own files (never in the record it describes).
 
         Written before the run's record, so a run is never seen without its mark.
         """
-        run_dir = self.runs_dir / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self._write_atomic(run_dir / FOREIGN, json.dumps({"why": why}).encode())
+        run_dir = self.run_dir(run_id)
+        run_dir.path.mkdir(parents=True, exist_ok=True)
+        self._write_atomic(run_dir.foreign, json.dumps({"why": why}).encode())
 
     def rows(self) -> list[RunRow]:
         """Every run, sealed or not, oldest first.
@@ -407,7 +405,7 @@ class Store:
             loaded = LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
             # a run directory of another store is from elsewhere too
             mine = path.resolve().parent == self.runs_dir.resolve()
-            loaded.marked_foreign = (path / FOREIGN).exists() or not mine
+            loaded.marked_foreign = RunDir(path).foreign.exists() or not mine
             return loaded
         sealed = [r for r in self.run_ids() if (self.runs_dir / r / RECORD_NAME).is_file()]
         m = re.fullmatch(r"latest(?:~(\d+))?", ref)
@@ -675,11 +673,11 @@ def _row_from_db(row: tuple[Any, ...]) -> RunRow:
 
 
 def _unsealed_row(run_dir: Path) -> RunRow:
-    marker = run_dir / "running.json"
+    layout = RunDir(run_dir)
     info: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads(marker.read_text())
-    detached = (run_dir / DETACHED).is_file() and info.get("status") in ("pending", "running")
+        info = json.loads(layout.running.read_text())
+    detached = layout.detached.is_file() and info.get("status") in ("pending", "running")
     if detached:
         status = str(info["status"])  # as the job's last look found it
     else:

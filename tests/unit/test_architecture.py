@@ -269,3 +269,30 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
         if _package(name) in below and "backends" in targets and name not in pending:
             downward.append(name)
     assert upward == [] and downward == []
+
+
+def _calls(path: Path, name: str) -> list[int]:
+    """Lines where ``path`` calls a function or reads an attribute called ``name``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called == name:
+                found.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load):
+            found.append(node.lineno)
+    return found
+
+
+def test_every_run_starts_through_the_one_entry_point() -> None:
+    """Choosing the backend (with the rule "must an image be built"), the status line and the
+    restore of a recorded run's lockfile are spelled in repro/start.py alone."""
+    rel = {p: str(p.relative_to(PACKAGE)) for p in _modules()}
+    choosers = [rel[p] for p in rel if _calls(p, "select_backend") and rel[p] != "start.py"]
+    assert choosers == []
+    lines = [rel[p] for p in rel if "· backend " in p.read_text() and rel[p] != "start.py"]
+    assert lines == []
+    verbs = ("runner.py", "check.py", "replay.py", "resume.py", "pytest_plugin.py", "cli/")
+    restorers = [rel[p] for p in rel if rel[p].startswith(verbs) and _calls(p, "lock_blob")]
+    assert restorers == []

@@ -10,7 +10,8 @@ from repro import config, sandbox
 from repro.errors import BackendUnavailable, ExitCode
 from repro.store.capsule import RECORD_NAME, CodeInfo, CommandInfo, FileEntry, Record, pack
 from repro.store.hashing import hash_bytes
-from repro.store.runs import FOREIGN, Store
+from repro.store.rundir import FOREIGN
+from repro.store.runs import Store
 
 
 def _plan(root: Path, backend: str | None = None, environ: dict[str, str] | None = None) -> config.Plan:

@@ -1,0 +1,66 @@
+"""The one entry point every run starts through: the image rule, the status line, the lockfile restore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro import start
+from repro.backends.base import Event
+from repro.config import Settings
+from repro.facts import deps
+from repro.facts.seeds import make_seeds
+from repro.runner import Prepared, build_spec
+from repro.store.capsule import Record
+from repro.store.rundir import RunDir
+from repro.store.runs import Store
+
+
+def _prepared(tmp_path: Path, lockfile: Path | None = None, lock: deps.PendingLock | None = None) -> Prepared:
+    record = Record(
+        id="20261125-180000-0001", created="2026-11-25T18:00:00+00:00", project="p", repro_version="0"
+    )
+    record.seeds = make_seeds(7)
+    run_dir = tmp_path / "runs" / record.id
+    spec = build_spec(record, tmp_path, run_dir, [], ["outputs"], lockfile, None, ["python", "train.py"])
+    return Prepared(record, spec, run_dir, {}, Settings(), lock=lock)
+
+
+def _ready_lock(tmp_path: Path, source: Path | None) -> deps.PendingLock:
+    ready = deps.Lock(path=None, source=source)
+    return deps.PendingLock(deps.LockPlan(root=tmp_path, variant="cpu", source=source, ready=ready))
+
+
+def test_an_image_is_built_exactly_when_the_run_has_dependencies_to_lock(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.in"
+    requirements.write_text("torch==2.13.0\n")
+    assert not start.must_build_image(_prepared(tmp_path))  # a new run with nothing declared
+    assert not start.must_build_image(_prepared(tmp_path, lock=_ready_lock(tmp_path, None)))
+    assert start.must_build_image(_prepared(tmp_path, lock=_ready_lock(tmp_path, requirements)))
+    recorded = tmp_path / "requirements.lock.txt"
+    assert start.must_build_image(_prepared(tmp_path, lockfile=recorded))  # a re-execution of a locked run
+
+
+def test_a_recorded_lockfile_is_restored_into_the_run_directory(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.ensure()
+    record = Record(
+        id="20261125-180000-0002", created="2026-11-25T18:00:00+00:00", project="p", repro_version="0"
+    )
+    run_dir = store.begin_run(record.id, ["python", "train.py"])
+    assert (
+        start.restore_lockfile(record, store.read_blob, run_dir) is None
+    )  # never locked: nothing to restore
+    record.deps.lock_blob = store.put_bytes(b"torch==2.13.0 --hash=sha256:00\n")
+    path = start.restore_lockfile(record, store.read_blob, run_dir)
+    assert path == RunDir(run_dir).lockfile == run_dir / "work" / "requirements.lock.txt"
+    assert path.read_bytes() == b"torch==2.13.0 --hash=sha256:00\n"
+
+
+def test_the_status_line_and_a_backend_chosen_once(tmp_path: Path) -> None:
+    prepared = _prepared(tmp_path)
+    line = start.status_line(f"run {prepared.record.id}", "local", prepared.record)
+    assert line == f"run {prepared.record.id} · backend local · mode strict · seed 7"
+    events: list[Event] = []
+    where = start.Start("local")
+    chosen = where.backend_for(prepared, events.append)
+    assert chosen.name == "local" and where.backend_for(prepared, events.append) is chosen
