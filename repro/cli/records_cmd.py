@@ -62,9 +62,8 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     if as_json:
         ui.json_out(loaded.record.to_dict())
         return
-    deps = loaded.record.deps
     carried = attestation.summary(loaded.attestation) if loaded.attestation is not None else None
-    ui.out(render.show_text(loaded.record, run_packages(deps, loaded.read_blob(deps.lock_blob)), carried))
+    ui.out(render.show_text(loaded.record, run_packages(loaded.record.deps, loaded.read_blob), carried))
 
 
 @click.command("export")

@@ -513,9 +513,10 @@ def relock(
     return complete(plan, on_line, upgrade)
 
 
-def run_packages(deps: DepsInfo, lock: bytes | None) -> list[LockedPackage]:
-    """Every package a run's lock pins (``lock``: the lock itself where it was stored), and how each
+def run_packages(deps: DepsInfo, read_blob: Callable[[str | None], bytes | None]) -> list[LockedPackage]:
+    """Every package a run's lock pins (read with ``read_blob`` where it was stored), and how each
     went into the run's image: a wheel, a source build, or unknown."""
+    lock = read_blob(deps.lock_blob)
     text = lock.decode(errors="replace") if lock is not None else None
     kinds = deps.image.installed_from if deps.image else {}
     return locked_packages(text, deps.requirements, kinds)
