@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import runner, sandbox, start
+from repro.backends import leftover
 from repro.backends.base import Backend, Event, OnEvent, RunResult
 from repro.collect import attribution, checkpoints
 from repro.config import Plan, Settings
@@ -29,7 +30,6 @@ from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
 from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
-from repro.store import leftover
 from repro.store.capsule import FileEntry, Record
 from repro.store.hashing import HashCache
 from repro.store.runs import Store

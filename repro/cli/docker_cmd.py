@@ -9,12 +9,12 @@ from typing import Any
 import click
 
 from repro import export, schemas, ui
+from repro.backends import leftover
 from repro.backends.base import Event
 from repro.cli import options
 from repro.cli.events import build_events
 from repro.errors import NotFoundError, ReproError
 from repro.store import images as store_images
-from repro.store import leftover
 from repro.units import plural
 
 

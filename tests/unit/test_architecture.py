@@ -203,7 +203,6 @@ def test_no_import_cycle_between_packages_outside_backends() -> None:
     assert _package_cycles(edges) == []
 
 
-@pytest.mark.xfail(strict=False, reason="cycles through backends/")
 def test_no_import_cycle_between_packages() -> None:
     assert _package_cycles(_package_edges()) == []
 
@@ -258,15 +257,12 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
     above = {"config", "runner", "replay", "check", "resume", "window", "export", "inprocess", "sandbox"}
     above |= {"cli", "ui", "compare", "diff", "integrations", "pytest_plugin", "checkpoint", "interrupt"}
     below = {"store", "facts", "collect", "fetch", "runtime"}
-    # store/leftover.py (what a killed run left: its containers, processes, scratch copy) belongs in
-    # backends/; it moves there together with the import in resume.py.
-    pending = {"repro.store.leftover"}
     upward, downward = [], []
     for name, path in modules.items():
         targets = {_package(m) for m in _repro_imports(path, set(modules))}
         if _package(name) == "backends" and targets & above:
             upward.append(f"{name} → {sorted(targets & above)}")
-        if _package(name) in below and "backends" in targets and name not in pending:
+        if _package(name) in below and "backends" in targets:
             downward.append(name)
     assert upward == [] and downward == []
 
