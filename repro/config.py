@@ -24,6 +24,7 @@ import yaml
 
 from repro import bounds
 from repro.backends import sbatch
+from repro.collect.harvest import SOURCES, check_settings
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
 
@@ -68,6 +69,8 @@ class Settings:
         "python"  # python: this interpreter on a shared filesystem; docker: the run's image
     )
     mlflow_log_capsule: bool = False  # log the exported capsule to the MLflow runs the command started
+    metrics_from: tuple[str, ...] = SOURCES  # where series are harvested with no code change, by precedence
+    metrics_patterns: tuple[str, ...] = ()  # regexes for stdout metric lines: named groups, `step` the step
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -102,6 +105,8 @@ _YAML_KEYS: dict[str, str] = {
     "compare.mask": "compare_mask",
     "compare.ignore_lines": "compare_ignore_lines",
     "mlflow.log_capsule": "mlflow_log_capsule",
+    "metrics.from": "metrics_from",
+    "metrics.patterns": "metrics_patterns",
 }
 
 _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
@@ -186,6 +191,7 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             raise ConfigError(f"{_KEY_OF.get(name, name)} {why}{origin(name)}", hint=hint)
     check_patterns(settings.compare_mask, "compare.mask")
     check_patterns(settings.compare_ignore_lines, "compare.ignore_lines")
+    check_settings(settings.metrics_from, settings.metrics_patterns)
     for option, name in _SLURM_CHECKED:
         why = sbatch.problem(option, getattr(settings, name))
         if why:

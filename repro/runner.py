@@ -31,7 +31,7 @@ from repro.backends.base import (
     terminal_of,
 )
 from repro.backends.buildlog import BuildLog
-from repro.collect import attribution, checkpoints, produced
+from repro.collect import attribution, checkpoints, harvest, produced
 from repro.collect.reports import Reports, ledger, read_reports
 from repro.compare.trace import TRACE_LOG
 from repro.config import Plan, Settings
@@ -690,6 +690,10 @@ def collect(
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
+    sources = harvest.RunSources.read(spec.project_root, found, spec.stdout_path, metrics)
+    wanted = harvest.HarvestSettings(prepared.settings.metrics_from, prepared.settings.metrics_patterns)
+    harvest.fold(res, sources, wanted, lambda raw: store.put_bytes(masker.data(raw, "metrics")),
+                 lambda text: masker.text(text, "metrics"))  # fmt: skip
     _shared_writes(record, reports)
     _link_warnings(record, runtime)
     record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]

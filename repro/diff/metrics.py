@@ -12,8 +12,15 @@ from repro.store.capsule import Record
 
 
 def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:
-    """The run's metrics series (rows of name/value/step) from its metrics.jsonl blob; [] when absent."""
-    text = SafeReader(read_blob).text(record.results.metrics)
+    """The run's metric series (rows of name/value/step): those it logged (metrics.jsonl), then
+    those harvested with no code change under names it did not log; [] when it has neither."""
+    reader = SafeReader(read_blob)
+    logged = _rows(reader.text(record.results.metrics))
+    names = {str(row["name"]) for row in logged}
+    return logged + [r for r in _rows(reader.text(record.results.harvested)) if str(r["name"]) not in names]
+
+
+def _rows(text: str | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for line in (text or "").splitlines():
         line = line.strip()
@@ -28,9 +35,13 @@ def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:
     return rows
 
 
-def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+def _step(step: float) -> float:
+    return int(step) if float(step).is_integer() else float(step)  # an epoch may be 0.5
+
+
+def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     """Rows → {metric: [(step, value), …]}; rows without a step count from 0 in order."""
-    out: dict[str, list[tuple[int, float]]] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         name = str(row["name"])
         points = out.setdefault(name, [])
@@ -39,14 +50,14 @@ def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
             value = float(row["value"])
         except (TypeError, ValueError):
             continue
-        points.append((int(step) if isinstance(step, int | float) else len(points), value))
+        points.append((_step(step) if isinstance(step, int | float) else len(points), value))
     return out
 
 
 def first_divergence(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> Divergence | None:
     """The earliest step (then metric name) where the two series differ, or None."""
     sa, sb = series(rows_a), series(rows_b)
-    found: list[tuple[int, str, float | None, float | None]] = []
+    found: list[tuple[float, str, float | None, float | None]] = []
     for name in sorted(set(sa) & set(sb)):
         pa, pb = dict(sa[name]), dict(sb[name])
         for step in sorted(set(pa) | set(pb)):
