@@ -1,0 +1,83 @@
+"""Metric series with no code change, for real: public-shaped scripts run under `repro run`, then
+`repro show` lists their loss series with the steps the scripts logged, and where each came from."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.conftest import Project
+
+pytestmark = pytest.mark.slow
+
+
+def _run(project: Project, script: str, *args: str) -> dict[str, Any]:
+    project.script(script, "train.py")
+    project.commit("train")
+    r = project.repro("run", "--backend", "local", "--", "python", "train.py", *args)
+    assert r.code == 0, r.err
+    show = project.repro("show", "latest")
+    assert show.code == 0, show.err
+    record = json.loads(project.repro("show", "latest", "--json").out)
+    series = {s["name"]: s for s in record["results"]["series"]}
+    return {"text": show.out, "series": series}
+
+
+def _points(project: Project, name: str) -> list[tuple[float, float]]:
+    """The harvested points of a series, read back from the run's record through `repro diff`'s reader."""
+    from repro.diff import metric_rows, series
+    from repro.store.runs import Store
+
+    store = Store(project.root)
+    loaded = store.resolve("latest")
+    return series(metric_rows(loaded.record, loaded.read_blob))[name]
+
+
+def test_nanogpt_print_log(project: Project) -> None:
+    found = _run(project, "nanogpt_log.py", "--max_iters", "40", "--eval_interval", "20")
+    assert set(found["series"]) == {"loss", "train_loss", "val_loss"}  # no time, no mfu
+    assert [s for s, _ in _points(project, "loss")] == [0, 10, 20, 30, 40]
+    assert [s for s, _ in _points(project, "val_loss")] == [0, 20, 40]
+    assert re.search(r"series\s+loss: 5 points, last [\d.]+ at step 40 \(stdout\)", found["text"])
+
+
+def test_makemore_tensorboard_run(project: Project) -> None:
+    pytest.importorskip("tensorboard")
+    found = _run(project, "makemore_tb.py", "--max-steps", "30")
+    assert found["series"]["Loss/train"]["source"] == "tensorboard"
+    assert found["series"]["Loss/train"]["origin"] == "out"
+    assert [s for s, _ in _points(project, "Loss/train")] == list(range(30))
+    assert [s for s, _ in _points(project, "Loss/test")] == [10, 20]
+    # the printed `step N | loss X | step time` lines name `loss`, a name of their own
+    assert found["series"]["loss"]["source"] == "stdout"
+    assert "step_time" not in found["series"]
+    line = r"series\s+Loss/train: 30 points, last [\d.]+ at step 29 \(tensorboard out\)"
+    assert re.search(line, found["text"])
+
+
+def test_lightning_csv_logger_metrics_csv(project: Project) -> None:
+    found = _run(project, "lightning_csv.py", "--epochs", "3")
+    origin = "lightning_logs/version_0/metrics.csv"
+    assert {k: v["origin"] for k, v in found["series"].items()} == {
+        "train_loss": origin,
+        "val_loss": origin,
+        "val_acc": origin,
+    }  # epoch_time left out as a timing, epoch and step are the steps
+    assert [s for s, _ in _points(project, "train_loss")] == [1, 3, 5, 7, 9, 11, 13, 15, 17]
+    assert [s for s, _ in _points(project, "val_loss")] == [5, 11, 17]
+
+
+def test_hf_trainer_state_and_printed_dicts(project: Project) -> None:
+    found = _run(project, "hf_state.py", "--max_steps", "20", "--logging_steps", "5")
+    loss = found["series"]["loss"]
+    assert (loss["source"], loss["origin"], loss["points"], loss["last_step"]) == (
+        "files",
+        "results/trainer_state.json",
+        4,
+        20,
+    )  # the full history, not checkpoint-10's, and by step rather than the printed epoch
+    assert [s for s, _ in _points(project, "eval_loss")] == [10, 20]
+    assert not [n for n in found["series"] if "runtime" in n or "per_second" in n]
