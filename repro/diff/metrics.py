@@ -54,18 +54,21 @@ def series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
-def first_divergence(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> Divergence | None:
-    """The earliest step (then metric name) where the two series differ, or None."""
+def divergences(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> list[Divergence]:
+    """Each metric both runs have, where its two series first differ: earliest step first, then name."""
     sa, sb = series(rows_a), series(rows_b)
-    found: list[tuple[float, str, float | None, float | None]] = []
+    found: list[Divergence] = []
     for name in sorted(set(sa) & set(sb)):
         pa, pb = dict(sa[name]), dict(sb[name])
         for step in sorted(set(pa) | set(pb)):
             x, y = pa.get(step), pb.get(step)
             if x is None or y is None or not same(x, y):
-                found.append((step, name, x, y))
+                found.append(Divergence(metric=name, step=step, a=x, b=y))
                 break
-    if not found:
-        return None
-    step, name, x, y = min(found, key=lambda f: (f[0], f[1]))
-    return Divergence(metric=name, step=step, a=x, b=y)
+    return sorted(found, key=lambda d: (d.step if d.step is not None else -1, d.metric))
+
+
+def first_divergence(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> Divergence | None:
+    """The earliest step (then metric name) where the two series differ, or None."""
+    found = divergences(rows_a, rows_b)
+    return found[0] if found else None

@@ -81,3 +81,31 @@ def test_hf_trainer_state_and_printed_dicts(project: Project) -> None:
     )  # the full history, not checkpoint-10's, and by step rather than the printed epoch
     assert [s for s, _ in _points(project, "eval_loss")] == [10, 20]
     assert not [n for n in found["series"] if "runtime" in n or "per_second" in n]
+
+
+NOISY = """\
+import argparse
+import os
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--iters", type=int, default=40)
+args = parser.parse_args()
+loss = 4.0
+for it in range(args.iters + 1):
+    if it >= 20:  # from here on, noise no seed controls
+        loss -= int.from_bytes(os.urandom(2), "little") / 65536 * 0.01
+    loss *= 0.97
+    if it % 10 == 0:
+        print(f"iter {it}: loss {loss:.4f}, time 38.91ms, mfu 24.61%")
+"""
+
+
+def test_check_compares_harvested_series_step_by_step(project: Project) -> None:
+    project.write("train.py", NOISY)
+    project.commit("noisy")
+    argv = ["--no-compare-stdout", "--json", "--", "python", "train.py"]
+    r = project.repro("check", "--backend", "local", *argv)
+    assert r.code == 5, r.err
+    (verdict,) = json.loads(r.out)["runs"]
+    (reason,) = [x for x in verdict["reasons"] if x["code"] == "metric_differs"]
+    assert (reason["fields"]["name"], reason["fields"]["step"]) == ("loss", 20)

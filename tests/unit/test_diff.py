@@ -14,8 +14,10 @@ from repro.diff import (
     SECTIONS,
     compare_versions,
     diff_records,
+    divergences,
     first_divergence,
     group_by_dir,
+    metric_rows,
     parse_pins,
     reverse_patch,
     split_patch,
@@ -536,9 +538,11 @@ def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs) -> None:
 def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     metrics = diff_records(leslie, dave, blobs).section("metrics")
-    (change,) = metrics.changes
+    change, parted = metrics.changes
     assert (change.key, change.old, change.new) == ("val_error", 0.303, 0.528)
     assert change.delta == pytest.approx(0.225)
+    assert (parted.key, parted.scope, parted.old, parted.new) == ("loss", "diverged", 0.7, 0.8)
+    assert parted.detail == "first differs at step 1"
     assert metrics.divergence is not None
     assert (metrics.divergence.metric, metrics.divergence.step) == ("loss", 1)
     assert metrics.summary == "val_error 0.303 → 0.528 (+0.225), series diverge at step 1 (loss)"
@@ -552,6 +556,23 @@ def test_first_divergence_picks_earliest_step_then_name() -> None:
     assert first_divergence(rows_a, rows_a) is None
     shorter = first_divergence(rows_a, rows_a[:1])
     assert shorter is None  # metric "a" only in A: reported as a series change, not a divergence
+
+
+def test_harvested_series_join_the_logged_ones_each_with_its_first_divergent_step(blobs: Blobs) -> None:
+    a, b = make_record(blobs, "a"), make_record(blobs, "b")
+    harvested = [
+        [{"name": "loss", "value": 9.0, "step": 0}, {"name": "val_loss", "value": 2.0, "step": 250}],
+        [{"name": "loss", "value": 8.0, "step": 0}, {"name": "val_loss", "value": 2.5, "step": 250}],
+    ]
+    for record, rows in zip((a, b), harvested, strict=True):
+        record.results.harvested = blobs.put("".join(json.dumps(r) + "\n" for r in rows))
+    rows_a = metric_rows(a, blobs)
+    assert [r["name"] for r in rows_a] == ["loss", "loss", "loss", "val_loss"]  # logged loss wins
+    metrics = diff_records(a, b, blobs).section("metrics")
+    assert [(c.key, c.detail) for c in metrics.changes if c.scope == "diverged"] == [
+        ("val_loss", "first differs at step 250")
+    ]
+    assert divergences(rows_a, metric_rows(b, blobs))[0].step == 250
 
 
 def test_outputs_and_status(blobs: Blobs) -> None:
