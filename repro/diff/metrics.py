@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from repro.diff.changes import same
@@ -72,3 +73,35 @@ def first_divergence(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]])
     """The earliest step (then metric name) where the two series differ, or None."""
     found = divergences(rows_a, rows_b)
     return found[0] if found else None
+
+
+@dataclass
+class Curves:
+    """Two runs' metric series side by side, with where each metric first parts: what a plot draws."""
+
+    labels: tuple[str, str]
+    a: dict[str, list[tuple[float, float]]]
+    b: dict[str, list[tuple[float, float]]]
+    divergences: list[Divergence] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # name -> where it came from (log_metric, stdout …)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(set(self.a) | set(self.b))
+
+    def divergence(self, name: str) -> Divergence | None:
+        return next((d for d in self.divergences if d.metric == name), None)
+
+
+def curves(a: Record, b: Record, read_a: ReadBlob, read_b: ReadBlob | None = None) -> Curves:
+    """The curves of two runs (``read_b`` defaults to ``read_a``: one store holds both)."""
+    rows_a, rows_b = metric_rows(a, read_a), metric_rows(b, read_b or read_a)
+    sources = {s.name: s.source for r in (a, b) for s in r.results.series}
+    return Curves((a.id, b.id), series(rows_a), series(rows_b), divergences(rows_a, rows_b), sources)
+
+
+def curves_of_rows(
+    rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], labels: tuple[str, str]
+) -> Curves:
+    """The curves of two sets of metric rows."""
+    return Curves(labels, series(rows_a), series(rows_b), divergences(rows_a, rows_b))

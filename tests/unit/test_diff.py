@@ -6,6 +6,7 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -834,3 +835,23 @@ def test_what_repro_adds_to_a_command_is_never_a_cause(blobs: Blobs) -> None:
     (note,) = result.section("outputs").notes
     assert "outputs/2026-01-01/10-05-00/… as outputs/2026-01-01/10-00-00/…" in note
     assert a.command.executed() == [*a.command.argv, "hydra.run.dir=outputs/2026-01-01/10-00-00"]
+
+
+def test_plot_writes_svg_too_and_marks_each_first_divergence(tmp_path: Path) -> None:
+    from repro.ui.diff import plot_metrics
+
+    rows_a: list[dict[str, Any]] = [
+        {"name": "loss", "value": 1.0 / (i + 1), "step": i * 10} for i in range(5)
+    ]
+    rows_b = [{**r, "value": r["value"] + (0.1 if r["step"] >= 20 else 0)} for r in rows_a]
+    svg = plot_metrics(rows_a, rows_b, ("a", "b"), tmp_path / "curves.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "first divergence: step 20" in svg
+
+
+def test_plot_names_the_formats_it_writes(tmp_path: Path) -> None:
+    from repro.ui.diff import plot_metrics
+
+    rows = [{"name": "loss", "value": 1.0, "step": 0}]
+    with pytest.raises(UsageError, match="PNG or SVG, not .pdf") as info:
+        plot_metrics(rows, rows, ("a", "b"), tmp_path / "curves.pdf")
+    assert info.value.hint == "name the file curves.png or curves.svg"
