@@ -407,11 +407,13 @@ def summary(series: Harvested, mask: Callable[[str], str] = str) -> SeriesInfo:
 
 
 def rows_blob(found: Sequence[Harvested]) -> bytes:
-    """The series as rows of ``metrics.jsonl`` (name, step, value), series after series."""
+    """The series as rows of ``metrics.jsonl`` (name, step, value) in step order, as a run logs them:
+    a comparison walking the rows meets the earliest divergence first."""
+    points = ((at, i, j, s.name, v) for i, s in enumerate(found) for j, (at, v) in enumerate(s.points))
+    rows = sorted(points, key=lambda row: (row[0], row[1], row[2]))
     lines = [
-        json.dumps({"name": s.name, "step": step, "value": value if math.isfinite(value) else str(value)})
-        for s in found
-        for step, value in s.points
+        json.dumps({"name": name, "step": step, "value": value if math.isfinite(value) else str(value)})
+        for step, _, _, name, value in rows
     ]
     return "".join(f"{line}\n" for line in lines).encode()
 

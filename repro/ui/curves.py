@@ -136,7 +136,7 @@ def panel_svg(curves: Curves, name: str) -> str:
     d = curves.divergence(name)
     if d is not None and d.step is not None and math.isfinite(d.step):
         x = px(d.step)
-        mark = {"stroke": MARK_COLOUR, "stroke_width": 1.4}
+        mark = {"stroke": MARK_COLOUR, "stroke_width": 2, "shape_rendering": "crispEdges"}
         parts.append(_el("line", class_="divergence", x1=x, y1=PAD_T, x2=x, y2=H - PAD_B, **mark))
         left = float(x) > W / 2
         label = f"first divergence: step {_fmt(d.step)}"

@@ -201,3 +201,10 @@ def test_metrics_from_orders_the_sources_and_an_empty_list_harvests_nothing(tmp_
 def test_bad_settings_are_refused(sources: tuple[str, ...], patterns: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         harvest.check_settings(sources, patterns)
+
+
+def test_harvested_rows_are_stored_in_step_order_so_the_earliest_divergence_is_met_first() -> None:
+    found = harvest.from_stdout(NANOGPT_LOG)  # train_loss and val_loss come first, at steps 0 and 30
+    rows = [json.loads(line) for line in harvest.rows_blob(found).decode().splitlines()]
+    assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)
+    assert [r["name"] for r in rows if r["step"] == 30] == ["train_loss", "val_loss", "loss"]
