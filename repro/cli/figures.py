@@ -10,6 +10,7 @@ from repro import ui
 from repro.check import CheckResult
 from repro.compare.verdict import Verdict
 from repro.diff.metrics import Curves, curves
+from repro.errors import UsageError
 from repro.store.capsule import Record
 from repro.store.runs import LoadedRun, Store
 from repro.ui import curves as curves_ui
@@ -50,20 +51,19 @@ def verdict_pictures(
     paths: tuple[Path | None, Path | None],
     causes: Sequence[str] = (),
 ) -> None:
-    """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared.
-
-    Raises:
-        UsageError: the plot cannot be drawn (no matplotlib, another format, no metric series).
-    """
+    """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared. A plot
+    that cannot be drawn (no matplotlib, no metric series) is a warning: the verdict keeps its exit."""
     plot_path, html_path = paths
     if not (plot_path or html_path):
         return
     found = stored_curves(store, *pair) if pair is not None else None
     if plot_path:
-        if found is None:
-            ui.warn(f"no curves drawn to {plot_path}: the runs were not compared")
-        else:
+        try:
+            if found is None:
+                raise UsageError("the runs were not compared")
             write_plot(found, plot_path)
+        except UsageError as e:  # the verdict, already given, keeps its exit status
+            ui.warn(f"no curves drawn to {plot_path}: {e}" + (f" ({e.hint})" if e.hint else ""))
     if html_path:
         if verdict is None:
             report = report_ui.Report(title, "failed", "the runs were not compared", causes=list(causes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,3 +110,39 @@ def test_check_compares_harvested_series_step_by_step(project: Project) -> None:
     (verdict,) = json.loads(r.out)["runs"]
     (reason,) = [x for x in verdict["reasons"] if x["code"] == "metric_differs"]
     assert (reason["fields"]["name"], reason["fields"]["step"]) == ("loss", 20)
+
+
+def test_replay_and_diff_draw_the_curves_and_write_the_page(project: Project, tmp_path: Path) -> None:
+    project.write("train.py", NOISY)
+    project.commit("noisy")
+    assert project.repro("run", "--backend", "local", "--", "python", "train.py").code == 0
+    svg, page = tmp_path / "replay.svg", tmp_path / "replay.html"
+    r = project.repro("replay", "latest", "--backend", "local", "--plot", str(svg), "--html", str(page))
+    assert r.code == 5, r.err
+    assert "first divergence: step 20" in svg.read_text()
+    assert ">diverged<" in page.read_text() and "first divergence: step 20" in page.read_text()
+    diff_page = tmp_path / "diff.html"
+    r = project.repro("diff", "latest~1", "latest", "--html", str(diff_page))
+    assert r.code == 0, r.err
+    text = diff_page.read_text()
+    assert "<svg" in text and "loss at step 20" in text
+
+
+def test_a_plot_of_another_format_is_refused_before_anything_runs(project: Project) -> None:
+    project.write("train.py", NOISY)
+    project.commit("noisy")
+    r = project.repro("check", "--backend", "local", "--plot", "curves.pdf", "--", "python", "train.py")
+    assert r.code == 2 and "--plot writes PNG or SVG, not .pdf" in r.err
+    assert not (project.root / ".repro").exists() or not list((project.root / ".repro" / "runs").iterdir())
+
+
+def test_a_check_without_series_keeps_its_verdict_and_warns_about_the_plot(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write("train.py", "print('hello')\n")
+    project.commit("no metrics")
+    r = project.repro(
+        "check", "--backend", "local", "--plot", str(tmp_path / "c.png"), "--", "python", "train.py"
+    )
+    assert r.code == 0, r.err
+    assert "no curves drawn to" in r.err and "neither run recorded a metric series" in r.err
