@@ -1,7 +1,10 @@
 """Compare two runs' metric series (rows of ``metrics.jsonl``) → the decisive divergence.
 
 Series are keyed by name (and rank when not 0) and aligned by position within the
-series; values compare with the tolerance (`repro.compare.tolerance`). Pure data in and out.
+series; values compare with the tolerance (`repro.compare.tolerance`). A series harvested with no
+code change (rows marked ``harvested``) that only one side has is left out: whether it was
+harvested depends on the machine (the ``tensorboard`` package) and its settings, not on the run.
+Pure data in and out.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ def compare_metrics(
         i = seen[key] = seen.get(key, -1) + 1
         other = series_b.get(key)
         step, va = row.get("step"), row.get("value")
+        if other is None and row.get("harvested"):
+            continue  # harvested on one side only: what this machine can read (tensorboard), not the run
         if other is None or i >= len(other):
             differing += 1
             decisive = decisive or div("missing" if other is None else "length", key, step, i, va, None)
@@ -99,6 +104,8 @@ def compare_metrics(
             decisive = decisive or found
     for key, rows in series_b.items():
         n = seen.get(key, -1) + 1
+        if n == 0 and rows[0].get("harvested"):
+            continue
         if n < len(rows):
             differing += len(rows) - n
             kind = "length" if key in seen else "missing"

@@ -14,11 +14,13 @@ from repro.store.capsule import Record
 
 def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:
     """The run's metric series (rows of name/value/step): those it logged (metrics.jsonl), then
-    those harvested with no code change under names it did not log; [] when it has neither."""
+    those harvested with no code change under names it did not log (marked ``harvested``); [] when
+    it has neither."""
     reader = SafeReader(read_blob)
     logged = _rows(reader.text(record.results.metrics))
     names = {str(row["name"]) for row in logged}
-    return logged + [r for r in _rows(reader.text(record.results.harvested)) if str(r["name"]) not in names]
+    harvested = [r for r in _rows(reader.text(record.results.harvested)) if str(r["name"]) not in names]
+    return logged + [{**r, "harvested": True} for r in harvested]
 
 
 def _rows(text: str | None) -> list[dict[str, Any]]:
