@@ -690,7 +690,7 @@ def collect(
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
-    sources = harvest.RunSources.read(spec.project_root, found, spec.stdout_path, metrics)
+    sources = harvest.RunSources.read(spec, found, metrics)
     wanted = harvest.HarvestSettings(prepared.settings.metrics_from, prepared.settings.metrics_patterns)
     harvest.fold(res, sources, wanted, lambda raw: store.put_bytes(masker.data(raw, "metrics")),
                  lambda text: masker.text(text, "metrics"))  # fmt: skip

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from repro.collect import produced
+from repro.backends.base import RunSpec
+from repro.collect import attribution, produced
 from repro.compare import tables, tensorboard
 from repro.compare.logmask import NUM, is_timing_key
 from repro.errors import ConfigError
@@ -150,10 +151,17 @@ def _row_step(row: dict[str, Any]) -> Step | None:
     return None
 
 
+def _read(root: Path, rel: str, declared: Sequence[str]) -> bytes | None:
+    """A file the run wrote, read as its outputs are: under the declared output dir holding it,
+    else under the project root, never through a link the run made."""
+    base, inner = attribution.located(root, rel, list(declared))
+    return produced.read_bytes(base, inner, limit=MAX_FILE_BYTES)
+
+
 # --------------------------------------------------------------------------- tensorboard
 
 
-def from_tensorboard(root: Path, paths: Iterable[str]) -> list[Harvested]:
+def from_tensorboard(root: Path, paths: Iterable[str], declared: Sequence[str] = ()) -> list[Harvested]:
     """The scalar tags of the event files among ``paths`` (relative to ``root``), one series per tag.
 
     Each directory's files are read together, in name order; a file that cannot be read is skipped.
@@ -169,7 +177,7 @@ def from_tensorboard(root: Path, paths: Iterable[str]) -> list[Harvested]:
         for directory, rels in sorted(by_dir.items()):
             copies = []
             for i, rel in enumerate(rels):
-                raw = produced.read_bytes(root, rel, limit=MAX_FILE_BYTES)  # never through a link
+                raw = _read(root, rel, declared)
                 if raw is not None:
                     copy = Path(tmp) / f"{len(tags)}-{i}.tfevents"
                     copy.write_bytes(raw)
@@ -216,7 +224,7 @@ def file_rows(text: str, suffix: str) -> list[dict[str, Any]]:
         return []
 
 
-def from_files(root: Path, paths: Iterable[str]) -> list[Harvested]:
+def from_files(root: Path, paths: Iterable[str], declared: Sequence[str] = ()) -> list[Harvested]:
     """Series of the metric files among ``paths`` whose rows carry a step; by name, the file with
     the most points wins (then the shortest path)."""
     candidates: list[Harvested] = []
@@ -224,7 +232,7 @@ def from_files(root: Path, paths: Iterable[str]) -> list[Harvested]:
         suffix = PurePosixPath(rel).suffix.lower()
         if suffix not in tables.TABLE_SUFFIXES:
             continue
-        raw = produced.read_bytes(root, rel, limit=MAX_FILE_BYTES)
+        raw = _read(root, rel, declared)
         if raw is None:
             continue
         collector = _Collector("files")
@@ -348,17 +356,19 @@ def harvest(
     stdout: str,
     settings: HarvestSettings,
     logged: Iterable[str] = (),
+    declared: Sequence[str] = (),
 ) -> list[Harvested]:
-    """Every series of the sources in ``settings`` (files in ``paths``, relative to ``root``; the
-    run's ``stdout``), without the names in ``logged``; a name goes to the earliest source."""
+    """Every series of the sources in ``settings`` (files in ``paths``, relative to ``root``, read
+    from the ``declared`` output dirs holding them; the run's ``stdout``), without the names in
+    ``logged``; a name goes to the earliest source."""
     paths = list(paths)
     taken = set(logged)
     found: list[Harvested] = []
     for source in settings.sources:
         if source == "tensorboard":
-            series = from_tensorboard(root, paths)
+            series = from_tensorboard(root, paths, declared)
         elif source == "files":
-            series = from_files(root, paths)
+            series = from_files(root, paths, declared)
         else:
             series = from_stdout(stdout, settings.patterns)
         for one in series:
@@ -429,7 +439,8 @@ def fold(
     one, whose rows go into a blob stored with ``put`` (names in the summaries pass ``mask``; ``put``
     masks the blob)."""
     logged = logged_series(sources.logged)
-    found = harvest(sources.root, sources.paths, sources.stdout, settings, logged=[s.name for s in logged])
+    names = [s.name for s in logged]
+    found = harvest(sources.root, sources.paths, sources.stdout, settings, names, sources.declared)
     results.series = [summary(s, mask) for s in (*logged, *found)]
     results.harvested = put(rows_blob(found)) if found else None
 
@@ -443,9 +454,11 @@ class RunSources:
     paths: tuple[str, ...]
     stdout: str
     logged: bytes | None = None
+    declared: tuple[str, ...] = ()  # the declared output dirs, read as the host chose them
 
     @classmethod
-    def read(cls, root: Path, paths: Iterable[str], stdout_path: Path, logged: bytes | None) -> RunSources:
+    def read(cls, spec: RunSpec, paths: Iterable[str], logged: bytes | None) -> RunSources:
         """The sources of a collected run; its stdout read up to `MAX_FILE_BYTES` (none beyond)."""
-        raw = produced.read_at(stdout_path, limit=MAX_FILE_BYTES) or b""
-        return cls(root, tuple(paths), raw.decode("utf-8", "replace"), logged)
+        raw = produced.read_at(spec.stdout_path, limit=MAX_FILE_BYTES) or b""
+        text = raw.decode("utf-8", "replace")
+        return cls(spec.project_root, tuple(paths), text, logged, tuple(spec.outputs))
