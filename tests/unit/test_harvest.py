@@ -208,3 +208,14 @@ def test_harvested_rows_are_stored_in_step_order_so_the_earliest_divergence_is_m
     rows = [json.loads(line) for line in harvest.rows_blob(found).decode().splitlines()]
     assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)
     assert [r["name"] for r in rows if r["step"] == 30] == ["train_loss", "val_loss", "loss"]
+
+
+def test_a_declared_output_dir_the_host_linked_elsewhere_is_read_as_outputs_are(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "scratch" / "outputs"
+    _write(elsewhere.parent, "outputs/metrics.csv", "step,loss\n1,0.5\n2,0.25\n")
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "outputs").symlink_to(elsewhere)
+    assert harvest.from_files(project, ["outputs/metrics.csv"]) == []  # not declared: a link the run made
+    (found,) = harvest.from_files(project, ["outputs/metrics.csv"], declared=["outputs"])
+    assert found.points == [(1, 0.5), (2, 0.25)]
