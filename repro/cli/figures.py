@@ -11,6 +11,7 @@ from repro.check import CheckResult
 from repro.compare.verdict import Verdict
 from repro.diff.metrics import Curves, curves
 from repro.errors import UsageError
+from repro.facts.determinism import ledger_text
 from repro.store.capsule import Record
 from repro.store.runs import LoadedRun, Store
 from repro.ui import curves as curves_ui
@@ -68,7 +69,8 @@ def verdict_pictures(
         if verdict is None:
             report = report_ui.Report(title, "failed", "the runs were not compared", causes=list(causes))
         else:
-            report = report_ui.from_verdict(title, verdict, found, causes)
+            ops = [op for r in pair or () for op in r.determinism.nondeterministic_ops]
+            report = report_ui.from_verdict(title, verdict, found, causes, ledger_text(ops) if ops else None)
         write_html(report, html_path)
 
 

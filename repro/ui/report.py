@@ -32,8 +32,11 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
-def from_verdict(title: str, verdict: Verdict, curves: Curves | None, causes: Sequence[str] = ()) -> Report:
-    """A replay's or a check's verdict as a page (``causes``: a diff's likely causes, where one was made)."""
+def from_verdict(
+    title: str, verdict: Verdict, curves: Curves | None, causes: Sequence[str] = (), ops: str | None = None
+) -> Report:
+    """A replay's or a check's verdict as a page (``causes``: a diff's likely causes, where one was made;
+    ``ops``: the nondeterministic ops the runs used, shown when the result did not come back)."""
     first = []
     if (t := verdict.trace) is not None:
         first.append(("first differing parameter", f"{t.param} at optimizer step {t.step}"))
@@ -44,6 +47,8 @@ def from_verdict(title: str, verdict: Verdict, curves: Curves | None, causes: Se
     if verdict.metrics is not None:
         m = verdict.metrics
         first.append(("first differing metric", f"{m.name} at step {m.step}: {m.original} → {m.replay}"))
+    if ops and not verdict.reproduced:
+        first.append(("nondeterministic ops that ran", ops))
     outputs = [(o.path, o.status, output_detail(o)) for o in verdict.outputs]
     return Report(
         title=title,

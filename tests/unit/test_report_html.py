@@ -64,3 +64,13 @@ def test_names_from_a_capsule_are_escaped() -> None:
 def test_a_run_without_series_gives_a_page_without_curves() -> None:
     page = report.render_html(report.from_verdict("t", _verdict(), curves_of_rows([], [], ("a", "b"))))
     assert "<svg" not in page and "Metric curves" not in page
+
+
+def test_the_first_difference_names_the_tensor_and_the_nondeterministic_ops() -> None:
+    verdict = _verdict()
+    verdict.reasons.insert(0, Reason("tensor_differs", "m", path="model.pt", fields={"tensor": "fc.weight"}))
+    page = report.render_html(report.from_verdict("t", verdict, None, ops="index_add_ ×3 at train.py:12"))
+    assert "fc.weight in model.pt" in page and "index_add_ ×3 at train.py:12" in page
+    verdict.status = "identical"
+    page = report.render_html(report.from_verdict("t", verdict, None, ops="index_add_ ×3 at train.py:12"))
+    assert "index_add_" not in page  # the result came back: the ops did not matter
