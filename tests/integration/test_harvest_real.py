@@ -146,3 +146,32 @@ def test_a_check_without_series_keeps_its_verdict_and_warns_about_the_plot(
     )
     assert r.code == 0, r.err
     assert "no curves drawn to" in r.err and "neither run recorded a metric series" in r.err
+
+
+LOG_AND_CSV = """\
+import csv
+import os
+
+os.makedirs("logs", exist_ok=True)
+rows, loss = [], 3.0
+for step in range(0, 50, 10):
+    loss *= 0.9
+    print(f"iter {step}: loss {loss:.4f}, time 12.3ms")
+    rows.append({"step": step, "train_loss": loss})
+with open("logs/metrics.csv", "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=["step", "train_loss"])
+    writer.writeheader()
+    writer.writerows(rows)
+"""
+
+
+@pytest.mark.docker
+def test_a_docker_run_harvests_its_stdout_and_metric_files(project: Project) -> None:
+    project.write("train.py", LOG_AND_CSV)
+    project.commit("log and csv")
+    r = project.repro("run", "--backend", "docker", "--", "python", "train.py")
+    assert r.code == 0, r.err
+    record = json.loads(project.repro("show", "latest", "--json").out)
+    rows = record["results"]["series"]
+    found = {s["name"]: (s["source"], s["origin"], s["points"], s["last_step"]) for s in rows}
+    assert found == {"train_loss": ("files", "logs/metrics.csv", 5, 40), "loss": ("stdout", "stdout", 5, 40)}
