@@ -25,6 +25,7 @@ import yaml
 from repro import bounds
 from repro.backends import registry
 from repro.backends.baseimage import DEFAULT_BASE_IMAGE as DEFAULT_BASE_IMAGE
+from repro.collect.harvest import SOURCES, check_settings
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
 from repro.runtime import contract
@@ -70,6 +71,8 @@ class Settings:
         "python"  # python: this interpreter on a shared filesystem; docker: the run's image
     )
     mlflow_log_capsule: bool = False  # log the exported capsule to the MLflow runs the command started
+    metrics_from: tuple[str, ...] = SOURCES  # where series are harvested with no code change, by precedence
+    metrics_patterns: tuple[str, ...] = ()  # regexes for stdout metric lines: named groups, `step` the step
 
     def section(self, backend: str) -> dict[str, Any]:
         """The values of a backend's repro.yaml section (`repro.backends.registry`), by key."""
@@ -103,6 +106,8 @@ _YAML_KEYS: dict[str, str] = {
     "compare.ignore_lines": "compare_ignore_lines",
     "mlflow.log_capsule": "mlflow_log_capsule",
     **{key: name for entry in registry.ENTRIES for key, name in entry.settings().items()},  # slurm.*
+    "metrics.from": "metrics_from",
+    "metrics.patterns": "metrics_patterns",
 }
 
 _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
@@ -192,6 +197,7 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
         if found:
             key, why, hint = found
             raise ConfigError(f"{why}{origin(f'{entry.section}_{key}')}", hint=hint)
+    check_settings(settings.metrics_from, settings.metrics_patterns)
     return settings
 
 

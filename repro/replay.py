@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import json
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from repro.collect.attribution import snapshot_tree
 from repro.compare import rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
+from repro.diff.metrics import metric_rows
 from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
 from repro.facts import command_env
 from repro.facts.code import restore_code
@@ -84,14 +84,7 @@ class ReplayOutcome:
 def side(loaded: LoadedRun) -> Side:
     """A run's results as the comparison sees them."""
     record = loaded.record
-    rows: list[dict[str, object]] = []
-    raw = loaded.read_blob(record.results.metrics)
-    if raw:
-        for line in raw.decode("utf-8", "replace").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
+    rows = metric_rows(record, loaded.read_blob)  # logged, then harvested with no code change
     # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
     blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
     stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)

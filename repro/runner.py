@@ -31,7 +31,7 @@ from repro.backends.base import (
     terminal_of,
 )
 from repro.backends.buildlog import BuildLog
-from repro.collect import attribution, checkpoints, produced
+from repro.collect import attribution, checkpoints, harvest, produced
 from repro.collect.reports import Reports, ledger, read_reports
 from repro.compare.trace import TRACE_LOG
 from repro.config import Plan, Settings
@@ -766,6 +766,11 @@ def _collect_outputs(
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
+    logged = produced.read_bytes(spec.runtime_dir, contract.METRICS_FILE, limit=None)
+    sources = harvest.RunSources.read(spec, found, logged)
+    wanted = harvest.HarvestSettings(prepared.settings.metrics_from, prepared.settings.metrics_patterns)
+    harvest.fold(res, sources, wanted, lambda raw: store.put_bytes(masker.data(raw, "metrics")),
+                 lambda text: masker.text(text, "metrics"))  # fmt: skip
     _shared_writes(record, reports)
     _link_warnings(record, spec.runtime_dir)
     record.warnings = [RunWarning(w.code, masker.text(w.message, "warnings")) for w in record.warnings]

@@ -9,7 +9,7 @@ import click
 
 from repro import bounds, ui
 from repro import check as core
-from repro.cli import options
+from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
@@ -73,6 +73,8 @@ Exit status (stable; README "Exit codes"):
     help="Write a JUnit XML report (one testcase per output, plus metrics and stdout).",
 )
 @options.markdown_option("a summary")
+@options.plot_option("run 1's and the first differing run's")
+@options.html_option("the result")
 @options.json_option("Print the result as JSON (schemas/check.json).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_app
@@ -93,6 +95,8 @@ def check(
     compare_stdout: bool | None,
     env: tuple[str, ...],
     trust: Trust | None,
+    plot_path: Path | None,
+    html_path: Path | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
 
@@ -102,6 +106,7 @@ def check(
     repro check --against golden/capsule.tar       does today's code still reproduce the capsule?
     repro check --interrupt 2 -- python train.py   killed twice after a checkpoint, resumed: still identical?
     repro check --markdown summary.md -- python train.py
+    repro check --html report.html --plot curves.png -- python train.py
 
     Every run executes under repro with the same seed (--seed, or drawn once and reused)
     in strict mode unless --mode, REPRO_MODE or repro.yaml says otherwise, and is
@@ -149,6 +154,9 @@ def check(
     except KeyboardInterrupt as e:
         raise Interrupted("check interrupted") from e
     _report(result, junit, markdown, as_json)
+    pair, verdict = figures.check_pair(result)
+    causes = [c.reason for c in result.diff.likely_causes] if result.diff else []
+    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot_path, html_path), causes)
     if result.failed is not None:
         raise_for_status(result.failed)
     code = int(result.exit_code)

@@ -8,10 +8,11 @@ from typing import Any
 import click
 
 from repro import ui
-from repro.cli import options
+from repro.cli import figures, options
 from repro.cli.completion import complete_ref
-from repro.diff import diff_records, metric_rows
+from repro.diff import diff_records
 from repro.ui import diff as diff_ui
+from repro.ui import report as report_ui
 
 
 def _either_blob(first: Any, second: Any) -> Any:
@@ -43,13 +44,8 @@ def _either_path(first: Any, second: Any) -> Any:
 @options.json_option("The result as JSON (docs/diff.md, schemas/diff.json).")
 @options.markdown_option("the tables")
 @click.option("--code", is_flag=True, help="Include the unified diff of changed source files.")
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Write both runs' metric curves, overlaid, to this PNG (needs matplotlib).",
-)
+@options.plot_option("both runs'")
+@options.html_option("the diff")
 @click.option(
     "--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not, as `git diff --exit-code`."
 )
@@ -62,7 +58,8 @@ def diff(
     as_json: bool,
     markdown: str | None,
     code: bool,
-    plot_path: str | None,
+    plot_path: Path | None,
+    html_path: Path | None,
     exit_code: bool,
     show_all: bool,
 ) -> None:
@@ -77,7 +74,7 @@ def diff(
     repro diff leslie.tar latest --code
     repro diff A B --json | jq '.likely_causes[0].reason'
     repro diff A B --markdown comment.md        (--markdown - or alone: on stdout)
-    repro diff A B --plot curves.png
+    repro diff A B --plot curves.png --html report.html
     """
     options.output_forms(as_json, markdown)
     store = ctx.obj.store
@@ -85,14 +82,12 @@ def diff(
     b = store.resolve(run_b)
     read = _either_blob(a, b)
     result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b))
-    if plot_path:
-        path = diff_ui.plot_metrics(
-            metric_rows(a.record, read),
-            metric_rows(b.record, read),
-            (a.record.id, b.record.id),
-            Path(plot_path),
-        )
-        ui.info(f"metric curves written to {path}")
+    if plot_path or html_path:
+        found = figures.pair_curves(a, b)
+        if plot_path:
+            figures.write_plot(found, plot_path)
+        if html_path:
+            figures.write_html(report_ui.from_diff(result, found), html_path)
     if markdown:
         ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))
     if as_json:

@@ -441,3 +441,40 @@ def verbosity_options() -> list[click.Option]:
         click.Option(flags, is_flag=True, expose_value=False, callback=_verbosity, help=text)
         for flags, text in ((["-q", "--quiet"], QUIET_HELP), (["-v", "--verbose"], VERBOSE_HELP))
     ]
+
+
+def _plot_format(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """Refuse a plot file of another format before anything runs."""
+    if value is not None and value.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(
+            f"--plot writes PNG or SVG, not {value.suffix or 'a file without a suffix'}",
+            hint=f"name the file {value.stem or 'curves'}.png or {value.stem or 'curves'}.svg",
+        )
+    return value
+
+
+def plot_option(what: str) -> Callable[[F], F]:
+    """`--plot FILE`, the same in `diff`, `check` and `replay`: ``what``'s metric curves drawn."""
+    return click.option(
+        "--plot",
+        "plot_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        callback=_plot_format,
+        metavar="FILE",
+        help=f"Draw {what} metric curves to FILE (.png or .svg; needs matplotlib): one panel per metric, "
+        "the first divergence marked.",
+    )
+
+
+def html_option(what: str) -> Callable[[F], F]:
+    """`--html FILE`, the same in `diff`, `check` and `replay`: one self-contained HTML page."""
+    return click.option(
+        "--html",
+        "html_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        metavar="FILE",
+        help=f"Write {what} as one self-contained HTML page (curves, causes, outputs; no external assets), "
+        "for a CI artifact.",
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from repro import bounds, ui
-from repro.cli import options
+from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
@@ -51,6 +51,8 @@ from repro.ui import verdict as render
 @options.trust_options
 @options.json_option("Print the verdict as JSON (schemas/replay.json).")
 @options.markdown_option("the verdict")
+@options.plot_option("the original's and the replay's")
+@options.html_option("the verdict")
 @pass_app
 def replay(
     app: AppContext,
@@ -70,6 +72,8 @@ def replay(
     compare_stdout: bool | None,
     env: tuple[str, ...],
     trust: Trust | None,
+    plot_path: Path | None,
+    html_path: Path | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -102,6 +106,7 @@ def replay(
 
     \b
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
+    repro replay RUN --plot curves.png --html report.html   both runs' curves, the first divergence marked
     A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
     """
     if steps is not None and from_checkpoint is None:
@@ -120,6 +125,8 @@ def replay(
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
     _report(outcome, markdown, as_json)
+    pair = (outcome.original, outcome.replay)
+    figures.verdict_pictures(app.store, pair, outcome.verdict, f"repro replay {ref}", (plot_path, html_path))
     code = int(outcome.verdict.exit_code)
     if code:
         raise click.exceptions.Exit(code)

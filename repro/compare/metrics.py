@@ -3,7 +3,9 @@
 Series are keyed by name (and rank when not 0) and aligned by position within the
 series; values compare with a tolerance (`repro.compare.tolerance`; ``STRICT`` for exact);
 they are walked in the original's order (the order they were logged), then the rows only the
-other side has. Pure data in and out.
+other side has. A series harvested with no code change (rows marked ``harvested``) that only one
+side has is left out: whether it was harvested depends on the machine (the ``tensorboard`` package)
+and its settings, not on the run. Pure data in and out.
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def divergences(
         i = seen[key] = seen.get(key, -1) + 1
         other = series_b.get(key)
         step, va = row.get("step"), row.get("value")
+        if other is None and row.get("harvested"):
+            continue  # harvested on one side only: what this machine can read (tensorboard), not the run
         if other is None or i >= len(other):
             div("missing" if other is None else "length", key, step, i, va, None)
             continue
@@ -89,6 +93,8 @@ def divergences(
             div("value", key, step, i, va, vb)
     for key, rows in series_b.items():
         n = seen.get(key, -1) + 1
+        if n == 0 and rows[0].get("harvested"):
+            continue
         for i in range(n, len(rows)):
             div(
                 "length" if key in seen else "missing",

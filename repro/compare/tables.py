@@ -78,6 +78,26 @@ def _number(cell: str) -> Any:
         return cell
 
 
+def _rows(text: str, suffix: str) -> list[dict[str, Any]]:
+    if suffix == ".jsonl":
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [r if isinstance(r, dict) else {"value": r} for r in rows]
+    reader = csv.DictReader(io.StringIO(text))
+    return [{k: _number(v) for k, v in row.items() if k is not None} for row in reader]
+
+
+def read_rows(text: str, suffix: str) -> list[dict[str, Any]]:
+    """The rows of a JSONL or CSV metric file's text (CSV cells that parse as numbers are numbers).
+
+    Raises:
+        UnreadableTable: the text does not parse.
+    """
+    try:
+        return _rows(text, suffix)
+    except (ValueError, csv.Error) as e:
+        raise UnreadableTable(f"not valid {suffix[1:].upper()}: {str(e)[:120]}") from e
+
+
 def read_table(path: Path, suffix: str) -> tuple[Series, list[str]]:
     """A metric file's series and the timing fields left out.
 
@@ -100,13 +120,8 @@ def read_table(path: Path, suffix: str) -> tuple[Series, list[str]]:
                         ignored.add(name)
                     else:
                         series[name] = [(None, _leaf(value))]
-        elif suffix == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            series = _rows_to_series([r if isinstance(r, dict) else {"value": r} for r in rows], ignored)
         else:
-            reader = csv.DictReader(io.StringIO(text))
-            rows = [{k: _number(v) for k, v in row.items() if k is not None} for row in reader]
-            series = _rows_to_series(rows, ignored)
+            series = _rows_to_series(_rows(text, suffix), ignored)
     except (ValueError, csv.Error) as e:
         raise UnreadableTable(f"not valid {suffix[1:].upper()}: {str(e)[:120]}") from e
     return series, sorted(ignored)

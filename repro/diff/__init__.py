@@ -30,7 +30,7 @@ from repro.diff.causes import (
     rank_causes,
 )
 from repro.diff.files import MAX_GROUPS, group_by_dir
-from repro.diff.metrics import first_divergence, metric_rows, series
+from repro.diff.metrics import divergences, first_divergence, metric_rows, series
 from repro.diff.model import (
     DIFF_FORMAT,
     SECTIONS,
@@ -87,6 +87,7 @@ __all__ = [
     "canonical_name",
     "compare_versions",
     "diff_records",
+    "divergences",
     "first_divergence",
     "group_by_dir",
     "human_bytes",

@@ -94,7 +94,7 @@ class Divergence:
     """The first step at which two metric series differ."""
 
     metric: str
-    step: int | None
+    step: float | None  # an int but for series stepped by a fractional epoch
     a: float | None
     b: float | None
 

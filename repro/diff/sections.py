@@ -19,7 +19,7 @@ from repro.diff.files import (
     files_summary,
     group_by_dir,
 )
-from repro.diff.metrics import first_divergence, metric_rows, series
+from repro.diff.metrics import divergences, metric_rows, series
 from repro.diff.model import Change, Section
 from repro.diff.patches import patch_changes
 from repro.diff.reader import OpenBlob, SafeReader
@@ -496,8 +496,12 @@ def diff_metrics(a: Record, b: Record, read: SafeReader) -> Section:
     changes = dict_changes(fa, fb, "final")
     rows_a = metric_rows(a, read)
     rows_b = metric_rows(b, read)
-    divergence = first_divergence(rows_a, rows_b)
+    parted = divergences(rows_a, rows_b)
+    divergence = parted[0] if parted else None
     names_a, names_b = set(series(rows_a)), set(series(rows_b))
+    for d in parted:  # each metric's own first divergent step
+        where = f"first differs at step {d.step:g}"
+        changes.append(Change(d.metric, "changed", "diverged", d.a, d.b, detail=where))
     for name in sorted(names_b - names_a - set(fb)):
         changes.append(Change(key=name, kind="added", scope="series"))
     for name in sorted(names_a - names_b - set(fa)):

@@ -345,6 +345,18 @@ def _and(items: list[int]) -> str:
 
 
 @dataclass
+class SeriesInfo:
+    """A metric series of the run: its name, where it came from, how many points, the last one."""
+
+    name: str
+    source: str = "log_metric"  # log_metric | tensorboard | files | stdout (repro.collect.harvest)
+    origin: str | None = None  # the file or event directory it was read from (project-relative), or stdout
+    points: int = 0
+    last_step: float | None = None
+    last: float | None = None
+
+
+@dataclass
 class ResultInfo:
     status: RunStatus = "running"
     exit_code: int | None = None
@@ -355,6 +367,8 @@ class ResultInfo:
     logs: dict[str, str] = field(default_factory=dict)  # name -> blob
     stderr_tail: list[str] = field(default_factory=list)
     metrics: str | None = None  # blob of metrics.jsonl
+    harvested: str | None = None  # blob of the series harvested with no code change (rows as metrics.jsonl)
+    series: list[SeriesInfo] = field(default_factory=list)  # every series, logged and harvested
     final_metrics: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # from repro.log_params
     output_roots: list[str] = field(default_factory=list)
@@ -412,6 +426,7 @@ class Record:
             self.deps.lock_blob,
             self.deps.image.dockerfile if self.deps.image else None,
             self.results.metrics,
+            self.results.harvested,
             *self.results.logs.values(),
             *(c.blob for c in self.results.checkpoints),
             *(b for c in self.results.checkpoints for b in c.states.values()),

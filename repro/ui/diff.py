@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes, series
-from repro.errors import UsageError
+from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes
+from repro.diff.metrics import curves_of_rows
 from repro.ui import colour_on, printable
+from repro.ui import curves as curves_ui
 from repro.units import shorten
 
 WIDTH = 100
@@ -285,47 +286,10 @@ def render_json(result: DiffResult) -> dict[str, Any]:
 def plot_metrics(
     a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], labels: tuple[str, str], path: Path
 ) -> Path:
-    """Overlay both runs' metric curves, one panel per metric, into a PNG at ``path``.
+    """Overlay both runs' metric curves, one panel per metric, each first divergence marked, into a
+    PNG or SVG at ``path`` (`repro.ui.curves`).
 
     Raises:
-        UsageError: matplotlib is not installed, or neither run recorded a metric series.
+        UsageError: matplotlib is not installed, another format, or neither run has a metric series.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise UsageError(
-            "--plot needs matplotlib, which is not installed",
-            hint="pip install 'repro-capsule[plot]'",
-        ) from e
-    sa, sb = series(a_rows), series(b_rows)
-    names = sorted(set(sa) | set(sb))
-    if not names:
-        raise UsageError(
-            "neither run recorded a metric series to plot",
-            hint="log metrics from the training script with repro.log_metric(name, value, step=...)",
-        )
-    cols = min(3, len(names))
-    rows = (len(names) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-    try:
-        for i, name in enumerate(names):
-            ax = axes[i // cols][i % cols]
-            for points, label, style in ((sa.get(name), labels[0], "-"), (sb.get(name), labels[1], "--")):
-                if points:
-                    steps, values = zip(*sorted(points), strict=True)
-                    ax.plot(steps, values, style, label=label, marker="." if len(points) < 50 else None)
-            ax.set_title(name)
-            ax.set_xlabel("step")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize="small")
-        for j in range(len(names), rows * cols):
-            axes[j // cols][j % cols].set_visible(False)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=100)
-    finally:
-        plt.close(fig)
-    return path
+    return curves_ui.plot(curves_of_rows(a_rows, b_rows, labels), path)

@@ -12,7 +12,7 @@ from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
 from repro.store.attestation import Summary
-from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning
+from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.runs import RunRow
 from repro.store.signing import Seal
 from repro.units import plural, shorten
@@ -302,6 +302,7 @@ def _result_lines(r: Record) -> list[tuple[str, str]]:
     res = r.results
     if res.final_metrics:
         lines.append(("metrics", ", ".join(f"{k}={v:.6g}" for k, v in res.final_metrics.items())))
+    lines += series_lines(res.series)
     for o in res.outputs[:20]:
         shown = f"link -> {o.link}, not followed" if o.link is not None else ui.human_bytes(o.size)
         lines.append(("output", f"{o.path} ({shown}, {o.hash[:16]})"))
@@ -326,6 +327,19 @@ def _result_lines(r: Record) -> list[tuple[str, str]]:
         lines.append(("warning", w.message))
     if r.redactions:
         lines.append(("redacted", ", ".join(sorted(set(r.redactions)))))
+    return lines
+
+
+def series_lines(series: list[SeriesInfo], most: int = 20) -> list[tuple[str, str]]:
+    """One line per metric series: name, points, the last value and its step, and where it came from."""
+    lines = []
+    for s in series[:most]:
+        last = "-" if s.last is None else f"{s.last:.6g}"
+        step = "" if s.last_step is None else f" at step {s.last_step:g}"
+        where = s.source if not s.origin or s.origin == s.source else f"{s.source} {s.origin}"
+        lines.append(("series", f"{s.name}: {plural(s.points, 'point')}, last {last}{step} ({where})"))
+    if len(series) > most:
+        lines.append(("series", f"… and {len(series) - most} more (repro show --json lists them all)"))
     return lines
 
 

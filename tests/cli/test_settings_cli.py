@@ -179,3 +179,48 @@ def test_compare_stdout(seeded, cli, monkeypatch: pytest.MonkeyPatch) -> None:  
     monkeypatch.delenv("REPRO_COMPARE_STDOUT")
     seeded.write("repro.yaml", "backend: local\nmode: off\nseed: 5\ncompare:\n  stdout: false\n")
     assert replay() == (0, "identical")
+
+
+STEPPED = """\
+for epoch in range(3):
+    print(f"Train Epoch: {epoch} [0/60000 (0%)]\\tLoss: {1.0 / (epoch + 1):.6f}")
+    print(f"iter {epoch}: loss {2.0 / (epoch + 1):.4f}")
+"""
+
+
+def test_metrics_from_and_patterns_in_repro_yaml_decide_what_is_harvested(project, cli) -> None:  # type: ignore[no-untyped-def]
+    project.write("train.py", STEPPED)
+    project.write(
+        "repro.yaml",
+        "backend: local\nmetrics:\n  from: [stdout]\n"
+        "  patterns: ['Train Epoch: (?P<step>\\d+) .*Loss: (?P<nll>[\\d.]+)']\n",
+    )
+    project.commit("stepped")
+    assert cli("run", "--", "python", "train.py", cwd=project.root).code == 0
+    series = {s.name: s for s in Store(project.root).resolve("latest").record.results.series}
+    nll = series["nll"]
+    assert (nll.points, nll.last_step) == (3, 2) and nll.last == pytest.approx(1 / 3, 1e-5)
+    assert series["loss"].source == "stdout" and series["loss"].points == 3
+    project.write("repro.yaml", "backend: local\nmetrics:\n  from: []\n")
+    project.commit("nothing harvested")
+    assert cli("run", "--", "python", "train.py", cwd=project.root).code == 0
+    assert Store(project.root).resolve("latest").record.results.series == []
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("metrics:\n  from: [tensorbord]\n", "metrics.from: unknown source 'tensorbord'"),
+        (
+            "metrics:\n  patterns: ['loss (']\n",
+            "metrics.patterns: 'loss (' is not a valid regular expression",
+        ),
+        ("metrics:\n  patterns: ['loss \\\\d+']\n", "names no series"),
+    ],
+)
+def test_bad_metrics_settings_are_usage_errors(project, cli, yaml_text: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    project.write("train.py", STEPPED)
+    project.write("repro.yaml", "backend: local\n" + yaml_text)
+    project.commit("bad")
+    r = cli("run", "--", "python", "train.py", cwd=project.root)
+    assert r.code == 2 and message in r.err

@@ -90,8 +90,11 @@ def test_github_posts_the_summary_and_uploads_the_capsule() -> None:
     job = next(iter(_load("github-actions.yml")["jobs"].values()))
     runs = "\n".join(step.get("run", "") for step in job["steps"])
     assert "$GITHUB_STEP_SUMMARY" in runs and "--markdown" in runs
+    assert '--html "$REPORTS/check.html"' in runs  # the page lands where the artifact is uploaded from
     uses = [step.get("uses", "") for step in job["steps"]]
     assert any(u.startswith("actions/upload-artifact@") for u in uses)
+    (upload,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["path"] == "${{ runner.temp }}/repro/"
     assert any(u.startswith("actions/checkout@") for u in uses)
 
 

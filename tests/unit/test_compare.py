@@ -389,6 +389,18 @@ def test_metric_timestamps_in_rows_are_ignored() -> None:
     assert compare_metrics(a, b, Tolerance(0, 0)) is None
 
 
+def test_a_harvested_series_on_one_side_only_is_left_out_but_a_logged_one_is_missing() -> None:
+    a = _series([1.0, 0.5])
+    events = [{"name": "Loss/train", "value": 1.0, "step": 1, "harvested": True}]
+    assert compare_metrics(a + events, a, Tolerance(0, 0)) is None  # no tensorboard on one machine
+    assert compare_metrics(a, a + events, Tolerance(0, 0)) is None
+    m = compare_metrics(a + events, a + events[:0] + [{**events[0], "value": 2.0}], Tolerance(0, 0))
+    assert m is not None and (m.name, m.kind) == ("Loss/train", "value")
+    logged = [{"name": "acc", "value": 0.5, "step": 1}]
+    m = compare_metrics(a + logged, a, Tolerance(0, 0))
+    assert m is not None and (m.name, m.kind) == ("acc", "missing")
+
+
 def test_metric_length_mismatch() -> None:
     m = compare_metrics(_series([1.0, 0.5, 0.4]), _series([1.0, 0.5]), Tolerance())
     assert m is not None and (m.kind, m.name, m.step, m.original, m.replay) == (

@@ -15,8 +15,10 @@ from repro.diff import (
     SECTIONS,
     compare_versions,
     diff_records,
+    divergences,
     first_divergence,
     group_by_dir,
+    metric_rows,
     parse_pins,
     reverse_patch,
     split_patch,
@@ -537,9 +539,11 @@ def test_missing_patch_blob_is_reported_not_raised(blobs: Blobs) -> None:
 def test_metrics_final_deltas_and_first_divergence(leslie_dave: tuple[Record, Record], blobs: Blobs) -> None:
     leslie, dave = leslie_dave
     metrics = diff_records(leslie, dave, blobs).section("metrics")
-    (change,) = metrics.changes
+    change, parted = metrics.changes
     assert (change.key, change.old, change.new) == ("val_error", 0.303, 0.528)
     assert change.delta == pytest.approx(0.225)
+    assert (parted.key, parted.scope, parted.old, parted.new) == ("loss", "diverged", 0.7, 0.8)
+    assert parted.detail == "first differs at step 1"
     assert metrics.divergence is not None
     assert (metrics.divergence.metric, metrics.divergence.step) == ("loss", 1)
     assert metrics.summary == "val_error 0.303 → 0.528 (+0.225), series diverge at step 1 (loss)"
@@ -574,6 +578,23 @@ def test_diff_and_replay_share_the_divergence_rule_with_the_tolerance_a_paramete
     assert first_divergence(rows_a, rows_b, Tolerance(atol=0.1, rtol=0.0)) is None
     steps = first_divergence(rows_a, [dict(r, step=r["step"] + 1) for r in rows_a])
     assert steps is not None and (steps.step, steps.a, steps.b) == (0, None, None)
+
+
+def test_harvested_series_join_the_logged_ones_each_with_its_first_divergent_step(blobs: Blobs) -> None:
+    a, b = make_record(blobs, "a"), make_record(blobs, "b")
+    harvested = [
+        [{"name": "loss", "value": 9.0, "step": 0}, {"name": "val_loss", "value": 2.0, "step": 250}],
+        [{"name": "loss", "value": 8.0, "step": 0}, {"name": "val_loss", "value": 2.5, "step": 250}],
+    ]
+    for record, rows in zip((a, b), harvested, strict=True):
+        record.results.harvested = blobs.put("".join(json.dumps(r) + "\n" for r in rows))
+    rows_a = metric_rows(a, blobs)
+    assert [r["name"] for r in rows_a] == ["loss", "loss", "loss", "val_loss"]  # logged loss wins
+    metrics = diff_records(a, b, blobs).section("metrics")
+    assert [(c.key, c.detail) for c in metrics.changes if c.scope == "diverged"] == [
+        ("val_loss", "first differs at step 250")
+    ]
+    assert divergences(rows_a, metric_rows(b, blobs))[0].step == 250
 
 
 def test_outputs_and_status(blobs: Blobs) -> None:
@@ -835,3 +856,23 @@ def test_what_repro_adds_to_a_command_is_never_a_cause(blobs: Blobs) -> None:
     (note,) = result.section("outputs").notes
     assert "outputs/2026-01-01/10-05-00/… as outputs/2026-01-01/10-00-00/…" in note
     assert a.command.executed() == [*a.command.argv, "hydra.run.dir=outputs/2026-01-01/10-00-00"]
+
+
+def test_plot_writes_svg_too_and_marks_each_first_divergence(tmp_path: Path) -> None:
+    from repro.ui.diff import plot_metrics
+
+    rows_a: list[dict[str, Any]] = [
+        {"name": "loss", "value": 1.0 / (i + 1), "step": i * 10} for i in range(5)
+    ]
+    rows_b = [{**r, "value": r["value"] + (0.1 if r["step"] >= 20 else 0)} for r in rows_a]
+    svg = plot_metrics(rows_a, rows_b, ("a", "b"), tmp_path / "curves.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "first divergence: step 20" in svg
+
+
+def test_plot_names_the_formats_it_writes(tmp_path: Path) -> None:
+    from repro.ui.diff import plot_metrics
+
+    rows = [{"name": "loss", "value": 1.0, "step": 0}]
+    with pytest.raises(UsageError, match="PNG or SVG, not .pdf") as info:
+        plot_metrics(rows, rows, ("a", "b"), tmp_path / "curves.pdf")
+    assert info.value.hint == "name the file curves.png or curves.svg"
