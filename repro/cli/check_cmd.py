@@ -154,14 +154,19 @@ def check(
     except KeyboardInterrupt as e:
         raise Interrupted("check interrupted") from e
     _report(result, junit, markdown, as_json)
-    pair, verdict = figures.check_pair(result)
-    causes = [c.reason for c in result.diff.likely_causes] if result.diff else []
-    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot_path, html_path), causes)
+    _pictures(app, result, plot_path, html_path)
     if result.failed is not None:
         raise_for_status(result.failed)
     code = int(result.exit_code)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html: Path | None) -> None:
+    """--plot and --html: the curves of run 1 and the first run that differs, and the report page."""
+    pair, verdict = figures.check_pair(result)
+    causes = [c.reason for c in result.diff.likely_causes] if result.diff else []
+    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes)
 
 
 def _command(
