@@ -32,6 +32,7 @@ test: install ## the whole suite: unit, cli, integration (real training, real Do
 	@bash scripts/docker-up.sh || { test -z "$$CI" || exit 1; \
 		echo "make test: no Docker engine this user can use; docker tests skip with a reason"; }
 	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
+	@bash scripts/browser-up.sh || echo "test: no headless chromium here; the HTML-report browser test skips"
 	$(PY) -m pytest $(TESTS)
 
 test-fast: install ## unit and cli tests only

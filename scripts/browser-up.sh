@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Make sure a headless browser is here for the HTML-report test (tests/integration/test_report_browser.py):
+# Debian's chromium, installed with apt as root when missing. Fast and idempotent when present.
+set -euo pipefail
+
+say() { echo "browser-up: $*" >&2; }
+
+if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+    say "chromium is here"
+    exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    say "no chromium, and no root apt-get to install it (Debian: apt-get install chromium)"
+    exit 1
+fi
+say "installing Debian's chromium (headless HTML-report test)"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null || say "apt-get update failed; trying the cached package lists"
+apt-get install -y -qq --no-install-recommends chromium >/dev/null
+command -v chromium >/dev/null 2>&1
+say "chromium $(chromium --version 2>/dev/null | awk '{print $2}') installed"
