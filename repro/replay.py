@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from repro import __version__, sandbox, start
 from repro import window as windows
+from repro.backends import registry
 from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
 from repro.compare import rootpath, trace
@@ -39,7 +40,6 @@ from repro.runner import Prepared, build_spec, now_iso
 from repro.store import signing
 from repro.store.capsule import (
     IMAGE_MEMBER,
-    RECORD_NAME,
     CodeInfo,
     EnvInfo,
     FileEntry,
@@ -570,34 +570,14 @@ def resumed_note(store: Store, record: Record) -> str:
 
 
 def recorded_slurm_options(record: Record) -> SlurmOptions:
-    """The allocation a Slurm run had, to ask for the same again (nodes from the command).
+    """The allocation a Slurm run had, to ask for the same again (`SlurmOptions.recorded`).
 
     Raises:
         CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
     """
-    from repro.backends import sbatch
     from repro.backends.slurm import SlurmOptions
 
-    slurm = record.backend.details.get("slurm")
-    asked = slurm.get("options") if isinstance(slurm, dict) else None
-    asked = asked if isinstance(asked, dict) else {}
-    options = SlurmOptions(
-        nodes=record.command.nodes,
-        partition=asked.get("partition"),
-        time=asked.get("time"),
-        account=asked.get("account"),
-        sbatch_args=asked.get("sbatch_args") or (),  # checked below: a list of text, or refused
-        requeue=bool(asked.get("requeue")),
-        environment=asked.get("environment") or "python",
-    )
-    found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
-    if found:
-        raise CapsuleInvalid(
-            f"run {record.id}: the recorded Slurm options: {found[0]}",
-            member=RECORD_NAME,
-            hint="nothing was submitted; replay it on another backend (--backend docker)",
-        )
-    return dataclasses.replace(options, sbatch_args=tuple(options.sbatch_args))
+    return SlurmOptions.recorded(record)
 
 
 def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
@@ -606,7 +586,7 @@ def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:
     Ranks, per-rank seeds and the process group are the same; only where the ranks run changes.
     """
     nodes, nproc = record.command.nodes, record.command.nproc_per_node
-    if nodes <= 1 or backend == "slurm":
+    if nodes <= 1 or registry.spans_nodes(backend):
         return
     record.command.nodes, record.command.nproc_per_node = 1, nodes * nproc
     notes.append(

@@ -5,9 +5,9 @@ Core only: returns the sealed record; the CLI decides what to print and the exit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
-import json
 import os
 import re
 import shutil
@@ -767,7 +767,7 @@ def _collect_outputs(
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
     logged = produced.read_bytes(spec.runtime_dir, contract.METRICS_FILE, limit=None)
-    sources = harvest.RunSources.read(spec, found, logged)
+    sources = harvest.RunSources.read(spec.project_root, spec.stdout_path, spec.outputs, found, logged)
     wanted = harvest.HarvestSettings(prepared.settings.metrics_from, prepared.settings.metrics_patterns)
     harvest.fold(res, sources, wanted, lambda raw: store.put_bytes(masker.data(raw, "metrics")),
                  lambda text: masker.text(text, "metrics"))  # fmt: skip
@@ -837,13 +837,11 @@ def _tail(path: Path, n: int) -> list[str]:
 
 
 def _final_metrics(raw: bytes) -> dict[str, float]:
+    """Each metric's last value (rows read by the contract's one tolerant reader)."""
     final: dict[str, float] = {}
-    for line in raw.decode("utf-8", "replace").splitlines():
-        try:
-            row = json.loads(line)
+    for row in contract.metric_rows(raw.decode("utf-8", "replace")):
+        with contextlib.suppress(ValueError, TypeError):
             final[str(row["name"])] = float(row["value"])
-        except (ValueError, KeyError, TypeError):
-            continue
     return final
 
 

@@ -96,6 +96,12 @@ def get(name: str) -> Entry:
     return _BY_NAME[name]
 
 
+def spans_nodes(name: str) -> bool:
+    """Whether a replay on backend ``name`` keeps a multi-node run's nodes (``auto``: it does not)."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.spans_nodes
+
+
 def on_host() -> tuple[str, ...]:
     """The backends that run the code on this machine, unsandboxed."""
     return tuple(entry.name for entry in ENTRIES if entry.on_host)

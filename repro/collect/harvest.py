@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from repro.backends.base import RunSpec
 from repro.collect import attribution, produced
 from repro.compare import tables, tensorboard
 from repro.compare.logmask import NUM, is_timing_key
@@ -457,8 +456,10 @@ class RunSources:
     declared: tuple[str, ...] = ()  # the declared output dirs, read as the host chose them
 
     @classmethod
-    def read(cls, spec: RunSpec, paths: Iterable[str], logged: bytes | None) -> RunSources:
+    def read(
+        cls, root: Path, stdout: Path, outputs: Iterable[str], paths: Iterable[str], logged: bytes | None
+    ) -> RunSources:
         """The sources of a collected run; its stdout read up to `MAX_FILE_BYTES` (none beyond)."""
-        raw = produced.read_at(spec.stdout_path, limit=MAX_FILE_BYTES) or b""
+        raw = produced.read_at(stdout, limit=MAX_FILE_BYTES) or b""
         text = raw.decode("utf-8", "replace")
-        return cls(spec.project_root, tuple(paths), text, logged, tuple(spec.outputs))
+        return cls(root, tuple(paths), text, logged, tuple(outputs))
