@@ -137,10 +137,7 @@ def check(
         with sigterm_interrupts():
             if against:
                 ui.contain_output()  # the golden capsule's command: its output cannot erase repro's lines
-                request = core.AgainstRequest(
-                    capsule=against, data_root=data_root, allow_data_drift=allow_data_drift,
-                    atol=atol, rtol=rtol, trust=trust, env=env,
-                )  # fmt: skip
+                request = core.AgainstRequest(against, data_root, allow_data_drift, atol, rtol, trust, env)
                 result = core.run_against(request, app.store, plan, on_event)
             elif interrupts:
                 result = core.run_interrupt_check(
