@@ -292,3 +292,19 @@ def test_every_run_starts_through_the_one_entry_point() -> None:
     verbs = ("runner.py", "check.py", "replay.py", "resume.py", "pytest_plugin.py", "cli/")
     restorers = [rel[p] for p in rel if rel[p].startswith(verbs) and _calls(p, "lock_blob")]
     assert restorers == []
+
+
+def test_the_top_level_holds_at_most_twenty_modules() -> None:
+    """The verbs sit in repro/ itself; everything else lives in the package of its concern."""
+    assert len(list(PACKAGE.glob("*.py"))) <= 20
+
+
+def test_no_function_is_longer_than_eighty_lines() -> None:
+    long = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines} lines)")
+    assert long == []
