@@ -26,6 +26,7 @@ from repro import bounds
 from repro.backends import sbatch
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
+from repro.facts.deps import CUDA_INDEX
 
 MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker", "slurm")
@@ -68,6 +69,9 @@ class Settings:
         "python"  # python: this interpreter on a shared filesystem; docker: the run's image
     )
     mlflow_log_capsule: bool = False  # log the exported capsule to the MLflow runs the command started
+    # cuda.index: where the cuda lock and CUDA images take torch's CUDA wheels; None (`none`): only the
+    # host's pip configuration
+    cuda_index: str | None = CUDA_INDEX
 
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
@@ -102,6 +106,7 @@ _YAML_KEYS: dict[str, str] = {
     "compare.mask": "compare_mask",
     "compare.ignore_lines": "compare_ignore_lines",
     "mlflow.log_capsule": "mlflow_log_capsule",
+    "cuda.index": "cuda_index",
 }
 
 _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
@@ -114,6 +119,7 @@ _ENV_KEYS: dict[str, str] = {
     "REPRO_SEED_DEFAULT": "seed",
     "REPRO_BASE_IMAGE": "base_image",
     "REPRO_COMPARE_STDOUT": "compare_stdout",
+    "REPRO_CUDA_INDEX": "cuda_index",
 }
 
 
@@ -198,6 +204,23 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             f"unknown slurm.environment {settings.slurm_environment!r}{origin('slurm_environment')}",
             hint=f"choose one of: {', '.join(NODE_ENVIRONMENTS)}",
         )
+    return _cuda_index(settings, origin("cuda_index"))
+
+
+def _cuda_index(settings: Settings, origin: str) -> Settings:
+    """cuda.index: `none` (only the host's pip configuration) becomes None; else an http(s) or file URL.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    value = settings.cuda_index
+    if value is None or value.strip().lower() in ("none", ""):
+        return dataclasses.replace(settings, cuda_index=None)
+    if not value.startswith(("https://", "http://", "file:")):
+        raise ConfigError(
+            f"cuda.index {value!r} is not a package index URL{origin}",
+            hint=f"an index URL such as {CUDA_INDEX}, or `none` to use only the host's pip configuration",
+        )
     return settings
 
 
@@ -253,6 +276,7 @@ class Flags:
     trace: bool | None = None
     allow_nondeterministic_ops: bool | None = None
     compare_stdout: bool | None = None  # replay and check only
+    cuda_index: str | None = None
     gpus: str | None = None  # not a setting: given per run
     nproc_per_node: int | None = None  # not a setting: given per run
 

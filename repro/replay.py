@@ -348,6 +348,7 @@ def run_replay(
         spec = build_spec(
             record, root, run_dir, data, outputs, lockfile, settings.base_image,
             original.command.executed(), data_root=data_root, variables=passed.env,
+            cuda_index=settings.cuda_index,
         )  # fmt: skip
         spec.terminal = Terminal.recorded(original.backend.details)  # a TTY where the original had one
         if window is not None:

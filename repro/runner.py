@@ -311,7 +311,7 @@ def capture(
         )  # fmt: skip
 
     variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
-    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
+    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant, settings.cuda_index))
     if not lock.done and lock.source is not None:
         on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
@@ -334,8 +334,9 @@ def capture(
     run_dir = store.begin_run(record.id, safe_argv)
     variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
     spec = build_spec(
-        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables
-    )
+        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables,
+        cuda_index=settings.cuda_index,
+    )  # fmt: skip
     started = time.time_ns()
     tree = attribution.snapshot_tree(root, data)
     before = attribution.snapshot(root, outputs)
@@ -390,9 +391,11 @@ def build_spec(
     argv: list[str],
     data_root: Path | None = None,
     variables: Mapping[str, str] | None = None,
+    cuda_index: str | None = None,
 ) -> RunSpec:
     """What a backend executes. ``variables``: the user's variables for the command
-    (`repro.facts.command_env`), under repro's own, which win."""
+    (`repro.facts.command_env`), under repro's own, which win. ``cuda_index``: the cuda.index
+    setting, where a CUDA image's wheels are fetched from beside the host's pip sources."""
     work = run_dir / "work"
     runtime = work / "runtime"
     runtime.mkdir(parents=True, exist_ok=True)
@@ -418,6 +421,7 @@ def build_spec(
         lockfile=lockfile,
         base_image=base_image,
         store_dir=run_dir.parent.parent,
+        cuda_index=cuda_index,
     )
 
 
@@ -536,6 +540,7 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     record.deps.lock_blob = store.put_file(lock.path)
     record.deps.lock_inputs = lock.inputs_hash
     record.deps.requirements = lock.requirements
+    record.deps.cuda = lock.cuda
     prepared.spec.lockfile = lock.path
 
 

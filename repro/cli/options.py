@@ -51,6 +51,16 @@ def gpus_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+cuda_index = click.option(
+    "--cuda-index",
+    default=None,
+    metavar="URL|none",
+    help="Package index of torch's CUDA wheels for the cuda lock and CUDA images (cuda.index; "
+    "default https://download.pytorch.org/whl/cu128; none: only the host's pip configuration). "
+    "Also REPRO_CUDA_INDEX.",
+)
+
+
 def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared execution options; the command receives them as `flags: Flags`."""
 
@@ -121,6 +131,7 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "GPUs to give the run: all, a count N or device ids (0,1); --gpus alone: all. "
                 "Exit 3 when this machine has fewer."
             ),  # fmt: skip
+            cuda_index,
             click.option(
                 "--network/--no-network",
                 default=None,
