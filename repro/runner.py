@@ -41,6 +41,7 @@ from repro.facts import command as cmd
 from repro.facts import command_env, deps, hydra
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
+    check_gpu_mode,
     clock_env,
     explain_failure,
     plan,
@@ -259,6 +260,8 @@ def capture(
     data = list(settings.data)
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
+    env, env_hits = host_env(redactor, settings.env_allow)
+    check_gpu_mode(run_plan.mode, run_plan.gpus, len(env.gpus), settings.backend, run_plan.source("mode"))
     safe_argv, argv_hits = redactor.argv(argv)
     hidden = redacted_options(safe_argv)
     if hidden:
@@ -316,7 +319,6 @@ def capture(
         on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
 
-    env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
     record.seeds = make_seeds(settings.seed, nproc * nodes)

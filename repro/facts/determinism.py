@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from repro.errors import UsageError
 from repro.store.capsule import DeterminismInfo, RunWarning
 
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
@@ -141,6 +142,28 @@ def plan(
         mode=mode, threads=threads if mode != "off" else None, isa=isa if mode != "off" else None,
         knobs=knobs, env=env, allow_nondeterministic_ops=allow,
     )  # fmt: skip
+
+
+def check_gpu_mode(mode: str, given: str | None, found: int, backend: str, source: str) -> None:
+    """gpu mode needs a GPU the run can touch: one given with --gpus, or on the local backend one this
+    machine has (``found``: the GPUs nvidia-smi lists). A gpu-mode run without one would be recorded
+    as a GPU run that never touched a GPU.
+
+    Raises:
+        UsageError: gpu mode with no GPU given or found (exit 2).
+    """
+    if mode != "gpu" or given:
+        return
+    if backend == "local" and found:
+        return
+    if found:
+        why = f"the {backend} backend gives a run GPUs only with --gpus"
+    else:
+        why = "none was given (--gpus) and this machine has none (nvidia-smi lists no GPU)"
+    raise UsageError(
+        f"gpu mode (from {source}) but the run gets no GPU: {why}",
+        hint="give it GPUs with --gpus all (or N), or run on the CPU: --mode strict",
+    )
 
 
 def verifiable_mode(*records: DeterminismInfo) -> str:
