@@ -30,7 +30,7 @@ from repro.facts.deps import CUDA_INDEX
 
 MODES = ("strict", "gpu", "off")
 BACKENDS = ("auto", "local", "docker", "slurm")
-ISAS = ("auto", "avx2", "avx512", "default", "none")
+ISAS = ("auto", "avx2", "avx512", "portable", "default", "none")
 NODE_ENVIRONMENTS = ("python", "docker")  # what runs the command on Slurm nodes
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"
 
@@ -40,7 +40,7 @@ class Settings:
     backend: str = "auto"
     mode: str | None = None  # None: strict on CPU, gpu when --gpus is given
     threads: int = 1
-    isa: str = "auto"  # auto | avx2 | avx512 | default | none
+    isa: str = "auto"  # auto | avx2 | avx512 | portable | default | none
     seed: int | None = None
     data: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("outputs",)

@@ -118,7 +118,8 @@ def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
                 "--isa",
                 type=click.Choice(ISAS),
                 default=None,
-                help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
+                help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present; "
+                "portable: the same float32 bits on Intel and AMD CPUs; see README: CPU ISA pins).",
             ),
             click.option(
                 "--nproc-per-node",

@@ -10,10 +10,15 @@ from typing import Any
 from repro.errors import UsageError
 from repro.store.capsule import DeterminismInfo, RunWarning
 
-# ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
+# ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type). README "CPU ISA pins".
+# MKL's AVX2 and AVX512 branches are Intel's: on other vendors' CPUs MKL falls back to its own
+# dispatch, so only its COMPATIBLE branch gives the same bits on Intel and AMD. `portable` keeps the
+# AVX2 kernels of ATen, oneDNN and OpenBLAS and takes that branch: the same float32 bits across
+# CPU vendors, at the cost benchmarks/bench_isa_portable.py measures.
 ISA_PINS: dict[str, tuple[str, str, str, str]] = {
     "avx2": ("avx2", "AVX2", "AVX2", "Haswell"),
     "avx512": ("avx512", "AVX512_CORE", "AVX512", "SkylakeX"),
+    "portable": ("avx2", "AVX2", "COMPATIBLE", "Haswell"),
     "default": ("default", "SSE41", "COMPATIBLE", "Prescott"),
 }
 
