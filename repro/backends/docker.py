@@ -576,6 +576,8 @@ class _BuildStages:
                 name, count, size = self.groups[index]
                 shown = f"{units.plural(count, 'wheel')}, {units.human_bytes(size)}"
                 self._begin(f"layer {index + 1}/{len(self.groups)} {name}: {shown}")
+            elif step.group(3) == "FROM" and self.label is not None:  # the image's own stage
+                self._begin(f"image: {units.plural(len(self.groups), 'installed layer')}, no wheel files")
             elif self.label is None:
                 self._begin("image setup: base, venv")
             self.steps += step.group(3) != "FROM"  # a FROM step is never "cached": it names the base

@@ -54,7 +54,10 @@ LOCK_NAME = "requirements.lock"
 WHEELHOUSE_NAME = "wheelhouse"
 LAYERS_DIR = "layers"
 _BASE_MARK = "{{base}}"
+_BUILD_MARK = "{{build}}"
 _INSTALL_MARK = "{{install}}"
+BUILD_STAGE = "wheels"  # the first stage: the wheels are copied in and installed there, never in the image
+INSTALLED = "/opt/repro-install"  # in that stage: one pip --prefix per layer group, copied into the image
 _SHA_CACHE = ".sha256.json"
 
 
@@ -91,7 +94,8 @@ def render_dockerfile(template: str, base: str, lock_text: str = "") -> str:
     if template not in TEMPLATES:
         raise NotFoundError(f"unknown image template {template!r}", hint=f"one of: {', '.join(TEMPLATES)}")
     text = (templates_dir() / f"{template}.Dockerfile").read_text()
-    return text.replace(_BASE_MARK, base).replace(_INSTALL_MARK, install_steps(lock_text))
+    build, install = install_steps(lock_text)
+    return text.replace(_BASE_MARK, base).replace(_BUILD_MARK, build).replace(_INSTALL_MARK, install)
 
 
 # --------------------------------------------------------------------------- tags and labels
@@ -230,23 +234,29 @@ def _layer_dir(index: int, name: str) -> str:
     return f"{LAYERS_DIR}/{index:02d}-{name}"
 
 
-def install_steps(lock_text: str) -> str:
-    """The Dockerfile lines that install the lock, one COPY + RUN pair per layer group.
+def install_steps(lock_text: str) -> tuple[str, str]:
+    """The Dockerfile lines that install the lock: for the build stage, one COPY + RUN pair per layer
+    group that installs the group's wheels under a prefix of its own (``pip install --prefix``); for
+    the image, one ``COPY --from`` per group of what was installed. The wheels stay in the build
+    stage: no layer of the image holds a wheel file.
 
     Raises:
         BuildError: a malformed lockfile.
     """
-    steps = []
+    build, install = [], []
     for i, (name, _) in enumerate(layer_groups(parse_lockfile(lock_text))):
         folder = _layer_dir(i, name)
         inside = f"/opt/repro-build/{folder}"
-        steps.append(
+        prefix = f"{INSTALLED}/{i:02d}-{name}"
+        build.append(
             f"COPY {folder}/ {inside}/\n"
-            f"RUN pip install --no-index --no-deps --require-hashes --find-links {inside} \\\n"
-            f"        -r {inside}/{LOCK_NAME} \\\n"
-            f" && rm -rf {inside}"
+            f"RUN pip install --no-index --no-deps --require-hashes --no-warn-script-location \\\n"
+            f"        --prefix {prefix} --find-links {inside} -r {inside}/{LOCK_NAME}"
         )
-    return "\n".join(steps) if steps else "# nothing locked: nothing to install"
+        install.append(f"COPY --from={BUILD_STAGE} {prefix}/ /opt/venv/")
+    if not build:
+        return "# nothing locked: nothing to install", "# nothing locked: nothing to install"
+    return "\n".join(build), "\n".join(install)
 
 
 def wheelhouse_dir() -> Path:
