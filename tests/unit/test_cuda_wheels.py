@@ -148,3 +148,18 @@ def test_a_cuda_image_names_its_cuda_in_tag_and_labels() -> None:
     assert images.LABEL_CUDA not in images.image_labels(lock.encode(), "b", "cpu")
     with pytest.raises(BuildError, match="CPU build"):
         images.cuda_of(lock.replace("+cu128", "+cpu"))
+
+
+def test_show_names_the_cuda_version_of_a_cuda_lock() -> None:
+    from repro.store.capsule import Record
+    from repro.ui.records import show_text
+
+    record = Record(id="r1", created="2026-01-01T00:00:00+00:00")
+    record.command.argv = ["python", "train.py"]
+    record.deps.lockfile = "lockfiles/requirements-cuda.lock.txt"
+    record.deps.variant, record.deps.cuda = "cuda", "12.8"
+    record.deps.requirements = ["numpy==2.2.0", "torch==2.7.1+cu128"]
+    text = show_text(record)
+    assert "lockfiles/requirements-cuda.lock.txt (cuda lock, 2 pinned, torch==2.7.1+cu128, CUDA 12.8)" in text
+    record.deps.cuda, record.deps.variant = None, "cpu"
+    assert "CUDA" not in show_text(record)
