@@ -315,8 +315,9 @@ class _Attempts:
         outputs, argv = list(first.results.output_roots), first.command.executed()
         base = self.plan.settings.base_image
         spec = runner.build_spec(
-            record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root
-        )
+            record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root,
+            cuda_index=self.plan.settings.cuda_index,
+        )  # fmt: skip
         spec.env.update({**TRACE_ENV, contract.INTERRUPT_AT_STEP_ENV: str(step)})
         prepared = runner.Prepared(record, spec, run_dir, {}, self.plan.settings)
         head = f"check --interrupt: {record.id} is killed after optimizer step {step}"

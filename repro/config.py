@@ -28,13 +28,14 @@ from repro.backends.baseimage import DEFAULT_BASE_IMAGE as DEFAULT_BASE_IMAGE
 from repro.collect.harvest import SOURCES, check_settings
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
+from repro.facts.deps import CUDA_INDEX
 from repro.runtime import contract
 from repro.runtime.contract import Mode
 
 MODES = contract.MODES
 BackendName = Literal["auto", "local", "docker", "slurm"]  # what --backend and `backend:` accept
 BACKENDS: tuple[BackendName, ...] = get_args(BackendName)  # auto, then each of `repro.backends.registry`
-ISAS = ("auto", "avx2", "avx512", "default", "none")
+ISAS = ("auto", "avx2", "avx512", "portable", "default", "none")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Settings:
     backend: BackendName = "auto"
     mode: Mode | None = None  # None: strict on CPU, gpu when --gpus is given
     threads: int = 1
-    isa: str = "auto"  # auto | avx2 | avx512 | default | none
+    isa: str = "auto"  # auto | avx2 | avx512 | portable | default | none
     seed: int | None = None
     data: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("outputs",)
@@ -79,6 +80,10 @@ class Settings:
         entry = registry.get(backend)
         return {key: getattr(self, f"{entry.section}_{key}") for key in entry.keys}
 
+    # cuda.index: where the cuda lock and CUDA images take torch's CUDA wheels; None (`none`): only the
+    # host's pip configuration
+    cuda_index: str | None = CUDA_INDEX
+
 
 # repro.yaml keys → Settings fields (nested sections are flattened).
 _YAML_KEYS: dict[str, str] = {
@@ -108,6 +113,7 @@ _YAML_KEYS: dict[str, str] = {
     **{key: name for entry in registry.ENTRIES for key, name in entry.settings().items()},  # slurm.*
     "metrics.from": "metrics_from",
     "metrics.patterns": "metrics_patterns",
+    "cuda.index": "cuda_index",
 }
 
 _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
@@ -120,6 +126,7 @@ _ENV_KEYS: dict[str, str] = {
     "REPRO_SEED_DEFAULT": "seed",
     "REPRO_BASE_IMAGE": "base_image",
     "REPRO_COMPARE_STDOUT": "compare_stdout",
+    "REPRO_CUDA_INDEX": "cuda_index",
 }
 
 
@@ -198,6 +205,23 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             key, why, hint = found
             raise ConfigError(f"{why}{origin(f'{entry.section}_{key}')}", hint=hint)
     check_settings(settings.metrics_from, settings.metrics_patterns)
+    return _cuda_index(settings, origin("cuda_index"))
+
+
+def _cuda_index(settings: Settings, origin: str) -> Settings:
+    """cuda.index: `none` (only the host's pip configuration) becomes None; else an http(s) or file URL.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    value = settings.cuda_index
+    if value is None or value.strip().lower() in ("none", ""):
+        return dataclasses.replace(settings, cuda_index=None)
+    if not value.startswith(("https://", "http://", "file:")):
+        raise ConfigError(
+            f"cuda.index {value!r} is not a package index URL{origin}",
+            hint=f"an index URL such as {CUDA_INDEX}, or `none` to use only the host's pip configuration",
+        )
     return settings
 
 
@@ -245,6 +269,7 @@ class Flags:
     trace: bool | None = None
     allow_nondeterministic_ops: bool | None = None
     compare_stdout: bool | None = None  # replay and check only
+    cuda_index: str | None = None
     gpus: str | None = None  # not a setting: given per run
     nproc_per_node: int | None = None  # not a setting: given per run
 

@@ -106,6 +106,18 @@ class IndexUnreadable(BuildError):
         )
 
 
+class IndexUnreachable(BuildError):
+    """The package index of the cuda.index setting does not answer: refused at once, not retried."""
+
+    def __init__(self, index: str, reason: str) -> None:
+        self.index, self.reason = index, reason
+        super().__init__(
+            f"the CUDA wheel index {index} (cuda.index) does not answer: {reason}",
+            hint="set cuda.index (--cuda-index, REPRO_CUDA_INDEX or repro.yaml) to an index this machine "
+            "reaches, or to `none` to take torch from the host's pip configuration",
+        )
+
+
 class CommandFailed(ReproError):
     """The training command itself exited non-zero."""
 

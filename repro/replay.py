@@ -431,6 +431,7 @@ class _Execution:
         spec = build_spec(
             record, root, self.run_dir, data, outputs, lockfile, settings.base_image,
             original.command.executed(), data_root=self.data_root, variables=self.variables,
+            cuda_index=settings.cuda_index,
         )  # fmt: skip
         spec.terminal = Terminal.recorded(original.backend.details)  # a TTY where the original had one
         if self.window is not None:

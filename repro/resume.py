@@ -146,6 +146,7 @@ def _prepare(
     spec = runner.build_spec(
         record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
         settings.base_image, original.command.executed(), data_root=store.root, variables=variables,
+        cuda_index=settings.cuda_index,
     )  # fmt: skip
     spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env)

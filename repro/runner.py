@@ -41,6 +41,7 @@ from repro.facts import command as cmd
 from repro.facts import command_env, deps, hydra
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
+    check_gpu_mode,
     explain_failure,
     plan,
     resolve_isa,
@@ -59,6 +60,7 @@ from repro.store import images as store_images
 from repro.store.capsule import (
     BackendInfo,
     CommandInfo,
+    EnvInfo,
     FileEntry,
     ImageInfo,
     Record,
@@ -216,6 +218,8 @@ def capture(
     data = list(settings.data)
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
+    env, env_hits = host_env(redactor, settings.env_allow)
+    check_gpu_mode(run_plan.mode, run_plan.gpus, len(env.gpus), settings.backend, run_plan.source("mode"))
     safe_argv, argv_hits = redactor.argv(argv)
     hidden = redacted_options(safe_argv)
     if hidden:
@@ -234,14 +238,15 @@ def capture(
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
     lock = _start_lock(root, run_plan, on_event)
-    _capture_environment(record, run_plan, redactor, nproc * nodes)
+    _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, safe_argv)
     variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
     spec = build_spec(
-        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables
-    )
+        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables,
+        cuda_index=settings.cuda_index,
+    )  # fmt: skip
     started = time.time_ns()
     tree = attribution.snapshot_tree(root, data)
     before = attribution.snapshot(root, outputs)
@@ -332,17 +337,19 @@ def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLo
     """The lock of the project's requirements, compiled in the background while the run goes on."""
     settings = run_plan.settings
     variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
-    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant))
+    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant, settings.cuda_index))
     if not lock.done and lock.source is not None:
         on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
     return lock
 
 
-def _capture_environment(record: Record, run_plan: Plan, redactor: Redactor, world_size: int) -> None:
-    """This machine, the seeds, the determinism plan and the backend asked for."""
+def _capture_environment(
+    record: Record, run_plan: Plan, env: EnvInfo, env_hits: list[str], world_size: int
+) -> None:
+    """This machine (``env``, what its redaction hid), the seeds, the determinism plan and the
+    backend asked for."""
     settings = run_plan.settings
-    env, env_hits = host_env(redactor, settings.env_allow)
     record.env = env
     record.redactions += env_hits
     record.seeds = make_seeds(settings.seed, world_size)
@@ -447,9 +454,11 @@ def build_spec(
     argv: list[str],
     data_root: Path | None = None,
     variables: Mapping[str, str] | None = None,
+    cuda_index: str | None = None,
 ) -> RunSpec:
     """What a backend executes. ``variables``: the user's variables for the command
-    (`repro.facts.command_env`), under repro's own, which win."""
+    (`repro.facts.command_env`), under repro's own, which win. ``cuda_index``: the cuda.index
+    setting, where a CUDA image's wheels are fetched from beside the host's pip sources."""
     layout = RunDir(run_dir)
     layout.runtime.mkdir(parents=True, exist_ok=True)
     env = {**(variables or {}), **run_environment(record)}
@@ -474,6 +483,7 @@ def build_spec(
         lockfile=lockfile,
         base_image=base_image,
         store_dir=run_dir.parent.parent,
+        cuda_index=cuda_index,
     )
 
 
@@ -592,6 +602,7 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     record.deps.lock_blob = store.put_file(lock.path)
     record.deps.lock_inputs = lock.inputs_hash
     record.deps.requirements = lock.requirements
+    record.deps.cuda = lock.cuda
     prepared.spec.lockfile = lock.path
 
 

@@ -102,6 +102,7 @@ class RunSpec:
     gpus: str | None = None  # None, "all" or a count
     lockfile: Path | None = None  # hash-pinned requirements for image builds
     base_image: str | None = None  # tag or id; docker resolves and records it
+    cuda_index: str | None = None  # the cuda.index setting: a CUDA image's wheels come from there too
     shm_size: str = "2g"
     store_dir: Path | None = None  # the store recording the run (labels its containers for `repro gc`)
     recorded_image: BuiltImage | None = None  # the image a capsule carries

@@ -234,19 +234,24 @@ def ensure_image(
     base: str,
     template: str,
     on_event: OnEvent,
+    cuda_index: str | None = None,
 ) -> BuiltImage:
-    """Reuse the image whose tag is the hash of its inputs, or build it offline.
+    """Reuse the image whose tag is the hash of its inputs, or build it offline. A CUDA image's
+    wheels are fetched from ``cuda_index`` (the cuda.index setting) too, and its tag and labels
+    name the CUDA version of its torch.
 
     Raises:
         BackendUnavailable: no base image ``base``.
-        BuildError: the lockfile cannot be satisfied, or the build failed.
+        BuildError: the lockfile cannot be satisfied, a CUDA image's torch is a CPU build, or the
+            build failed.
     """
     inspected = _inspect_base(client, base)  # a recorded id must exist in this engine too
     base_id = str(inspected["Id"])
     python = ((inspected.get("Config") or {}).get("Labels") or {}).get(PYTHON_LABEL)
     lock = lockfile.read_bytes() if lockfile is not None else b""
     dockerfile = images.render_dockerfile(template, base_id, lock.decode())
-    tag = images.image_tag(dockerfile, lock, base_id)
+    cuda = images.cuda_of(lock.decode()) if template == "cuda" else None
+    tag = images.image_tag(dockerfile, lock, base_id, cuda)
     existing = _image_id(client, tag)
     if existing is not None:
         on_event(Event("info", f"reusing image {tag}"))
@@ -254,12 +259,13 @@ def ensure_image(
         kinds = images.installed_from(lock.decode(), labels)
         return BuiltImage(existing, tag, base, base_id, template, dockerfile, True, 0.0, installed_from=kinds)
     start = time.monotonic()
-    wheels, built = _wheels(client, lockfile, lock, base_id, python, on_event)
+    index = cuda_index if template == "cuda" else None
+    wheels, built = _wheels(client, lockfile, lock, base_id, python, on_event, index)
     paths = {key: wheel.path for key, wheel in wheels.items()}
     size = units.human_bytes(sum(p.stat().st_size for p in paths.values()))
     shown = f"{units.plural(len(wheels), 'wheel')}, {size}"
     on_event(Event("info", f"building image {tag} from {base} ({shown})"))
-    labels = images.image_labels(lock, base_id, template, built)
+    labels = images.image_labels(lock, base_id, template, built, cuda)
     with tempfile.TemporaryFile(prefix="repro-context-") as context:
         images.write_context(context, dockerfile, lock, wheels)
         context.seek(0)
@@ -288,6 +294,7 @@ def _wheels(
     base_id: str,
     python: str | None,
     on_event: OnEvent,
+    extra_index: str | None = None,
 ) -> tuple[dict[str, images.Wheel], list[str]]:
     """The wheel of each locked package, and the names of those built from source in the sandbox.
 
@@ -303,7 +310,7 @@ def _wheels(
     house = images.wheelhouse_dir()
     before = set(house.iterdir()) if house.is_dir() else set()
     on_event(Event("stage", "wheels: the lock's wheelhouse"))
-    fetched = images.prepare_wheelhouse(lockfile, on_line=say, python_version=python)
+    fetched = images.prepare_wheelhouse(lockfile, on_line=say, python_version=python, extra_index=extra_index)
     new = [f.path for f in fetched.values() if f.path not in before]
     total = units.human_bytes(sum(f.path.stat().st_size for f in fetched.values()))
     got = units.human_bytes(sum(path.stat().st_size for path in new))
@@ -568,6 +575,8 @@ class _BuildStages:
                 name, count, size = self.groups[index]
                 shown = f"{units.plural(count, 'wheel')}, {units.human_bytes(size)}"
                 self._begin(f"layer {index + 1}/{len(self.groups)} {name}: {shown}")
+            elif step.group(3) == "FROM" and self.label is not None:  # the image's own stage
+                self._begin(f"image: {units.plural(len(self.groups), 'installed layer')}, no wheel files")
             elif self.label is None:
                 self._begin("image setup: base, venv")
             self.steps += step.group(3) != "FROM"  # a FROM step is never "cached": it names the base
@@ -658,6 +667,7 @@ class DockerBackend:
                 spec.base_image or self.base_image,
                 images.template_for(spec.gpus),
                 on_event,
+                spec.cuda_index,
             )
         self._built[self._key(spec)] = built
         return built

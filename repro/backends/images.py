@@ -13,6 +13,7 @@ This module imports no docker; ``repro.backends.docker`` talks to the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -29,12 +30,14 @@ from packaging.tags import Tag
 
 from repro import __version__
 from repro.errors import BuildError, NotFoundError
+from repro.facts.cudawheels import cuda_build
 from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
 from repro.fetch.index import Link
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import candidates, target_tags
 from repro.fetch.pinned import Fetched, fetch_pinned
-from repro.fetch.sources import Sources
+from repro.fetch.reach import check_reachable
+from repro.fetch.sources import Sources, host_sources
 from repro.store.limits import TEMPLATES
 
 TAG_REPO = "repro-env"
@@ -45,11 +48,15 @@ LABEL_BASE = LABEL_PREFIX + "base-id"
 LABEL_TEMPLATE = LABEL_PREFIX + "template"
 LABEL_VERSION = LABEL_PREFIX + "version"
 LABEL_SOURCE_BUILDS = LABEL_PREFIX + "source-builds"  # the lock's packages built from source, comma-separated
+LABEL_CUDA = LABEL_PREFIX + "cuda"  # a CUDA image: the CUDA version its torch wheels are built for
 LOCK_NAME = "requirements.lock"
 WHEELHOUSE_NAME = "wheelhouse"
 LAYERS_DIR = "layers"
 _BASE_MARK = "{{base}}"
+_BUILD_MARK = "{{build}}"
 _INSTALL_MARK = "{{install}}"
+BUILD_STAGE = "wheels"  # the first stage: the wheels are copied in and installed there, never in the image
+INSTALLED = "/opt/repro-install"  # in that stage: one pip --prefix per layer group, copied into the image
 _SHA_CACHE = ".sha256.json"
 
 
@@ -86,7 +93,8 @@ def render_dockerfile(template: str, base: str, lock_text: str = "") -> str:
     if template not in TEMPLATES:
         raise NotFoundError(f"unknown image template {template!r}", hint=f"one of: {', '.join(TEMPLATES)}")
     text = (templates_dir() / f"{template}.Dockerfile").read_text()
-    return text.replace(_BASE_MARK, base).replace(_INSTALL_MARK, install_steps(lock_text))
+    build, install = install_steps(lock_text)
+    return text.replace(_BASE_MARK, base).replace(_BUILD_MARK, build).replace(_INSTALL_MARK, install)
 
 
 # --------------------------------------------------------------------------- tags and labels
@@ -105,24 +113,36 @@ def lock_hash(lock: bytes) -> str:
     return xxhash.xxh3_128(lock).hexdigest()
 
 
-def image_tag(dockerfile: str, lock: bytes, base_id: str) -> str:
-    """The content tag of an environment image: ``repro-env:<24 hex>`` of its three inputs."""
+def image_tag(dockerfile: str, lock: bytes, base_id: str, cuda: str | None = None) -> str:
+    """The content tag of an environment image: ``repro-env:<24 hex>`` of its three inputs; a CUDA
+    image names its CUDA version first (``repro-env:cu12.8-<24 hex>``)."""
     digest = _xxh([b"repro-image/1", dockerfile.encode(), lock, base_id.encode()])
-    return f"{TAG_REPO}:{digest[:TAG_HEX]}"
+    return f"{TAG_REPO}:{f'cu{cuda}-' if cuda else ''}{digest[:TAG_HEX]}"
 
 
 def image_labels(
-    lock: bytes, base_id: str, template: str, source_builds: Iterable[str] = ()
+    lock: bytes, base_id: str, template: str, source_builds: Iterable[str] = (), cuda: str | None = None
 ) -> dict[str, str]:
     """The labels every repro-built image carries (``source_builds``: the normal names of the lock's
-    packages that were built from source in the sandbox)."""
-    return {
+    packages that were built from source in the sandbox; ``cuda``: a CUDA image's CUDA version)."""
+    labels = {
         LABEL_LOCK: lock_hash(lock),
         LABEL_BASE: base_id,
         LABEL_TEMPLATE: template,
         LABEL_VERSION: __version__,
         LABEL_SOURCE_BUILDS: ",".join(sorted(source_builds)),
     }
+    return labels | ({LABEL_CUDA: cuda} if cuda else {})
+
+
+def cuda_of(lock_text: str) -> str | None:
+    """The CUDA version a CUDA image's lock is built for (``12.8``); None when it holds no torch.
+
+    Raises:
+        BuildError: a malformed lockfile, or its torch is a CPU build (a CUDA image would have no CUDA).
+    """
+    found = cuda_build([f"{req.key}=={req.version}" for req in parse_lockfile(lock_text)])
+    return found.version if found else None
 
 
 def installed_from(lock_text: str, labels: dict[str, str]) -> dict[str, str]:
@@ -181,23 +201,29 @@ def _layer_dir(index: int, name: str) -> str:
     return f"{LAYERS_DIR}/{index:02d}-{name}"
 
 
-def install_steps(lock_text: str) -> str:
-    """The Dockerfile lines that install the lock, one COPY + RUN pair per layer group.
+def install_steps(lock_text: str) -> tuple[str, str]:
+    """The Dockerfile lines that install the lock: for the build stage, one COPY + RUN pair per layer
+    group that installs the group's wheels under a prefix of its own (``pip install --prefix``); for
+    the image, one ``COPY --from`` per group of what was installed. The wheels stay in the build
+    stage: no layer of the image holds a wheel file.
 
     Raises:
         BuildError: a malformed lockfile.
     """
-    steps = []
+    build, install = [], []
     for i, (name, _) in enumerate(layer_groups(parse_lockfile(lock_text))):
         folder = _layer_dir(i, name)
         inside = f"/opt/repro-build/{folder}"
-        steps.append(
+        prefix = f"{INSTALLED}/{i:02d}-{name}"
+        build.append(
             f"COPY {folder}/ {inside}/\n"
-            f"RUN pip install --no-index --no-deps --require-hashes --find-links {inside} \\\n"
-            f"        -r {inside}/{LOCK_NAME} \\\n"
-            f" && rm -rf {inside}"
+            f"RUN pip install --no-index --no-deps --require-hashes --no-warn-script-location \\\n"
+            f"        --prefix {prefix} --find-links {inside} -r {inside}/{LOCK_NAME}"
         )
-    return "\n".join(steps) if steps else "# nothing locked: nothing to install"
+        install.append(f"COPY --from={BUILD_STAGE} {prefix}/ /opt/venv/")
+    if not build:
+        return "# nothing locked: nothing to install", "# nothing locked: nothing to install"
+    return "\n".join(build), "\n".join(install)
 
 
 def wheelhouse_dir() -> Path:
@@ -263,6 +289,7 @@ def prepare_wheelhouse(
     on_line: Callable[[str], None] | None = None,
     python_version: str | None = None,
     sources: Sources | None = None,
+    extra_index: str | None = None,
 ) -> dict[str, Fetched]:
     """The file of each requirement of ``lockfile`` (by normal name, in lock order): a wheel for
     ``python_version`` (X.Y, the image's Python; default the host's) where the release has one,
@@ -270,12 +297,14 @@ def prepare_wheelhouse(
 
     Files are fetched by name, version and sha256 from the indexes and find-links of the host's
     pip configuration (``repro.fetch``); nothing is installed or built on the host, and a file is
-    kept only once its sha256 is one the lock names.
+    kept only once its sha256 is one the lock names. ``extra_index`` (the cuda.index setting, for a
+    CUDA image) is read after those sources, and is first asked once whether it answers at all.
 
     Raises:
         NotFoundError: the lockfile does not exist.
         BuildError: the lockfile is malformed, or no source has a file matching a pin's hashes.
         IndexUnreadable: a configured index cannot be read.
+        IndexUnreachable: ``extra_index`` does not answer.
     """
     if not lockfile.is_file():
         raise NotFoundError(f"no lockfile at {lockfile}", hint="compile one with `repro lock`")
@@ -287,6 +316,11 @@ def prepare_wheelhouse(
     if missing:
         if on_line:
             on_line(f"fetching {len(missing)} of {len(pinned)} pinned distributions into {house}")
+        if extra_index:
+            check_reachable(extra_index)  # seconds, not a timeout per requirement
+            sources = sources if sources is not None else host_sources()
+            if extra_index not in sources.indexes:
+                sources = dataclasses.replace(sources, indexes=(*sources.indexes, extra_index))
         found.update(fetch_pinned(missing, house, python_version, sources, on_line))
     return {req.key: found[req.key] for req in pinned}
 

@@ -32,9 +32,17 @@ from repro.units import plural
     "Build the CUDA image, the one `repro run --gpus` runs in (the same values: all, N or device ids; "
     "the image is the same for any of them). Default: the CPU image."
 )
+@options.cuda_index
 @options.json_option("Print the image record as JSON (schemas/build.json).")
 @click.pass_obj
-def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | None, as_json: bool) -> None:
+def build(
+    app: Any,
+    lockfile: Path | None,
+    base_image: str | None,
+    gpus: str | None,
+    cuda_index: str | None,
+    as_json: bool,
+) -> None:
     """Build (or reuse) the environment image for the current lockfile, without running.
 
     The image tag is the hash of the rendered Dockerfile, the lockfile and the base
@@ -44,15 +52,17 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | N
     """
     from repro.backends.docker import engine, ensure_image
     from repro.backends.images import template_for
+    from repro.config import Flags
 
+    index = app.plan(Flags(cuda_index=cuda_index)).settings.cuda_index
     with build_events(app.store.dir, "build") as sink:
         if lockfile is None:
             from repro.facts.deps import ensure_lock, is_stale
 
             variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
-            if is_stale(root, configured, variant)[0]:
+            if is_stale(root, configured, variant, index)[0]:
                 sink(Event("stage", f"lock: compiling the {variant} lock"))
-            found = ensure_lock(root, configured, lambda line: sink(Event("build", line)), variant)
+            found = ensure_lock(root, configured, lambda line: sink(Event("build", line)), variant, index)
             sink(Event("stage-end"))
             if found.path is None:
                 raise NotFoundError(
@@ -62,7 +72,7 @@ def build(app: Any, lockfile: Path | None, base_image: str | None, gpus: str | N
             lockfile = found.path
         base = base_image or app.settings.base_image
         with engine() as client:
-            built = ensure_image(client, lockfile, base, template_for(gpus), sink)
+            built = ensure_image(client, lockfile, base, template_for(gpus), sink, index)
     if not built.reused:  # `repro gc --images` may remove it once no run of this store uses it
         app.store.ensure()
         store_images.note(app.store.dir, store_images.ImageUse(built.id, None, made=True))

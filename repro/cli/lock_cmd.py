@@ -9,9 +9,11 @@ import click
 
 from repro import schemas, ui
 from repro.backends.base import Event
+from repro.cli import options
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import build_events
 from repro.cli.options import json_option
+from repro.config import Flags
 from repro.errors import LockStale, UsageError
 from repro.facts import deps
 from repro.units import plural
@@ -27,10 +29,17 @@ from repro.units import plural
 @click.option("--variant", type=click.Choice(deps.VARIANTS), default="cpu", show_default=True,
               help="cpu: this machine's runs and CPU images; cuda: --gpus images (CUDA torch wheels "
               "for the image's platform).")  # fmt: skip
+@options.cuda_index
 @json_option("Print the outcome as JSON (schemas/lock.json).")
 @pass_app
 def lock(
-    app: AppContext, packages: tuple[str, ...], upgrade: bool, check_only: bool, variant: str, as_json: bool
+    app: AppContext,
+    packages: tuple[str, ...],
+    upgrade: bool,
+    check_only: bool,
+    variant: str,
+    cuda_index: str | None,
+    as_json: bool,
 ) -> None:
     """Compile the project's lockfile (pip-compile --generate-hashes): one progress line, the full log
     of pip-compile in .repro/logs/ (shown with -v, and on failure).
@@ -43,13 +52,16 @@ def lock(
 
     The cpu lock holds each declared package at the version this interpreter has installed,
     so the lock describes what a local run runs. Runs never wait for a compile to start.
-    The lockfile's header names the command that remakes it (`repro lock`).
+    The lockfile's header names the command that remakes it (`repro lock`). The cuda lock takes
+    torch's CUDA wheels from cuda.index (named in its header) and is refused when its torch is a
+    CPU build.
     """
-    root, configured = app.store.root, app.settings.requirements
+    settings = app.plan(Flags(cuda_index=cuda_index)).settings
+    root, configured, index = app.store.root, settings.requirements, settings.cuda_index
     if packages and not upgrade:
         raise UsageError("package names are only taken with --upgrade", hint="repro lock --upgrade PKG")
     if check_only:
-        stale, why = deps.is_stale(root, configured, variant)
+        stale, why = deps.is_stale(root, configured, variant, index)
         if as_json:
             ui.json_out(_answer("check", variant, stale, why))
         if stale:
@@ -62,10 +74,14 @@ def lock(
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
     with build_events(app.store.dir, "lock") as sink:
-        if upgrade or deps.is_stale(root, configured, variant)[0]:
+        if upgrade or deps.is_stale(root, configured, variant, index)[0]:
             how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
             sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
-        done = deps.relock(root, configured, variant, wanted, on_line=lambda line: sink(Event("build", line)))
+
+        def line(text: str) -> None:
+            sink(Event("build", text))
+
+        done = deps.relock(root, configured, variant, wanted, on_line=line, cuda_index=index)
         sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
     assert done.path is not None
     seconds = time.monotonic() - start
@@ -74,7 +90,8 @@ def lock(
     if as_json:
         ui.json_out(_answer("compile", variant, False, how, rel, done.requirements, done.compiled, seconds))
         return
-    ui.out(f"{rel}: {plural(len(done.requirements), 'package')} ({how})")
+    cuda = f", CUDA {done.cuda}" if done.cuda else ""
+    ui.out(f"{rel}: {plural(len(done.requirements), 'package')}{cuda} ({how})")
 
 
 def _answer(

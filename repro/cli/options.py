@@ -52,6 +52,16 @@ def gpus_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+cuda_index = click.option(
+    "--cuda-index",
+    default=None,
+    metavar="URL|none",
+    help="Package index of torch's CUDA wheels for the cuda lock and CUDA images (cuda.index; "
+    "default https://download.pytorch.org/whl/cu128; none: only the host's pip configuration). "
+    "Also REPRO_CUDA_INDEX.",
+)
+
+
 def backend_option(help_text: str) -> Callable[[F], F]:
     """`--backend`, the same choices in `run`, `check`, `replay` and `resume` (the backend registry's,
     with auto); ``help_text`` says what the choice means for the command."""
@@ -107,7 +117,8 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         "--isa",
         type=click.Choice(ISAS),
         default=None,
-        help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present).",
+        help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present; "
+        "portable: the same float32 bits on Intel and AMD CPUs; see README: CPU ISA pins).",
     ),
     click.option(
         "--nproc-per-node",
@@ -120,6 +131,7 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         "GPUs to give the run: all, a count N or device ids (0,1); --gpus alone: all. "
         "Exit 3 when this machine has fewer."
     ),  # fmt: skip
+    cuda_index,
     click.option(
         "--network/--no-network",
         default=None,

@@ -34,6 +34,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from repro.errors import BuildError, NotFoundError, OSFailure, UsageError, from_os_error
+from repro.facts.cudawheels import TORCH_FAMILY, cuda_build
 from repro.facts.lockfile import (
     HEADER,
     LockedPackage,
@@ -44,6 +45,7 @@ from repro.facts.lockfile import (
     logical_lines,
     pin_list,
 )
+from repro.fetch.reach import check_reachable
 from repro.store import atomic
 from repro.store.capsule import DepsInfo
 from repro.store.hashing import hash_bytes
@@ -54,8 +56,7 @@ LOCK_NAMES = {"cpu": "requirements.lock.txt", "cuda": "requirements-cuda.lock.tx
 LOCK_NAME = LOCK_NAMES["cpu"]
 IMAGE_PYTHON = "3.11"  # the Python of the bookworm base image
 IMAGE_PLATFORM = "manylinux_2_28_x86_64"
-CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
-TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton")
+CUDA_INDEX = "https://download.pytorch.org/whl/cu128"  # the default of the cuda.index setting
 
 OnLine = Callable[[str], None]
 COMPILE_HINT = "check the requirements; the packages must be installable for this Python"
@@ -69,6 +70,7 @@ class Lock:
     requirements: list[str] = field(default_factory=list)  # name==version, sorted
     compiled: bool = False  # compiled by this call (not reused)
     variant: str = "cpu"
+    cuda: str | None = None  # a cuda lock: the CUDA version its torch is built for ("12.8")
 
 
 @dataclass(frozen=True)
@@ -211,13 +213,21 @@ class LockPlan:
         return cache_dir() / "locks" / f"{self.digest}.txt"
 
 
-def plan_lock(root: Path, configured: str | None, variant: str = "cpu", install: bool = True) -> LockPlan:
+def plan_lock(
+    root: Path,
+    configured: str | None,
+    variant: str = "cpu",
+    cuda_index: str | None = CUDA_INDEX,
+    install: bool = True,
+) -> LockPlan:
     """Find the source and decide whether the lock of ``variant`` can be reused (cheap: no pip).
-    A compile of the same inputs in repro's cache is copied into the project unless ``install`` is
-    false (a check writes nothing).
+    ``cuda_index``: the cuda.index setting (None: only the host's pip configuration). A compile of
+    the same inputs in repro's cache is copied into the project unless ``install`` is false (a check
+    writes nothing).
 
     Raises:
         NotFoundError: a configured requirements file is missing.
+        BuildError: a cuda lock whose torch is a CPU build.
     """
     source, text = find_source(root, configured)
     plan = LockPlan(root, variant, source, text)
@@ -225,9 +235,11 @@ def plan_lock(root: Path, configured: str | None, variant: str = "cpu", install:
         plan.ready = Lock(path=None, variant=variant)
         return plan
     if "--hash=" in text:
-        plan.ready = Lock(source, source, hash_bytes(text.encode()), pin_list(text), variant=variant)
+        pins = pin_list(text)
+        digest = hash_bytes(text.encode())
+        plan.ready = Lock(source, source, digest, pins, variant=variant, cuda=_cuda(variant, pins))
         return plan
-    plan.how = resolution(variant, text)
+    plan.how = resolution(variant, text, cuda_index=cuda_index)
     plan.digest = inputs_hash(text, plan.how)
     if plan.lock_path.is_file() and inputs_header(plan.lock_path.read_text()) == plan.digest:
         plan.ready = _lock(plan, compiled=False)
@@ -238,17 +250,31 @@ def plan_lock(root: Path, configured: str | None, variant: str = "cpu", install:
 
 
 def _lock(plan: LockPlan, compiled: bool) -> Lock:
-    text = plan.lock_path.read_text()
-    return Lock(plan.lock_path, plan.source, plan.digest, pin_list(text), compiled, plan.variant)
+    pins = pin_list(plan.lock_path.read_text())
+    cuda = _cuda(plan.variant, pins)
+    return Lock(plan.lock_path, plan.source, plan.digest, pins, compiled, plan.variant, cuda)
+
+
+def _cuda(variant: str, pins: list[str]) -> str | None:
+    """A cuda lock's CUDA version (None: it holds no torch).
+
+    Raises:
+        BuildError: its torch is a CPU build.
+    """
+    if variant != "cuda":
+        return None
+    found = cuda_build(pins)
+    return found.version if found else None
 
 
 def _install(plan: LockPlan) -> None:
     """Copy the cached compile into the project's lockfiles/, with its inputs header."""
     assert plan.source is not None and plan.how is not None
     held = "".join(f"# held: {c}\n" for c in plan.how.constraints)
+    index = f"# cuda-index: {plan.how.index_url}\n" if plan.variant == "cuda" and plan.how.index_url else ""
     text = (
         f"{HEADER}{plan.digest}\n# source: {plan.source.relative_to(plan.root).as_posix()}\n"
-        f"# variant: {plan.variant}\n{held}" + plan.cached.read_text()
+        f"# variant: {plan.variant}\n{index}{held}" + plan.cached.read_text()
     )
     atomic.write_bytes(plan.lock_path, text.encode())
 
@@ -274,23 +300,33 @@ def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] |
 
 
 def ensure_lock(
-    root: Path, configured: str | None, on_line: OnLine | None = None, variant: str = "cpu"
+    root: Path,
+    configured: str | None,
+    on_line: OnLine | None = None,
+    variant: str = "cpu",
+    cuda_index: str | None = CUDA_INDEX,
 ) -> Lock:
     """The project's lock of ``variant``: reused when its inputs are unchanged, else compiled.
 
     Raises:
-        BuildError: pip-compile failed.
+        BuildError: pip-compile failed; a cuda lock whose torch is a CPU build.
+        IndexUnreachable: the cuda.index does not answer.
     """
-    plan = plan_lock(root, configured, variant)
+    plan = plan_lock(root, configured, variant, cuda_index)
     if plan.ready is None and on_line:
         assert plan.source is not None
         on_line(f"compiling the {variant} lock from {plan.source.name} (pip-compile --generate-hashes)")
     return complete(plan, on_line)
 
 
-def is_stale(root: Path, configured: str | None, variant: str = "cpu") -> tuple[bool, str]:
+def is_stale(
+    root: Path, configured: str | None, variant: str = "cpu", cuda_index: str | None = CUDA_INDEX
+) -> tuple[bool, str]:
     """Whether the project's lock of ``variant`` must be compiled, and why (for `repro lock --check`)."""
-    plan = plan_lock(root, configured, variant, install=False)
+    try:
+        plan = plan_lock(root, configured, variant, cuda_index, install=False)
+    except BuildError as e:  # a cuda lock with a CPU torch: compiling again is the way out
+        return True, e.message
     if plan.source is None:
         return False, "no declared dependencies: nothing to lock"
     if plan.how is None:
@@ -368,6 +404,8 @@ def _compile(
             hint=f"run `repro lock --variant {how.variant}` on linux x86_64 with Python {how.python} "
             "(the base image itself will do) and commit lockfiles/",
         )
+    if how.index_url:
+        check_reachable(how.index_url)  # seconds, where pip would retry for minutes
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         kept = _compile_in_temp(text, how, on_line, previous, upgrade)
@@ -375,8 +413,10 @@ def _compile(
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise _no_space() from e
         raise
+    body = "\n".join(kept) + "\n"
+    _cuda(how.variant, pin_list(body))  # a CPU torch in a cuda lock is refused, and never cached
     try:
-        atomic.write_bytes(dest, ("\n".join(kept) + "\n").encode())
+        atomic.write_bytes(dest, body.encode())
     except OSError as e:
         raise from_os_error(e, dest) from e
 
@@ -494,14 +534,16 @@ def relock(
     variant: str = "cpu",
     upgrade: list[str] | None = None,
     on_line: OnLine | None = None,
+    cuda_index: str | None = CUDA_INDEX,
 ) -> Lock:
     """`repro lock`: the lock of ``variant``, compiled when stale or when upgrading.
 
     Raises:
         NotFoundError: nothing declared to lock.
-        BuildError: pip-compile failed.
+        BuildError: pip-compile failed; a cuda lock whose torch is a CPU build.
+        IndexUnreachable: the cuda.index does not answer.
     """
-    plan = plan_lock(root, configured, variant)
+    plan = plan_lock(root, configured, variant, cuda_index)
     if plan.source is None:
         raise NotFoundError(
             f"no declared dependencies in {root}: nothing to lock",

@@ -7,13 +7,19 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from repro.errors import UsageError
 from repro.runtime import contract
 from repro.store.capsule import DeterminismInfo, Record, RunWarning
 
-# ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type)
+# ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type). README "CPU ISA pins".
+# MKL's AVX2 and AVX512 branches are Intel's: on other vendors' CPUs MKL falls back to its own
+# dispatch, so only its COMPATIBLE branch gives the same bits on Intel and AMD. `portable` keeps the
+# AVX2 kernels of ATen, oneDNN and OpenBLAS and takes that branch: the same float32 bits across
+# CPU vendors, at the cost benchmarks/bench_isa_portable.py measures.
 ISA_PINS: dict[str, tuple[str, str, str, str]] = {
     "avx2": ("avx2", "AVX2", "AVX2", "Haswell"),
     "avx512": ("avx512", "AVX512_CORE", "AVX512", "SkylakeX"),
+    "portable": ("avx2", "AVX2", "COMPATIBLE", "Haswell"),
     "default": ("default", "SSE41", "COMPATIBLE", "Prescott"),
 }
 
@@ -160,6 +166,28 @@ def plan(
         mode=mode, threads=threads if mode != "off" else None, isa=isa if mode != "off" else None,
         knobs=knobs, env=env, allow_nondeterministic_ops=allow,
     )  # fmt: skip
+
+
+def check_gpu_mode(mode: str, given: str | None, found: int, backend: str, source: str) -> None:
+    """gpu mode needs a GPU the run can touch: one given with --gpus, or on the local backend one this
+    machine has (``found``: the GPUs nvidia-smi lists). A gpu-mode run without one would be recorded
+    as a GPU run that never touched a GPU.
+
+    Raises:
+        UsageError: gpu mode with no GPU given or found (exit 2).
+    """
+    if mode != "gpu" or given:
+        return
+    if backend == "local" and found:
+        return
+    if found:
+        why = f"the {backend} backend gives a run GPUs only with --gpus"
+    else:
+        why = "none was given (--gpus) and this machine has none (nvidia-smi lists no GPU)"
+    raise UsageError(
+        f"gpu mode (from {source}) but the run gets no GPU: {why}",
+        hint="give it GPUs with --gpus all (or N), or run on the CPU: --mode strict",
+    )
 
 
 def verifiable_mode(*records: DeterminismInfo) -> str:

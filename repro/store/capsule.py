@@ -238,6 +238,7 @@ class DepsInfo:
     lock_inputs: str | None = None  # hash of what the lock was compiled from
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
     variant: str | None = None  # cpu | cuda: which lock of the project (see facts/deps.py)
+    cuda: str | None = None  # a cuda lock: the CUDA version its torch wheels are built for ("12.8")
     freeze: list[str] = field(default_factory=list)  # what actually ran
     mismatches: list[str] = field(default_factory=list)  # locked packages that ran at another version
     site_fingerprint: str | None = None

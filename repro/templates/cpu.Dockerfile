@@ -1,9 +1,12 @@
 # repro environment image, CPU. repro renders this template: the base is an immutable
 # image id and the image is tagged by the hash of (this text, the lockfile, the base id).
-# The install mark becomes one COPY + RUN pair per layer group: large wheels (torch, the nvidia
-# libraries) first, each in a layer of its own, then the rest, so a small change reuses them.
-# Code and data are mounted at run time, never copied in. Nothing here uses the network.
-FROM {{base}}
+# Two stages. In the first, the build mark becomes one COPY + RUN pair per layer group (large
+# wheels such as torch first, each group alone, then the rest): the group's wheels are copied in
+# and installed under a prefix of their own. The image copies the stage's venv, then each group's
+# installed files into it, one layer per group, so a small change reuses the large layers and no layer of the
+# image holds a wheel file. Code and data are mounted at run time, never copied in. Nothing here
+# uses the network.
+FROM {{base}} AS wheels
 ENV LANG=C.UTF-8 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -11,6 +14,16 @@ ENV LANG=C.UTF-8 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 RUN python3 -m venv /opt/venv
+{{build}}
+
+FROM {{base}}
+ENV LANG=C.UTF-8 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PIP_NO_INDEX=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+COPY --from=wheels /opt/venv/ /opt/venv/
 {{install}}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

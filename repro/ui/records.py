@@ -223,8 +223,9 @@ def _input_lines(r: Record, packages: list[LockedPackage] | None) -> list[tuple[
         pinned = [f"{p.name}=={p.version}" for p in packages] if packages else d.requirements
         torch = next((q for q in pinned if q.startswith("torch==")), None)
         variant = f"{d.variant} lock, " if d.variant else ""
+        cuda = f", CUDA {d.cuda}" if d.cuda else ""
         lines.append(("deps", f"{d.lockfile} ({variant}{len(pinned)} pinned"
-                      f"{', ' + torch if torch else ''})"))  # fmt: skip
+                      f"{', ' + torch if torch else ''}{cuda})"))  # fmt: skip
         for mismatch in d.mismatches:
             lines.append(("deps", f"! not as locked: {mismatch}"))
     lines += lock_lines(packages or [], in_image=d.image is not None)

@@ -45,8 +45,15 @@ def test_render_puts_the_base_id_in_from_and_copies_no_code() -> None:
         assert "{{" not in text
         assert "--no-index" in text and "--require-hashes" in text
         assert "/opt/venv/bin" in text.split("PATH=")[1].split(":")[0]
-        copies = [line for line in text.splitlines() if line.startswith(("COPY", "ADD"))]
+        build, image = text.split(f"FROM {BASE_ID}\n")  # the wheels' stage, then the image's
+        assert build.count(f"FROM {BASE_ID} AS {images.BUILD_STAGE}\n") == 1
+        copies = [line for line in build.splitlines() if line.startswith(("COPY", "ADD"))]
         assert copies and all(c.startswith(f"COPY {images.LAYERS_DIR}/") for c in copies)
+        # The image takes only what was installed: no layer of it holds the build context's wheels.
+        copies = [line for line in image.splitlines() if line.startswith(("COPY", "ADD"))]
+        assert copies[0] == f"COPY --from={images.BUILD_STAGE} /opt/venv/ /opt/venv/"
+        assert all(c.startswith(f"COPY --from={images.BUILD_STAGE} {images.INSTALLED}/") for c in copies[1:])
+        assert len(copies) == 4 and "pip install" not in image and images.LAYERS_DIR not in image
     assert "NVIDIA_VISIBLE_DEVICES" in images.render_dockerfile("cuda", BASE_ID)
     assert "pip install" not in images.render_dockerfile("cpu", BASE_ID)  # nothing locked
     with pytest.raises(NotFoundError):

@@ -1,0 +1,54 @@
+"""Whether a package index answers, asked once and briefly before pip or a fetch depends on it.
+
+pip retries an unreachable index for minutes (five retries of each request, each with its own
+timeout); one short request first turns that into one line. Any HTTP answer counts as an
+answer (an index may refuse its root page); a refused connection, a name that does not resolve
+or a timeout does not.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import requests
+
+from repro.errors import IndexUnreachable
+from repro.fetch.sources import is_local, local_path, shown
+
+PROBE_SECONDS = 5.0
+
+
+def check_reachable(index: str, timeout: float = PROBE_SECONDS) -> None:
+    """Return when ``index`` answers (any HTTP status; a local folder that exists).
+
+    Raises:
+        IndexUnreachable: it does not (the reason in a few words).
+    """
+    if is_local(index):
+        if not local_path(index).exists():
+            raise IndexUnreachable(shown(index), "no such file or directory")
+        return
+    try:
+        with requests.get(index, timeout=timeout, stream=True, allow_redirects=False):
+            return
+    except requests.Timeout as e:
+        raise IndexUnreachable(shown(index), f"no answer within {timeout:.0f}s") from e
+    except requests.ConnectionError as e:
+        raise IndexUnreachable(shown(index), _why(e)) from e
+    except requests.RequestException as e:
+        raise IndexUnreachable(shown(index), type(e).__name__) from e
+
+
+def _why(e: BaseException) -> str:
+    """The cause of a failed connection, found in the chain of exceptions (not in their text)."""
+    seen: BaseException | None = e
+    causes: list[BaseException] = []
+    while seen is not None and len(causes) < 16:
+        causes.append(seen)
+        reason = getattr(seen, "reason", None)  # urllib3's MaxRetryError keeps its cause here
+        seen = reason if isinstance(reason, BaseException) else (seen.__cause__ or seen.__context__)
+    if any(isinstance(c, socket.gaierror) for c in causes):
+        return "its host name does not resolve"
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return "connection refused"
+    return "connection failed"
