@@ -45,7 +45,7 @@ from repro.facts.lockfile import (
     logical_lines,
     pin_list,
 )
-from repro.fetch.reach import check_reachable
+from repro.facts.reach import check_reachable
 from repro.store import atomic
 from repro.store.capsule import DepsInfo
 from repro.store.hashing import hash_bytes

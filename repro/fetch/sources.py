@@ -12,11 +12,9 @@ import ast
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
-from urllib.request import url2pathname
 
 from repro.errors import BuildError
+from repro.facts.reach import is_local
 
 PYPI = "https://pypi.org/simple/"
 CONFIG_HINT = "check the host's pip configuration (`pip config list`, PIP_INDEX_URL, PIP_FIND_LINKS)"
@@ -99,24 +97,3 @@ def host_sources() -> Sources:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise BuildError(f"could not read pip's configuration: {last}", hint=CONFIG_HINT)
     return from_settings(parse_config_list(proc.stdout))
-
-
-def is_local(location: str) -> bool:
-    """Whether a source is on this machine (a path or a ``file://`` URL)."""
-    return "://" not in location or location.startswith("file:")
-
-
-def local_path(location: str) -> Path:
-    """The path of a local source (a plain path or a ``file://`` URL)."""
-    if location.startswith("file:"):
-        return Path(url2pathname(unquote(urlsplit(location).path)))
-    return Path(location).expanduser()
-
-
-def shown(location: str) -> str:
-    """A source as it may be printed: any user name or password in the URL replaced by ``***``."""
-    parts = urlsplit(location)
-    if "@" not in parts.netloc:
-        return location
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))

@@ -1,4 +1,5 @@
-"""Whether a package index answers, asked once and briefly before pip or a fetch depends on it.
+"""Package index locations: on this machine or not, shown without credentials, and whether one answers
+(asked once and briefly before pip or a fetch depends on it).
 
 pip retries an unreachable index for minutes (five retries of each request, each with its own
 timeout); one short request first turns that into one line. Any HTTP answer counts as an
@@ -9,13 +10,34 @@ or a timeout does not.
 from __future__ import annotations
 
 import socket
-
-import requests
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.request import url2pathname
 
 from repro.errors import IndexUnreachable
-from repro.fetch.sources import is_local, local_path, shown
 
 PROBE_SECONDS = 5.0
+
+
+def is_local(location: str) -> bool:
+    """Whether a source is on this machine (a path or a ``file://`` URL)."""
+    return "://" not in location or location.startswith("file:")
+
+
+def local_path(location: str) -> Path:
+    """The path of a local source (a plain path or a ``file://`` URL)."""
+    if location.startswith("file:"):
+        return Path(url2pathname(unquote(urlsplit(location).path)))
+    return Path(location).expanduser()
+
+
+def shown(location: str) -> str:
+    """A source as it may be printed: any user name or password in the URL replaced by ``***``."""
+    parts = urlsplit(location)
+    if "@" not in parts.netloc:
+        return location
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 def check_reachable(index: str, timeout: float = PROBE_SECONDS) -> None:
@@ -28,6 +50,8 @@ def check_reachable(index: str, timeout: float = PROBE_SECONDS) -> None:
         if not local_path(index).exists():
             raise IndexUnreachable(shown(index), "no such file or directory")
         return
+    import requests  # where an index is asked: every command starts without it
+
     try:
         with requests.get(index, timeout=timeout, stream=True, allow_redirects=False):
             return
