@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from repro.store import jsonl
+from repro.runtime import contract
 
 # (field, cause, what it means), in the order that tells causes apart: the model and the
 # optimizer come straight from the checkpoint; the LR from the scheduler; the RNG streams
@@ -59,7 +59,7 @@ class ResumeCause:
 
 
 def parse(text: str) -> list[dict[str, Any]]:
-    return jsonl.rows(text, "step", int)
+    return contract.jsonl_rows(text, lambda row: isinstance(row.get("step"), int))
 
 
 def _get(row: dict[str, Any], name: str) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.compare.tolerance import Tolerance
-from repro.store import jsonl
+from repro.runtime import contract
 
 TRACE_LOG = "trace"  # the name of the trace in ResultInfo.logs
 
@@ -34,7 +34,7 @@ class TraceDivergence:
 
 def parse(text: str) -> list[dict[str, Any]]:
     """Rows of a trace.jsonl text; unreadable lines are skipped."""
-    return jsonl.rows(text, "params", dict)
+    return contract.jsonl_rows(text, lambda row: isinstance(row.get("params"), dict))
 
 
 def compare_trace(

@@ -9,6 +9,7 @@ one reader of ``metrics.jsonl``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 # --------------------------------------------------------------------------- modes
@@ -62,20 +63,24 @@ def logged_file(name: str, rank: int) -> str:
     return name if rank <= 0 else ranked(name, rank)
 
 
-def metric_rows(text: str) -> list[dict[str, Any]]:
-    """The rows of a ``metrics.jsonl`` text (objects with a ``name`` and a ``value``), in order.
-
-    Lines that are not such an object are skipped: a process killed mid-write leaves half a line.
-    """
+def jsonl_rows(text: str, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The objects of a JSON-lines text that ``keep`` accepts, in order (metrics, traces, resume
+    traces: every file of rows the runtime appends). Lines that are not such an object are skipped:
+    a process killed mid-write leaves half a line."""
     rows: list[dict[str, Any]] = []
     for line in text.splitlines():
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and "name" in row and "value" in row:
+        if isinstance(row, dict) and keep(row):
             rows.append(row)
     return rows
+
+
+def metric_rows(text: str) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl`` text (objects with a ``name`` and a ``value``), in order."""
+    return jsonl_rows(text, lambda row: "name" in row and "value" in row)
 
 
 # --------------------------------------------------------------------------- seeds and knobs
