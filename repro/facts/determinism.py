@@ -14,8 +14,9 @@ from repro.store.capsule import DeterminismInfo, Record, RunWarning
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type). README "CPU ISA pins".
 # MKL's AVX2 and AVX512 branches are Intel's: on other vendors' CPUs MKL falls back to its own
 # dispatch, so only its COMPATIBLE branch gives the same bits on Intel and AMD. `portable` keeps the
-# AVX2 kernels of ATen, oneDNN and OpenBLAS and takes that branch: the same float32 bits across
-# CPU vendors, at the cost benchmarks/bench_isa_portable.py measures.
+# AVX2 kernels of ATen, oneDNN and OpenBLAS and takes that branch, the pins meant to give the same
+# float32 bits across CPU vendors (matmul, GELU, exp, sums agreed under an emulated Intel CPU; torch's
+# CPU sqrt, and so Adam, did not), at the cost benchmarks/bench_isa_portable.py measures.
 ISA_PINS: dict[str, tuple[str, str, str, str]] = {
     "avx2": ("avx2", "AVX2", "AVX2", "Haswell"),
     "avx512": ("avx512", "AVX512_CORE", "AVX512", "SkylakeX"),
