@@ -118,7 +118,7 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         type=click.Choice(ISAS),
         default=None,
         help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present; "
-        "portable: MKL's compatible branch, the pins meant for Intel and AMD alike; see README: CPU ISA pins).",
+        "portable: MKL's compatible branch, pins meant for Intel and AMD alike; README: CPU ISA pins).",
     ),
     click.option(
         "--nproc-per-node",
