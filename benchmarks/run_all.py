@@ -2,7 +2,7 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal; the
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads; the
                                               # other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_hash_big  # noqa: E402
+import bench_dataloader_reads  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
@@ -36,6 +37,7 @@ SUITES = {
     "data": ("`repro run` over 100k unchanged data files, and `repro show`", bench_large_data.run, 3),
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
     "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
+    "reads": ("A DataLoader reading thousands of small declared files", bench_dataloader_reads.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 

@@ -463,7 +463,7 @@ def build_spec(
     layout.runtime.mkdir(parents=True, exist_ok=True)
     env = {**(variables or {}), **run_environment(record)}
     env[contract.OUTPUTS_ENV] = os.pathsep.join(outputs)
-    env["REPRO_DATA"] = os.pathsep.join(data)
+    env[contract.DATA_ENV] = os.pathsep.join(data)
     return RunSpec(
         argv=argv,
         project_root=code_root,

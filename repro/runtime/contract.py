@@ -29,6 +29,7 @@ MODE_ENV = "REPRO_MODE"  # the determinism mode (also the user's setting, README
 THREADS_ENV = "REPRO_THREADS"  # torch's intra-op threads in a pinned mode
 ALLOW_NONDETERMINISTIC_OPS_ENV = "REPRO_ALLOW_NONDETERMINISTIC_OPS"  # "1": such ops warn instead of failing
 OUTPUTS_ENV = "REPRO_OUTPUTS"  # the declared output directories, os.pathsep-separated
+DATA_ENV = "REPRO_DATA"  # the declared input data, relative to the project root, os.pathsep-separated
 BOOT_PID_ENV = "REPRO_BOOT_PID"  # the first booted process; its children know they are not the main one
 TRACE_ENV = "REPRO_TRACE"  # "1": parameter sums after every optimizer step (trace.jsonl)
 KEEP_CHECKPOINTS_ENV = "REPRO_KEEP_CHECKPOINTS"  # bytes of checkpoints kept for exact resume (-1: all)

@@ -5,7 +5,9 @@ Standard library only. ``open`` (builtins, ``os.open``, ``io``), ``os.rename``/`
 ``torch.jit.save`` and safetensors write from C, so the runtime wraps them when they are
 imported (``note_written``).
 Paths under the project root are reported relative to it; writes elsewhere are reported
-absolute (the runner lists them as a warning), except system and scratch places.
+absolute (the runner lists them as a warning), except system and scratch places. Reads of the
+declared data are not reported at all (the data's manifest already names them): a DataLoader
+reading thousands of samples pays one prefix test per open.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from repro.runtime import contract, report, saves
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _state: dict[str, str] = {}
+_data: dict[str, tuple[str, ...]] = {"files": (), "dirs": ()}  # the declared data, absolute
 
 
 def install(root: str) -> None:
@@ -27,6 +30,9 @@ def install(root: str) -> None:
     runtime_dir = os.environ.get(contract.RUNTIME_DIR_ENV, "")
     ignored = [runtime_dir, "/dev", "/proc", "/sys", tempfile.gettempdir()]
     _state["ignored"] = "\0".join(os.path.abspath(p) for p in ignored if p)
+    declared = [p for p in os.environ.get(contract.DATA_ENV, "").split(os.pathsep) if p]
+    files = tuple(os.path.normpath(os.path.join(_state["root"], p)) for p in declared)
+    _data.update(files=files, dirs=tuple(f + os.sep for f in files))
     import sys
 
     sys.addaudithook(_audit)
@@ -56,11 +62,21 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":
         path = _as_str(args[0])
         if path is not None:
-            note(path, written=_is_write(args[1], args[2] if len(args) > 2 else None))
+            written = _is_write(args[1], args[2] if len(args) > 2 else None)
+            if not written and _declared_data(path):
+                return
+            note(path, written=written)
     elif event in ("os.rename", "os.replace", "os.symlink", "os.link"):
         path = _as_str(args[1])  # the new name (a link is an output, recorded as a link)
         if path is not None:
             note(path, written=True)
+
+
+def _declared_data(path: str) -> bool:
+    """Whether ``path`` is declared input data (an absolute path tested as it is, before any work)."""
+    if not os.path.isabs(path) or ".." in path:
+        path = os.path.abspath(path)
+    return path.startswith(_data["dirs"]) or path in _data["files"]
 
 
 def note_written(path: Any) -> None:

@@ -1,0 +1,96 @@
+"""A DataLoader reading thousands of small files, with and without repro around it.
+
+    python benchmarks/bench_dataloader_reads.py
+
+The script (a torch DataLoader with 2 workers over REPRO_BENCH_READ_N small files, 20,000 by
+default) times its own loop and prints it; the row compares that loop under `repro run --data data`
+(the runtime's audit hook sees every open) with the same script run bare. Interleaved, medians.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Row, Sample, log, print_rows, scratch
+from bench_run_overhead import _env, _repro_exe
+
+READER = """\
+import argparse, os, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Files(Dataset):
+    def __init__(self, root):
+        self.paths = sorted(os.path.join(root, n) for n in os.listdir(root))
+    def __len__(self):
+        return len(self.paths)
+    def __getitem__(self, i):
+        with open(self.paths[i], "rb") as f:
+            return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).float().mean()
+
+p = argparse.ArgumentParser()
+p.add_argument("--data", default="data")
+args = p.parse_args()
+torch.set_num_threads(1)  # as repro's strict mode pins it: the loop differs only by repro's hooks
+loader = DataLoader(Files(args.data), batch_size=64, num_workers=2)
+t0 = time.perf_counter()
+total = sum(float(b.sum()) for b in loader)
+print(f"loop_s={time.perf_counter() - t0:.4f} total={total:.1f}")
+"""
+
+
+def _loop_seconds(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+    found = re.search(r"loop_s=([0-9.]+)", out)
+    if found is None:
+        raise RuntimeError(f"no loop time in the output: {out[-300:]}")
+    return float(found.group(1))
+
+
+def _sample(values: list[float]) -> Sample:
+    s = Sample()
+    for v in values:
+        s.add(v, v)
+    s.wall = s.cpu = statistics.median(values)
+    return s
+
+
+def run(repeats: int = 3) -> list[Row]:
+    n = int(os.environ.get("REPRO_BENCH_READ_N", "20000"))
+    case = f"DataLoader (2 workers) reading {n} small declared files"
+    repro = _repro_exe()
+    if repro is None:
+        why = "the repro command is not installed (make install)"
+        return [Row(case, "the same loop bare", None, None, "<= 1.10x", "within", 1.10, skipped=why)]
+    env = _env()
+    with scratch("repro-bench-reads-") as proj:
+        (proj / "repro.yaml").write_text("# benchmark project: data, no dependencies\n")
+        (proj / "requirements.in").write_text("")
+        (proj / "read.py").write_text(READER)
+        data = proj / "data"
+        data.mkdir()
+        for i in range(n):
+            (data / f"{i:06d}.bin").write_bytes(os.urandom(512))
+        bare = [sys.executable, "read.py"]
+        ours = [repro, "run", "--backend", "local", "--data", "data", "--", "python", "read.py"]
+        log(f"{n} files written; first run hashes the data (untimed)")
+        _loop_seconds(ours, proj, env)
+        peer, mine = [], []
+        for _ in range(repeats):
+            peer.append(_loop_seconds(bare, proj, env))
+            mine.append(_loop_seconds(ours, proj, env))
+    note = "the script's own loop time; medians of interleaved runs"
+    return [
+        Row(case, "the same loop bare", _sample(peer), _sample(mine), "<= 1.10x", "within", 1.10, note=note)
+    ]
+
+
+if __name__ == "__main__":
+    print_rows(run())
