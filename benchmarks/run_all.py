@@ -21,8 +21,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import bench_hash_big  # noqa: E402
 import bench_dataloader_reads  # noqa: E402
+import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
