@@ -28,13 +28,15 @@ def _record(project: Project) -> dict[str, Any]:
     return record
 
 
-def _pins_seen(out: str) -> tuple[set[str], set[str]]:
-    """The pins the main process printed, and those its DataLoader workers printed (every epoch)."""
-    lines = out.splitlines()
-    main = {ln.split(": ", 1)[1].split(" capability=")[0] for ln in lines if ln.startswith("main: ")}
-    workers = {ln.split(": ", 1)[1] for ln in lines if ln.startswith("worker ")}
-    assert sum(ln.startswith("worker ") for ln in lines) == 4, out  # 2 workers, started each epoch
-    return main, workers
+def _pins_seen(out: str, err: str) -> tuple[set[str], set[str]]:
+    """The pins the main process printed (stdout), and those its DataLoader workers printed (stderr,
+    every epoch)."""
+    main = {
+        ln.split(": ", 1)[1].split(" capability=")[0] for ln in out.splitlines() if ln.startswith("main: ")
+    }
+    started = [ln for ln in err.splitlines() if ln.startswith("worker ")]
+    assert len(started) == 4, err  # 2 workers, started each epoch
+    return main, {ln.split(": ", 1)[1] for ln in started}
 
 
 def test_portable_pins_reach_every_process_and_give_the_same_bits_twice(project: Project) -> None:
@@ -43,7 +45,7 @@ def test_portable_pins_reach_every_process_and_give_the_same_bits_twice(project:
     for _ in range(2):  # two separate `repro run` processes
         r = project.repro("run", "--backend", "local", "--isa", "portable", *ARGV)
         assert r.code == 0, r.err
-        assert _pins_seen(r.out) == ({PORTABLE}, {PORTABLE})  # the main process and its workers
+        assert _pins_seen(r.out, r.err) == ({PORTABLE}, {PORTABLE})  # the main process and its workers
         digests.append(hashlib.sha256((project.root / "outputs" / "model.pt").read_bytes()).hexdigest())
     assert digests[0] == digests[1]
     det = _record(project)["determinism"]
@@ -62,6 +64,6 @@ def test_portable_pins_reach_the_container(project: Project) -> None:
     project.commit("train")
     r = project.repro("run", "--backend", "docker", "--isa", "portable", *ARGV)
     assert r.code == 0, r.err
-    assert _pins_seen(r.out) == ({PORTABLE}, {PORTABLE})
+    assert _pins_seen(r.out, r.err) == ({PORTABLE}, {PORTABLE})
     record = _record(project)
     assert record["backend"]["name"] == "docker" and record["determinism"]["isa"] == "portable"
