@@ -203,7 +203,8 @@ def _layer_dir(index: int, name: str) -> str:
 
 def install_steps(lock_text: str) -> tuple[str, str]:
     """The Dockerfile lines that install the lock: for the build stage, one COPY + RUN pair per layer
-    group that installs the group's wheels under a prefix of its own (``pip install --prefix``); for
+    group that installs the group's wheels under a prefix of its own (``pip install --prefix``, every
+    locked wheel even where the base image already has that package: the image holds the lock); for
     the image, one ``COPY --from`` per group of what was installed. The wheels stay in the build
     stage: no layer of the image holds a wheel file.
 
@@ -217,8 +218,9 @@ def install_steps(lock_text: str) -> tuple[str, str]:
         prefix = f"{INSTALLED}/{i:02d}-{name}"
         build.append(
             f"COPY {folder}/ {inside}/\n"
-            f"RUN pip install --no-index --no-deps --require-hashes --no-warn-script-location \\\n"
-            f"        --prefix {prefix} --find-links {inside} -r {inside}/{LOCK_NAME}"
+            f"RUN mkdir -p {prefix} && pip install --no-index --no-deps --require-hashes \\\n"
+            f"        --ignore-installed --no-warn-script-location --prefix {prefix} \\\n"
+            f"        --find-links {inside} -r {inside}/{LOCK_NAME}"
         )
         install.append(f"COPY --from={BUILD_STAGE} {prefix}/ /opt/venv/")
     if not build:
