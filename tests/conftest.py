@@ -43,6 +43,13 @@ class Project:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @classmethod
+    def init(cls, root: Path) -> Project:
+        """A new git repository at ``root`` (made, with its parents), on branch main."""
+        root.mkdir(parents=True)
+        git(root, "init", "-q", "-b", "main")
+        return cls(root)
+
     def write(self, rel: str, text: str) -> Path:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,10 +94,7 @@ class Project:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
-    root = tmp_path / "proj"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    p = Project(root)
+    p = Project.init(tmp_path / "proj")
     p.write(".gitignore", "outputs/\n")
     p.commit("init")
     return p

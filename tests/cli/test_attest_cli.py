@@ -82,10 +82,8 @@ class Attested:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Attested:
-    root = tmp_path_factory.mktemp("attest") / "proj"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    p = Project(root)
+    p = Project.init(tmp_path_factory.mktemp("attest") / "proj")
+    root = p.root
     p.write(".gitignore", "checkpoints/\nmodel.pt\n*.tar\n*.key\n*.pub\n*.jsonl\n")
     p.write("train.py", TRAIN)
     p.points()

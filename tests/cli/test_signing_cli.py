@@ -66,12 +66,10 @@ class Signed:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Signed:
-    from tests.conftest import Project, git
+    from tests.conftest import Project
 
-    root = tmp_path_factory.mktemp("signing") / "proj"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    p = Project(root)
+    p = Project.init(tmp_path_factory.mktemp("signing") / "proj")
+    root = p.root
     p.write(".gitignore", "outputs/\ncheckpoints/\nmodel.txt\n*.tar\n*.key\n")
     p.write("train.py", TRAIN)
     p.write("repro.yaml", "backend: local\nmode: strict\nseed: 3\n")

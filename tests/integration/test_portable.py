@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICKSTART_LOCK, REPO, Project, git
+from tests.conftest import QUICKSTART_LOCK, REPO, Project
 
 docker = pytest.importorskip("docker")
 
@@ -131,10 +131,8 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert where.startswith(str(wheel_venv)), where  # the wheel, not the checkout
 
-    root = tmp_path / "proj"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    project = Project(root)
+    project = Project.init(tmp_path / "proj")
+    root = project.root
     project.script("train_ckpt.py", "train.py")
     project.points()
     project.write("requirements.txt", _tiny_lock())  # hash-pinned: used as the lock as it is

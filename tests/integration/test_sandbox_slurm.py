@@ -11,7 +11,7 @@ import pytest
 
 from repro.errors import ExitCode
 from repro.store.runs import Store
-from tests.conftest import Project, git
+from tests.conftest import Project
 from tests.forging import forge
 from tests.integration.test_slurm import nodes  # noqa: F401 - the fixture: skips where no cluster answers
 
@@ -46,9 +46,7 @@ def test_a_project_path_with_a_space_and_a_hash_runs_and_a_forged_partition_is_n
     nodes: list[str],  # noqa: F811
 ) -> None:
     root = tmp_path / "my proj #1"  # `#SBATCH --chdir=…` unquoted would cut it at the space
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    project = Project(root)
+    project = Project.init(root)
     project.write(".gitignore", "outputs/\n")
     project.write("train.py", TRAIN)
     project.commit("train")
