@@ -692,7 +692,7 @@ def collect(
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
         record_image(record, result.image, store)
-    _collect_logs(record, result, spec, store, masker)
+    logged = _collect_logs(record, result, spec, store, masker)
     _merge_process_env(record, runtime)
     checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
     trackers.fold(record, runtime)
@@ -709,12 +709,14 @@ def collect(
     _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
     if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
         record.code.read = code_capture.files_read(record.code, reports.read)
-    _collect_outputs(record, spec, store, prepared, masker, reports)
+    _collect_outputs(record, spec, store, prepared, masker, reports, logged)
 
 
-def _collect_logs(record: Record, result: RunResult, spec: RunSpec, store: Store, masker: Masker) -> None:
+def _collect_logs(
+    record: Record, result: RunResult, spec: RunSpec, store: Store, masker: Masker
+) -> bytes | None:
     """Keep the command's streams, each rank's, the metrics, the step trace and the logged params,
-    masked; name the rank or node that failed first."""
+    masked; name the rank or node that failed first. Returns the metrics the run logged, as written."""
     runtime = spec.runtime_dir
     res = record.results
 
@@ -755,13 +757,21 @@ def _collect_logs(record: Record, result: RunResult, spec: RunSpec, store: Store
     params = produced.read_json(runtime, contract.PARAMS_FILE)
     if params:
         res.params = masker.obj(params, "logged params")
+    return metrics
 
 
 def _collect_outputs(
-    record: Record, spec: RunSpec, store: Store, prepared: Prepared, masker: Masker, reports: Reports
+    record: Record,
+    spec: RunSpec,
+    store: Store,
+    prepared: Prepared,
+    masker: Masker,
+    reports: Reports,
+    logged: bytes | None,
 ) -> None:
     """The files the run wrote that are its outputs, stored; Hydra's own files as logs; a warning
-    for each thing about them a user should know (links, shared writes, files outside the project)."""
+    for each thing about them a user should know (links, shared writes, files outside the project);
+    the metric series harvested from them, from stdout and beside ``logged`` (what the run logged)."""
     res = record.results
     res.output_roots = list(spec.outputs)
     claimed: set[str] = set()
@@ -777,7 +787,6 @@ def _collect_outputs(
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
-    logged = produced.read_bytes(spec.runtime_dir, contract.METRICS_FILE, limit=None)
     sources = harvest.RunSources.read(spec.project_root, spec.stdout_path, spec.outputs, found, logged)
     wanted = harvest.HarvestSettings(prepared.settings.metrics_from, prepared.settings.metrics_patterns)
     harvest.fold(res, sources, wanted, lambda raw: store.put_bytes(masker.data(raw, "metrics")),
