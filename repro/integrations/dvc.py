@@ -63,12 +63,14 @@ def remote_names(item: DataInput) -> list[str | None]:
 
 
 def describe_remote(item: DataInput) -> str | None:
-    """``in the DVC remote `store```, or None when DVC does not track ``item``."""
+    """``in the DVC remote `store``` (for `repro show`), or None when DVC does not track ``item``."""
     names = remote_names(item)
     if not names:
         return None
-    shown = ", ".join(f"`{n}`" if n else "(the default remote)" for n in names)
-    return f"in the DVC remote {shown}"
+    named = [f"`{n}`" for n in names if n]
+    parts = [f"the DVC remote{'s' if len(named) > 1 else ''} {', '.join(named)}"] if named else []
+    parts += ["the default DVC remote"] if None in names else []
+    return "in " + " and ".join(parts)
 
 
 def fetch_inputs(record: Record, scratch_root: Path, host_root: Path) -> FetchResult:
@@ -181,10 +183,8 @@ def _fetch(api: _Dvc, scratch_root: Path, sources: list[DvcSource], remotes: _Re
             conf["remote"][name] = section
     targets: dict[str, list[str]] = {}
     for source in sources:
-        if source.out in ("", "."):
-            raise DataUnavailable(
-                "a recorded DVC output is the whole project; repro fetches folders and files"
-            )
+        if source.out in ("", ".") or source.out.split("/")[0] in (".dvc", ".dvcignore", _REPO):
+            raise DataUnavailable(f"a recorded DVC output is not a data folder or file: {source.out!r}")
         dvc_file = scratch_root / (source.out + ".dvc")
         dvc_file.parent.mkdir(parents=True, exist_ok=True)
         dvc_file.write_bytes(yaml.safe_dump(_dvc_file(source), sort_keys=False).encode())

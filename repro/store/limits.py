@@ -100,22 +100,22 @@ _DVC_REMOTE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # a remote name
 
 def dvc_source_problem(
     hash_name: object, hash_value: object, remote: object, size: object, nfiles: object
-) -> str | None:
-    """What is wrong with a DVC output's hash, remote name and counts (as a ``.dvc`` file, ``dvc.lock``
-    or a record gives them), or None. The one rule for both: capture skips such an output, a
-    record holding one is refused."""
+) -> tuple[str, str] | None:
+    """The field of a DVC output (hash, remote name, counts, as a ``.dvc`` file, ``dvc.lock`` or a
+    record gives them) that is wrong, and what is wrong with it; None when all hold. The one rule
+    for both: capture leaves such an output out, a record holding one is refused."""
     if hash_name not in DVC_HASH_NAMES:
-        return f"names an unknown DVC hash {str(hash_name)[:40]!r}"
+        return "hash_name", f"is not a DVC hash: {str(hash_name)[:40]!r}"
     pattern = _DVC_ETAG if hash_name == "etag" else _DVC_MD5
     if not (isinstance(hash_value, str) and pattern.match(hash_value)):
-        return f"has a {hash_name} that is not one: {str(hash_value)[:80]!r}"
+        return "hash_value", f"is not a {hash_name}: {str(hash_value)[:80]!r}"
     if remote is not None and not (isinstance(remote, str) and _DVC_REMOTE.match(remote)):
-        return f"names a DVC remote that is not a plain name: {str(remote)[:80]!r}"
+        return "remote", f"is not a plain DVC remote name: {str(remote)[:80]!r}"
     for name, value in (("size", size), ("nfiles", nfiles)):
         if value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 62
         ):
-            return f"has a {name} out of range: {str(value)[:40]!r}"
+            return name, f"is out of range: {str(value)[:40]!r}"
     return None
 
 
@@ -236,11 +236,14 @@ def check_record(record: Any) -> None:
             raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)
     for i, item in enumerate(record.data.inputs):
         for j, source in enumerate(item.dvc):
-            why = dvc_source_problem(
+            bad = dvc_source_problem(
                 source.hash_name, source.hash_value, source.remote, source.size, source.nfiles
             )
-            if why:
-                raise CapsuleInvalid(f"capsule field data.inputs[{i}].dvc[{j}] {why}", RECORD_NAME, hint)
+            if bad:
+                field_name, why = bad
+                raise CapsuleInvalid(
+                    f"capsule field data.inputs[{i}].dvc[{j}].{field_name} {why}", RECORD_NAME, hint
+                )
     check_image(record.deps.image)
 
 
