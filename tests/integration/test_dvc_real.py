@@ -123,3 +123,37 @@ def test_a_remote_this_host_does_not_configure_is_named(project: Project, tmp_pa
     assert r.code == 5, r.out + r.err
     assert "DVC could not fetch the recorded data from the remote `store`" in r.err
     assert "Traceback" not in r.err
+
+
+def _engine() -> bool:
+    try:
+        from repro.backends.docker import engine_available
+
+        return engine_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)")
+def test_a_capsule_replays_in_a_clone_without_the_data_in_the_sandbox(
+    project: Project, tmp_path: Path
+) -> None:
+    remote = tmp_path / "remote"
+    _dvc_project(project, remote)
+    project.lock_torch()
+    project.commit("lock")
+    r = project.repro("run", "--backend", "docker", "--data", "data", *ARGV)
+    assert r.code == 0, r.err
+    tar = tmp_path / "run.tar"
+    assert project.repro("export", "latest", "-o", str(tar)).code == 0
+
+    # Another machine: a clone of the project (its DVC config names the remote), no data, no DVC cache.
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(project.root), str(clone)], check=True)
+    assert not (clone / "data").exists()
+    r = project.repro("replay", str(tar), "--json", cwd=clone)
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+    assert "data fetched through DVC from the remote `store`: data" in r.err
+    assert "docker" in r.err and not (clone / "data").exists()
