@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from repro.errors import DataUnavailable
+from repro.errors import DataUnavailable, ReproError
 from repro.store.capsule import DataInput, DvcSource, Record
 
 INSTALL_HINT = "install DVC where repro runs: pip install 'repro-capsule[dvc]'"
@@ -90,10 +91,12 @@ def fetch_inputs(record: Record, scratch_root: Path, host_root: Path) -> FetchRe
     with _quiet() as errors:
         try:
             _fetch(api, scratch_root, sources, remotes)
-        except api.DvcException as e:
-            raise _unavailable(e, errors, remotes) from e
+        except ReproError:
+            raise
         except OSError as e:
             raise DataUnavailable(f"DVC could not place the recorded data: {e}", hint=_FETCH_HINT) from e
+        except Exception as e:  # noqa: BLE001 - DVC's errors and its plugins': one line, never a traceback
+            raise _unavailable(e, errors, sources, remotes) from e
         finally:
             _clean(scratch_root, sources)
     result = FetchResult(scratch_root, remotes=sorted(set(remotes.names.values())))
@@ -229,34 +232,48 @@ def _dvc_file(source: DvcSource) -> dict[str, Any]:
     return {"outs": [out]}
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_LOGGERS = ("dvc", "dvc_data", "dvc_objects")
+
+
 @contextmanager
 def _quiet() -> Iterator[list[str]]:
     """DVC's log lines kept (its errors go into repro's message), not printed."""
-    logger = logging.getLogger("dvc")
     kept: list[str] = []
 
     class _Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             if record.levelno >= logging.ERROR:
-                kept.append(
-                    record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
-                )
+                kept.append(record.getMessage())
 
-    handler, level, propagate = _Keep(), logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.ERROR)
+    handler = _Keep()
+    saved = []
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.setLevel(logging.ERROR)
     try:
         yield kept
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+        for logger, level, propagate in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
 
 
-def _unavailable(e: Exception, errors: list[str], remotes: _Remotes) -> DataUnavailable:
+def _unavailable(
+    e: Exception, errors: list[str], sources: list[DvcSource], remotes: _Remotes
+) -> DataUnavailable:
     names = ", ".join(f"`{r}`" for r in sorted(set(remotes.names.values())))
-    detail = "; ".join(dict.fromkeys(m for m in [str(e).strip(), *errors] if m))[:400]
+    if type(e).__name__ == "CheckoutError":  # what was fetched lacks a recorded object
+        missing = ", ".join(f"{s.out} ({s.hash_name} {s.hash_value})" for s in sources)
+        return DataUnavailable(
+            f"the DVC remote {names} does not hold the recorded version of {missing}", hint=_FETCH_HINT
+        )
+    lines = (_ANSI.sub("", " ".join(m.split())) for m in [str(e), *errors])
+    detail = "; ".join(dict.fromkeys(m for m in lines if m))[:400] or type(e).__name__
     return DataUnavailable(
         f"DVC could not fetch the recorded data from the remote {names}: {detail}", hint=_FETCH_HINT
     )
