@@ -150,7 +150,14 @@ class NotReproduced(ReproError):
 class DataDrift(NotReproduced):
     """The data a capsule names differs from the data on disk."""
 
-    def __init__(self, changed: list[str], missing: list[str], extra: list[str]) -> None:
+    def __init__(
+        self,
+        changed: list[str],
+        missing: list[str],
+        extra: list[str],
+        what: str = "data",
+        hint: str | None = None,
+    ) -> None:
         self.changed, self.missing, self.extra = changed, missing, extra
         parts = []
         for label, items in (("changed", changed), ("missing", missing), ("extra", extra)):
@@ -158,9 +165,14 @@ class DataDrift(NotReproduced):
                 shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
                 parts.append(f"{label}: {shown}")
         super().__init__(
-            "data differs from the capsule's record — " + "; ".join(parts),
-            hint="restore the recorded data, point at it with --data-root, or pass --allow-data-drift",
+            f"{what} differs from the capsule's record — " + "; ".join(parts),
+            hint=hint
+            or "restore the recorded data, point at it with --data-root, or pass --allow-data-drift",
         )
+
+
+class DataUnavailable(NotReproduced):
+    """The recorded data is not here and could not be fetched where the record says it lives."""
 
 
 class CapsuleInvalid(ReproError):

@@ -6,12 +6,14 @@ so `repro diff ORIGINAL REPLAY` works afterwards.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import dataclasses
 import functools
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ from repro.facts.determinism import allowed_env, expectation, verifiable_mode
 from repro.facts.env import host_env
 from repro.facts.lockfile import freeze_diff
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
+from repro.integrations import dvc as dvc_data
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.runner import Prepared, build_spec, now_iso
@@ -189,6 +192,42 @@ def check_recorded_data(
     return drift or None
 
 
+def _data_from_dvc(
+    request: ReplayRequest,
+    original: Record,
+    data_root: Path,
+    store: Store,
+    read_blob: Callable[[str], bytes | None],
+    notes: list[str],
+    on_event: OnEvent,
+) -> Path:
+    """Where the replay reads its data: ``data_root``; or, when DVC tracks the recorded inputs and the
+    data there differs (or is absent), a scratch copy of the recorded versions fetched through DVC and
+    checked against the manifest. Not with --data-root or --allow-data-drift: the user chose the data.
+
+    Raises:
+        DataUnavailable: DVC could not fetch the recorded versions.
+        DataDrift: what DVC fetched differs from the manifest (the files named).
+    """
+    if request.data_root is not None or request.allow_data_drift or not dvc_data.tracked(original):
+        return data_root
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        if not check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob):
+            return data_root
+        scratch = Path(tempfile.mkdtemp(prefix="repro-data-", dir=store.cache_dir))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        fetched = dvc_data.fetch_inputs(original, scratch, data_root)
+        drift = check_data(original.data.inputs, scratch, cache=cache, read_blob=read_blob)
+    if drift:
+        where = ", ".join(f"`{r}`" for r in fetched.remotes)
+        raise DataDrift(
+            drift.changed, drift.missing, drift.extra, what="the data DVC fetched",
+            hint=f"the DVC remote {where} holds other bytes than the run read; push the recorded data again",
+        )  # fmt: skip
+    _say(fetched.describe(), notes, on_event)
+    return fetched.root
+
+
 def contain(record: Record, original: Record, network: bool) -> list[str]:
     """Apply what a replay decides itself, not the capsule: the network and the environment.
 
@@ -273,6 +312,7 @@ def run_replay(
         _say(placement.note, notes, on_event)
     _refuse_hidden_secrets(original)
     data_root = (request.data_root or store.root).resolve()
+    data_root = _data_from_dvc(request, original, data_root, store, loaded.read_blob, notes, on_event)
     drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")

@@ -88,6 +88,8 @@ def replay(
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
     Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
+    Data DVC tracks, absent or changed here, is fetched at its recorded version through DVC
+    from the remote of that name this machine configures, into scratch space, and checked.
     A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays
     in the docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local
     runs its code on this machine, unsandboxed, and says so; no engine and neither: exit 3);

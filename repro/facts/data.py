@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import NotFoundError, UsageError
+from repro.facts.dvc import dvc_sources
 from repro.store.capsule import MANIFEST_INLINE, DataInput, encode_manifest
 from repro.store.hashing import HashCache, hash_tree
 
@@ -21,7 +22,8 @@ def capture_data(
     on_progress: Progress | None = None,
     put_bytes: Callable[[bytes], str] | None = None,
 ) -> list[DataInput]:
-    """Hash each declared input (file or directory) relative to ``root``.
+    """Hash each declared input (file or directory) relative to ``root``, with the DVC outputs
+    that hold it (`repro.facts.dvc`).
 
     With ``put_bytes``, an input of more than ``MANIFEST_INLINE`` files keeps its manifest
     in a blob, so the record stays small (and `repro show` fast) for large trees.
@@ -47,6 +49,7 @@ def capture_data(
             )
         tree = hash_tree(path, root, cache=cache, on_progress=on_progress)
         item = DataInput(_rel(path, root), tree.digest, tree.size, tree.files, count=len(tree.files))
+        item.dvc = dvc_sources(root, item.path)
         if put_bytes is not None and len(tree.files) > MANIFEST_INLINE:
             item.manifest, item.files = put_bytes(encode_manifest(tree.files)), []
         inputs.append(item)

@@ -157,6 +157,20 @@ class CodeInfo:
 
 
 @dataclass
+class DvcSource:
+    """Where DVC keeps (part of) a declared input: one DVC output as its ``.dvc`` file or
+    ``dvc.lock`` names it, with DVC's own hash, so a replay can fetch exactly that version."""
+
+    file: str  # the .dvc file or dvc.lock that tracks it, relative to the project root
+    out: str  # the tracked path, relative to the project root (the input, or a folder holding it)
+    hash_name: str  # md5 (DVC 3), md5-dos2unix (DVC 2 files), etag
+    hash_value: str  # "<md5>", "<md5>.dir" for a directory, or an etag
+    remote: str | None = None  # the remote it was pushed to: the out's own, else the default
+    size: int | None = None
+    nfiles: int | None = None
+
+
+@dataclass
 class DataInput:
     """One declared input. Up to ``MANIFEST_INLINE`` files are listed in the record; a larger
     tree's manifest is a blob (``manifest``) and the record keeps its digest and ``count``."""
@@ -167,6 +181,7 @@ class DataInput:
     files: list[FileEntry] = field(default_factory=list)
     count: int = 0  # files in the input (inline or in the manifest blob)
     manifest: str | None = None  # blob of the manifest, for trees over MANIFEST_INLINE files
+    dvc: list[DvcSource] = field(default_factory=list)  # DVC outputs that hold it (repro/facts/dvc.py)
 
     def entries(self, read_blob: Callable[[str], bytes | None]) -> list[FileEntry]:
         """The input's files, inline or from its manifest blob.

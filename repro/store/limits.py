@@ -92,6 +92,33 @@ def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
     return ".." not in trimmed.split("/")
 
 
+DVC_HASH_NAMES = ("md5", "md5-dos2unix", "etag")  # DVC 3's md5, DVC 2's (files without `hash: md5`)
+_DVC_MD5 = re.compile(r"^[0-9a-f]{32}(\.dir)?$")
+_DVC_ETAG = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_DVC_REMOTE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # a remote name repro passes to DVC
+
+
+def dvc_source_problem(
+    hash_name: object, hash_value: object, remote: object, size: object, nfiles: object
+) -> tuple[str, str] | None:
+    """The field of a DVC output (hash, remote name, counts, as a ``.dvc`` file, ``dvc.lock`` or a
+    record gives them) that is wrong, and what is wrong with it; None when all hold. The one rule
+    for both: capture leaves such an output out, a record holding one is refused."""
+    if hash_name not in DVC_HASH_NAMES:
+        return "hash_name", f"is not a DVC hash: {str(hash_name)[:40]!r}"
+    pattern = _DVC_ETAG if hash_name == "etag" else _DVC_MD5
+    if not (isinstance(hash_value, str) and pattern.match(hash_value)):
+        return "hash_value", f"is not a {hash_name}: {str(hash_value)[:80]!r}"
+    if remote is not None and not (isinstance(remote, str) and _DVC_REMOTE.match(remote)):
+        return "remote", f"is not a plain DVC remote name: {str(remote)[:80]!r}"
+    for name, value in (("size", size), ("nfiles", nfiles)):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 62
+        ):
+            return name, f"is out of range: {str(value)[:40]!r}"
+    return None
+
+
 def is_digest(value: str) -> bool:
     """A content-address name: lowercase hex (xxh3-128 is 32 digits)."""
     return isinstance(value, str) and bool(_DIGEST.match(value))
@@ -114,6 +141,9 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"data.inputs[{i}].path", item.path, True
         for j, entry in enumerate(item.files):
             yield f"data.inputs[{i}].files[{j}].path", entry.path, False
+        for j, source in enumerate(item.dvc):
+            yield f"data.inputs[{i}].dvc[{j}].file", source.file, False
+            yield f"data.inputs[{i}].dvc[{j}].out", source.out, True
     for i, root in enumerate(record.results.output_roots):
         yield f"results.output_roots[{i}]", root, False
     for i, entry in enumerate(record.results.outputs):
@@ -204,6 +234,16 @@ def check_record(record: Any) -> None:
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
             raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)
+    for i, item in enumerate(record.data.inputs):
+        for j, source in enumerate(item.dvc):
+            bad = dvc_source_problem(
+                source.hash_name, source.hash_value, source.remote, source.size, source.nfiles
+            )
+            if bad:
+                field_name, why = bad
+                raise CapsuleInvalid(
+                    f"capsule field data.inputs[{i}].dvc[{j}].{field_name} {why}", RECORD_NAME, hint
+                )
     check_image(record.deps.image)
 
 

@@ -20,6 +20,7 @@ HOMES = {
     "piptools": (),  # only ever run as a subprocess, from facts/deps.py
     "hydra": ("facts/hydra.py",),
     "mlflow": ("integrations/mlflow/",),
+    "dvc": ("integrations/dvc.py",),
     "wandb": (),  # configured through its environment variables only
     "lightning": ("integrations/lightning.py",),
     "transformers": ("integrations/hf.py",),

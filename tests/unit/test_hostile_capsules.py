@@ -29,6 +29,7 @@ from repro.store.capsule import (
     CodeInfo,
     CommandInfo,
     DataInput,
+    DvcSource,
     FileEntry,
     Record,
     blob_member,
@@ -53,6 +54,7 @@ def _genuine(tmp_path: Path) -> tuple[Path, Record]:
     record.command = CommandInfo(argv=["python", "train.py"], cwd=".")
     record.code = CodeInfo(kind="snapshot", files=[FileEntry("train.py", len(CODE), digest, True)])
     record.data.inputs = [DataInput("data", "d" * 32, 3, [FileEntry("data/a.csv", 3, "e" * 32)])]
+    record.data.inputs[0].dvc = [DvcSource("data.dvc", "data", "md5", "a" * 32 + ".dir", "store", 3, 1)]
     record.results.output_roots = ["outputs"]
     record.results.outputs = [FileEntry("outputs/model.pt", 10, "f" * 32)]
     record.determinism = plan("strict", 1, "avx2")
@@ -107,6 +109,14 @@ HOSTILE_FIELDS = [
     ("deps.lockfile", "/etc/shadow"),
     ("code.subdir", "../.."),
     ("command.nproc_per_node", 100000),
+    ("data.inputs.0.dvc.0.out", "../../home"),
+    ("data.inputs.0.dvc.0.file", "/etc/data.dvc"),
+    ("data.inputs.0.dvc.0.hash_value", "../../../../etc/passwd"),
+    ("data.inputs.0.dvc.0.hash_name", "sha1"),
+    ("data.inputs.0.dvc.0.remote", "store; rm -rf /"),
+    ("data.inputs.0.dvc.0.remote", "--config=/tmp/x"),
+    ("data.inputs.0.dvc.0.nfiles", -1),
+    ("data.inputs.0.dvc.0.size", 1 << 70),
 ]
 
 
@@ -131,7 +141,8 @@ def test_malformed_types_that_pass_their_checksums_exit_6(tmp_path: Path) -> Non
     for i, (field, value) in enumerate(
         [("command.argv", "rm -rf /"), ("results.outputs.0.size", "huge"), ("code", [1, 2]),
          ("command.cwd", 7), ("seeds.master", {"a": 1}), ("results.logs", {"stdout": "../../x"}),
-         ("determinism.source_date_epoch", "0; rm -rf /")]
+         ("determinism.source_date_epoch", "0; rm -rf /"), ("data.inputs.0.dvc.0.hash_value", ["a" * 32]),
+         ("data.inputs.0.dvc.0.size", True), ("data.inputs.0.dvc", {"out": "data"})]
     ):  # fmt: skip
         bad = _forge(tar, tmp_path / f"bad{i}.tar", _edit_record(_set(field, value)))
         with pytest.raises(CapsuleInvalid):
