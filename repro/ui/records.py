@@ -11,6 +11,7 @@ from typing import Any
 from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
+from repro.facts.sources import InputSource
 from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.runs import RunRow
@@ -156,11 +157,16 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def show_text(
-    record: Record, packages: list[LockedPackage] | None = None, attestation: Summary | None = None
+    record: Record,
+    packages: list[LockedPackage] | None = None,
+    attestation: Summary | None = None,
+    sources: list[InputSource] | None = None,
 ) -> str:
     """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
-    control characters are shown, never obeyed); ``packages``: its lock, listed in full."""
+    control characters are shown, never obeyed); ``packages``: its lock, listed in full; ``sources``:
+    where a replay finds each input."""
     lines = _run_lines(record) + _code_lines(record) + _input_lines(record, packages)
+    lines += [("replay data", source.describe()) for source in sources or []]
     lines += _determinism_lines(record) + _where_lines(record) + _result_lines(record)
     if attestation is not None:
         lines.append(("attestation", attestation_text(attestation)))
