@@ -357,7 +357,7 @@ class DataChoice:
         if not self.placed:
             return []
         return [
-            f"data {s.path}: the host's copy {'differs' if s.present else 'is absent'}; the replay uses the "
+            f"declared data {s.path}: the host's copy {'differs' if s.present else 'is absent'}; the replay uses the "
             f"copy {_FROM[s.kind]}, placed read-only in its own copy of the project (the host's data is "
             "left as it is)"
             for s in self.sources
