@@ -357,9 +357,9 @@ class DataChoice:
         if not self.placed:
             return []
         return [
-            f"declared data {s.path}: the host's copy {'differs' if s.present else 'is absent'}; the replay uses the "
-            f"copy {_FROM[s.kind]}, placed read-only in its own copy of the project (the host's data is "
-            "left as it is)"
+            f"declared data {s.path}: the host's copy {'differs' if s.present else 'is absent'}; the replay "
+            f"uses the copy {_FROM[s.kind]}, placed read-only in its own copy of the project "
+            "(the host's data is left as it is)"
             for s in self.sources
             if s.kind in CARRIED
         ]
