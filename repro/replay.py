@@ -71,6 +71,7 @@ class ReplayRequest:
     network: bool = False  # the capsule's own `backend.network` is never obeyed
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
     env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
+    max_data_size: int = limits.MAX_DATA_BYTES  # the most carried data placed (`--max-data-size`)
 
 
 @dataclass
@@ -294,6 +295,7 @@ def run_replay(
         record.code = code
     world_changed = _fit_world_size(request, original, record, notes)
     run = _Execution(loaded, record, plan.settings, data_root, variables, notes, window, data)
+    run.max_data = request.max_data_size
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
     verdict = _compare(request, store, loaded, record, plan.settings, window, notes)
@@ -382,6 +384,7 @@ def choose_data(
 
     Raises:
         DataDrift: an input differs, no blobs replace it, and drift is not allowed.
+        UsageError: the data to place is over ``request.max_data_size``.
         CapsuleInvalid: a manifest blob is missing or malformed.
     """
     if not original.data.inputs:
@@ -391,7 +394,10 @@ def choose_data(
     if any(s.kind == NOWHERE for s in sources):
         drift = check_recorded_data(original, data_root, store, request.allow_data_drift, read_blob)
         return DataChoice(sources, drift, roots)
-    return DataChoice(sources, None, roots)
+    choice = DataChoice(sources, None, roots)
+    if choice.placed:
+        datablobs.check_size(sum(s.size for s in sources), request.max_data_size, "--max-data-size")
+    return choice
 
 
 def _roots(capsule_blobs: Path | None, store: Store, remote: Path | None) -> datablobs.BlobRoots:
@@ -421,7 +427,12 @@ def _keep_carried(
 
 
 def _place_data(
-    data: DataChoice, original: Record, data_root: Path, root: Path, read_blob: Callable[[str], bytes | None]
+    data: DataChoice,
+    original: Record,
+    data_root: Path,
+    root: Path,
+    read_blob: Callable[[str], bytes | None],
+    limit: int,
 ) -> None:
     """Write every declared input at its recorded path in the replay's copy of the project ``root``:
     from blobs where the host's copy differs or is absent, from the host where it is as recorded;
@@ -445,7 +456,7 @@ def _place_data(
                 raise CapsuleInvalid(f"data file {entry.path} is not kept as a blob")
             return found[1]
 
-        datablobs.place(entries, root, source_of, limits.MAX_DATA_BYTES)
+        datablobs.place(entries, root, source_of, limit)
 
 
 def _refuse_hidden_secrets(original: Record) -> None:
@@ -514,6 +525,7 @@ class _Execution:
     notes: list[str]
     window: windows.Window | None
     data: DataChoice = field(default_factory=DataChoice)
+    max_data: int = limits.MAX_DATA_BYTES
     run_dir: Path = field(init=False)
 
     def execute(self, store: Store, on_event: OnEvent, blob_path: Callable[[str], Path] | None) -> Path:
@@ -529,7 +541,7 @@ class _Execution:
         try:
             root = _restore(record, blob_path or self.loaded.blob_path, self.run_dir, self.notes)
             if self.data.placed:
-                _place_data(self.data, original, self.data_root, root, self.loaded.read_blob)
+                _place_data(self.data, original, self.data_root, root, self.loaded.read_blob, self.max_data)
                 self.data_root = root
             prepared = self._prepare(root)
             where = start.Start(wanted, recorded_slurm_options(original) if wanted == "slurm" else None)

@@ -221,6 +221,12 @@ def byte_size(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return size
 
 
+max_data_size = click.option(
+    "--max-data-size", default=None, metavar="SIZE", callback=byte_size,
+    help="The most declared data carried in a capsule or placed from it (bytes, 500MiB, 4GiB; default 2GiB).",
+)  # fmt: skip
+
+
 def replay_options(f: F) -> F:
     """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout,
     --env (replay, check)."""

@@ -105,8 +105,7 @@ def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
 @click.option("--with-data", is_flag=True,
               help="capsule: carry the run's declared data inside, as content-addressed blobs checked by "
               "`repro verify`: the capsule replays where the data is absent or differs.")  # fmt: skip
-@click.option("--max-data-size", default=None, metavar="SIZE", callback=options.byte_size,
-              help="--with-data: refuse more data than this (bytes, 500MiB, 4GiB; default 2GiB)")  # fmt: skip
+@options.max_data_size
 @options.json_option("Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(

@@ -101,6 +101,8 @@ def test_host_data_that_differs_is_left_alone_and_the_carried_data_is_used(
     _folder(other, seed=99)  # the same names, other numbers
     sample = other / "data" / "train" / "cat" / "0.txt"
     before, mode = sample.read_bytes(), stat.S_IMODE(sample.stat().st_mode)
+    r = project.repro("replay", str(tar), "--backend", "local", "--max-data-size", "100", cwd=other)
+    assert r.code == 2 and "over the limit of 100 bytes" in r.err and "--max-data-size" in r.err
     r = project.repro("replay", str(tar), "--backend", "local", "--json", cwd=other)
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"
