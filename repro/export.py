@@ -123,11 +123,17 @@ def carried_data(loaded: LoadedRun, store: Store, remote: Path | None, limit: in
     there first so other projects find them), within ``limit`` bytes.
 
     Raises:
-        UsageError: the data is over ``limit``; a file is neither kept as a blob nor here as recorded.
+        UsageError: no declared data; the data is over ``limit``; a file is neither kept as a blob nor
+            here as recorded.
         CapsuleInvalid: a manifest blob is missing; a kept blob does not match its name.
         OSFailure: a blob could not be written to the remote.
     """
     record = loaded.record
+    if not record.data.inputs:
+        raise UsageError(
+            f"run {record.id} declared no data: there is nothing to carry",
+            hint="export it without --with-data; declare data with --data PATH (or `data:` in repro.yaml)",
+        )
     own = record.blobs()
     roots = data_roots(loaded, store, remote)
     wanted = {d: s for d, s in datablobs.data_blobs(record, loaded.read_blob).items() if d not in own}

@@ -255,3 +255,12 @@ def test_sizes_are_read_in_bytes_or_binary_units(text: str, size: int) -> None:
 @pytest.mark.parametrize("text", ["", "lots", "-1", "1.5GiB", "2 PB"])
 def test_unreadable_sizes_are_none(text: str) -> None:
     assert limits.parse_size(text) is None
+
+
+def test_export_with_data_of_a_run_without_declared_data_says_there_is_nothing_to_carry(
+    tmp_path: Path,
+) -> None:
+    store, record = _project(tmp_path)
+    record.data.inputs = []
+    with pytest.raises(UsageError, match="declared no data"):
+        carried_data(LoadedRun(record, store.dir, store.dir), store, None, limits.MAX_DATA_BYTES)
