@@ -159,13 +159,7 @@ def carried_data(loaded: LoadedRun, store: Store, remote: Path | None, limit: in
 
 def data_roots(loaded: LoadedRun, store: Store, remote: Path | None) -> datablobs.BlobRoots:
     """Where the blobs of ``loaded``'s data may lie: its capsule, the store, the data remote."""
-    roots: list[tuple[str, Path]] = []
-    if loaded.from_capsule:
-        roots.append(("capsule", loaded.blob_root))
-    roots.append(("store", store.dir))
-    if remote is not None:
-        roots.append(("data_remote", remote))
-    return datablobs.BlobRoots(tuple(roots))
+    return datablobs.blob_roots(loaded.blob_root if loaded.from_capsule else None, store.dir, remote)
 
 
 def _into_remote(source: Path, digest: str, remote: Path) -> Path:

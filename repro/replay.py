@@ -34,7 +34,16 @@ from repro.facts.determinism import allowed_env, expectation, verifiable_mode
 from repro.facts.env import host_env
 from repro.facts.lockfile import freeze_diff
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
-from repro.facts.sources import CAPSULE, CARRIED, HERE, NOWHERE, InputSource, locate_inputs
+from repro.facts.sources import (
+    CAPSULE,
+    CARRIED,
+    DATA_REMOTE,
+    HERE,
+    NOWHERE,
+    STORE,
+    InputSource,
+    locate_inputs,
+)
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.runner import Prepared, build_spec, now_iso
@@ -277,7 +286,12 @@ def run_replay(
     data_root = (request.data_root or store.root).resolve()
     remote = datablobs.remote_root(plan.settings.data_remote, store.root)
     data = choose_data(
-        original, data_root, store, _roots(capsule_blobs, store, remote), request, loaded.read_blob
+        original,
+        data_root,
+        store,
+        datablobs.blob_roots(capsule_blobs, store.dir, remote),
+        request,
+        loaded.read_blob,
     )
     drift = data.drift
     if drift:
@@ -294,8 +308,9 @@ def run_replay(
     if code is not None:
         record.code = code
     world_changed = _fit_world_size(request, original, record, notes)
-    run = _Execution(loaded, record, plan.settings, data_root, variables, notes, window, data)
-    run.max_data = request.max_data_size
+    run = _Execution(
+        loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size
+    )
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
     verdict = _compare(request, store, loaded, record, plan.settings, window, notes)
@@ -367,7 +382,7 @@ class DataChoice:
         ]
 
 
-_FROM = {CAPSULE: "carried in the capsule", "store": "kept in the store", "data_remote": "in the data remote"}
+_FROM = {CAPSULE: "carried in the capsule", STORE: "kept in the store", DATA_REMOTE: "in the data remote"}
 
 
 def choose_data(
@@ -398,15 +413,6 @@ def choose_data(
     if choice.placed:
         datablobs.check_size(sum(s.size for s in sources), request.max_data_size, "--max-data-size")
     return choice
-
-
-def _roots(capsule_blobs: Path | None, store: Store, remote: Path | None) -> datablobs.BlobRoots:
-    """Where a replay looks for data blobs: the capsule's, the store's, the data remote's."""
-    roots = [(CAPSULE, capsule_blobs)] if capsule_blobs is not None else []
-    roots.append(("store", store.dir))
-    if remote is not None:
-        roots.append(("data_remote", remote))
-    return datablobs.BlobRoots(tuple(roots))
 
 
 def _keep_carried(

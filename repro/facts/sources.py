@@ -12,15 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.store.capsule import DataInput, Record
-from repro.store.datablobs import BlobRoots, ReadBlob
+from repro.store.datablobs import CAPSULE, DATA_REMOTE, STORE, BlobRoots, ReadBlob
 from repro.store.hashing import HashCache, hash_tree
 
 HERE = "here"  # the data root holds it as recorded
-CAPSULE = "capsule"  # carried in the capsule being replayed (`repro export --with-data`)
-STORE = "store"  # its blobs are in this project's store
-DATA_REMOTE = "data_remote"  # its blobs are in the shared data remote (`store.data_remote`)
 NOWHERE = "nowhere"
 CARRIED = (CAPSULE, STORE, DATA_REMOTE)  # kinds a replay places from blobs
+__all__ = ["CAPSULE", "CARRIED", "DATA_REMOTE", "HERE", "NOWHERE", "STORE", "InputSource", "locate_inputs"]
 
 
 @dataclass

@@ -40,6 +40,12 @@ def data_blobs(record: Record, read_blob: ReadBlob) -> dict[str, int]:
     return {f.hash: f.size for _, files in inputs_files(record, read_blob) for f in files if f.link is None}
 
 
+# Where data blobs lie, by kind (`repro.facts.sources` adds "here" and "nowhere"; others may come).
+CAPSULE = "capsule"  # carried in the capsule being read (`repro export --with-data`)
+STORE = "store"  # in this project's store
+DATA_REMOTE = "data_remote"  # in the shared data remote (`store.data_remote`)
+
+
 @dataclass(frozen=True)
 class BlobRoots:
     """Where a data blob's bytes may lie, by kind, searched in order: each is a directory holding
@@ -56,6 +62,12 @@ class BlobRoots:
             if path.is_file() and not path.is_symlink():
                 return kind, path
         return None
+
+
+def blob_roots(capsule: Path | None, store_dir: Path, remote: Path | None) -> BlobRoots:
+    """Where data blobs are looked for, in order: an extracted capsule's, the store's, the remote's."""
+    found = [(CAPSULE, capsule), (STORE, store_dir), (DATA_REMOTE, remote)]
+    return BlobRoots(tuple((kind, root) for kind, root in found if root is not None))
 
 
 def remote_root(setting: str | None, project_root: Path) -> Path | None:
