@@ -150,10 +150,19 @@ def export(
         done = export_run(loaded, dest, app.store, with_image, key, attest, data)
         if as_json:
             ui.json_out(
-                render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id)
+                render.export_dict(
+                    record.id,
+                    as_,
+                    done.path,
+                    done.size,
+                    done.image_size,
+                    done.key_id,
+                    data.size if data is not None else None,
+                )  # fmt: skip
             )
             return
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
+        size += f", data {ui.human_bytes(data.size)}" if data is not None else ""
         signed = f", signed with {key.label}" if key is not None else ""
         attested = ", with its attestation" if done.attested else ""
         ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")

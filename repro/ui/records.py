@@ -422,9 +422,15 @@ def verify_failed_dict(message: str, member: str | None) -> dict[str, Any]:
 
 
 def export_dict(
-    run_id: str, as_: str, path: Path, size: int, image_bytes: int | None, key_id: str | None
+    run_id: str,
+    as_: str,
+    path: Path,
+    size: int,
+    image_bytes: int | None,
+    key_id: str | None,
+    data_bytes: int | None = None,
 ) -> dict[str, Any]:
     """`repro export --json` (schemas/export.json): what was written, where."""
     body = {"id": run_id, "as": as_, "path": str(path), "bytes": size, "image_bytes": image_bytes,
-            "signed": key_id is not None, "key_id": key_id}  # fmt: skip
+            "data_bytes": data_bytes, "signed": key_id is not None, "key_id": key_id}  # fmt: skip
     return schemas.answer("export", body)

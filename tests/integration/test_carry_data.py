@@ -50,9 +50,12 @@ def _trained(project: Project, backend: str) -> str:
 
 
 def _export(project: Project, run_id: str, tar: Path) -> None:
-    r = project.repro("export", run_id, "-o", str(tar), "--with-data")
+    r = project.repro("export", run_id, "-o", str(tar), "--with-data", "--json")
     assert r.code == 0, r.err
     assert "carrying 24 data files" in r.err  # said before the capsule is written
+    assert json.loads(r.out)["data_bytes"] == sum(
+        p.stat().st_size for p in (project.root / "data").rglob("*.txt")
+    )
     assert project.repro("verify", str(tar)).code == 0
 
 
