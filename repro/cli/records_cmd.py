@@ -74,6 +74,8 @@ def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
     """Where a replay here would find each declared input of the run."""
     remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
     roots = data_roots(loaded, app.store, remote)
+    if not app.store.cache_dir.is_dir():  # looking creates no store
+        return locate_inputs(loaded.record, app.store.root, roots, loaded.read_blob)
     with HashCache(app.store.cache_dir / "hashes.sqlite") as cache:
         return locate_inputs(loaded.record, app.store.root, roots, loaded.read_blob, cache)
 

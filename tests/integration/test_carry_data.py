@@ -68,6 +68,8 @@ def _replays_identical_in_an_empty_directory(project: Project, tmp_path: Path, b
     assert "data (24 files): in the capsule (absent here)" in shown
     empty = tmp_path / "empty"
     empty.mkdir()
+    assert "in the capsule (absent here)" in project.repro("show", str(tar), cwd=empty).out
+    assert list(empty.iterdir()) == []  # looking writes nothing
     r = project.repro("replay", str(tar), "--backend", backend, "--json", cwd=empty)
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"
