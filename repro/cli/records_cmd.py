@@ -11,7 +11,7 @@ from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
-from repro.export import carried_data, data_roots, export_run
+from repro.export import CarriedData, carried_data, data_roots, export_run
 from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
 from repro.store import attestation, datablobs, limits, signing
@@ -68,6 +68,14 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     carried = attestation.summary(loaded.attestation) if loaded.attestation is not None else None
     packages = run_packages(loaded.record.deps, loaded.read_blob)
     ui.out(render.show_text(loaded.record, packages, carried, _data_sources(app, loaded)))
+
+
+def _carried(app: AppContext, loaded: LoadedRun, max_data_size: int | None) -> CarriedData:
+    """The data `--with-data` carries, its size said before anything is written."""
+    remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
+    data = carried_data(loaded, app.store, remote, max_data_size or limits.MAX_DATA_BYTES)
+    ui.info(f"carrying {plural(data.files, 'data file')} ({ui.human_bytes(data.size)}) in the capsule")
+    return data
 
 
 def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
@@ -140,13 +148,7 @@ def export(
     if as_ == "capsule":
         key = signing.load_signing_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
-        data = None
-        if with_data:
-            remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
-            data = carried_data(loaded, app.store, remote, max_data_size or limits.MAX_DATA_BYTES)
-            ui.info(
-                f"carrying {plural(data.files, 'data file')} ({ui.human_bytes(data.size)}) in the capsule"
-            )
+        data = _carried(app, loaded, max_data_size) if with_data else None
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
         done = export_run(loaded, dest, app.store, with_image, key, attest, data)
