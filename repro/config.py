@@ -56,6 +56,8 @@ class Settings:
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
     max_checkpoint_bytes: int = 1024 * 1024 * 1024  # traced runs keep checkpoints up to this size
+    # a directory of content-addressed data blobs shared by projects (`export --with-data`, replay)
+    data_remote: str | None = None
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
     compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
@@ -104,6 +106,7 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_output_bytes": "max_output_bytes",
     "store.max_code_file_bytes": "max_code_file_bytes",
     "store.max_checkpoint_bytes": "max_checkpoint_bytes",
+    "store.data_remote": "data_remote",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
     "compare.stdout": "compare_stdout",

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.errors import UsageError, from_os_error
-from repro.store import atomic, attestation, dsse, signing
-from repro.store.capsule import pack
+from repro.errors import CapsuleInvalid, UsageError, from_os_error
+from repro.store import atomic, attestation, datablobs, dsse, signing
+from repro.store.capsule import blob_member, pack
+from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
@@ -45,6 +46,15 @@ class Exported:
 
 
 @dataclass
+class CarriedData:
+    """What `repro export --with-data` puts into a capsule besides the run's own blobs."""
+
+    blobs: dict[str, Path]  # digest → the file its bytes are read from
+    files: int  # data files of the run's inputs
+    size: int  # bytes the carried blobs add to the capsule (each distinct content once)
+
+
+@dataclass
 class Leftover:
     """What an export whose process died left: its working directory beside the destination."""
 
@@ -60,11 +70,13 @@ def export_run(
     with_image: bool = False,
     key: SigningKey | None = None,
     attest: bool = False,
+    data: CarriedData | None = None,
 ) -> Exported:
     """Write ``loaded`` as a capsule tar at ``dest``; with ``with_image``, its image goes inside;
     with ``key``, a SIGNATURE member seals its SHA256SUMS; with ``attest``, the run's attestation
-    (naming those SHA256SUMS, signed with ``key``) goes inside. ``store`` keeps the note `repro gc`
-    finds if the export is killed.
+    (naming those SHA256SUMS, signed with ``key``) goes inside; with ``data`` (`carried_data`), the
+    declared inputs' files go inside as blobs. ``store`` keeps the note `repro gc` finds if the export
+    is killed.
 
     Raises:
         UsageError: ``with_image`` for a run that recorded no image (the local backend);
@@ -93,13 +105,75 @@ def export_run(
                 assert image is not None and image.id
                 archive = work / "image.tar"
                 image_size = save_image(image.id, image.tag, archive)
-            written = pack(loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer, attester)
+            carried = data.blobs if data is not None else None
+            written = pack(
+                loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer, attester, carried
+            )
             os.replace(written, dest)
     except OSError as e:  # name the destination: a failed write() names no file, the rest our own
         ours = e.filename is None or Path(os.fsdecode(e.filename)).is_relative_to(work)
         raise from_os_error(_unnamed(e) if ours else e, dest) from e
     key_id = key.id if key is not None else None
     return Exported(dest, dest.stat().st_size, image_size, key_id, attest)
+
+
+def carried_data(loaded: LoadedRun, store: Store, remote: Path | None, limit: int) -> CarriedData:
+    """The blobs of the run's declared data, found by hash in the capsule, the store or the data
+    remote, else read from the project (checked against the record; with a data ``remote``, written
+    there first so other projects find them), within ``limit`` bytes.
+
+    Raises:
+        UsageError: no declared data; the data is over ``limit``; a file is neither kept as a blob nor
+            here as recorded.
+        CapsuleInvalid: a manifest blob is missing; a kept blob does not match its name.
+        OSFailure: a blob could not be written to the remote.
+    """
+    record = loaded.record
+    if not record.data.inputs:
+        raise UsageError(
+            f"run {record.id} declared no data: there is nothing to carry",
+            hint="export it without --with-data; declare data with --data PATH (or `data:` in repro.yaml)",
+        )
+    own = record.blobs()
+    roots = data_roots(loaded, store, remote)
+    wanted = {d: s for d, s in datablobs.data_blobs(record, loaded.read_blob).items() if d not in own}
+    datablobs.check_size(sum(wanted.values()), limit, "--max-data-size")
+    entries = [f for _, files in datablobs.inputs_files(record, loaded.read_blob) for f in files]
+    where = {f.hash: f.path for f in entries}
+    blobs: dict[str, Path] = {}
+    for digest in sorted(wanted):
+        found = roots.find(digest)
+        if found is not None:
+            blobs[digest] = found[1]
+            continue
+        source = store.root / where[digest]
+        if not source.is_file() or hash_file(source) != digest:
+            raise UsageError(
+                f"data file {where[digest]} of run {record.id} is not here as recorded, and no copy of it "
+                "is kept",
+                hint="put the recorded data back in the project, or export without --with-data",
+            )
+        blobs[digest] = _into_remote(source, digest, remote) if remote is not None else source
+    return CarriedData(blobs, len(entries), sum(wanted.values()))
+
+
+def data_roots(loaded: LoadedRun, store: Store, remote: Path | None) -> datablobs.BlobRoots:
+    """Where the blobs of ``loaded``'s data may lie: its capsule, the store, the data remote."""
+    return datablobs.blob_roots(loaded.blob_root if loaded.from_capsule else None, store.dir, remote)
+
+
+def _into_remote(source: Path, digest: str, remote: Path) -> Path:
+    """``source`` as a blob of the data remote.
+
+    Raises:
+        CapsuleInvalid: it changed while it was copied. OSFailure: the remote could not be written.
+    """
+    try:
+        return datablobs.put(source, digest, remote)
+    except CapsuleInvalid:
+        raise
+    except OSError as e:
+        raise from_os_error(e, remote / blob_member(digest)) from e
 
 
 def _attester(loaded: LoadedRun, store: Store, key: SigningKey | None) -> Callable[[bytes], bytes]:

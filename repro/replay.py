@@ -28,7 +28,7 @@ from repro.compare import rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.diff.metrics import metric_rows
-from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError
+from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError, from_os_error
 from repro.facts import command_env
 from repro.facts.code import restore_code
 from repro.facts.data import Drift, check_data
@@ -36,11 +36,22 @@ from repro.facts.determinism import allowed_env, expectation, verifiable_mode
 from repro.facts.env import host_env
 from repro.facts.lockfile import freeze_diff
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
+from repro.facts.sources import (
+    CAPSULE,
+    CARRIED,
+    DATA_REMOTE,
+    DVC,
+    HERE,
+    NOWHERE,
+    STORE,
+    InputSource,
+    locate_inputs,
+)
 from repro.integrations import dvc as dvc_data
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.runner import Prepared, build_spec, now_iso
-from repro.store import signing
+from repro.store import datablobs, limits, signing
 from repro.store.capsule import (
     IMAGE_MEMBER,
     CodeInfo,
@@ -73,6 +84,7 @@ class ReplayRequest:
     network: bool = False  # the capsule's own `backend.network` is never obeyed
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
     env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
+    max_data_size: int = limits.MAX_DATA_BYTES  # the most carried data placed (`--max-data-size`)
 
 
 @dataclass
@@ -197,13 +209,16 @@ def _data_from_dvc(
     original: Record,
     data_root: Path,
     store: Store,
+    roots: datablobs.BlobRoots,
     read_blob: Callable[[str], bytes | None],
     notes: list[str],
     on_event: OnEvent,
 ) -> Path:
     """Where the replay reads its data: ``data_root``; or, when DVC tracks the recorded inputs and the
     data there differs (or is absent), a scratch copy of the recorded versions fetched through DVC and
-    checked against the manifest. Not with --data-root or --allow-data-drift: the user chose the data.
+    checked against the manifest. Not with --data-root or --allow-data-drift (the user chose the data),
+    nor when blobs at hand (carried in the capsule, kept in the store or the data remote) hold every
+    recorded file: `choose_data` places those without a fetch.
 
     Raises:
         DataUnavailable: DVC could not fetch the recorded versions.
@@ -213,6 +228,9 @@ def _data_from_dvc(
         return data_root
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         if not check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob):
+            return data_root
+        blobs = datablobs.data_blobs(original, read_blob)
+        if blobs and all(roots.find(digest) for digest in blobs):
             return data_root
         scratch = Path(tempfile.mkdtemp(prefix="repro-data-", dir=store.cache_dir))
         atexit.register(shutil.rmtree, scratch, ignore_errors=True)
@@ -302,7 +320,7 @@ def run_replay(
             no host backend named).
         CapsuleInvalid: recorded Slurm options of a shape repro does not pass to sbatch.
     """
-    loaded = _replayable(request, store, on_event)
+    loaded, capsule_blobs = _replayable(request, store, on_event)
     original = loaded.record
     placement = sandbox.place(plan, original.backend.name, loaded.foreign)
     sandbox.require_engine(placement)
@@ -312,10 +330,16 @@ def run_replay(
         _say(placement.note, notes, on_event)
     _refuse_hidden_secrets(original)
     data_root = (request.data_root or store.root).resolve()
-    data_root = _data_from_dvc(request, original, data_root, store, loaded.read_blob, notes, on_event)
-    drift = check_recorded_data(original, data_root, store, request.allow_data_drift, loaded.read_blob)
+    remote = datablobs.remote_root(plan.settings.data_remote, store.root)
+    roots = datablobs.blob_roots(capsule_blobs, store.dir, remote)
+    data_root = _data_from_dvc(request, original, data_root, store, roots, loaded.read_blob, notes, on_event)
+    data = choose_data(original, data_root, store, roots, request, loaded.read_blob)
+    drift = data.drift
     if drift:
         notes.append(drift.describe() + " (allowed by --allow-data-drift)")
+    for note in data.notes():
+        _say(note, notes, on_event)
+    _keep_carried(data, original, loaded.read_blob, remote or store.dir)
     window = None
     if request.from_checkpoint:
         window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))
@@ -325,7 +349,9 @@ def run_replay(
     if code is not None:
         record.code = code
     world_changed = _fit_world_size(request, original, record, notes)
-    run = _Execution(loaded, record, plan.settings, data_root, variables, notes, window)
+    run = _Execution(
+        loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size
+    )
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
     verdict = _compare(request, store, loaded, record, plan.settings, window, notes)
@@ -349,14 +375,16 @@ def _say(note: str, notes: list[str], on_event: OnEvent) -> None:
     notes.append(note)
 
 
-def _replayable(request: ReplayRequest, store: Store, on_event: OnEvent) -> LoadedRun:
-    """The run the request names, in the store, with a command to replay.
+def _replayable(request: ReplayRequest, store: Store, on_event: OnEvent) -> tuple[LoadedRun, Path | None]:
+    """The run the request names, in the store, with a command to replay; and where the blobs of a
+    capsule file were extracted (its carried data among them), None for a run of the store.
 
     Raises:
         UsageError: a run captured in-process; an ``--env`` name no record may set.
         NotFoundError, CapsuleInvalid: see `resolve_trusted`.
     """
     loaded = resolve_trusted(store, request.ref, request.trust, on_event)
+    capsule_blobs = loaded.blob_root if loaded.from_capsule else None
     if loaded.from_capsule:
         loaded = store.import_run(loaded)
     original = loaded.record
@@ -366,7 +394,116 @@ def _replayable(request: ReplayRequest, store: Store, on_event: OnEvent) -> Load
             hint="record it with `repro run` to make it replayable",
         )
     command_env.check_asked(request.env)
-    return loaded
+    return loaded, capsule_blobs
+
+
+@dataclass
+class DataChoice:
+    """Where each declared input of a replay comes from (`choose_data`)."""
+
+    sources: list[InputSource] = field(default_factory=list)
+    drift: Drift | None = None  # the host's data differs and nothing carried replaces it (allowed)
+    roots: datablobs.BlobRoots = field(default_factory=lambda: datablobs.BlobRoots(()))
+
+    @property
+    def placed(self) -> bool:
+        """Whether the inputs are placed into the replay's copy (some come from blobs)."""
+        return self.drift is None and any(s.kind in CARRIED for s in self.sources)
+
+    def notes(self) -> list[str]:
+        """What the replay says about the data it uses instead of the host's."""
+        if not self.placed:
+            return []
+        return [
+            f"declared data {s.path}: the host's copy {'differs' if s.present else 'is absent'}; the replay "
+            f"uses the copy {_FROM[s.kind]}, placed read-only in its own copy of the project "
+            "(the host's data is left as it is)"
+            for s in self.sources
+            if s.kind in CARRIED
+        ]
+
+
+_FROM = {CAPSULE: "carried in the capsule", STORE: "kept in the store", DATA_REMOTE: "in the data remote"}
+
+
+def choose_data(
+    original: Record,
+    data_root: Path,
+    store: Store,
+    roots: datablobs.BlobRoots,
+    request: ReplayRequest,
+    read_blob: Callable[[str], bytes | None],
+) -> DataChoice:
+    """Decide where each declared input comes from: the host's data where it is as recorded, else
+    the blobs carried in the capsule, kept in the store or in the data remote; when an input is found
+    nowhere, the host's data as before (drift stops the replay unless allowed).
+
+    Raises:
+        DataDrift: an input differs, no blobs replace it, and drift is not allowed.
+        UsageError: the data to place is over ``request.max_data_size``.
+        CapsuleInvalid: a manifest blob is missing or malformed.
+    """
+    if not original.data.inputs:
+        return DataChoice()
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        sources = locate_inputs(original, data_root, roots, read_blob, cache)
+    if any(s.kind in (NOWHERE, DVC) for s in sources):  # DVC: not fetched (--data-root, drift allowed)
+        drift = check_recorded_data(original, data_root, store, request.allow_data_drift, read_blob)
+        return DataChoice(sources, drift, roots)
+    choice = DataChoice(sources, None, roots)
+    if choice.placed:
+        datablobs.check_size(sum(s.size for s in sources), request.max_data_size, "--max-data-size")
+    return choice
+
+
+def _keep_carried(
+    data: DataChoice, original: Record, read_blob: Callable[[str], bytes | None], into: Path
+) -> None:
+    """Keep the data a capsule carried, by hash, where the next replay of the run finds it: the data
+    remote when there is one, else the store (a hard link where the file systems allow)."""
+    if not data.placed:
+        return
+    for digest in sorted(datablobs.data_blobs(original, read_blob)):
+        found = data.roots.find(digest)
+        if found is None or found[0] != CAPSULE:
+            continue
+        try:
+            datablobs.put(found[1], digest, into)
+        except OSError as e:
+            raise from_os_error(e, into) from e
+
+
+def _place_data(
+    data: DataChoice,
+    original: Record,
+    data_root: Path,
+    root: Path,
+    read_blob: Callable[[str], bytes | None],
+    limit: int,
+) -> None:
+    """Write every declared input at its recorded path in the replay's copy of the project ``root``:
+    from blobs where the host's copy differs or is absent, from the host where it is as recorded;
+    each file checked against the record's manifest.
+
+    Raises:
+        CapsuleInvalid: an unsafe path, a blob or file that does not match the manifest, data over
+            the size limit.
+    """
+    kinds = {s.path: s.kind for s in data.sources}
+    for item, files in datablobs.inputs_files(original, read_blob):
+        entries = datablobs.safe_entries(item, files)
+        datablobs.clear(root, item.path)
+        from_blobs = kinds.get(item.path) != HERE
+
+        def source_of(entry: FileEntry, from_blobs: bool = from_blobs) -> Path:
+            if not from_blobs:
+                return data_root / entry.path
+            found = data.roots.find(entry.hash)
+            if found is None:
+                raise CapsuleInvalid(f"data file {entry.path} is not kept as a blob")
+            return found[1]
+
+        datablobs.place(entries, root, source_of, limit)
 
 
 def _refuse_hidden_secrets(original: Record) -> None:
@@ -434,6 +571,8 @@ class _Execution:
     variables: dict[str, str]  # the recorded variables set again
     notes: list[str]
     window: windows.Window | None
+    data: DataChoice = field(default_factory=DataChoice)
+    max_data: int = limits.MAX_DATA_BYTES
     run_dir: Path = field(init=False)
 
     def execute(self, store: Store, on_event: OnEvent, blob_path: Callable[[str], Path] | None) -> Path:
@@ -448,6 +587,9 @@ class _Execution:
         wanted = self.settings.backend
         try:
             root = _restore(record, blob_path or self.loaded.blob_path, self.run_dir, self.notes)
+            if self.data.placed:
+                _place_data(self.data, original, self.data_root, root, self.loaded.read_blob, self.max_data)
+                self.data_root = root
             prepared = self._prepare(root)
             where = start.Start(wanted, recorded_slurm_options(original) if wanted == "slurm" else None)
         except BaseException:

@@ -209,6 +209,24 @@ compare_stdout = click.option(
 )
 
 
+def byte_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A size option's bytes: ``2147483648``, ``500MiB``, ``2GiB``."""
+    if value is None:
+        return None
+    from repro.store.limits import parse_size
+
+    size = parse_size(value)
+    if size is None:
+        raise click.BadParameter(f"{value!r} is not a size (bytes, or 500MiB, 2GiB)")
+    return size
+
+
+max_data_size = click.option(
+    "--max-data-size", default=None, metavar="SIZE", callback=byte_size,
+    help="The most declared data carried in a capsule or placed from it (bytes, 500MiB, 4GiB; default 2GiB).",
+)  # fmt: skip
+
+
 def replay_options(f: F) -> F:
     """The options of a replay: --data-root, --allow-data-drift, --atol, --rtol, --[no-]compare-stdout,
     --env (replay, check)."""

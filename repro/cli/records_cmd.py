@@ -11,13 +11,16 @@ from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.errors import CapsuleInvalid, UsageError
-from repro.export import export_run
+from repro.export import CarriedData, carried_data, data_roots, export_run
 from repro.facts.deps import run_packages
-from repro.store import attestation, signing
+from repro.facts.sources import InputSource, locate_inputs
+from repro.store import attestation, datablobs, limits, signing
 from repro.store.capsule import Record, verify_tar
+from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, Trust
 from repro.ui import records as render
+from repro.units import plural
 
 
 @click.command("ls")
@@ -63,7 +66,26 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
         ui.json_out(loaded.record.to_dict())
         return
     carried = attestation.summary(loaded.attestation) if loaded.attestation is not None else None
-    ui.out(render.show_text(loaded.record, run_packages(loaded.record.deps, loaded.read_blob), carried))
+    packages = run_packages(loaded.record.deps, loaded.read_blob)
+    ui.out(render.show_text(loaded.record, packages, carried, _data_sources(app, loaded)))
+
+
+def _carried(app: AppContext, loaded: LoadedRun, max_data_size: int | None) -> CarriedData:
+    """The data `--with-data` carries, its size said before anything is written."""
+    remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
+    data = carried_data(loaded, app.store, remote, max_data_size or limits.MAX_DATA_BYTES)
+    ui.info(f"carrying {plural(data.files, 'data file')} ({ui.human_bytes(data.size)}) in the capsule")
+    return data
+
+
+def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
+    """Where a replay here would find each declared input of the run."""
+    remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
+    roots = data_roots(loaded, app.store, remote)
+    if not app.store.cache_dir.is_dir():  # looking creates no store
+        return locate_inputs(loaded.record, app.store.root, roots, loaded.read_blob)
+    with HashCache(app.store.cache_dir / "hashes.sqlite") as cache:
+        return locate_inputs(loaded.record, app.store.root, roots, loaded.read_blob, cache)
 
 
 @click.command("export")
@@ -90,6 +112,10 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 @click.option("--attest", is_flag=True,
               help="capsule: carry the run's in-toto attestation (ATTESTATION.intoto.jsonl), signed with "
               "the --sign key (Ed25519); `repro verify-attestation` checks it.")  # fmt: skip
+@click.option("--with-data", is_flag=True,
+              help="capsule: carry the run's declared data inside, as content-addressed blobs checked by "
+              "`repro verify`: the capsule replays where the data is absent or differs.")  # fmt: skip
+@options.max_data_size
 @options.json_option("Print what was written as JSON (schemas/export.json).")
 @pass_app
 def export(
@@ -101,6 +127,8 @@ def export(
     with_image: bool,
     sign_path: Path | None,
     attest: bool,
+    with_data: bool,
+    max_data_size: int | None,
     as_json: bool,
 ) -> None:
     """Write a run as a capsule .tar (deterministic bytes), or as a job for a cluster.
@@ -108,6 +136,7 @@ def export(
     \b
     repro export latest -o run.tar
     repro export latest -o run.tar --with-image            the environment image travels inside
+    repro export latest -o run.tar --with-data             the declared data travels inside
     repro export latest -o run.tar --sign team.key         signed: `repro verify run.tar --key team.key`
     repro export latest -o run.tar --sign ed.key           Ed25519: `repro verify run.tar --key ed.key.pub`
     repro export latest -o run.tar --sign ed.key --attest  with its attestation (`repro verify-attestation`)
@@ -119,15 +148,25 @@ def export(
     if as_ == "capsule":
         key = signing.load_signing_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
+        data = _carried(app, loaded, max_data_size) if with_data else None
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
-        done = export_run(loaded, dest, app.store, with_image, key, attest)
+        done = export_run(loaded, dest, app.store, with_image, key, attest, data)
         if as_json:
             ui.json_out(
-                render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id)
+                render.export_dict(
+                    record.id,
+                    as_,
+                    done.path,
+                    done.size,
+                    done.image_size,
+                    done.key_id,
+                    data.size if data is not None else None,
+                )  # fmt: skip
             )
             return
         size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
+        size += f", data {ui.human_bytes(data.size)}" if data is not None else ""
         signed = f", signed with {key.label}" if key is not None else ""
         attested = ", with its attestation" if done.attested else ""
         ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
@@ -137,8 +176,8 @@ def export(
         raise UsageError(
             f"--sign applies to capsules, not --as {as_}", hint="repro export REF --sign KEYFILE"
         )
-    if with_image or attest:
-        flag = "--with-image" if with_image else "--attest"
+    if with_image or attest or with_data:
+        flag = "--with-image" if with_image else "--attest" if attest else "--with-data"
         raise UsageError(f"{flag} applies to capsules, not --as {as_}", hint=f"repro export REF {flag}")
     if as_ == "slurm":
         from repro.backends.exporters.slurm import slurm_script

@@ -14,6 +14,7 @@ from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.replay import ReplayOutcome, ReplayRequest, run_replay
+from repro.store.limits import MAX_DATA_BYTES
 from repro.store.signing import Trust
 from repro.ui import verdict as render
 
@@ -48,6 +49,7 @@ from repro.ui import verdict as render
     is_flag=True,
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
 )
+@options.max_data_size
 @options.trust_options
 @options.json_option("Print the verdict as JSON (schemas/replay.json).")
 @options.markdown_option("the verdict")
@@ -74,6 +76,7 @@ def replay(
     trust: Trust | None,
     plot_path: Path | None,
     html_path: Path | None,
+    max_data_size: int | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -87,9 +90,10 @@ def replay(
       within_tolerance  0   gpu/off modes: tensors and metrics within --atol/--rtol
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
-    Changed data stops the replay before any training (exit 5) unless --allow-data-drift.
-    Data DVC tracks, absent or changed here, is fetched at its recorded version through DVC
-    from the remote of that name this machine configures, into scratch space, and checked.
+    Changed data stops the replay (exit 5) unless --allow-data-drift, or unless a copy is kept
+    by hash (`export --with-data`): placed read-only in the replay's copy, said in the notes.
+    Data DVC tracks, absent or changed here and not carried, is fetched at its recorded version
+    through DVC from the remote of that name this machine configures, into scratch space, and checked.
     A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays
     in the docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local
     runs its code on this machine, unsandboxed, and says so; no engine and neither: exit 3);
@@ -118,6 +122,7 @@ def replay(
         ref=ref, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
         allow_world_size_change=allow_world_size_change, nproc_per_node=nproc_per_node,
         from_checkpoint=from_checkpoint, steps=steps, network=network, trust=trust, env=env,
+        max_data_size=max_data_size or MAX_DATA_BYTES,
     )  # fmt: skip
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:

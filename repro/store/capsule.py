@@ -593,15 +593,17 @@ def pack(
     image_archive: Path | None = None,
     signer: Callable[[bytes], bytes] | None = None,
     attester: Callable[[bytes], bytes] | None = None,
+    data: dict[str, Path] | None = None,
 ) -> Path:
     """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
     with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes, with ``attester`` an
-    ATTESTATION member made from them; deterministic bytes.
+    ATTESTATION member made from them; deterministic bytes. ``data``: the blobs of the declared
+    inputs' files (digest → file), carried among the other blobs, each once.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
-    members = _members(record, blob_path, image_archive)
+    members = _members(record, blob_path, image_archive, data or {})
     sums: list[str] = []
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
@@ -631,17 +633,21 @@ def pack(
 
 
 def _members(
-    record: Record, blob_path: Callable[[str], Path], image_archive: Path | None
+    record: Record,
+    blob_path: Callable[[str], Path],
+    image_archive: Path | None,
+    data: dict[str, Path] | None = None,
 ) -> list[tuple[str, Path | bytes]]:
-    """A capsule's checksummed members in `pack`'s order: the record's bytes, each blob's file,
-    the image archive.
+    """A capsule's checksummed members in `pack`'s order: the record's bytes, each blob's file (the
+    record's and the carried data's, in digest order), the image archive.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
     members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record))]
-    for digest in sorted(record.blobs()):
-        path = blob_path(digest)
+    data = data or {}
+    for digest in sorted(record.blobs() | set(data)):
+        path = data[digest] if digest in data else blob_path(digest)
         if not path.is_file():
             raise CapsuleInvalid(
                 f"blob {digest} of run {record.id} is missing from the store",

@@ -371,3 +371,17 @@ class TarBudget:
             raise CapsuleInvalid(f"SIGNATURE is larger than {MAX_SIGNATURE_BYTES} bytes", member=name)
         if name == "ATTESTATION.intoto.jsonl" and size > MAX_ATTESTATION_BYTES:
             raise CapsuleInvalid(f"{name} is larger than {MAX_ATTESTATION_BYTES >> 20} MiB", member=name)
+
+
+# `repro export --with-data` and a replay placing carried data: the most bytes of data, unless raised.
+MAX_DATA_BYTES = 2 << 30
+_SIZE = re.compile(r"^\s*(\d+)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)\s*$", re.IGNORECASE)
+_UNIT = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from ``2147483648``, ``500MiB``, ``2GiB``, ``2G`` (powers of 1024); None when unreadable."""
+    match = _SIZE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)) << _UNIT[match.group(2)[:1].lower()]

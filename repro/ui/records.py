@@ -11,6 +11,7 @@ from typing import Any
 from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
+from repro.facts.sources import InputSource
 from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.runs import RunRow
@@ -156,11 +157,16 @@ def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def show_text(
-    record: Record, packages: list[LockedPackage] | None = None, attestation: Summary | None = None
+    record: Record,
+    packages: list[LockedPackage] | None = None,
+    attestation: Summary | None = None,
+    sources: list[InputSource] | None = None,
 ) -> str:
     """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
-    control characters are shown, never obeyed); ``packages``: its lock, listed in full."""
+    control characters are shown, never obeyed); ``packages``: its lock, listed in full; ``sources``:
+    where a replay finds each input."""
     lines = _run_lines(record) + _code_lines(record) + _input_lines(record, packages)
+    lines += [("replay data", source.describe()) for source in sources or []]
     lines += _determinism_lines(record) + _where_lines(record) + _result_lines(record)
     if attestation is not None:
         lines.append(("attestation", attestation_text(attestation)))
@@ -416,9 +422,15 @@ def verify_failed_dict(message: str, member: str | None) -> dict[str, Any]:
 
 
 def export_dict(
-    run_id: str, as_: str, path: Path, size: int, image_bytes: int | None, key_id: str | None
+    run_id: str,
+    as_: str,
+    path: Path,
+    size: int,
+    image_bytes: int | None,
+    key_id: str | None,
+    data_bytes: int | None = None,
 ) -> dict[str, Any]:
     """`repro export --json` (schemas/export.json): what was written, where."""
     body = {"id": run_id, "as": as_, "path": str(path), "bytes": size, "image_bytes": image_bytes,
-            "signed": key_id is not None, "key_id": key_id}  # fmt: skip
+            "data_bytes": data_bytes, "signed": key_id is not None, "key_id": key_id}  # fmt: skip
     return schemas.answer("export", body)
