@@ -90,10 +90,9 @@ def replay(
       within_tolerance  0   gpu/off modes: tensors and metrics within --atol/--rtol
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
-    Changed data stops the replay (exit 5) unless --allow-data-drift, or unless a copy is kept
-    by hash (`export --with-data`): placed read-only in the replay's copy, said in the notes.
-    Data DVC tracks, absent or changed here and not carried, is fetched at its recorded version
-    through DVC from the remote of that name this machine configures, into scratch space, and checked.
+    Changed data stops the replay (exit 5) unless --allow-data-drift, or a copy is carried
+    (`export --with-data`; placed read-only in the replay's copy) or fetched at its recorded
+    version through DVC from the remote of that name this machine configures, and checked.
     A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays
     in the docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local
     runs its code on this machine, unsandboxed, and says so; no engine and neither: exit 3);

@@ -13,13 +13,14 @@ import pytest
 
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import carried_data
-from repro.facts.sources import CAPSULE, DATA_REMOTE, HERE, NOWHERE, STORE, locate_inputs
+from repro.facts.sources import CAPSULE, DATA_REMOTE, DVC, HERE, NOWHERE, STORE, locate_inputs
 from repro.store import datablobs, limits
 from repro.store.capsule import (
     SUMS_NAME,
     CodeInfo,
     CommandInfo,
     DataInput,
+    DvcSource,
     FileEntry,
     Record,
     blob_member,
@@ -215,6 +216,20 @@ def test_locate_inputs_says_here_capsule_store_remote_or_nowhere(tmp_path: Path)
     for f in record.data.inputs[0].files:
         datablobs.put(remote / blob_member(f.hash), f.hash, capsule)
     assert locate_inputs(record, store.root, roots, store.read_blob)[0].kind == CAPSULE
+
+
+def test_an_input_dvc_tracks_and_no_blob_holds_is_found_in_its_dvc_remote(tmp_path: Path) -> None:
+    store, record = _project(tmp_path)
+    for rel in SAMPLES:
+        os.remove(store.root / rel)
+    record.data.inputs[0].dvc = [DvcSource("data.dvc", "data", "md5", "a" * 32 + ".dir", remote="store")]
+    nothing = datablobs.BlobRoots((("store", store.dir),))
+    [fetched] = locate_inputs(record, store.root, nothing, store.read_blob)
+    assert fetched.kind == DVC and fetched.remote == "store"
+    assert "in the DVC remote `store`, fetched through DVC" in fetched.describe()
+    for rel, body in SAMPLES.items():  # blobs at hand come first: no fetch needed
+        datablobs.put(_written(tmp_path / "src" / rel, body), hash_bytes(body), store.dir)
+    assert locate_inputs(record, store.root, nothing, store.read_blob)[0].kind == STORE
 
 
 def _written(path: Path, body: bytes) -> Path:
