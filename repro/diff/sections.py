@@ -540,7 +540,8 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
     entries_b, notes = _paired_run_dirs(a, b)
     side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, entries_b, opener)
     compared = compare_outputs(side_a, side_b, STRICT, tensors=open_blob is not None)
-    files = [_output_change(d) for d in compared if d.status != "same"]
+    shared = {w.path: w.writers() for w in [*ra.shared_writes, *rb.shared_writes]}
+    files = [_output_change(d, shared.get(d.path)) for d in compared if d.status != "same"]
     changes += files
     notes += [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
     parts = []
@@ -578,7 +579,9 @@ def _paired_run_dirs(a: Record, b: Record) -> tuple[list[FileEntry], list[str]]:
     return paired, [f"outputs in the Hydra run directories repro pinned compared in place: {db}/… as {da}/…"]
 
 
-def _output_change(d: OutputDiff) -> Change:
+def _output_change(d: OutputDiff, writers: str | None = None) -> Change:
+    """A changed output as a diff row; one that several processes wrote at once (``writers``) says so
+    first: its bytes depend on which wrote last, whatever they hold."""
     kind = {"missing": "removed", "added": "added"}.get(d.status, "changed")
     old, new = d.original_size, d.replay_size
     delta = (new or 0) - (old or 0)
@@ -592,6 +595,8 @@ def _output_change(d: OutputDiff) -> Change:
         detail = _tensors_detail(tensors)
     elif d.kind == "tensors" and d.note:
         detail = d.note  # unreadable on one side, say
+    if writers is not None and kind == "changed":
+        detail = f"written by {writers} at once" + (f"; {detail}" if detail else "")
     change = Change(key=d.path, kind=kind, scope="file", old=old, new=new, delta=delta, detail=detail)
     change.tensors = tensors
     return change
