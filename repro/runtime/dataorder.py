@@ -98,8 +98,8 @@ def _epochs(loader: Any) -> int:
 
 def _batch(it: Any, indices: Any) -> None:
     where = getattr(it, "_repro_order", None)
-    if where is None:
-        return
+    if where is None or indices is None or (isinstance(indices, list) and all(i is None for i in indices)):
+        return  # an IterableDataset: the dataset itself decides the order
     loader = where["loader"]
     steps: dict[int, list[Any]] = _state.setdefault("steps", {})
     step, digest = steps.get(loader, [0, ""])
