@@ -24,7 +24,7 @@ from repro import window as windows
 from repro.backends import registry
 from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
-from repro.compare import rootpath, trace
+from repro.compare import dataorder, rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.diff.metrics import metric_rows
@@ -122,6 +122,7 @@ def side(loaded: LoadedRun) -> Side:
         exit_code=record.results.exit_code,
         status=record.results.status,
         trace=steps,
+        data_order=dataorder.read(record.results.logs, loaded.read_blob),
         shared_writes=list(record.results.shared_writes),
         root=root,
     )
@@ -733,7 +734,7 @@ def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None, on_even
 
 def outputs_only(s: Side) -> Side:
     """A resumed run logged only what followed its checkpoint: its outputs are what compare."""
-    return dataclasses.replace(s, metrics=[], stdout="", trace=[])
+    return dataclasses.replace(s, metrics=[], stdout="", trace=[], data_order={})
 
 
 def resumed_note(store: Store, record: Record) -> str:

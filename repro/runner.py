@@ -33,6 +33,7 @@ from repro.backends.base import (
 from repro.backends.buildlog import BuildLog
 from repro.collect import attribution, checkpoints, harvest, produced
 from repro.collect.reports import Reports, ledger, read_reports
+from repro.compare import dataorder
 from repro.compare.trace import TRACE_LOG
 from repro.config import Plan, Settings
 from repro.errors import BuildError, NotFoundError, UsageError
@@ -750,6 +751,9 @@ def _collect_logs(
     )
     if trace is not None:
         keep(TRACE_LOG, runtime, trace, "the step trace")
+    written = [r for rank in ("*", -1) for r in produced.files(runtime, dataorder.runtime_files(rank))]
+    for name, rel in sorted(dataorder.kept_logs(written).items()):
+        keep(name, runtime, rel, "the data order")
     metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))

@@ -89,8 +89,8 @@ def compare(original: Side, replay: Side, window: Window, mode: str, tol: Tolera
         r for r in original.trace if window.first <= int(r.get("step", -1)) < window.first + window.steps
     ]
     got = [{**r, "step": int(r.get("step", 0)) + window.first} for r in replay.trace][: window.steps]
-    a = dataclasses.replace(original, outputs=[], metrics=[], stdout="", trace=expected)
-    b = dataclasses.replace(replay, outputs=[], metrics=[], stdout="", trace=got)
+    a = dataclasses.replace(original, outputs=[], metrics=[], stdout="", trace=expected, data_order={})
+    b = dataclasses.replace(replay, outputs=[], metrics=[], stdout="", trace=got, data_order={})
     verdict = compare_runs(a, b, mode, tol, options)
     verdict.notes.append(
         f"{len(got)} of the window's {len(expected)} steps compared by their parameter fingerprints"

@@ -7,6 +7,10 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 - ``original_failed`` — the original failed and the replay succeeded;
 - ``not_restored`` — a resumed run parted from the uninterrupted one at its resume point: what
   its checkpoint or the runtime did not restore (fields: step, rank, cause, field);
+- ``data_order_differs`` — a DataLoader yielded other samples: the first such batch (fields: step,
+  rank, loader, epoch, kind, original, replay; loader counts from 0 by creation order);
+- ``worker_seeds_differ`` — a DataLoader's workers got another base seed (fields: epoch, rank, loader,
+  original, replay);
 - ``trace_differs`` — the per-step fingerprint parted (fields: step, param);
 - ``missing_output`` / ``extra_output`` — an output only the original / only the replay has;
 - ``tensor_differs`` — tensors inside a tensor file differ (fields: tensor, max_abs);
@@ -26,6 +30,8 @@ from typing import Any
 RUN_FAILED = "run_failed"
 ORIGINAL_FAILED = "original_failed"
 NOT_RESTORED = "not_restored"
+DATA_ORDER_DIFFERS = "data_order_differs"
+WORKER_SEEDS_DIFFER = "worker_seeds_differ"
 TRACE_DIFFERS = "trace_differs"
 MISSING_OUTPUT = "missing_output"
 EXTRA_OUTPUT = "extra_output"
@@ -39,6 +45,8 @@ CODES = (
     RUN_FAILED,
     ORIGINAL_FAILED,
     NOT_RESTORED,
+    DATA_ORDER_DIFFERS,  # a replay whose data order differs says so first
+    WORKER_SEEDS_DIFFER,
     TRACE_DIFFERS,
     MISSING_OUTPUT,
     EXTRA_OUTPUT,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from repro.compare import dataorder
 from repro.compare import reasons as codes
 from repro.compare.logmask import LogMask, mask_timings
 from repro.compare.metrics import MetricDivergence, compare_metrics
@@ -114,6 +115,7 @@ class Side:
     exit_code: int | None = None
     status: RunStatus = "succeeded"
     trace: list[dict[str, Any]] = field(default_factory=list)  # rows of trace.jsonl, when recorded
+    data_order: dataorder.Rows = field(default_factory=dict)  # each rank's DataLoader batches, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     root: str | None = None  # the project root as the run saw it (`repro.compare.rootpath`)
 
@@ -186,6 +188,7 @@ class Verdict:
     metrics: MetricDivergence | None = None
     stdout: StdoutDivergence | None = None
     trace: TraceDivergence | None = None  # the first optimizer step and parameter that differ
+    data_order: dataorder.DataOrderReport | None = None  # None: not recorded on both sides, or equal
     stdout_compared: bool = True  # False where compare.stdout is off
     max_abs: float | None = None
     summary: str = ""
@@ -259,6 +262,7 @@ def compare_runs(
     trace = (
         compare_trace(original.trace, replay.trace, tolerance) if original.trace and replay.trace else None
     )
+    data_order = dataorder.compare(original.data_order, replay.data_order)
     verdict = Verdict(
         status="identical",
         mode=known,
@@ -269,6 +273,7 @@ def compare_runs(
         metrics=metrics,
         stdout=stdout,
         trace=trace,
+        data_order=data_order if data_order is not None and data_order.differs else None,
         stdout_compared=options.stdout,
         max_abs=largest(
             [o.tensors.max_abs for o in outputs if o.tensors]
@@ -308,8 +313,10 @@ def _decide(v: Verdict, original: Side, replay: Side) -> VerdictStatus:
     if original.failed:
         return "diverged"  # the original failed and the replay did not: another result
     same = all(o.status == "same" for o in v.outputs)
-    if same and v.metrics is None and v.stdout is None and v.trace is None:
+    if same and v.metrics is None and v.stdout is None and v.trace is None and v.data_order is None:
         return "identical"
+    if v.data_order is not None:
+        return "diverged"  # another training, whatever the tolerance
     if v.mode == "strict":
         return "diverged"
     if (
@@ -341,6 +348,7 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
                 fields={"status": original.status, "exit_code": original.exit_code},
             )
         )
+    found += _data_order_reasons(v.data_order)
     t = v.trace
     if t is not None and (v.mode == "strict" or not t.within_tolerance):
         fields = {"step": t.step, "param": t.param, "kind": t.kind}
@@ -358,6 +366,20 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
     s = v.stdout
     if s is not None and (v.mode == "strict" or not s.within_tolerance):
         found.append(_stdout_reason(s))
+    return found
+
+
+def _data_order_reasons(report: dataorder.DataOrderReport | None) -> list[Reason]:
+    """The data order first (it explains the rest), then the worker seeds."""
+    found: list[Reason] = []
+    d = report.order if report is not None else None
+    if d is not None:
+        fields = dataclasses.asdict(d)
+        found.append(Reason(codes.DATA_ORDER_DIFFERS, dataorder.describe_order(d), fields=fields))
+    s = report.worker_seeds if report is not None else None
+    if s is not None:
+        text = dataorder.describe_seeds(s)
+        found.append(Reason(codes.WORKER_SEEDS_DIFFER, text, fields=dataclasses.asdict(s)))
     return found
 
 

@@ -14,6 +14,7 @@ here.
 
 from __future__ import annotations
 
+from repro.compare import dataorder
 from repro.diff.causes import (
     RANK_CODE,
     RANK_DATA,
@@ -125,7 +126,10 @@ def diff_records(
     ]
     by_name = {s.name: s for s in sections}
     results_differ = by_name["metrics"].differs or by_name["outputs"].differs
-    causes = rank_causes(by_name, a, b, results_differ)
+    order = dataorder.compare(
+        dataorder.read(a.results.logs, reader), dataorder.read(b.results.logs, reader)
+    )  # the samples each DataLoader yielded, when both runs recorded them
+    causes = rank_causes(by_name, a, b, results_differ, order)
     return DiffResult(
         a=_summary(a),
         b=_summary(b),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from repro.compare import dataorder
 from repro.diff.changes import change_phrase
 from repro.diff.files import files_summary
 from repro.diff.model import Cause, Change, Section
@@ -17,6 +18,7 @@ RANK_DATA = 10
 RANK_PARAMS = 20
 RANK_CODE = 30
 RANK_WORLD = 35
+RANK_DATA_ORDER = 37  # observed, not a setting: after what would have changed it (data, code, world)
 RANK_DEPS = 40
 RANK_SOFTWARE = 45
 RANK_IMAGE = 48
@@ -28,11 +30,18 @@ RANK_HARDWARE_STRICT = 80
 RANK_NONDETERMINISM = 90
 
 
-def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_differ: bool) -> list[Cause]:
+def rank_causes(
+    sections: dict[str, Section],
+    a: Record,
+    b: Record,
+    results_differ: bool,
+    data_order: dataorder.DataOrderReport | None = None,
+) -> list[Cause]:
     """Rank the differences by how likely each is to have changed the results (first = most likely).
 
     Called for identical results too: then the list is what changed without effect. The
-    master seed of a script that seeds itself is never a cause (``overridden``).
+    master seed of a script that seeds itself is never a cause (``overridden``). ``data_order``
+    is what differs in the samples the DataLoaders yielded (`repro.compare.dataorder`).
     """
     causes = (
         _input_causes(sections)
@@ -40,6 +49,7 @@ def rank_causes(sections: dict[str, Section], a: Record, b: Record, results_diff
         + _setting_causes(sections, a, b, results_differ)
     )
     causes += _environment_causes(sections["environment"], a, b)
+    causes += _data_order_causes(data_order)
     if results_differ:
         causes += _concurrent_causes(sections["outputs"], a, b)
         causes += _runtime_causes(a, b)
@@ -64,6 +74,18 @@ def _concurrent_causes(outputs: Section, a: Record, b: Record) -> list[Cause]:
     more = f" (+{len(differing) - 3} more)" if len(differing) > 3 else ""
     reason = f"written by more than one process at once: {shown}{more} (its bytes depend on which wrote last)"
     return [Cause("outputs", "concurrency", reason, RANK_CONCURRENT, _keys(differing))]
+
+
+def _data_order_causes(report: dataorder.DataOrderReport | None) -> list[Cause]:
+    """The DataLoaders yielded other samples, or seeded their workers otherwise."""
+    causes = []
+    if report is not None and report.order is not None:
+        reason = dataorder.describe_order(report.order)
+        causes.append(Cause("data", "data_order", reason, RANK_DATA_ORDER, []))
+    if report is not None and report.worker_seeds is not None:
+        reason = dataorder.describe_seeds(report.worker_seeds)
+        causes.append(Cause("data", "data_order", reason, RANK_DATA_ORDER + 1, []))
+    return causes
 
 
 def _runtime_causes(a: Record, b: Record) -> list[Cause]:

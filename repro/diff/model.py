@@ -27,6 +27,37 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 
 
 @dataclass
+class TensorChange:
+    """One tensor of a changed tensor file that differs: by value (with its largest differences),
+    or by shape, dtype or presence (``kind``: value | shape | dtype | only_a | only_b)."""
+
+    name: str
+    kind: str = "value"
+    max_abs: float | None = None
+    max_rel: float | None = None
+    a: str | None = None  # shape or dtype in run A, for a shape or dtype change
+    b: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, stable key order."""
+        return {"name": self.name, "kind": self.kind, "max_abs": _jsonable(self.max_abs),
+                "max_rel": _jsonable(self.max_rel), "a": self.a, "b": self.b}  # fmt: skip
+
+
+@dataclass
+class TensorFileChange:
+    """A changed tensor file compared by content: the tensors that differ, largest first, and how many
+    are unchanged."""
+
+    differing: list[TensorChange] = field(default_factory=list)
+    unchanged: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, stable key order."""
+        return {"differing": [t.to_dict() for t in self.differing], "unchanged": self.unchanged}
+
+
+@dataclass
 class Change:
     """One difference inside a section.
 
@@ -45,6 +76,7 @@ class Change:
     delta: float | None = None
     lines: tuple[int, int] | None = None
     detail: str | None = None
+    tensors: TensorFileChange | None = None  # a changed tensor file, compared by content
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, stable key order."""
@@ -57,6 +89,7 @@ class Change:
             "delta": _jsonable(self.delta),
             "lines": None if self.lines is None else {"added": self.lines[0], "removed": self.lines[1]},
             "detail": self.detail,
+            "tensors": self.tensors.to_dict() if self.tensors is not None else None,
         }
 
 

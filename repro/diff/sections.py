@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.compare.outputs import OutputDiff, Outputs, compare_outputs
+from repro.compare.tensors import TensorReport
 from repro.compare.tolerance import STRICT
 from repro.diff.changes import change_phrase, dict_changes, fmt_value, scalar
 from repro.diff.files import (
@@ -20,7 +21,7 @@ from repro.diff.files import (
     group_by_dir,
 )
 from repro.diff.metrics import divergences, metric_rows, series
-from repro.diff.model import Change, Section
+from repro.diff.model import Change, Section, TensorChange, TensorFileChange
 from repro.diff.patches import patch_changes
 from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
@@ -526,8 +527,8 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
     """The outputs section: run status, exit code and output files.
 
     Files compare as a replay compares them (`repro.compare.outputs`), exactly: TensorBoard event
-    files by directory, tag and step, and metric files by value, timings left out, when
-    ``open_blob`` finds their stored bytes; tensor files by hash.
+    files by directory, tag and step, metric files by value, timings left out, and tensor files
+    tensor by tensor, when ``open_blob`` finds their stored bytes; else by hash.
     """
     ra, rb = a.results, b.results
     changes = scalar("status", ra.status, rb.status, "status")
@@ -538,8 +539,9 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
 
     entries_b, notes = _paired_run_dirs(a, b)
     side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, entries_b, opener)
-    compared = compare_outputs(side_a, side_b, STRICT, tensors=False)
-    files = [_output_change(d) for d in compared if d.status != "same"]
+    compared = compare_outputs(side_a, side_b, STRICT, tensors=open_blob is not None)
+    shared = {w.path: w.writers() for w in [*ra.shared_writes, *rb.shared_writes]}
+    files = [_output_change(d, shared.get(d.path)) for d in compared if d.status != "same"]
     changes += files
     notes += [f"{d.path}: {d.note}" for d in compared if d.status == "same" and d.note]
     parts = []
@@ -577,7 +579,9 @@ def _paired_run_dirs(a: Record, b: Record) -> tuple[list[FileEntry], list[str]]:
     return paired, [f"outputs in the Hydra run directories repro pinned compared in place: {db}/… as {da}/…"]
 
 
-def _output_change(d: OutputDiff) -> Change:
+def _output_change(d: OutputDiff, writers: str | None = None) -> Change:
+    """A changed output as a diff row; one that several processes wrote at once (``writers``) says so
+    first: its bytes depend on which wrote last, whatever they hold."""
     kind = {"missing": "removed", "added": "added"}.get(d.status, "changed")
     old, new = d.original_size, d.replay_size
     delta = (new or 0) - (old or 0)
@@ -586,4 +590,38 @@ def _output_change(d: OutputDiff) -> Change:
         f = d.values.first
         at = f" at step {f.step}" if f.step is not None else ""
         detail = f"{f.name}{at}: {fmt_value(f.original)} → {fmt_value(f.replay)}"
-    return Change(key=d.path, kind=kind, scope="file", old=old, new=new, delta=delta, detail=detail)
+    tensors = _tensor_changes(d.tensors) if d.tensors is not None else None
+    if tensors is not None:
+        detail = _tensors_detail(tensors)
+    elif d.kind == "tensors" and d.note:
+        detail = d.note  # unreadable on one side, say
+    if writers is not None and kind == "changed":
+        detail = f"written by {writers} at once" + (f"; {detail}" if detail else "")
+    change = Change(key=d.path, kind=kind, scope="file", old=old, new=new, delta=delta, detail=detail)
+    change.tensors = tensors
+    return change
+
+
+def _tensor_changes(t: TensorReport) -> TensorFileChange:
+    """The tensors of a file that differ: values largest difference first, then shape, dtype, presence."""
+    values = sorted(t.differing, key=lambda d: (-_nan_big(d.max_abs), d.name))
+    found = [TensorChange(d.name, "value", d.max_abs, d.max_rel) for d in values]
+    found += [TensorChange(m.name, m.reason, a=m.original, b=m.replay) for m in t.mismatched]
+    found += [TensorChange(name, "only_a") for name in t.only_original]
+    found += [TensorChange(name, "only_b") for name in t.only_replay]
+    return TensorFileChange(found, t.identical)
+
+
+def _nan_big(x: float) -> float:
+    return float("inf") if x != x else x
+
+
+def _tensors_detail(t: TensorFileChange) -> str:
+    """``1 tensor differs: 2.bias (max abs 0.031); 3 unchanged`` (the largest difference first)."""
+    n = len(t.differing)
+    if not n:
+        return f"other bytes, all {t.unchanged} tensors equal"
+    first = t.differing[0]
+    how = f"max abs {first.max_abs:.3g}" if first.max_abs is not None else first.kind.replace("_", " ")
+    verb = "differs" if n == 1 else "differ, first"
+    return f"{plural(n, 'tensor')} {verb}: {first.name} ({how}); {t.unchanged} unchanged"

@@ -8,6 +8,7 @@ Files written to $REPRO_RUNTIME_DIR (a torchrun rank N adds `.rankN` before the 
 the launcher process itself writes the plain names):
   env.json       the interpreter, torch/CUDA versions, installed packages, a fingerprint
   knobs.json     the determinism knobs actually applied, and the process-group backend
+  dataorder.jsonl  per DataLoader batch, a running digest of the sample indices (repro.runtime.dataorder)
   proc.<pid>.jsonl  what each process did, as it happened (repro.runtime.report): that it
                  started, the files it read and wrote, the seeds the script set itself
 """
@@ -31,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, files, ledger, links, report, saves, seeding
+from repro.runtime import contract, dataorder, files, ledger, links, report, saves, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -63,6 +64,7 @@ def boot() -> None:
     _on_import("torch", _apply_torch)
     for name in ("safetensors.torch", "safetensors.numpy"):
         _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
+    _on_import("torch.utils.data.dataloader", dataorder.install)  # the samples each DataLoader yielded
     for name, hook in saves.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/saves.py)
         _on_import(name, hook)
     root = os.environ.get(contract.PROJECT_ROOT_ENV)

@@ -46,6 +46,7 @@ KNOBS_FILE = "knobs.json"  # the determinism knobs the runtime applied
 STATE_FILE = "state.json"  # torch's determinism switches at exit, and those the script changed
 ENV_FILE = "env.json"  # the interpreter, packages and devices the process saw
 TRACE_FILE = "trace.jsonl"
+DATA_ORDER_FILE = "dataorder.jsonl"  # per DataLoader batch: a running digest of the sample indices
 
 
 def ranked(name: str, rank: int | str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes
 from repro.diff.metrics import curves_of_rows
+from repro.diff.model import TensorFileChange
 from repro.ui import colour_on, printable
 from repro.ui import curves as curves_ui
 from repro.units import shorten
@@ -145,6 +146,29 @@ def _change_lines(changes: list[Change], p: _Painter) -> list[str]:
         line = f"  {_MARK.get(c.kind, '~')} {key.ljust(width)}  {text}"
         line = _fit(line)
         out.append(f"  {mark}" + line[3:])
+        if c.tensors is not None:
+            out += _tensor_lines(c.tensors)
+    return out
+
+
+MAX_TENSORS = 10  # tensors listed under a changed tensor file (--json lists them all)
+
+
+def _tensor_lines(t: TensorFileChange) -> list[str]:
+    """The tensors of a changed file that differ, largest difference first."""
+    shown = t.differing[:MAX_TENSORS]
+    width = min(36, max((len(x.name) for x in shown), default=0))
+    out = []
+    for x in shown:
+        if x.max_abs is not None:
+            how = f"max abs {x.max_abs:.3g}, max rel {x.max_rel:.3g}"
+        elif x.a is not None or x.b is not None:
+            how = f"{x.kind} {x.a} → {x.b}"
+        else:
+            how = "only in A" if x.kind == "only_a" else "only in B"
+        out.append(_fit(f"        {x.name.ljust(width)}  {how}"))
+    if len(t.differing) > MAX_TENSORS:
+        out.append(f"        … {len(t.differing) - MAX_TENSORS} more differ")
     return out
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro import schemas
+from repro.compare import reasons as codes
 from repro.compare.trace import describe as describe_trace
 from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.ui import printable, style
@@ -111,8 +112,12 @@ def _values_detail(o: OutputDiff) -> str:
     return f"{r.differing} value(s) differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
 
 
-def output_detail(o: OutputDiff) -> str:
-    """How an output differs, in a few words (its path not included)."""
+def output_detail(o: OutputDiff, verdict: Verdict | None = None) -> str:
+    """How an output differs, in a few words (its path not included). Given the ``verdict``, an
+    output several processes wrote at once is said to be so first: that, not its bytes, is why."""
+    writers = _writers(verdict, o.path) if verdict is not None else None
+    if writers is not None and o.status == "changed":
+        return f"written by {writers} at once; {output_detail(o)}"
     if o.status == "missing":
         return "missing from the replay"
     if o.status == "added":
@@ -140,6 +145,14 @@ def output_detail(o: OutputDiff) -> str:
 
 
 # --------------------------------------------------------------------------- text
+
+
+def _writers(verdict: Verdict, path: str) -> str | None:
+    """``ranks 0 and 1``: the processes that wrote ``path`` at once, per the verdict's reasons."""
+    for r in verdict.reasons:
+        if r.code == codes.CONCURRENT_WRITE and r.path == path:
+            return str(r.fields.get("writers") or "more than one process")
+    return None
 
 
 def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False) -> str:
@@ -185,7 +198,7 @@ def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
     for o in shown[:MAX_OUTPUTS]:
         colour = "green" if o.within_tolerance else "red"
         mark = paint(_MARK[o.status], colour)
-        detail = output_detail(o)
+        detail = output_detail(o, v)
         if o.status == "changed" and o.tensors is None:
             detail += f"  {_short_hash(o.original_hash)} → {_short_hash(o.replay_hash)}"
         lines.append(_fit(f"  {mark} {o.path:<{width}}  {detail}"))
@@ -308,7 +321,7 @@ def _md_checks(v: Verdict) -> list[list[str]]:
     else:
         ok = all(o.within_tolerance for o in changed) and v.mode != "strict"
         first = changed[0]
-        detail = f"{md_code(first.path)} {md_cell(output_detail(first))}"
+        detail = f"{md_code(first.path)} {md_cell(output_detail(first, v))}"
         if len(changed) > 1:
             detail += f" (+{len(changed) - 1} more)"
         result = "within tolerance" if ok else "diverged"
@@ -328,6 +341,9 @@ def _md_checks(v: Verdict) -> list[list[str]]:
         if s.original_value is not None:
             detail += f": {s.field + ' ' if s.field else ''}{s.original_value} → {s.replay_value}"
         rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", md_cell(detail)])
+    order = [r for r in v.reasons if r.code in (codes.DATA_ORDER_DIFFERS, codes.WORKER_SEEDS_DIFFER)]
+    if order:
+        rows.append([_mark(False), "data order", "differs", md_cell(order[0].message)])
     t = v.trace
     if t is not None:
         ok = t.within_tolerance and v.mode != "strict"

@@ -128,6 +128,7 @@ def test_json_document(project: Path, capsys: pytest.CaptureFixture[str]) -> Non
         "delta": None,
         "lines": None,
         "detail": None,
+        "tensors": None,
     }
 
 

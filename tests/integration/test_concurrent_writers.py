@@ -58,3 +58,10 @@ def test_a_file_both_ranks_save_is_named_at_run_time_and_in_the_verdict_and_diff
     assert causes[0]["category"] == "concurrency" and causes[0]["keys"] == ["model.pt"]
     assert "ranks 0 and 1" in causes[0]["reason"]
     assert not any(c["category"] == "nondeterminism" for c in causes)
+    (model,) = [
+        c for s in json.loads(diff.out)["sections"] if s["name"] == "outputs" for c in s["changes"]
+        if c["key"] == "model.pt"
+    ]  # fmt: skip
+    assert model["detail"].startswith("written by ranks 0 and 1 at once"), model  # torn or not
+    text = project.repro("diff", original.id, "latest").out
+    assert "model.pt" in text and "written by ranks 0 and 1 at once" in text, text

@@ -61,6 +61,10 @@ def test_unseeded_ddp_training_replays_identical_with_per_rank_seeds_and_logs(pr
     assert "rank 0 epoch 1 loss" in rank0 and "rank 1" not in rank0
     assert "rank 1 epoch 1 loss" in rank1 and "rank 0" not in rank1
     assert "rank 1 epoch 0 done" in _log(store, record, "rank1.stderr")
+    # each rank's data order: its DistributedSampler shard, batch by batch
+    orders = [[json.loads(x) for x in _log(store, record, f"dataorder.rank{r}").splitlines()] for r in (0, 1)]
+    firsts = [next(row["indices"] for row in rows if row.get("step") == 0) for rows in orders]
+    assert firsts[0] and firsts[1] and not set(firsts[0]) & set(firsts[1]), firsts
 
     r = project.repro("replay", "latest", "--json")
     assert r.code == 0, r.out + r.err

@@ -621,7 +621,7 @@ def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs
         "name", "title", "differs", "summary", "changes", "groups", "divergence", "patch", "notes"
     ]  # fmt: skip
     assert list(data["sections"][0]["changes"][0]) == [
-        "key", "kind", "scope", "old", "new", "delta", "lines", "detail"
+        "key", "kind", "scope", "old", "new", "delta", "lines", "detail", "tensors"
     ]  # fmt: skip
     assert list(data["likely_causes"][0]) == ["position", "section", "category", "reason", "rank", "keys"]
     assert data["likely_causes"][0]["section"] == "data" and data["likely_causes"][0]["position"] == 1

@@ -1,0 +1,167 @@
+"""The order in which each DataLoader yielded samples, recorded with no change to the script.
+
+Standard library only; torch's DataLoader is reached through the module the script imported.
+
+Every batch of indices a DataLoader iterator takes from its sampler (``_next_index``, in the
+training process, before the indices go to the workers) feeds a running digest of that
+loader; each batch appends one line to ``dataorder.jsonl`` (a torchrun rank R:
+``dataorder.rankR.jsonl``)::
+
+    {"loader": L, "epoch": E, "step": S, "digest": "<16 hex>", "n": N, "indices": [...]}
+
+``loader`` numbers the DataLoaders by creation order, ``step`` counts the batches a loader
+yielded over all its epochs, ``digest`` covers every index of steps 0..S, ``indices`` are
+kept within a budget (the first steps). Past `EVERY_STEP_UNTIL` steps a loader writes every
+`SPARSE_EVERY`-th step only; the digest still covers them all. Each iteration over a loader
+(an epoch) also writes the base seed its workers are seeded from::
+
+    {"loader": L, "epoch": E, "base_seed": B, "workers": W}
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TextIO
+
+from repro.runtime import contract
+
+INDEX_BUDGET = 100_000  # sample indices kept per process (the first steps); digests for all
+EVERY_STEP_UNTIL = 10_000  # steps of a loader that each get a line
+SPARSE_EVERY = 100  # then one line every this many steps
+
+_state: dict[str, Any] = {"loaders": 0, "kept": 0, "file": None}
+
+
+def _after_fork() -> None:
+    _state["file"] = None  # a forked child appends through its own handle
+
+
+def _path() -> Path | None:
+    d = os.environ.get(contract.RUNTIME_DIR_ENV)
+    if not d or not os.environ.get(contract.RUN_ID_ENV):
+        return None
+    try:
+        rank = int(os.environ.get("RANK", "-1"))
+    except ValueError:
+        rank = -1
+    return Path(d) / contract.ranked(contract.DATA_ORDER_FILE, rank)
+
+
+def _write(row: dict[str, Any]) -> None:
+    f: TextIO | None = _state["file"]
+    if f is None:
+        path = _path()
+        if path is None:
+            return
+        f = _state["file"] = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+    f.write(json.dumps(row, default=str) + "\n")
+
+
+def _loader_index(loader: Any) -> int:
+    index = getattr(loader, "_repro_loader", None)
+    return int(index) if isinstance(index, int) else _number(loader)  # created before the runtime saw it
+
+
+def _number(loader: Any) -> int:
+    index = int(_state["loaders"])
+    _state["loaders"] += 1
+    try:
+        object.__setattr__(loader, "_repro_loader", index)
+    except (AttributeError, TypeError):
+        pass
+    return index
+
+
+def _begin(it: Any, loader: Any, epoch: int) -> None:
+    """A new iteration over ``loader``: note its worker base seed."""
+    index = _loader_index(loader)
+    it._repro_order = {"loader": index, "epoch": epoch}
+    workers = int(getattr(it, "_num_workers", 0) or 0)
+    seed = getattr(it, "_base_seed", None)
+    _write({"loader": index, "epoch": epoch, "base_seed": seed, "workers": workers})
+
+
+def _epochs(loader: Any) -> int:
+    """How many iterations over ``loader`` began before this one."""
+    done = int(getattr(loader, "_repro_epochs", 0))
+    try:
+        object.__setattr__(loader, "_repro_epochs", done + 1)
+    except (AttributeError, TypeError):
+        pass
+    return done
+
+
+def _batch(it: Any, indices: Any) -> None:
+    where = getattr(it, "_repro_order", None)
+    if where is None or indices is None or (isinstance(indices, list) and all(i is None for i in indices)):
+        return  # an IterableDataset: the dataset itself decides the order
+    loader = where["loader"]
+    steps: dict[int, list[Any]] = _state.setdefault("steps", {})
+    step, digest = steps.get(loader, [0, ""])
+    text = json.dumps(indices, default=str, separators=(",", ":"))
+    digest = hashlib.blake2b((digest + text).encode(), digest_size=8).hexdigest()
+    steps[loader] = [step + 1, digest]
+    if step >= EVERY_STEP_UNTIL and step % SPARSE_EVERY:
+        return
+    count = len(indices) if isinstance(indices, (list, tuple)) else 1
+    row: dict[str, Any] = {"loader": loader, "epoch": where["epoch"], "step": step}
+    row.update(digest=digest, n=count)
+    if _state["kept"] + count <= INDEX_BUDGET:
+        _state["kept"] += count
+        row["indices"] = indices
+    _write(row)
+
+
+def install(module: ModuleType) -> None:
+    """Wrap the DataLoader's constructor (numbering) and its iterators' index draws (digests)."""
+    if _path() is None:
+        return
+    loader_cls = getattr(module, "DataLoader", None)
+    base = getattr(module, "_BaseDataLoaderIter", None)
+    if loader_cls is None or base is None or getattr(base, "_repro_wrapped", False):
+        return
+    os.register_at_fork(after_in_child=_after_fork)
+    init_loader, init_iter, reset, next_index = (
+        loader_cls.__init__, base.__init__, base._reset, base._next_index
+    )  # fmt: skip
+
+    def loader_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init_loader(self, *args, **kwargs)
+        _number(self)
+
+    def iter_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        init_iter(self, loader, *args, **kwargs)
+        _safely(lambda: _begin(self, loader, _epochs(loader)))
+
+    def iter_reset(self: Any, loader: Any, first_iter: bool = False, *args: Any, **kwargs: Any) -> Any:
+        result = reset(self, loader, first_iter, *args, **kwargs)
+        if not first_iter:  # persistent workers: the same iterator starts another epoch
+            _safely(lambda: _begin(self, loader, _epochs(loader)))
+        return result
+
+    def iter_next_index(self: Any) -> Any:
+        indices = next_index(self)  # StopIteration ends the epoch, as before
+        _safely(lambda: _batch(self, indices))
+        return indices
+
+    for owner, name, wrapper, original in (
+        (loader_cls, "__init__", loader_init, init_loader),
+        (base, "__init__", iter_init, init_iter),
+        (base, "_reset", iter_reset, reset),
+        (base, "_next_index", iter_next_index, next_index),
+    ):
+        setattr(owner, name, functools.update_wrapper(wrapper, original))
+    base._repro_wrapped = True
+
+
+def _safely(fn: Any) -> None:
+    """The user's training must go on whatever happens to the record (a full disk, an odd sampler)."""
+    try:
+        fn()
+    except Exception:  # noqa: BLE001
+        pass
