@@ -90,8 +90,9 @@ def under(rel: str, dirs: list[str]) -> bool:
 
 def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
-    from repro.store.capsule import load_record
+    from repro.store.capsule import hydrate, load_record
     from repro.store.rundir import RunDir
+    from repro.store.runs import read_list_blob
 
     claimed: set[str] = set()
     if not runs_dir.is_dir():
@@ -107,7 +108,9 @@ def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
         record = run_dir.record
         try:
             if record.is_file() and record.stat().st_mtime_ns >= since_ns:
-                claimed.update(o.path for o in load_record(record.read_bytes()).results.outputs)
+                sealed = load_record(record.read_bytes())
+                hydrate(sealed, lambda d: read_list_blob(runs_dir.parent, d), only=("results.outputs",))
+                claimed.update(o.path for o in sealed.results.outputs)
         except Exception:  # a record being written or unreadable claims nothing
             pass
     return claimed

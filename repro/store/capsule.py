@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import tarfile
 import typing
@@ -207,6 +208,116 @@ def decode_manifest(raw: bytes) -> list[FileEntry]:
             raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path!r}")
         files.append(FileEntry(path, int(size), digest))
     return files
+
+
+# Long file lists of a record (a snapshot of a project outside git, thousands of outputs) are kept as
+# blobs, like data manifests: the record names each by ``Record.lists[<field>]`` and holds the list
+# empty, so `repro ls` reads a small record; the commands that use a list read it (`hydrate`).
+LIST_INLINE = 1000  # entries kept in the record itself; beyond that a list blob
+SPILLED_LISTS = rules.LIST_FIELDS
+
+
+@dataclass
+class ListRef:
+    """A file list kept as a blob: its digest and how many entries it holds."""
+
+    blob: str
+    count: int = 0
+
+
+def encode_entries(entries: list[FileEntry]) -> bytes:
+    """A file list as a list blob: one JSON array of ``[path, size, hash, stored, link]`` (same list,
+    same bytes)."""
+    rows = [[e.path, e.size, e.hash, e.stored, e.link] for e in entries]
+    return json.dumps(rows, separators=(",", ":")).encode()
+
+
+def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
+    """The entries of a list blob (their paths are checked with the record's, by `hydrate`).
+
+    Raises:
+        CapsuleInvalid: over the size bound, not a list blob, or a malformed entry.
+    """
+    if len(raw) > rules.MAX_LIST_BYTES:
+        raise CapsuleInvalid(f"the list blob of {name} is larger than {rules.MAX_LIST_BYTES >> 20} MiB")
+    try:
+        rows = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise CapsuleInvalid(f"the list blob of {name} is malformed: {e}") from e
+    if not isinstance(rows, list):
+        raise CapsuleInvalid(f"the list blob of {name} is not a list")
+    entries: list[FileEntry] = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 5):
+            raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
+        path, size, digest, stored, link = row
+        if not (
+            isinstance(path, str)
+            and isinstance(size, int)
+            and not isinstance(size, bool)
+            and size >= 0
+            and isinstance(digest, str)
+            and isinstance(stored, bool)
+            and (link is None or isinstance(link, str))
+        ):
+            raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
+        entries.append(FileEntry(path, size, digest, stored, link))
+    return entries
+
+
+def _list_owner(record: Record, name: str) -> tuple[Any, str]:
+    """The object holding the list field ``name`` (one of `SPILLED_LISTS`) and the attribute."""
+    section, attr = name.split(".")
+    return getattr(record, section), attr
+
+
+def spilled(record: Record, put: Callable[[bytes], str] | None) -> dict[str, Any]:
+    """The record as plain data with every list over `LIST_INLINE` entries stored by ``put`` (which
+    returns the blob's digest) and named in ``lists``; ``record.lists`` is updated to match, so
+    `Record.blobs` names the list blobs. Without ``put`` every list read is written inline."""
+    refs: dict[str, ListRef] = {}
+    for name in SPILLED_LISTS:
+        owner, attr = _list_owner(record, name)
+        entries = getattr(owner, attr)
+        if put is not None and len(entries) > LIST_INLINE:
+            refs[name] = ListRef(put(encode_entries(entries)), len(entries))
+        elif not entries and name in record.lists:
+            refs[name] = record.lists[name]  # a list not read (`load_record` without a reader): kept as named
+    record.lists = refs
+    data = record.to_dict()
+    for name in record.lists:
+        section, attr = name.split(".")
+        data[section][attr] = []
+    return data
+
+
+def hydrate(
+    record: Record, read_blob: Callable[[str], bytes | None], only: tuple[str, ...] = SPILLED_LISTS
+) -> Record:
+    """Fill the lists the record keeps as blobs (those of ``only``) from ``read_blob`` (bytes
+    checked against their name, None when missing), then check their paths like the record's own.
+
+    Raises:
+        CapsuleInvalid: a list blob missing, malformed, over the bound, or not the count named.
+    """
+    for name, ref in record.lists.items():
+        if name not in only:
+            continue
+        owner, attr = _list_owner(record, name)
+        if getattr(owner, attr):
+            continue  # already read
+        raw = read_blob(ref.blob)
+        if raw is None:
+            raise CapsuleInvalid(
+                f"the list blob of {name} ({ref.blob}) is missing", member=blob_member(ref.blob)
+            )
+        entries = decode_entries(raw, name)
+        if len(entries) != ref.count:
+            raise CapsuleInvalid(f"the list blob of {name} holds {len(entries)} entries, not {ref.count}")
+        setattr(owner, attr, entries)
+    if record.lists:
+        rules.check_record(record)
+    return record
 
 
 @dataclass
@@ -407,6 +518,8 @@ class Record:
     redactions: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # a replay's verdict against its parent
     captured_in_process: bool = False  # recorded by repro.capture() inside the process, not by repro run
+    # File lists kept as blobs (`SPILLED_LISTS` name → blob); empty in records that list every file inline.
+    lists: dict[str, ListRef] = field(default_factory=dict)
 
     def warn(self, code: str, message: str) -> None:
         """Add a warning (``code`` from `WARNING_CODES`), once."""
@@ -422,6 +535,7 @@ class Record:
                 found.add(entry.hash)
         for digest in (
             *(item.manifest for item in self.data.inputs),
+            *(ref.blob for ref in self.lists.values()),
             self.code.patch,
             self.code.cells,
             self.deps.lock_blob,
@@ -529,18 +643,21 @@ def _build(tp: Any, value: Any) -> Any:
 _SCALARS: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
 
 
-def dump_record(record: Record) -> bytes:
-    """Serialise a record to YAML bytes (stable key order)."""
-    return rules.dump_yaml(record.to_dict())
+def dump_record(record: Record, put: Callable[[bytes], str] | None = None) -> bytes:
+    """Serialise a record to YAML bytes (stable key order); with ``put``, its long file lists are
+    stored by it as blobs (`spilled`)."""
+    return rules.dump_yaml(spilled(record, put))
 
 
-def load_record(raw: bytes) -> Record:
-    """Parse ``capsule.yaml`` bytes.
+def load_record(raw: bytes, read_blob: Callable[[str], bytes | None] | None = None) -> Record:
+    """Parse ``capsule.yaml`` bytes; with ``read_blob``, the file lists kept as blobs are read too
+    (`hydrate`), else they stay empty (what `repro ls` needs).
 
     Raises:
-        CapsuleInvalid: unparsable YAML or a record that does not fit the format.
+        CapsuleInvalid: unparsable YAML, a record that does not fit the format, a bad list blob.
     """
-    return Record.from_dict(rules.load_yaml(raw))
+    record = Record.from_dict(rules.load_yaml(raw))
+    return record if read_blob is None else hydrate(record, read_blob)
 
 
 # --------------------------------------------------------------------------- tar files
@@ -624,8 +741,20 @@ def _members(
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
-    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record))]
+    import xxhash
+
+    lists: dict[str, bytes] = {}
+
+    def keep(data: bytes) -> str:
+        digest: str = xxhash.xxh3_128_hexdigest(data)
+        lists[digest] = data
+        return digest
+
+    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record, keep))]
     for digest in sorted(record.blobs()):
+        if digest in lists:  # a file list: the very bytes the record names
+            members.append((blob_member(digest), lists[digest]))
+            continue
         path = blob_path(digest)
         if not path.is_file():
             raise CapsuleInvalid(
@@ -732,6 +861,11 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
             member=misnamed[0],
         )
     record = load_record(contents[RECORD_NAME])
+    if record.lists:  # every member was checked above: a list blob read now is the one summed
+        if extract_to is not None:
+            hydrate(record, lambda digest: _read_list_blob(extract_to / blob_member(digest), digest))
+        else:
+            hydrate(record, lambda digest: _read_list_member(path, digest))
     for digest in record.blobs():
         if not rules.is_digest(digest):  # else its bytes would escape the name check above
             raise CapsuleInvalid(f"the record names a blob {digest!r} that is not a content digest")
@@ -747,6 +881,51 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         signature=contents.get(SIGNATURE_NAME),
         attestation=contents.get(ATTESTATION_NAME),
     )
+
+
+def _read_list_blob(path: Path, digest: str) -> bytes | None:
+    """A list blob's bytes from a file, size-bounded before it is read and checked against its name;
+    None when there is no such file.
+
+    Raises:
+        CapsuleInvalid: over `limits.MAX_LIST_BYTES`, or bytes that do not match the name.
+    """
+    import xxhash
+
+    try:
+        if path.stat().st_size > rules.MAX_LIST_BYTES:
+            raise CapsuleInvalid(
+                f"the list blob {digest} is larger than {rules.MAX_LIST_BYTES >> 20} MiB", member=str(path)
+            )
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    if xxhash.xxh3_128_hexdigest(data) != digest:
+        raise CapsuleInvalid(f"blob {digest} does not match its content-address name", member=str(path))
+    return data
+
+
+def _read_list_member(path: Path, digest: str) -> bytes | None:
+    """A list blob's bytes read in place from a capsule tar (verified without extracting).
+
+    Raises:
+        CapsuleInvalid: over `limits.MAX_LIST_BYTES`, bytes that do not match the name, unreadable.
+    """
+    import xxhash
+
+    name = blob_member(digest)
+    try:
+        with open_member(path, name) as f:
+            data = f.read(rules.MAX_LIST_BYTES + 1)
+    except CapsuleInvalid:
+        return None
+    if len(data) > rules.MAX_LIST_BYTES:
+        raise CapsuleInvalid(
+            f"the list blob {digest} is larger than {rules.MAX_LIST_BYTES >> 20} MiB", member=name
+        )
+    if xxhash.xxh3_128_hexdigest(data) != digest:
+        raise CapsuleInvalid(f"blob {digest} does not match its content-address name", member=name)
+    return data
 
 
 def is_capsule_file(path: Path) -> bool:

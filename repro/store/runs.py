@@ -41,10 +41,12 @@ from repro.store.capsule import (
     Record,
     blob_member,
     dump_record,
+    hydrate,
     load_record,
     verify_tar,
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
+from repro.store.limits import MAX_LIST_BYTES
 from repro.store.processes import pid_alive
 from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/detached.py)
 from repro.store.rundir import RunDir
@@ -121,6 +123,15 @@ class LoadedRun:
         if not digest:
             return None
         return _read_checked(self.blob_root / blob_member(digest), digest)
+
+    def read_lists(self) -> Record:
+        """The record with the file lists it keeps as blobs read in (each blob size-bounded and
+        checked against its name first); what show, diff, replay and export need.
+
+        Raises:
+            CapsuleInvalid: a list blob missing, replaced, malformed or over its bound.
+        """
+        return hydrate(self.record, lambda digest: read_list_blob(self.blob_root, digest))
 
 
 @dataclass
@@ -228,6 +239,13 @@ class Store:
             tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
         return digest
 
+    def dump(self, record: Record) -> bytes:
+        """The record's YAML bytes, its long file lists stored as blobs (`capsule.spilled`)."""
+        return dump_record(record, self.put_bytes)
+
+    def _list_reader(self, digest: str) -> bytes | None:
+        return read_list_blob(self.dir, digest)
+
     @staticmethod
     def _write_atomic(target: Path, data: bytes) -> None:
         try:
@@ -253,7 +271,7 @@ class Store:
     def write_pending(self, record: Record, run_dir: Path, kept: dict[str, Any]) -> None:
         """Keep the record of a run being executed (and ``kept``: its output and data paths, the
         output stats before it), so a run whose repro process died can still be sealed and resumed."""
-        self._write_atomic(RunDir(run_dir).pending_record, dump_record(record))
+        self._write_atomic(RunDir(run_dir).pending_record, self.dump(record))
         self._write_atomic(RunDir(run_dir).pending_kept, json.dumps(kept).encode())
 
     def load_pending(self, run_id: str) -> tuple[Record, dict[str, Any]] | None:
@@ -265,7 +283,7 @@ class Store:
         run_dir = self.run_dir(run_id)
         if not run_dir.pending_record.is_file():
             return None
-        record = load_record(run_dir.pending_record.read_bytes())
+        record = load_record(run_dir.pending_record.read_bytes(), self._list_reader)
         try:
             kept = json.loads(run_dir.pending_kept.read_text())
         except (OSError, ValueError):
@@ -293,7 +311,7 @@ class Store:
     def seal(self, record: Record, run_dir: Path) -> Path:
         """Write the record atomically (the run's completion mark), drop scratch files, index it."""
         layout = RunDir(run_dir)
-        self._write_atomic(layout.record, dump_record(record))
+        self._write_atomic(layout.record, self.dump(record))
         layout.running.unlink(missing_ok=True)
         shutil.rmtree(layout.work, ignore_errors=True)
         with contextlib.suppress(sqlite3.Error):  # the record is the truth; `rows()` indexes it later
@@ -326,7 +344,7 @@ class Store:
                     hint="`repro ls` lists complete runs; `repro gc` removes incomplete ones",
                 )
             raise NotFoundError(f"no run {run_id}", hint="`repro ls` lists the runs")
-        loaded = LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+        loaded = LoadedRun(load_record(record_path.read_bytes(), self._list_reader), run_dir, self.dir)
         loaded.marked_foreign = self.is_foreign(run_id)
         return loaded
 
@@ -358,8 +376,9 @@ class Store:
             if run_id in known:
                 rows.append(_row_from_db(known[run_id]))
             elif (run_dir / RECORD_NAME).is_file():
-                try:
-                    record = load_record((run_dir / RECORD_NAME).read_bytes())
+                try:  # the code lists it keeps as blobs are never read here; its outputs are indexed
+                    raw = (run_dir / RECORD_NAME).read_bytes()
+                    record = hydrate(load_record(raw), self._list_reader, only=("results.outputs",))
                 except CapsuleInvalid:
                     rows.append(RunRow(run_id, "", "invalid", "run", "?", None, None))
                     continue
@@ -403,6 +422,7 @@ class Store:
             return self.open_capsule(path)
         if path.is_dir() and (path / RECORD_NAME).is_file():
             loaded = LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+            loaded.read_lists()
             # a run directory of another store is from elsewhere too
             mine = path.resolve().parent == self.runs_dir.resolve()
             loaded.marked_foreign = RunDir(path).foreign.exists() or not mine
@@ -476,7 +496,7 @@ class Store:
         run_dir = self.runs_dir / loaded.record.id
         if not (run_dir / RECORD_NAME).is_file():
             self.mark_foreign(loaded.record.id, f"imported from {loaded.location.name}")
-            self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
+            self._write_atomic(run_dir / RECORD_NAME, self.dump(loaded.record))
             with self._index() as db:
                 _index_put(db, loaded.record)
         imported = self.load_run(loaded.record.id)
@@ -489,7 +509,7 @@ class Store:
         if not stored.is_file():
             return
         try:
-            same = load_record(stored.read_bytes()).to_dict() == record.to_dict()
+            same = _content(load_record(stored.read_bytes(), self._list_reader)) == _content(record)
         except CapsuleInvalid:
             same = False
         if not same:
@@ -583,7 +603,7 @@ class Store:
             if not record_path.is_file():
                 continue
             try:
-                _index_outputs_of(db, load_record(record_path.read_bytes()))
+                _index_outputs_of(db, load_record(record_path.read_bytes(), self._list_reader))
             except (CapsuleInvalid, OSError):
                 continue
 
@@ -596,6 +616,29 @@ def replaced_blob(digest: str, path: Path) -> CapsuleInvalid:
         hint="the store was changed by hand or damaged; re-import the run's capsule, "
         "or `repro verify RUN` to check every blob",
     )
+
+
+def read_list_blob(blob_root: Path, digest: str) -> bytes | None:
+    """A file-list blob under ``blob_root``: refused over `limits.MAX_LIST_BYTES` before it is read,
+    checked against its name; None when missing.
+
+    Raises:
+        CapsuleInvalid: too large, or bytes that do not match the name.
+    """
+    path = blob_root / blob_member(digest)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > MAX_LIST_BYTES:
+            raise CapsuleInvalid(
+                f"the file-list blob {digest} is larger than {MAX_LIST_BYTES >> 20} MiB", member=str(path)
+            )
+    return _read_checked(path, digest)
+
+
+def _content(record: Record) -> dict[str, Any]:
+    """A record's content, whichever way it keeps its file lists (inline or as blobs)."""
+    data = record.to_dict()
+    data.pop("lists", None)
+    return data
 
 
 def _read_checked(path: Path, digest: str) -> bytes | None:
