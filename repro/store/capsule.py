@@ -284,11 +284,17 @@ def spilled(record: Record, put: Callable[[bytes], str] | None) -> dict[str, Any
         elif not entries and name in record.lists:
             refs[name] = record.lists[name]  # a list not read (`load_record` without a reader): kept as named
     record.lists = refs
-    data = record.to_dict()
-    for name in record.lists:
-        section, attr = name.split(".")
-        data[section][attr] = []
-    return data
+    held: dict[str, list[FileEntry]] = {}
+    try:  # the spilled lists are left out before the record is turned into plain data: no copy of them
+        for name in refs:
+            owner, attr = _list_owner(record, name)
+            held[name] = getattr(owner, attr)
+            setattr(owner, attr, [])
+        return record.to_dict()
+    finally:
+        for name, entries in held.items():
+            owner, attr = _list_owner(record, name)
+            setattr(owner, attr, entries)
 
 
 def hydrate(

@@ -53,6 +53,7 @@ from repro.store.rundir import RunDir
 from repro.units import plural
 
 STORE_DIR = ".repro"
+_SMALL = 1 << 20  # `Store.put_fd` reads a file up to this size whole, hashes it, and writes it once
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -203,6 +204,10 @@ class Store:
         Raises:
             OSError: the file could not be read, or the blob written (naming it).
         """
+        head = os.read(fd, _SMALL + 1)  # a small file (most outputs): read whole, written only when new
+        if len(head) <= _SMALL:
+            return self.put_bytes(head), len(head)
+        os.lseek(fd, -len(head), os.SEEK_CUR)
         # Named like the partial copies `partial_blobs` finds, so a killed copy is collected by `gc`.
         tmp = self.blobs_dir / "00" / f".put-{secrets.token_hex(6)}.{os.getpid()}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
