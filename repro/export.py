@@ -93,7 +93,9 @@ def export_run(
                 assert image is not None and image.id
                 archive = work / "image.tar"
                 image_size = save_image(image.id, image.tag, archive)
-            written = pack(loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer, attester)
+            written = pack(
+                loaded.record, loaded.unchecked_path, work / "capsule.tar", archive, signer, attester
+            )
             os.replace(written, dest)
     except OSError as e:  # name the destination: a failed write() names no file, the rest our own
         ours = e.filename is None or Path(os.fsdecode(e.filename)).is_relative_to(work)

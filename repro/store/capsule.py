@@ -682,15 +682,21 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
 
 
 class _Hashing:
-    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed."""
+    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed (and its
+    xxh3-128, for a blob, to check the bytes against the blob's name on the same read)."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes], blob: bool) -> None:
+        import xxhash
+
         self.f = f
         self.sha = hashlib.sha256()
+        self.xxh = xxhash.xxh3_128() if blob else None
 
     def read(self, size: int = -1) -> bytes:
         data = self.f.read(size)
         self.sha.update(data)
+        if self.xxh is not None:
+            self.xxh.update(data)
         return data
 
 
@@ -704,10 +710,11 @@ def pack(
 ) -> Path:
     """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
     with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes, with ``attester`` an
-    ATTESTATION member made from them; deterministic bytes.
+    ATTESTATION member made from them; deterministic bytes. Each blob is checked against its name
+    as it is copied (one read), so ``blob_path`` need not check it first.
 
     Raises:
-        CapsuleInvalid: a blob the record refers to is missing from the store.
+        CapsuleInvalid: a blob the record refers to is missing from the store, or replaced.
     """
     members = _members(record, blob_path, image_archive)
     sums: list[str] = []
@@ -720,9 +727,18 @@ def pack(
                     tar.addfile(_tarinfo(name, len(src)), io.BytesIO(src))
                     sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
                 else:
+                    digest = _blob_digest(name)
                     with open(src, "rb") as f:
-                        reader = _Hashing(f)
-                        tar.addfile(_tarinfo(name, src.stat().st_size), reader)
+                        reader = _Hashing(f, blob=digest is not None)
+                        tar.addfile(_tarinfo(name, os.fstat(f.fileno()).st_size), reader)
+                    if reader.xxh is not None and reader.xxh.hexdigest() != digest:
+                        raise CapsuleInvalid(
+                            f"blob {digest} does not match its content-address name "
+                            f"(replaced or corrupt): {src}",
+                            member=str(src),
+                            hint="the store was changed by hand or damaged; re-import the run's capsule, "
+                            "or `repro verify RUN` to check every blob",
+                        )
                     sums.append(f"{reader.sha.hexdigest()}  {name}")
             body = ("\n".join(sums) + "\n").encode()
             tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))

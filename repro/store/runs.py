@@ -125,6 +125,11 @@ class LoadedRun:
             return None
         return _read_checked(self.blob_root / blob_member(digest), digest)
 
+    def unchecked_path(self, digest: str) -> Path:
+        """Where a blob of the run lies, for a reader that checks its bytes as it reads them
+        (`capsule.pack`)."""
+        return self.blob_root / blob_member(digest)
+
     def read_lists(self) -> Record:
         """The record with the file lists it keeps as blobs read in (each blob size-bounded and
         checked against its name first); what show, diff, replay and export need.
