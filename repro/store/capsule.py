@@ -533,6 +533,13 @@ class Record:
         if warning not in self.warnings:
             self.warnings.append(warning)
 
+    def listed(self, name: str) -> int:
+        """How many entries the file list ``name`` (``code.files``, …) holds, read or only named."""
+        section, attr = name.split(".")
+        entries: list[FileEntry] = getattr(getattr(self, section), attr)
+        ref = self.lists.get(name)
+        return ref.count if ref is not None and not entries else len(entries)
+
     def blobs(self) -> set[str]:
         """Every blob digest the record refers to."""
         found: set[str] = set()

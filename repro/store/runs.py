@@ -38,6 +38,7 @@ from repro.store import atomic
 from repro.store.capsule import (
     IMAGE_MEMBER,
     RECORD_NAME,
+    SPILLED_LISTS,
     Record,
     blob_member,
     dump_record,
@@ -197,7 +198,9 @@ class Store:
         the bytes stored: a file that changed since ``digest`` was taken (a log still growing) is
         stored under the digest of what was copied, so no blob's name ever lies."""
         digest = digest or hash_file(path)
-        if self.blob_path(digest).is_file():
+        if os.path.isfile(
+            f"{self.blobs_dir}/{digest[:2]}/{digest}"
+        ):  # `blob_path`, as a string: once per file
             return digest
         return self._copy_blob(path, digest)
 
@@ -338,8 +341,9 @@ class Store:
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if _ID_RE.match(p.name))
 
-    def load_run(self, run_id: str) -> LoadedRun:
-        """A sealed run from the store.
+    def load_run(self, run_id: str, lists: tuple[str, ...] = SPILLED_LISTS) -> LoadedRun:
+        """A sealed run from the store, with those of the file lists it keeps as blobs named in
+        ``lists`` read (all by default; `repro show` reads the outputs alone).
 
         Raises:
             NotFoundError: no such run, or it never completed.
@@ -354,7 +358,8 @@ class Store:
                     hint="`repro ls` lists complete runs; `repro gc` removes incomplete ones",
                 )
             raise NotFoundError(f"no run {run_id}", hint="`repro ls` lists the runs")
-        loaded = LoadedRun(load_record(record_path.read_bytes(), self._list_reader), run_dir, self.dir)
+        record = hydrate(load_record(record_path.read_bytes()), self._list_reader, only=lists)
+        loaded = LoadedRun(record, run_dir, self.dir)
         loaded.marked_foreign = self.is_foreign(run_id)
         return loaded
 
@@ -420,8 +425,9 @@ class Store:
         finally:
             db.close()
 
-    def resolve(self, ref: str) -> LoadedRun:
-        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar.
+    def resolve(self, ref: str, lists: tuple[str, ...] = SPILLED_LISTS) -> LoadedRun:
+        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar;
+        ``lists``: the file lists kept as blobs to read for a stored run (`load_run`).
 
         Raises:
             NotFoundError: nothing matches. UsageError: an ambiguous prefix.
@@ -446,12 +452,12 @@ class Store:
                     f"{ref}: the store has {plural(len(sealed), 'complete run')}",
                     hint="run something with `repro run`, or see `repro ls`",
                 )
-            return self.load_run(sealed[-1 - back])
+            return self.load_run(sealed[-1 - back], lists)
         if ref in self.run_ids():
-            return self.load_run(ref)
+            return self.load_run(ref, lists)
         matches = [r for r in sealed if r.startswith(ref)]
         if len(matches) == 1:
-            return self.load_run(matches[0])
+            return self.load_run(matches[0], lists)
         if len(matches) > 1:
             raise UsageError(f"run ref {ref!r} is ambiguous: {', '.join(matches[:5])}")
         raise NotFoundError(
@@ -568,14 +574,15 @@ class Store:
             db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
         except sqlite3.Error:
             return {}
-        try:
-            for rel, digest in files.items():
-                row = db.execute(
-                    "SELECT run FROM outputs WHERE path = ? AND hash = ? ORDER BY run DESC LIMIT 1",
-                    (rel, digest),
-                ).fetchone()
-                if row:
-                    found[rel] = row[0]
+        try:  # in batches (a snapshot of 50k files is 100 queries, not 50k)
+            paths = list(files)
+            for start in range(0, len(paths), 500):
+                batch = paths[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows = db.execute(f"SELECT path, hash, run FROM outputs WHERE path IN ({marks})", batch)  # noqa: S608
+                for rel, digest, run in rows:
+                    if digest == files[rel] and run > found.get(rel, ""):
+                        found[rel] = run
         except sqlite3.Error:
             return {}
         finally:

@@ -167,3 +167,28 @@ def test_an_unknown_list_name_is_refused(tmp_path: Path) -> None:
 
 def test_a_list_blob_is_the_same_bytes_for_the_same_list() -> None:
     assert encode_entries(_entries(3, "x")) == encode_entries(_entries(3, "x"))
+
+
+def test_show_counts_a_code_list_it_does_not_read(tmp_path: Path) -> None:
+    from repro.ui.records import show_text
+
+    store, record = _sealed(tmp_path)
+    store.blob_path(record.lists["code.files"].blob).unlink()
+    loaded = store.resolve("latest", lists=("results.outputs",))
+    assert loaded.record.code.files == [] and loaded.record.listed("code.files") == LIST_INLINE + 2
+    text = show_text(loaded.record, None)
+    assert f"snapshot of {LIST_INLINE + 2:,} files" in text or f"snapshot of {LIST_INLINE + 2} files" in text
+    assert "outputs/f00000.txt" in text
+
+
+def test_earlier_writers_name_the_latest_run_that_wrote_the_same_bytes(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for run_id, digest in (("20260101-000000-aaaa", "a" * 32), ("20260102-000000-aaaa", "a" * 32)):
+        record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
+        record.results.outputs = [*_entries(1200, "outputs"), FileEntry("model.pt", 1, digest)]
+        store.seal(record, store.begin_run(run_id, ["python", "t.py"]))
+    files = {f"outputs/f{i:05d}.txt": f"{i:032x}" for i in range(1200)}
+    files |= {"model.pt": "a" * 32, "outputs/f00003.txt": "b" * 32, "other.py": "c" * 32}
+    found = store.earlier_writers(files)
+    assert found["model.pt"] == "20260102-000000-aaaa" and len(found) == 1200
+    assert "outputs/f00003.txt" not in found and "other.py" not in found
