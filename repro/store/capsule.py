@@ -892,7 +892,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     record = load_record(contents[RECORD_NAME])
     if record.lists:  # every member was checked above: a list blob read now is the one summed
         if extract_to is not None:
-            hydrate(record, lambda digest: _read_list_blob(extract_to / blob_member(digest), digest))
+            hydrate(record, lambda digest: read_list_file(extract_to / blob_member(digest), digest))
         else:
             hydrate(record, lambda digest: _read_list_member(path, digest))
     for digest in record.blobs():
@@ -912,9 +912,9 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
     )
 
 
-def _read_list_blob(path: Path, digest: str) -> bytes | None:
-    """A list blob's bytes from a file, size-bounded before it is read and checked against its name;
-    None when there is no such file.
+def read_list_file(path: Path, digest: str) -> bytes | None:
+    """A list blob's bytes from a file (in a store, or an extracted capsule), refused over the bound
+    before it is read and checked against its name; None when there is no such file.
 
     Raises:
         CapsuleInvalid: over `limits.MAX_LIST_BYTES`, or bytes that do not match the name.
@@ -930,7 +930,11 @@ def _read_list_blob(path: Path, digest: str) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     if xxhash.xxh3_128_hexdigest(data) != digest:
-        raise CapsuleInvalid(f"blob {digest} does not match its content-address name", member=str(path))
+        raise CapsuleInvalid(
+            f"blob {digest} does not match its content-address name (replaced or corrupt): {path}",
+            member=str(path),
+            hint="the store was changed by hand or damaged; re-import the run's capsule",
+        )
     return data
 
 

@@ -44,10 +44,10 @@ from repro.store.capsule import (
     dump_record,
     hydrate,
     load_record,
+    read_list_file,
     verify_tar,
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
-from repro.store.limits import MAX_LIST_BYTES
 from repro.store.processes import pid_alive
 from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/detached.py)
 from repro.store.rundir import RunDir
@@ -198,23 +198,25 @@ class Store:
         the bytes stored: a file that changed since ``digest`` was taken (a log still growing) is
         stored under the digest of what was copied, so no blob's name ever lies."""
         digest = digest or hash_file(path)
-        if os.path.isfile(
-            f"{self.blobs_dir}/{digest[:2]}/{digest}"
-        ):  # `blob_path`, as a string: once per file
+        stored = f"{self.blobs_dir}/{digest[:2]}/{digest}"  # `blob_path` as a string: one stat per code file
+        if os.path.isfile(stored):
             return digest
         return self._copy_blob(path, digest)
 
     def put_fd(self, fd: int) -> tuple[str, int]:
-        """Store the bytes of an open file once, hashed while they are copied (one read); the
-        digest and the size stored. What a run produced is stored this way (`repro.collect.produced`
+        """Store the bytes of an open file once, hashed while they are copied (one read; a file up
+        to 1 MiB is read whole and written only when the store lacks it); the digest and the size
+        stored. What a run produced is stored this way (`repro.collect.produced`
         opened it without following a link).
 
         Raises:
             OSError: the file could not be read, or the blob written (naming it).
         """
-        head = os.read(fd, _SMALL + 1)  # a small file (most outputs): read whole, written only when new
+        head = bytearray()  # a small file (most outputs): read whole, hashed, written only when new
+        while len(head) <= _SMALL and (chunk := os.read(fd, _SMALL + 1 - len(head))):
+            head += chunk
         if len(head) <= _SMALL:
-            return self.put_bytes(head), len(head)
+            return self.put_bytes(bytes(head)), len(head)
         os.lseek(fd, -len(head), os.SEEK_CUR)
         # Named like the partial copies `partial_blobs` finds, so a killed copy is collected by `gc`.
         tmp = self.blobs_dir / "00" / f".put-{secrets.token_hex(6)}.{os.getpid()}.tmp"
@@ -636,19 +638,13 @@ def replaced_blob(digest: str, path: Path) -> CapsuleInvalid:
 
 
 def read_list_blob(blob_root: Path, digest: str) -> bytes | None:
-    """A file-list blob under ``blob_root``: refused over `limits.MAX_LIST_BYTES` before it is read,
-    checked against its name; None when missing.
+    """A file-list blob under ``blob_root`` (`capsule.read_list_file`): refused over
+    `limits.MAX_LIST_BYTES` before it is read, checked against its name; None when missing.
 
     Raises:
         CapsuleInvalid: too large, or bytes that do not match the name.
     """
-    path = blob_root / blob_member(digest)
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > MAX_LIST_BYTES:
-            raise CapsuleInvalid(
-                f"the file-list blob {digest} is larger than {MAX_LIST_BYTES >> 20} MiB", member=str(path)
-            )
-    return _read_checked(path, digest)
+    return read_list_file(blob_root / blob_member(digest), digest)
 
 
 def _content(record: Record) -> dict[str, Any]:

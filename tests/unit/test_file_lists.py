@@ -94,7 +94,7 @@ def test_a_replaced_or_oversized_list_blob_is_refused(
     with pytest.raises(CapsuleInvalid, match="does not match its content-address name"):
         store.load_run(RUN_ID)
     path.write_bytes(genuine)
-    monkeypatch.setattr("repro.store.runs.MAX_LIST_BYTES", len(genuine) - 1)
+    monkeypatch.setattr(limits, "MAX_LIST_BYTES", len(genuine) - 1)
     with pytest.raises(CapsuleInvalid, match="larger than"):
         store.load_run(RUN_ID)
 
