@@ -622,7 +622,8 @@ class Store:
             if not record_path.is_file():
                 continue
             try:
-                _index_outputs_of(db, load_record(record_path.read_bytes(), self._list_reader))
+                record = load_record(record_path.read_bytes())  # its code lists are not read
+                _index_outputs_of(db, hydrate(record, self._list_reader, only=("results.outputs",)))
             except (CapsuleInvalid, OSError):
                 continue
 

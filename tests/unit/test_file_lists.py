@@ -73,6 +73,25 @@ def test_long_lists_are_blobs_read_back_by_show_and_never_by_ls(tmp_path: Path) 
         store.load_run(RUN_ID)
 
 
+def test_ls_with_the_index_gone_reads_no_code_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from repro.store import capsule
+
+    store, record = _sealed(tmp_path)
+    read: list[str] = []
+    decode = capsule.decode_entries
+
+    def counting(raw: bytes, name: str) -> list[FileEntry]:
+        read.append(name)
+        return decode(raw, name)
+
+    monkeypatch.setattr(capsule, "decode_entries", counting)
+    (store.dir / "index.sqlite").unlink()
+    (row,) = store.rows()
+    assert row.status == "succeeded" and "code.files" not in read
+    assert (store.dir / "index.sqlite").is_file()  # rebuilt, outputs included
+    assert store.earlier_writers({"outputs/f00007.txt": f"{7:032x}"}) == {"outputs/f00007.txt": RUN_ID}
+
+
 def test_a_short_list_stays_inline_and_an_old_inline_record_loads(tmp_path: Path) -> None:
     store, record = _sealed(tmp_path, n=3)
     assert record.lists == {}
