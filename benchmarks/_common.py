@@ -6,6 +6,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,17 @@ class Sample:
         self.runs.append(wall)
         self.wall = min(self.wall, wall)
         self.cpu = min(self.cpu, cpu)
+
+
+def median_sample(runs: list[tuple[float, float]]) -> Sample:
+    """The median wall and median CPU seconds of interleaved runs (steadier than the best on a shared
+    machine); every wall time kept."""
+    s = Sample()
+    for wall, cpu in runs:
+        s.add(wall, cpu)
+    s.wall = statistics.median(w for w, _ in runs)
+    s.cpu = statistics.median(c for _, c in runs)
+    return s
 
 
 INFO = "(info)"

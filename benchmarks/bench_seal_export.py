@@ -11,13 +11,12 @@ Size: REPRO_BENCH_OUTPUTS (5000).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Sample, log, print_rows, run_timed, scratch
+from _common import Row, log, median_sample, print_rows, run_timed, scratch
 from bench_run_overhead import _env, _repro_exe
 
 WRITER = """\
@@ -32,15 +31,6 @@ for i in range(args.n):
     (out / f"sample_{i:05d}.txt").write_bytes(f"sample {i}\\n".encode() * 64)
 print(f"wrote {args.n} files")
 """
-
-
-def _median(runs: list[tuple[float, float]]) -> Sample:
-    s = Sample()
-    for wall, cpu in runs:
-        s.add(wall, cpu)
-    s.wall = statistics.median(w for w, _ in runs)
-    s.cpu = statistics.median(c for _, c in runs)
-    return s
 
 
 def run(repeats: int = 3) -> list[Row]:
@@ -72,8 +62,8 @@ def run(repeats: int = 3) -> list[Row]:
             Row(
                 seal_case,
                 "the same run writing 1 output",
-                _median(peer),
-                _median(ours),
+                median_sample(peer),
+                median_sample(ours),
                 "< +0.3 s",
                 "overhead",
                 0.3,
@@ -94,8 +84,8 @@ def run(repeats: int = 3) -> list[Row]:
             Row(
                 export_case,
                 "`tar cf` of the same files",
-                _median(peer),
-                _median(ours),
+                median_sample(peer),
+                median_sample(ours),
                 "<= 3x",
                 "within",
                 3.0,

@@ -2,10 +2,13 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads; the
-                                              # other suites' sections of RESULTS.md are kept
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
+                                              # ls, project; the other suites' sections of
+                                              # RESULTS.md are kept
 
-Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
+Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_OUTPUTS (5000),
+REPRO_BENCH_LS_RUNS (100), REPRO_BENCH_LS_FILES (20000), REPRO_BENCH_PROJECT_FILES (50000),
+REPRO_BENCH_REPEATS.
 Scratch data goes under REPRO_BENCH_DIR (default: the system temp dir) and is removed.
 """
 
@@ -21,10 +24,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import bench_big_project  # noqa: E402
 import bench_dataloader_reads  # noqa: E402
 import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
+import bench_ls_noindex  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
 import bench_strict_threads  # noqa: E402
@@ -38,6 +43,8 @@ SUITES = {
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
     "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
     "reads": ("A DataLoader reading thousands of small declared files", bench_dataloader_reads.run, 3),
+    "ls": ("`repro ls` with its index gone: 100 runs of 20k untracked files", bench_ls_noindex.run, 3),
+    "project": ("A project of 50k files outside git: `repro run` and `repro show`", bench_big_project.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -154,6 +161,9 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_SMALL_N", "5000")
         os.environ.setdefault("REPRO_BENCH_REPEATS", "2")
         os.environ.setdefault("REPRO_BENCH_THREADS_STEPS", "10")
+        os.environ.setdefault("REPRO_BENCH_LS_RUNS", "10")
+        os.environ.setdefault("REPRO_BENCH_LS_FILES", "2000")
+        os.environ.setdefault("REPRO_BENCH_PROJECT_FILES", "3000")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []

@@ -107,7 +107,7 @@ def export_run(
                 image_size = save_image(image.id, image.tag, archive)
             carried = data.blobs if data is not None else None
             written = pack(
-                loaded.record, loaded.blob_path, work / "capsule.tar", archive, signer, attester, carried
+                loaded.record, loaded.unchecked_path, work / "capsule.tar", archive, signer, attester, carried
             )
             os.replace(written, dest)
     except OSError as e:  # name the destination: a failed write() names no file, the rest our own

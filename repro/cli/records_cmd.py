@@ -61,7 +61,8 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     carries an attestation (`export --attest`), what it names (checked by `verify-attestation`).
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
-    loaded = app.store.resolve(ref)
+    # The text names the first outputs and counts the code files: a code list kept as a blob is not read.
+    loaded = app.store.resolve(ref) if as_json else app.store.resolve(ref, lists=("results.outputs",))
     if as_json:
         ui.json_out(loaded.record.to_dict())
         return

@@ -10,8 +10,11 @@ run made is an output recorded as a link; nothing is reached through one (`repro
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
-from pathlib import Path, PurePosixPath
+import re
+from collections.abc import Callable
+from pathlib import Path
 
 from repro.collect import produced
 from repro.collect.reports import written_by
@@ -78,10 +81,18 @@ def located(root: Path, rel: str, declared: list[str]) -> tuple[Path, str]:
 
 def excluded(rel: str, patterns: list[str] | tuple[str, ...]) -> bool:
     """Whether ``rel`` or one of its parent directories matches one of the globs."""
-    path = PurePosixPath(rel)
-    candidates = [rel, *(p.as_posix() for p in path.parents if p.as_posix() != "."), path.name]
-    candidates += list(path.parts)
-    return any(fnmatch.fnmatchcase(c, pattern.rstrip("/")) for c in candidates for pattern in patterns)
+    if not patterns:
+        return False
+    matcher = _globs(tuple(patterns))
+    parts = rel.split("/")
+    parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
+    return any(matcher(c) for c in (rel, *parents, *parts))
+
+
+@functools.lru_cache(maxsize=32)
+def _globs(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One compiled matcher for all the globs (`fnmatch.fnmatchcase` of each, in one regex)."""
+    return re.compile("|".join(fnmatch.translate(p.rstrip("/")) for p in patterns)).match
 
 
 def under(rel: str, dirs: list[str]) -> bool:
@@ -90,8 +101,9 @@ def under(rel: str, dirs: list[str]) -> bool:
 
 def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
-    from repro.store.capsule import load_record
+    from repro.store.capsule import hydrate, load_record
     from repro.store.rundir import RunDir
+    from repro.store.runs import read_list_blob
 
     claimed: set[str] = set()
     if not runs_dir.is_dir():
@@ -107,7 +119,9 @@ def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
         record = run_dir.record
         try:
             if record.is_file() and record.stat().st_mtime_ns >= since_ns:
-                claimed.update(o.path for o in load_record(record.read_bytes()).results.outputs)
+                sealed = load_record(record.read_bytes())
+                hydrate(sealed, lambda d: read_list_blob(runs_dir.parent, d), only=("results.outputs",))
+                claimed.update(o.path for o in sealed.results.outputs)
         except Exception:  # a record being written or unreadable claims nothing
             pass
     return claimed

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import tarfile
 import typing
@@ -224,6 +225,122 @@ def decode_manifest(raw: bytes) -> list[FileEntry]:
     return files
 
 
+# Long file lists of a record (a snapshot of a project outside git, thousands of outputs) are kept as
+# blobs, like data manifests: the record names each by ``Record.lists[<field>]`` and holds the list
+# empty, so `repro ls` reads a small record; the commands that use a list read it (`hydrate`).
+LIST_INLINE = 1000  # entries kept in the record itself; beyond that a list blob
+SPILLED_LISTS = rules.LIST_FIELDS
+
+
+@dataclass
+class ListRef:
+    """A file list kept as a blob: its digest and how many entries it holds."""
+
+    blob: str
+    count: int = 0
+
+
+def encode_entries(entries: list[FileEntry]) -> bytes:
+    """A file list as a list blob: one JSON array of ``[path, size, hash, stored, link]`` (same list,
+    same bytes)."""
+    rows = [[e.path, e.size, e.hash, e.stored, e.link] for e in entries]
+    return json.dumps(rows, separators=(",", ":")).encode()
+
+
+def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
+    """The entries of a list blob (their paths are checked with the record's, by `hydrate`).
+
+    Raises:
+        CapsuleInvalid: over the size bound, not a list blob, or a malformed entry.
+    """
+    if len(raw) > rules.MAX_LIST_BYTES:
+        raise CapsuleInvalid(f"the list blob of {name} is larger than {rules.MAX_LIST_BYTES >> 20} MiB")
+    try:
+        rows = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise CapsuleInvalid(f"the list blob of {name} is malformed: {e}") from e
+    if not isinstance(rows, list):
+        raise CapsuleInvalid(f"the list blob of {name} is not a list")
+    entries: list[FileEntry] = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 5):
+            raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
+        path, size, digest, stored, link = row
+        if not (
+            isinstance(path, str)
+            and isinstance(size, int)
+            and not isinstance(size, bool)
+            and size >= 0
+            and isinstance(digest, str)
+            and isinstance(stored, bool)
+            and (link is None or isinstance(link, str))
+        ):
+            raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
+        entries.append(FileEntry(path, size, digest, stored, link))
+    return entries
+
+
+def _list_owner(record: Record, name: str) -> tuple[Any, str]:
+    """The object holding the list field ``name`` (one of `SPILLED_LISTS`) and the attribute."""
+    section, attr = name.split(".")
+    return getattr(record, section), attr
+
+
+def spilled(record: Record, put: Callable[[bytes], str] | None) -> dict[str, Any]:
+    """The record as plain data with every list over `LIST_INLINE` entries stored by ``put`` (which
+    returns the blob's digest) and named in ``lists``; ``record.lists`` is updated to match, so
+    `Record.blobs` names the list blobs. Without ``put`` every list read is written inline."""
+    refs: dict[str, ListRef] = {}
+    for name in SPILLED_LISTS:
+        owner, attr = _list_owner(record, name)
+        entries = getattr(owner, attr)
+        if put is not None and len(entries) > LIST_INLINE:
+            refs[name] = ListRef(put(encode_entries(entries)), len(entries))
+        elif not entries and name in record.lists:
+            refs[name] = record.lists[name]  # a list not read (`load_record` without a reader): kept as named
+    record.lists = refs
+    held: dict[str, list[FileEntry]] = {}
+    try:  # the spilled lists are left out before the record is turned into plain data: no copy of them
+        for name in refs:
+            owner, attr = _list_owner(record, name)
+            held[name] = getattr(owner, attr)
+            setattr(owner, attr, [])
+        return record.to_dict()
+    finally:
+        for name, entries in held.items():
+            owner, attr = _list_owner(record, name)
+            setattr(owner, attr, entries)
+
+
+def hydrate(
+    record: Record, read_blob: Callable[[str], bytes | None], only: tuple[str, ...] = SPILLED_LISTS
+) -> Record:
+    """Fill the lists the record keeps as blobs (those of ``only``) from ``read_blob`` (bytes
+    checked against their name, None when missing), then check their paths like the record's own.
+
+    Raises:
+        CapsuleInvalid: a list blob missing, malformed, over the bound, or not the count named.
+    """
+    for name, ref in record.lists.items():
+        if name not in only:
+            continue
+        owner, attr = _list_owner(record, name)
+        if getattr(owner, attr):
+            continue  # already read
+        raw = read_blob(ref.blob)
+        if raw is None:
+            raise CapsuleInvalid(
+                f"the list blob of {name} ({ref.blob}) is missing", member=blob_member(ref.blob)
+            )
+        entries = decode_entries(raw, name)
+        if len(entries) != ref.count:
+            raise CapsuleInvalid(f"the list blob of {name} holds {len(entries)} entries, not {ref.count}")
+        setattr(owner, attr, entries)
+    if record.lists:
+        rules.check_record(record)
+    return record
+
+
 @dataclass
 class DataInfo:
     inputs: list[DataInput] = field(default_factory=list)
@@ -422,12 +539,21 @@ class Record:
     redactions: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None  # a replay's verdict against its parent
     captured_in_process: bool = False  # recorded by repro.capture() inside the process, not by repro run
+    # File lists kept as blobs (`SPILLED_LISTS` name → blob); empty in records that list every file inline.
+    lists: dict[str, ListRef] = field(default_factory=dict)
 
     def warn(self, code: str, message: str) -> None:
         """Add a warning (``code`` from `WARNING_CODES`), once."""
         warning = RunWarning(code, message)
         if warning not in self.warnings:
             self.warnings.append(warning)
+
+    def listed(self, name: str) -> int:
+        """How many entries the file list ``name`` (``code.files``, …) holds, read or only named."""
+        section, attr = name.split(".")
+        entries: list[FileEntry] = getattr(getattr(self, section), attr)
+        ref = self.lists.get(name)
+        return ref.count if ref is not None and not entries else len(entries)
 
     def blobs(self) -> set[str]:
         """Every blob digest the record refers to."""
@@ -437,6 +563,7 @@ class Record:
                 found.add(entry.hash)
         for digest in (
             *(item.manifest for item in self.data.inputs),
+            *(ref.blob for ref in self.lists.values()),
             self.code.patch,
             self.code.cells,
             self.deps.lock_blob,
@@ -544,18 +671,21 @@ def _build(tp: Any, value: Any) -> Any:
 _SCALARS: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
 
 
-def dump_record(record: Record) -> bytes:
-    """Serialise a record to YAML bytes (stable key order)."""
-    return rules.dump_yaml(record.to_dict())
+def dump_record(record: Record, put: Callable[[bytes], str] | None = None) -> bytes:
+    """Serialise a record to YAML bytes (stable key order); with ``put``, its long file lists are
+    stored by it as blobs (`spilled`)."""
+    return rules.dump_yaml(spilled(record, put))
 
 
-def load_record(raw: bytes) -> Record:
-    """Parse ``capsule.yaml`` bytes.
+def load_record(raw: bytes, read_blob: Callable[[str], bytes | None] | None = None) -> Record:
+    """Parse ``capsule.yaml`` bytes; with ``read_blob``, the file lists kept as blobs are read too
+    (`hydrate`), else they stay empty (what `repro ls` needs).
 
     Raises:
-        CapsuleInvalid: unparsable YAML or a record that does not fit the format.
+        CapsuleInvalid: unparsable YAML, a record that does not fit the format, a bad list blob.
     """
-    return Record.from_dict(rules.load_yaml(raw))
+    record = Record.from_dict(rules.load_yaml(raw))
+    return record if read_blob is None else hydrate(record, read_blob)
 
 
 # --------------------------------------------------------------------------- tar files
@@ -574,15 +704,21 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
 
 
 class _Hashing:
-    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed."""
+    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed (and its
+    xxh3-128, for a blob, to check the bytes against the blob's name on the same read)."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes], blob: bool) -> None:
+        import xxhash
+
         self.f = f
         self.sha = hashlib.sha256()
+        self.xxh = xxhash.xxh3_128() if blob else None
 
     def read(self, size: int = -1) -> bytes:
         data = self.f.read(size)
         self.sha.update(data)
+        if self.xxh is not None:
+            self.xxh.update(data)
         return data
 
 
@@ -598,10 +734,11 @@ def pack(
     """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
     with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes, with ``attester`` an
     ATTESTATION member made from them; deterministic bytes. ``data``: the blobs of the declared
-    inputs' files (digest → file), carried among the other blobs, each once.
+    inputs' files (digest → file), carried among the other blobs, each once. Each blob is checked
+    against its name as it is copied (one read), so ``blob_path`` need not check it first.
 
     Raises:
-        CapsuleInvalid: a blob the record refers to is missing from the store.
+        CapsuleInvalid: a blob the record refers to is missing from the store, or replaced.
     """
     members = _members(record, blob_path, image_archive, data or {})
     sums: list[str] = []
@@ -614,9 +751,18 @@ def pack(
                     tar.addfile(_tarinfo(name, len(src)), io.BytesIO(src))
                     sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
                 else:
+                    digest = _blob_digest(name)
                     with open(src, "rb") as f:
-                        reader = _Hashing(f)
-                        tar.addfile(_tarinfo(name, src.stat().st_size), reader)
+                        reader = _Hashing(f, blob=digest is not None)
+                        tar.addfile(_tarinfo(name, os.fstat(f.fileno()).st_size), reader)
+                    if reader.xxh is not None and reader.xxh.hexdigest() != digest:
+                        raise CapsuleInvalid(
+                            f"blob {digest} does not match its content-address name "
+                            f"(replaced or corrupt): {src}",
+                            member=str(src),
+                            hint="the store was changed by hand or damaged; re-import the run's capsule, "
+                            "or `repro verify RUN` to check every blob",
+                        )
                     sums.append(f"{reader.sha.hexdigest()}  {name}")
             body = ("\n".join(sums) + "\n").encode()
             tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
@@ -644,9 +790,21 @@ def _members(
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
-    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record))]
+    import xxhash
+
+    lists: dict[str, bytes] = {}
+
+    def keep(raw: bytes) -> str:
+        digest: str = xxhash.xxh3_128_hexdigest(raw)
+        lists[digest] = raw
+        return digest
+
+    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record, keep))]
     data = data or {}
     for digest in sorted(record.blobs() | set(data)):
+        if digest in lists:  # a file list: the very bytes the record names
+            members.append((blob_member(digest), lists[digest]))
+            continue
         path = data[digest] if digest in data else blob_path(digest)
         if not path.is_file():
             raise CapsuleInvalid(
@@ -753,6 +911,11 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
             member=misnamed[0],
         )
     record = load_record(contents[RECORD_NAME])
+    if record.lists:  # every member was checked above: a list blob read now is the one summed
+        if extract_to is not None:
+            hydrate(record, lambda digest: read_list_file(extract_to / blob_member(digest), digest))
+        else:
+            hydrate(record, lambda digest: _read_list_member(path, digest))
     for digest in record.blobs():
         if not rules.is_digest(digest):  # else its bytes would escape the name check above
             raise CapsuleInvalid(f"the record names a blob {digest!r} that is not a content digest")
@@ -768,6 +931,55 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         signature=contents.get(SIGNATURE_NAME),
         attestation=contents.get(ATTESTATION_NAME),
     )
+
+
+def read_list_file(path: Path, digest: str) -> bytes | None:
+    """A list blob's bytes from a file (in a store, or an extracted capsule), refused over the bound
+    before it is read and checked against its name; None when there is no such file.
+
+    Raises:
+        CapsuleInvalid: over `limits.MAX_LIST_BYTES`, or bytes that do not match the name.
+    """
+    import xxhash
+
+    try:
+        if path.stat().st_size > rules.MAX_LIST_BYTES:
+            raise CapsuleInvalid(
+                f"the list blob {digest} is larger than {rules.MAX_LIST_BYTES >> 20} MiB", member=str(path)
+            )
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    if xxhash.xxh3_128_hexdigest(data) != digest:
+        raise CapsuleInvalid(
+            f"blob {digest} does not match its content-address name (replaced or corrupt): {path}",
+            member=str(path),
+            hint="the store was changed by hand or damaged; re-import the run's capsule",
+        )
+    return data
+
+
+def _read_list_member(path: Path, digest: str) -> bytes | None:
+    """A list blob's bytes read in place from a capsule tar (verified without extracting).
+
+    Raises:
+        CapsuleInvalid: over `limits.MAX_LIST_BYTES`, bytes that do not match the name, unreadable.
+    """
+    import xxhash
+
+    name = blob_member(digest)
+    try:
+        with open_member(path, name) as f:
+            data = f.read(rules.MAX_LIST_BYTES + 1)
+    except CapsuleInvalid:
+        return None
+    if len(data) > rules.MAX_LIST_BYTES:
+        raise CapsuleInvalid(
+            f"the list blob {digest} is larger than {rules.MAX_LIST_BYTES >> 20} MiB", member=name
+        )
+    if xxhash.xxh3_128_hexdigest(data) != digest:
+        raise CapsuleInvalid(f"blob {digest} does not match its content-address name", member=name)
+    return data
 
 
 def is_capsule_file(path: Path) -> bool:

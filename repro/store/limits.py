@@ -64,6 +64,8 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record with 100k manifest entries is ~1
 MAX_SUMS_BYTES = 64 * 1024 * 1024  # one line per member
 MAX_SIGNATURE_BYTES = 4096  # SIGNATURE: one small JSON object (~200 bytes)
 MAX_ATTESTATION_BYTES = 4 << 20  # an attestation names files and inputs, not their bytes: a few KiB
+MAX_LIST_BYTES = 256 * 1024 * 1024  # a file list kept as a blob: 1M entries are ~110 MB
+LIST_FIELDS = ("code.files", "code.untracked", "results.outputs")  # the lists a record may keep as blobs
 MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
 MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
@@ -231,6 +233,11 @@ def check_record(record: Any) -> None:
     why = None if gpus is None else bounds.gpus_problem(gpus)
     if why:
         raise CapsuleInvalid(f"capsule field backend.gpus {why}", RECORD_NAME, hint)
+    for name in record.lists:
+        if name not in LIST_FIELDS:
+            raise CapsuleInvalid(
+                f"capsule field lists names an unknown list: {name[:80]!r}", RECORD_NAME, hint
+            )
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
             raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)

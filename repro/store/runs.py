@@ -38,10 +38,13 @@ from repro.store import atomic
 from repro.store.capsule import (
     IMAGE_MEMBER,
     RECORD_NAME,
+    SPILLED_LISTS,
     Record,
     blob_member,
     dump_record,
+    hydrate,
     load_record,
+    read_list_file,
     verify_tar,
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
@@ -51,6 +54,7 @@ from repro.store.rundir import RunDir
 from repro.units import plural
 
 STORE_DIR = ".repro"
+_SMALL = 1 << 20  # `Store.put_fd` reads a file up to this size whole, hashes it, and writes it once
 _ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
@@ -122,6 +126,20 @@ class LoadedRun:
             return None
         return _read_checked(self.blob_root / blob_member(digest), digest)
 
+    def unchecked_path(self, digest: str) -> Path:
+        """Where a blob of the run lies, for a reader that checks its bytes as it reads them
+        (`capsule.pack`)."""
+        return self.blob_root / blob_member(digest)
+
+    def read_lists(self) -> Record:
+        """The record with the file lists it keeps as blobs read in (each blob size-bounded and
+        checked against its name first); what show, diff, replay and export need.
+
+        Raises:
+            CapsuleInvalid: a list blob missing, replaced, malformed or over its bound.
+        """
+        return hydrate(self.record, lambda digest: read_list_blob(self.blob_root, digest))
+
 
 @dataclass
 class RunRow:
@@ -180,18 +198,26 @@ class Store:
         the bytes stored: a file that changed since ``digest`` was taken (a log still growing) is
         stored under the digest of what was copied, so no blob's name ever lies."""
         digest = digest or hash_file(path)
-        if self.blob_path(digest).is_file():
+        stored = f"{self.blobs_dir}/{digest[:2]}/{digest}"  # `blob_path` as a string: one stat per code file
+        if os.path.isfile(stored):
             return digest
         return self._copy_blob(path, digest)
 
     def put_fd(self, fd: int) -> tuple[str, int]:
-        """Store the bytes of an open file once, hashed while they are copied (one read); the
-        digest and the size stored. What a run produced is stored this way (`repro.collect.produced`
+        """Store the bytes of an open file once, hashed while they are copied (one read; a file up
+        to 1 MiB is read whole and written only when the store lacks it); the digest and the size
+        stored. What a run produced is stored this way (`repro.collect.produced`
         opened it without following a link).
 
         Raises:
             OSError: the file could not be read, or the blob written (naming it).
         """
+        head = bytearray()  # a small file (most outputs): read whole, hashed, written only when new
+        while len(head) <= _SMALL and (chunk := os.read(fd, _SMALL + 1 - len(head))):
+            head += chunk
+        if len(head) <= _SMALL:
+            return self.put_bytes(bytes(head)), len(head)
+        os.lseek(fd, -len(head), os.SEEK_CUR)
         # Named like the partial copies `partial_blobs` finds, so a killed copy is collected by `gc`.
         tmp = self.blobs_dir / "00" / f".put-{secrets.token_hex(6)}.{os.getpid()}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -228,6 +254,13 @@ class Store:
             tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
         return digest
 
+    def dump(self, record: Record) -> bytes:
+        """The record's YAML bytes, its long file lists stored as blobs (`capsule.spilled`)."""
+        return dump_record(record, self.put_bytes)
+
+    def _list_reader(self, digest: str) -> bytes | None:
+        return read_list_blob(self.dir, digest)
+
     @staticmethod
     def _write_atomic(target: Path, data: bytes) -> None:
         try:
@@ -253,7 +286,7 @@ class Store:
     def write_pending(self, record: Record, run_dir: Path, kept: dict[str, Any]) -> None:
         """Keep the record of a run being executed (and ``kept``: its output and data paths, the
         output stats before it), so a run whose repro process died can still be sealed and resumed."""
-        self._write_atomic(RunDir(run_dir).pending_record, dump_record(record))
+        self._write_atomic(RunDir(run_dir).pending_record, self.dump(record))
         self._write_atomic(RunDir(run_dir).pending_kept, json.dumps(kept).encode())
 
     def load_pending(self, run_id: str) -> tuple[Record, dict[str, Any]] | None:
@@ -265,7 +298,7 @@ class Store:
         run_dir = self.run_dir(run_id)
         if not run_dir.pending_record.is_file():
             return None
-        record = load_record(run_dir.pending_record.read_bytes())
+        record = load_record(run_dir.pending_record.read_bytes(), self._list_reader)
         try:
             kept = json.loads(run_dir.pending_kept.read_text())
         except (OSError, ValueError):
@@ -293,7 +326,7 @@ class Store:
     def seal(self, record: Record, run_dir: Path) -> Path:
         """Write the record atomically (the run's completion mark), drop scratch files, index it."""
         layout = RunDir(run_dir)
-        self._write_atomic(layout.record, dump_record(record))
+        self._write_atomic(layout.record, self.dump(record))
         layout.running.unlink(missing_ok=True)
         shutil.rmtree(layout.work, ignore_errors=True)
         with contextlib.suppress(sqlite3.Error):  # the record is the truth; `rows()` indexes it later
@@ -310,8 +343,9 @@ class Store:
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if _ID_RE.match(p.name))
 
-    def load_run(self, run_id: str) -> LoadedRun:
-        """A sealed run from the store.
+    def load_run(self, run_id: str, lists: tuple[str, ...] = SPILLED_LISTS) -> LoadedRun:
+        """A sealed run from the store, with those of the file lists it keeps as blobs named in
+        ``lists`` read (all by default; `repro show` reads the outputs alone).
 
         Raises:
             NotFoundError: no such run, or it never completed.
@@ -326,7 +360,8 @@ class Store:
                     hint="`repro ls` lists complete runs; `repro gc` removes incomplete ones",
                 )
             raise NotFoundError(f"no run {run_id}", hint="`repro ls` lists the runs")
-        loaded = LoadedRun(load_record(record_path.read_bytes()), run_dir, self.dir)
+        record = hydrate(load_record(record_path.read_bytes()), self._list_reader, only=lists)
+        loaded = LoadedRun(record, run_dir, self.dir)
         loaded.marked_foreign = self.is_foreign(run_id)
         return loaded
 
@@ -358,8 +393,9 @@ class Store:
             if run_id in known:
                 rows.append(_row_from_db(known[run_id]))
             elif (run_dir / RECORD_NAME).is_file():
-                try:
-                    record = load_record((run_dir / RECORD_NAME).read_bytes())
+                try:  # the code lists it keeps as blobs are never read here; its outputs are indexed
+                    raw = (run_dir / RECORD_NAME).read_bytes()
+                    record = hydrate(load_record(raw), self._list_reader, only=("results.outputs",))
                 except CapsuleInvalid:
                     rows.append(RunRow(run_id, "", "invalid", "run", "?", None, None))
                     continue
@@ -391,8 +427,9 @@ class Store:
         finally:
             db.close()
 
-    def resolve(self, ref: str) -> LoadedRun:
-        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar.
+    def resolve(self, ref: str, lists: tuple[str, ...] = SPILLED_LISTS) -> LoadedRun:
+        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar;
+        ``lists``: the file lists kept as blobs to read for a stored run (`load_run`).
 
         Raises:
             NotFoundError: nothing matches. UsageError: an ambiguous prefix.
@@ -403,6 +440,7 @@ class Store:
             return self.open_capsule(path)
         if path.is_dir() and (path / RECORD_NAME).is_file():
             loaded = LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
+            loaded.read_lists()
             # a run directory of another store is from elsewhere too
             mine = path.resolve().parent == self.runs_dir.resolve()
             loaded.marked_foreign = RunDir(path).foreign.exists() or not mine
@@ -416,12 +454,12 @@ class Store:
                     f"{ref}: the store has {plural(len(sealed), 'complete run')}",
                     hint="run something with `repro run`, or see `repro ls`",
                 )
-            return self.load_run(sealed[-1 - back])
+            return self.load_run(sealed[-1 - back], lists)
         if ref in self.run_ids():
-            return self.load_run(ref)
+            return self.load_run(ref, lists)
         matches = [r for r in sealed if r.startswith(ref)]
         if len(matches) == 1:
-            return self.load_run(matches[0])
+            return self.load_run(matches[0], lists)
         if len(matches) > 1:
             raise UsageError(f"run ref {ref!r} is ambiguous: {', '.join(matches[:5])}")
         raise NotFoundError(
@@ -476,7 +514,7 @@ class Store:
         run_dir = self.runs_dir / loaded.record.id
         if not (run_dir / RECORD_NAME).is_file():
             self.mark_foreign(loaded.record.id, f"imported from {loaded.location.name}")
-            self._write_atomic(run_dir / RECORD_NAME, dump_record(loaded.record))
+            self._write_atomic(run_dir / RECORD_NAME, self.dump(loaded.record))
             with self._index() as db:
                 _index_put(db, loaded.record)
         imported = self.load_run(loaded.record.id)
@@ -489,7 +527,7 @@ class Store:
         if not stored.is_file():
             return
         try:
-            same = load_record(stored.read_bytes()).to_dict() == record.to_dict()
+            same = _content(load_record(stored.read_bytes(), self._list_reader)) == _content(record)
         except CapsuleInvalid:
             same = False
         if not same:
@@ -538,14 +576,15 @@ class Store:
             db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
         except sqlite3.Error:
             return {}
-        try:
-            for rel, digest in files.items():
-                row = db.execute(
-                    "SELECT run FROM outputs WHERE path = ? AND hash = ? ORDER BY run DESC LIMIT 1",
-                    (rel, digest),
-                ).fetchone()
-                if row:
-                    found[rel] = row[0]
+        try:  # in batches (a snapshot of 50k files is 100 queries, not 50k)
+            paths = list(files)
+            for start in range(0, len(paths), 500):
+                batch = paths[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows = db.execute(f"SELECT path, hash, run FROM outputs WHERE path IN ({marks})", batch)  # noqa: S608
+                for rel, digest, run in rows:
+                    if digest == files[rel] and run > found.get(rel, ""):
+                        found[rel] = run
         except sqlite3.Error:
             return {}
         finally:
@@ -583,7 +622,8 @@ class Store:
             if not record_path.is_file():
                 continue
             try:
-                _index_outputs_of(db, load_record(record_path.read_bytes()))
+                record = load_record(record_path.read_bytes())  # its code lists are not read
+                _index_outputs_of(db, hydrate(record, self._list_reader, only=("results.outputs",)))
             except (CapsuleInvalid, OSError):
                 continue
 
@@ -596,6 +636,23 @@ def replaced_blob(digest: str, path: Path) -> CapsuleInvalid:
         hint="the store was changed by hand or damaged; re-import the run's capsule, "
         "or `repro verify RUN` to check every blob",
     )
+
+
+def read_list_blob(blob_root: Path, digest: str) -> bytes | None:
+    """A file-list blob under ``blob_root`` (`capsule.read_list_file`): refused over
+    `limits.MAX_LIST_BYTES` before it is read, checked against its name; None when missing.
+
+    Raises:
+        CapsuleInvalid: too large, or bytes that do not match the name.
+    """
+    return read_list_file(blob_root / blob_member(digest), digest)
+
+
+def _content(record: Record) -> dict[str, Any]:
+    """A record's content, whichever way it keeps its file lists (inline or as blobs)."""
+    data = record.to_dict()
+    data.pop("lists", None)
+    return data
 
 
 def _read_checked(path: Path, digest: str) -> bytes | None:

@@ -202,14 +202,17 @@ def _code_lines(r: Record) -> list[tuple[str, str]]:
     if c.kind == "git":
         commit = (c.commit or "no commit")[:10]
         dirty = ""
-        untracked = len([e for e in c.untracked if e.path not in c.earlier_outputs])
+        if c.untracked or "code.untracked" not in r.lists:
+            untracked = len([e for e in c.untracked if e.path not in c.earlier_outputs])
+        else:  # the list was not read: the files earlier runs left are among the untracked
+            untracked = r.listed("code.untracked") - len(c.earlier_outputs)
         if c.dirty:
             dirty = f", dirty ({'patch, ' if c.patch else ''}{untracked} untracked)"
-        files = plural(len(c.files), "file")
+        files = plural(r.listed("code.files"), "file")
         lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {files}"
                       + (f", remote {c.remote}" if c.remote else "")))  # fmt: skip
     else:
-        lines.append(("code", f"snapshot of {plural(len(c.files), 'file')}"))
+        lines.append(("code", f"snapshot of {plural(r.listed('code.files'), 'file')}"))
     for path, run_id in list(c.earlier_outputs.items())[:5]:
         lines.append(("left by run", f"{path} (written by {run_id}; in the snapshot, not counted as code)"))
     if len(c.earlier_outputs) > 5:

@@ -413,10 +413,14 @@ SECRET_FILE_PATTERNS = (
 )  # fmt: skip
 
 
+_SECRET_FILE_RE = re.compile(
+    "|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS)
+)  # one match per name
+
+
 def is_secret_file(relpath: str) -> bool:
     """Whether a file looks like it holds credentials by its name alone."""
-    name = relpath.rsplit("/", 1)[-1].lower()
-    return any(fnmatch.fnmatchcase(name, p) for p in SECRET_FILE_PATTERNS)
+    return _SECRET_FILE_RE.match(relpath.rsplit("/", 1)[-1].lower()) is not None
 
 
 # A file holding a credential whatever its name: a key block with a body (not a parser's literal
