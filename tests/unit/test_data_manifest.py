@@ -40,7 +40,9 @@ def test_a_large_input_is_a_manifest_blob_and_replay_names_the_changed_file(
     record.data.inputs = [item]
     assert item.manifest in record.blobs()
     assert load_record(dump_record(record)).data.inputs[0].count == 40
-    assert len(dump_record(record)) < 2000  # the record holds a digest and a count, not 40 rows
+    bare = Record(id=record.id, created=record.created)
+    grown = len(dump_record(record)) - len(dump_record(bare))
+    assert grown < 400  # the record holds a digest and a count, not 40 rows
 
     read = lambda d: store.blob_path(d).read_bytes()  # noqa: E731
     assert not check_data([item], root, read_blob=read)
