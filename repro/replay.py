@@ -22,7 +22,7 @@ from repro import window as windows
 from repro.backends import registry
 from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
-from repro.compare import rootpath, trace
+from repro.compare import ops, rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.diff.metrics import metric_rows
@@ -37,6 +37,7 @@ from repro.facts.secrets import REDACTED, Redactor, redacted_options
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.runner import Prepared, build_spec, now_iso
+from repro.runtime import contract
 from repro.store import signing
 from repro.store.capsule import (
     IMAGE_MEMBER,
@@ -70,6 +71,8 @@ class ReplayRequest:
     network: bool = False  # the capsule's own `backend.network` is never obeyed
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
     env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
+    ops: int | None = None  # `--ops`: record the op stream of this many optimizer steps, and explain
+    ops_only: bool = False  # an execution for its op stream alone: it stops after those steps
 
 
 @dataclass
@@ -285,6 +288,11 @@ def run_replay(
     if code is not None:
         record.code = code
     world_changed = _fit_world_size(request, original, record, notes)
+    if request.ops:
+        record.determinism.env[contract.OPS_ENV] = str(request.ops)
+        if request.ops_only:
+            record.determinism.env[contract.OPS_STOP_ENV] = "1"
+            notes.append(f"recorded for its op stream: stopped after {request.ops} optimizer step(s)")
     run = _Execution(loaded, record, plan.settings, data_root, variables, notes, window)
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
@@ -300,7 +308,49 @@ def run_replay(
     trackers.report_verdict(
         [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
     )
+    if request.ops and not request.ops_only and verdict.status != "identical":
+        _first_op(request, store, plan, on_event, code, kind, loaded, record, verdict)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def _first_op(
+    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, code: CodeInfo | None,
+    kind: str, loaded: LoadedRun, record: Record, verdict: Verdict,
+) -> None:  # fmt: skip
+    """Explain a divergence by its first differing op: the replay's op stream against the
+    original's — recorded with the original when it was run with ``--ops``, else a fresh execution
+    of the original's command, stopped after the window (up to the first differing step of the
+    trace, else ``request.ops`` steps)."""
+    steps = request.ops or ops.DEFAULT_STEPS
+    if verdict.trace is not None and verdict.trace.kind == "value":
+        steps = min(steps, verdict.trace.step + 1)
+    theirs = ops.streams(loaded.record.results.logs, loaded.read_blob)
+    if theirs:
+        source = "the original's op stream"
+    else:
+        on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
+        again = dataclasses.replace(request, ops=steps, ops_only=True)
+        fresh = run_replay(again, store, plan, on_event, code=code, kind=kind).replay
+        theirs = ops.streams(fresh.results.logs, store.load_run(fresh.id).read_blob)
+        source = f"a fresh execution of the original's command ({fresh.id})"
+    ours = ops.streams(store.load_run(record.id).record.results.logs, store.load_run(record.id).read_blob)
+    verdict.ops_compared = True
+    window = {r: ops.within(rows, steps) for r, rows in theirs.items()}
+    found = ops.first_difference(window, {r: ops.within(rows, steps) for r, rows in ours.items()})
+    if found is not None:
+        verdict.reasons.append(ops.reason(found))
+        verdict.notes.append(
+            f"op streams compared over {steps} optimizer step(s): {source} against the replay's"
+        )
+    elif not theirs or not ours:
+        verdict.notes.append(
+            "--ops: no op stream was recorded (the script ran no torch op under the runtime)"
+        )
+    else:
+        verdict.notes.append(
+            f"--ops: the op streams of the first {steps} optimizer step(s) are identical ({source}); "
+            "the runs part later: raise --ops-steps"
+        )
 
 
 def _say(note: str, notes: list[str], on_event: OnEvent) -> None:

@@ -33,6 +33,7 @@ from repro.backends.base import (
 from repro.backends.buildlog import BuildLog
 from repro.collect import attribution, checkpoints, harvest, produced
 from repro.collect.reports import Reports, ledger, read_reports
+from repro.compare import ops as op_streams
 from repro.compare.trace import TRACE_LOG
 from repro.config import Plan, Settings
 from repro.errors import BuildError, NotFoundError, UsageError
@@ -342,6 +343,19 @@ def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLo
         on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
     return lock
+
+
+def _op_stream_files(runtime: Path) -> dict[str, str]:
+    """The op streams the runtime wrote under ``runtime``, by their name in ResultInfo.logs
+    (``ops`` for rank 0 or the single process, ``ops.rank<N>`` for the others)."""
+    found: dict[str, str] = {}
+    for rel in produced.files(runtime, contract.ranked(contract.OPS_FILE, "*")):
+        rank = rel.rsplit(".rank", 1)[1].split(".")[0]
+        if rank.isdigit():
+            found[op_streams.OPS_LOG if int(rank) == 0 else f"{op_streams.OPS_LOG}.rank{int(rank)}"] = rel
+    if op_streams.OPS_LOG not in found and produced.is_file(runtime, contract.OPS_FILE):
+        found[op_streams.OPS_LOG] = contract.OPS_FILE
+    return found
 
 
 def _capture_environment(
@@ -750,6 +764,8 @@ def _collect_logs(
     )
     if trace is not None:
         keep(TRACE_LOG, runtime, trace, "the step trace")
+    for name, rel in _op_stream_files(runtime).items():  # `--ops`: each process's op stream
+        keep(name, runtime, rel, "the op stream")
     metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))

@@ -12,6 +12,7 @@ import click
 
 from repro import bounds, ui
 from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
+from repro.compare.ops import DEFAULT_STEPS as DEFAULT_OPS_STEPS
 from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.store import signing
@@ -207,6 +208,36 @@ compare_stdout = click.option(
     help="Whether stdout counts in the verdict (default: yes, timings masked; also compare.stdout "
     "in repro.yaml, REPRO_COMPARE_STDOUT).",
 )
+
+
+def ops_options(f: F) -> F:
+    """``--ops`` and ``--ops-steps K``: explain a divergence by its first differing tensor op."""
+    f = click.option(
+        "--ops-steps",
+        type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
+        default=None,
+        metavar="K",
+        help="With --ops: optimizer steps the op streams cover (default: up to the first step the "
+        f"trace finds different, else {DEFAULT_OPS_STEPS}).",
+    )(f)
+    return click.option(
+        "--ops",
+        is_flag=True,
+        help="When the result diverges, re-execute with every tensor op fingerprinted and name the "
+        "first op whose output differs: aten op, module, file:line, forward/backward, step, rank, "
+        "and whether its inputs were identical.",
+    )(f)
+
+
+def ops_steps(ops: bool, steps: int | None) -> int | None:
+    """The steps ``--ops`` records, or None without it.
+
+    Raises:
+        UsageError: --ops-steps without --ops.
+    """
+    if steps is not None and not ops:
+        raise UsageError("--ops-steps sizes the op streams: give it with --ops")
+    return (steps or DEFAULT_OPS_STEPS) if ops else None
 
 
 def replay_options(f: F) -> F:

@@ -48,6 +48,7 @@ from repro.ui import verdict as render
     is_flag=True,
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
 )
+@options.ops_options
 @options.trust_options
 @options.json_option("Print the verdict as JSON (schemas/replay.json).")
 @options.markdown_option("the verdict")
@@ -74,6 +75,8 @@ def replay(
     trust: Trust | None,
     plot_path: Path | None,
     html_path: Path | None,
+    ops: bool,
+    ops_steps: int | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -107,6 +110,7 @@ def replay(
     \b
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
     repro replay RUN --plot curves.png --html report.html   both runs' curves, the first divergence marked
+    repro replay RUN --ops   a divergence explained by its first differing tensor op
     A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
     """
     if steps is not None and from_checkpoint is None:
@@ -116,6 +120,7 @@ def replay(
         ref=ref, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
         allow_world_size_change=allow_world_size_change, nproc_per_node=nproc_per_node,
         from_checkpoint=from_checkpoint, steps=steps, network=network, trust=trust, env=env,
+        ops=options.ops_steps(ops, ops_steps),
     )  # fmt: skip
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:

@@ -165,10 +165,19 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
         t = verdict.trace
         ok = paint("within tolerance", "green") if t.within_tolerance else paint("diverged", "red")
         lines += ["", f"{paint('Trace', 'bold')}  {ok}", _fit(f"  {describe_trace(t)}")]
+    lines += _ops_text(verdict, paint)
     if verdict.notes:
         lines += ["", paint("Notes", "bold")]
         lines += [_fit(f"  • {n}") for n in verdict.notes]
     return "\n".join(printable(line) for line in lines)
+
+
+def _ops_text(v: Verdict, paint: Any) -> list[str]:
+    """After a strict divergence, the hint to look for the first differing op (``--ops`` names it
+    among the reasons, code ``op_differs``)."""
+    if v.status == "diverged" and v.mode == "strict" and not v.ops_compared:
+        return ["", paint("Next", "bold"), "  re-run with --ops to find the first differing operation"]
+    return []
 
 
 def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:

@@ -1,0 +1,66 @@
+"""An MLP of residual blocks trained on synthetic data: argparse, the thread count from an
+environment variable, a block that can add a value drawn from OS entropy, a checkpoints folder
+and the model saved into the working directory."""
+
+import argparse
+import os
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width, noisy):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.noisy = noisy
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        if self.noisy:
+            h = h + 1e-7 * int.from_bytes(os.urandom(2), "little")  # a tiny entropy-derived value
+        return x + h
+
+
+class MLP(nn.Module):
+    def __init__(self, width, depth, noisy_block):
+        super().__init__()
+        self.embed = nn.Linear(32, width)
+        self.blocks = nn.ModuleList(Block(width, i == noisy_block) for i in range(depth))
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def main():
+    parser = argparse.ArgumentParser(description="residual MLP")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--noisy-block", type=int, default=-1)
+    parser.add_argument("--save", default="model.pt")
+    args = parser.parse_args()
+    torch.set_num_threads(int(os.environ.get("TRAIN_THREADS", "1")))
+    torch.manual_seed(1234)
+    model = MLP(args.width, 4, args.noisy_block)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    data = torch.randn(args.batch_size * 8, 32)
+    labels = torch.randint(0, 4, (len(data),))
+    os.makedirs("checkpoints", exist_ok=True)
+    for step in range(args.steps):
+        i = torch.randint(0, len(data), (args.batch_size,))
+        loss = nn.functional.cross_entropy(model(data[i]), labels[i])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(f"step {step} loss {loss.item():.6f}")
+    torch.save({"model": model.state_dict(), "step": args.steps}, "checkpoints/last.pt")
+    torch.save(model.state_dict(), args.save)
+
+
+if __name__ == "__main__":
+    main()
