@@ -308,7 +308,8 @@ def run_replay(
     trackers.report_verdict(
         [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
     )
-    if request.ops and not request.ops_only and verdict.status != "identical":
+    recorded = ops.streams(original.results.logs, loaded.read_blob)  # the original ran with --ops
+    if (request.ops or recorded) and not request.ops_only and verdict.status != "identical":
         _first_op(request, store, plan, on_event, code, kind, loaded, record, verdict)
     return ReplayOutcome(original, record, verdict, drift, notes)
 
@@ -321,36 +322,20 @@ def _first_op(
     original's — recorded with the original when it was run with ``--ops``, else a fresh execution
     of the original's command, stopped after the window (up to the first differing step of the
     trace, else ``request.ops`` steps)."""
-    steps = request.ops or ops.DEFAULT_STEPS
+    recorded = loaded.record.determinism.env.get(contract.OPS_ENV, "")
+    steps = request.ops or (int(recorded) if recorded.isdigit() else contract.DEFAULT_OPS_STEPS)
     if verdict.trace is not None and verdict.trace.kind == "value":
         steps = min(steps, verdict.trace.step + 1)
     theirs = ops.streams(loaded.record.results.logs, loaded.read_blob)
-    if theirs:
-        source = "the original's op stream"
-    else:
+    source = "the original's"
+    if not theirs:
         on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
         again = dataclasses.replace(request, ops=steps, ops_only=True)
-        fresh = run_replay(again, store, plan, on_event, code=code, kind=kind).replay
-        theirs = ops.streams(fresh.results.logs, store.load_run(fresh.id).read_blob)
-        source = f"a fresh execution of the original's command ({fresh.id})"
-    ours = ops.streams(store.load_run(record.id).record.results.logs, store.load_run(record.id).read_blob)
-    verdict.ops_compared = True
-    window = {r: ops.within(rows, steps) for r, rows in theirs.items()}
-    found = ops.first_difference(window, {r: ops.within(rows, steps) for r, rows in ours.items()})
-    if found is not None:
-        verdict.reasons.append(ops.reason(found))
-        verdict.notes.append(
-            f"op streams compared over {steps} optimizer step(s): {source} against the replay's"
-        )
-    elif not theirs or not ours:
-        verdict.notes.append(
-            "--ops: no op stream was recorded (the script ran no torch op under the runtime)"
-        )
-    else:
-        verdict.notes.append(
-            f"--ops: the op streams of the first {steps} optimizer step(s) are identical ({source}); "
-            "the runs part later: raise --ops-steps"
-        )
+        fresh = store.load_run(run_replay(again, store, plan, on_event, code=code, kind=kind).replay.id)
+        theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
+        source = f"a fresh execution of the original's command ({fresh.record.id})"
+    replayed = store.load_run(record.id)
+    ops.explain(verdict, theirs, ops.streams(replayed.record.results.logs, replayed.read_blob), steps, source)
 
 
 def _say(note: str, notes: list[str], on_event: OnEvent) -> None:

@@ -373,6 +373,8 @@ def _capture_environment(
     if settings.trace:
         record.determinism.env[contract.TRACE_ENV] = "1"  # kept with the mode, so a replay traces too
         record.determinism.env[contract.KEEP_CHECKPOINTS_ENV] = str(settings.max_checkpoint_bytes)
+    if settings.ops:  # kept with the mode, so a replay records the op stream too
+        record.determinism.env[contract.OPS_ENV] = str(settings.ops_steps)
     record.backend = BackendInfo(
         name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )

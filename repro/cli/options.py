@@ -12,9 +12,9 @@ import click
 
 from repro import bounds, ui
 from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
-from repro.compare.ops import DEFAULT_STEPS as DEFAULT_OPS_STEPS
 from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
+from repro.runtime import contract
 from repro.store import signing
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,6 +75,25 @@ def json_option(help_text: str) -> Callable[[F], F]:
 
 
 # The execution options of `run` and `check`, in the order `--help` lists them.
+_OPS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--ops/--no-ops",
+        default=None,
+        help="Fingerprint every tensor op's output and inputs over the first optimizer steps, so a "
+        "divergence names its first differing op: aten op, module, file:line, forward/backward, step, "
+        "rank, and whether its inputs were identical (replay: re-executes the original for it when "
+        "its record has none).",
+    ),
+    click.option(
+        "--ops-steps",
+        type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
+        default=None,
+        metavar="K",
+        help=f"Optimizer steps --ops covers (default {contract.DEFAULT_OPS_STEPS}; a replay stops at "
+        "the first step the trace finds different).",
+    ),
+]
+
 _EXECUTION: list[Callable[[Any], Any]] = [
     backend_option("Where to execute (auto: docker when an engine answers, else local)."),
     click.option(
@@ -144,6 +163,7 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         help="Record each parameter's fingerprint after every optimizer step, so a replay "
         "names the first step and parameter that diverged.",
     ),
+    *_OPS,
     click.option(
         "--allow-nondeterministic-ops/--no-allow-nondeterministic-ops",
         default=None,
@@ -211,33 +231,10 @@ compare_stdout = click.option(
 
 
 def ops_options(f: F) -> F:
-    """``--ops`` and ``--ops-steps K``: explain a divergence by its first differing tensor op."""
-    f = click.option(
-        "--ops-steps",
-        type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
-        default=None,
-        metavar="K",
-        help="With --ops: optimizer steps the op streams cover (default: up to the first step the "
-        f"trace finds different, else {DEFAULT_OPS_STEPS}).",
-    )(f)
-    return click.option(
-        "--ops",
-        is_flag=True,
-        help="When the result diverges, re-execute with every tensor op fingerprinted and name the "
-        "first op whose output differs: aten op, module, file:line, forward/backward, step, rank, "
-        "and whether its inputs were identical.",
-    )(f)
-
-
-def ops_steps(ops: bool, steps: int | None) -> int | None:
-    """The steps ``--ops`` records, or None without it.
-
-    Raises:
-        UsageError: --ops-steps without --ops.
-    """
-    if steps is not None and not ops:
-        raise UsageError("--ops-steps sizes the op streams: give it with --ops")
-    return (steps or DEFAULT_OPS_STEPS) if ops else None
+    """``--ops`` and ``--ops-steps K`` for replay (run and check have them among the execution options)."""
+    for option in reversed(_OPS):
+        f = option(f)
+    return f
 
 
 def replay_options(f: F) -> F:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -75,7 +76,7 @@ def replay(
     trust: Trust | None,
     plot_path: Path | None,
     html_path: Path | None,
-    ops: bool,
+    ops: bool | None,
     ops_steps: int | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
@@ -120,12 +121,15 @@ def replay(
         ref=ref, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
         allow_world_size_change=allow_world_size_change, nproc_per_node=nproc_per_node,
         from_checkpoint=from_checkpoint, steps=steps, network=network, trust=trust, env=env,
-        ops=options.ops_steps(ops, ops_steps),
     )  # fmt: skip
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:
         with sigterm_interrupts():
-            plan = app.plan(Flags(backend=backend, compare_stdout=compare_stdout))
+            plan = app.plan(
+                Flags(backend=backend, compare_stdout=compare_stdout, ops=ops, ops_steps=ops_steps)
+            )
+            if plan.settings.ops:
+                request = dataclasses.replace(request, ops=plan.settings.ops_steps)
             outcome = run_replay(request, app.store, plan, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.compare.reasons import OP_DIFFERS, Reason
+from repro.compare.verdict import Verdict
 from repro.runtime import contract
 
-DEFAULT_STEPS = 2  # optimizer steps an op stream covers when neither --ops-steps nor the trace says
 OPS_LOG = "ops"  # the name of rank 0's (or the single process's) op stream in ResultInfo.logs
 
 
@@ -44,7 +44,7 @@ class OpDifference:
         """The size of the difference, in words."""
         if self.max_abs is not None:
             return f"max abs diff {self.max_abs:.3g}"
-        if self.sum_delta is not None:
+        if self.sum_delta:
             return f"hash differs (sums differ by {self.sum_delta:.3g})"
         return "hash differs"
 
@@ -166,3 +166,31 @@ def streams(logs: dict[str, str], read: Callable[[str], bytes | None]) -> dict[i
         raw = read(blob) or b""
         found[rank] = parse(raw.decode("utf-8", "replace"))
     return found
+
+
+def explain(
+    verdict: Verdict,
+    original: dict[int, list[dict[str, Any]]],
+    replay: dict[int, list[dict[str, Any]]],
+    steps: int,
+    source: str,
+    other: str = "the replay's",
+) -> None:
+    """Add to a divergent verdict its first differing op over the first ``steps`` optimizer steps
+    (a reason ``op_differs``), or a note saying why there is none. ``source`` names where the
+    original's stream came from."""
+    verdict.ops_compared = True
+    found = first_difference(
+        {r: within(rows, steps) for r, rows in original.items()},
+        {r: within(rows, steps) for r, rows in replay.items()},
+    )
+    if found is not None:
+        verdict.reasons.append(reason(found))
+        verdict.notes.append(f"op streams compared over {steps} optimizer step(s): {source} and {other}")
+    elif not original or not replay:
+        verdict.notes.append("--ops: no op stream was recorded (no torch op ran under the runtime)")
+    else:
+        verdict.notes.append(
+            f"--ops: the op streams of the first {steps} optimizer step(s) are identical ({source} and "
+            f"{other}): the runs part later; raise --ops-steps"
+        )

@@ -39,6 +39,7 @@ INTERRUPT_AT_STEP_ENV = "REPRO_INTERRUPT_AT_STEP"  # N: kill rank 0's process gr
 STOP_AFTER_STEPS_ENV = "REPRO_STOP_AFTER_STEPS"  # K: end each process K steps after its restore
 OPS_ENV = "REPRO_OPS"  # K: record the op stream of the first K optimizer steps (ops.jsonl)
 OPS_STOP_ENV = "REPRO_OPS_STOP"  # "1": end the process once those K steps are recorded
+DEFAULT_OPS_STEPS = 2  # K when neither --ops-steps nor ops_steps in repro.yaml says
 
 # --------------------------------------------------------------------------- files in the runtime dir
 

@@ -1,6 +1,6 @@
-"""An MLP of residual blocks trained on synthetic data: argparse, the thread count from an
-environment variable, a block that can add a value drawn from OS entropy, a checkpoints folder
-and the model saved into the working directory."""
+"""A convolutional stem and an MLP of residual blocks trained on synthetic images: argparse,
+the thread count from an environment variable, a block that can add a value drawn from OS
+entropy, a checkpoints folder and the model saved into the working directory."""
 
 import argparse
 import os
@@ -25,12 +25,15 @@ class Block(nn.Module):
 class MLP(nn.Module):
     def __init__(self, width, depth, noisy_block):
         super().__init__()
-        self.embed = nn.Linear(32, width)
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten()
+        )
+        self.embed = nn.Linear(8 * 4 * 4, width)
         self.blocks = nn.ModuleList(Block(width, i == noisy_block) for i in range(depth))
         self.head = nn.Linear(width, 4)
 
     def forward(self, x):
-        x = self.embed(x)
+        x = self.embed(self.stem(x))
         for block in self.blocks:
             x = block(x)
         return self.head(x)
@@ -39,8 +42,8 @@ class MLP(nn.Module):
 def main():
     parser = argparse.ArgumentParser(description="residual MLP")
     parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--noisy-block", type=int, default=-1)
     parser.add_argument("--save", default="model.pt")
     args = parser.parse_args()
@@ -48,7 +51,7 @@ def main():
     torch.manual_seed(1234)
     model = MLP(args.width, 4, args.noisy_block)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    data = torch.randn(args.batch_size * 8, 32)
+    data = torch.randn(args.batch_size * 8, 1, 24, 24)
     labels = torch.randint(0, 4, (len(data),))
     os.makedirs("checkpoints", exist_ok=True)
     for step in range(args.steps):
