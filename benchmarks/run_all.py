@@ -2,7 +2,7 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads; the
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads, ops; the
                                               # other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
@@ -25,6 +25,7 @@ import bench_dataloader_reads  # noqa: E402
 import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
+import bench_ops  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
 import bench_strict_threads  # noqa: E402
@@ -38,6 +39,7 @@ SUITES = {
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
     "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
     "reads": ("A DataLoader reading thousands of small declared files", bench_dataloader_reads.run, 3),
+    "ops": ("`repro replay --ops` against the plain replay of the same run", bench_ops.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -154,6 +156,7 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_SMALL_N", "5000")
         os.environ.setdefault("REPRO_BENCH_REPEATS", "2")
         os.environ.setdefault("REPRO_BENCH_THREADS_STEPS", "10")
+        os.environ.setdefault("REPRO_BENCH_OPS_STEPS", "20")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []
