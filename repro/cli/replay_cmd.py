@@ -12,7 +12,7 @@ from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
-from repro.config import Flags
+from repro.config import Flags, Plan
 from repro.errors import Interrupted, UsageError
 from repro.replay import ReplayOutcome, ReplayRequest, run_replay
 from repro.store.signing import Trust
@@ -125,11 +125,8 @@ def replay(
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:
         with sigterm_interrupts():
-            plan = app.plan(
-                Flags(backend=backend, compare_stdout=compare_stdout, ops=ops, ops_steps=ops_steps)
-            )
-            if plan.settings.ops:
-                request = dataclasses.replace(request, ops=plan.settings.ops_steps)
+            flags = Flags(backend=backend, compare_stdout=compare_stdout, ops=ops, ops_steps=ops_steps)
+            plan, request = _planned(app, request, flags)
             outcome = run_replay(request, app.store, plan, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
@@ -139,6 +136,12 @@ def replay(
     code = int(outcome.verdict.exit_code)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _planned(app: AppContext, request: ReplayRequest, flags: Flags) -> tuple[Plan, ReplayRequest]:
+    """The plan, and the request with the op stream it asks for (``--ops``, ``ops:`` in repro.yaml)."""
+    plan = app.plan(flags)
+    return plan, dataclasses.replace(request, ops=plan.settings.ops_steps if plan.settings.ops else None)
 
 
 def _report(outcome: ReplayOutcome, markdown: str | None, as_json: bool) -> None:
