@@ -75,6 +75,7 @@ def install(torch: ModuleType) -> None:
         nn_module.register_module_forward_hook(_leave_module),
     ]
     importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(_after_step)
+    _state["pytree"] = importlib.import_module("torch.utils._pytree")
     _state["mode"] = _mode_class(torch)()
     _state["mode"].__enter__()
     atexit.register(_finish)
@@ -121,8 +122,8 @@ def _record(func: Any, outs: list[Any], ins: list[Any], node: Any) -> None:
             row["sum"] = float(x.double().sum()) if x.numel() else 0.0
             if x.numel() <= KEEP_VALUES:
                 row["values"] = [float(v) for v in x.double().flatten().tolist()]
-    if any(isinstance(d, _Pending) for d in (*row["out"], *row["in"])):
-        _state["pending"].append(row)
+    if _state["pending"] or any(isinstance(d, _Pending) for d in (*row["out"], *row["in"])):
+        _state["pending"].append(row)  # behind a row still waiting for its device digests: in order
     else:
         _write(row)
 
@@ -165,7 +166,8 @@ def _device_words(torch: ModuleType, x: Any) -> Any:
             flat = torch.view_as_real(flat).reshape(-1)
         bits = flat.view(getattr(torch, _INT_OF_SIZE[flat.element_size()])).to(torch.int64)
         position = torch.arange(bits.numel(), device=bits.device, dtype=torch.int64) * 2654435761 + 1
-        shape = hash((str(x.dtype), tuple(x.shape))) & 0x7FFFFFFF
+        described = f"{x.dtype}{tuple(x.shape)}".encode()
+        shape = int.from_bytes(hashlib.blake2b(described, digest_size=4).digest(), "little")
         return torch.stack([bits.sum() + shape, (bits * position).sum()])
 
 
@@ -252,10 +254,7 @@ def _leave_module(module: Any, args: Any, output: Any) -> None:
     if _state["mode"] is None or not _state["modules"]:
         return
     path = _state["modules"].pop()
-    torch = _state["torch"]
-    import importlib
-
-    pytree = importlib.import_module("torch.utils._pytree")
+    torch, pytree = _state["torch"], _state["pytree"]
     todo = [t.grad_fn for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn]
     seen = 0
     while todo and seen < 100_000:  # the autograd nodes this module's forward made, not yet named

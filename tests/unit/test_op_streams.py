@@ -216,3 +216,24 @@ def test_the_recorder_can_end_the_process_after_its_window(tmp_path: Path) -> No
     proc, rows = _record(tmp_path, {contract.OPS_ENV: "1", contract.OPS_STOP_ENV: "1"})
     assert proc.returncode == 0 and "done" not in proc.stdout
     assert rows and {r["step"] for r in rows} == {0}
+
+
+def test_the_device_digest_changes_with_any_bit_and_only_then() -> None:
+    import torch
+
+    from repro.runtime import ops as recorder
+
+    def words(x: torch.Tensor) -> list[int]:
+        got: list[int] = recorder._device_words(torch, x).tolist()
+        return got
+
+    x = torch.linspace(-1, 1, 1000)
+    nudged = x.clone()
+    nudged[500] = torch.nextafter(nudged[500], torch.tensor(2.0))
+    assert words(x) == words(x.clone()) and words(x) != words(nudged)
+    assert words(x) != words(x.reshape(10, 100))  # the shape counts
+    swapped = x.clone()
+    swapped[[1, 2]] = swapped[[2, 1]]
+    assert words(x) != words(swapped)  # so does the order of the elements
+    for t in (x.bfloat16(), x > 0, (x * 100).long(), torch.zeros(0)):
+        assert words(t) == words(t.clone())
