@@ -156,7 +156,7 @@ def run(repeats: int = 3, steps: int | None = None) -> list[Row]:
         for case, noisy in cases:
             log(f"{case}: {repeats} interleaved pairs")
             plain, ops = _case(repro, proj, steps, repeats, noisy)
-            note = (
+            note = f"medians of {repeats} interleaved pairs (shown in the best columns); " + (
                 "records the first 2 steps' op stream in the replay"
                 if not noisy
                 else "also re-executes the original for 2 steps and compares the op streams"

@@ -305,23 +305,26 @@ def run_replay(
         record.warn("replay_condition", note)
     record.verification = verification(verdict, original.id)
     store.seal(record, run.run_dir)
-    trackers.report_verdict(
-        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
-    )
+    if not request.ops_only:  # an execution cut short for its op stream has no verdict to report
+        trackers.report_verdict(
+            [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)),
+            loaded.foreign,
+        )  # fmt: skip
     recorded = ops.streams(original.results.logs, loaded.read_blob)  # the original ran with --ops
     if (request.ops or recorded) and not request.ops_only and verdict.status != "identical":
-        _first_op(request, store, plan, on_event, code, kind, loaded, record, verdict)
+        _first_op(request, store, plan, on_event, kind, loaded, record, verdict)
     return ReplayOutcome(original, record, verdict, drift, notes)
 
 
 def _first_op(
-    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, code: CodeInfo | None,
-    kind: str, loaded: LoadedRun, record: Record, verdict: Verdict,
+    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, kind: str, loaded: LoadedRun,
+    record: Record, verdict: Verdict,
 ) -> None:  # fmt: skip
     """Explain a divergence by its first differing op: the replay's op stream against the
     original's — recorded with the original when it was run with ``--ops``, else a fresh execution
-    of the original's command, stopped after the window (up to the first differing step of the
-    trace, else ``request.ops`` steps)."""
+    of the original's command with its recorded code (`check --against` replays other code),
+    stopped after the window (up to the first differing step of the trace, else ``request.ops``
+    steps)."""
     recorded = loaded.record.determinism.env.get(contract.OPS_ENV, "")
     steps = request.ops or (int(recorded) if recorded.isdigit() else contract.DEFAULT_OPS_STEPS)
     if verdict.trace is not None and verdict.trace.kind == "value":
@@ -331,7 +334,7 @@ def _first_op(
     if not theirs:
         on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
         again = dataclasses.replace(request, ops=steps, ops_only=True)
-        fresh = store.load_run(run_replay(again, store, plan, on_event, code=code, kind=kind).replay.id)
+        fresh = store.load_run(run_replay(again, store, plan, on_event, kind=kind).replay.id)  # its own code
         theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
         source = f"a fresh execution of the original's command ({fresh.record.id})"
     replayed = store.load_run(record.id)
