@@ -333,7 +333,7 @@ def _first_op(
     source = "the original's"
     if not theirs:
         on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
-        again = dataclasses.replace(request, ops=steps, ops_only=True)
+        again = dataclasses.replace(request, ref=loaded.record.id, ops=steps, ops_only=True)
         fresh = store.load_run(run_replay(again, store, plan, on_event, kind=kind).replay.id)  # its own code
         theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
         source = f"a fresh execution of the original's command ({fresh.record.id})"

@@ -42,7 +42,7 @@ class OpDifference:
     @property
     def size(self) -> str:
         """The size of the difference, in words."""
-        if self.max_abs is not None:
+        if self.max_abs:  # 0: equal values in other bits (a signed zero, a NaN's payload)
             return f"max abs diff {self.max_abs:.3g}"
         if self.sum_delta:
             return f"hash differs (sums differ by {self.sum_delta:.3g})"
@@ -148,7 +148,7 @@ def reason(d: OpDifference) -> Reason:
         fields={
             "kind": d.kind, "op": d.op, "module": d.module, "where": d.where, "phase": d.phase,
             "node": d.node, "step": d.step, "rank": d.rank, "index": d.index, "inputs_same": d.inputs_same,
-            "max_abs": d.max_abs, "replay_op": d.replay_op,
+            "max_abs": d.max_abs, "size": d.size, "replay_op": d.replay_op,
         },
     )  # fmt: skip
 

@@ -18,7 +18,7 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 - ``log_differs`` — stdout differs beyond timings (fields: line, original, replay);
 - ``op_differs`` — with ``--ops``: the first tensor op whose output differs between the two
   op streams, and whether its inputs were identical (fields: kind, op, module, where, phase,
-  node, step, rank, index, inputs_same, max_abs, replay_op).
+  node, step, rank, index, inputs_same, max_abs, size, replay_op).
 """
 
 from __future__ import annotations

@@ -54,6 +54,10 @@ def test_an_entropy_derived_value_in_block_2_is_named_with_its_line_and_step(mlp
     assert any("a fresh execution of the original's command" in n for n in verdict["notes"])
     rows = json.loads(mlp.repro("ls", "--json").out)["runs"]
     assert len(rows) == 4  # the run, the plain replay, the fresh execution for its op stream, the replay
+    original = next(row["id"] for row in rows if row["kind"] == "run")
+    assert all(row["parent"] == original for row in rows if row["kind"] == "replay")  # never a replay's
+    text = mlp.repro("replay", original, "--ops").out
+    assert "First differing op" in text and "inputs identical: the op itself is nondeterministic" in text
 
 
 def test_one_thread_replayed_at_two_names_the_first_op_whose_output_differs(mlp: Project) -> None:

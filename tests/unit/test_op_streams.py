@@ -126,6 +126,10 @@ def test_explain_adds_the_reason_code_or_says_why_there_is_none() -> None:
     assert (fields["op"], fields["module"], fields["inputs_same"], fields["step"]) == (
         "aten::add.Tensor", "blocks.2", True, 0,
     )  # fmt: skip
+    text = render_text(v, colour=False)
+    assert "First differing op\n  aten::add.Tensor (#2), forward, in blocks.2\n  at train.py:21" in text
+    assert "max abs diff" not in text and "hash differs" in text and "inputs identical" in text
+    assert "re-run with --ops" not in text
     same = Verdict(status="diverged", mode="strict")
     ops.explain(same, {0: STREAM}, {0: STREAM}, 2, "the original's")
     assert not same.reasons and "raise --ops-steps" in same.notes[0]
