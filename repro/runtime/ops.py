@@ -15,6 +15,8 @@ Standard library only (torch is handed in). With ``REPRO_OPS=K`` the runtime ent
 - ``where``: the first frame of the user's code on the stack (``repro.runtime.seeding.user_frame``).
 - ``step``: optimizer steps completed before the op (the trace's numbering). After K steps the
   mode is left and the file closed; with ``REPRO_OPS_STOP=1`` the process then ends (exit 0).
+- Left out: ops of other threads (a pin-memory thread) except the autograd engine's, the ops a
+  DataLoader runs to hand over a batch (with workers, their count depends on timing), ``set_``.
 
 CPU tensors are hashed from their bytes (BLAKE2b). CUDA tensors are reduced on the device to two
 int64 words (a wrapping sum of the raw bits and of the bits times their position: integer sums
@@ -31,6 +33,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -63,8 +66,8 @@ def install(torch: ModuleType) -> None:
     rank = int(rank_text) if rank_text.lstrip("-").isdigit() else -1
     path = Path(directory) / contract.ranked(contract.OPS_FILE, rank)
     _state.update(
-        torch=torch, steps=steps, path=path, pid=os.getpid(), step=0, index=0, rows=[], pending=[],
-        written=0, modules=[], names={}, mode=None,
+        torch=torch, steps=steps, path=path, pid=os.getpid(), thread=threading.get_ident(), step=0,
+        index=0, rows=[], pending=[], written=0, modules=[], names={}, mode=None, loader=0,
     )  # fmt: skip
     import atexit
     import importlib
@@ -75,6 +78,9 @@ def install(torch: ModuleType) -> None:
         nn_module.register_module_forward_hook(_leave_module),
     ]
     importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(_after_step)
+    loader = importlib.import_module("torch.utils.data.dataloader")
+    _outside_stream(loader.DataLoader, "__iter__")
+    _outside_stream(loader._BaseDataLoaderIter, "__next__")
     _state["pytree"] = importlib.import_module("torch.utils._pytree")
     _state["mode"] = _mode_class(torch)()
     _state["mode"].__enter__()
@@ -92,11 +98,38 @@ def _mode_class(torch: ModuleType) -> Any:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            if os.getpid() == _state["pid"] and _state["mode"] is not None:
-                _record(func, pytree.tree_leaves(out), pytree.tree_leaves((args, kwargs)), current_node())
+            if os.getpid() != _state["pid"] or _state["mode"] is None or _skipped(func):
+                return out
+            node = current_node()
+            if node is not None or (threading.get_ident() == _state["thread"] and not _state["loader"]):
+                _record(func, pytree.tree_leaves(out), pytree.tree_leaves((args, kwargs)), node)
             return out
 
     return Recorder
+
+
+def _outside_stream(owner: Any, attr: str) -> None:
+    """Leave out the ops a DataLoader runs to hand over a batch: with workers, how many batches
+    have arrived (each rebuilt as it comes) depends on timing. The batch itself is seen where the
+    script uses it (the inputs of the ops it feeds)."""
+    original = getattr(owner, attr)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        _state["loader"] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _state["loader"] -= 1
+
+    wrapped.__wrapped__ = original  # type: ignore[attr-defined]
+    wrapped.__doc__ = original.__doc__
+    setattr(owner, attr, wrapped)
+
+
+def _skipped(func: Any) -> bool:
+    """Ops that only point a tensor at memory another process filled (a DataLoader worker's batch,
+    rebuilt when it arrives, in arrival order): what they hold is seen where it is used."""
+    return str(getattr(func, "__name__", "")).split(".")[0] == "set_"
 
 
 def _record(func: Any, outs: list[Any], ins: list[Any], node: Any) -> None:

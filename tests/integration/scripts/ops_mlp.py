@@ -1,12 +1,13 @@
 """A convolutional stem and an MLP of residual blocks trained on synthetic images: argparse,
 the thread count from an environment variable, a block that can add a value drawn from OS
-entropy, a checkpoints folder and the model saved into the working directory."""
+entropy, DataLoader workers, a checkpoints folder and the model saved into the working directory."""
 
 import argparse
 import os
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 class Block(nn.Module):
@@ -45,6 +46,7 @@ def main():
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--noisy-block", type=int, default=-1)
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--save", default="model.pt")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("TRAIN_THREADS", "1")))
@@ -53,14 +55,20 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     data = torch.randn(args.batch_size * 8, 1, 24, 24)
     labels = torch.randint(0, 4, (len(data),))
+    loader = DataLoader(TensorDataset(data, labels), batch_size=args.batch_size, shuffle=True,
+                        num_workers=args.workers)  # fmt: skip
     os.makedirs("checkpoints", exist_ok=True)
-    for step in range(args.steps):
-        i = torch.randint(0, len(data), (args.batch_size,))
-        loss = nn.functional.cross_entropy(model(data[i]), labels[i])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        print(f"step {step} loss {loss.item():.6f}")
+    step = 0
+    while step < args.steps:
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            print(f"step {step} loss {loss.item():.6f}")
+            step += 1
+            if step == args.steps:
+                break
     torch.save({"model": model.state_dict(), "step": args.steps}, "checkpoints/last.pt")
     torch.save(model.state_dict(), args.save)
 
