@@ -102,7 +102,10 @@ def _mode_class(torch: ModuleType) -> Any:
                 return out
             node = current_node()
             if node is not None or (threading.get_ident() == _state["thread"] and not _state["loader"]):
-                _record(func, pytree.tree_leaves(out), pytree.tree_leaves((args, kwargs)), node)
+                try:
+                    _record(func, pytree.tree_leaves(out), pytree.tree_leaves((args, kwargs)), node)
+                except Exception as e:  # the script must run on: the stream ends here, saying why
+                    _give_up(e)
             return out
 
     return Recorder
@@ -257,6 +260,14 @@ def _flush() -> None:
         _stop()
 
 
+def _give_up(error: Exception) -> None:
+    """End the stream with a ``truncated`` row naming the error, and record nothing more."""
+    _state["rows"].append(json.dumps({"truncated": True, "step": _state["step"], "error": repr(error)[:300]}))
+    _state["pending"] = []
+    _stop()
+    _flush()
+
+
 def _stop() -> None:
     """Leave the dispatch mode and drop the module hooks: nothing more is recorded."""
     mode, _state["mode"] = _state.get("mode"), None
@@ -286,6 +297,14 @@ def _enter_module(module: Any, args: Any) -> None:
 def _leave_module(module: Any, args: Any, output: Any) -> None:
     if _state["mode"] is None or not _state["modules"]:
         return
+    try:
+        _name_nodes(output)
+    except Exception as e:
+        _give_up(e)
+
+
+def _name_nodes(output: Any) -> None:
+    """Name the autograd nodes a module's forward made after it (its backward ops are its)."""
     path = _state["modules"].pop()
     torch, pytree = _state["torch"], _state["pytree"]
     todo = [t.grad_fn for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor) and t.grad_fn]
