@@ -3,7 +3,7 @@
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
     python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
-                                              # ls, project; the other suites' sections of
+                                              # ls, project, ops; the other suites' sections of
                                               # RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_OUTPUTS (5000),
@@ -30,6 +30,7 @@ import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_ls_noindex  # noqa: E402
+import bench_ops  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
 import bench_strict_threads  # noqa: E402
@@ -45,6 +46,7 @@ SUITES = {
     "reads": ("A DataLoader reading thousands of small declared files", bench_dataloader_reads.run, 3),
     "ls": ("`repro ls` with its index gone: 100 runs of 20k untracked files", bench_ls_noindex.run, 3),
     "project": ("A project of 50k files outside git: `repro run` and `repro show`", bench_big_project.run, 3),
+    "ops": ("`repro replay --ops` against the plain replay of the same run", bench_ops.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -164,6 +166,7 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_LS_RUNS", "10")
         os.environ.setdefault("REPRO_BENCH_LS_FILES", "2000")
         os.environ.setdefault("REPRO_BENCH_PROJECT_FILES", "3000")
+        os.environ.setdefault("REPRO_BENCH_OPS_STEPS", "20")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []

@@ -25,6 +25,7 @@ from typing import Any
 
 from repro import interrupt, runner, start
 from repro.backends.base import Event, OnEvent
+from repro.compare import ops
 from repro.compare import reasons as codes
 from repro.compare.verdict import (
     REPRODUCED,
@@ -145,6 +146,7 @@ def run_check(
     options = CompareOptions.from_settings(plan.settings)
     where = start.Start.from_settings(plan.settings)  # chosen by run 1, kept for the others
     first: Side | None = None
+    first_ops: dict[int, list[dict[str, Any]]] = {}
 
     def judge(run: LoadedRun) -> None:
         """Compare a later run with run 1 before it is sealed, so its record carries the verdict."""
@@ -152,6 +154,9 @@ def run_check(
             return
         mode = verifiable_mode(result.records[0].determinism, run.record.determinism)
         verdict = compare_runs(first, side(run), mode, tolerance(mode, atol, rtol), options)
+        if plan.settings.ops and verdict.status != "identical":  # --ops: the first differing op
+            ours = ops.streams(run.record.results.logs, run.read_blob)
+            ops.explain(verdict, first_ops, ours, plan.settings.ops_steps, "run 1's", "this run's")
         run.record.verification = verification(verdict, result.records[0].id)
         result.verdicts.append(verdict)
 
@@ -173,7 +178,8 @@ def run_check(
         if result.failed is not None:
             return result
         if first is None:
-            first = side(store.load_run(record.id))
+            loaded = store.load_run(record.id)
+            first, first_ops = side(loaded), ops.streams(record.results.logs, loaded.read_blob)
     trackers.report_verdict(result.records, result.status, store.root, lambda s: on_event(Event("info", s)))
     return result
 
@@ -414,6 +420,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         ReplayRequest(
             ref=original.id, data_root=request.data_root, allow_data_drift=request.allow_data_drift,
             atol=request.atol, rtol=request.rtol, env=request.env,
+            ops=plan.settings.ops_steps if plan.settings.ops else None,
         ),
         store, plan, on_event, code=current.info, kind=KIND,
     )  # fmt: skip

@@ -52,6 +52,8 @@ class Settings:
     requirements: str | None = None  # the file the lockfile is compiled from
     network: bool = False
     trace: bool = False  # record a per-step fingerprint of every parameter
+    ops: bool = False  # record every tensor op's fingerprint over the first steps (repro.runtime.ops)
+    ops_steps: int = contract.DEFAULT_OPS_STEPS  # … over this many optimizer steps
     allow_nondeterministic_ops: bool = False  # strict/gpu: such ops warn (and are counted), not fail
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
@@ -100,6 +102,8 @@ _YAML_KEYS: dict[str, str] = {
     "outputs.exclude": "outputs_exclude",
     "network": "network",
     "trace": "trace",
+    "ops": "ops",
+    "ops_steps": "ops_steps",
     "allow_nondeterministic_ops": "allow_nondeterministic_ops",
     "image.base": "base_image",
     "deps.requirements": "requirements",
@@ -236,6 +240,7 @@ _BOUNDED: dict[str, tuple[bounds.Bound, str]] = {
     "max_output_bytes": (bounds.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
     "max_code_file_bytes": (bounds.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
     "max_checkpoint_bytes": (bounds.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
+    "ops_steps": (bounds.STEPS, "--ops-steps K (or ops_steps: in repro.yaml): optimizer steps, 1 or more"),
 }
 
 
@@ -270,6 +275,8 @@ class Flags:
     outputs: tuple[str, ...] = ()
     network: bool | None = None
     trace: bool | None = None
+    ops: bool | None = None
+    ops_steps: int | None = None
     allow_nondeterministic_ops: bool | None = None
     compare_stdout: bool | None = None  # replay and check only
     cuda_index: str | None = None

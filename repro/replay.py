@@ -24,7 +24,7 @@ from repro import window as windows
 from repro.backends import registry
 from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
-from repro.compare import dataorder, rootpath, trace
+from repro.compare import dataorder, ops, rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.diff.metrics import metric_rows
@@ -51,6 +51,7 @@ from repro.integrations import dvc as dvc_data
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
 from repro.runner import Prepared, build_spec, now_iso
+from repro.runtime import contract
 from repro.store import datablobs, limits, signing
 from repro.store.capsule import (
     IMAGE_MEMBER,
@@ -85,6 +86,8 @@ class ReplayRequest:
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
     env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)
     max_data_size: int = limits.MAX_DATA_BYTES  # the most carried data placed (`--max-data-size`)
+    ops: int | None = None  # `--ops`: record the op stream of this many optimizer steps, and explain
+    ops_only: bool = False  # an execution for its op stream alone: it stops after those steps
 
 
 @dataclass
@@ -350,6 +353,11 @@ def run_replay(
     if code is not None:
         record.code = code
     world_changed = _fit_world_size(request, original, record, notes)
+    if request.ops:
+        record.determinism.env[contract.OPS_ENV] = str(request.ops)
+        if request.ops_only:
+            record.determinism.env[contract.OPS_STOP_ENV] = "1"
+            notes.append(f"recorded for its op stream: stopped after {request.ops} optimizer step(s)")
     run = _Execution(
         loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size
     )
@@ -364,10 +372,40 @@ def run_replay(
         record.warn("replay_condition", note)
     record.verification = verification(verdict, original.id)
     store.seal(record, run.run_dir)
-    trackers.report_verdict(
-        [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)), loaded.foreign
-    )
+    if not request.ops_only:  # an execution cut short for its op stream has no verdict to report
+        trackers.report_verdict(
+            [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)),
+            loaded.foreign,
+        )  # fmt: skip
+    recorded = ops.streams(original.results.logs, loaded.read_blob)  # the original ran with --ops
+    if (request.ops or recorded) and not request.ops_only and verdict.status != "identical":
+        _first_op(request, store, plan, on_event, kind, loaded, record, verdict)
     return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def _first_op(
+    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, kind: str, loaded: LoadedRun,
+    record: Record, verdict: Verdict,
+) -> None:  # fmt: skip
+    """Explain a divergence by its first differing op: the replay's op stream against the
+    original's — recorded with the original when it was run with ``--ops``, else a fresh execution
+    of the original's command with its recorded code (`check --against` replays other code),
+    stopped after the window (up to the first differing step of the trace, else ``request.ops``
+    steps)."""
+    recorded = loaded.record.determinism.env.get(contract.OPS_ENV, "")
+    steps = request.ops or (int(recorded) if recorded.isdigit() else contract.DEFAULT_OPS_STEPS)
+    if verdict.trace is not None and verdict.trace.kind == "value":
+        steps = min(steps, verdict.trace.step + 1)
+    theirs = ops.streams(loaded.record.results.logs, loaded.read_blob)
+    source = "the original's"
+    if not theirs:
+        on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
+        again = dataclasses.replace(request, ref=loaded.record.id, ops=steps, ops_only=True)
+        fresh = store.load_run(run_replay(again, store, plan, on_event, kind=kind).replay.id)  # its own code
+        theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
+        source = f"a fresh execution of the original's command ({fresh.record.id})"
+    replayed = store.load_run(record.id)
+    ops.explain(verdict, theirs, ops.streams(replayed.record.results.logs, replayed.read_blob), steps, source)
 
 
 def _say(note: str, notes: list[str], on_event: OnEvent) -> None:

@@ -34,6 +34,7 @@ from repro.backends.buildlog import BuildLog
 from repro.collect import attribution, checkpoints, harvest, produced
 from repro.collect.reports import Reports, ledger, read_reports
 from repro.compare import dataorder
+from repro.compare import ops as op_streams
 from repro.compare.trace import TRACE_LOG
 from repro.config import Plan, Settings
 from repro.errors import BuildError, NotFoundError, UsageError
@@ -345,6 +346,19 @@ def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLo
     return lock
 
 
+def _op_stream_files(runtime: Path) -> dict[str, str]:
+    """The op streams the runtime wrote under ``runtime``, by their name in ResultInfo.logs
+    (``ops`` for rank 0 or the single process, ``ops.rank<N>`` for the others)."""
+    found: dict[str, str] = {}
+    for rel in produced.files(runtime, contract.ranked(contract.OPS_FILE, "*")):
+        rank = rel.rsplit(".rank", 1)[1].split(".")[0]
+        if rank.isdigit():
+            found[op_streams.OPS_LOG if int(rank) == 0 else f"{op_streams.OPS_LOG}.rank{int(rank)}"] = rel
+    if op_streams.OPS_LOG not in found and produced.is_file(runtime, contract.OPS_FILE):
+        found[op_streams.OPS_LOG] = contract.OPS_FILE
+    return found
+
+
 def _capture_environment(
     record: Record, run_plan: Plan, env: EnvInfo, env_hits: list[str], world_size: int
 ) -> None:
@@ -360,6 +374,8 @@ def _capture_environment(
     if settings.trace:
         record.determinism.env[contract.TRACE_ENV] = "1"  # kept with the mode, so a replay traces too
         record.determinism.env[contract.KEEP_CHECKPOINTS_ENV] = str(settings.max_checkpoint_bytes)
+    if settings.ops:  # kept with the mode, so a replay records the op stream too
+        record.determinism.env[contract.OPS_ENV] = str(settings.ops_steps)
     record.backend = BackendInfo(
         name="?", requested=settings.backend, network=settings.network, gpus=run_plan.gpus
     )
@@ -754,6 +770,8 @@ def _collect_logs(
     written = [r for rank in ("*", -1) for r in produced.files(runtime, dataorder.runtime_files(rank))]
     for name, rel in sorted(dataorder.kept_logs(written).items()):
         keep(name, runtime, rel, "the data order")
+    for name, rel in _op_stream_files(runtime).items():  # `--ops`: each process's op stream
+        keep(name, runtime, rel, "the op stream")
     metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))

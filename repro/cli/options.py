@@ -14,6 +14,7 @@ from repro import bounds, ui
 from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
 from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
+from repro.runtime import contract
 from repro.store import signing
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,6 +75,25 @@ def json_option(help_text: str) -> Callable[[F], F]:
 
 
 # The execution options of `run` and `check`, in the order `--help` lists them.
+_OPS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--ops/--no-ops",
+        default=None,
+        help="Fingerprint every tensor op's output and inputs over the first optimizer steps, so a "
+        "divergence names its first differing op: aten op, module, file:line, forward/backward, step, "
+        "rank, and whether its inputs were identical (replay: re-executes the original for it when "
+        "its record has none).",
+    ),
+    click.option(
+        "--ops-steps",
+        type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
+        default=None,
+        metavar="K",
+        help=f"Optimizer steps --ops covers (default {contract.DEFAULT_OPS_STEPS}; a replay stops at "
+        "the first step the trace finds different).",
+    ),
+]
+
 _EXECUTION: list[Callable[[Any], Any]] = [
     backend_option("Where to execute (auto: docker when an engine answers, else local)."),
     click.option(
@@ -143,6 +163,7 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         help="Record each parameter's fingerprint after every optimizer step, so a replay "
         "names the first step and parameter that diverged.",
     ),
+    *_OPS,
     click.option(
         "--allow-nondeterministic-ops/--no-allow-nondeterministic-ops",
         default=None,
@@ -225,6 +246,13 @@ max_data_size = click.option(
     "--max-data-size", default=None, metavar="SIZE", callback=byte_size,
     help="The most declared data carried in a capsule or placed from it (bytes, 500MiB, 4GiB; default 2GiB).",
 )  # fmt: skip
+
+
+def ops_options(f: F) -> F:
+    """``--ops`` and ``--ops-steps K`` for replay (run and check have them among the execution options)."""
+    for option in reversed(_OPS):
+        f = option(f)
+    return f
 
 
 def replay_options(f: F) -> F:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -11,7 +12,7 @@ from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
-from repro.config import Flags
+from repro.config import Flags, Plan
 from repro.errors import Interrupted, UsageError
 from repro.replay import ReplayOutcome, ReplayRequest, run_replay
 from repro.store.limits import MAX_DATA_BYTES
@@ -50,6 +51,7 @@ from repro.ui import verdict as render
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
 )
 @options.max_data_size
+@options.ops_options
 @options.trust_options
 @options.json_option("Print the verdict as JSON (schemas/replay.json).")
 @options.markdown_option("the verdict")
@@ -77,6 +79,8 @@ def replay(
     plot_path: Path | None,
     html_path: Path | None,
     max_data_size: int | None,
+    ops: bool | None,
+    ops_steps: int | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -112,6 +116,7 @@ def replay(
     \b
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
     repro replay RUN --plot curves.png --html report.html   both runs' curves, the first divergence marked
+    repro replay RUN --ops   a divergence explained by its first differing tensor op
     A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
     """
     if steps is not None and from_checkpoint is None:
@@ -126,7 +131,8 @@ def replay(
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:
         with sigterm_interrupts():
-            plan = app.plan(Flags(backend=backend, compare_stdout=compare_stdout))
+            flags = Flags(backend=backend, compare_stdout=compare_stdout, ops=ops, ops_steps=ops_steps)
+            plan, request = _planned(app, request, flags)
             outcome = run_replay(request, app.store, plan, on_event)
     except KeyboardInterrupt as e:
         raise Interrupted("replay interrupted") from e
@@ -136,6 +142,12 @@ def replay(
     code = int(outcome.verdict.exit_code)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _planned(app: AppContext, request: ReplayRequest, flags: Flags) -> tuple[Plan, ReplayRequest]:
+    """The plan, and the request with the op stream it asks for (``--ops``, ``ops:`` in repro.yaml)."""
+    plan = app.plan(flags)
+    return plan, dataclasses.replace(request, ops=plan.settings.ops_steps if plan.settings.ops else None)
 
 
 def _report(outcome: ReplayOutcome, markdown: str | None, as_json: bool) -> None:

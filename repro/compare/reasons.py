@@ -19,7 +19,10 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 - ``output_differs`` — an output's bytes differ and its content could not be compared;
 - ``concurrent_write`` — an output that more than one process of a run wrote differs: its bytes
   depend on which process wrote last (fields: writers, ranks, pids, detail);
-- ``log_differs`` — stdout differs beyond timings (fields: line, original, replay).
+- ``log_differs`` — stdout differs beyond timings (fields: line, original, replay);
+- ``op_differs`` — with ``--ops``: the first tensor op whose output differs between the two
+  op streams, and whether its inputs were identical (fields: kind, op, module, where, phase,
+  node, step, rank, index, inputs_same, max_abs, size, replay_op).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ METRIC_DIFFERS = "metric_differs"
 OUTPUT_DIFFERS = "output_differs"
 CONCURRENT_WRITE = "concurrent_write"
 LOG_DIFFERS = "log_differs"
+OP_DIFFERS = "op_differs"
 
 CODES = (
     RUN_FAILED,
@@ -55,6 +59,7 @@ CODES = (
     OUTPUT_DIFFERS,
     CONCURRENT_WRITE,
     LOG_DIFFERS,
+    OP_DIFFERS,
 )
 # Codes about one output file (``Reason.path`` names it).
 OUTPUT_CODES = (MISSING_OUTPUT, EXTRA_OUTPUT, TENSOR_DIFFERS, OUTPUT_DIFFERS, CONCURRENT_WRITE)

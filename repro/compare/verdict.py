@@ -194,6 +194,7 @@ class Verdict:
     summary: str = ""
     reasons: list[Reason] = field(default_factory=list)  # why diverged / failed, most decisive first
     notes: list[str] = field(default_factory=list)  # context callers add: data drift, backend change…
+    ops_compared: bool = False  # `--ops` compared the op streams (then a reason op_differs, or a note)
 
     @property
     def reproduced(self) -> bool:

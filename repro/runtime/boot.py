@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, dataorder, files, ledger, links, report, saves, seeding
+from repro.runtime import contract, dataorder, files, ledger, links, ops, report, saves, seeding
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -162,6 +162,7 @@ def _apply_torch(torch: ModuleType) -> None:
     if os.environ.get(contract.TRACE_ENV) == "1" and os.environ.get(contract.RUNTIME_DIR_ENV):
         _trace_steps(torch)
         ledger.count_steps(torch)
+    ops.install(torch)  # the op stream, when the run asked for it (repro.runtime.ops)
 
 
 def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:

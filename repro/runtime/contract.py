@@ -37,6 +37,9 @@ RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: restore the recorded RNG states 
 RESUME_TRACE_ENV = "REPRO_RESUME_TRACE"  # "1": what decides each optimizer step (rtrace.jsonl)
 INTERRUPT_AT_STEP_ENV = "REPRO_INTERRUPT_AT_STEP"  # N: kill rank 0's process group after step N
 STOP_AFTER_STEPS_ENV = "REPRO_STOP_AFTER_STEPS"  # K: end each process K steps after its restore
+OPS_ENV = "REPRO_OPS"  # K: record the op stream of the first K optimizer steps (ops.jsonl)
+OPS_STOP_ENV = "REPRO_OPS_STOP"  # "1": end the process once those K steps are recorded
+DEFAULT_OPS_STEPS = 2  # K when neither --ops-steps nor ops_steps in repro.yaml says
 
 # --------------------------------------------------------------------------- files in the runtime dir
 
@@ -47,6 +50,7 @@ STATE_FILE = "state.json"  # torch's determinism switches at exit, and those the
 ENV_FILE = "env.json"  # the interpreter, packages and devices the process saw
 TRACE_FILE = "trace.jsonl"
 DATA_ORDER_FILE = "dataorder.jsonl"  # per DataLoader batch: a running digest of the sample indices
+OPS_FILE = "ops.jsonl"  # the op stream (repro.runtime.ops); ranks: ops.rank<N>.jsonl
 
 
 def ranked(name: str, rank: int | str) -> str:

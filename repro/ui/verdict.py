@@ -15,6 +15,7 @@ from typing import Any
 
 from repro import schemas
 from repro.compare import reasons as codes
+from repro.compare.reasons import OP_DIFFERS
 from repro.compare.trace import describe as describe_trace
 from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.ui import printable, style
@@ -178,10 +179,37 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
         t = verdict.trace
         ok = paint("within tolerance", "green") if t.within_tolerance else paint("diverged", "red")
         lines += ["", f"{paint('Trace', 'bold')}  {ok}", _fit(f"  {describe_trace(t)}")]
+    lines += _ops_text(verdict, paint)
     if verdict.notes:
         lines += ["", paint("Notes", "bold")]
         lines += [_fit(f"  • {n}") for n in verdict.notes]
     return "\n".join(printable(line) for line in lines)
+
+
+def _ops_text(v: Verdict, paint: Any) -> list[str]:
+    """The first differing op (``--ops``, reason code ``op_differs``) in full, or after a strict
+    divergence the hint to look for it."""
+    found = next((r for r in v.reasons if r.code == OP_DIFFERS), None)
+    if found is not None:
+        f = found.fields
+        if f.get("kind") != "value":
+            return ["", paint("First differing op", "bold"), f"  {found.message}"]
+        bwd = f"backward ({f.get('node')})" if f.get("phase") == "bwd" else "forward"
+        cause = (
+            "inputs identical: the op itself is nondeterministic (its kernel, the thread count, or a "
+            "non-tensor argument such as a Python number)"
+            if f.get("inputs_same")
+            else "inputs already different: the data, or an earlier value outside the tensors"
+        )
+        return [
+            "", paint("First differing op", "bold"),
+            f"  {f.get('op')} (#{f.get('index')}), {bwd}, in {f.get('module') or 'no module'}",
+            f"  at {f.get('where') or '?'}, optimizer step {f.get('step')}, rank {f.get('rank')}",
+            f"  {f.get('size')}", f"  {cause}",
+        ]  # fmt: skip
+    if v.status == "diverged" and v.mode == "strict" and not v.ops_compared:
+        return ["", paint("Next", "bold"), "  re-run with --ops to find the first differing operation"]
+    return []
 
 
 def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:

@@ -1,0 +1,196 @@
+"""Two op streams → the first operation whose output differs, and whether its inputs already did.
+
+The runtime's op recorder (`repro.runtime.ops`, ``--ops``) writes one row per aten op, in the
+order each process ran them. Walking two streams of the same rank side by side, the first row
+whose output digests differ is the op where the runs parted: if its input digests are equal,
+the op itself gave other bits for the same inputs (a nondeterministic kernel, another thread
+count, another ISA); if they differ, the inputs came in already different (data, or a value the
+recorder does not see, such as a Python number drawn from OS entropy, fed into the op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from repro.compare.reasons import OP_DIFFERS, Reason
+from repro.compare.verdict import Verdict
+from repro.runtime import contract
+
+OPS_LOG = "ops"  # the name of rank 0's (or the single process's) op stream in ResultInfo.logs
+
+
+@dataclass
+class OpDifference:
+    """The first op whose output differs between two op streams, with where and how much."""
+
+    kind: str  # value: the outputs differ | sequence: another op ran | length: one stream ended
+    index: int  # the op's position in its process's stream
+    step: int  # optimizer steps completed before it
+    rank: int
+    op: str  # aten::add.Tensor; for sequence: the original's op
+    phase: str  # fwd | bwd
+    module: str | None  # blocks.2.mlp.fc1
+    where: str | None  # train.py:31
+    node: str | None = None  # the autograd node run in the backward pass (AddmmBackward0)
+    inputs_same: bool | None = None  # None where the ops themselves differ
+    max_abs: float | None = None  # the largest elementwise difference, where both outputs were kept
+    sum_delta: float | None = None  # |sum(original) - sum(replay)| of the first floating output
+    replay_op: str | None = None  # kind sequence: what the replay ran instead
+
+    @property
+    def size(self) -> str:
+        """The size of the difference, in words."""
+        if self.max_abs:  # 0: equal values in other bits (a signed zero, a NaN's payload)
+            return f"max abs diff {self.max_abs:.3g}"
+        if self.sum_delta:
+            return f"hash differs (sums differ by {self.sum_delta:.3g})"
+        return "hash differs"
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """The rows of an ops.jsonl text (a ``truncated`` marker row included), in order."""
+    return contract.jsonl_rows(text, lambda row: "op" in row or row.get("truncated") is True)
+
+
+def within(rows: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
+    """The rows of the first ``steps`` optimizer steps."""
+    return [r for r in rows if int(r.get("step", 0)) < steps]
+
+
+def first_difference(
+    original: dict[int, list[dict[str, Any]]], replay: dict[int, list[dict[str, Any]]]
+) -> OpDifference | None:
+    """The earliest differing op over the ranks both sides recorded (earliest step, then lowest rank)."""
+    found = [
+        d
+        for rank in sorted(set(original) & set(replay))
+        if (d := _first_in_rank(rank, original[rank], replay[rank])) is not None
+    ]
+    return min(found, key=lambda d: (d.step, d.rank)) if found else None
+
+
+def _first_in_rank(
+    rank: int, a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]
+) -> OpDifference | None:
+    for a, b in zip(a_rows, b_rows, strict=False):
+        if a.get("truncated") or b.get("truncated"):
+            return None  # past here one side kept nothing: no verdict either way
+        if a.get("op") != b.get("op"):
+            return OpDifference(
+                "sequence", int(a.get("i", 0)), int(a.get("step", 0)), rank, str(a.get("op")),
+                str(a.get("phase", "fwd")), a.get("module"), a.get("where"), a.get("node"),
+                replay_op=str(b.get("op")),
+            )  # fmt: skip
+        if a.get("out") == b.get("out"):
+            continue
+        return OpDifference(
+            "value", int(a.get("i", 0)), int(a.get("step", 0)), rank, str(a["op"]),
+            str(a.get("phase", "fwd")), a.get("module"), a.get("where"), a.get("node"),
+            inputs_same=a.get("in") == b.get("in"), max_abs=_max_abs(a, b), sum_delta=_sum_delta(a, b),
+        )  # fmt: skip
+    if len(a_rows) != len(b_rows):
+        shorter, longer = (a_rows, b_rows) if len(a_rows) < len(b_rows) else (b_rows, a_rows)
+        extra = longer[len(shorter)]
+        return OpDifference(
+            "length", len(shorter), int(extra.get("step", 0)), rank, str(extra.get("op")),
+            str(extra.get("phase", "fwd")), extra.get("module"), extra.get("where"), extra.get("node"),
+        )  # fmt: skip
+    return None
+
+
+def _max_abs(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    va, vb = a.get("values"), b.get("values")
+    if not isinstance(va, list) or not isinstance(vb, list) or len(va) != len(vb) or not va:
+        return None
+    return max(abs(float(x) - float(y)) for x, y in zip(va, vb, strict=True))
+
+
+def _sum_delta(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    sa, sb = a.get("sum"), b.get("sum")
+    if not isinstance(sa, (int, float)) or not isinstance(sb, (int, float)):
+        return None
+    return abs(float(sa) - float(sb))
+
+
+def describe(d: OpDifference) -> str:
+    """One sentence for a person."""
+    where = ", ".join(
+        part
+        for part in (
+            f"in {d.module}" if d.module else "outside any module",
+            f"at {d.where}" if d.where else "",
+            "backward" + (f" ({d.node})" if d.node else "") if d.phase == "bwd" else "forward",
+            f"optimizer step {d.step}",
+            f"rank {d.rank}" if d.rank >= 0 else "",
+        )
+        if part
+    )
+    if d.kind == "sequence":
+        return f"the runs ran different ops at op #{d.index}: {d.op} vs {d.replay_op} ({where})"
+    if d.kind == "length":
+        return f"one op stream ends at op #{d.index}, before {d.op} ({where})"
+    cause = (
+        "its tensor inputs were identical: the op itself is nondeterministic here "
+        "(its kernel, the thread count, or a non-tensor argument such as a Python number)"
+        if d.inputs_same
+        else "its inputs already differed: the data, or a value from outside the tensors, fed it"
+    )
+    return f"first differing op: {d.op} #{d.index} ({where}); {d.size}; {cause}"
+
+
+def reason(d: OpDifference) -> Reason:
+    """The verdict's reason for it (code ``op_differs``)."""
+    return Reason(
+        OP_DIFFERS,
+        describe(d),
+        fields={
+            "kind": d.kind, "op": d.op, "module": d.module, "where": d.where, "phase": d.phase,
+            "node": d.node, "step": d.step, "rank": d.rank, "index": d.index, "inputs_same": d.inputs_same,
+            "max_abs": d.max_abs, "size": d.size, "replay_op": d.replay_op,
+        },
+    )  # fmt: skip
+
+
+def streams(logs: dict[str, str], read: Callable[[str], bytes | None]) -> dict[int, list[dict[str, Any]]]:
+    """A run's op streams by rank, from its logs (``ops``, ``ops.rank1``, …); ``read`` gives a blob."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    for name, blob in logs.items():
+        if name == OPS_LOG:
+            rank = 0
+        elif name.startswith(OPS_LOG + ".rank") and name[len(OPS_LOG) + 5 :].isdigit():
+            rank = int(name[len(OPS_LOG) + 5 :])
+        else:
+            continue
+        raw = read(blob) or b""
+        found[rank] = parse(raw.decode("utf-8", "replace"))
+    return found
+
+
+def explain(
+    verdict: Verdict,
+    original: dict[int, list[dict[str, Any]]],
+    replay: dict[int, list[dict[str, Any]]],
+    steps: int,
+    source: str,
+    other: str = "the replay's",
+) -> None:
+    """Add to a divergent verdict its first differing op over the first ``steps`` optimizer steps
+    (a reason ``op_differs``), or a note saying why there is none. ``source`` names where the
+    original's stream came from."""
+    verdict.ops_compared = True
+    found = first_difference(
+        {r: within(rows, steps) for r, rows in original.items()},
+        {r: within(rows, steps) for r, rows in replay.items()},
+    )
+    if found is not None:
+        verdict.reasons.append(reason(found))
+        verdict.notes.append(f"op streams compared over {steps} optimizer step(s): {source} and {other}")
+    elif not original or not replay:
+        verdict.notes.append("--ops: no op stream was recorded (no torch op ran under the runtime)")
+    else:
+        verdict.notes.append(
+            f"--ops: the op streams of the first {steps} optimizer step(s) are identical ({source} and "
+            f"{other}): the runs part later; raise --ops-steps"
+        )
