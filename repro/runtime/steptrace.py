@@ -1,0 +1,106 @@
+"""`repro run --trace`, inside the training process: each parameter's fingerprint after every step.
+
+Standard library only; torch is handed in. After every optimizer step one JSON line goes to
+``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "params": {name:
+[sum, sum of |x|]}}``, both in float64 (repro/compare/trace.py reads it). The sums are reduced
+on the parameters' device with float64 accumulation (``torch.sum(x, dtype=float64)``, the same
+value bit for bit as ``x.double().sum()``, without a float64 copy of the parameter) and come to
+the host in one transfer per step. Lines are buffered and written at most every second or
+64 KiB, at exit, and before the runtime ends the process itself (`flush`).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+FLUSH_BYTES = 1 << 16
+FLUSH_SECONDS = 1.0
+
+_buffer: dict[str, Any] = {"path": None, "lines": [], "size": 0, "written": 0.0}
+
+
+def flush() -> None:
+    """Write the buffered lines (at exit, and before the runtime ends the process itself)."""
+    lines, path = _buffer["lines"], _buffer["path"]
+    if not lines or path is None:
+        return
+    _buffer["lines"], _buffer["size"], _buffer["written"] = [], 0, time.monotonic()
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("".join(lines))
+    except OSError:
+        pass
+
+
+def _append(line: str) -> None:
+    _buffer["lines"].append(line)
+    _buffer["size"] += len(line)
+    if _buffer["size"] >= FLUSH_BYTES or time.monotonic() - _buffer["written"] >= FLUSH_SECONDS:
+        flush()
+
+
+def _forget_in_child() -> None:
+    """A forked child (a DataLoader worker) must not write the parent's buffered lines again."""
+    _buffer["lines"], _buffer["size"] = [], 0
+
+
+def fingerprints(torch: ModuleType, tensors: list[Any]) -> list[list[float]]:
+    """[sum, sum of |x|] of each tensor in float64, with one host transfer for all of them."""
+    if not tensors:
+        return []
+    f64 = torch.float64
+    sums = []
+    for x in tensors:
+        x = x.detach()
+        if not x.is_floating_point():  # complex: as x.double() sees it (its real part)
+            x = x.double()
+        sums += [torch.sum(x, dtype=f64), torch.sum(x.abs(), dtype=f64)]
+    devices = {s.device for s in sums}
+    if len(devices) > 1:
+        sums = [s.cpu() for s in sums]
+    flat = torch.stack(sums).tolist()
+    return [flat[i : i + 2] for i in range(0, len(flat), 2)]
+
+
+def install(torch: ModuleType, path: Path) -> None:
+    """Append each step's fingerprints to ``path`` after every optimizer step."""
+    import atexit
+
+    _buffer.update(path=path, written=time.monotonic())
+    atexit.register(flush)
+    os.register_at_fork(after_in_child=_forget_in_child)
+    names: dict[int, str] = {}
+    steps = [0]
+
+    def name_of(param: Any, fallback: str) -> str:
+        if not names:  # the first step: name parameters after the modules that hold them
+            with warnings.catch_warnings():  # isinstance() on some of torch's objects warns
+                warnings.simplefilter("ignore")
+                for obj in gc.get_objects():
+                    if isinstance(obj, torch.nn.Module):
+                        for name, p in obj.named_parameters():
+                            if len(name) > len(names.get(id(p), "")):
+                                names[id(p)] = name
+            names.setdefault(0, "")
+        return names.get(id(param), fallback)
+
+    def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        keys, tensors = [], []
+        for g, group in enumerate(optimizer.param_groups):
+            for i, p in enumerate(group["params"]):
+                keys.append(name_of(p, f"group{g}.param{i}"))
+                tensors.append(p)
+        with torch.no_grad():
+            values = fingerprints(torch, tensors)
+        _append(json.dumps({"step": steps[0], "params": dict(zip(keys, values, strict=True))}) + "\n")
+        steps[0] += 1
+
+    importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)
