@@ -3,10 +3,12 @@
 Standard library only; torch is handed in. After every optimizer step one JSON line goes to
 ``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "params": {name:
 [sum, sum of |x|]}}``, both in float64 (repro/compare/trace.py reads it). The sums are reduced
-on the parameters' device with float64 accumulation (``torch.sum(x, dtype=float64)``, the same
-value bit for bit as ``x.double().sum()``, without a float64 copy of the parameter) and come to
-the host in one transfer per step. Lines are buffered and written at most every second or
-64 KiB, at exit, and before the runtime ends the process itself (`flush`).
+with float64 accumulation and no float64 copy of the parameter: by NumPy for CPU tensors, on
+the device for others, which come to the host in one transfer per step (`fingerprints`). The
+same parameters give the same bits every time; the summation order is not the one of traces
+written before this module (a float64 copy summed by torch), so those compare equal only
+within tolerance. Lines are buffered and written at most every second or 64 KiB, at exit, and
+before the runtime ends the process itself (`flush`); a SIGKILL loses at most that second.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import gc
 import importlib
 import json
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -53,25 +56,37 @@ def _forget_in_child() -> None:
 
 
 def fingerprints(torch: ModuleType, tensors: list[Any]) -> list[list[float]]:
-    """[sum, sum of |x|] of each tensor in float64, with one host transfer for all of them."""
-    if not tensors:
-        return []
+    """[sum, sum of |x|] of each tensor, accumulated in float64, with one host transfer for all.
+
+    A CPU float32/float64 tensor is summed by NumPy (float64 accumulation over a small cast
+    buffer, pairwise: no float64 copy of the tensor, as fast as torch's float32 sum); any other
+    (a GPU's, bfloat16) by torch on its device with ``dtype=float64``, every sum stacked into one
+    tensor that comes to the host at once.
+    """
+    np = sys.modules.get("numpy")
     f64 = torch.float64
-    sums = []
+    out: list[list[float] | None] = []
+    on_device: list[Any] = []
     for x in tensors:
         x = x.detach()
+        if np is not None and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+            a = x.numpy()
+            out.append([float(a.sum(dtype=np.float64)), float(np.abs(a).sum(dtype=np.float64))])
+            continue
         if not x.is_floating_point():  # complex: as x.double() sees it (its real part)
             x = x.double()
-        sums += [torch.sum(x, dtype=f64), torch.sum(x.abs(), dtype=f64)]
-    devices = {s.device for s in sums}
-    if len(devices) > 1:
-        sums = [s.cpu() for s in sums]
-    flat = torch.stack(sums).tolist()
-    return [flat[i : i + 2] for i in range(0, len(flat), 2)]
+        on_device += [torch.sum(x, dtype=f64), torch.sum(x.abs(), dtype=f64)]
+        out.append(None)
+    if on_device:
+        if len({s.device for s in on_device}) > 1:
+            on_device = [s.cpu() for s in on_device]
+        flat = iter(torch.stack(on_device).tolist())
+        out = [v if v is not None else [next(flat), next(flat)] for v in out]
+    return [v for v in out if v is not None]
 
 
-def install(torch: ModuleType, path: Path) -> None:
-    """Append each step's fingerprints to ``path`` after every optimizer step."""
+def install(torch: ModuleType, path: Path) -> Any:
+    """Append each step's fingerprints to ``path`` after every optimizer step; returns the hook's handle."""
     import atexit
 
     _buffer.update(path=path, written=time.monotonic())
@@ -103,4 +118,4 @@ def install(torch: ModuleType, path: Path) -> None:
         _append(json.dumps({"step": steps[0], "params": dict(zip(keys, values, strict=True))}) + "\n")
         steps[0] += 1
 
-    importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)
+    return importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)
