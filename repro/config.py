@@ -56,6 +56,7 @@ class Settings:
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
     max_checkpoint_bytes: int = 1024 * 1024 * 1024  # traced runs keep checkpoints up to this size
+    max_bytes: int | None = None  # kept checkpoint copies and outputs in the store (repro/store/budget.py)
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
     compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
@@ -104,6 +105,7 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_output_bytes": "max_output_bytes",
     "store.max_code_file_bytes": "max_code_file_bytes",
     "store.max_checkpoint_bytes": "max_checkpoint_bytes",
+    "store.max_bytes": "max_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
     "compare.stdout": "compare_stdout",
@@ -233,6 +235,7 @@ _BOUNDED: dict[str, tuple[bounds.Bound, str]] = {
     "max_output_bytes": (bounds.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
     "max_code_file_bytes": (bounds.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
     "max_checkpoint_bytes": (bounds.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
+    "max_bytes": (bounds.BYTES, "store.max_bytes in repro.yaml: a size in bytes (none: no budget)"),
 }
 
 
