@@ -1,14 +1,15 @@
 """`repro run --trace`, inside the training process: each parameter's fingerprint after every step.
 
 Standard library only; torch is handed in. After every optimizer step one JSON line goes to
-``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "params": {name:
-[sum, sum of |x|]}}``, both in float64 (repro/compare/trace.py reads it). The sums are reduced
-with float64 accumulation and no float64 copy of the parameter: by NumPy for CPU tensors, on
-the device for others, which come to the host in one transfer per step (`fingerprints`). The
-same parameters give the same bits every time; the summation order is not the one of traces
-written before this module (a float64 copy summed by torch), so those compare equal only
-within tolerance. Lines are buffered and written at most every second or 64 KiB, at exit, and
-before the runtime ends the process itself (`flush`); a SIGKILL loses at most that second.
+``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "f": 2, "params":
+{name: [sum, sum of |x|]}}``, both in float64 (repro/compare/trace.py reads it). The sums are
+reduced with float64 accumulation and no float64 copy of the parameter: by NumPy for CPU
+tensors, on the device for others, which come to the host in one transfer per step
+(`fingerprints`). The same parameters give the same bits every time; ``"f": 2`` names this
+summation order (older traces, summed from a float64 copy by torch, have none; the comparison
+allows for the rounding between the two). Lines are buffered and written at most every second
+or 64 KiB, at exit, and before the runtime ends the process itself (`flush`); a SIGKILL loses
+at most that second.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+SUMMATION = 2  # the row's "f": how the sums are taken (repro/compare/trace.py); none before this
 FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 1.0
 
@@ -115,7 +117,8 @@ def install(torch: ModuleType, path: Path) -> Any:
                 tensors.append(p)
         with torch.no_grad():
             values = fingerprints(torch, tensors)
-        _append(json.dumps({"step": steps[0], "params": dict(zip(keys, values, strict=True))}) + "\n")
+        row = {"step": steps[0], "f": SUMMATION, "params": dict(zip(keys, values, strict=True))}
+        _append(json.dumps(row) + "\n")
         steps[0] += 1
 
     return importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)
