@@ -56,7 +56,7 @@ def _pair(
     plain(state, d / f"warm{suffix}")  # page cache and allocator warm
     for i in range(repeats):
         for name, fn in (("A", plain), ("B", wrapped)):
-            wall, cpu = _timed(lambda fn=fn, name=name: fn(state, d / f"{name}{i}{suffix}"), saves.wait)
+            wall, cpu = _timed(lambda fn=fn, name=name, i=i: fn(state, d / f"{name}{i}{suffix}"), saves.wait)
             walls[name].append(wall)
             cpus[name].append(cpu)
             (d / f"{name}{i}{suffix}").unlink()
@@ -68,15 +68,25 @@ def _pair(
 def run(repeats: int = 5) -> list[Row]:
     import torch
 
-    from repro.runtime import saves
-
     mb = int(os.environ.get("REPRO_BENCH_SAVE_MB", "1024"))
-    tensors = max(mb // 64, 1)
-    state = {f"layer{i}.weight": torch.randn(mb * (1 << 18) // tensors) for i in range(tensors)}  # float32
-    rows = []
     shm = Path("/dev/shm")
+    before = dict(os.environ)
     if "REPRO_BENCH_DIR" not in os.environ and shm.is_dir() and shutil.disk_usage(shm).free > 4 * mb << 20:
         os.environ["REPRO_BENCH_DIR"] = str(shm)
+    try:
+        rows = _rows(torch, mb, repeats)
+    finally:  # the runtime's variables and the scratch place are this suite's only
+        os.environ.clear()
+        os.environ.update(before)
+    return rows
+
+
+def _rows(torch: Any, mb: int, repeats: int) -> list[Row]:
+    from repro.runtime import saves
+
+    tensors = max(mb // 64, 1)
+    state = {f"layer{i}.weight": torch.randn(mb * (1 << 18) // tensors) for i in range(tensors)}  # float32
+    rows: list[Row] = []
     with scratch("repro-bench-save-") as d:
         runtime = d / "runtime"
         runtime.mkdir()
@@ -85,7 +95,9 @@ def run(repeats: int = 5) -> list[Row]:
         module = SimpleNamespace(save=torch.save, load=torch.load)
         saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
         log(f"torch.save of {mb} MiB, {repeats} interleaved pairs")
-        rows.append(_pair(f"torch.save of a {mb} MiB state dict", torch.save, module.save, state, d, ".pt", repeats))
+        rows.append(
+            _pair(f"torch.save of a {mb} MiB state dict", torch.save, module.save, state, d, ".pt", repeats)
+        )
         try:
             import safetensors.torch as st
         except ImportError:

@@ -2,8 +2,9 @@
 
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
-    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads; the
-                                              # other suites' sections of RESULTS.md are kept
+    python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
+                                              # save, trace, budget; the other suites' sections
+                                              # of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_REPEATS.
 Scratch data goes under REPRO_BENCH_DIR (default: the system temp dir) and is removed.
@@ -27,7 +28,10 @@ import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
+import bench_store_budget  # noqa: E402
 import bench_strict_threads  # noqa: E402
+import bench_torch_save  # noqa: E402
+import bench_trace  # noqa: E402
 from _common import INFO, PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
 
 SUITES = {
@@ -38,6 +42,9 @@ SUITES = {
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
     "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
     "reads": ("A DataLoader reading thousands of small declared files", bench_dataloader_reads.run, 3),
+    "save": ("Checkpoint saves of 1 GiB inside a run: torch.save, safetensors", bench_torch_save.run, 5),
+    "trace": ("`--trace` per optimizer step: MLP, CNN, 100M parameters", bench_trace.run, 3),
+    "budget": ("The store's budget: traced runs' checkpoint copies", bench_store_budget.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -154,6 +161,9 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_SMALL_N", "5000")
         os.environ.setdefault("REPRO_BENCH_REPEATS", "2")
         os.environ.setdefault("REPRO_BENCH_THREADS_STEPS", "10")
+        os.environ.setdefault("REPRO_BENCH_SAVE_MB", "128")
+        os.environ.setdefault("REPRO_BENCH_TRACE_BIG", "10000000")
+        os.environ.setdefault("REPRO_BENCH_CKPT_MB", "8")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []
