@@ -4,7 +4,7 @@
 
 In one process: the same save through the plain function and through the runtime's wrapper
 (repro/runtime/saves.py, as `repro run` installs it: RNG states recorded, the file hashed for
-exact resume), to two files, interleaved A B A B. Wall is the time until the save returns to
+exact resume), to two files, interleaved A B B A A B …. Wall is the time until the save returns to
 the training loop; CPU is the process's, the background hash included (it is waited for, as
 the training would run on meanwhile). Size: REPRO_BENCH_SAVE_MB (1024). Medians. The files go
 to /dev/shm when it has room (REPRO_BENCH_DIR otherwise): a shared disk's writeback swings a
@@ -55,7 +55,8 @@ def _pair(
     cpus: dict[str, list[float]] = {"A": [], "B": []}
     plain(state, d / f"warm{suffix}")  # page cache and allocator warm
     for i in range(repeats):
-        for name, fn in (("A", plain), ("B", wrapped)):
+        pair = (("A", plain), ("B", wrapped))
+        for name, fn in pair if i % 2 == 0 else pair[::-1]:  # A B B A A B …: neither side always first
             wall, cpu = _timed(lambda fn=fn, name=name, i=i: fn(state, d / f"{name}{i}{suffix}"), saves.wait)
             walls[name].append(wall)
             cpus[name].append(cpu)

@@ -91,13 +91,13 @@ def run(repeats: int = 3) -> list[Row]:
     torch.set_num_threads(1)  # strict mode's switches
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
-    steps = int(os.environ.get("REPRO_BENCH_TRACE_STEPS", "40"))
+    steps = int(os.environ.get("REPRO_BENCH_TRACE_STEPS", "10"))  # per block; 4 x repeats blocks each way
     rows = []
     with scratch("repro-bench-trace-") as d:
         for name, (model, batch) in _models(torch).items():
             params = sum(p.numel() for p in model.parameters())
-            log(f"{name}: {params / 1e6:.2f}M parameters, {repeats} blocks of {steps} steps each way")
-            row = _compare(torch, model, batch, d / "trace.jsonl", repeats, steps)
+            log(f"{name}: {params / 1e6:.2f}M parameters, {4 * repeats} blocks of {steps} steps each way")
+            row = _compare(torch, model, batch, d / "trace.jsonl", 4 * repeats, steps)
             row.case = f"--trace per step, {name} ({params / 1e6:.2f}M parameters)"
             row.note = "per-step medians of interleaved blocks, one process, 1 thread"
             rows.append(row)

@@ -42,7 +42,7 @@ import shutil
 import sys
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -76,7 +76,6 @@ class _Record:
     file: Any
     thread: threading.Thread | None = None
     digest: str | None = None
-    done: threading.Event = field(default_factory=threading.Event)
 
 
 _pending: dict[str, _Record] = {}  # absolute path -> the record hashing it in the background
@@ -353,7 +352,6 @@ def _finish(record: _Record) -> str:
         record.quick.unlink(missing_ok=True)
         record.digest = digest
         _state.setdefault("saved", {})[record.path] = final
-    record.done.set()
     if _world() > 1:  # tell the ranks that did not save which step this checkpoint belongs to
         step = record.body["step"]
         marks = d / RNG_DIR / MARKS_DIR
