@@ -3,8 +3,8 @@
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
     python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
-                                              # ls, project, ops; the other suites' sections of
-                                              # RESULTS.md are kept
+                                              # ls, project, ops, save, trace, budget; the other
+                                              # suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_OUTPUTS (5000),
 REPRO_BENCH_LS_RUNS (100), REPRO_BENCH_LS_FILES (20000), REPRO_BENCH_PROJECT_FILES (50000),
@@ -33,7 +33,10 @@ import bench_ls_noindex  # noqa: E402
 import bench_ops  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
+import bench_store_budget  # noqa: E402
 import bench_strict_threads  # noqa: E402
+import bench_torch_save  # noqa: E402
+import bench_trace  # noqa: E402
 from _common import INFO, PY, Row, log, machine, md_table, table, text_table, tool_version  # noqa: E402
 
 SUITES = {
@@ -47,6 +50,9 @@ SUITES = {
     "ls": ("`repro ls` with its index gone: 100 runs of 20k untracked files", bench_ls_noindex.run, 3),
     "project": ("A project of 50k files outside git: `repro run` and `repro show`", bench_big_project.run, 3),
     "ops": ("`repro replay --ops` against the plain replay of the same run", bench_ops.run, 3),
+    "save": ("Checkpoint saves of 1 GiB inside a run: torch.save, safetensors", bench_torch_save.run, 5),
+    "trace": ("`--trace` per optimizer step: MLP, CNN, 100M parameters", bench_trace.run, 3),
+    "budget": ("The store's budget: traced runs' checkpoint copies", bench_store_budget.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -167,6 +173,9 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_LS_FILES", "2000")
         os.environ.setdefault("REPRO_BENCH_PROJECT_FILES", "3000")
         os.environ.setdefault("REPRO_BENCH_OPS_STEPS", "20")
+        os.environ.setdefault("REPRO_BENCH_SAVE_MB", "128")
+        os.environ.setdefault("REPRO_BENCH_TRACE_BIG", "10000000")
+        os.environ.setdefault("REPRO_BENCH_CKPT_MB", "8")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []

@@ -60,6 +60,7 @@ class Settings:
     max_checkpoint_bytes: int = 1024 * 1024 * 1024  # traced runs keep checkpoints up to this size
     # a directory of content-addressed data blobs shared by projects (`export --with-data`, replay)
     data_remote: str | None = None
+    max_bytes: int | None = None  # kept checkpoint copies and outputs in the store (repro/store/budget.py)
     secret_patterns: tuple[str, ...] = ()
     env_allow: tuple[str, ...] = ()
     compare_stdout: bool = True  # stdout counts in the verdict (timings masked)
@@ -111,6 +112,7 @@ _YAML_KEYS: dict[str, str] = {
     "store.max_code_file_bytes": "max_code_file_bytes",
     "store.max_checkpoint_bytes": "max_checkpoint_bytes",
     "store.data_remote": "data_remote",
+    "store.max_bytes": "max_bytes",
     "secrets.patterns": "secret_patterns",
     "env.allow": "env_allow",
     "compare.stdout": "compare_stdout",
@@ -241,6 +243,7 @@ _BOUNDED: dict[str, tuple[bounds.Bound, str]] = {
     "max_code_file_bytes": (bounds.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
     "max_checkpoint_bytes": (bounds.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
     "ops_steps": (bounds.STEPS, "--ops-steps K (or ops_steps: in repro.yaml): optimizer steps, 1 or more"),
+    "max_bytes": (bounds.BYTES, "store.max_bytes in repro.yaml: a size in bytes (none: no budget)"),
 }
 
 

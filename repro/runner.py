@@ -58,6 +58,7 @@ from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.integrations import trackers
 from repro.runtime import contract
+from repro.store import budget
 from repro.store import images as store_images
 from repro.store.capsule import (
     BackendInfo,
@@ -72,7 +73,7 @@ from repro.store.capsule import (
 from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
-from repro.units import plural
+from repro.units import human_bytes, plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmBackend, SlurmOptions
@@ -450,6 +451,7 @@ def settle_detached(store: Store, on_event: OnEvent) -> list[Record]:
         )  # fmt: skip
         collect(record, result, spec, store, prepared)
         store.seal(record, run_dir)
+        keep_within_budget(store, prepared.settings.max_bytes, lambda text: on_event(Event("info", text)))
         return record
 
     return detached.settle(store, on_event, seal)
@@ -572,6 +574,7 @@ def execute(
     foreign = prepared.foreign
     trackers.link_mlflow_runs(record, spec.project_root, note, foreign)
     store.seal(record, prepared.run_dir)
+    keep_within_budget(store, prepared.settings.max_bytes, note)
     log_capsule = prepared.settings.mlflow_log_capsule
     trackers.after_seal(
         record, prepared.run_dir, spec.project_root, store.blob_path, log_capsule, note, foreign
@@ -1115,4 +1118,20 @@ def _shared_writes(record: Record, reports: Reports) -> None:
             f"output files written by more than one process at once: {shown}. Their bytes depend on "
             "which process wrote last (a replay may differ or not load): write each from one rank "
             "(`if rank == 0:`)",
+        )
+
+
+def keep_within_budget(store: Store, max_bytes: int | None, note: Callable[[str], None]) -> None:
+    """After a seal: the store's kept checkpoint copies and outputs back within ``store.max_bytes``."""
+    if max_bytes is None:
+        return
+    try:
+        freed = budget.enforce(store, max_bytes)
+    except OSError as e:  # the run is sealed: the budget waits for the next run or `repro gc`
+        note(f"store.max_bytes: could not free space in the store ({e})")
+        return
+    if freed.files:
+        note(
+            f"store.max_bytes: removed {plural(freed.files, 'kept file')} of older runs "
+            f"({human_bytes(freed.bytes)}), marked not kept in their records"
         )

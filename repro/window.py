@@ -55,7 +55,8 @@ def choose(original: Record, ref: str, steps: int | None, trace_length: int) -> 
     if info.blob is None:
         raise UsageError(
             f"the bytes of checkpoint {info.path or info.hash[:12]} were not kept in the store",
-            hint="traced runs keep checkpoints up to store.max_checkpoint_bytes (repro.yaml)",
+            hint="traced runs keep checkpoints up to store.max_checkpoint_bytes, the oldest going first "
+            "over store.max_bytes (repro.yaml); a later checkpoint of the run may still be kept",
         )
     if steps is None:
         later = [c.step for c in original.results.checkpoints if c.step > info.step]

@@ -14,6 +14,7 @@ from repro.backends.base import Event
 from repro.cli import options
 from repro.cli.events import build_events
 from repro.errors import NotFoundError, ReproError
+from repro.store import budget
 from repro.store import images as store_images
 from repro.units import plural
 
@@ -120,6 +121,13 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     ui.out(made.id)
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _settings_base(app: Any) -> str | None:
     # base-image may run before any project exists: settings are optional.
     try:
@@ -138,7 +146,9 @@ def _settings_base(app: Any) -> str | None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.pass_obj
 def gc(app: Any, with_images: bool, dry_run: bool) -> None:
-    """Remove leftovers: incomplete runs, partial blobs, containers of runs whose repro died;
+    """Remove leftovers: incomplete runs, partial blobs, containers of runs whose repro died,
+    kept checkpoint copies and outputs of older runs over store.max_bytes (then says the bytes
+    and files freed);
     with --images, images this store's runs made that no run still in the store uses (never
     another store's, the base image, one built on top of it or tagged outside repro-env).
     Works on a full disk.
@@ -154,11 +164,26 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
         ui.out(f"{verb} container {name} (its repro process is gone)")
         found += 1
     found += _incomplete_runs(store, dry_run)
+    freed_bytes = freed_files = 0
     for path in store.partial_blobs():
+        freed_bytes += _size(path)
+        freed_files += 1
         if not dry_run:
             path.unlink(missing_ok=True)
         ui.out(f"{verb} partial blob {path.name}")
         found += 1
+    over = budget.enforce(store, app.settings.max_bytes, dry_run)  # a bad value: its ConfigError
+    if over.files:
+        ui.out(
+            f"{verb} {plural(over.files, 'kept file')} of older runs over store.max_bytes "
+            f"({ui.human_bytes(over.bytes)}; marked not kept in {plural(len(over.runs), 'record')})"
+        )
+        freed_bytes += over.bytes
+        freed_files += over.files
+        found += over.files
+    if freed_files:
+        done = "would free" if dry_run else "freed"
+        ui.out(f"{done} {ui.human_bytes(freed_bytes)} in {plural(freed_files, 'file')}")
     for left in export.leftovers(store):  # what an export killed mid-way left beside its file
         if not dry_run:
             export.remove(left)

@@ -16,7 +16,6 @@ the launcher process itself writes the plain names):
 from __future__ import annotations
 
 import atexit
-import gc
 import hashlib
 import importlib
 import importlib.abc
@@ -26,13 +25,12 @@ import os
 import platform
 import random
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, dataorder, files, ledger, links, ops, report, saves, seeding
+from repro.runtime import contract, dataorder, files, ledger, links, ops, report, saves, seeding, steptrace
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -192,35 +190,8 @@ def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:
 
 
 def _trace_steps(torch: ModuleType) -> None:
-    """After every optimizer step, append each parameter's float64 sum and |x| sum to trace.jsonl."""
-    path = Path(os.environ[contract.RUNTIME_DIR_ENV]) / _ranked(contract.TRACE_FILE)
-    names: dict[int, str] = {}
-    steps = [0]
-
-    def name_of(param: Any, fallback: str) -> str:
-        if not names:  # the first step: name parameters after the modules that hold them
-            with warnings.catch_warnings():  # isinstance() on some of torch's objects warns
-                warnings.simplefilter("ignore")
-                for obj in gc.get_objects():
-                    if isinstance(obj, torch.nn.Module):
-                        for name, p in obj.named_parameters():
-                            if len(name) > len(names.get(id(p), "")):
-                                names[id(p)] = name
-            names.setdefault(0, "")
-        return names.get(id(param), fallback)
-
-    def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        params: dict[str, list[float]] = {}
-        with torch.no_grad():
-            for g, group in enumerate(optimizer.param_groups):
-                for i, p in enumerate(group["params"]):
-                    x = p.detach().double()
-                    params[name_of(p, f"group{g}.param{i}")] = [x.sum().item(), x.abs().sum().item()]
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": steps[0], "params": params}) + "\n")
-        steps[0] += 1
-
-    importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)
+    """After every optimizer step, each parameter's float64 sum and |x| sum to trace.jsonl (steptrace)."""
+    steptrace.install(torch, Path(os.environ[contract.RUNTIME_DIR_ENV]) / _ranked(contract.TRACE_FILE))
     _state["knobs"]["trace"] = True
 
 

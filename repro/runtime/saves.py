@@ -4,10 +4,13 @@ Standard library only; torch and NumPy are reached through the modules the scrip
 
 When the script saves a checkpoint to a path (``torch.save``, safetensors' ``save_file``), the
 runtime writes every RNG state of this process — ``random``, NumPy's global state and every
-``default_rng`` generator, torch's CPU generator, every CUDA device's — durably (write, fsync,
-rename) to ``$REPRO_RUNTIME_DIR/rng/<sha256 of the file>.rank<R>.json``, before the save call
-returns: a SIGKILL of everything afterwards loses nothing. In a multi-process run the ranks
-that do not save (rank 0 usually saves alone) keep their states of the last few optimizer
+``default_rng`` generator, torch's CPU generator, every CUDA device's — whole (write, rename) to
+``$REPRO_RUNTIME_DIR/rng/<stat of the file>.rank<R>.json`` before the save call returns, so a
+SIGKILL of everything afterwards loses nothing; a thread then hashes the file (off the training
+loop's path) and moves the states to ``rng/<sha256 of the file>.rank<R>.json``. The next save or
+load of that path, a write opening it, and the end of the process wait for that hash (a run of
+several ranks hashes before the save returns). In a multi-process run the ranks that do not save
+(rank 0 usually saves alone) keep their states of the last few optimizer
 steps in memory and write the one of the step the checkpoint was taken at as soon as they see
 the saver's mark (``rng/marks/<step>.<sha256>``), at most a step later; their states of the
 last few steps are also kept in ``rng/ring/``, where the host finds one a kill left unwritten.
@@ -28,6 +31,7 @@ gradient and optimizer-state sums, learning rates, a fingerprint of each RNG str
 
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import hashlib
@@ -36,12 +40,14 @@ import os
 import random
 import shutil
 import sys
+import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, passthrough
+from repro.runtime import contract, passthrough, steptrace
 
 RNG_DIR = "rng"
 RING_DIR = "ring"  # under rng/: each rank's states of its last RING optimizer steps (several ranks)
@@ -50,6 +56,39 @@ MARKS_DIR = "marks"
 EVENTS = "resume-events.jsonl"
 RING = 8  # optimizer steps of state a non-saving rank keeps in memory
 MAX_GENERATORS = 1000  # default_rng generators tracked per process
+
+_local = threading.local()
+_lock = threading.RLock()  # guards _pending and the "saved" names the rename hook rewrites
+
+
+@dataclass
+class _Record:
+    """A checkpoint being recorded: its states are on disk under the file's stat, its hash to come.
+
+    The file is opened when the save returns and hashed through that descriptor, so a rename or
+    an ``os.replace`` over its name afterwards changes nothing; a write that would truncate it
+    in place (the next save to the same path, an ``open(path, "wb")``) waits for the hash first.
+    """
+
+    path: str  # absolute; follows a rename
+    body: dict[str, Any]
+    quick: Path
+    file: Any
+    thread: threading.Thread | None = None
+    digest: str | None = None
+
+
+_pending: dict[str, _Record] = {}  # absolute path -> the record hashing it in the background
+
+
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker) has none of the parent's threads: nothing to wait for."""
+    global _lock
+    _lock = threading.RLock()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 _state: dict[str, Any] = {
     "step": 0,
@@ -88,20 +127,33 @@ def _resuming() -> bool:
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """The checkpoint's hash; this read is the runtime's own, not an input of the run."""
+    with _own_open(path) as f:
+        return _sha256_of(f)
+
+
+def _sha256_of(f: Any) -> str:
+    """Hash an open file from its start (hashlib lets other threads run while it digests)."""
     h = hashlib.sha256()
-    _state["hashing"] = True
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    finally:
-        _state["hashing"] = False
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    f.seek(0)
+    while n := f.readinto(buffer):
+        h.update(view[:n])
     return h.hexdigest()
 
 
+def _own_open(path: str | os.PathLike[str]) -> Any:
+    """Open a checkpoint for the runtime's own read (the audit hook leaves this open out)."""
+    _local.hashing = True
+    try:
+        return open(path, "rb")
+    finally:
+        _local.hashing = False
+
+
 def hashing() -> bool:
-    """Whether the runtime itself is reading a checkpoint (the audit hook leaves that read out)."""
-    return bool(_state.get("hashing"))
+    """Whether this thread of the runtime is opening a checkpoint (the audit hook leaves that read out)."""
+    return bool(getattr(_local, "hashing", False))
 
 
 def _durable_write(path: Path, text: str) -> None:
@@ -227,21 +279,81 @@ def _shown_path(path: str | os.PathLike[str]) -> str:
 
 def record_checkpoint(path: str | os.PathLike[str], states: dict[str, Any] | None = None) -> str | None:
     """Write this process's RNG states for the checkpoint file just saved at ``path``; returns its hash."""
+    record = _begin(path, states)
+    return None if record is None else _finish(record)
+
+
+def record_in_background(path: str | os.PathLike[str]) -> None:
+    """Like `record_checkpoint`, the hash (and a traced run's copy) in a thread: the save returns at once.
+
+    The states are durable under the file's stat before this returns; `wait` (the next save or
+    load of the path, a write opening it, the end of the process) joins the thread. A run of
+    several ranks hashes at once: the other ranks learn the checkpoint's hash from its mark.
+    """
+    record = _begin(path, None)
+    if record is None:
+        return
+    if _world() > 1:
+        _finish(record)
+        return
+    with _lock:
+        _pending[record.path] = record
+    record.thread = threading.Thread(target=_finish_quietly, args=(record,), name="repro-checkpoint-hash")
+    record.thread.start()
+
+
+def wait(path: str | os.PathLike[str] | None = None) -> None:
+    """Let the background hash of ``path`` (of every checkpoint, when None) finish."""
+    with _lock:
+        if path is None:
+            records = list(_pending.values())
+        else:
+            found = _pending.get(os.path.abspath(path))
+            records = [found] if found is not None else []
+    for record in records:
+        if record.thread is not None and record.thread is not threading.current_thread():
+            record.thread.join()
+
+
+def _begin(path: str | os.PathLike[str], states: dict[str, Any] | None) -> _Record | None:
     d = _runtime_dir()
     if d is None or not os.path.isfile(path):
         return None
-    step = _state["step"]
-    body = {"path": _shown_path(path), "step": step, "rank": _rank(), "states": states or capture_states()}
+    states = states or capture_states()
+    body = {"path": _shown_path(path), "step": _state["step"], "rank": _rank(), "states": states}
     # Under the file's stat first (at once), then under its hash: a kill while hashing loses nothing.
     quick = _state_path(d, stat_key(path), _rank())
     _durable_write(quick, json.dumps(body))
-    digest = file_sha256(path)
-    final = _state_path(d, digest, _rank())
-    _durable_write(final, json.dumps(body))
-    quick.unlink(missing_ok=True)
-    _state.setdefault("saved", {})[os.path.abspath(path)] = final
-    _keep_copy(d, path, digest)
+    return _Record(path=os.path.abspath(path), body=body, quick=quick, file=_own_open(path))
+
+
+def _finish_quietly(record: _Record) -> None:
+    try:
+        _finish(record)
+    except Exception as e:  # the user's save itself succeeded
+        sys.stderr.write(f"repro: could not record the RNG state of checkpoint {record.body['path']}: {e}\n")
+    finally:
+        with _lock:
+            if _pending.get(record.path) is record:
+                del _pending[record.path]
+
+
+def _finish(record: _Record) -> str:
+    """Hash the file, move its states under the hash, keep a traced run's copy, mark it for the ranks."""
+    d = record.quick.parent.parent
+    try:
+        digest = _sha256_of(record.file)
+        _keep_copy(d, record.file, digest)
+    finally:
+        record.file.close()
+    final = _state_path(d, digest, int(record.body["rank"]))
+    with _lock:  # a rename of the file meanwhile has updated the body's path
+        _durable_write(final, json.dumps(record.body))
+        record.quick.unlink(missing_ok=True)
+        record.digest = digest
+        _state.setdefault("saved", {})[record.path] = final
     if _world() > 1:  # tell the ranks that did not save which step this checkpoint belongs to
+        step = record.body["step"]
         marks = d / RNG_DIR / MARKS_DIR
         marks.mkdir(parents=True, exist_ok=True)
         (marks / f"{step}.{digest}").touch()
@@ -249,30 +361,55 @@ def record_checkpoint(path: str | os.PathLike[str], states: dict[str, Any] | Non
     return digest
 
 
-def _keep_copy(d: Path, path: str | os.PathLike[str], digest: str) -> None:
+def _keep_copy(d: Path, f: Any, digest: str) -> None:
     """Traced runs keep each checkpoint's bytes (up to a size), so a window can be replayed from it."""
     try:
         limit = int(os.environ.get(contract.KEEP_CHECKPOINTS_ENV, "-1"))
     except ValueError:
         return
     target = d / COPIES_DIR / digest
-    if limit < 0 or os.path.getsize(path) > limit or target.exists():
+    if limit < 0 or os.fstat(f.fileno()).st_size > limit or target.exists():
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
-    shutil.copyfile(path, tmp)
+    tmp = target.with_name(f".{digest}.{os.getpid()}.{threading.get_ident()}.tmp")
+    f.seek(0)
+    with open(tmp, "wb") as out:
+        shutil.copyfileobj(f, out, 1 << 20)
     os.replace(tmp, target)
 
 
-def _on_rename(event: str, args: tuple[Any, ...]) -> None:
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    """Renames move a recorded checkpoint's name; a write opening one still being hashed waits for it."""
+    if event == "open":
+        if _pending and isinstance(args[0], (str, os.PathLike)) and _opens_for_write(args):
+            wait(os.fspath(args[0]))
+    elif event in ("os.rename", "os.replace"):
+        _on_rename(args)
+
+
+def _opens_for_write(args: tuple[Any, ...]) -> bool:
+    mode, flags = args[1] if len(args) > 1 else None, args[2] if len(args) > 2 else 0
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC))
+
+
+def _on_rename(args: tuple[Any, ...]) -> None:
     """A checkpoint saved to a temporary name and renamed into place is recorded under its final name."""
-    if event not in ("os.rename", "os.replace") or not _state.get("saved"):
+    if not _state.get("saved") and not _pending:
         return
     try:
         src, dst = os.path.abspath(os.fspath(args[0])), os.fspath(args[1])
     except TypeError:
         return
-    state_path = _state["saved"].pop(src, None)
+    with _lock:
+        record = _pending.pop(src, None)
+        if record is not None and record.digest is None:  # still hashing: it writes the new name
+            record.body["path"] = _shown_path(dst)
+            record.path = os.path.abspath(dst)
+            _pending[record.path] = record
+            return
+        state_path = _state.get("saved", {}).pop(src, None)
     if state_path is None or not state_path.is_file():
         return
     try:
@@ -303,7 +440,10 @@ def _after_save(f: Any) -> None:
         except (OSError, ValueError):
             return
     try:
-        record_checkpoint(path)
+        if isinstance(f, (str, os.PathLike)):
+            record_in_background(path)
+        else:  # an open file the script may go on writing: hashed as it is now
+            record_checkpoint(path)
     except Exception as e:  # the user's save itself succeeded
         sys.stderr.write(f"repro: could not record the RNG state of checkpoint {path}: {e}\n")
 
@@ -317,6 +457,7 @@ def _before_load(f: Any) -> str | None:
     d = _runtime_dir()
     if path is None or _state["restored"] or not _resuming() or d is None:
         return None
+    wait(path)
     try:
         if not os.path.isfile(path):
             return None
@@ -370,12 +511,16 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if window and window.isdigit() and _state["restored"]:
         _state["window"] = _state.get("window", 0) + 1
         if _state["window"] >= int(window):  # `repro replay --from`: the window is done
+            wait()
+            steptrace.flush()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
     stop = os.environ.get(contract.INTERRUPT_AT_STEP_ENV)
     if stop and stop.isdigit() and _state["step"] == int(stop) and not _resuming() and _rank() == 0:
         _event("interrupting", step=_state["step"])
+        wait()  # the checkpoint's hash of this step is on disk (the kill is the harness's, not a race)
+        steptrace.flush()
         os.killpg(os.getpgrp(), 9)  # what a preempted node does to the whole job: SIGKILL, no clean-up
 
 
@@ -462,8 +607,11 @@ def _wrap_checkpoint_io(
 
     # Through passthrough.call: a warning the function raises for its caller names the script's line.
     def wrapped_save(*args: Any, **kwargs: Any) -> Any:
+        f = path(args, kwargs, 1, path_name)
+        if _pending and isinstance(f, (str, os.PathLike)):
+            wait(f)  # the file is about to be overwritten: its hash first
         result = passthrough.call(save, *args, **kwargs)
-        _after_save(path(args, kwargs, 1, path_name))
+        _after_save(f)
         return result
 
     def wrapped_load(*args: Any, **kwargs: Any) -> Any:
@@ -487,7 +635,8 @@ def install_torch(torch: ModuleType) -> None:
         import importlib
 
         optimizer = importlib.import_module("torch.optim.optimizer")
-    sys.addaudithook(_on_rename)
+    sys.addaudithook(_on_audit)
+    atexit.register(wait)
     if os.environ.get(contract.RESUME_TRACE_ENV) == "1":
         optimizer.register_optimizer_step_pre_hook(_before_step)
     optimizer.register_optimizer_step_post_hook(_after_step)

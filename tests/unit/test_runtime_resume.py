@@ -262,3 +262,86 @@ def test_generators_created_after_the_load_get_their_recorded_state(runtime: Pat
     saves._state["pending_generators"] = recorded
     again = fake_np.random.default_rng(1)
     assert again.bit_generator.state == recorded[0]
+
+
+@pytest.fixture
+def slow_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each background hash takes a while, so the script runs on while it is still going."""
+    import time
+
+    original = saves._sha256_of
+
+    def slow(f: Any) -> str:
+        time.sleep(0.3)
+        return original(f)
+
+    monkeypatch.setattr(saves, "_sha256_of", slow)
+
+
+def _recorded(runtime: Path) -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in (runtime / "rng").glob("*.rank0.json")}
+
+
+def test_a_save_returns_before_its_hash_and_the_states_are_on_disk_at_once(
+    runtime: Path, tmp_path: Path, slow_hash: None
+) -> None:
+    import hashlib
+
+    ckpt = tmp_path / "epoch1.pt"
+    ckpt.write_bytes(b"weights of epoch 1")
+    saves._state["step"] = 7
+    saves.record_in_background(ckpt)
+    (quick,) = _recorded(runtime).values()  # under the file's stat while the hash runs
+    assert quick["step"] == 7 and saves._pending
+    saves.wait()
+    digest = hashlib.sha256(b"weights of epoch 1").hexdigest()
+    assert list(_recorded(runtime)) == [f"{digest}.rank0.json"] and not saves._pending
+
+
+def test_a_checkpoint_saved_again_to_its_path_while_hashing_keeps_both_hashes_right(
+    runtime: Path, tmp_path: Path, slow_hash: None
+) -> None:
+    import hashlib
+
+    calls: list[str] = []
+    save, load = _file_module(calls)
+    module = SimpleNamespace(save=save, load=load)
+    saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    ckpt = tmp_path / "last.pt"
+    for epoch in (1, 2):
+        saves._state["step"] = epoch
+        module.save({"epoch": epoch}, ckpt)  # the second overwrites the file the first still hashes
+    saves.wait()
+    by_hash = {name.split(".")[0]: body["step"] for name, body in _recorded(runtime).items()}
+    assert by_hash == {hashlib.sha256(repr({"epoch": e}).encode()).hexdigest(): e for e in (1, 2)}
+
+
+def test_a_write_opening_a_checkpoint_still_hashing_waits_for_it(
+    runtime: Path, tmp_path: Path, slow_hash: None
+) -> None:
+    import hashlib
+
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"first")
+    saves.record_in_background(ckpt)
+    saves._on_audit("open", (str(ckpt), "wb", 0))  # what the audit hook sees at open(ckpt, "wb")
+    assert not saves._pending
+    ckpt.write_bytes(b"second")
+    assert list(_recorded(runtime)) == [f"{hashlib.sha256(b'first').hexdigest()}.rank0.json"]
+
+
+def test_a_checkpoint_renamed_while_hashing_is_recorded_under_its_final_name(
+    runtime: Path, tmp_path: Path, slow_hash: None
+) -> None:
+    tmp = tmp_path / "ckpt.pt.tmp"
+    tmp.write_bytes(b"atomic save")
+    saves.record_in_background(tmp)
+    final = tmp_path / "ckpt.pt"
+    saves._on_audit("os.replace", (str(tmp), str(final), -1, -1))
+    tmp.replace(final)
+    saves.wait()
+    (body,) = _recorded(runtime).values()
+    assert body["path"] == "ckpt.pt"
+    saves._state["restored"] = False
+    saves._after_load(final, saves._before_load(final))
+    assert json.loads((runtime / saves.EVENTS).read_text())["event"] == "restored"

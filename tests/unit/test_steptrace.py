@@ -64,3 +64,26 @@ def test_a_trace_divergence_leads_the_verdict_reasons() -> None:
         "strict",
     )
     assert same.status == "identical" and same.trace is None
+
+
+def test_a_trace_of_an_older_summation_order_agrees_up_to_its_rounding_only() -> None:
+    import torch
+
+    from repro.runtime import steptrace
+
+    torch.manual_seed(0)
+    weights = [torch.randn(300_000), torch.randn(1000)]
+    sums = {f"p{i}": [float(w.double().sum()), float(w.double().abs().sum())] for i, w in enumerate(weights)}
+    old: list[dict[str, object]] = [{"step": 0, "params": sums}]
+    values = steptrace.fingerprints(torch, weights)
+    new = [{"step": 0, "f": steptrace.SUMMATION, "params": {f"p{i}": v for i, v in enumerate(values)}}]
+    assert compare_trace(old, new, STRICT) is None  # the same weights, summed in another order
+    moved = weights[0].clone()
+    moved[5] += 1e-3  # a real difference
+    values = steptrace.fingerprints(torch, [moved, weights[1]])
+    new = [{"step": 0, "f": steptrace.SUMMATION, "params": {f"p{i}": v for i, v in enumerate(values)}}]
+    d = compare_trace(old, new, STRICT)
+    assert d is not None and d.param == "p0"
+    nudged = {**sums, "p0": [sums["p0"][0] + 1e-9, sums["p0"][1]]}
+    alike: list[dict[str, object]] = [{"step": 0, "params": nudged}]
+    assert compare_trace(old, alike, STRICT) is not None  # summed alike: to the bit

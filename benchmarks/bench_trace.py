@@ -1,0 +1,123 @@
+"""`repro run --trace` per optimizer step: an MLP, a CNN, and one figure at 100M parameters.
+
+    python benchmarks/bench_trace.py
+
+In one process, with strict mode's switches (one thread, deterministic algorithms): the same
+training step timed without and with the runtime's trace hook (repro/runtime/steptrace.py, as
+`--trace` installs it), installed and removed between blocks of steps, interleaved A B A B.
+Per-step medians; each traced block's first step, where the hook names the parameters once
+per run (a walk over the process's objects), is left out. The 100M-parameter figure is a few
+steps of a wide MLP (CPU): the trace's milliseconds per step, on top of that step.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import INFO, Row, Sample, log, print_rows, scratch
+
+
+def _models(torch: Any) -> dict[str, tuple[Any, Callable[[], Any]]]:
+    nn = torch.nn
+    mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, 10),
+    )  # fmt: skip
+    return {
+        "MLP": (mlp, lambda: (torch.randn(64, 784), torch.randint(0, 10, (64,)))),
+        "CNN": (cnn, lambda: (torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))),
+    }
+
+
+def _step_times(
+    torch: Any, model: Any, batch: Callable[[], Any], steps: int, sgd: bool = False
+) -> list[float]:
+    params = model.parameters()
+    optimizer = torch.optim.SGD(params, lr=1e-3) if sgd else torch.optim.Adam(params, lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = batch()
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def _compare(
+    torch: Any, model: Any, batch: Callable[[], Any], trace: Path, blocks: int, steps: int,
+    warm: int = 5, sgd: bool = False,
+) -> Row:  # fmt: skip
+    from repro.runtime import steptrace
+
+    plain: list[float] = []
+    traced: list[float] = []
+    _step_times(torch, model, batch, warm, sgd)
+    for _ in range(blocks):
+        plain += _step_times(torch, model, batch, steps, sgd)
+        handle = steptrace.install(torch, trace)
+        traced += _step_times(torch, model, batch, steps + 1, sgd)[1:]  # the first names the parameters
+        handle.remove()
+    steptrace.flush()
+    return _row(plain, traced)
+
+
+def _row(plain: list[float], traced: list[float]) -> Row:
+    def sample(values: list[float]) -> Sample:
+        s = Sample()
+        s.wall = s.cpu = statistics.median(values)
+        s.runs = values
+        return s
+
+    return Row("", "strict, no --trace", sample(plain), sample(traced), "<= 1.10x", "within", 1.10)
+
+
+def run(repeats: int = 3) -> list[Row]:
+    import torch
+
+    torch.set_num_threads(1)  # strict mode's switches
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    steps = int(os.environ.get("REPRO_BENCH_TRACE_STEPS", "10"))  # per block; 4 x repeats blocks each way
+    rows = []
+    with scratch("repro-bench-trace-") as d:
+        for name, (model, batch) in _models(torch).items():
+            params = sum(p.numel() for p in model.parameters())
+            log(f"{name}: {params / 1e6:.2f}M parameters, {4 * repeats} blocks of {steps} steps each way")
+            row = _compare(torch, model, batch, d / "trace.jsonl", 4 * repeats, steps)
+            row.case = f"--trace per step, {name} ({params / 1e6:.2f}M parameters)"
+            row.note = "per-step medians of interleaved blocks, one process, 1 thread"
+            rows.append(row)
+        big = int(os.environ.get("REPRO_BENCH_TRACE_BIG", "100000000"))
+        width = 5000
+        depth = max(big // (width * width), 1)
+        model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)])
+        params = sum(p.numel() for p in model.parameters())
+        log(f"{params / 1e6:.0f}M parameters, a few steps each way")
+        torch.set_num_threads(os.cpu_count() or 1)
+        row = _compare(
+            torch, model, lambda: (torch.randn(8, width), torch.randint(0, 10, (8,))), d / "big.jsonl", 1, 3
+        )
+        extra = (row.repro_s.wall - row.peer_s.wall) * 1000 if row.repro_s and row.peer_s else float("nan")
+        row.case = f"--trace per step, {params / 1e6:.0f}M-parameter MLP (CPU, SGD, batch 8)"
+        row.target, row.threshold = INFO, 0.0
+        row.note = f"the trace adds {extra:.0f} ms per step; 3 steps each way, all cores"
+        rows.append(row)
+    return rows
+
+
+if __name__ == "__main__":
+    print_rows(run(int(os.environ.get("REPRO_BENCH_REPEATS", "3"))))
