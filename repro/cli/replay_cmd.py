@@ -97,21 +97,19 @@ def replay(
     Changed data stops the replay (exit 5) unless --allow-data-drift, or a copy is carried
     (`export --with-data`; placed read-only in the replay's copy) or fetched at its recorded
     version through DVC from the remote of that name this machine configures, and checked.
-    A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays
-    in the docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local
-    runs its code on this machine, unsandboxed, and says so; no engine and neither: exit 3);
-    the network stays off unless --network; of its recorded variables only the safe set is
-    set again (--env NAME adds one; LD_*, PYTHON*, proxies never); only this machine's
-    MLFLOW_TRACKING_URI is contacted. README "Security" says what a replay can and cannot do.
-    With --key (and --require-signed) the capsule's signature is checked before anything is
-    extracted or run: exit 6 when it fails.
+    A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays in the
+    docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local runs its code
+    on this machine, unsandboxed, and says so; no engine and neither: exit 3); the network stays off
+    unless --network; of its recorded variables only the safe set is set again (--env NAME adds one;
+    LD_*, PYTHON*, proxies never); only this machine's MLFLOW_TRACKING_URI is contacted. README
+    "Security" says what a replay can and cannot do. With --key (and --require-signed) the capsule's
+    signature is checked before anything is extracted or run: exit 6 when it fails.
 
     \b
-    Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …);
-    repro.yaml's compare.mask / compare.ignore_lines add patterns; --no-compare-stdout
-    (or compare.stdout: false) leaves stdout out. TensorBoard event files compare per
-    tag and step, JSON/JSONL/CSV metric files value by value; --json gives each reason
-    a code and its fields.
+    Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …); repro.yaml's
+    compare.mask / compare.ignore_lines add patterns; --no-compare-stdout (or compare.stdout: false)
+    leaves stdout out. TensorBoard event files compare per tag and step, JSON/JSONL/CSV metric
+    files value by value; --json gives each reason a code and its fields.
 
     \b
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
@@ -139,9 +137,8 @@ def replay(
     _report(outcome, markdown, as_json)
     pair = (outcome.original, outcome.replay)
     figures.verdict_pictures(app.store, pair, outcome.verdict, f"repro replay {ref}", (plot_path, html_path))
-    code = int(outcome.verdict.exit_code)
-    if code:
-        raise click.exceptions.Exit(code)
+    if outcome.verdict.exit_code:
+        raise click.exceptions.Exit(int(outcome.verdict.exit_code))
 
 
 def _planned(app: AppContext, request: ReplayRequest, flags: Flags) -> tuple[Plan, ReplayRequest]:

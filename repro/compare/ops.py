@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from repro.compare import reasons as codes
 from repro.compare.reasons import OP_DIFFERS, Reason
 from repro.compare.verdict import Verdict
 from repro.runtime import contract
@@ -47,6 +48,21 @@ class OpDifference:
         if self.sum_delta:
             return f"hash differs (sums differ by {self.sum_delta:.3g})"
         return "hash differs"
+
+
+# A divergence these explain already: the op stream would not say more.
+_EXPLAINED = (
+    codes.RUN_FAILED, codes.ORIGINAL_FAILED, codes.NOT_RESTORED, codes.DATA_ORDER_DIFFERS,
+    codes.WORKER_SEEDS_DIFFER, codes.CONCURRENT_WRITE,
+)  # fmt: skip
+
+
+def would_help(verdict: Verdict) -> bool:
+    """Whether `--ops` would say more about ``verdict``: a strict divergence of computed values
+    (not a failure, another data order, or a file several processes wrote) with no op compared."""
+    if verdict.status != "diverged" or verdict.mode != "strict" or verdict.ops_compared:
+        return False
+    return not any(r.code in _EXPLAINED for r in verdict.reasons)
 
 
 def parse(text: str) -> list[dict[str, Any]]:

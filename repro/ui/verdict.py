@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from repro import schemas
+from repro.compare import ops as op_streams
 from repro.compare import reasons as codes
 from repro.compare.reasons import OP_DIFFERS
 from repro.compare.trace import describe as describe_trace
@@ -207,7 +208,7 @@ def _ops_text(v: Verdict, paint: Any) -> list[str]:
             f"  at {f.get('where') or '?'}, optimizer step {f.get('step')}, rank {f.get('rank')}",
             f"  {f.get('size')}", f"  {cause}",
         ]  # fmt: skip
-    if v.status == "diverged" and v.mode == "strict" and not v.ops_compared:
+    if op_streams.would_help(v):
         return ["", paint("Next", "bold"), "  re-run with --ops to find the first differing operation"]
     return []
 

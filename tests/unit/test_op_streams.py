@@ -241,3 +241,22 @@ def test_the_device_digest_changes_with_any_bit_and_only_then() -> None:
     assert words(x) != words(swapped)  # so does the order of the elements
     for t in (x.bfloat16(), x > 0, (x * 100).long(), torch.zeros(0)):
         assert words(t) == words(t.clone())
+
+
+def test_the_hint_to_rerun_with_ops_comes_only_where_the_op_stream_would_say_more() -> None:
+    from repro.compare import reasons as codes
+    from repro.compare.ops import would_help
+    from repro.compare.reasons import Reason
+    from repro.compare.verdict import Verdict
+
+    def verdict(*reason_codes: str, mode: str = "strict", compared: bool = False) -> Verdict:
+        v = Verdict(status="diverged", mode=mode, summary="diverged")
+        v.reasons = [Reason(code, code) for code in reason_codes]
+        v.ops_compared = compared
+        return v
+
+    assert would_help(verdict(codes.TENSOR_DIFFERS, codes.LOG_DIFFERS))
+    assert not would_help(verdict(codes.TENSOR_DIFFERS, mode="gpu"))
+    assert not would_help(verdict(codes.TENSOR_DIFFERS, compared=True))
+    for explained in (codes.DATA_ORDER_DIFFERS, codes.CONCURRENT_WRITE, codes.RUN_FAILED):
+        assert not would_help(verdict(codes.OUTPUT_DIFFERS, explained))
