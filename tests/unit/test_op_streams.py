@@ -248,8 +248,9 @@ def test_the_hint_to_rerun_with_ops_comes_only_where_the_op_stream_would_say_mor
     from repro.compare.ops import would_help
     from repro.compare.reasons import Reason
     from repro.compare.verdict import Verdict
+    from repro.runtime.contract import Mode
 
-    def verdict(*reason_codes: str, mode: str = "strict", compared: bool = False) -> Verdict:
+    def verdict(*reason_codes: str, mode: Mode = "strict", compared: bool = False) -> Verdict:
         v = Verdict(status="diverged", mode=mode, summary="diverged")
         v.reasons = [Reason(code, code) for code in reason_codes]
         v.ops_compared = compared
