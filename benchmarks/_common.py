@@ -49,6 +49,18 @@ def median_sample(runs: list[tuple[float, float]]) -> Sample:
 INFO = "(info)"
 
 
+def repro_exe() -> str | None:
+    """The `repro` beside this interpreter, else the one on PATH."""
+    beside = Path(sys.executable).parent / "repro"
+    return str(beside) if beside.exists() else shutil.which("repro")
+
+
+def repro_env() -> dict[str, str]:
+    """The environment for timed commands: `python` is this interpreter both bare and under repro."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "NO_COLOR": "1"}
+
+
 @dataclass
 class Row:
     """One comparison: repro against a named peer on the same data."""

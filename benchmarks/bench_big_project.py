@@ -17,8 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median_sample, print_rows, run_timed, scratch
-from bench_run_overhead import _env, _repro_exe
+from _common import Row, log, median_sample, print_rows, repro_env, repro_exe, run_timed, scratch
 
 TRAIN = """\
 import argparse
@@ -43,7 +42,7 @@ def _make_project(root: Path, n: int) -> None:
 
 def run(repeats: int = 3) -> list[Row]:
     n = int(os.environ.get("REPRO_BENCH_PROJECT_FILES", "50000"))
-    repro = _repro_exe()
+    repro = repro_exe()
     case_run, case_show = f"repro run, project of {n:,} files outside git", "repro show of that run"
     if repro is None:
         why = "the repro command is not installed (make install)"
@@ -51,7 +50,7 @@ def run(repeats: int = 3) -> list[Row]:
             Row(case_run, "`python train.py` bare", None, None, "< +3 s", "overhead", 3.0, skipped=why),
             Row(case_show, "bare `python -c pass`", None, None, "< +0.5 s", "overhead", 0.5, skipped=why),
         ]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-project-") as proj:
         (proj / "repro.yaml").write_text("# benchmark project: no data, no dependencies\n")
         (proj / "requirements.in").write_text("")

@@ -18,8 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Sample, log, print_rows, scratch
-from bench_run_overhead import _env, _repro_exe
+from _common import Row, Sample, log, print_rows, repro_env, repro_exe, scratch
 
 READER = """\
 import argparse, os, time
@@ -65,11 +64,11 @@ def _sample(values: list[float]) -> Sample:
 def run(repeats: int = 3) -> list[Row]:
     n = int(os.environ.get("REPRO_BENCH_READ_N", "20000"))
     case = f"DataLoader (2 workers) reading {n} small declared files"
-    repro = _repro_exe()
+    repro = repro_exe()
     if repro is None:
         why = "the repro command is not installed (make install)"
         return [Row(case, "the same loop bare", None, None, "<= 1.10x", "within", 1.10, skipped=why)]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-reads-") as proj:
         (proj / "repro.yaml").write_text("# benchmark project: data, no dependencies\n")
         (proj / "requirements.in").write_text("")

@@ -16,8 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Sample, log, print_rows, run_timed, scratch
-from bench_run_overhead import _env, _repro_exe
+from _common import Row, Sample, log, print_rows, repro_env, repro_exe, run_timed, scratch
 
 COMMAND = ["python", "-c", "pass"]
 
@@ -32,7 +31,7 @@ def _make_tree(root: Path, n: int) -> None:
 
 def run(repeats: int = 3) -> list[Row]:
     """Rows: run overhead with the data over the run without it; `repro show` of that run."""
-    repro = _repro_exe()
+    repro = repro_exe()
     n = int(os.environ.get("REPRO_BENCH_SMALL_N", "100000"))
     case_run, case_show = f"repro run, {n:,} unchanged data files", "repro show of that run"
     if repro is None:
@@ -41,7 +40,7 @@ def run(repeats: int = 3) -> list[Row]:
             Row(case_run, "the same run without data", None, None, "< 1.5 s", "overhead", 1.5, skipped=why),
             Row(case_show, "bare `python -c pass`", None, None, "< 1 s", "overhead", 1.0, skipped=why),
         ]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-data-") as base:
         plain_proj, proj = base / "no-data", base / "data"
         for p in (plain_proj, proj):

@@ -20,8 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median_sample, print_rows, run_timed, scratch
-from bench_run_overhead import _env, _repro_exe
+from _common import Row, log, median_sample, print_rows, repro_env, repro_exe, run_timed, scratch
 
 TRAIN = "from pathlib import Path\nPath('model.txt').write_text('weights\\n')\nprint('done')\n"
 
@@ -59,7 +58,7 @@ def _make_runs(proj: Path, repro: str, env: dict[str, str], runs: int, files: in
 def run(repeats: int = 3) -> list[Row]:
     runs = int(os.environ.get("REPRO_BENCH_LS_RUNS", "100"))
     files = int(os.environ.get("REPRO_BENCH_LS_FILES", "20000"))
-    repro = _repro_exe()
+    repro = repro_exe()
     case_gone = f"repro ls, index gone, {runs} runs of {files:,} untracked files"
     case_garbage = f"repro ls, index garbage, {runs} runs of {files:,} untracked files"
     peer = "bare `python -c pass`"
@@ -69,7 +68,7 @@ def run(repeats: int = 3) -> list[Row]:
             Row(case_gone, peer, None, None, "< +2 s", "overhead", 2.0, skipped=why),
             Row(case_garbage, peer, None, None, "< +2 s", "overhead", 2.0, skipped=why),
         ]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-ls-") as proj:
         _make_runs(proj, repro, env, runs, files)
         index = proj / ".repro" / "index.sqlite"

@@ -20,8 +20,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -29,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import INFO, Row, Sample, log, print_rows, scratch
+from _common import INFO, Row, Sample, log, median_sample, print_rows, repro_env, repro_exe, scratch
 
 SCRIPT = '''"""A convolutional stem and residual MLP blocks on synthetic images."""
 import argparse
@@ -92,21 +90,11 @@ if __name__ == "__main__":
 '''
 
 
-def _repro_exe() -> str | None:
-    beside = Path(sys.executable).parent / "repro"
-    return str(beside) if beside.exists() else shutil.which("repro")
-
-
-def _env() -> dict[str, str]:
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "NO_COLOR": "1"}
-
-
 def _timed(cmd: list[str], cwd: Path, codes: tuple[int, ...]) -> tuple[float, float]:
     """(wall, CPU of the children) of one command that must exit with one of ``codes``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(cmd, cwd=cwd, env=repro_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in codes:
@@ -114,33 +102,26 @@ def _timed(cmd: list[str], cwd: Path, codes: tuple[int, ...]) -> tuple[float, fl
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _median(runs: list[tuple[float, float]]) -> Sample:
-    s = Sample()
-    for wall, cpu in runs:
-        s.add(wall, cpu)
-    s.wall = statistics.median(w for w, _ in runs)
-    s.cpu = statistics.median(c for _, c in runs)
-    return s
-
-
 def _case(repro: str, proj: Path, steps: int, repeats: int, noisy: bool) -> tuple[Sample, Sample]:
     argv = ["python", "train.py", "--steps", str(steps), *(["--noisy-block", "2"] if noisy else [])]
-    subprocess.run([repro, "run", "--backend", "local", "--", *argv], cwd=proj, env=_env(), check=True,
+    subprocess.run([repro, "run", "--backend", "local", "--", *argv], cwd=proj, env=repro_env(), check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    shown = subprocess.run([repro, "show", "latest", "--json"], cwd=proj, env=_env(), capture_output=True)
+    shown = subprocess.run(
+        [repro, "show", "latest", "--json"], cwd=proj, env=repro_env(), capture_output=True
+    )
     ref = str(json.loads(shown.stdout)["id"])  # the replays below become `latest`
     codes = (5,) if noisy else (0,)
     plain, ops = [], []
     for _ in range(repeats):
         plain.append(_timed([repro, "replay", ref, "--backend", "local"], proj, codes))
         ops.append(_timed([repro, "replay", ref, "--backend", "local", "--ops"], proj, codes))
-    return _median(plain), _median(ops)
+    return median_sample(plain), median_sample(ops)
 
 
 def run(repeats: int = 3, steps: int | None = None) -> list[Row]:
     """Rows for an identical replay and a diverging one."""
     steps = steps or int(os.environ.get("REPRO_BENCH_OPS_STEPS", "200"))
-    repro = _repro_exe()
+    repro = repro_exe()
     cases = (
         (f"replay --ops, identical ({steps} steps)", False),
         (f"replay --ops, diverged ({steps} steps)", True),

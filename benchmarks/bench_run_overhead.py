@@ -17,20 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Sample, log, print_rows, run_timed, scratch
+from _common import Row, Sample, log, print_rows, repro_env, repro_exe, run_timed, scratch
 
 COMMAND = ["python", "-c", "pass"]
-
-
-def _repro_exe() -> str | None:
-    beside = Path(sys.executable).parent / "repro"
-    return str(beside) if beside.exists() else shutil.which("repro")
-
-
-def _env() -> dict[str, str]:
-    # `python` resolves to this interpreter both bare and under repro.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "NO_COLOR": "1"}
 
 
 def _engine_answers() -> bool:
@@ -44,7 +33,7 @@ def _engine_answers() -> bool:
 
 def _image_of_latest(repro: str, proj: Path) -> str | None:
     out = subprocess.run(
-        [repro, "show", "latest", "--json"], cwd=proj, env=_env(), capture_output=True, text=True
+        [repro, "show", "latest", "--json"], cwd=proj, env=repro_env(), capture_output=True, text=True
     )
     try:
         image = json.loads(out.stdout).get("deps", {}).get("image") or {}
@@ -55,7 +44,7 @@ def _image_of_latest(repro: str, proj: Path) -> str | None:
 
 def run(repeats: int = 5) -> list[Row]:
     """Rows for the local and the docker backend."""
-    repro = _repro_exe()
+    repro = repro_exe()
     rows: list[Row] = []
     if repro is None:
         why = "the repro command is not installed (make install)"
@@ -67,7 +56,7 @@ def run(repeats: int = 5) -> list[Row]:
                 "repro run, docker backend", "docker run", None, None, "< 1.5 s", "overhead", 1.5, skipped=why
             ),
         ]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-run-") as proj:
         (proj / "repro.yaml").write_text("# benchmark project: no data, no dependencies\n")
         (proj / "requirements.in").write_text("")

@@ -16,8 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median_sample, print_rows, run_timed, scratch
-from bench_run_overhead import _env, _repro_exe
+from _common import Row, log, median_sample, print_rows, repro_env, repro_exe, run_timed, scratch
 
 WRITER = """\
 import argparse, os
@@ -35,7 +34,7 @@ print(f"wrote {args.n} files")
 
 def run(repeats: int = 3) -> list[Row]:
     n = int(os.environ.get("REPRO_BENCH_OUTPUTS", "5000"))
-    repro = _repro_exe()
+    repro = repro_exe()
     seal_case, export_case = f"sealing {n} small outputs", f"repro export of a run with {n} outputs"
     if repro is None:
         why = "the repro command is not installed (make install)"
@@ -45,7 +44,7 @@ def run(repeats: int = 3) -> list[Row]:
             ),
             Row(export_case, "`tar cf` of the same files", None, None, "<= 3x", "within", 3.0, skipped=why),
         ]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-seal-") as proj:
         (proj / "repro.yaml").write_text("# benchmark project: no data, no dependencies\n")
         (proj / "requirements.in").write_text("")

@@ -19,8 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import INFO, Row, Sample, log, print_rows, run_timed, scratch
-from bench_run_overhead import _env, _repro_exe
+from _common import INFO, Row, Sample, log, print_rows, repro_env, repro_exe, run_timed, scratch
 
 SAVER = """\
 import argparse, os
@@ -58,11 +57,11 @@ def run(repeats: int = 3) -> list[Row]:
     budget_mb = 4 * mb + mb // 2  # room for 4 checkpoints (each a little over MB MiB)
     budget = budget_mb << 20
     case = f"{runs} traced runs x {n} checkpoints of {mb} MiB, store.max_bytes {budget_mb} MiB"
-    repro = _repro_exe()
+    repro = repro_exe()
     if repro is None:
         why = "the repro command is not installed (make install)"
         return [Row(case, "the same runs, no budget", None, None, INFO, "within", 0.0, skipped=why)]
-    env = _env()
+    env = repro_env()
     with scratch("repro-bench-budget-") as root:
         projects = {"free": root / "free", "bounded": root / "bounded"}
         for name, proj in projects.items():
