@@ -208,6 +208,37 @@ def check_recorded_data(
     return drift or None
 
 
+def _replay_data(
+    request: ReplayRequest,
+    loaded: LoadedRun,
+    settings: Settings,
+    store: Store,
+    capsule_blobs: Path | None,
+    notes: list[str],
+    on_event: OnEvent,
+) -> tuple[Path, DataChoice]:
+    """Where the replay reads each declared input: the host's data where it is as recorded, else
+    blobs at hand (capsule, store, data remote: `choose_data`) or a fetch through DVC; said in the
+    notes. Returns the data root and the choice.
+
+    Raises:
+        DataDrift: the data differs, nothing replaces it, and drift is not allowed.
+        DataUnavailable: DVC could not fetch the recorded versions.
+    """
+    original = loaded.record
+    data_root = (request.data_root or store.root).resolve()
+    remote = datablobs.remote_root(settings.data_remote, store.root)
+    roots = datablobs.blob_roots(capsule_blobs, store.dir, remote)
+    data_root = _data_from_dvc(request, original, data_root, store, roots, loaded.read_blob, notes, on_event)
+    data = choose_data(original, data_root, store, roots, request, loaded.read_blob)
+    if data.drift:
+        notes.append(data.drift.describe() + " (allowed by --allow-data-drift)")
+    for note in data.notes():
+        _say(note, notes, on_event)
+    _keep_carried(data, original, loaded.read_blob, remote or store.dir)
+    return data_root, data
+
+
 def _data_from_dvc(
     request: ReplayRequest,
     original: Record,
@@ -333,17 +364,8 @@ def run_replay(
     if placement.note:
         _say(placement.note, notes, on_event)
     _refuse_hidden_secrets(original)
-    data_root = (request.data_root or store.root).resolve()
-    remote = datablobs.remote_root(plan.settings.data_remote, store.root)
-    roots = datablobs.blob_roots(capsule_blobs, store.dir, remote)
-    data_root = _data_from_dvc(request, original, data_root, store, roots, loaded.read_blob, notes, on_event)
-    data = choose_data(original, data_root, store, roots, request, loaded.read_blob)
+    data_root, data = _replay_data(request, loaded, plan.settings, store, capsule_blobs, notes, on_event)
     drift = data.drift
-    if drift:
-        notes.append(drift.describe() + " (allowed by --allow-data-drift)")
-    for note in data.notes():
-        _say(note, notes, on_event)
-    _keep_carried(data, original, loaded.read_blob, remote or store.dir)
     window = None
     if request.from_checkpoint:
         window = windows.choose(original, request.from_checkpoint, request.steps, len(side(loaded).trace))

@@ -115,10 +115,8 @@ def replay(
     repro replay RUN --from step:4000 --steps 200   a window of a long traced run, in minutes
     repro replay RUN --plot curves.png --html report.html   both runs' curves, the first divergence marked
     repro replay RUN --ops   a divergence explained by its first differing tensor op
-    A resumed run is replayed as one uninterrupted run of its chain; its outputs are compared.
+    A resumed run is replayed as one uninterrupted run of its chain (its outputs compared).
     """
-    if steps is not None and from_checkpoint is None:
-        raise UsageError("--steps sizes a window: give it with --from CHECKPOINT")
     options.output_forms(as_json, markdown)
     request = ReplayRequest(
         ref=ref, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
@@ -143,6 +141,8 @@ def replay(
 
 def _planned(app: AppContext, request: ReplayRequest, flags: Flags) -> tuple[Plan, ReplayRequest]:
     """The plan, and the request with the op stream it asks for (``--ops``, ``ops:`` in repro.yaml)."""
+    if request.steps is not None and request.from_checkpoint is None:
+        raise UsageError("--steps sizes a window: give it with --from CHECKPOINT")
     plan = app.plan(flags)
     return plan, dataclasses.replace(request, ops=plan.settings.ops_steps if plan.settings.ops else None)
 
