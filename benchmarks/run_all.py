@@ -100,10 +100,20 @@ def _kept_sections(path: Path, titles: set[str]) -> dict[str, str]:
     return kept
 
 
+def _earlier_versions(path: Path) -> dict[str, str]:
+    """The ``- tool: version`` lines of an earlier RESULTS.md's Machine section."""
+    if not path.exists():
+        return {}
+    section = path.read_text().partition("\n## Machine\n")[2].partition("\n## ")[0]
+    pairs = (line[2:].partition(": ") for line in section.splitlines() if line.startswith("- "))
+    return {k: v for k, _, v in pairs if v and v not in ("?", "not installed")}
+
+
 def _write_results(results: list[tuple[str, list[Row]]], started: str, host: dict[str, str]) -> Path:
     path = HERE / "RESULTS.md"
     kept = _kept_sections(path, {title for title, _ in results})
-    versions = _versions()
+    earlier = _earlier_versions(path)  # a peer absent this time keeps the version its rows were run with
+    versions = {k: earlier.get(k, v) if v in ("?", "not installed") else v for k, v in _versions().items()}
     lines = [
         "# Benchmark results",
         "",
