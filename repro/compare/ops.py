@@ -66,8 +66,32 @@ def would_help(verdict: Verdict) -> bool:
 
 
 def parse(text: str) -> list[dict[str, Any]]:
-    """The rows of an ops.jsonl text (a ``truncated`` marker row included), in order."""
-    return contract.jsonl_rows(text, lambda row: "op" in row or row.get("truncated") is True)
+    """The rows of an ops.jsonl text (a ``truncated`` marker row included), in order; a row of
+    another shape (a capsule's stream is untrusted) is left out."""
+    return contract.jsonl_rows(text, _well_formed)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _well_formed(row: dict[str, Any]) -> bool:
+    """An op row with the types the comparison reads, or a ``truncated`` marker."""
+    if row.get("truncated") is True:
+        return True
+    values = row.get("values")
+    return (
+        isinstance(row.get("op"), str)
+        and all(_count(row[k]) for k in ("i", "step") if k in row)
+        and row.get("phase", "fwd") in ("fwd", "bwd")
+        and all(isinstance(row.get(k), (str, type(None))) for k in ("module", "where", "node"))
+        and (values is None or (isinstance(values, list) and all(_number(v) for v in values)))
+        and (row.get("sum") is None or _number(row.get("sum")))
+    )
 
 
 def within(rows: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:

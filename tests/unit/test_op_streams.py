@@ -261,3 +261,27 @@ def test_the_hint_to_rerun_with_ops_comes_only_where_the_op_stream_would_say_mor
     assert not would_help(verdict(codes.TENSOR_DIFFERS, compared=True))
     for explained in (codes.DATA_ORDER_DIFFERS, codes.CONCURRENT_WRITE, codes.RUN_FAILED):
         assert not would_help(verdict(codes.OUTPUT_DIFFERS, explained))
+
+
+def test_op_rows_of_another_shape_from_a_capsule_are_left_out_not_crashed_on() -> None:
+    from repro.compare.ops import first_difference, parse
+
+    hostile = "\n".join(
+        [
+            '{"op": 5, "step": 0, "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "step": "x", "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "step": true, "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "i": -1, "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "phase": "sideways", "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "module": ["m"], "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "values": [1, "x"], "out": ["a"]}',
+            '{"op": "aten::add.Tensor", "sum": "big", "out": ["a"]}',
+            '{"truncated": "yes"}',
+            "[1, 2]",
+        ]
+    )
+    assert parse(hostile) == []
+    good = '{"i": 0, "step": 0, "op": "aten::mul.Tensor", "phase": "fwd", "out": ["a"], "values": [1.0]}'
+    other = good.replace('"a"', '"b"').replace("1.0", "1.5")
+    diff = first_difference({0: parse(hostile + "\n" + good)}, {0: parse(other)})
+    assert diff is not None and diff.op == "aten::mul.Tensor" and diff.max_abs == 0.5
