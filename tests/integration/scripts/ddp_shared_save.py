@@ -8,6 +8,7 @@ part last: two concurrent writes interleave, often into a file that does not loa
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -46,7 +47,8 @@ for epoch in range(args.epochs):
     opt.step()
     print(f"rank {rank} epoch {epoch} loss {loss.item():.6f}", flush=True)
 
-dist.barrier()  # every rank saves at the same moment
+dist.barrier()  # every rank saves at about the same moment: which lands last varies, as in a real job
+time.sleep(int.from_bytes(os.urandom(1), "big") / 255 * 0.05)
 torch.save({"dense": dense.module.state_dict(), "emb_l": shard.state_dict(), "rank": rank}, args.save_model)
 dist.barrier()
 os.makedirs("outputs", exist_ok=True)
