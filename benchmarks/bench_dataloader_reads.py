@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Sample, log, print_rows, repro_env, repro_exe, scratch
+from _common import Row, log, median_sample, print_rows, repro_env, repro_exe, scratch
 
 READER = """\
 import argparse, os, time
@@ -53,14 +52,6 @@ def _loop_seconds(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
     return float(found.group(1))
 
 
-def _sample(values: list[float]) -> Sample:
-    s = Sample()
-    for v in values:
-        s.add(v, v)
-    s.wall = s.cpu = statistics.median(values)
-    return s
-
-
 def run(repeats: int = 3) -> list[Row]:
     n = int(os.environ.get("REPRO_BENCH_READ_N", "20000"))
     case = f"DataLoader (2 workers) reading {n} small declared files"
@@ -87,7 +78,16 @@ def run(repeats: int = 3) -> list[Row]:
             mine.append(_loop_seconds(ours, proj, env))
     note = "the script's own loop time; medians of interleaved runs"
     return [
-        Row(case, "the same loop bare", _sample(peer), _sample(mine), "<= 1.10x", "within", 1.10, note=note)
+        Row(
+            case,
+            "the same loop bare",
+            median_sample([(v, v) for v in peer]),
+            median_sample([(v, v) for v in mine]),
+            "<= 1.10x",
+            "within",
+            1.10,
+            note=note,
+        )
     ]
 
 

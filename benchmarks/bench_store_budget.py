@@ -13,13 +13,12 @@ whatever its size).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import INFO, Row, Sample, log, print_rows, repro_env, repro_exe, run_timed, scratch
+from _common import INFO, Row, log, median_sample, print_rows, repro_env, repro_exe, run_timed, scratch
 
 SAVER = """\
 import argparse, os
@@ -40,14 +39,6 @@ for epoch in range(args.n):
 def _store_bytes(proj: Path) -> int:
     blobs = proj / ".repro" / "blobs"
     return sum(p.stat().st_size for p in blobs.rglob("*") if p.is_file()) if blobs.is_dir() else 0
-
-
-def _median(values: list[float]) -> Sample:
-    s = Sample()
-    for v in values:
-        s.add(v, v)
-    s.wall = s.cpu = statistics.median(values)
-    return s
 
 
 def run(repeats: int = 3) -> list[Row]:
@@ -94,8 +85,8 @@ def run(repeats: int = 3) -> list[Row]:
         f"store blobs after the runs: {kept['free']} MiB without a budget, {kept['bounded']} MiB with "
         f"{budget_mb} MiB (each run's latest checkpoint copy always stays); times are whole `repro run`s"
     )
-    return [Row(case, "the same runs, no budget", _median(times["free"]), _median(times["bounded"]), INFO,
-                "within", 0.0, note=note)]  # fmt: skip
+    free, bounded = (median_sample([(v, v) for v in times[k]]) for k in ("free", "bounded"))
+    return [Row(case, "the same runs, no budget", free, bounded, INFO, "within", 0.0, note=note)]
 
 
 if __name__ == "__main__":

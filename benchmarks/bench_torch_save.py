@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -26,15 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import Row, Sample, log, print_rows, scratch
-
-
-def _median(walls: list[float], cpus: list[float]) -> Sample:
-    s = Sample()
-    for w, c in zip(walls, cpus, strict=True):
-        s.add(w, c)
-    s.wall, s.cpu = statistics.median(walls), statistics.median(cpus)
-    return s
+from _common import Row, log, median_sample, print_rows, scratch
 
 
 def _timed(save: Callable[[], object], after: Callable[[], object]) -> tuple[float, float]:
@@ -62,8 +53,8 @@ def _pair(
             cpus[name].append(cpu)
             (d / f"{name}{i}{suffix}").unlink()
     note = "wall: until the save returns; cpu: the background sha256 included; medians, interleaved"
-    return Row(case, "the same save without repro", _median(walls["A"], cpus["A"]),
-               _median(walls["B"], cpus["B"]), "<= 1.05x", "within", 1.05, note=note)  # fmt: skip
+    bare, ours = (median_sample(list(zip(walls[k], cpus[k], strict=True))) for k in ("A", "B"))
+    return Row(case, "the same save without repro", bare, ours, "<= 1.05x", "within", 1.05, note=note)
 
 
 def run(repeats: int = 5) -> list[Row]:
