@@ -10,8 +10,8 @@ from typing import Any
 
 from . import measure
 from .harness import REPO, Deadline, Lab, script
+from .report import Outcome
 
-Outcome = tuple[str, str, dict[str, Any]]  # status, figure, details
 GPU = ["--backend", "local", "--gpus", "1", "--mode", "gpu", "--seed", "1234"]
 GPT = "train_gpt.py"
 

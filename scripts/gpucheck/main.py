@@ -104,7 +104,7 @@ def run_one(lab: Lab, check: Check, gpus: int, total: Deadline) -> Result:
     except Exception as e:  # a failing check never stops the others
         status, figure, details = "fail", f"{type(e).__name__}: {e}", {}
     seconds = time.monotonic() - started
-    return Result(check.name, check.title, status, figure, list(lab.commands), round(seconds, 1), details)  # type: ignore[arg-type]
+    return Result(check.name, check.title, status, figure, list(lab.commands), round(seconds, 1), details)
 
 
 def _say(line: str) -> None:

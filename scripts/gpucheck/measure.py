@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from .harness import REPO, Deadline, Lab, script
-from .report import bootstrap_ci
+from .report import Outcome, bootstrap_ci
 
 GPT = "train_gpt.py"
 GPU = ["--backend", "local", "--gpus", "1", "--seed", "1234"]
 STEPS = ["--max_iters", "150", "--warmup_iters", "10"]
-Outcome = tuple[str, str, dict[str, Any]]
+Variant = tuple[str, list[str], list[str]]  # mode, repro run flags, script flags
 
 
 def _timed(
@@ -57,7 +57,7 @@ def _timed(
 def paired(
     lab: Lab,
     name: str,
-    variants: dict[str, tuple[str, list[str], list[str]]],
+    variants: dict[str, Variant],
     deadline: Deadline,
     min_rounds: int = 3,
 ) -> list[dict[str, dict[str, Any]]]:
@@ -107,7 +107,11 @@ def trace_cost(lab: Lab, deadline: Deadline) -> Outcome:
 
 
 def price(lab: Lab, deadline: Deadline) -> Outcome:
-    variants = {"off": ("off", [], []), "gpu": ("gpu", [], []), "gpu_nofill": ("gpu", [], ["--no-fill"])}
+    variants: dict[str, Variant] = {
+        "off": ("off", [], []),
+        "gpu": ("gpu", [], []),
+        "gpu_nofill": ("gpu", [], ["--no-fill"]),
+    }
     rounds = paired(lab, "price", variants, deadline)
     gpu_fig, gpu_stats = ratio_figure(rounds, "gpu", "off")
     nofill_fig, nofill_stats = ratio_figure(rounds, "gpu_nofill", "off")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 Status = Literal["pass", "fail", "skip", "finding"]
 FORMAT = "repro.gpu-check/v1"
+Outcome = tuple[Status, str, dict[str, Any]]  # what a check returns: status, figure, details
 
 
 @dataclass
