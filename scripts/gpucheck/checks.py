@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import measure
-from .harness import REPO, Deadline, Lab, script
+from .harness import REPO, Deadline, Lab, last_line, script
 from .report import Outcome
 
 GPU = ["--backend", "local", "--gpus", "1", "--mode", "gpu", "--seed", "1234"]
@@ -46,7 +46,7 @@ def _identical(lab: Lab, name: str, script_name: str, args: list[str], deadline:
         lab, name, {script_name: script(script_name)}, ["python", script_name, *args], deadline
     )
     if run["_exit"] != 0:
-        return "fail", f"run failed (exit {run['_exit']}): {_last_line(run['_stderr'])}", {"run": run}
+        return "fail", f"run failed (exit {run['_exit']}): {last_line(run['_stderr'])}", {"run": run}
     status = replay.get("status")
     outputs = {o["path"]: o["status"] for o in replay.get("outputs", [])}
     figure = f"replay {status}; outputs {', '.join(f'{p} {s}' for p, s in outputs.items()) or 'none'}"
@@ -75,7 +75,7 @@ def ledger(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
         root, ["run", "--json", *GPU, "--allow-nondeterministic-ops", "--", "python", "train.py"], deadline
     )
     if allowed["_exit"] != 0:
-        return "fail", f"allowed run failed (exit {allowed['_exit']}): {_last_line(allowed['_stderr'])}", {}
+        return "fail", f"allowed run failed (exit {allowed['_exit']}): {last_line(allowed['_stderr'])}", {}
     record = lab.repro_json(root, ["show", str(allowed.get("id")), "--json"], deadline)
     ops = record.get("determinism", {}).get("nondeterministic_ops") or []
     counted = [(o.get("op"), o.get("count")) for o in ops if "adaptive_avg_pool2d" in str(o.get("op"))]
@@ -87,7 +87,7 @@ def ledger(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
         f"{counted or 'empty'}; replay {replay.get('status')}"
     )
     ok = refused["_exit"] == 4 and named and bool(counted) and replay.get("status") == "within_tolerance"
-    details = {"refused_stderr": _last_line(refused["_stderr"]), "ledger": ops, "replay": _brief(replay)}
+    details = {"refused_stderr": last_line(refused["_stderr"]), "ledger": ops, "replay": _brief(replay)}
     return ("pass" if ok else "fail"), figure, details
 
 
@@ -98,7 +98,7 @@ def ops_cuda(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
     cmd = ["python", GPT, "--jitter", "--max_iters", "4", "--warmup_iters", "0"]
     run, replay = _run_and_replay(lab, "ops", {GPT: text}, cmd, deadline, ("--ops",))
     if run["_exit"] != 0:
-        return "fail", f"run failed (exit {run['_exit']}): {_last_line(run['_stderr'])}", {}
+        return "fail", f"run failed (exit {run['_exit']}): {last_line(run['_stderr'])}", {}
     first = next(
         (r.get("fields", {}) for r in replay.get("reasons", []) if r.get("code") == "op_differs"), None
     )
@@ -131,7 +131,7 @@ def nccl_two_gpus(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
     args = ["run", "--json", "--backend", "local", "--gpus", "all", "--nproc-per-node", "2", "--mode", "gpu"]
     run = lab.repro_json(root, [*args, "--", "python", "train_ddp.py"], deadline)
     if run["_exit"] != 0:
-        return "fail", f"run failed (exit {run['_exit']}): {_last_line(run['_stderr'])}", {}
+        return "fail", f"run failed (exit {run['_exit']}): {last_line(run['_stderr'])}", {}
     det = lab.repro_json(root, ["show", str(run.get("id")), "--json"], deadline).get("determinism", {})
     nccl = {k: v for k, v in (det.get("env") or {}).items() if k.startswith("NCCL_")}
     replay = lab.repro_json(root, ["replay", str(run.get("id")), "--json", "--backend", "local"], deadline)
@@ -143,13 +143,13 @@ def nccl_two_gpus(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
 
 def compile_gpt(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
     """torch.compile in gpu mode: run + replay; whether the bits match is a finding either way."""
-    cmd = ["python", GPT, "--compile", "--max_iters", "20", "--warmup_iters", "2"]
+    cmd = ["python", GPT, "--compile", "--n_layer", "2", "--max_iters", "20", "--warmup_iters", "2"]
     run, replay = _run_and_replay(lab, "compile", {GPT: script("gpu_gpt.py")}, cmd, deadline)
     if run["_exit"] != 0:
-        return "fail", f"compiled run failed (exit {run['_exit']}): {_last_line(run['_stderr'])}", {}
+        return "fail", f"compiled run failed (exit {run['_exit']}): {last_line(run['_stderr'])}", {}
     status = replay.get("status")
     if status not in ("identical", "within_tolerance", "diverged"):
-        return "fail", f"replay {status}: {_last_line(replay.get('_stderr', ''))}", {"replay": _brief(replay)}
+        return "fail", f"replay {status}: {last_line(replay.get('_stderr', ''))}", {"replay": _brief(replay)}
     figure = f"replay {status}" + (
         f", max abs {replay.get('max_abs')}" if status != "identical" else ": bits match"
     )
@@ -171,30 +171,21 @@ def _brief(replay: dict[str, Any]) -> dict[str, Any]:
     return {k: replay.get(k) for k in keep if k in replay} | {"exit": replay.get("_exit")}
 
 
-def _last_line(text: str) -> str:
-    lines = [s for s in text.strip().splitlines() if s.strip()]
-    return lines[-1][:300] if lines else "(no message)"
-
-
+# In the order they run: the cheap pins first, the measurements that use what is left last.
 CHECKS: tuple[Check, ...] = (
+    Check("cuda-image-pins", "the CUDA image's pinned torch/CUDA against this machine's", 5, cuda_image_pins),
     Check(
         "gpu-mode-cnn", "--mode gpu run + replay identical: CNN, DataLoader with 2 workers", 40, gpu_mode_cnn
     ),
     Check(
-        "gpu-mode-gpt",
-        "--mode gpu run + replay identical: nanoGPT-shaped GPT, AdamW, bf16 autocast",
-        40,
-        gpu_mode_gpt,
+        "gpu-mode-gpt", "--mode gpu run + replay identical: nanoGPT-shaped GPT, AdamW, bf16", 40, gpu_mode_gpt
     ),
     Check(
-        "gpu-mode-scatter",
-        "--mode gpu run + replay identical: index_add_ / scatter_add_ model",
-        35,
-        gpu_mode_scatter,
+        "gpu-mode-scatter", "--mode gpu run + replay identical: index_add_/scatter_add_", 35, gpu_mode_scatter
     ),
     Check(
         "ledger",
-        "op with no deterministic CUDA kernel: refused naming it; allowed: counted, within tolerance",
+        "no deterministic CUDA kernel: refused naming the op; allowed: counted, tolerance",
         50,
         ledger,
     ),
@@ -202,10 +193,10 @@ CHECKS: tuple[Check, ...] = (
     Check("trace-cost", "--trace on CUDA: GPT time per step with --trace over without", 45, trace_cost),
     Check(
         "nccl-2gpu",
-        "torchrun --nproc_per_node=2, NCCL, gpu mode: replay identical, NCCL pins recorded",
-        50,
+        "torchrun 2 ranks, NCCL, gpu mode: replay identical, NCCL pins recorded",
+        45,
         nccl_two_gpus,
-        min_gpus=2,
+        2,
     ),
     Check(
         "compile-gpt",
@@ -215,10 +206,9 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "price-gpt",
-        "price of gpu mode vs off on the GPT, fill_uninitialized_memory on/off, bootstrap CI",
-        90,
+        "gpu mode vs off on the GPT, fill_uninitialized_memory on/off, bootstrap CI",
+        85,
         price_gpt,
     ),
-    Check("cuda-image-pins", "the CUDA image's pinned torch/CUDA against this machine's", 5, cuda_image_pins),
 )
 TOTAL_BUDGET_S = 480

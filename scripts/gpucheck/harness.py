@@ -167,6 +167,12 @@ class Lab:
         return doc
 
 
+def last_line(text: str) -> str:
+    """The last non-blank line of a command's stderr (its error, as repro prints it), cut at 300 chars."""
+    lines = [s for s in text.strip().splitlines() if s.strip()]
+    return lines[-1][:300] if lines else "(no message)"
+
+
 def script(name: str) -> str:
     """A shared training script's text (tests/integration/scripts/)."""
     return (SCRIPTS / name).read_text()

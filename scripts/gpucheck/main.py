@@ -76,7 +76,8 @@ def run_all(lab: Lab, selected: list[Check], gpus: int) -> int:
     )
     results = []
     for i, check in enumerate(selected, 1):
-        result = run_one(lab, check, gpus, total)
+        reserved = sum(c.budget_s for c in selected[i:] if gpus >= c.min_gpus)
+        result = run_one(lab, check, gpus, budget_for(check.budget_s, total.left(), reserved))
         results.append(result)
         _say(f"[{i}/{len(selected)}] {check.name}: {result.status} ({result.seconds:.0f} s) {result.figure}")
         write(lab.out, lab.facts, results, TOTAL_BUDGET_S - total.left())  # a report even if stopped halfway
@@ -84,13 +85,18 @@ def run_all(lab: Lab, selected: list[Check], gpus: int) -> int:
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
-def run_one(lab: Lab, check: Check, gpus: int, total: Deadline) -> Result:
-    """One check inside min(its budget, what is left of the total); whatever it raises is its failure."""
+def budget_for(own: float, left: float, reserved: float) -> float:
+    """A check's seconds: its own budget plus what the checks before it left unspent, never eating into
+    the budgets of the checks after it (``reserved``) nor past the total (``left``)."""
+    return max(0.0, min(left, max(own, left - reserved)))
+
+
+def run_one(lab: Lab, check: Check, gpus: int, budget: float) -> Result:
+    """One check inside ``budget`` seconds; whatever it raises is its failure."""
     if gpus < check.min_gpus:
         return Result(
             check.name, check.title, "skip", f"needs {check.min_gpus} GPUs, this machine has {gpus}"
         )
-    budget = min(check.budget_s, total.left())
     if budget < 5:
         return Result(
             check.name, check.title, "skip", f"not run: the {TOTAL_BUDGET_S} s of the whole check are spent"

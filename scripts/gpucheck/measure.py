@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .harness import REPO, Deadline, Lab, script
+from .harness import REPO, Deadline, Lab, last_line, script
 from .report import Outcome, bootstrap_ci
 
 GPT = "train_gpt.py"
@@ -46,8 +46,9 @@ def _timed(
             deadline,
         )
         if run["_exit"] != 0 or not timing.exists():
+            why = last_line(run["_stderr"])
             raise RuntimeError(
-                f"repro run --mode {mode} {' '.join(flags + extra)} failed (exit {run['_exit']})"
+                f"repro run --mode {mode} {' '.join(flags + extra)} failed (exit {run['_exit']}): {why}"
             )
         seconds = float(json.loads(timing.read_text())["s_per_step"])
     ckpt = root / "out" / "ckpt.pt"

@@ -15,7 +15,7 @@ import pytest
 
 from scripts.gpucheck.checks import CHECKS, TOTAL_BUDGET_S
 from scripts.gpucheck.harness import SCRIPTS, runtime_pins
-from scripts.gpucheck.main import NOTHING
+from scripts.gpucheck.main import NOTHING, budget_for
 from scripts.gpucheck.report import Result, bootstrap_ci, render_markdown, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,3 +122,11 @@ def test_the_checks_scripts_and_wheels_exist() -> None:
     pins = runtime_pins()
     assert any(p.startswith("click==") for p in pins)
     assert not any(p.split("==")[0] in ("pip", "setuptools") for p in pins)
+
+
+def test_a_check_gets_its_budget_plus_what_earlier_checks_left_never_the_later_ones_share() -> None:
+    assert budget_for(40, left=400, reserved=360) == 40  # on schedule: its own
+    assert budget_for(40, left=400, reserved=300) == 100  # 60 s left unspent before it
+    assert budget_for(40, left=400, reserved=390) == 40  # behind schedule: still its own
+    assert budget_for(40, left=30, reserved=0) == 30  # never past the total
+    assert budget_for(40, left=-3, reserved=0) == 0
