@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -143,17 +144,16 @@ class Lab:
         left = deadline.left()
         if left <= 1:
             raise OverBudget(f"no time left for `repro {' '.join(args[:2])}`")
+        argv = [sys.executable, "-m", "repro", *args]
+        # Its own process group: past the budget, the training processes under it end with it.
+        proc = subprocess.Popen(argv, cwd=cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)  # fmt: skip
         try:
-            return subprocess.run(
-                [sys.executable, "-m", "repro", *args],
-                cwd=cwd,
-                env=self.env(),
-                capture_output=True,
-                text=True,
-                timeout=left,
-            )
+            out, err = proc.communicate(timeout=left)
         except subprocess.TimeoutExpired as e:
+            _end_group(proc)
             raise OverBudget(f"`repro {' '.join(args[:2])}` ran past the check's budget") from e
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def repro_json(self, cwd: Path, args: list[str], deadline: Deadline) -> dict[str, Any]:
         """`repro ARGS --json`'s answer (``{}`` plus ``_exit``/``_stderr`` when it printed none)."""
@@ -165,6 +165,20 @@ class Lab:
         doc = doc if isinstance(doc, dict) else {}
         doc["_exit"], doc["_stderr"] = proc.returncode, proc.stderr[-2000:]
         return doc
+
+
+def _end_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to the process group this check started, SIGKILL if it is still there 10 s later."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.communicate(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def last_line(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -59,6 +60,8 @@ def run_all(lab: Lab, selected: list[Check], gpus: int) -> int:
         _say(install_wheels(lab.out / "site"))
         lab.site = lab.out / "site"
         sys.path.insert(0, str(lab.site))
+        if not shutil.which("git"):
+            raise RuntimeError("git is not on PATH: repro records each run's code with git")
         lab.facts = machine_facts(gpus)
         if not lab.facts.get("cuda_available"):
             raise RuntimeError(
