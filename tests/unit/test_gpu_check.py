@@ -130,3 +130,24 @@ def test_a_check_gets_its_budget_plus_what_earlier_checks_left_never_the_later_o
     assert budget_for(40, left=400, reserved=390) == 40  # behind schedule: still its own
     assert budget_for(40, left=30, reserved=0) == 30  # never past the total
     assert budget_for(40, left=-3, reserved=0) == 0
+
+
+def test_a_gpu_that_torch_cannot_use_fails_every_check_in_the_report(tmp_path: Path) -> None:
+    # nvidia-smi lists a GPU, but this Python's torch has no CUDA (as here): one line, exit 1, a report.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    smi = fake / "nvidia-smi"
+    smi.write_text('#!/bin/sh\ncase "$1" in -L) echo "GPU 0: Fake (UUID: GPU-0)";; *) echo 999.1;; esac\n')
+    smi.chmod(0o755)
+    out = tmp_path / "report"
+
+    r = _gpu_check("--only", "ledger", PATH=f"{fake}{os.pathsep}{os.environ['PATH']}", GPU_CHECK_OUT=str(out))
+
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == ""
+    assert "sees no CUDA" in r.stderr.splitlines()[-1]
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["machine"]["gpu_count"] == 1 and doc["machine"]["driver"] == "999.1"
+    assert [(c["name"], c["status"]) for c in doc["checks"]] == [("ledger", "fail")]
+    assert doc["checks"][0]["figure"].startswith("not run: 1 GPU(s) listed")
+    assert "| ledger | fail | not run:" in (out / "REPORT.md").read_text()
