@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .harness import REPO, Deadline, Lab, last_line, script
+from .harness import REPO, Deadline, Lab, OverBudget, last_line, script
 from .report import Outcome, bootstrap_ci
 
 GPT = "train_gpt.py"
@@ -63,7 +63,12 @@ def paired(
     min_rounds: int = 3,
 ) -> list[dict[str, dict[str, Any]]]:
     """Rounds of one fresh run per variant (name → mode, repro flags, script flags), the order rotated each
-    round; as many rounds as the budget allows once ``min_rounds`` are in (at least two)."""
+    round; as many rounds as the budget allows once ``min_rounds`` are in (at least two, at most 8). A
+    round the budget cuts short is left out.
+
+    Raises:
+        OverBudget: the budget ran out before two rounds were in.
+    """
     root = lab.project(name, {GPT: script("gpu_gpt.py")})
     names = list(variants)
     rounds: list[dict[str, dict[str, Any]]] = []
@@ -77,9 +82,14 @@ def paired(
         started = deadline.left()
         k = len(rounds) % len(names)
         order = names[k:] + names[:k]
-        rounds.append(
-            {v: {**_timed(lab, root, *variants[v], deadline), "position": i} for i, v in enumerate(order)}
-        )
+        try:
+            rounds.append(
+                {v: {**_timed(lab, root, *variants[v], deadline), "position": i} for i, v in enumerate(order)}
+            )
+        except OverBudget:
+            if len(rounds) < 2:
+                raise
+            break
         per_round = max(per_round, started - deadline.left())
     return rounds
 

@@ -10,11 +10,13 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scripts.gpucheck import measure
 from scripts.gpucheck.checks import CHECKS, TOTAL_BUDGET_S
-from scripts.gpucheck.harness import SCRIPTS, runtime_pins
+from scripts.gpucheck.harness import SCRIPTS, Deadline, Lab, OverBudget, runtime_pins
 from scripts.gpucheck.main import NOTHING, budget_for
 from scripts.gpucheck.report import Result, bootstrap_ci, render_markdown, write
 
@@ -151,3 +153,31 @@ def test_a_gpu_that_torch_cannot_use_fails_every_check_in_the_report(tmp_path: P
     assert [(c["name"], c["status"]) for c in doc["checks"]] == [("ledger", "fail")]
     assert doc["checks"][0]["figure"].startswith("not run: 1 GPU(s) listed")
     assert "| ledger | fail | not run:" in (out / "REPORT.md").read_text()
+
+
+def test_paired_runs_rotate_their_order_and_keep_whole_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def timed(
+        lab: Lab, root: Path, mode: str, flags: list[str], extra: list[str], d: Deadline
+    ) -> dict[str, Any]:
+        calls.append(mode + "".join(extra))
+        if len(calls) == 7:  # the third round runs out of time
+            raise OverBudget("past the budget")
+        return {"s_per_step": {"off": 1.0, "gpu": 1.1, "gpu--no-fill": 1.05}[calls[-1]], "ckpt": "same"}
+
+    monkeypatch.setattr(measure, "_timed", timed)
+    variants: dict[str, measure.Variant] = {
+        "off": ("off", [], []),
+        "gpu": ("gpu", [], []),
+        "nofill": ("gpu", [], ["--no-fill"]),
+    }
+
+    rounds = measure.paired(Lab(tmp_path), "price", variants, Deadline(600))
+
+    assert calls[:6] == ["off", "gpu", "gpu--no-fill", "gpu", "gpu--no-fill", "off"]
+    assert len(rounds) == 2 and [r["off"]["position"] for r in rounds] == [0, 2]
+    figure, stats = measure.ratio_figure(rounds, "gpu", "off")
+    assert figure == "×1.100 [1.100, 1.100]" and stats["ratios"] == pytest.approx([1.1, 1.1])
