@@ -99,7 +99,7 @@ def ledger(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
 def ops_cuda(lab: Lab, deadline: Deadline, gpus: int) -> Outcome:
     """--ops on CUDA: the op made nondeterministic on purpose is named by op, module and line."""
     text = script("gpu_gpt.py")
-    line = next(i for i, s in enumerate(text.splitlines(), 1) if "forced difference" in s)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "# forced diff" in s)
     cmd = ["python", GPT, "--jitter", "--max_iters", "4", "--warmup_iters", "0"]
     run, replay = _run_and_replay(lab, "ops", {GPT: text}, cmd, deadline, ("--ops",))
     if run["_exit"] != 0:

@@ -5,7 +5,7 @@ nanoGPT's explicit path (masked softmax), whose kernels all have a deterministic
 
 --compile          torch.compile the model
 --no-fill          torch.utils.deterministic.fill_uninitialized_memory = False
---jitter           one op made nondeterministic on purpose (a factor drawn from OS entropy)
+--jitter           one op made nondeterministic on purpose (noise seeded from OS entropy)
 --timing FILE      the timed steps' seconds per step, written there (outside the project)
 """
 
@@ -38,6 +38,8 @@ if args.no_fill:
 VOCAB, HEADS = 512, 4
 device = torch.device("cuda")
 stream = torch.randint(0, VOCAB, (200_000,), generator=torch.Generator().manual_seed(0)).to(device)
+if args.jitter:
+    ENTROPY = torch.Generator(device).manual_seed(int.from_bytes(os.urandom(8), "little"))
 
 
 class CausalSelfAttention(nn.Module):
@@ -69,8 +71,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.gelu(self.c_fc(x))
-        if args.jitter:
-            x = x * (1.0 + (os.urandom(1)[0] + 1) / 256)  # forced difference: a factor from OS entropy
+        if args.jitter:  # noise from a generator seeded from OS entropy: other bits in every run
+            x = x + torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=ENTROPY)  # forced diff
         return self.dropout(self.c_proj(x))
 
 
