@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TESTS ?= tests
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test test-fast demo lint docker-up slurm-up slurm-down base-image bench locks clean
+.PHONY: install test test-fast demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels
 
 # repro's own dependencies, hash-pinned (Python 3.11, linux x86_64); `make locks` refreshes them.
 DEV_LOCK := lockfiles/dev.lock.txt
@@ -60,6 +60,25 @@ slurm-down: ## stop the local Slurm cluster's daemons
 
 bench: install ## benchmarks against named peers; results in benchmarks/RESULTS.md
 	$(PY) benchmarks/run_all.py
+
+# GPU machines have their own Python and torch and no network: `make gpu-wheels` (here, with network) puts
+# repro's runtime dependencies into .whl/ as manylinux x86_64 wheels for CPython 3.11 and 3.12; carry .whl/
+# with the tree and run `make gpu-check` there (it never runs `install`: no venv, no dev lock).
+GPU_WHEELS := .whl
+GPU_PYTHON ?= python3
+gpu-wheels: ## download repro's runtime dependencies as wheels (manylinux x86_64, cp311 and cp312) into .whl/
+	mkdir -p $(GPU_WHEELS)
+	grep -E '^[A-Za-z0-9][A-Za-z0-9._-]*==' $(RUNTIME_LOCK) | sed 's/ .*//' \
+		| grep -v -E '^(pip|setuptools)==' > $(GPU_WHEELS)/requirements.txt
+	for v in 3.11.9 3.12.3; do \
+		$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $$v --implementation cp \
+			--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+			--platform manylinux_2_34_x86_64 --platform manylinux1_x86_64 --platform any \
+			-d $(GPU_WHEELS) -r $(GPU_WHEELS)/requirements.txt || exit 1; \
+	done
+
+gpu-check: ## on a machine with NVIDIA GPUs: every GPU claim of the README, report in gpu-check/ (no GPU: nothing to do)
+	$(GPU_PYTHON) scripts/gpu-check
 
 clean:
 	rm -rf $(VENV) .repro recipes/*/.repro recipes/*/outputs

@@ -82,9 +82,13 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *env_args, *args], cwd=cwd, check=True, capture_output=True)
 
 
-def _project(root: Path) -> None:
+def project(root: Path, files: dict[str, str]) -> None:
+    """A git project at ``root`` holding ``files`` (path → text), committed; outputs/ and .repro/ ignored.
+    scripts/gpu-check makes its projects with it too."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "train_cnn.py").write_text(TRAIN)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
     (root / ".gitignore").write_text("outputs/\n.repro/\n")
     _git(root, "init", "-q")
     _git(root, "add", "-A")
@@ -104,7 +108,7 @@ def _run(root: Path, mode: str, seed: int, steps: int, keep: Path) -> dict[str, 
     return dict(json.loads((root / "outputs" / "throughput.json").read_text()))
 
 
-def _difference(a: Path, b: Path) -> dict[str, Any]:
+def difference(a: Path, b: Path) -> dict[str, Any]:
     """Byte identity of two saved state dicts, else the largest element-wise difference and where."""
     if a.read_bytes() == b.read_bytes():
         return {"identical": True, "max_abs": 0.0, "tensor": None}
@@ -132,13 +136,13 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="repro-gpu-bench-") as tmp:
         root = Path(tmp) / "proj"
-        _project(root)
+        project(root, {"train_cnn.py": TRAIN})
         gpu_runs = [_run(root, "gpu", args.seed, args.steps, Path(tmp) / f"gpu{i}.pt") for i in range(2)]
         gpu_runs += [_run(root, "gpu", args.seed, args.steps, Path(tmp) / "gpu-extra.pt")
                      for _ in range(max(0, args.repeats - 2))]  # fmt: skip
         off_runs = [_run(root, "off", args.seed, args.steps, Path(tmp) / f"off{i}.pt")
                     for i in range(args.repeats)]  # fmt: skip
-        same = _difference(Path(tmp) / "gpu0.pt", Path(tmp) / "gpu1.pt")
+        same = difference(Path(tmp) / "gpu0.pt", Path(tmp) / "gpu1.pt")
 
     gpu_rate = max(r["samples_per_s"] for r in gpu_runs)
     off_rate = max(r["samples_per_s"] for r in off_runs)

@@ -38,7 +38,8 @@ NCCL_PINS = {
 # LD_PRELOAD, PYTHONSTARTUP or anything else in the process environment.
 RECORD_ENV = frozenset(
     {
-        contract.MODE_ENV, contract.THREADS_ENV, contract.TRACE_ENV, contract.OPS_ENV, "OMP_NUM_THREADS",
+        contract.MODE_ENV, contract.THREADS_ENV, contract.TRACE_ENV, contract.OPS_ENV,
+        contract.ALLOW_NONDETERMINISTIC_OPS_ENV, "OMP_NUM_THREADS",
         "MKL_NUM_THREADS",
         "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "MKL_DYNAMIC", "OMP_DYNAMIC", "ATEN_CPU_CAPABILITY",
         "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",

@@ -50,3 +50,18 @@ def test_gpu_mode_gives_identical_bytes_twice(project: Project) -> None:
     data = json.loads(r.out)
     assert data["status"] == "identical"
     assert {run["mode"] for run in data["runs"]} == {"gpu"}
+
+
+# The training scripts scripts/gpu-check runs (run + replay, report), here as `repro check` twice.
+GPU_SCRIPTS = ["gpu_cnn.py", "gpu_gpt.py", "gpu_scatter.py"]
+
+
+@pytest.mark.parametrize("name", GPU_SCRIPTS)
+def test_gpu_mode_models_give_identical_bytes_twice(project: Project, name: str) -> None:
+    project.script(name, "train.py")
+    project.commit(f"{name} on the GPU")
+
+    r = project.repro("check", "--json", "--backend", "local", "--gpus", "1", "--", "python", "train.py")
+
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["status"] == "identical"

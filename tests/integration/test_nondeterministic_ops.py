@@ -65,6 +65,7 @@ def test_allowed_ops_are_counted_in_workers_and_ranks_and_replay_promises_no_ide
     assert "nondet ops" in shown.out and "put_ ×" in shown.out
 
     replay = put_ops.repro("replay", "latest")
+    assert replay.code == 0, replay.err  # the replay allows the ops the run was allowed
     assert "expect within_tolerance at best" in replay.err
     assert "(strict mode" not in replay.out
 
