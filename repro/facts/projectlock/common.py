@@ -64,7 +64,7 @@ def holds(marker: str | None, environment: dict[str, str]) -> bool:
 def environment(python: str | None = None, image: bool = False) -> dict[str, str]:
     """The marker environment a lock is read for: this interpreter's, or (``image``) the images' Linux
     x86_64 CPython ``python``."""
-    env = dict(default_environment())
+    env = {k: str(v) for k, v in default_environment().items()}
     if image:
         env.update(
             os_name="posix", sys_platform="linux", platform_system="Linux", platform_machine="x86_64",

@@ -39,8 +39,8 @@ def read(
     for pkg in data.get("packages", []):
         if not isinstance(pkg, dict) or _is_project(pkg):
             continue
-        marker = _marker(pkg.get("marker"), set(chosen) & set(data.get("extras", [])), set(chosen))
-        if marker is False:
+        wanted, marker = _marker(pkg.get("marker"), set(chosen) & set(data.get("extras", [])), set(chosen))
+        if not wanted:
             continue
         entries.append(_entry(file, pkg, marker))
     _check_met(file, entries, _declared(pyproject, root))
@@ -51,17 +51,17 @@ def _is_project(pkg: dict[str, Any]) -> bool:
     return isinstance(pkg.get("directory"), dict) and str(pkg["directory"].get("path", "")) in (".", "./", "")
 
 
-def _marker(text: Any, extras: set[str], groups: set[str]) -> str | None | bool:
-    """The marker to keep (None: always), or False when the chosen groups leave the package out."""
+def _marker(text: Any, extras: set[str], groups: set[str]) -> tuple[bool, str | None]:
+    """Whether the chosen groups take the package, and the marker left for the environment (None: always)."""
     if not text:
-        return None
+        return True, None
     if not any(word in str(text) for word in _SCOPED):
-        return str(text)
+        return True, str(text)
     try:
         env = {**default_environment(), "extras": extras, "dependency_groups": groups}
-        return None if Marker(str(text)).evaluate(env) else False  # type: ignore[arg-type]
+        return Marker(str(text)).evaluate(env), None  # type: ignore[arg-type]
     except (InvalidMarker, UndefinedEnvironmentName, TypeError):
-        return str(text)
+        return True, str(text)
 
 
 def _entry(file: str, pkg: dict[str, Any], marker: str | None) -> Entry:
