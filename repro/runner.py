@@ -617,8 +617,8 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     if lock.path is None:
         record.warn(
             "not_locked",
-            "no requirements.in, requirements.txt or pyproject dependencies: "
-            "the environment is recorded, not locked",
+            "no requirements.in, requirements.txt, pyproject dependencies or project lockfile (uv.lock, "
+            "poetry.lock, pylock.toml): the environment is recorded, not locked",
         )
         return
     root = store.root

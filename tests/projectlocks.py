@@ -207,6 +207,13 @@ def make_pip_lock_project(root: Path) -> None:
 
 
 def pip_lock(root: Path) -> None:
+    """`pip lock -r requirements.txt -o pylock.toml` against the local sources (pip ≥ 25.1 has it)."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    if Version(version("pip")) < Version("25.1"):
+        pytest.skip(f"pip {version('pip')} has no `pip lock` (25.1 brought it)")
     indexes, links = local_sources()
     argv = [sys.executable, "-m", "pip", "lock", "-q", "-r", "requirements.txt", "-o", "pylock.toml",
             "--index-url", indexes[0], *[a for i in indexes[1:] for a in ("--extra-index-url", i)],

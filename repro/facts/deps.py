@@ -55,7 +55,8 @@ LOCK_DIR = "lockfiles"
 VARIANTS = ("cpu", "cuda")
 LOCK_NAMES = {"cpu": "requirements.lock.txt", "cuda": "requirements-cuda.lock.txt"}
 LOCK_NAME = LOCK_NAMES["cpu"]
-PROJECT_LOCK_NAME = "project.lock.txt"  # a project lockfile (uv.lock, …) in repro's hash-pinned form
+# a project lockfile (uv.lock, …) in repro's hash-pinned form, for each variant's environment
+PROJECT_LOCK_NAMES = {"cpu": "project.lock.txt", "cuda": "project-cuda.lock.txt"}
 IMAGE_PYTHON = "3.11"  # the Python of the bookworm base image
 IMAGE_PLATFORM = "manylinux_2_28_x86_64"
 CUDA_INDEX = "https://download.pytorch.org/whl/cu128"  # the default of the cuda.index setting
@@ -262,9 +263,9 @@ def plan_lock(
 def _project_plan(
     root: Path, found: Path, variant: str, install: bool, groups: tuple[str, ...] | None
 ) -> LockPlan:
-    """The plan for a project lockfile: read now, written as lockfiles/project.lock.txt (unless
-    ``install`` is false) in the hash-pinned form every lock has, for the variant's environment
-    (cpu: this interpreter's; cuda: the image's).
+    """The plan for a project lockfile: read now, and written (unless ``install`` is false) as
+    lockfiles/project.lock.txt (cuda: project-cuda.lock.txt) in the hash-pinned form every lock
+    has, for the variant's environment (cpu: this interpreter's; cuda: the image's).
 
     Raises:
         NotFoundError: it is missing. UsageError: stale, an unknown group, a git or path package.
@@ -278,7 +279,7 @@ def _project_plan(
     body = read.text(env)
     digest = hash_bytes(f"{found.name}\n{variant}\n{body}".encode())
     plan = LockPlan(root, variant, found, None)
-    path = root / LOCK_DIR / PROJECT_LOCK_NAME
+    path = root / LOCK_DIR / PROJECT_LOCK_NAMES[variant]
     text = (
         f"{HEADER}{digest}\n# source: {read.file} (read as it is, never re-resolved; "
         f"refresh it with {projectlock.refresh(read.file)})\n# groups: {', '.join(read.groups) or 'none'}\n"
