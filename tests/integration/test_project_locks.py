@@ -181,7 +181,8 @@ def test_the_record_show_and_export_name_the_project_lock(made: dict[str, Path],
     assert record["deps"]["project_lock"] == "uv.lock" and record["deps"]["groups"] == ["dev"]
     assert "read from the project's uv.lock" in project.repro("show", "latest").out
     tar = tmp_path / "run.tar"
-    assert project.repro("export", "latest", "-o", str(tar)).code == 0
+    exported = project.repro("export", "latest", "-o", str(tar))
+    assert exported.code == 0 and "its lock as pylock.toml" in exported.out
     with tarfile.open(tar) as t:
         member = t.extractfile("pylock.toml")
         assert member is not None
