@@ -272,7 +272,8 @@ def _project_plan(
         BuildError: a cuda lock whose torch is a CPU build.
     """
     if not found.is_file():
-        raise NotFoundError(f"deps.requirements names {found.name!r}, which does not exist")
+        shown = found.relative_to(root).as_posix() if found.is_relative_to(root) else str(found)
+        raise NotFoundError(f"deps.requirements names {shown!r}, which does not exist")
     read = projectlock.read(root, found, groups)
     image = variant == "cuda"
     env = projectlock.environment(IMAGE_PYTHON if image else None, image=image)

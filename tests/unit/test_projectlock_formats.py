@@ -72,7 +72,7 @@ def test_uv_stale_when_pyproject_asks_otherwise_and_refused_for_a_git_source() -
 
 def test_poetry_per_group_markers_and_optional_extras() -> None:
     pyproject = {"tool": {"poetry": {"dependencies": {"python": "^3.11"}}}}
-    data = {
+    data: dict[str, Any] = {
         "package": [
             {
                 "name": "a",
@@ -110,7 +110,8 @@ def test_pylock_group_markers_are_decided_for_the_chosen_groups(tmp_path: Path) 
                  "hashes": {"sha256": H}}  # fmt: skip
         return {"name": name, "version": "1.0", "wheels": [wheel], **({"marker": marker} if marker else {})}
 
-    data = {"lock-version": "1.0", "dependency-groups": ["dev", "docs"], "default-groups": ["dev"],
+    data: dict[str, Any] = {
+            "lock-version": "1.0", "dependency-groups": ["dev", "docs"], "default-groups": ["dev"],
             "packages": [pkg("core"), pkg("pytest", "'dev' in dependency_groups"),
                          pkg("sphinx", "'docs' in dependency_groups"),
                          pkg("pywin32", "sys_platform == 'win32'"),
@@ -141,3 +142,46 @@ def test_the_pep751_writer_reads_back_and_escapes_what_toml_needs() -> None:
 def test_an_unreadable_marker_is_kept_for_pip_to_decide() -> None:
     assert holds("python_version >= '3.9'", LINUX) and not holds("sys_platform == 'win32'", LINUX)
     assert holds("this is not a marker", LINUX)
+
+
+UV_LOCK = f"""\
+version = 1
+requires-python = ">=3.10"
+
+[[package]]
+name = "app"
+version = "0.1.0"
+source = {{ virtual = "." }}
+dependencies = [{{ name = "click" }}]
+
+[package.metadata]
+requires-dist = [{{ name = "click", specifier = ">=8" }}]
+
+[[package]]
+name = "click"
+version = "8.1.7"
+source = {{ registry = "https://pypi.org/simple" }}
+wheels = [{{ url = "https://files.example/click-8.1.7-py3-none-any.whl", hash = "sha256:{H}" }}]
+"""
+
+
+def test_which_file_is_the_lock_and_what_is_written_for_it(tmp_path: Path) -> None:
+    from repro.errors import NotFoundError
+    from repro.facts import deps
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["click>=8"]\n')
+    (tmp_path / "uv.lock").write_text(UV_LOCK)
+    (tmp_path / "requirements.in").write_text("click\n")
+    found = deps.plan_lock(tmp_path, None).ready  # uv.lock before requirements.in
+    assert found is not None and found.project_lock == "uv.lock" and found.requirements == ["click==8.1.7"]
+    written = (tmp_path / "lockfiles" / "project.lock.txt").read_text()
+    assert "# source: uv.lock" in written and f"click==8.1.7 \\\n    --hash=sha256:{H}" in written
+    assert deps.plan_lock(tmp_path, "requirements.in").ready is None  # named: compiled as before
+    named = deps.plan_lock(tmp_path, "uv.lock", "cuda").ready
+    assert named is not None and named.path == tmp_path / "lockfiles" / "project-cuda.lock.txt"
+    with pytest.raises(NotFoundError, match="sub/uv.lock"):
+        deps.plan_lock(tmp_path, "sub/uv.lock")
+    assert deps.is_stale(tmp_path, None) == (False, "uv.lock is the lock, current with pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["click>=8.2"]\n')
+    stale, why = deps.is_stale(tmp_path, None)
+    assert stale and "uv.lock is stale" in why
