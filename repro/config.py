@@ -49,7 +49,8 @@ class Settings:
     outputs: tuple[str, ...] = ("outputs",)
     outputs_exclude: tuple[str, ...] = ()  # globs of files the run writes that are not outputs
     base_image: str = DEFAULT_BASE_IMAGE
-    requirements: str | None = None  # the file the lockfile is compiled from
+    requirements: str | None = None  # the file the lockfile is compiled from (or a project lockfile)
+    groups: tuple[str, ...] | None = None  # a project lockfile's groups/extras; None: its tool's default
     network: bool = False
     trace: bool = False  # record a per-step fingerprint of every parameter
     ops: bool = False  # record every tensor op's fingerprint over the first steps (repro.runtime.ops)
@@ -108,6 +109,7 @@ _YAML_KEYS: dict[str, str] = {
     "allow_nondeterministic_ops": "allow_nondeterministic_ops",
     "image.base": "base_image",
     "deps.requirements": "requirements",
+    "deps.groups": "groups",
     "store.max_output_bytes": "max_output_bytes",
     "store.max_code_file_bytes": "max_code_file_bytes",
     "store.max_checkpoint_bytes": "max_checkpoint_bytes",

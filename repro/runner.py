@@ -56,6 +56,7 @@ from repro.facts.lockfile import mismatches
 from repro.facts.secrets import Masker, Redactor, config_bytes_secrets, redacted_options, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
+from repro.fetch.locate import cached_pylock
 from repro.integrations import trackers
 from repro.runtime import contract
 from repro.store import budget
@@ -340,7 +341,10 @@ def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLo
     """The lock of the project's requirements, compiled in the background while the run goes on."""
     settings = run_plan.settings
     variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
-    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant, settings.cuda_index))
+    plan = deps.plan_lock(root, settings.requirements, variant, settings.cuda_index, groups=settings.groups)
+    lock = deps.PendingLock(plan)
+    if plan.ready is not None and plan.ready.project_lock:
+        on_event(Event("info", f"lock: {deps.describe_project_lock(plan.ready)}"))
     if not lock.done and lock.source is not None:
         on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
@@ -613,8 +617,8 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     if lock.path is None:
         record.warn(
             "not_locked",
-            "no requirements.in, requirements.txt or pyproject dependencies: "
-            "the environment is recorded, not locked",
+            "no requirements.in, requirements.txt, pyproject dependencies or project lockfile (uv.lock, "
+            "poetry.lock, pylock.toml): the environment is recorded, not locked",
         )
         return
     root = store.root
@@ -623,6 +627,10 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     record.deps.lock_inputs = lock.inputs_hash
     record.deps.requirements = lock.requirements
     record.deps.cuda = lock.cuda
+    record.deps.project_lock = lock.project_lock
+    record.deps.groups = list(lock.groups)
+    pylock = cached_pylock(lock.path.read_text())
+    record.deps.pylock_blob = store.put_bytes(pylock.encode()) if pylock is not None else None
     prepared.spec.lockfile = lock.path
 
 
@@ -636,10 +644,13 @@ def check_lock(record: Record) -> None:
         shown = "; ".join(m.describe() for m in found[:6]) + (
             f" (+{len(found) - 6} more)" if len(found) > 6 else ""
         )
+        how = "`repro lock --upgrade` re-locks against this environment"
+        if record.deps.project_lock:
+            lockfile = record.deps.project_lock
+            how = f"the project's {lockfile} pins these: install it here, or run with --backend docker"
         record.warn(
             "lock_mismatch",
-            f"the lock does not describe what ran ({plural(len(found), 'package')}): {shown} "
-            "(`repro lock --upgrade` re-locks against this environment)",
+            f"the lock does not describe what ran ({plural(len(found), 'package')}): {shown} ({how})",
         )
 
 

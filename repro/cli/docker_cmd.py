@@ -58,13 +58,19 @@ def build(
     index = app.plan(Flags(cuda_index=cuda_index)).settings.cuda_index
     with build_events(app.store.dir, "build") as sink:
         if lockfile is None:
-            from repro.facts.deps import ensure_lock, is_stale
+            from repro.facts.deps import describe_project_lock, ensure_lock, is_stale
+            from repro.facts.projectlock import find
 
             variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
-            if is_stale(root, configured, variant, index)[0]:
+            groups = app.settings.groups
+            if find(root, configured) is None and is_stale(root, configured, variant, index)[0]:
                 sink(Event("stage", f"lock: compiling the {variant} lock"))
-            found = ensure_lock(root, configured, lambda line: sink(Event("build", line)), variant, index)
+            found = ensure_lock(
+                root, configured, lambda line: sink(Event("build", line)), variant, index, groups
+            )
             sink(Event("stage-end"))
+            if found.project_lock:
+                sink(Event("info", f"lock: {describe_project_lock(found)}"))
             if found.path is None:
                 raise NotFoundError(
                     f"no declared dependencies in {app.store.root} to build an image from",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,7 +16,7 @@ from repro.cli.events import build_events
 from repro.cli.options import json_option
 from repro.config import Flags
 from repro.errors import LockStale, UsageError
-from repro.facts import deps
+from repro.facts import deps, projectlock
 from repro.units import plural
 
 
@@ -29,6 +30,12 @@ from repro.units import plural
 @click.option("--variant", type=click.Choice(deps.VARIANTS), default="cpu", show_default=True,
               help="cpu: this machine's runs and CPU images; cuda: --gpus images (CUDA torch wheels "
               "for the image's platform).")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["requirements", "pylock"]), default="requirements",
+              show_default=True,
+              help="pylock: also write the lock as a PEP 751 pylock.toml (lockfiles/pylock.toml, or "
+              "--output), naming each file's URL on the host's package sources.")  # fmt: skip
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where --format pylock writes (a pylock.toml or pylock.NAME.toml).")  # fmt: skip
 @options.cuda_index
 @json_option("Print the outcome as JSON (schemas/lock.json).")
 @pass_app
@@ -38,6 +45,8 @@ def lock(
     upgrade: bool,
     check_only: bool,
     variant: str,
+    fmt: str,
+    output: Path | None,
     cuda_index: str | None,
     as_json: bool,
 ) -> None:
@@ -49,6 +58,13 @@ def lock(
     repro lock --upgrade            re-resolve every package
     repro lock --upgrade torch      re-resolve only torch (and what it needs)
     repro lock --check              exit 1 when lockfiles/ is stale, 0 when current (CI)
+    repro lock --format pylock      also write lockfiles/pylock.toml (PEP 751)
+
+    A project with its own lockfile (uv.lock, then poetry.lock, then pylock.toml) is locked by
+    it: repro reads it for the groups its tool installs by default (deps.groups in repro.yaml
+    overrides), writes lockfiles/project.lock.txt from it, and never re-resolves it; a lockfile
+    stale against pyproject.toml is an error naming the command that refreshes it (`uv lock`,
+    `poetry lock`, `pip lock`), and --upgrade is that tool's work.
 
     The cpu lock holds each declared package at the version this interpreter has installed,
     so the lock describes what a local run runs. Runs never wait for a compile to start.
@@ -60,38 +76,85 @@ def lock(
     root, configured, index = app.store.root, settings.requirements, settings.cuda_index
     if packages and not upgrade:
         raise UsageError("package names are only taken with --upgrade", hint="repro lock --upgrade PKG")
+    if output is not None and fmt != "pylock":
+        raise UsageError(
+            "--output is where --format pylock writes", hint="repro lock --format pylock -o FILE"
+        )
+    project = projectlock.find(root, configured)
     if check_only:
-        stale, why = deps.is_stale(root, configured, variant, index)
-        if as_json:
-            ui.json_out(_answer("check", variant, stale, why))
-        if stale:
-            raise LockStale(
-                f"the {variant} lock is stale: {why}", hint="run `repro lock` and commit lockfiles/"
-            )
-        if not as_json:
-            ui.out(f"ok: {why}")
+        _check(root, configured, variant, index, settings.groups, project, as_json)
         return
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
     with build_events(app.store.dir, "lock") as sink:
-        if upgrade or deps.is_stale(root, configured, variant, index)[0]:
+        if project is None and (upgrade or deps.is_stale(root, configured, variant, index)[0]):
             how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
             sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
 
         def line(text: str) -> None:
             sink(Event("build", text))
 
-        done = deps.relock(root, configured, variant, wanted, on_line=line, cuda_index=index)
-        sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
+        done = deps.relock(root, configured, variant, wanted, line, index, settings.groups)
+        if project is None:
+            sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
+        else:
+            sink(Event("info", f"lock: {deps.describe_project_lock(done)}"))
+        pylock = _write_pylock(root, done, output, sink) if fmt == "pylock" else None
     assert done.path is not None
     seconds = time.monotonic() - start
     how = f"compiled in {seconds:.1f}s" if done.compiled else "current, kept"
-    rel = done.path.relative_to(root).as_posix() if done.path.is_relative_to(root) else str(done.path)
+    how = f"read from {done.project_lock}" if done.project_lock else how
+    rel = _rel(root, done.path)
     if as_json:
-        ui.json_out(_answer("compile", variant, False, how, rel, done.requirements, done.compiled, seconds))
+        body = _answer("compile", variant, False, how, rel, done.requirements, done.compiled, seconds)
+        ui.json_out(body | {"source": done.project_lock, "groups": done.groups, "pylock": pylock})
         return
     cuda = f", CUDA {done.cuda}" if done.cuda else ""
     ui.out(f"{rel}: {plural(len(done.requirements), 'package')}{cuda} ({how})")
+    if pylock:
+        ui.out(f"{pylock}: the same lock as a PEP 751 pylock.toml")
+
+
+def _check(
+    root: Path,
+    configured: str | None,
+    variant: str,
+    index: str | None,
+    groups: tuple[str, ...] | None,
+    project: Path | None,
+    as_json: bool,
+) -> None:
+    """`repro lock --check`: exit 1 when the lock is stale, naming what refreshes it.
+
+    Raises:
+        LockStale: stale.
+    """
+    stale, why = deps.is_stale(root, configured, variant, index, groups)
+    if as_json:
+        ui.json_out(_answer("check", variant, stale, why))
+    if stale:
+        hint = "run `repro lock` and commit lockfiles/"
+        if project is not None:
+            hint = f"run {projectlock.refresh(project.name)} and commit {project.name}"
+        raise LockStale(f"the {variant} lock is stale: {why}", hint=hint)
+    if not as_json:
+        ui.out(f"ok: {why}")
+
+
+def _write_pylock(root: Path, done: deps.Lock, output: Path | None, sink: Any) -> str:
+    """Write the lock as a PEP 751 pylock.toml (core: repro.fetch.locate); its path as shown."""
+    from repro.fetch.locate import write_pylock
+
+    assert done.path is not None
+    sink(Event("info", "lock: naming each locked file's place on the package sources for pylock.toml"))
+    dest = output if output is not None else root / deps.LOCK_DIR / "pylock.toml"
+    write_pylock(done.path.read_text(), dest)
+    return _rel(root, dest)
+
+
+def _rel(root: Path, path: Path) -> str:
+    path = path if path.is_absolute() else Path.cwd() / path
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def _answer(

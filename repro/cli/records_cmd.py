@@ -170,6 +170,7 @@ def export(
         size += f", data {ui.human_bytes(data.size)}" if data is not None else ""
         signed = f", signed with {key.label}" if key is not None else ""
         attested = ", with its attestation" if done.attested else ""
+        attested += ", its lock as pylock.toml" if record.deps.pylock_blob else ""
         ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
         return
     source = click.get_current_context().get_parameter_source("sign_path")

@@ -34,6 +34,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from repro.errors import BuildError, NotFoundError, OSFailure, UsageError, from_os_error
+from repro.facts import projectlock
 from repro.facts.cudawheels import TORCH_FAMILY, cuda_build
 from repro.facts.lockfile import (
     HEADER,
@@ -54,6 +55,8 @@ LOCK_DIR = "lockfiles"
 VARIANTS = ("cpu", "cuda")
 LOCK_NAMES = {"cpu": "requirements.lock.txt", "cuda": "requirements-cuda.lock.txt"}
 LOCK_NAME = LOCK_NAMES["cpu"]
+# a project lockfile (uv.lock, …) in repro's hash-pinned form, for each variant's environment
+PROJECT_LOCK_NAMES = {"cpu": "project.lock.txt", "cuda": "project-cuda.lock.txt"}
 IMAGE_PYTHON = "3.11"  # the Python of the bookworm base image
 IMAGE_PLATFORM = "manylinux_2_28_x86_64"
 CUDA_INDEX = "https://download.pytorch.org/whl/cu128"  # the default of the cuda.index setting
@@ -71,6 +74,8 @@ class Lock:
     compiled: bool = False  # compiled by this call (not reused)
     variant: str = "cpu"
     cuda: str | None = None  # a cuda lock: the CUDA version its torch is built for ("12.8")
+    project_lock: str | None = None  # the project's own lockfile it was read from ("uv.lock"); None: compiled
+    groups: list[str] = field(default_factory=list)  # … for these groups and extras besides the main ones
 
 
 @dataclass(frozen=True)
@@ -219,16 +224,22 @@ def plan_lock(
     variant: str = "cpu",
     cuda_index: str | None = CUDA_INDEX,
     install: bool = True,
+    groups: tuple[str, ...] | None = None,
 ) -> LockPlan:
     """Find the source and decide whether the lock of ``variant`` can be reused (cheap: no pip).
     ``cuda_index``: the cuda.index setting (None: only the host's pip configuration). A compile of
     the same inputs in repro's cache is copied into the project unless ``install`` is false (a check
-    writes nothing).
+    writes nothing). A project lockfile (uv.lock, poetry.lock, pylock.toml) is the lock, read for
+    ``groups`` (None: the tool's default groups), never compiled.
 
     Raises:
         NotFoundError: a configured requirements file is missing.
+        UsageError: a project lockfile that is stale, or that holds a package from git or a path.
         BuildError: a cuda lock whose torch is a CPU build.
     """
+    found = projectlock.find(root, configured)
+    if found is not None:
+        return _project_plan(root, found, variant, install, groups)
     source, text = find_source(root, configured)
     plan = LockPlan(root, variant, source, text)
     if source is None or text is None:
@@ -247,6 +258,51 @@ def plan_lock(
         _install(plan)
         plan.ready = _lock(plan, compiled=False)
     return plan
+
+
+def _project_plan(
+    root: Path, found: Path, variant: str, install: bool, groups: tuple[str, ...] | None
+) -> LockPlan:
+    """The plan for a project lockfile: read now, and written (unless ``install`` is false) as
+    lockfiles/project.lock.txt (cuda: project-cuda.lock.txt) in the hash-pinned form every lock
+    has, for the variant's environment (cpu: this interpreter's; cuda: the image's).
+
+    Raises:
+        NotFoundError: it is missing. UsageError: stale, an unknown group, a git or path package.
+        BuildError: a cuda lock whose torch is a CPU build.
+    """
+    if not found.is_file():
+        shown = found.relative_to(root).as_posix() if found.is_relative_to(root) else str(found)
+        raise NotFoundError(f"deps.requirements names {shown!r}, which does not exist")
+    read = projectlock.read(root, found, groups)
+    image = variant == "cuda"
+    env = projectlock.environment(IMAGE_PYTHON if image else None, image=image)
+    body = read.text(env)
+    digest = hash_bytes(f"{found.name}\n{variant}\n{body}".encode())
+    plan = LockPlan(root, variant, found, None)
+    path = root / LOCK_DIR / PROJECT_LOCK_NAMES[variant]
+    text = (
+        f"{HEADER}{digest}\n# source: {read.file} (read as it is, never re-resolved; "
+        f"refresh it with {projectlock.refresh(read.file)})\n# groups: {', '.join(read.groups) or 'none'}\n"
+        f"# variant: {variant}\n{body}"
+    )
+    if install and (not path.is_file() or path.read_text() != text):
+        try:
+            atomic.write_bytes(path, text.encode())
+        except OSError as e:
+            raise from_os_error(e, path) from e
+    pins = pin_list(body)
+    plan.ready = Lock(path, found, digest, pins, False, variant, _cuda(variant, pins), read.file, read.groups)
+    return plan
+
+
+def describe_project_lock(lock: Lock) -> str:
+    """One line on a lock read from the project's lockfile: which file, which groups, not re-resolved."""
+    groups = ", ".join(lock.groups) if lock.groups else "none"
+    return (
+        f"{lock.project_lock} is the lock ({len(lock.requirements)} packages; groups besides the main "
+        f"dependencies: {groups}), used as it is, never re-resolved"
+    )
 
 
 def _lock(plan: LockPlan, compiled: bool) -> Lock:
@@ -305,6 +361,7 @@ def ensure_lock(
     on_line: OnLine | None = None,
     variant: str = "cpu",
     cuda_index: str | None = CUDA_INDEX,
+    groups: tuple[str, ...] | None = None,
 ) -> Lock:
     """The project's lock of ``variant``: reused when its inputs are unchanged, else compiled.
 
@@ -312,7 +369,7 @@ def ensure_lock(
         BuildError: pip-compile failed; a cuda lock whose torch is a CPU build.
         IndexUnreachable: the cuda.index does not answer.
     """
-    plan = plan_lock(root, configured, variant, cuda_index)
+    plan = plan_lock(root, configured, variant, cuda_index, groups=groups)
     if plan.ready is None and on_line:
         assert plan.source is not None
         on_line(f"compiling the {variant} lock from {plan.source.name} (pip-compile --generate-hashes)")
@@ -320,13 +377,26 @@ def ensure_lock(
 
 
 def is_stale(
-    root: Path, configured: str | None, variant: str = "cpu", cuda_index: str | None = CUDA_INDEX
+    root: Path,
+    configured: str | None,
+    variant: str = "cpu",
+    cuda_index: str | None = CUDA_INDEX,
+    groups: tuple[str, ...] | None = None,
 ) -> tuple[bool, str]:
-    """Whether the project's lock of ``variant`` must be compiled, and why (for `repro lock --check`)."""
+    """Whether the project's lock of ``variant`` must be compiled (or, a project lockfile, refreshed
+    with its tool), and why (for `repro lock --check`).
+
+    Raises:
+        UsageError: a project lockfile with a package from git or a path, or an unknown group.
+    """
     try:
-        plan = plan_lock(root, configured, variant, cuda_index, install=False)
+        plan = plan_lock(root, configured, variant, cuda_index, install=False, groups=groups)
     except BuildError as e:  # a cuda lock with a CPU torch: compiling again is the way out
         return True, e.message
+    except projectlock.Stale as e:
+        return True, e.message
+    if plan.ready is not None and plan.ready.project_lock:
+        return False, f"{plan.ready.project_lock} is the lock, current with pyproject.toml"
     if plan.source is None:
         return False, "no declared dependencies: nothing to lock"
     if plan.how is None:
@@ -535,15 +605,24 @@ def relock(
     upgrade: list[str] | None = None,
     on_line: OnLine | None = None,
     cuda_index: str | None = CUDA_INDEX,
+    groups: tuple[str, ...] | None = None,
 ) -> Lock:
-    """`repro lock`: the lock of ``variant``, compiled when stale or when upgrading.
+    """`repro lock`: the lock of ``variant``, compiled when stale or when upgrading; a project
+    lockfile is read as it is (upgrading it is its tool's work).
 
     Raises:
         NotFoundError: nothing declared to lock.
+        UsageError: --upgrade of a project lockfile; a stale one.
         BuildError: pip-compile failed; a cuda lock whose torch is a CPU build.
         IndexUnreachable: the cuda.index does not answer.
     """
-    plan = plan_lock(root, configured, variant, cuda_index)
+    found = projectlock.find(root, configured)
+    if found is not None and upgrade is not None:
+        raise UsageError(
+            f"{found.name} is the project's lock: repro reads it, never re-resolves it",
+            hint=f"upgrade with its own tool ({projectlock.upgrade(found.name)}), then run repro again",
+        )
+    plan = plan_lock(root, configured, variant, cuda_index, groups=groups)
     if plan.source is None:
         raise NotFoundError(
             f"no declared dependencies in {root}: nothing to lock",

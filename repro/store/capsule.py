@@ -43,6 +43,7 @@ BLOB_DIR = "blobs"
 # `repro export --with-image`: the environment image as `docker save` wrote it (every layer
 # once). Checksummed like every member; never extracted, streamed to the engine from the tar.
 IMAGE_MEMBER = "image/docker-image.tar"
+PYLOCK_MEMBER = "pylock.toml"  # the run's lock as PEP 751 pylock.toml, a copy of its blob
 
 
 def blob_member(digest: str) -> str:
@@ -371,6 +372,9 @@ class DepsInfo:
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
     variant: str | None = None  # cpu | cuda: which lock of the project (see facts/deps.py)
     cuda: str | None = None  # a cuda lock: the CUDA version its torch wheels are built for ("12.8")
+    project_lock: str | None = None  # the project's own lockfile the lock was read from (uv.lock, …)
+    groups: list[str] = field(default_factory=list)  # … for these groups and extras besides the main ones
+    pylock_blob: str | None = None  # the lock as a PEP 751 pylock.toml (exported as the pylock.toml member)
     freeze: list[str] = field(default_factory=list)  # what actually ran
     mismatches: list[str] = field(default_factory=list)  # locked packages that ran at another version
     site_fingerprint: str | None = None
@@ -567,6 +571,7 @@ class Record:
             self.code.patch,
             self.code.cells,
             self.deps.lock_blob,
+            self.deps.pylock_blob,
             self.deps.image.dockerfile if self.deps.image else None,
             self.results.metrics,
             self.results.harvested,
@@ -813,6 +818,8 @@ def _members(
                 hint="the store was pruned or damaged; the run cannot be exported whole",
             )
         members.append((blob_member(digest), path))
+    if record.deps.pylock_blob and blob_path(record.deps.pylock_blob).is_file():
+        members.append((PYLOCK_MEMBER, blob_path(record.deps.pylock_blob)))  # the lock, for `pip`/`uv` users
     if image_archive is not None:
         members.append((IMAGE_MEMBER, image_archive))
     return members

@@ -235,6 +235,10 @@ def _input_lines(r: Record, packages: list[LockedPackage] | None) -> list[tuple[
         cuda = f", CUDA {d.cuda}" if d.cuda else ""
         lines.append(("deps", f"{d.lockfile} ({variant}{len(pinned)} pinned"
                       f"{', ' + torch if torch else ''}{cuda})"))  # fmt: skip
+        if d.project_lock:
+            groups = ", ".join(d.groups) if d.groups else "none"
+            lines.append(("deps", f"read from the project's {d.project_lock} as it is "
+                          f"(groups besides the main dependencies: {groups})"))  # fmt: skip
         for mismatch in d.mismatches:
             lines.append(("deps", f"! not as locked: {mismatch}"))
     lines += lock_lines(packages or [], in_image=d.image is not None)
