@@ -20,7 +20,7 @@ import tarfile
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, Any, Literal, get_args
 from zlib import error as zlib_error
 
@@ -219,10 +219,20 @@ def decode_manifest(raw: bytes) -> list[FileEntry]:
     files: list[FileEntry] = []
     for i in range(0, len(parts) - 1, 3):
         path, size, digest = parts[i : i + 3]
-        if not rules.is_safe_relpath(path) or not size.isdigit():
-            raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path!r}")
+        if rules.member_name_problem(path) is not None or not size.isdigit():
+            raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path[:200]!r}")
         files.append(FileEntry(path, int(size), digest))
+    _refuse_twice([f.path for f in files], "a data manifest")
     return files
+
+
+def _refuse_twice(paths: list[str], what: str) -> None:
+    """Raises: CapsuleInvalid: a path listed twice (each file has one entry)."""
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen:
+            raise CapsuleInvalid(f"{what} lists {path[:200]!r} twice")
+        seen.add(path)
 
 
 # Long file lists of a record (a snapshot of a project outside git, thousands of outputs) are kept as
@@ -277,6 +287,7 @@ def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
         ):
             raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
         entries.append(FileEntry(path, size, digest, stored, link))
+    _refuse_twice([e.path for e in entries], f"the list blob of {name}")
     return entries
 
 
@@ -839,15 +850,19 @@ def capsule_sums(record: Record, blob_path: Callable[[str], Path]) -> bytes:
 
 
 def _safe_member_name(name: str) -> str:
-    """Reject member paths that would escape the extraction directory.
+    """A member name, refused unless in canonical form (`limits.member_name_problem`): a name an
+    extractor would clean into another (``./capsule.yaml``, ``blobs//x``) is not cleaned here.
 
     Raises:
-        CapsuleInvalid: absolute paths, `..` components, empty names.
+        CapsuleInvalid: absolute paths, `.` or `..` segments, empty names or segments.
     """
-    path = PurePosixPath(name)
-    if not name or path.is_absolute() or ".." in path.parts or name.startswith("\\"):
-        raise CapsuleInvalid(f"member path escapes the capsule: {name!r}", member=name)
-    return str(path)
+    problem = rules.member_name_problem(name)
+    if problem is not None:
+        raise CapsuleInvalid(
+            f"member path escapes the capsule or is not in canonical form: {name[:200]!r} {problem}",
+            member=name[:200],
+        )
+    return name
 
 
 @dataclass

@@ -94,6 +94,26 @@ def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
     return ".." not in trimmed.split("/")
 
 
+def member_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a member name in canonical form (what an archive repro reads may hold, the
+    one spelling of each path), None when it is: relative, segments joined by one ``/``, none empty,
+    ``.`` or ``..``, no backslash or control character. Engines and extractors clean names
+    (``x/../manifest.json`` becomes ``manifest.json``), so a name that cleans to another is refused
+    rather than cleaned: what repro checked is then what any reader sees."""
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if name.startswith("/"):
+        return "starts with /"
+    if "\\" in name or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "holds a backslash or a control character"
+    parts = name.split("/")
+    if "" in parts:
+        return "has an empty segment"
+    if "." in parts or ".." in parts:
+        return "has a . or .. segment"
+    return None
+
+
 DVC_HASH_NAMES = ("md5", "md5-dos2unix", "etag")  # DVC 3's md5, DVC 2's (files without `hash: md5`)
 _DVC_MD5 = re.compile(r"^[0-9a-f]{32}(\.dir)?$")
 _DVC_ETAG = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

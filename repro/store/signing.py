@@ -195,6 +195,22 @@ def load_signing_key(path: Path) -> SigningKey:
     return key
 
 
+def load_verifying_key(path: Path) -> SigningKey:
+    """`load_key` for checking an Ed25519 signature: a private key is refused (a verifier never
+    needs it, and one passed around by mistake should not become a habit).
+
+    Raises:
+        NotFoundError, UsageError: as `load_key`; an Ed25519 private key.
+    """
+    key = load_key(path)
+    if key.can_sign and key.algorithm == ED25519:
+        raise UsageError(
+            f"{path} is an Ed25519 private key: a signature is checked with the public key",
+            hint=f"pass {path}.pub (written beside it by `repro keygen --type ed25519`)",
+        )
+    return key
+
+
 def _load_ed25519(path: Path, pem: bytes) -> SigningKey:
     """An Ed25519 key from PEM (PKCS#8 private or SubjectPublicKeyInfo public).
 
