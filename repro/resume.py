@@ -288,7 +288,7 @@ def chain(store: Store, record: Record) -> list[Record]:
     seen = {record.id}
     while runs[0].resumed_from and runs[0].resumed_from not in seen:
         try:
-            runs.insert(0, store.resolve(runs[0].resumed_from).record)
+            runs.insert(0, store.load_run(runs[0].resumed_from).record)  # by id: never a path
         except NotFoundError:
             break
         seen.add(runs[0].id)

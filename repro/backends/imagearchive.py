@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from repro.errors import CapsuleInvalid
+from repro.runtime.contract import parse_json
 from repro.store import limits
 
 MANIFEST = "manifest.json"
@@ -168,7 +169,7 @@ def _read_small(tar: tarfile.TarFile, info: tarfile.TarInfo, bound: int) -> byte
 
 def _manifest(raw: bytes) -> list[dict[str, Any]]:
     try:
-        entries = json.loads(raw)
+        entries = parse_json(raw)
     except (ValueError, RecursionError) as e:
         raise _refuse(f"{MANIFEST} is not JSON") from e
     ok = isinstance(entries, list) and len(entries) <= MAX_IMAGES

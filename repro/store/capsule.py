@@ -25,7 +25,7 @@ from typing import IO, Any, Literal, get_args
 from zlib import error as zlib_error
 
 from repro.errors import CapsuleInvalid, NotFoundError
-from repro.runtime.contract import DEFAULT_MODE
+from repro.runtime.contract import DEFAULT_MODE, parse_json
 from repro.store import limits as rules
 
 FORMAT = "repro.capsule/v1"
@@ -266,7 +266,7 @@ def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
     if len(raw) > rules.MAX_LIST_BYTES:
         raise CapsuleInvalid(f"the list blob of {name} is larger than {rules.MAX_LIST_BYTES >> 20} MiB")
     try:
-        rows = json.loads(raw)
+        rows = parse_json(raw)
     except (ValueError, RecursionError) as e:
         raise CapsuleInvalid(f"the list blob of {name} is malformed: {e}") from e
     if not isinstance(rows, list):
@@ -894,7 +894,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         what = "a directory, not a capsule file" if path.is_dir() else "no capsule file"
         raise NotFoundError(f"{what} at {path}", hint="check the path; export one with `repro export`")
     tar = _open_tar(path)
-    budget = rules.TarBudget(path.stat().st_size)
+    budget = rules.TarBudget(path.stat().st_size, packed=is_compressed(path))
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
     misnamed: list[str] = []
@@ -1014,6 +1014,18 @@ def is_capsule_file(path: Path) -> bool:
         return False
 
 
+_COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")  # gzip, bzip2, xz, zstd
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether the file at ``path`` starts as a compressed stream does (its size hides its expansion)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(6).startswith(_COMPRESSED)
+    except OSError:
+        return False
+
+
 def _open_tar(path: Path) -> tarfile.TarFile:
     """Open a capsule tar (plain or compressed).
 
@@ -1125,7 +1137,7 @@ def read_seal(path: Path) -> tuple[bytes, bytes | None]:
             f"no capsule file at {path}", hint="check the path; export one with `repro export`"
         )
     found: dict[str, bytes] = {}
-    budget = rules.TarBudget(path.stat().st_size)
+    budget = rules.TarBudget(path.stat().st_size, packed=is_compressed(path))
     try:
         with _open_tar(path) as tar:
             for info in tar:

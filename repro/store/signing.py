@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
+from repro.runtime.contract import parse_json
 from repro.store.capsule import SIGNATURE_NAME, SUMS_NAME, read_seal
 
 Algorithm = Literal["hmac-sha256", "ed25519"]
@@ -347,7 +348,7 @@ def _parse(signature: bytes) -> tuple[Algorithm, str, bytes]:
         CapsuleInvalid: not the JSON `sign` writes, or an algorithm this repro does not check.
     """
     try:
-        body = json.loads(signature)
+        body = parse_json(signature)
     except (ValueError, RecursionError) as e:
         raise CapsuleInvalid(f"{SIGNATURE_NAME} is not valid JSON", member=SIGNATURE_NAME) from e
     if not isinstance(body, dict):
