@@ -80,6 +80,20 @@ def locate_inputs(
     return found
 
 
+def shown_inputs(record: Record, data_root: Path, own: bool, cache: HashCache | None = None) -> list[str]:
+    """The declared inputs of ``record`` a run started from the host's data under ``data_root`` (a
+    resume) may be shown: never one under a private location (`hostpaths.refusal`); of a run from
+    elsewhere (``own`` False), only one whose host copy hashes as recorded."""
+    shown = []
+    for item in record.data.inputs:
+        if hostpaths.refusal(data_root, item.path) is not None:
+            continue
+        path = data_root / item.path
+        if own or (path.exists() and hash_tree(path, data_root, cache=cache).digest == item.digest):
+            shown.append(item.path)
+    return shown
+
+
 def _locate(
     record: Record,
     item: DataInput,

@@ -73,3 +73,24 @@ def test_a_replay_shows_what_hashes_as_recorded_and_differing_data_only_from_the
     assert any(".git is not shown" in w and "under .git" in w for w in withheld)
     shown, withheld = choice.shown(user_root=True)
     assert shown == ["data/train", "data/val"] and len(withheld) == 1
+
+
+def test_a_resume_shows_a_run_from_elsewhere_only_data_as_recorded(tmp_path: Path) -> None:
+    from repro.facts.sources import shown_inputs
+    from repro.store.capsule import DataInput, Record
+    from repro.store.hashing import hash_tree
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("1,2\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "b.csv").write_text("3,4\n")
+    (tmp_path / "secret.env").write_text("TOKEN=x\n")
+    record = Record(id="20260101-000000-eeee", created="2026-01-01T00:00:00+00:00")
+    digest = hash_tree(tmp_path / "data", tmp_path).digest
+    record.data.inputs = [
+        DataInput("data", digest),
+        DataInput("other", "0" * 32),
+        DataInput("secret.env", "0" * 32),
+    ]
+    assert shown_inputs(record, tmp_path, own=False) == ["data"]
+    assert shown_inputs(record, tmp_path, own=True) == ["data", "other"]
