@@ -167,7 +167,8 @@ class DataDrift(NotReproduced):
         super().__init__(
             f"{what} differs from the capsule's record — " + "; ".join(parts),
             hint=hint
-            or "restore the recorded data, point at it with --data-root, or pass --allow-data-drift",
+            or "restore the recorded data, or point --data-root at a copy of it (with --allow-data-drift, "
+            "the replay reads the data in that directory as it is)",
         )
 
 

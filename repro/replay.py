@@ -105,7 +105,7 @@ def side(loaded: LoadedRun) -> Side:
     rows = metric_rows(record, loaded.read_blob)  # logged, then harvested with no code change
     # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
     blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
-    stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
+    stdout = _log_text(loaded, blobs)
     root = record.backend.details.get("project_root")
     root = str(root) if root else None
     # Where the code ran differs between a run and its replay; what it printed after that must not.
@@ -129,6 +129,27 @@ def side(loaded: LoadedRun) -> Side:
         shared_writes=list(record.results.shared_writes),
         root=root,
     )
+
+
+def _log_text(loaded: LoadedRun, blobs: list[str | None]) -> str:
+    """The text of logs ``blobs``, one after the other, read up to `limits.MAX_COMPARED_LOG_BYTES`
+    in all: a capsule's log may be as large as the capsule, and comparing it costs memory and time
+    in proportion."""
+    left = limits.MAX_COMPARED_LOG_BYTES
+    parts: list[bytes] = []
+    for blob in blobs:
+        if blob is None or left <= 0:
+            continue
+        try:
+            with open(loaded.blob_path(blob), "rb") as f:
+                data = f.read(left)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise from_os_error(e, loaded.blob_path(blob)) from e
+        left -= len(data)
+        parts.append(data)
+    return b"".join(parts).decode("utf-8", "replace")
 
 
 def _rank_stdout_blobs(record: Record) -> list[str]:
@@ -381,8 +402,9 @@ def run_replay(
             record.determinism.env[contract.OPS_STOP_ENV] = "1"
             notes.append(f"recorded for its op stream: stopped after {request.ops} optimizer step(s)")
     run = _Execution(
-        loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size
-    )
+        loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size,
+        user_root=request.data_root is not None or not loaded.foreign,
+    )  # fmt: skip
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
     verdict = _compare(request, store, loaded, record, plan.settings, window, notes)
@@ -482,6 +504,25 @@ class DataChoice:
             for s in self.sources
             if s.kind in CARRIED
         ]
+
+    def shown(self, user_root: bool) -> tuple[list[str], list[str]]:
+        """The declared inputs a replay reading the host's data shows its command, and one note per
+        input it does not (`repro.facts.hostpaths`): an input as recorded, or one from the data root
+        the user named (``user_root``); never a private location, whatever its content."""
+        shown: list[str] = []
+        withheld: list[str] = []
+        for s in self.sources:
+            if s.refused is not None:
+                withheld.append(f"declared data {s.path} is not shown to the replay: {s.refused}")
+            elif s.kind == HERE or (user_root and s.present):
+                shown.append(s.path)
+            elif s.present:
+                withheld.append(
+                    f"declared data {s.path} differs from the record and is not shown to the replay: "
+                    "data that differs from a run from elsewhere is shown only from a directory you name "
+                    "with --data-root"
+                )
+        return shown, withheld
 
 
 _FROM = {CAPSULE: "carried in the capsule", STORE: "kept in the store", DATA_REMOTE: "in the data remote"}
@@ -634,6 +675,9 @@ class _Execution:
     window: windows.Window | None
     data: DataChoice = field(default_factory=DataChoice)
     max_data: int = limits.MAX_DATA_BYTES
+    # The data root is one the user chose: named with --data-root, or the project of a run this store
+    # made itself (a run from elsewhere, a capsule, never chooses which host paths differ).
+    user_root: bool = False
     run_dir: Path = field(init=False)
 
     def execute(self, store: Store, on_event: OnEvent, blob_path: Callable[[str], Path] | None) -> Path:
@@ -671,6 +715,9 @@ class _Execution:
         lockfile = start.restore_lockfile(original, self.loaded.read_blob, self.run_dir)
         outputs = list(original.results.output_roots) or ["outputs"]
         data = [item.path for item in original.data.inputs]
+        if not self.data.placed:  # the host's data: only what `DataChoice.shown` allows
+            data, withheld = self.data.shown(self.user_root)
+            self.notes.extend(withheld)
         spec = build_spec(
             record, root, self.run_dir, data, outputs, lockfile, settings.base_image,
             original.command.executed(), data_root=self.data_root, variables=self.variables,
@@ -803,8 +850,8 @@ def resumed_note(store: Store, record: Record) -> str:
     ref = record.resumed_from
     while ref and ref not in chain and len(chain) < 1000:
         chain.insert(0, ref)
-        try:
-            ref = store.resolve(ref).record.resumed_from
+        try:  # a run of this store by its id: never a path the record names (`Store.resolve` opens files)
+            ref = store.load_run(ref, lists=()).record.resumed_from
         except ReproError:
             break
     return (

@@ -29,6 +29,7 @@ from repro.facts import command_env
 from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
 from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
+from repro.facts.sources import shown_inputs
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
 from repro.store.capsule import FileEntry, Record
 from repro.store.hashing import HashCache
@@ -143,8 +144,10 @@ def _prepare(
         store.mark_foreign(record.id, f"resumed {original.id}, a run from elsewhere")
     outputs = list(original.results.output_roots) or list(settings.outputs)
     lockfile = start.restore_lockfile(original, store.read_blob, run_dir)
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:  # the host decides what it shows
+        data = shown_inputs(original, store.root, own=not foreign, cache=cache)
     spec = runner.build_spec(
-        record, root, run_dir, [i.path for i in original.data.inputs], outputs, lockfile,
+        record, root, run_dir, data, outputs, lockfile,
         settings.base_image, original.command.executed(), data_root=store.root, variables=variables,
         cuda_index=settings.cuda_index,
     )  # fmt: skip
@@ -288,7 +291,7 @@ def chain(store: Store, record: Record) -> list[Record]:
     seen = {record.id}
     while runs[0].resumed_from and runs[0].resumed_from not in seen:
         try:
-            runs.insert(0, store.resolve(runs[0].resumed_from).record)
+            runs.insert(0, store.load_run(runs[0].resumed_from).record)  # by id: never a path
         except NotFoundError:
             break
         seen.add(runs[0].id)

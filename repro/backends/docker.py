@@ -438,7 +438,8 @@ def _carried_image(
 ) -> BuiltImage:
     """The recorded image, checked against the capsule's archive: the engine's copy when it has that
     id, else loaded from the archive with every name in it ignored; tagged ``repro-env:sha256-…``
-    only, so no tag the capsule names is created or moved.
+    only, so no tag the capsule names is created or moved: the engine gets the archive repro rebuilt
+    (`imagearchive.rebuilt`), never the capsule's.
 
     Raises:
         CapsuleInvalid: the archive does not hold the recorded image, or loads another one
@@ -447,7 +448,7 @@ def _carried_image(
     """
     image_id = recorded.id
     with archive() as stream:
-        held = imagearchive.read_index(stream).configs
+        held = imagearchive.read_index(stream).images
     if image_id not in held:
         shown = ", ".join(i[:19] for i in held) or "no image"
         raise CapsuleInvalid(
@@ -468,9 +469,13 @@ def _carried_image(
 
 
 def _load_untagged(
-    client: docker.DockerClient, archive: OpenImage, config: str, image_id: str, on_event: OnEvent
+    client: docker.DockerClient,
+    archive: OpenImage,
+    image: imagearchive.Image,
+    image_id: str,
+    on_event: OnEvent,
 ) -> None:
-    """Load the one image of ``archive`` whose config is ``config``, nameless, and make sure the
+    """Load ``image`` of ``archive``, rebuilt nameless (`imagearchive.rebuilt`), and make sure the
     engine named it ``image_id``; whatever else it loaded, or all of it on failure, is removed.
 
     Raises:
@@ -481,7 +486,7 @@ def _load_untagged(
     reported: list[str] = []
     try:
         with archive() as stream:
-            load_image(client, imagearchive.untagged(stream, config), on_event, reported)
+            load_image(client, imagearchive.rebuilt(stream, image), on_event, reported)
         if _image_id(client, image_id) is None or any(i != image_id for i in reported):
             shown = ", ".join(i[:19] for i in reported) or "no image"
             raise CapsuleInvalid(

@@ -70,21 +70,22 @@ def verify_attestation(file: Path, key_path: Path, artifacts: tuple[Path, ...]) 
     checked first, and the attestation must name this capsule's SHA256SUMS.
 
     Exit 6 when the signature fails, the key is another one, the file is malformed, or an
-    artifact's SHA-256 is not a subject (the file changed after the run); exit 2 for a missing
-    file or a key that is not an Ed25519 key.
+    artifact's SHA-256 is not a subject (the file changed after the run), or the file holds more
+    than one statement; exit 2 for a missing file, a key that is not an Ed25519 key, or a private
+    key (pass its .pub: a verifier needs only the public half).
     """
-    key = signing.load_key(key_path)
+    key = signing.load_verifying_key(key_path)
     if is_capsule_file(file):
         checked = attestation.check_capsule(file, key)
     else:
         checked = attestation.check(attestation.read_file(file), file.name, key)
+    found = [(path, attestation.artifact_subject(checked, path)) for path in artifacts]  # all, before "ok"
     run = f"run {checked.run_id}" if checked.run_id else "a run"
     ui.out(
         f"ok: attestation of {run}, signed with ed25519 key {checked.key_id}; "
         f"{len(checked.subjects)} files attested"
     )
-    for path in artifacts:
-        subject = attestation.artifact_subject(checked, path)
+    for path, subject in found:
         ui.out(f"{path}: attested, {subject.name} (sha256 {subject.sha256[:16]}…)")
 
 

@@ -24,8 +24,9 @@ def pair_curves(a: LoadedRun, b: LoadedRun) -> Curves:
 
 
 def stored_curves(store: Store, a: Record, b: Record) -> Curves:
-    """The curves of two runs recorded in ``store``."""
-    return pair_curves(store.resolve(a.id), store.resolve(b.id))
+    """The curves of two runs recorded in ``store``, found by id in the store alone (an id from a
+    capsule never names a file to open)."""
+    return pair_curves(store.load_run(a.id), store.load_run(b.id))
 
 
 def write_plot(found: Curves, path: Path) -> None:

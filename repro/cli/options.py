@@ -203,10 +203,15 @@ data_root = click.option(
     "--data-root",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     default=None,
-    help="Directory the recorded data paths are relative to (default: the project root).",
+    help="Directory the recorded data paths are relative to (default: the project root). Data of a "
+    "run from elsewhere that differs from its record is shown to the replay only from a directory "
+    "named here.",
 )
 allow_data_drift = click.option(
-    "--allow-data-drift", is_flag=True, help="Go on even when the data differs from the record."
+    "--allow-data-drift",
+    is_flag=True,
+    help="Go on even when the data differs from the record (for a run from elsewhere, the differing "
+    "data comes only from --data-root; never .git, .repro or a credential file).",
 )
 atol = click.option(
     "--atol",

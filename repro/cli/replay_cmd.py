@@ -94,9 +94,10 @@ def replay(
       within_tolerance  0   gpu/off modes: tensors and metrics within --atol/--rtol
       diverged          5   with the first output, tensor, metric step or log line that differs
       failed            4   the replayed command failed
-    Changed data stops the replay (exit 5) unless --allow-data-drift, or a copy is carried
-    (`export --with-data`; placed read-only in the replay's copy) or fetched at its recorded
-    version through DVC from the remote of that name this machine configures, and checked.
+    Changed data stops the replay (exit 5) unless --allow-data-drift (for a run from elsewhere,
+    differing data is then shown only from --data-root; .git, .repro and credentials never), or a
+    copy is carried (`export --with-data`; placed read-only in the replay's copy) or fetched at its
+    recorded version through DVC from the remote of that name this machine configures, and checked.
     A capsule is untrusted input: a path that leaves its root is refused (exit 6); it replays in the
     docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local runs its code
     on this machine, unsandboxed, and says so; no engine and neither: exit 3); the network stays off

@@ -42,6 +42,7 @@ from repro.collect import attribution, produced
 from repro.compare import tables, tensorboard
 from repro.compare.logmask import NUM, is_timing_key
 from repro.errors import ConfigError
+from repro.runtime.contract import parse_json
 from repro.store.capsule import ResultInfo, SeriesInfo
 
 SOURCES = ("tensorboard", "files", "stdout")
@@ -217,7 +218,7 @@ def file_rows(text: str, suffix: str) -> list[dict[str, Any]]:
     """The rows of a metric file's text; [] when it does not parse or holds no rows."""
     try:
         if suffix == ".json":
-            return _json_rows(json.loads(text))
+            return _json_rows(parse_json(text))
         return tables.read_rows(text, suffix)
     except (ValueError, tables.UnreadableTable):
         return []
@@ -264,7 +265,7 @@ def _literal(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         try:
-            return json.loads(text)
+            return parse_json(text)
         except ValueError:
             return None
 
@@ -386,7 +387,7 @@ def logged_series(raw: bytes | None) -> list[Harvested]:
     collector = _Collector("log_metric")
     for line in (raw or b"").decode("utf-8", "replace").splitlines():
         try:
-            row = json.loads(line)
+            row = parse_json(line)
         except ValueError:
             continue
         if not isinstance(row, dict) or "name" not in row:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
-import json
 import os
 import posixpath
 import secrets
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from repro.runtime.contract import parse_json
 from repro.store.capsule import FileEntry
 from repro.store.hashing import copy_hashed, hash_bytes, hash_fd
 
@@ -210,7 +210,7 @@ def read_json(root: Path, rel: str) -> dict[str, Any]:
     """The JSON object in ``rel``; empty when it is not a readable file or not an object."""
     raw = read_bytes(root, rel)
     try:
-        data = json.loads(raw) if raw is not None else None
+        data = parse_json(raw) if raw is not None else None
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
@@ -222,7 +222,7 @@ def json_lines(root: Path, rel: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for line in (read_text(root, rel) or "").splitlines():
         try:
-            row = json.loads(line)
+            row = parse_json(line)
         except ValueError:
             continue
         if isinstance(row, dict):

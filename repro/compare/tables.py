@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 from repro.compare.logmask import is_timing_key, mask_timings
 from repro.compare.tolerance import Tolerance
 from repro.compare.values import Series, ValueReport, compare_series
+from repro.runtime.contract import parse_json
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".csv")
 MAX_TABLE_BYTES = 64 << 20  # larger files are compared by bytes only
@@ -80,7 +80,7 @@ def _number(cell: str) -> Any:
 
 def _rows(text: str, suffix: str) -> list[dict[str, Any]]:
     if suffix == ".jsonl":
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows = [parse_json(line) for line in text.splitlines() if line.strip()]
         return [r if isinstance(r, dict) else {"value": r} for r in rows]
     reader = csv.DictReader(io.StringIO(text))
     return [{k: _number(v) for k, v in row.items() if k is not None} for row in reader]
@@ -108,7 +108,7 @@ def read_table(path: Path, suffix: str) -> tuple[Series, list[str]]:
     ignored: set[str] = set()
     try:
         if suffix == ".json":
-            obj = json.loads(text)
+            obj = parse_json(text)
             if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):
                 series = _rows_to_series(obj, ignored)
             else:

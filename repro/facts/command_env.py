@@ -7,7 +7,9 @@ Slurm job gets them from here), and a replay or a resume sets them again from th
 rule, because a record may come from someone else:
 
 - **by default**, names of the safe set (`SAFE`: thread, kernel and library switches such as
-  ``TORCH_*``, ``OMP_*``, ``NCCL_*``) with a short value that names no path or address;
+  ``TORCH_*``, ``OMP_*``, ``NCCL_*``), not a name that takes a place (`PLACE_NAMES`:
+  ``NCCL_CONF_FILE``, ``TORCH_HOME``, ``NCCL_COMM_ID``), with a short value that names no path,
+  parent folder or host (``..``, ``/``, ``host:port``, ``example.com``, an address);
 - **on request**, the names given with ``--env NAME`` (and those `env.allow` lists), with any
   printable value up to `MAX_VALUE` characters; the recording machine's locale and time zone
   (`MACHINE`: ``LANG``, ``LC_*``, ``TZ``) only so;
@@ -59,7 +61,20 @@ NEVER = (
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:;=+ @%-]*")  # no path, address or shell syntax
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:;=+ %-]*")  # no path, address or shell syntax
+# Names of the safe set's families that take a file, a folder or a host, never a switch: such a
+# variable is set again only on request (`NCCL_CONF_FILE`, `TORCH_HOME`, `NCCL_COMM_ID`, …).
+PLACE_NAMES = (
+    "*_FILE", "*_FILES", "*_PATH", "*_DIR", "*_DIRS", "*_HOME", "*_ROOT", "*_CACHE*", "*_LIBRARY*",
+    "*_LIBRARIES", "*_SOCKET*", "*_HOST*", "*_ADDR*", "*_PORT*", "*_URL", "*_URI", "*_ENDPOINT*",
+    "*_STORE*", "*_COMM_ID", "*_IFNAME",
+)  # fmt: skip
+# A value that names a place: a parent folder, a host (a dotted name, an address, `host:port`), or
+# `localhost`. Host names hold no `_`, so `max_split_size_mb:128` is a switch, `node1:29500` a host.
+_PLACE_VALUE = re.compile(
+    r"\.\.|(?:^|[,;= ])(?:localhost\b|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z][A-Za-z0-9-]*\b"
+    r"|\d{1,3}(?:\.\d{1,3}){3}\b|[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*:\d{1,5}\b)"
+)
 
 
 @dataclass
@@ -149,8 +164,10 @@ def unknown(asked: Iterable[str], variables: Mapping[str, object]) -> list[str]:
 def _default(name: str, value: str) -> bool:
     return (
         any(fnmatch.fnmatchcase(name, p) for p in SAFE)
+        and not any(fnmatch.fnmatchcase(name, p) for p in PLACE_NAMES)
         and len(value) <= _MAX_DEFAULT_VALUE
         and _PLAIN_VALUE.fullmatch(value) is not None
+        and _PLACE_VALUE.search(value) is None
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import NotFoundError, UsageError
+from repro.facts import hostpaths
 from repro.facts.dvc import dvc_sources
 from repro.store.capsule import MANIFEST_INLINE, DataInput, encode_manifest
 from repro.store.hashing import HashCache, hash_tree
@@ -95,7 +96,7 @@ def check_data(
     drift = Drift()
     for item in recorded:
         path = data_root / item.path
-        if not path.exists():
+        if hostpaths.refusal(data_root, item.path) is not None or not path.exists():  # never read there
             drift.missing += sorted(f.path for f in item.entries(read_blob))
             continue
         tree = hash_tree(path, data_root, cache=cache, on_progress=on_progress)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.facts import hostpaths
 from repro.store.capsule import DataInput, Record
 from repro.store.datablobs import CAPSULE, DATA_REMOTE, STORE, BlobRoots, ReadBlob
 from repro.store.hashing import HashCache, hash_tree
@@ -37,6 +38,7 @@ class InputSource:
     remote: str | None = None  # the remote's name, for kinds that have one
     missing: list[str] = field(default_factory=list)  # files no source holds (kind NOWHERE)
     fix: str | None = None  # the command that would make it available (kind NOWHERE)
+    refused: str | None = None  # why the host's path is never shown to a replay (`hostpaths.refusal`)
 
     def describe(self) -> str:
         """``data/train (120 files): in the capsule``: one line for people."""
@@ -69,7 +71,27 @@ def locate_inputs(
     Raises:
         CapsuleInvalid: an input's manifest blob is missing or malformed.
     """
-    return [_locate(record, item, data_root, roots, read_blob, cache) for item in record.data.inputs]
+    found = []
+    for item in record.data.inputs:
+        refused = hostpaths.refusal(data_root, item.path)
+        source = _locate(record, item, data_root, roots, read_blob, cache, host=refused is None)
+        source.refused = refused
+        found.append(source)
+    return found
+
+
+def shown_inputs(record: Record, data_root: Path, own: bool, cache: HashCache | None = None) -> list[str]:
+    """The declared inputs of ``record`` a run started from the host's data under ``data_root`` (a
+    resume) may be shown: never one under a private location (`hostpaths.refusal`); of a run from
+    elsewhere (``own`` False), only one whose host copy hashes as recorded."""
+    shown = []
+    for item in record.data.inputs:
+        if hostpaths.refusal(data_root, item.path) is not None:
+            continue
+        path = data_root / item.path
+        if own or (path.exists() and hash_tree(path, data_root, cache=cache).digest == item.digest):
+            shown.append(item.path)
+    return shown
 
 
 def _locate(
@@ -79,9 +101,11 @@ def _locate(
     roots: BlobRoots,
     read_blob: ReadBlob,
     cache: HashCache | None,
+    host: bool = True,
 ) -> InputSource:
+    """Where ``item`` comes from; ``host``: whether the host's path may be read at all."""
     path = data_root / item.path
-    present = path.exists() or path.is_symlink()
+    present = host and (path.exists() or path.is_symlink())
     count = item.count or len(item.files)
     if present and hash_tree(path, data_root, cache=cache).digest == item.digest:
         return InputSource(item.path, HERE, count, item.size, True, str(data_root))

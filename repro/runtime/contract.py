@@ -69,6 +69,39 @@ def logged_file(name: str, rank: int) -> str:
     return name if rank <= 0 else ranked(name, rank)
 
 
+MAX_JSON_DEPTH = 64  # nesting of any JSON repro reads from a run or a capsule; its own rows nest 4 deep
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON that may come from a stranger (a capsule's streams, logs, lists, manifests): the one
+    parser for it. Nesting is bounded, so every reader (and every walk after it) stays shallow.
+
+    Raises:
+        ValueError: not JSON, or nested deeper than `MAX_JSON_DEPTH` (malformed, never a
+            RecursionError).
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError as e:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from e
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def _deeper_than(value: Any, bound: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if not children:
+            continue
+        if depth > bound:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
 def jsonl_rows(text: str, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     """The objects of a JSON-lines text that ``keep`` accepts, in order (metrics, traces, resume
     traces: every file of rows the runtime appends). Lines that are not such an object are skipped:
@@ -76,7 +109,7 @@ def jsonl_rows(text: str, keep: Callable[[dict[str, Any]], bool]) -> list[dict[s
     rows: list[dict[str, Any]] = []
     for line in text.splitlines():
         try:
-            row = json.loads(line)
+            row = parse_json(line)
         except ValueError:
             continue
         if isinstance(row, dict) and keep(row):

@@ -286,24 +286,26 @@ def read_file(path: Path) -> bytes:
 
 
 def check(raw: bytes, where: str, key: SigningKey) -> Checked:
-    """Check every envelope of an attestation (JSON Lines) with ``key`` and parse its statement.
+    """Check an attestation, one DSSE envelope on one line, with ``key`` and parse its statement.
+    An attestation is one statement: a file of several lines is refused whole (another run's
+    genuinely signed line appended would otherwise lend its subjects to this one).
 
     Raises:
-        CapsuleInvalid: empty, a malformed envelope or statement, a signature that fails (exit 6).
+        CapsuleInvalid: empty, more than one line, a malformed envelope or statement, a signature
+            that fails (exit 6).
         UsageError: an HMAC key.
     """
     lines = [line for line in raw.splitlines() if line.strip()]
     if not lines:
         raise CapsuleInvalid(f"{where} is empty", hint="write one with `repro attest RUN -o FILE`")
-    subjects: list[Subject] = []
-    run_id = sums = None
-    for i, line in enumerate(lines, 1):
-        at = where if len(lines) == 1 else f"{where} line {i}"
-        opened = dsse.open_envelope(line, at, PAYLOAD_TYPE, key)
-        statement = dsse.json_object(opened.payload, f"{at}: the payload")
-        subjects += _parse_subjects(statement, at)
-        run_id, sums = run_id or _invocation(statement), sums or _sums(statement)
-    return Checked(key.id, run_id, subjects, sums)
+    if len(lines) > 1:
+        raise CapsuleInvalid(
+            f"{where} holds {len(lines)} lines: an attestation is one statement of one run",
+            hint="lines were added to it; check the file `repro attest` wrote, which is one line",
+        )
+    opened = dsse.open_envelope(lines[0], where, PAYLOAD_TYPE, key)
+    statement = dsse.json_object(opened.payload, f"{where}: the payload")
+    return Checked(key.id, _invocation(statement), _parse_subjects(statement, where), _sums(statement))
 
 
 def check_capsule(path: Path, key: SigningKey) -> Checked:
@@ -322,7 +324,7 @@ def check_capsule(path: Path, key: SigningKey) -> Checked:
             hint="export it with `repro export RUN --attest --sign KEYFILE`",
         )
     checked = check(verified.attestation, f"{path.name}:{ATTESTATION_NAME}", key)
-    if checked.capsule_sums != hashlib.sha256(verified.sums).hexdigest():
+    if checked.capsule_sums is None or checked.capsule_sums != hashlib.sha256(verified.sums).hexdigest():
         raise CapsuleInvalid(
             f"the attestation in {path.name} names another capsule (its SHA256SUMS differ)",
             member=ATTESTATION_NAME,

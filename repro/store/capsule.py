@@ -20,12 +20,12 @@ import tarfile
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, Any, Literal, get_args
 from zlib import error as zlib_error
 
 from repro.errors import CapsuleInvalid, NotFoundError
-from repro.runtime.contract import DEFAULT_MODE
+from repro.runtime.contract import DEFAULT_MODE, parse_json
 from repro.store import limits as rules
 
 FORMAT = "repro.capsule/v1"
@@ -220,10 +220,20 @@ def decode_manifest(raw: bytes) -> list[FileEntry]:
     files: list[FileEntry] = []
     for i in range(0, len(parts) - 1, 3):
         path, size, digest = parts[i : i + 3]
-        if not rules.is_safe_relpath(path) or not size.isdigit():
-            raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path!r}")
+        if rules.member_name_problem(path) is not None or not size.isdigit():
+            raise CapsuleInvalid(f"a data manifest names an unsafe or malformed entry: {path[:200]!r}")
         files.append(FileEntry(path, int(size), digest))
+    _refuse_twice([f.path for f in files], "a data manifest")
     return files
+
+
+def _refuse_twice(paths: list[str], what: str) -> None:
+    """Raises: CapsuleInvalid: a path listed twice (each file has one entry)."""
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen:
+            raise CapsuleInvalid(f"{what} lists {path[:200]!r} twice")
+        seen.add(path)
 
 
 # Long file lists of a record (a snapshot of a project outside git, thousands of outputs) are kept as
@@ -257,7 +267,7 @@ def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
     if len(raw) > rules.MAX_LIST_BYTES:
         raise CapsuleInvalid(f"the list blob of {name} is larger than {rules.MAX_LIST_BYTES >> 20} MiB")
     try:
-        rows = json.loads(raw)
+        rows = parse_json(raw)
     except (ValueError, RecursionError) as e:
         raise CapsuleInvalid(f"the list blob of {name} is malformed: {e}") from e
     if not isinstance(rows, list):
@@ -278,6 +288,7 @@ def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
         ):
             raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
         entries.append(FileEntry(path, size, digest, stored, link))
+    _refuse_twice([e.path for e in entries], f"the list blob of {name}")
     return entries
 
 
@@ -846,15 +857,19 @@ def capsule_sums(record: Record, blob_path: Callable[[str], Path]) -> bytes:
 
 
 def _safe_member_name(name: str) -> str:
-    """Reject member paths that would escape the extraction directory.
+    """A member name, refused unless in canonical form (`limits.member_name_problem`): a name an
+    extractor would clean into another (``./capsule.yaml``, ``blobs//x``) is not cleaned here.
 
     Raises:
-        CapsuleInvalid: absolute paths, `..` components, empty names.
+        CapsuleInvalid: absolute paths, `.` or `..` segments, empty names or segments.
     """
-    path = PurePosixPath(name)
-    if not name or path.is_absolute() or ".." in path.parts or name.startswith("\\"):
-        raise CapsuleInvalid(f"member path escapes the capsule: {name!r}", member=name)
-    return str(path)
+    problem = rules.member_name_problem(name)
+    if problem is not None:
+        raise CapsuleInvalid(
+            f"member path escapes the capsule or is not in canonical form: {name[:200]!r} {problem}",
+            member=name[:200],
+        )
+    return name
 
 
 @dataclass
@@ -886,7 +901,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         what = "a directory, not a capsule file" if path.is_dir() else "no capsule file"
         raise NotFoundError(f"{what} at {path}", hint="check the path; export one with `repro export`")
     tar = _open_tar(path)
-    budget = rules.TarBudget(path.stat().st_size)
+    budget = rules.TarBudget(path.stat().st_size, packed=is_compressed(path))
     contents: dict[str, bytes] = {}
     digests: dict[str, str] = {}
     misnamed: list[str] = []
@@ -1006,6 +1021,18 @@ def is_capsule_file(path: Path) -> bool:
         return False
 
 
+_COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")  # gzip, bzip2, xz, zstd
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether the file at ``path`` starts as a compressed stream does (its size hides its expansion)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(6).startswith(_COMPRESSED)
+    except OSError:
+        return False
+
+
 def _open_tar(path: Path) -> tarfile.TarFile:
     """Open a capsule tar (plain or compressed).
 
@@ -1117,7 +1144,7 @@ def read_seal(path: Path) -> tuple[bytes, bytes | None]:
             f"no capsule file at {path}", hint="check the path; export one with `repro export`"
         )
     found: dict[str, bytes] = {}
-    budget = rules.TarBudget(path.stat().st_size)
+    budget = rules.TarBudget(path.stat().st_size, packed=is_compressed(path))
     try:
         with _open_tar(path) as tar:
             for info in tar:

@@ -12,11 +12,11 @@ checker sign. Envelopes are read as hostile: every malformed field is a `Capsule
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import CapsuleInvalid, UsageError
+from repro.runtime.contract import parse_json
 from repro.store import signing
 from repro.store.signing import SigningKey
 
@@ -158,7 +158,7 @@ def json_object(raw: bytes, where: str) -> dict[str, Any]:
         CapsuleInvalid: not UTF-8 JSON, or not an object.
     """
     try:
-        body = json.loads(raw)
+        body = parse_json(raw)
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
         raise CapsuleInvalid(f"{where} is not valid JSON (truncated or damaged?)", hint=DAMAGED_HINT) from e
     if not isinstance(body, dict):

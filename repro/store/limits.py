@@ -68,8 +68,10 @@ MAX_LIST_BYTES = 256 * 1024 * 1024  # a file list kept as a blob: 1M entries are
 LIST_FIELDS = ("code.files", "code.untracked", "results.outputs")  # the lists a record may keep as blobs
 MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
-MAX_EXPANSION = 200  # decompressed bytes per compressed byte beyond MAX_PLAIN_BYTES
-MAX_PLAIN_BYTES = 1 << 30  # any capsule may expand to 1 GiB before the ratio applies
+MAX_EXPANSION = 100  # decompressed bytes per compressed byte (weights ~1.1, logs and code ~5-20)
+MAX_PLAIN_BYTES = 1 << 30  # a plain tar: as large as it is on disk, read up to 1 GiB before the ratio
+MAX_COMPARED_LOG_BYTES = 16 << 20  # of each side's stdout, compared line by line; the rest is not read
+MAX_UNPACKED_BYTES = 32 << 20  # a compressed capsule may expand to 32 MiB before the ratio applies
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[0-9a-f]{16,128}$")
@@ -92,6 +94,26 @@ def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
     if trimmed.startswith("/") or posixpath.normpath(trimmed) != trimmed:
         return False
     return ".." not in trimmed.split("/")
+
+
+def member_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a member name in canonical form (what an archive repro reads may hold, the
+    one spelling of each path), None when it is: relative, segments joined by one ``/``, none empty,
+    ``.`` or ``..``, no backslash or control character. Engines and extractors clean names
+    (``x/../manifest.json`` becomes ``manifest.json``), so a name that cleans to another is refused
+    rather than cleaned: what repro checked is then what any reader sees."""
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if name.startswith("/"):
+        return "starts with /"
+    if "\\" in name or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "holds a backslash or a control character"
+    parts = name.split("/")
+    if "" in parts:
+        return "has an empty segment"
+    if "." in parts or ".." in parts:
+        return "has a . or .. segment"
+    return None
 
 
 DVC_HASH_NAMES = ("md5", "md5-dos2unix", "etag")  # DVC 3's md5, DVC 2's (files without `hash: md5`)
@@ -202,7 +224,7 @@ def check_record(record: Any) -> None:
         CapsuleInvalid: the first offending field, by name (exit 6).
     """
     hint = "the capsule was made by hand or tampered with; do not replay it"
-    for name, value in (("id", record.id), ("parent", record.parent)):
+    for name, value in (("id", record.id), ("parent", record.parent), ("resumed_from", record.resumed_from)):
         if value is not None and not (isinstance(value, str) and is_safe_id(value)):
             raise CapsuleInvalid(f"capsule field {name} is not a plain run id: {value!r}", RECORD_NAME, hint)
     for name, value, allow_dot in _path_fields(record):
@@ -348,11 +370,14 @@ def dump_yaml(data: Any) -> bytes:
 class TarBudget:
     """Counts members and bytes while a capsule tar is read; refuses at the bounds.
 
-    ``compressed`` is the file's size on disk; plain tars cannot expand beyond it.
+    ``compressed`` is the file's size on disk; a plain tar cannot expand beyond it, a compressed
+    one (``packed``) may expand ``MAX_EXPANSION`` times, from a floor of ``MAX_UNPACKED_BYTES``:
+    compression hides a size, so it is bounded by what the file weighs.
     """
 
-    def __init__(self, compressed: int) -> None:
-        self.limit = max(MAX_PLAIN_BYTES, compressed * MAX_EXPANSION)
+    def __init__(self, compressed: int, packed: bool = False) -> None:
+        floor = MAX_UNPACKED_BYTES if packed else MAX_PLAIN_BYTES
+        self.limit = max(floor, compressed * MAX_EXPANSION)
         self.members = 0
         self.bytes = 0
 
@@ -368,7 +393,10 @@ class TarBudget:
             raise CapsuleInvalid(f"the capsule has more than {MAX_MEMBERS} members", member=name)
         if self.bytes > self.limit:
             raise CapsuleInvalid(
-                f"the capsule expands to more than {self.limit >> 20} MiB (at member {name})", member=name
+                f"the capsule expands to more than {self.limit >> 20} MiB (at member {name})",
+                member=name,
+                hint="a compressed capsule may expand at most "
+                f"{MAX_EXPANSION} times its size; export it again, or pass the uncompressed .tar",
             )
         if name == RECORD_NAME and size > MAX_RECORD_BYTES:
             raise CapsuleInvalid(f"{RECORD_NAME} is larger than {MAX_RECORD_BYTES >> 20} MiB", member=name)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
+from repro.runtime.contract import parse_json
 from repro.store.capsule import SIGNATURE_NAME, SUMS_NAME, read_seal
 
 Algorithm = Literal["hmac-sha256", "ed25519"]
@@ -195,6 +196,22 @@ def load_signing_key(path: Path) -> SigningKey:
     return key
 
 
+def load_verifying_key(path: Path) -> SigningKey:
+    """`load_key` for checking an Ed25519 signature: a private key is refused (a verifier never
+    needs it, and one passed around by mistake should not become a habit).
+
+    Raises:
+        NotFoundError, UsageError: as `load_key`; an Ed25519 private key.
+    """
+    key = load_key(path)
+    if key.can_sign and key.algorithm == ED25519:
+        raise UsageError(
+            f"{path} is an Ed25519 private key: a signature is checked with the public key",
+            hint=f"pass {path}.pub (written beside it by `repro keygen --type ed25519`)",
+        )
+    return key
+
+
 def _load_ed25519(path: Path, pem: bytes) -> SigningKey:
     """An Ed25519 key from PEM (PKCS#8 private or SubjectPublicKeyInfo public).
 
@@ -331,7 +348,7 @@ def _parse(signature: bytes) -> tuple[Algorithm, str, bytes]:
         CapsuleInvalid: not the JSON `sign` writes, or an algorithm this repro does not check.
     """
     try:
-        body = json.loads(signature)
+        body = parse_json(signature)
     except (ValueError, RecursionError) as e:
         raise CapsuleInvalid(f"{SIGNATURE_NAME} is not valid JSON", member=SIGNATURE_NAME) from e
     if not isinstance(body, dict):

@@ -31,6 +31,12 @@ def _check(curves: Curves, path: Path) -> str:
     return fmt[1:]
 
 
+def _plain(text: str) -> str:
+    """``text`` as matplotlib shows it literally: a ``$`` would start mathtext (a metric named
+    ``$\\frac{a}{$`` made the plot fail), so each is escaped."""
+    return text.replace("$", r"\$")
+
+
 def plot(curves: Curves, path: Path) -> Path:
     """Both runs' curves, one panel per metric, into a PNG or SVG at ``path`` (by its suffix).
 
@@ -60,12 +66,12 @@ def plot(curves: Curves, path: Path) -> Path:
                 if points:
                     steps, values = zip(*points, strict=True)
                     marker = "." if len(points) < 50 else None
-                    ax.plot(steps, values, style, color=colour, label=label, marker=marker)
+                    ax.plot(steps, values, style, color=colour, label=_plain(label), marker=marker)
             d = curves.divergence(name)
             if d is not None and d.step is not None:
                 ax.axvline(d.step, color=MARK_COLOUR, linewidth=1, label=f"first divergence: step {d.step:g}")
             source = curves.sources.get(name)
-            ax.set_title(f"{name} ({source})" if source and source != "log_metric" else name)
+            ax.set_title(_plain(f"{name} ({source})" if source and source != "log_metric" else name))
             ax.set_xlabel("step")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize="small")

@@ -431,3 +431,62 @@ def test_attest_flag_needs_a_capsule_and_an_ed25519_key(cli: Cli, made: Attested
     assert r.code == ExitCode.USAGE and "is an HMAC key" in r.err and not out.exists()
     slurm = cli("export", made.run_id, "--as", "slurm", "--attest", "-o", str(tmp_path / "j"), cwd=made.root)
     assert slurm.code == ExitCode.USAGE and "--attest applies to capsules" in slurm.err
+
+
+def _other_run_line(made: Attested, tmp_path: Path) -> tuple[bytes, Path]:
+    """A line genuinely signed by the publisher's key, of another run: its own model and its own
+    capsule (SHA256SUMS); and that other model."""
+    from repro.store import attestation, dsse, signing
+
+    other_model = tmp_path / "other-model.pt"
+    other_model.write_bytes(b"the weights of another run")
+    statement = _statement(_envelope(made.file))
+    statement["subject"] = [{"name": "model.pt", "digest": {"sha256": _sha256(other_model)}}]
+    for item in statement["predicate"]["runDetails"]["byproducts"]:
+        if item["name"] == "SHA256SUMS":
+            item["digest"]["sha256"] = hashlib.sha256(b"another capsule's sums").hexdigest()
+    statement["predicate"]["runDetails"]["metadata"]["invocationId"] = "20260101-000000-othr"
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
+    key = signing.load_signing_key(made.key)
+    return _line(dsse.seal(attestation.PAYLOAD_TYPE, payload, key)), other_model
+
+
+def test_a_spliced_line_of_another_run_attests_nothing(cli: Cli, made: Attested, tmp_path: Path) -> None:
+    spliced, other_model = _other_run_line(made, tmp_path)
+    alone = tmp_path / "spliced.intoto.jsonl"
+    alone.write_bytes(made.file.read_bytes() + spliced)
+    tar = tmp_path / "attested.tar"
+    assert (
+        cli("export", made.run_id, "-o", str(tar), "--sign", str(made.key), "--attest", cwd=made.root).code
+        == 0
+    )
+    members = _members(tar)
+    inside = _tar({**members, "ATTESTATION.intoto.jsonl": members["ATTESTATION.intoto.jsonl"] + spliced},
+                  tmp_path / "spliced.tar")  # fmt: skip
+    for target in (alone, inside):
+        r = cli("verify-attestation", str(target), "--key", str(made.pub), "--artifact", str(other_model),
+                cwd=tmp_path)  # fmt: skip
+        assert r.code == ExitCode.CAPSULE_INVALID, (target, r.out, r.err)
+        assert "one statement" in r.err and "2 lines" in r.err and r.out == "", r.err
+        assert len(r.err.strip().splitlines()) == 2 and "Traceback" not in r.err
+    # The other run's line alone, in this capsule: it names another capsule.
+    moved = _tar({**members, "ATTESTATION.intoto.jsonl": spliced}, tmp_path / "moved.tar")
+    r = cli(
+        "verify-attestation", str(moved), "--key", str(made.pub), "--artifact", str(other_model), cwd=tmp_path
+    )
+    assert r.code == ExitCode.CAPSULE_INVALID and "names another capsule" in r.err and r.out == ""
+
+
+def test_a_wrong_artifact_prints_no_ok_and_a_private_key_is_refused(
+    cli: Cli, made: Attested, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "model.pt"
+    wrong.write_bytes(b"not the model")
+    model = str(made.root / "model.pt")
+    r = cli("verify-attestation", str(made.file), "--key", str(made.pub), "--artifact", model,
+            "--artifact", str(wrong), cwd=tmp_path)  # fmt: skip
+    assert r.code == ExitCode.CAPSULE_INVALID and "ok:" not in r.out and "attested," not in r.out, r.out
+    private = cli("verify-attestation", str(made.file), "--key", str(made.key), cwd=tmp_path)
+    assert private.code == ExitCode.USAGE and "private" in private.err and private.out == ""
+    lines = private.err.strip().splitlines()
+    assert len(lines) == 2 and ".pub" in lines[1], private.err

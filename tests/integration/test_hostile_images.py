@@ -223,24 +223,79 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
     made.append(_record(project)["deps"]["image"]["id"])
 
 
+def _with_member(raw: bytes, name: str, body: bytes) -> bytes:
+    """``raw`` (a tar) with one more regular member ``name`` appended."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for info in src:
+            dst.addfile(info, src.extractfile(info) if info.isreg() else None)
+        extra = tarfile.TarInfo(name)
+        extra.size = len(body)
+        dst.addfile(extra, io.BytesIO(body))
+    return out.getvalue()
+
+
+def test_a_member_name_the_engine_would_clean_is_refused(
+    project: Project, tmp_path: Path, made: list[str]
+) -> None:
+    """``x/../manifest.json`` is ``manifest.json`` to the engine: with its RepoTags applied it would
+    move an existing tag. Repro refuses the archive before the engine sees any of it."""
+    key = uuid.uuid4().hex[:12]
+    victim_tag = f"repro-victim-test:{key}"
+    victim = _build(f"FROM {DEFAULT_BASE_IMAGE}\nLABEL victim={key}\n", victim_tag, f"victim-{key}")
+    made.append(victim_tag)
+    _probe_project(project, nonce=f"clean names test {key}")
+    assert project.repro("run", "--backend", "docker", "probe.py").code == 0
+    genuine = _record(project)["deps"]["image"]["id"]
+    made.append(genuine)
+    tar = tmp_path / "probe.tar"
+    assert project.repro("export", "latest", "-o", str(tar), "--with-image").code == 0
+    with tarfile.open(tar) as t:
+        archive = t.extractfile(IMAGE_MEMBER).read()  # type: ignore[union-attr]
+    with tarfile.open(fileobj=io.BytesIO(archive)) as t:
+        manifest = json.loads(t.extractfile("manifest.json").read())  # type: ignore[union-attr]
+    manifest[0]["RepoTags"] = [victim_tag]
+    hostile = _with_member(archive, "x/../manifest.json", json.dumps(manifest).encode())
+    _remove(genuine)  # the replay would have to load it
+    before = _tags()
+    forged = forge(tar, tmp_path / "cleaned.tar", None, replace={IMAGE_MEMBER: hostile})
+    r = project.repro("replay", str(forged), cwd=_new_project(tmp_path / "elsewhere").root)
+    assert r.code == 6, r.out + r.err
+    assert "'x/../manifest.json'" in r.err and "canonical form" in r.err and "Traceback" not in r.err
+    assert _tags()[victim_tag] == victim and _unmoved(before) and not _exists(genuine)
+
+
 def _unmoved(before: dict[str, str]) -> bool:
     """Every tag that existed before and still exists names the same image (others' work may come and go)."""
     after = _tags()
     return all(after[t] == i for t, i in before.items() if t in after) and DEFAULT_BASE_IMAGE in after
 
 
-def _renamed_config(raw: bytes, name: str) -> bytes:
-    """An archive whose one image config is stored (and named in the manifest) as ``name``."""
+def _renamed_like(raw: bytes, like: bytes) -> bytes:
+    """An archive holding ``raw``'s image under the member names of ``like``'s (config and layer
+    folders, position by position): what a checker that trusts names would take for ``like``."""
+
+    def manifest(tar: tarfile.TarFile) -> dict[str, Any]:
+        return dict(json.loads(tar.extractfile("manifest.json").read())[0])  # type: ignore[union-attr]
+
     out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(like)) as model:
+        wanted = manifest(model)
     with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=out, mode="w") as dst:
-        manifest = json.loads(src.extractfile("manifest.json").read())  # type: ignore[union-attr]
-        old = manifest[0]["Config"]
-        manifest[0]["Config"] = name
+        mine = manifest(src)
+        assert len(mine["Layers"]) == len(wanted["Layers"])
+        names = {mine["Config"]: wanted["Config"]}
+        pairs = zip(mine["Layers"], wanted["Layers"], strict=True)
+        names.update({a.split("/")[0]: b.split("/")[0] for a, b in pairs})
         for info in src:
             body = src.extractfile(info).read() if info.isreg() else b""  # type: ignore[union-attr]
             if info.name == "manifest.json":
-                body = json.dumps(manifest).encode()
-            info.name = name if info.name == old else info.name
+                body = json.dumps([{**mine, "Config": wanted["Config"], "Layers": wanted["Layers"]}]).encode()
+            head, sep, tail = info.name.partition("/")
+            info.name = names.get(info.name) or (names.get(head, head) + sep + tail)
+            if info.issym():
+                first, _, rest = info.linkname.removeprefix("../").partition("/")
+                info.linkname = f"../{names.get(first, first)}/{rest}"
             info.size = len(body)
             dst.addfile(info, io.BytesIO(body) if info.isreg() else None)
     return out.getvalue()
@@ -250,13 +305,15 @@ def test_an_archive_swapped_between_check_and_load_is_removed_again(made: list[s
     """The archive checked is not the one loaded (a capsule replaced on a shared disk mid-replay):
     the engine names the loaded image by its content, repro refuses it and removes it."""
     key = uuid.uuid4().hex[:12]
-    genuine = _build(f"FROM {DEFAULT_BASE_IMAGE}\nLABEL genuine={key}\n", f"repro-genuine-test:{key}", key)
+    genuine = _build(
+        f"FROM {DEFAULT_BASE_IMAGE}\nRUN echo {key} > /genuine\n", f"repro-genuine-test:{key}", key
+    )
     hostile = _build(
         f"FROM {DEFAULT_BASE_IMAGE}\nRUN echo owned > /hostile\n", f"repro-hostile-test:{key}", key
     )
     made.extend([genuine, hostile])
     checked = _saved_with_tags(genuine, [DEFAULT_BASE_IMAGE])
-    swapped = _renamed_config(_saved_with_tags(hostile, [DEFAULT_BASE_IMAGE]), f"{genuine[7:]}.json")
+    swapped = _renamed_like(_saved_with_tags(hostile, [DEFAULT_BASE_IMAGE]), checked)
     _remove(genuine, hostile)
     opened = iter([checked, swapped])
 

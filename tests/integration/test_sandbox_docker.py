@@ -7,7 +7,9 @@ PYTHONPATH, SHA256SUMS recomputed), and replayed in another directory as its rec
 
 from __future__ import annotations
 
+import copy
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +106,65 @@ def test_a_capsule_saying_local_replays_in_the_container_and_leaves_the_host_alo
     # The control: the person replaying names the host, and the same code reaches it (and is told so).
     r = project.repro("replay", str(evil), "--backend", "local", cwd=elsewhere)
     assert "runs unsandboxed on this machine" in r.err and marker.exists()
+
+
+PEEK = """\
+import json
+from pathlib import Path
+
+seen = {}
+for name in (".git", ".repro", "secret.env", "data"):
+    path = Path(name)
+    if path.is_dir():
+        seen[name] = sorted(p.name for p in path.iterdir())
+    elif path.is_file():
+        seen[name] = path.read_text()
+Path("outputs").mkdir(exist_ok=True)
+Path("outputs/seen.json").write_text(json.dumps(seen))
+print(json.dumps(seen))
+"""
+
+
+def test_a_record_cannot_choose_the_host_paths_a_drifted_replay_sees(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write("train.py", TRAIN)
+    project.write("data/points.csv", "0.1,0.2,1\n0.3,0.4,0\n")
+    project.write("repro.yaml", "data: [data]\n")
+    project.write(".gitignore", (project.root / ".gitignore").read_text() + "data/\n")
+    project.commit("train")
+    assert project.repro("run", "--backend", "local", "--", "python", "train.py", "--epochs", "1").code == 0
+    genuine = tmp_path / "genuine.tar"
+    assert project.repro("export", "latest", "-o", str(genuine)).code == 0
+
+    def claim(record: dict[str, Any]) -> None:
+        (data,) = record["data"]["inputs"]
+        for path in (".git", ".repro", "secret.env"):
+            forged = {**copy.deepcopy(data), "path": path, "files": [], "count": 0, "digest": "0" * 32}
+            record["data"]["inputs"].append(forged)
+
+    evil = forge(genuine, tmp_path / "evil.tar", claim, {"train.py": PEEK.encode()})
+    # The receiver: a git checkout whose remote URL holds a token, a secret.env, other data.
+    elsewhere = Project.init(tmp_path / "elsewhere")
+    elsewhere.write("secret.env", "HF_TOKEN=hf_receiverssecret\n")
+    elsewhere.write("data/points.csv", "9,9,9\n")
+    subprocess.run(["git", "-C", str(elsewhere.root), "remote", "add", "origin",
+                    "https://user:ghp_tokentokentoken@example.invalid/x.git"], check=True)  # fmt: skip
+
+    def seen(r: Any) -> dict[str, Any]:
+        store = Store(elsewhere.root)
+        replay = store.load_run(json.loads(r.out)["replay_id"]).record
+        entry = next(o for o in replay.results.outputs if o.path == "outputs/seen.json")
+        return dict(json.loads(store.read_blob(entry.hash) or b"{}"))
+
+    r = project.repro("replay", str(evil), "--allow-data-drift", "--json", cwd=elsewhere.root)
+    assert r.code == 5, r.out + r.err
+    assert seen(r) == {}, seen(r)  # nothing that differs from the record, and no .git, .repro, secret.env
+    assert "ghp_tokentoken" not in r.out + r.err and "hf_receivers" not in r.out + r.err
+
+    # The receiver names a data root: the data there is theirs to show, .git and secrets never.
+    r = project.repro("replay", str(evil), "--allow-data-drift", "--data-root", str(elsewhere.root), "--json",
+                      cwd=elsewhere.root)  # fmt: skip
+    assert r.code == 5, r.out + r.err
+    assert seen(r) == {"data": ["points.csv"]}, seen(r)
+    assert "not shown to the replay" in r.out + r.err and "it is under .git" in r.out + r.err

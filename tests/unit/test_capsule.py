@@ -135,3 +135,22 @@ def test_not_a_tar(tmp_path: Path) -> None:
     f.write_bytes(b"hello")
     with pytest.raises(CapsuleInvalid):
         verify_tar(f)
+
+
+@pytest.mark.parametrize("rename", ["./{}", "{}/.", "x/../{}", "{}//"])
+def test_member_names_not_in_canonical_form_are_refused(tmp_path: Path, rename: str) -> None:
+    """A name an extractor would clean into another (``./capsule.yaml``) is refused, not cleaned."""
+    record, blobs = _record_with_blob(tmp_path)
+    good = pack(record, lambda d: blobs / blob_member(d), tmp_path / "good.tar")
+
+    def renamed(members):  # type: ignore[no-untyped-def]
+        for info, _ in members:
+            if info.name == "capsule.yaml":
+                info.name = rename.format(info.name)
+        return members
+
+    bad = tmp_path / "renamed.tar"
+    _rewrite(good, bad, renamed)
+    with pytest.raises(CapsuleInvalid, match="canonical form") as e:
+        verify_tar(bad, extract_to=tmp_path / "o")
+    assert e.value.exit_code == 6 and "\n" not in e.value.message

@@ -64,3 +64,28 @@ def test_values_are_bounded_and_malformed_entries_refused() -> None:
     passed = command_env.select({"TORCH_X": huge, "OMP_Y": "1" * 300, "TORCH_Z": 5, 7: "x"}, asked=["OMP_Y"])  # type: ignore[dict-item]
     assert passed.env == {"OMP_Y": "1" * 300}
     assert set(passed.refused) == {"TORCH_X", "TORCH_Z", "7"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("NCCL_CONF_FILE", "nccl.conf"), ("NCCL_TOPO_FILE", "topo.xml"), ("TORCH_HOME", ".."),
+     ("TORCH_EXTENSIONS_DIR", "ext"), ("NCCL_DEBUG_FILE", "x"), ("TORCH_CACHE_ROOT", "c"),
+     ("TORCH_X", ".."), ("TORCH_X", "a..b"), ("NCCL_COMM_ID", "evil.example.com:29500"),
+     ("NCCL_COMM_ID", "10.0.0.1:29500"), ("TORCH_X", "host:1234"), ("TORCH_X", "user@host"),
+     ("TORCH_STORE", "tracker.example.com"), ("NCCL_SOCKET_IFNAME", "eth0"), ("TORCH_X", "localhost")],
+)  # fmt: skip
+def test_the_safe_set_takes_no_value_that_names_a_file_or_a_host(name: str, value: str) -> None:
+    passed = command_env.select({name: value})
+    assert name not in passed.env and name in passed.held, passed
+    assert command_env.select({name: value}, asked=[name]).env == {name: value}  # the user may ask
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("CUBLAS_WORKSPACE_CONFIG", ":4096:8"), ("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128"),
+     ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True,garbage_collection_threshold:0.6"),
+     ("NCCL_DEBUG", "INFO"), ("OMP_NUM_THREADS", "4"), ("TORCH_DISTRIBUTED_DEBUG", "DETAIL"),
+     ("NCCL_ALGO", "Ring,Tree"), ("TORCH_LOGS", "+dynamo,recompiles")],
+)  # fmt: skip
+def test_the_safe_set_keeps_plain_switches(name: str, value: str) -> None:
+    assert command_env.select({name: value}).env == {name: value}

@@ -666,6 +666,16 @@ def test_plot_is_a_png_with_both_runs(tmp_path: Path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("name", ["$\\frac{a}{$", "loss $x$", "$\\invalidcommand$", "a$b", "_hidden", "\\$"])
+def test_plot_draws_a_metric_name_as_text_never_as_mathtext(tmp_path: Path, name: str) -> None:
+    """A metric name comes from the run (and from a capsule): ``$…$`` is shown as it is, not parsed."""
+    from repro.ui.diff import plot_metrics
+
+    rows = [{"name": name, "value": 1.0 / (i + 1), "step": i} for i in range(5)]
+    svg = plot_metrics(rows, rows, ("a$x$", "b"), tmp_path / "curves.svg").read_text()
+    assert "<svg" in svg
+
+
 def test_plot_without_matplotlib_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 

@@ -97,6 +97,8 @@ HOSTILE_FIELDS = [
     ("id", "../../../../x"),
     ("id", "/tmp/abs-id"),
     ("parent", "../up"),
+    ("resumed_from", "../../elsewhere/run.tar"),
+    ("resumed_from", "/tmp/other-capsule.tar"),
     ("command.cwd", "../../../../x"),
     ("command.cwd", "/etc"),
     ("results.output_roots.0", "/some/host/dir"),
@@ -219,7 +221,7 @@ def test_member_count_and_expansion_are_bounded(tmp_path: Path, monkeypatch: pyt
         verify_tar(tar)
     monkeypatch.setattr(capsule_rules, "MAX_MEMBERS", 100)
     # A small gzip that expands far beyond its size: refused before it is all read.
-    monkeypatch.setattr(capsule_rules, "MAX_PLAIN_BYTES", 1 << 20)
+    monkeypatch.setattr(capsule_rules, "MAX_UNPACKED_BYTES", 1 << 20)
     gz = tmp_path / "expands.tar.gz"
     with tarfile.open(gz, "w:gz") as out:
         info = tarfile.TarInfo("blobs/00/zeros")
@@ -276,3 +278,90 @@ def test_a_file_that_is_not_a_tar_is_named_as_such(tmp_path: Path, content: byte
     with pytest.raises(CapsuleInvalid, match=r"^capsule.tar is not a capsule: not a tar archive$") as caught:
         verify_tar(path)
     assert caught.value.hint and "repro export" in caught.value.hint
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000  # a C parser's recursion, not just a walk's
+_NESTED = "[" * 200 + "]" * 200  # parses, and nests past any bound a reader should walk
+
+
+@pytest.mark.parametrize("deep", [_DEEP, _NESTED])
+def test_a_deeply_nested_row_is_malformed_never_a_recursion_error(deep: str) -> None:
+    from repro.collect import harvest
+    from repro.compare import dataorder, ops, trace
+    from repro.runtime import contract
+    from repro.store import dsse
+    from repro.store.capsule import decode_entries
+
+    rows = {
+        ops.parse: '{"step": 0, "deep": %s}\n',
+        trace.parse: '{"params": {"w": %s}}\n',
+        dataorder.parse: '{"loader": 0, "batch": %s}\n',
+        contract.metric_rows: '{"name": "loss", "value": %s}\n',
+    }
+    for parse, row in rows.items():
+        assert parse(row % deep) == [], parse
+    assert harvest.file_rows(deep, ".json") == []
+    with pytest.raises(ValueError, match="deeper than"):
+        contract.parse_json(deep)
+    with pytest.raises(CapsuleInvalid, match="malformed"):
+        decode_entries(deep.encode(), "code.files")
+    with pytest.raises(CapsuleInvalid, match="not valid JSON"):
+        dsse.json_object(('{"a": ' + deep + "}").encode(), "ATTESTATION.intoto.jsonl")
+    assert contract.parse_json("[" * 60 + "]" * 60) is not None  # shallow enough: read
+
+
+def test_a_compressed_capsule_is_bounded_by_its_expansion(tmp_path: Path) -> None:
+    """A .tar.gz of a few hundred KB whose stdout blob expands to 64 MiB is refused, quickly."""
+    tar, record = _genuine(tmp_path)
+    log = b"epoch 1 loss 0.5\n" * ((64 << 20) // 17)
+    digest = hash_bytes(log)
+    members = forging.members(tar)
+    members[blob_member(digest)] = log
+    raw = yaml.safe_load(members[RECORD_NAME])
+    raw["results"]["logs"] = {"stdout": digest}
+    members[RECORD_NAME] = yaml.safe_dump(raw, sort_keys=False).encode()
+    members.pop(SUMS_NAME)
+    plain = forging.write(tmp_path / "big.tar", members)
+    gz = tmp_path / "big.tar.gz"
+    with gz.open("wb") as out:
+        subprocess.run(["gzip", "-9", "-c", str(plain)], stdout=out, check=True)
+    assert gz.stat().st_size < 1 << 20
+    with pytest.raises(CapsuleInvalid, match="expands to more than") as caught:
+        verify_tar(gz)
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
+    verify_tar(plain)  # the same bytes uncompressed: as large as they say, read in full
+
+
+def test_a_log_is_compared_up_to_a_named_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from repro.replay import side
+
+    store = Store(tmp_path)
+    record = Record(id="20260101-000000-cccc", created="2026-01-01T00:00:00+00:00")
+    record.results.logs = {"stdout": store.put_bytes(b"epoch 0 loss 0.5\n" * 10_000)}
+    store.seal(record, store.begin_run(record.id, record.command.argv))
+    monkeypatch.setattr(capsule_rules, "MAX_COMPARED_LOG_BYTES", 1000)
+    text = side(store.load_run(record.id)).stdout
+    assert len(text) == 1000 and text.startswith("epoch 0 loss 0.5\n")
+
+
+def test_a_resumed_run_s_chain_is_read_from_the_store_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resumed_from`` names a run of the store: a capsule file of that name beside the replay is
+    never opened (the host opens no path a record names)."""
+    from repro.replay import resumed_note
+    from repro.resume import chain
+
+    store = Store(tmp_path / "proj")
+    store.ensure()
+    tar, _ = _genuine(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.tar").write_bytes(tar.read_bytes())  # a plain name that is also a file here
+    record = Record(id="20260101-000000-dddd", created="2026-01-01T00:00:00+00:00", resumed_from="run.tar")
+
+    def never(*args: object) -> None:
+        raise AssertionError("a capsule file was opened")
+
+    monkeypatch.setattr(Store, "open_capsule", never)
+    assert "run.tar → 20260101-000000-dddd" in resumed_note(store, record)
+    assert chain(store, record) == [record]

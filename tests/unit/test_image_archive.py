@@ -31,7 +31,9 @@ ID_A = "sha256:" + hashlib.sha256(CONFIG_A).hexdigest()
 ID_B = "sha256:" + hashlib.sha256(CONFIG_B).hexdigest()
 
 
-def _saved(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
+def _saved(
+    members: dict[str, bytes], links: dict[str, str] | None = None, hard: dict[str, str] | None = None
+) -> bytes:
     """A tar shaped like `docker save` output (members in the order given)."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -42,6 +44,10 @@ def _saved(members: dict[str, bytes], links: dict[str, str] | None = None) -> by
         for name, target in (links or {}).items():
             info = tarfile.TarInfo(name)
             info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+        for name, target in (hard or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.LNKTYPE, target
             tar.addfile(info)
     return out.getvalue()
 
@@ -88,20 +94,6 @@ def test_the_index_names_images_by_the_sha256_of_their_configs() -> None:
     assert index.configs == {ID_A: "a.json", ID_B: "b.json"}
 
 
-def test_the_stream_to_load_carries_one_image_and_no_name() -> None:
-    original = _read(_hostile_archive())
-    raw = b"".join(imagearchive.untagged(io.BytesIO(_hostile_archive()), "a.json"))
-    stripped = _read(raw)
-    assert json.loads(stripped["manifest.json"]) == [{"Config": "a.json", "Layers": ["l1/layer.tar"]}]  # type: ignore[arg-type]
-    assert "repositories" not in stripped
-    annotations = json.loads(stripped["index.json"])["manifests"][0]["annotations"]  # type: ignore[arg-type]
-    assert annotations == {"kept.annotation": "yes"}
-    for name in ("l1/layer.tar", "a.json", "b.json"):  # every other member byte for byte
-        assert stripped[name] == original[name]
-    link = stripped["l2/layer.tar"]
-    assert isinstance(link, tarfile.TarInfo) and link.issym() and link.linkname == "../l1/layer.tar"
-
-
 class _OneWay(io.RawIOBase):
     """A stream that can only be read forward, in small reads (as a member of a compressed capsule)."""
 
@@ -117,10 +109,97 @@ class _OneWay(io.RawIOBase):
         return len(chunk)
 
 
+def test_the_stream_to_load_is_rebuilt_with_the_recorded_image_alone_under_repro_s_names() -> None:
+    original = _read(_hostile_archive())
+    index = imagearchive.read_index(io.BytesIO(_hostile_archive()))
+    raw = b"".join(imagearchive.rebuilt(io.BytesIO(_hostile_archive()), index.images[ID_A]))
+    rebuilt = _read(raw)
+    assert set(rebuilt) == {"manifest.json", imagearchive.CONFIG_NAME, imagearchive.layer_name(0)}
+    assert json.loads(rebuilt["manifest.json"]) == [  # type: ignore[arg-type]
+        {"Config": imagearchive.CONFIG_NAME, "Layers": [imagearchive.layer_name(0)]}
+    ]
+    assert rebuilt[imagearchive.CONFIG_NAME] == CONFIG_A
+    assert rebuilt[imagearchive.layer_name(0)] == original["l1/layer.tar"]
+
+
+def test_a_layer_named_through_a_link_is_resolved_by_repro() -> None:
+    """Newer `docker save` writes the legacy ``<id>/layer.tar`` as a link to the blob it names."""
+    manifest = [{"Config": "a.json", "Layers": ["l2/layer.tar", "l3/layer.tar", "l1/layer.tar"]}]
+    archive = _saved(
+        {"blobs/sha256/l1": LAYER, "a.json": CONFIG_A, "manifest.json": json.dumps(manifest).encode()},
+        links={"l1/layer.tar": "../blobs/sha256/l1", "l2/layer.tar": "../blobs/sha256/l1"},
+        hard={"l3/layer.tar": "blobs/sha256/l1"},
+    )
+    image = imagearchive.read_index(io.BytesIO(archive)).images[ID_A]
+    assert image.layers == ("blobs/sha256/l1",) * 3
+    rebuilt = _read(b"".join(imagearchive.rebuilt(_OneWay(archive), image)))  # type: ignore[arg-type]
+    assert json.loads(rebuilt["manifest.json"])[0]["Layers"] == [imagearchive.layer_name(0)] * 3  # type: ignore[arg-type]
+    assert rebuilt[imagearchive.layer_name(0)] == LAYER and len(rebuilt) == 3
+
+
+_MANIFEST_A = json.dumps([{"Config": "a.json", "Layers": ["l1/layer.tar"]}]).encode()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["x/../manifest.json", "./manifest.json", "/manifest.json", "l1//layer.tar", "l1/./layer.tar",
+     "../manifest.json", "blob/", "l1\\..\\manifest.json"],
+)  # fmt: skip
+def test_a_member_name_not_in_canonical_form_is_refused(name: str) -> None:
+    members = {"l1/layer.tar": LAYER, "a.json": CONFIG_A, "manifest.json": _MANIFEST_A, name: b"[]"}
+    with pytest.raises(CapsuleInvalid, match="image archive") as caught:
+        imagearchive.read_index(io.BytesIO(_saved(members)))
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID and "\n" not in caught.value.message
+
+
+def test_a_member_twice_is_refused() -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, body in [("a.json", CONFIG_A), ("manifest.json", _MANIFEST_A), ("l1/layer.tar", LAYER),
+                           ("manifest.json", b"[]")]:  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    with pytest.raises(CapsuleInvalid, match="twice"):
+        imagearchive.read_index(io.BytesIO(out.getvalue()))
+
+
+@pytest.mark.parametrize(
+    ("links", "hard"),
+    [({"l1/layer.tar": "../../etc/passwd"}, {}), ({"l1/layer.tar": "/etc/passwd"}, {}),
+     ({"l1/layer.tar": "../gone"}, {}), ({"l1/layer.tar": "l0", "l1/l0": "../blob"}, {}),
+     ({}, {"l1/layer.tar": "../blob"}), ({}, {"l1/layer.tar": "x/../blob"}),
+     ({"manifest.json": "blob"}, {})],
+)  # fmt: skip
+def test_a_link_is_refused_unless_it_names_a_canonical_regular_member(
+    links: dict[str, str], hard: dict[str, str]
+) -> None:
+    members = {"blob": LAYER, "a.json": CONFIG_A}
+    if "manifest.json" not in links:
+        members["manifest.json"] = _MANIFEST_A
+    with pytest.raises(CapsuleInvalid, match="image archive"):
+        imagearchive.read_index(io.BytesIO(_saved(members, links=links, hard=hard)))
+
+
+def test_a_special_file_is_refused() -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, body in [("a.json", CONFIG_A), ("manifest.json", _MANIFEST_A), ("l1/layer.tar", LAYER)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        fifo = tarfile.TarInfo("pipe")
+        fifo.type = tarfile.FIFOTYPE
+        tar.addfile(fifo)
+    with pytest.raises(CapsuleInvalid, match="special file"):
+        imagearchive.read_index(io.BytesIO(out.getvalue()))
+
+
 def test_the_stream_is_read_once_front_to_back_in_chunks() -> None:
-    chunks: Iterator[bytes] = imagearchive.untagged(_OneWay(_hostile_archive()), "b.json")  # type: ignore[arg-type]
-    stripped = _read(b"".join(chunks))
-    assert json.loads(stripped["manifest.json"]) == [{"Config": "b.json", "Layers": ["l1/layer.tar"]}]  # type: ignore[arg-type]
+    image = imagearchive.read_index(io.BytesIO(_hostile_archive())).images[ID_B]
+    chunks: Iterator[bytes] = imagearchive.rebuilt(_OneWay(_hostile_archive()), image)  # type: ignore[arg-type]
+    rebuilt = _read(b"".join(chunks))
+    assert rebuilt[imagearchive.CONFIG_NAME] == CONFIG_B and rebuilt[imagearchive.layer_name(0)] == LAYER
 
 
 @pytest.mark.parametrize(
@@ -143,11 +222,13 @@ def test_an_archive_that_names_no_readable_image_is_refused(members: dict[str, b
 def test_a_truncated_or_foreign_archive_is_capsule_invalid() -> None:
     with pytest.raises(CapsuleInvalid):
         imagearchive.read_index(io.BytesIO(b"\x1f\x8b not a tar at all" * 100))
+    image = imagearchive.read_index(io.BytesIO(_hostile_archive())).images[ID_A]
     truncated = _hostile_archive()[:2000]
     with pytest.raises(CapsuleInvalid):
-        b"".join(imagearchive.untagged(io.BytesIO(truncated), "a.json"))
-    with pytest.raises(CapsuleInvalid, match="no longer names"):
-        b"".join(imagearchive.untagged(io.BytesIO(_hostile_archive()), "other.json"))
+        b"".join(imagearchive.rebuilt(io.BytesIO(truncated), image))
+    other = _saved({"a.json": CONFIG_A, "manifest.json": _MANIFEST_A})  # the layer gone on the second read
+    with pytest.raises(CapsuleInvalid, match="no longer holds"):
+        b"".join(imagearchive.rebuilt(io.BytesIO(other), image))
 
 
 # --------------------------------------------------------------------------- names in a record
