@@ -1003,7 +1003,31 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
         runtime, contract.KNOBS_FILE
     )
     if knobs:
+        compiler = knobs.pop("compiler", None)  # recorded once, with the software (diff names its change)
+        record.env.compiler = str(compiler) if compiler else record.env.compiler
         record.determinism.knobs.update(knobs)
+        compile_warnings(record, compiler)
+
+
+def compile_warnings(record: Record, compiler: Any) -> None:
+    """The one line each for a compile whose autotuning a pinned mode turned off, and for a compile
+    that found no C++ compiler."""
+    turned_off = record.determinism.knobs.get("inductor_autotune_turned_off")
+    if turned_off:
+        record.warn(
+            "compile_autotune_off",
+            f"torch.compile asked for {', '.join(turned_off)} (autotuning by timing); mode "
+            f"{record.determinism.mode} turned it off, so the compiled code is the same in every run "
+            "(`--mode off` keeps it)",
+        )
+    if compiler == contract.NO_COMPILER:
+        base = record.deps.image.base if record.deps.image else None
+        where = f"the base image {base}" if base else "this environment"
+        record.warn(
+            "no_compiler",
+            f"torch.compile needs a C++ compiler and {where} has none: use a base image with g++ and the "
+            "Python headers (`repro base-image` makes one; `image.base` in repro.yaml), or set $CXX",
+        )
 
 
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
