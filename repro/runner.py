@@ -41,6 +41,7 @@ from repro.errors import BuildError, NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
 from repro.facts import command_env, deps, hydra
+from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
     check_gpu_mode,
@@ -240,7 +241,7 @@ def capture(
     for note in notes:
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
-    lock = _start_lock(root, run_plan, on_event)
+    lock = _start_lock(root, cwd, run_plan, on_event)
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
@@ -336,14 +337,21 @@ def _capture_files(
     return masker
 
 
-def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
-    """The lock of the project's requirements, compiled in the background while the run goes on."""
+def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
+    """The lock of the project's requirements (deps.requirements, else those of the folder the command
+    runs from, else the root's), compiled in the background while the run goes on."""
     settings = run_plan.settings
     variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
-    lock = deps.PendingLock(deps.plan_lock(root, settings.requirements, variant, settings.cuda_index))
-    if not lock.done and lock.source is not None:
-        on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
+    configured = settings.requirements or deps.nearest_source(root, cwd)
+    lock = deps.PendingLock(deps.plan_lock(root, configured, variant, settings.cuda_index))
+    shown = lock.source.relative_to(root).as_posix() if lock.source is not None else None
+    if not lock.done and shown is not None:
+        on_event(Event("info", f"compiling the {variant} lock from {shown} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
+    if configured and not settings.requirements:
+        on_event(
+            Event("info", f"dependencies: {configured}, the requirements of the folder the command runs from")
+        )
     return lock
 
 
@@ -596,6 +604,11 @@ def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -
     settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
     if compiling:
         on_event(Event("stage-end"))
+    record = prepared.record
+    heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant == "cpu" else None
+    if heavy:  # said before the build starts, and kept in the record
+        on_event(Event("info", f"warning: {heavy}"))
+        record.warn("cuda_in_cpu_lock", heavy)
 
 
 def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:
