@@ -72,7 +72,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
 
 
 def _output(record: dict[str, Any], path: str) -> str:
-    return next(o["hash"] for o in record["results"]["outputs"] if o["path"] == path)
+    return str(next(o["hash"] for o in record["results"]["outputs"] if o["path"] == path))
 
 
 @pytest.mark.parametrize("name", list(SCRIPTS))

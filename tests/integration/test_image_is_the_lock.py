@@ -50,8 +50,8 @@ TOOLS_LOCK = "".join(f"{k}=={v} \\\n    --hash=sha256:{'0' * 64}\n" for k, v in 
 def _lock(tmp: Path, pins: dict[str, str]) -> Path:
     """A hash-pinned lock of ``pins``, the files fetched with this machine's pip configuration."""
     dest = tmp / "dl"
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", dest,
-            *(f"{k}=={v}" for k, v in pins.items())]  # fmt: skip
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q"]
+    argv += ["-d", str(dest), *(f"{k}=={v}" for k, v in pins.items())]
     if subprocess.run(argv, capture_output=True).returncode != 0:
         pytest.skip(f"the package sources hold no wheels of {pins}")
     lines = []
