@@ -859,7 +859,8 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     det.changed_by_script = dict(state.get("changed_by_script") or {})
     record.warnings += state_warnings(det)
     if record.results.status == "failed":
-        record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+        found = explain_failure(det, fatal, record.results.stderr_tail)
+        record.results.failure = found or record.results.failure  # or the compile's (compile_warnings)
     for error in reports.errors:
         record.warn("runtime_settings_failed", f"the repro runtime could not apply its settings to {error}")
     for rel in produced.files(runtime, "boot-error.*.txt"):
@@ -1036,11 +1037,15 @@ def compile_warnings(record: Record, compiler: Any) -> None:
     if compiler == contract.NO_COMPILER:
         base = record.deps.image.base if record.deps.image else None
         where = f"the base image {base}" if base else "this environment"
-        record.warn(
-            "no_compiler",
-            f"torch.compile needs a C++ compiler and {where} has none: use a base image with g++ and the "
-            "Python headers (`repro base-image` makes one; `image.base` in repro.yaml), or set $CXX",
+        message = f"torch.compile needs a C++ compiler, and {where} has none"
+        hint = (
+            "use a base image with g++ and the Python headers (`repro base-image` makes one; "
+            "`image.base` in repro.yaml), or set $CXX"
         )
+        if record.results.status == "failed":
+            record.results.failure = {"code": "no_compiler", "message": message, "hint": hint}
+        else:
+            record.warn("no_compiler", f"{message}: {hint}")
 
 
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")

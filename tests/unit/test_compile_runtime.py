@@ -88,3 +88,27 @@ def test_each_run_gets_caches_of_its_own(monkeypatch: pytest.MonkeyPatch) -> Non
     second = {name: os.environ[name] for name in compiling.CACHE_VARIABLES}
     assert "/shared/cache" not in first.values() and first != second
     assert len({os.path.dirname(p) for p in first.values()}) == 1
+
+
+def test_no_compiler_is_the_failure_named_with_its_fix() -> None:
+    from repro.runner import compile_warnings
+    from repro.store.capsule import ImageInfo, Record
+
+    record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00Z")
+    record.deps.image = ImageInfo(base="python:3.11-slim")
+    record.results.status = "failed"
+    compile_warnings(record, contract.NO_COMPILER)
+    failure = record.results.failure or {}
+    assert failure["code"] == "no_compiler" and "python:3.11-slim has none" in failure["message"]
+    assert "repro base-image" in failure["hint"] and record.warnings == []
+
+
+def test_autotuning_turned_off_is_said_in_one_line() -> None:
+    from repro.runner import compile_warnings
+    from repro.store.capsule import Record
+
+    record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00Z")
+    record.determinism.knobs["inductor_autotune_turned_off"] = ["max_autotune"]
+    compile_warnings(record, "g++ 12.2.0")
+    assert [w.code for w in record.warnings] == ["compile_autotune_off"]
+    assert "max_autotune" in record.warnings[0].message and "\n" not in record.warnings[0].message
