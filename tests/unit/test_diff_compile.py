@@ -5,7 +5,11 @@ from __future__ import annotations
 from repro.diff import diff_records
 from tests.unit.test_diff import Blobs, make_record, other_results, same_as
 
-INDUCTOR = {"compiled": True, "inductor.deterministic": True, "inductor.max_autotune": False}
+INDUCTOR: dict[str, object] = {
+    "compiled": True,
+    "inductor.deterministic": True,
+    "inductor.max_autotune": False,
+}
 
 
 def _reasons(
