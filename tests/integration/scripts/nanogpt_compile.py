@@ -20,16 +20,17 @@ vocab, n_embd = 32, 16
 
 
 class Block(nn.Module):
+    """One causal self-attention block (nanoGPT's, without the MLP: compiles are slow on small machines)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.ln = nn.LayerNorm(n_embd)
-        self.attn = nn.Linear(n_embd, 3 * n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self.attn(self.ln(x)).split(n_embd, dim=2)
-        x = x + F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return x + self.mlp(self.ln(x))
+        q, k, v = self.c_attn(self.ln_1(x)).split(n_embd, dim=2)
+        return x + self.c_proj(F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
 class GPT(nn.Module):
