@@ -101,7 +101,8 @@ def run(repeats: int = 3) -> list[Row]:
             log(f"round {i + 1}/{repeats}: docker run, then repro run")
             peer.append(run_timed(peer_cmd, cwd=proj, env=env))
             ours.append(run_timed(ours_cmd, cwd=proj, env=env))
-        note = f"image {image[:19]}, medians of {repeats} interleaved runs, each compiling from a cold cache"
+        note = f"image {image[:19]}, medians of {repeats} interleaved runs, each compiling from a cold cache "
+        note += "(wall time: the containers' CPU is not the docker client's)"
         return [Row(CASE, PEER, median_sample(peer), median_sample(ours), TARGET, "within", LIMIT, note=note)]
 
 
