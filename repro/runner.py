@@ -604,9 +604,14 @@ def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -
     settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
     if compiling:
         on_event(Event("stage-end"))
-    record = prepared.record
+    warn_cuda_in_cpu_lock(prepared.record, on_event)
+
+
+def warn_cuda_in_cpu_lock(record: Record, on_event: OnEvent) -> None:
+    """Say, before the image is built, that a CPU run's lock holds a CUDA torch (a CUDA-sized image),
+    with the pin that avoids it; the record keeps it as a warning."""
     heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant == "cpu" else None
-    if heavy:  # said before the build starts, and kept in the record
+    if heavy:
         on_event(Event("info", f"warning: {heavy}"))
         record.warn("cuda_in_cpu_lock", heavy)
 

@@ -34,3 +34,20 @@ def test_a_cpu_lock_with_a_cuda_torch_is_named_with_the_pin_that_avoids_it() -> 
     assert "download.pytorch.org/whl/cpu" in said and "\n" not in said
     assert cuda_in_cpu_lock(["torch==2.13.0+cpu", "filelock==3.16.1"]) is None
     assert cuda_in_cpu_lock(["numpy==2.1.0"]) is None
+
+
+def test_the_run_says_it_before_the_build_and_records_it() -> None:
+    from repro.backends.base import Event
+    from repro.runner import warn_cuda_in_cpu_lock
+    from repro.store.capsule import Record
+
+    record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00Z")
+    record.deps.variant = "cpu"
+    record.deps.requirements = ["nvidia-cublas-cu12==12.8.4.1", "torch==2.13.0"]
+    said: list[Event] = []
+    warn_cuda_in_cpu_lock(record, said.append)
+    assert [e.kind for e in said] == ["info"] and "torch==2.13.0+cpu" in said[0].text
+    assert [w.code for w in record.warnings] == ["cuda_in_cpu_lock"]
+    record.deps.variant, record.warnings, said[:] = "cuda", [], []  # a CUDA run wants exactly that
+    warn_cuda_in_cpu_lock(record, said.append)
+    assert said == [] and record.warnings == []
