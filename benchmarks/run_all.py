@@ -3,7 +3,7 @@
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
     python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
-                                              # ls, project, ops, save, trace, budget; the other
+                                              # ls, project, ops, save, trace, budget, compile; the other
                                               # suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_OUTPUTS (5000),
@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_big_project  # noqa: E402
+import bench_compile  # noqa: E402
 import bench_dataloader_reads  # noqa: E402
 import bench_hash_big  # noqa: E402
 import bench_hash_small  # noqa: E402
@@ -53,6 +54,7 @@ SUITES = {
     "save": ("Checkpoint saves of 1 GiB inside a run: torch.save, safetensors", bench_torch_save.run, 5),
     "trace": ("`--trace` per optimizer step: MLP, CNN, 100M parameters", bench_trace.run, 3),
     "budget": ("The store's budget: traced runs' checkpoint copies", bench_store_budget.run, 3),
+    "compile": ("A first torch.compile under `repro run` against `docker run`", bench_compile.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 

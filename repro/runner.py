@@ -41,6 +41,7 @@ from repro.errors import BuildError, NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
 from repro.facts import command_env, deps, hydra
+from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
     check_gpu_mode,
@@ -241,7 +242,7 @@ def capture(
     for note in notes:
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
-    lock = _start_lock(root, run_plan, on_event)
+    lock = _start_lock(root, cwd, run_plan, on_event)
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
@@ -337,17 +338,24 @@ def _capture_files(
     return masker
 
 
-def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
-    """The lock of the project's requirements, compiled in the background while the run goes on."""
+def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
+    """The lock of the project's requirements (deps.requirements, else those of the folder the command
+    runs from, else the root's), compiled in the background while the run goes on."""
     settings = run_plan.settings
     variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
-    plan = deps.plan_lock(root, settings.requirements, variant, settings.cuda_index, groups=settings.groups)
+    configured = settings.requirements or deps.nearest_source(root, cwd)
+    plan = deps.plan_lock(root, configured, variant, settings.cuda_index, groups=settings.groups)
     lock = deps.PendingLock(plan)
     if plan.ready is not None and plan.ready.project_lock:
         on_event(Event("info", f"lock: {deps.describe_project_lock(plan.ready)}"))
-    if not lock.done and lock.source is not None:
-        on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
+    shown = lock.source.relative_to(root).as_posix() if lock.source is not None else None
+    if not lock.done and shown is not None:
+        on_event(Event("info", f"compiling the {variant} lock from {shown} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
+    if configured and not settings.requirements:
+        on_event(
+            Event("info", f"dependencies: {configured}, the requirements of the folder the command runs from")
+        )
     return lock
 
 
@@ -600,6 +608,16 @@ def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -
     settle_lock(prepared, store, lambda line: on_event(Event("build", line)))
     if compiling:
         on_event(Event("stage-end"))
+    warn_cuda_in_cpu_lock(prepared.record, on_event)
+
+
+def warn_cuda_in_cpu_lock(record: Record, on_event: OnEvent) -> None:
+    """Say, before the image is built, that a CPU run's lock holds a CUDA torch (a CUDA-sized image),
+    with the pin that avoids it; the record keeps it as a warning."""
+    heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant == "cpu" else None
+    if heavy:
+        on_event(Event("info", f"warning: {heavy}"))
+        record.warn("cuda_in_cpu_lock", heavy)
 
 
 def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:
@@ -857,7 +875,8 @@ def _determinism_state(record: Record, runtime: Path, reports: Reports) -> None:
     det.changed_by_script = dict(state.get("changed_by_script") or {})
     record.warnings += state_warnings(det)
     if record.results.status == "failed":
-        record.results.failure = explain_failure(det, fatal, record.results.stderr_tail)
+        found = explain_failure(det, fatal, record.results.stderr_tail)
+        record.results.failure = found or record.results.failure  # or the compile's (compile_warnings)
     for error in reports.errors:
         record.warn("runtime_settings_failed", f"the repro runtime could not apply its settings to {error}")
     for rel in produced.files(runtime, "boot-error.*.txt"):
@@ -1014,7 +1033,35 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
         runtime, contract.KNOBS_FILE
     )
     if knobs:
+        compiler = knobs.pop("compiler", None)  # recorded once, with the software (diff names its change)
+        record.env.compiler = str(compiler) if compiler else record.env.compiler
         record.determinism.knobs.update(knobs)
+        compile_warnings(record, compiler)
+
+
+def compile_warnings(record: Record, compiler: Any) -> None:
+    """The one line each for a compile whose autotuning a pinned mode turned off, and for a compile
+    that found no C++ compiler."""
+    turned_off = record.determinism.knobs.get("inductor_autotune_turned_off")
+    if turned_off:
+        record.warn(
+            "compile_autotune_off",
+            f"torch.compile asked for {', '.join(turned_off)} (autotuning by timing); mode "
+            f"{record.determinism.mode} turned it off, so the compiled code is the same in every run "
+            "(`--mode off` keeps it)",
+        )
+    if compiler == contract.NO_COMPILER:
+        base = record.deps.image.base if record.deps.image else None
+        where = f"the base image {base}" if base else "this environment"
+        message = f"torch.compile needs a C++ compiler, and {where} has none"
+        hint = (
+            "use a base image with g++ and the Python headers (`repro base-image` makes one; "
+            "`image.base` in repro.yaml), or set $CXX"
+        )
+        if record.results.status == "failed":
+            record.results.failure = {"code": "no_compiler", "message": message, "hint": hint}
+        else:
+            record.warn("no_compiler", f"{message}: {hint}")
 
 
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")

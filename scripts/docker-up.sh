@@ -74,9 +74,17 @@ start_engine() {
     exit 3
 }
 
+# The Debian packages a base image of this repro holds (repro/backends/baseimage.py PACKAGES, as the
+# image's org.repro.packages label lists them): a base made with fewer (before the C++ toolchain that
+# torch.compile needs) is made again, once; images built on the old one rebuild on their next run.
+base_packages="${REPRO_BASE_PACKAGES:-python3,python3-venv,g++,python3-dev}"
+
 ensure_base_image() {
     if docker image inspect "$base" >/dev/null 2>&1; then
-        return 0
+        local has
+        has="$(docker image inspect --format '{{ index .Config.Labels "org.repro.packages" }}' "$base" 2>/dev/null || true)"
+        [ "$has" = "$base_packages" ] && return 0
+        say "base image $base lacks packages ($base_packages); making it again"
     fi
     command -v debootstrap >/dev/null 2>&1 || install_packages
     say "making base image $base (debootstrap; a few minutes)"

@@ -1,8 +1,10 @@
 """`repro base-image`: a minimal Debian base image from packages, for engines with no registry.
 
-debootstrap installs a minimal Debian (python3, python3-venv) into a temporary
-directory, which is tarred and imported into the engine as an image. Only the Debian
-package mirror has to be reachable; no container registry is involved.
+debootstrap installs a minimal Debian (python3, python3-venv, and the C/C++ toolchain that
+`torch.compile` needs: g++ and the Python headers) into a temporary directory, which is tarred
+and imported into the engine as an image. Only the Debian package mirror has to be reachable; no
+container registry is involved, and no package manager runs in a later image build: the
+toolchain is pinned by the base image's id.
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ from repro.errors import BackendUnavailable, BuildError
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_BASE_IMAGE = "repro-base:bookworm"  # the tag runs build FROM unless image.base names another
-PACKAGES = ("python3", "python3-venv")
+# g++ and the Python headers: Inductor compiles C++ kernels as Python extensions (CPU), Triton its
+# launchers (GPU); without them `torch.compile` fails inside the container.
+PACKAGES = ("python3", "python3-venv", "g++", "python3-dev")
 IMAGE_CHANGES = [
     "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "ENV LANG=C.UTF-8",
     'CMD ["python3"]',
 ]
 PYTHON_LABEL = "org.repro.python"  # the base's python3 version: wheels are fetched for it
+COMPILER_LABEL = "org.repro.compiler"  # the base's C++ compiler, "g++ 12.2.0" (its Debian package)
+PACKAGES_LABEL = "org.repro.packages"  # the Debian packages asked for: a base made with fewer is remade
+_COMPILER_PACKAGE = re.compile(r"g\+\+-(\d+)")
 # Left out of the image: package caches and lists, logs, documentation.
 _PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "var/log", "usr/share/doc", "usr/share/man")
 
@@ -99,6 +106,35 @@ def bootstrap(root: Path, suite: str, mirror: str, on_line: Callable[[str], None
                     child.unlink(missing_ok=True)
 
 
+def compiler_version(root: Path) -> str | None:
+    """``g++ 12.2.0``: the C++ compiler the root filesystem's dpkg database holds, or None."""
+    try:
+        text = (root / "var" / "lib" / "dpkg" / "status").read_text(errors="replace")
+    except OSError:
+        return None
+    for block in text.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(" ")
+        )
+        name = fields.get("Package", "")
+        if _COMPILER_PACKAGE.fullmatch(name) and "installed" in fields.get("Status", "").split():
+            version = fields.get("Version", "").split(":")[-1].split("-")[0]
+            return f"g++ {version}" if version else None
+    return None
+
+
+def base_labels(root: Path) -> list[str]:
+    """The LABEL changes of a base made from ``root``: its Python, its compiler, the packages asked for."""
+    labels = [f"LABEL {PACKAGES_LABEL}={','.join(PACKAGES)}"]
+    version = python_version(root)
+    if version:
+        labels.append(f"LABEL {PYTHON_LABEL}={version}")
+    compiler = compiler_version(root)
+    if compiler:
+        labels.append(f'LABEL {COMPILER_LABEL}="{compiler}"')
+    return labels
+
+
 def python_version(root: Path) -> str | None:
     """The ``X.Y`` version of the root filesystem's python3, from its symlink target."""
     try:
@@ -140,9 +176,6 @@ def make_base_image(
         _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(archive), "."], on_line, "tar")
         if on_line:
             on_line(f"importing {archive.stat().st_size // (1 << 20)} MiB rootfs as {tag}")
-        changes = list(IMAGE_CHANGES)
-        version = python_version(root)
-        if version:
-            changes.append(f"LABEL {PYTHON_LABEL}={version}")
+        changes = [*IMAGE_CHANGES, *base_labels(root)]
         image_id = import_rootfs(archive, tag, changes)
     return BaseImage(id=image_id, tag=tag, suite=suite, seconds=time.monotonic() - start)

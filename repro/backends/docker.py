@@ -33,7 +33,7 @@ import requests.exceptions
 from docker.types import DeviceRequest
 
 from repro import units
-from repro.backends import imagearchive, images, owners, scratch, sourcebuild
+from repro.backends import imagearchive, imagecheck, images, owners, scratch, sourcebuild
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -273,6 +273,7 @@ def ensure_image(
     image_id = _image_id(client, tag)
     if image_id is None:
         raise BuildError(f"the build finished but no image {tag} exists")
+    check_installed(client, image_id, tag, lock.decode(), on_event)
     kinds = images.installed_from(lock.decode(), labels)
     return BuiltImage(
         image_id,
@@ -285,6 +286,42 @@ def ensure_image(
         time.monotonic() - start,
         installed_from=kinds,
     )
+
+
+VENV_PYTHON = "/opt/venv/bin/python"  # the templates' venv
+
+
+def check_installed(
+    client: docker.DockerClient, image_id: str, tag: str, lock: str, on_event: OnEvent
+) -> None:
+    """Read the new image's installed distributions (every dist-info, duplicates included) in a
+    container without network, and fail the build where they are not exactly the lock; a failed
+    image is removed, so that no later run reuses it.
+
+    Raises:
+        BuildError: the image does not hold exactly its lock, or cannot be asked.
+    """
+    try:
+        out = client.containers.run(
+            image_id, [VENV_PYTHON, "-I", "-c", imagecheck.PROBE], entrypoint=[], network_disabled=True,
+            remove=True, stdout=True, stderr=True, user="0:0", working_dir="/",
+        )  # fmt: skip
+        found, env = imagecheck.parse_probe(out.decode(errors="replace"))
+    except (docker.errors.APIError, docker.errors.ContainerError, ValueError, KeyError, IndexError) as e:
+        _remove_image_quietly(client, image_id)
+        raise BuildError(f"the image {tag} could not be checked against its lock: {str(e)[:300]}") from e
+    wrong = imagecheck.differences(lock, found, env)
+    if wrong:
+        _remove_image_quietly(client, image_id)
+        raise BuildError(
+            imagecheck.message(tag, wrong), hint="the lock or the Dockerfile template is at fault"
+        )
+    on_event(Event("info", f"image {tag}: {units.plural(len(found), 'distribution')}, exactly the lock"))
+
+
+def _remove_image_quietly(client: docker.DockerClient, image_id: str) -> None:
+    with contextlib.suppress(docker.errors.APIError):
+        client.api.remove_image(image_id, force=True)
 
 
 def _wheels(

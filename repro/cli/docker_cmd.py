@@ -102,7 +102,8 @@ def build(
 def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> None:
     """Make a minimal Debian base image from packages (debootstrap + import; needs root).
 
-    For engines that reach no container registry: only the Debian mirror is used.
+    For engines that reach no container registry: only the Debian mirror is used. The image holds
+    python3 and venv, and g++ with the Python headers for torch.compile; its labels name them.
     Prints the new image's id; debootstrap's output goes to repro's cache (logs/), -v shows it.
     """
     from repro.backends.baseimage import make_base_image

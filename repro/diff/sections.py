@@ -442,7 +442,7 @@ def diff_determinism(a: Record, b: Record) -> Section:
 
 # --------------------------------------------------------------------------- environment
 
-_SOFTWARE = ("python", "implementation", "torch", "cuda", "cudnn", "nccl")
+_SOFTWARE = ("python", "implementation", "torch", "cuda", "cudnn", "nccl", "compiler")
 _HARDWARE = ("os", "machine", "cpu_model", "cpu_count", "driver")
 
 

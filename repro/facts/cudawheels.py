@@ -96,3 +96,22 @@ def cuda_build(requirements: list[str]) -> CudaBuild | None:
             f"the cuda lock mixes CUDA versions: {shown}", hint="pin the torch packages to one CUDA build"
         )
     return found.get("torch") or next(iter(found.values()), None)
+
+
+def cuda_in_cpu_lock(requirements: list[str]) -> str | None:
+    """Why a CPU lock would build a CUDA-sized image (its torch pulls the CUDA libraries: an unpinned
+    ``torch`` resolved from PyPI), with the pin that avoids it; None when it would not.
+
+    ``requirements``: the lock's ``name==version`` pins.
+    """
+    pins = _pins(requirements)
+    torch = pins.get("torch")
+    nvidia = sorted(name for name in pins if name.startswith("nvidia-"))
+    if torch is None or not nvidia or (_from_local(torch) or "").startswith("cpu"):
+        return None
+    public = torch.split("+")[0]
+    return (
+        f"the lock's torch {torch} is a CUDA build with {len(nvidia)} nvidia-* libraries (several GB) "
+        f"for a CPU image: pin the CPU build, `torch=={public}+cpu` in the requirements with "
+        "`--extra-index-url https://download.pytorch.org/whl/cpu`, then `repro lock`"
+    )

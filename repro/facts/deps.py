@@ -192,6 +192,26 @@ def find_source(root: Path, configured: str | None) -> tuple[Path | None, str | 
     return None, None
 
 
+def nearest_source(root: Path, cwd: Path) -> str | None:
+    """The requirements file of the folder a command runs from, when that folder is below the project
+    root: the first ``requirements.in``/``requirements.txt`` in it or a folder above it (the root's
+    own excluded: `find_source` reads those), relative to ``root``; None when there is none, or when
+    the project keeps its own lockfile (uv.lock, poetry.lock, pylock.toml): that is the lock."""
+    if projectlock.find(root, None) is not None:
+        return None
+    try:
+        rel = cwd.resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    folder = rel
+    while folder.parts:
+        for name in ("requirements.in", "requirements.txt"):
+            if (root / folder / name).is_file():
+                return (folder / name).as_posix()
+        folder = folder.parent
+    return None
+
+
 def inputs_hash(text: str, how: Resolution) -> str:
     """What a lock depends on: the source text and how the variant is resolved."""
     return hash_bytes(f"{text}\n--\n{how.key()}".encode())

@@ -30,7 +30,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, dataorder, files, ledger, links, ops, report, saves, seeding, steptrace
+from repro.runtime import (
+    compiling,
+    contract,
+    dataorder,
+    files,
+    ledger,
+    links,
+    ops,
+    report,
+    saves,
+    seeding,
+    steptrace,
+)
 
 _state: dict[str, Any] = {"knobs": {}}
 
@@ -51,6 +63,7 @@ def boot() -> None:
     if main:
         os.environ[contract.BOOT_PID_ENV] = str(os.getpid())
         links.tracker_environment()
+        compiling.private_caches()
     _state.update(seed=seed, mode=mode, rank=rank, main=main)
     _report_in(main)
     os.register_at_fork(after_in_child=lambda: _report_in(False))
@@ -160,6 +173,7 @@ def _apply_torch(torch: ModuleType) -> None:
     if os.environ.get(contract.TRACE_ENV) == "1" and os.environ.get(contract.RUNTIME_DIR_ENV):
         _trace_steps(torch)
         ledger.count_steps(torch)
+    compiling.install(torch, contract.pins(mode), knobs)  # torch.compile: settings and what compiled
     ops.install(torch)  # the op stream, when the run asked for it (repro.runtime.ops)
 
 
@@ -265,6 +279,7 @@ def _write_files() -> None:
     torch = sys.modules.get("torch")
     try:
         if _state.get("rank", -1) >= 0 or _state.get("main"):
+            compiling.record(_state["knobs"])
             (d / _ranked(contract.KNOBS_FILE)).write_text(json.dumps(_state["knobs"], sort_keys=True))
             if torch is not None and hasattr(torch, "backends"):
                 found = ledger.effective(torch)

@@ -124,6 +124,12 @@ def metric_rows(text: str) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- seeds and knobs
 
+# Knobs of a run that used torch.compile (repro.runtime.compiling): "compiled", "compiler" ("g++ 12.2.0",
+# "none" when Inductor found no compiler), "inductor.<setting>" for each recorded Inductor setting, and
+# "inductor_autotune_turned_off" (the autotune settings a pinned mode turned off).
+INDUCTOR_KNOB_PREFIX = "inductor."
+NO_COMPILER = "none"
+
 SEED_SPACE = 2**32  # seeds wrap into 0..2**32-1, what NumPy and PYTHONHASHSEED accept
 
 

@@ -86,6 +86,9 @@ WARNING_CODES: dict[str, str] = {
     "resume_not_exact": "a checkpoint was loaded without its recorded RNG states: the resume is not exact",
     "repro_died": "the repro process died with the run; sealed later as interrupted",
     "in_process": "captured in-process (repro.capture): weaker than repro run, not replayable",
+    "cuda_in_cpu_lock": "a CPU run's lock holds a CUDA torch: a CUDA-sized image",
+    "compile_autotune_off": "torch.compile asked for autotuning by timing; a pinned mode turned it off",
+    "no_compiler": "torch.compile found no C++ compiler in the run's environment",
     "replay_condition": "how a replay's conditions differ from the original's (network, backend, data …)",
     "unclassified": "a warning recorded before warnings had codes",
 }
@@ -439,6 +442,7 @@ class EnvInfo:
     cuda: str | None = None
     cudnn: str | None = None
     nccl: str | None = None
+    compiler: str | None = None  # the C++ compiler torch.compile called ("g++ 12.2.0"); None: no compile
     driver: str | None = None
     gpus: list[dict[str, Any]] = field(default_factory=list)
     world_size: int = 1

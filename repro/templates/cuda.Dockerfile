@@ -21,7 +21,7 @@ ENV LANG=C.UTF-8 \
     PIP_NO_CACHE_DIR=1 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
-COPY --from=wheels /opt/venv/ /opt/venv/
+RUN python3 -m venv --without-pip /opt/venv
 {{install}}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp

@@ -12,6 +12,7 @@ from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
 from repro.facts.sources import InputSource
+from repro.runtime.contract import INDUCTOR_KNOB_PREFIX
 from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.runs import RunRow
@@ -299,6 +300,8 @@ def _where_lines(r: Record) -> list[tuple[str, str]]:
     if e.gpus:
         env += f", {len(e.gpus)}× {e.gpus[0].get('name')}"
     lines.append(("environment", env))
+    if r.determinism.knobs.get("compiled"):
+        lines.append(("torch.compile", compile_text(r)))
     for t in res.trackers:
         where = t.get("tracking_uri") or t.get("path") or ""
         runs = ", ".join(t.get("runs") or []) or "no run found"
@@ -308,6 +311,22 @@ def _where_lines(r: Record) -> list[tuple[str, str]]:
             ("captured", "in-process (repro.capture): no container, seeds applied late, not replayable")
         )
     return lines
+
+
+def compile_text(r: Record) -> str:
+    """``compiled with g++ 12.2.0; Inductor deterministic, autotune off (asked: max_autotune)``."""
+    knobs = r.determinism.knobs
+    inductor = {
+        k.removeprefix(INDUCTOR_KNOB_PREFIX): v
+        for k, v in knobs.items()
+        if k.startswith(INDUCTOR_KNOB_PREFIX)
+    }
+    tuned = [k for k in ("max_autotune", "coordinate_descent_tuning") if inductor.get(k)]
+    text = f"compiled with {r.env.compiler or 'an unrecorded compiler'}; Inductor"
+    text += " deterministic," if inductor.get("deterministic") else ""
+    text += f" autotune {'on (' + ', '.join(tuned) + ')' if tuned else 'off'}"
+    asked = knobs.get("inductor_autotune_turned_off")
+    return text + (f" (asked for {', '.join(asked)}: turned off)" if asked else "")
 
 
 def _result_lines(r: Record) -> list[tuple[str, str]]:

@@ -51,9 +51,11 @@ def test_render_puts_the_base_id_in_from_and_copies_no_code() -> None:
         assert copies and all(c.startswith(f"COPY {images.LAYERS_DIR}/") for c in copies)
         # The image takes only what was installed: no layer of it holds the build context's wheels.
         copies = [line for line in image.splitlines() if line.startswith(("COPY", "ADD"))]
-        assert copies[0] == f"COPY --from={images.BUILD_STAGE} /opt/venv/ /opt/venv/"
-        assert all(c.startswith(f"COPY --from={images.BUILD_STAGE} {images.INSTALLED}/") for c in copies[1:])
-        assert len(copies) == 4 and "pip install" not in image and images.LAYERS_DIR not in image
+        # The image's venv is its own, made without pip: nothing pre-installed can shadow a locked one.
+        assert "RUN python3 -m venv --without-pip /opt/venv\n" in image
+        assert image.index("--without-pip") < image.index("COPY")
+        assert all(c.startswith(f"COPY --from={images.BUILD_STAGE} {images.INSTALLED}/") for c in copies)
+        assert len(copies) == 3 and "pip install" not in image and images.LAYERS_DIR not in image
     assert "NVIDIA_VISIBLE_DEVICES" in images.render_dockerfile("cuda", BASE_ID)
     assert "pip install" not in images.render_dockerfile("cpu", BASE_ID)  # nothing locked
     with pytest.raises(NotFoundError):
