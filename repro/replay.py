@@ -28,7 +28,7 @@ from repro.compare import dataorder, ops, rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.diff.metrics import metric_rows
-from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError, from_os_error
+from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, ReproError, UsageError, from_os_error
 from repro.facts import command_env
 from repro.facts.code import restore_code
 from repro.facts.data import Drift, check_data
@@ -508,6 +508,7 @@ def choose_data(
         return DataChoice()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         sources = locate_inputs(original, data_root, roots, read_blob, cache)
+    _refuse_missing_read(original, sources, request)
     if any(s.kind in (NOWHERE, DVC) for s in sources):  # DVC: not fetched (--data-root, drift allowed)
         drift = check_recorded_data(original, data_root, store, request.allow_data_drift, read_blob)
         return DataChoice(sources, drift, roots)
@@ -515,6 +516,28 @@ def choose_data(
     if choice.placed:
         datablobs.check_size(sum(s.size for s in sources), request.max_data_size, "--max-data-size")
     return choice
+
+
+def _refuse_missing_read(original: Record, sources: list[InputSource], request: ReplayRequest) -> None:
+    """Raises: DataUnavailable: a file the run read (not declared) is neither here as recorded nor
+    kept anywhere, and drift is not allowed: named before anything runs, with how to supply it."""
+    read = {item.path for item in original.data.inputs if item.read}
+    missing = [s for s in sources if s.kind == NOWHERE and s.path in read]
+    if not missing or request.allow_data_drift:
+        return
+    first = missing[0]
+    state = "differs here" if first.present else "is absent here"
+    more = (
+        f" (and {len(missing) - 1} more: {', '.join(s.path for s in missing[1:4])})"
+        if len(missing) > 1
+        else ""
+    )
+    raise DataUnavailable(
+        f"the run read {first.path} (not declared data), it {state}{more}, and no copy is kept here (over "
+        "store.max_input_bytes when it ran, or a capsule exported without --with-data)",
+        hint=f"put the recorded {first.path} back in the project, or export the run with --with-data where "
+        f"it is and replay that capsule; declare it with --data {first.path} when you run",
+    )
 
 
 def _keep_carried(

@@ -40,7 +40,7 @@ from repro.config import Plan, Settings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
-from repro.facts import command_env, deps, hydra
+from repro.facts import command_env, deps, hydra, inputs
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
     check_gpu_mode,
@@ -726,7 +726,8 @@ def collect(
         reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
     trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
-    _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    found = _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    _record_read(record, found, spec.project_root, store, prepared.settings.max_input_bytes)
     if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
         record.code.read = code_capture.files_read(record.code, reports.read)
     _collect_outputs(record, spec, store, prepared, masker, reports, logged)
@@ -1009,7 +1010,8 @@ def _merge_process_env(record: Record, runtime: Path) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> None:
+def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> list[str]:
+    """The project files the run read that are neither code nor declared data (nor its own outputs)."""
     # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output;
     # so is the checkpoint a resumed run continues from: its chain wrote it.
     candidates = reports.read - reports.written - resumed_from
@@ -1031,12 +1033,38 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
         if p not in configs and p not in exact and not p.startswith(prefixes) and not p.endswith(_SOURCE)
     )
     record.data.undeclared = found
-    if found:
-        shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
+    return found
+
+
+def _record_read(record: Record, found: list[str], root: Path, store: Store, limit: int) -> None:
+    """Record the files the run read as its inputs (`repro.facts.inputs`), kept within ``limit``
+    bytes; say which are not kept and how a replay gets them."""
+    if not found:
+        return
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        read = inputs.record_read(found, root, store.put_file, limit, cache)
+    record.data.inputs += read.inputs
+    if read.inputs:
+        paths = [i.path for i in read.inputs]
+        shown = ", ".join(paths[:5]) + (f" (+{len(paths) - 5} more)" if len(paths) > 5 else "")
         record.warn(
             "undeclared_inputs",
-            f"the run read files that are not declared data: {shown} "
-            "(declare them with --data so a replay checks them)",
+            f"the run read files that are not declared data; recorded as its inputs: {shown} "
+            "(a replay restores them; --data declares them)",
+        )
+    if read.not_kept:
+        named = ", ".join(f"{p} ({human_bytes(n)})" for p, n in read.not_kept[:5])
+        more = f" (+{len(read.not_kept) - 5} more)" if len(read.not_kept) > 5 else ""
+        record.warn(
+            "inputs_not_kept",
+            f"the run read files over store.max_input_bytes ({human_bytes(limit)}): hashed, not kept: "
+            f"{named}{more} (declare them with --data, or raise the limit, so a replay elsewhere has them)",
+        )
+    if read.secret:
+        record.warn(
+            "secret_inputs",
+            "the run read files that look like credentials; not recorded as inputs: "
+            + ", ".join(read.secret[:5]),
         )
 
 

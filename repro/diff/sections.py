@@ -127,6 +127,7 @@ def diff_code(a: Record, b: Record, read: SafeReader, with_patch: bool) -> Secti
 
     # Files an earlier run wrote (a model.pt left in the working directory) are outputs, not code.
     left = {**ca.earlier_outputs, **cb.earlier_outputs}
+    changes += [c for c in file_changes(ca.listed, cb.listed, "file") if c.key in left]
     for c in changes:
         if c.scope in ("file", "untracked") and c.key in left:
             c.scope, c.detail = "left", f"written by run {left[c.key]}"

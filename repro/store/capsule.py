@@ -76,6 +76,8 @@ WARNING_CODES: dict[str, str] = {
     "runtime_not_loaded": "the repro runtime never loaded: seeds and determinism not applied",
     "rank_failed": "one rank (or node) failed first; its stderr is kept",
     "undeclared_inputs": "the run read files that are not declared data",
+    "inputs_not_kept": "files the run read over store.max_input_bytes: hashed, not kept",
+    "secret_inputs": "files the run read that look like credentials: not recorded as inputs",
     "output_too_large": "an output over the size limit: hashed, not stored",
     "output_links": "outputs that are symbolic links, recorded as links, never followed",
     "runtime_links": "symbolic links left among repro's own runtime files, not read",
@@ -152,6 +154,10 @@ class CodeInfo:
     # Kept in the snapshot (the run started with them), but they are outputs, not code.
     earlier_outputs: dict[str, str] = field(default_factory=dict)
     cells: str | None = None  # blob: notebook cells executed before an in-process capture
+    # Untracked files that are not source (`train.out`, a `data/train.bin` a prepare step wrote): listed
+    # with their hash, never stored as code, never dirt. The ones the run read are its inputs
+    # (`DataInput.read`).
+    listed: list[FileEntry] = field(default_factory=list)
     # Files of the snapshot the run imported or opened, as its processes reported them (None: not
     # known, the runtime did not watch). `repro resume` judges code by these and by source files.
     read: list[str] | None = None
@@ -183,6 +189,9 @@ class DataInput:
     count: int = 0  # files in the input (inline or in the manifest blob)
     manifest: str | None = None  # blob of the manifest, for trees over MANIFEST_INLINE files
     dvc: list[DvcSource] = field(default_factory=list)  # DVC outputs that hold it (repro/facts/dvc.py)
+    # Recorded because the run read it (neither code nor declared data): kept in the store up to
+    # `store.max_input_bytes`, restored on replay like declared data.
+    read: bool = False
 
     def entries(self, read_blob: Callable[[str], bytes | None]) -> list[FileEntry]:
         """The input's files, inline or from its manifest blob.
@@ -581,7 +590,8 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         code, results = data["code"], data["results"]
-        lists = [code["files"], code["untracked"], data["command"]["config_files"], results["outputs"]]
+        lists = [code["files"], code["untracked"], code["listed"], data["command"]["config_files"]]
+        lists.append(results["outputs"])
         for entries in [*lists, *(item["files"] for item in data["data"]["inputs"])]:
             for entry in entries:
                 if entry.get("link") is None:

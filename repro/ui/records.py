@@ -209,12 +209,14 @@ def _code_lines(r: Record) -> list[tuple[str, str]]:
         if c.dirty:
             dirty = f", dirty ({'patch, ' if c.patch else ''}{untracked} untracked)"
         files = plural(r.listed("code.files"), "file")
-        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {files}"
+        others = r.listed("code.listed")
+        listed = f", {plural(others, 'other untracked file')} listed (not code)" if others else ""
+        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {files}{listed}"
                       + (f", remote {c.remote}" if c.remote else "")))  # fmt: skip
     else:
         lines.append(("code", f"snapshot of {plural(r.listed('code.files'), 'file')}"))
     for path, run_id in list(c.earlier_outputs.items())[:5]:
-        lines.append(("left by run", f"{path} (written by {run_id}; in the snapshot, not counted as code)"))
+        lines.append(("left by run", f"{path} (written by {run_id}; not counted as code)"))
     if len(c.earlier_outputs) > 5:
         lines.append(("left by run", f"… and {len(c.earlier_outputs) - 5} more"))
     return lines
