@@ -32,7 +32,7 @@ from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, ReproError,
 from repro.facts import command_env
 from repro.facts.code import restore_code
 from repro.facts.data import Drift, check_data
-from repro.facts.determinism import allowed_env, expectation, verifiable_mode
+from repro.facts.determinism import allowed_env, expectation, verifiable_mode, with_threads
 from repro.facts.env import host_env
 from repro.facts.lockfile import freeze_diff
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
@@ -66,6 +66,7 @@ from repro.store.capsule import (
 from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
+from repro.units import plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -88,6 +89,7 @@ class ReplayRequest:
     max_data_size: int = limits.MAX_DATA_BYTES  # the most carried data placed (`--max-data-size`)
     ops: int | None = None  # `--ops`: record the op stream of this many optimizer steps, and explain
     ops_only: bool = False  # an execution for its op stream alone: it stops after those steps
+    threads: int | None = None  # `--threads N`: another intra-op thread count than the recorded one
 
 
 @dataclass
@@ -621,7 +623,40 @@ def _new_record(
     expect = expectation(original.determinism)
     if expect:
         _say(expect, notes, on_event)
+    _fit_threads(request, original, record, notes, on_event)
     return record, passed.env
+
+
+def _fit_threads(
+    request: ReplayRequest, original: Record, record: Record, notes: list[str], on_event: OnEvent
+) -> None:
+    """Replay at the thread count asked for (``--threads``), said in the verdict's notes; without it,
+    at the recorded one, and a ``REPRO_THREADS`` of this shell is said to be ignored.
+
+    Raises:
+        UsageError: --threads for a run whose mode pins no thread count (off).
+    """
+    recorded = original.determinism.threads
+    if request.threads is None:
+        given = os.environ.get(contract.THREADS_ENV)
+        if given is not None and recorded is not None:
+            said = f"{contract.THREADS_ENV}={given} is ignored: a replay runs at the recorded "
+            on_event(
+                Event("info", said + f"{plural(recorded, 'thread')} (--threads N replays at another count)")
+            )
+        return
+    if recorded is None:
+        raise UsageError(
+            f"run {original.id} ran in {original.determinism.mode} mode, which pins no thread count",
+            hint="--threads applies to strict and gpu mode replays",
+        )
+    record.determinism = with_threads(record.determinism, request.threads)
+    if request.threads != recorded:
+        _say(
+            f"thread count differs: the replay ran at {plural(request.threads, 'intra-op thread')}, the "
+            f"original at {recorded} (--threads)",
+            notes, on_event,
+        )  # fmt: skip
 
 
 def _fit_world_size(request: ReplayRequest, original: Record, record: Record, notes: list[str]) -> bool:
