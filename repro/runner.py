@@ -237,6 +237,10 @@ def capture(
     rel_cwd = cwd.relative_to(root)
     record.command = _command_info(request, rel_cwd, argv, safe_argv, masker, nproc, torchrun, nodes)
     record.redactions += argv_hits
+    if torchrun and cmd.parse_torchrun(request.argv) is not None:  # recorded as typed, run as launched
+        typed, typed_hits = redactor.argv(list(request.argv))
+        record.command.launch, record.command.argv = record.command.argv, typed
+        record.redactions += [hit for hit in typed_hits if hit not in record.redactions]
     for note in notes:
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
@@ -244,7 +248,7 @@ def capture(
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
-    run_dir = store.begin_run(record.id, safe_argv)
+    run_dir = store.begin_run(record.id, record.command.argv)
     variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
     spec = build_spec(
         record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables,

@@ -122,7 +122,10 @@ class FileEntry:
 
 @dataclass
 class CommandInfo:
-    argv: list[str] = field(default_factory=list)  # the command as the user gave it
+    argv: list[str] = field(default_factory=list)  # the command as the user gave it (`torchrun …` too)
+    # The command repro launches, where it differs from argv: `torchrun --nproc-per-node 2 train.py`
+    # runs as `python train.py` under repro's own launcher (`nproc_per_node`, `torchrun`). Empty: argv.
+    launch: list[str] = field(default_factory=list)
     # Arguments repro appends to run it (a Hydra app's pinned `hydra.run.dir=…`): never the user's
     # hyper-parameters, never a cause in a diff.
     injected: list[str] = field(default_factory=list)
@@ -134,8 +137,8 @@ class CommandInfo:
     nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
     def executed(self) -> list[str]:
-        """The command line that runs: the user's, then repro's own arguments."""
-        return [*self.argv, *self.injected]
+        """The command line that runs: the user's (as launched), then repro's own arguments."""
+        return [*(self.launch or self.argv), *self.injected]
 
 
 @dataclass
