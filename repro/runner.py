@@ -245,6 +245,7 @@ def capture(
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
     lock = _start_lock(root, run_plan, on_event)
+    _say_lock_uncommitted(store, lock, on_event)
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
@@ -349,6 +350,27 @@ def _start_lock(root: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLo
         on_event(Event("info", f"compiling the {variant} lock from {lock.source.name} in the background "
                                "(pip-compile); the record waits for it, the run does not"))  # fmt: skip
     return lock
+
+
+LOCK_NOTICE = "lock-uncommitted"  # the marker, under the store's notices, that it was said
+
+
+def _say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEvent) -> None:
+    """Say once per project, at the first run that locks, that git does not track the lock: others
+    (and CI) build the environment from the committed one."""
+    plan = lock.plan
+    if plan.source is None or plan.text is None:
+        return  # nothing declared, nothing locked
+    path = plan.source if "--hash=" in plan.text else plan.lock_path  # the project's own lock, or repro's
+    marker = store.dir / "notices" / LOCK_NOTICE
+    rel = path.relative_to(store.root).as_posix()
+    if marker.exists() or code_capture.tracked(store.root, rel) is not False:
+        return
+    where = f"{rel.rsplit('/', 1)[0]}/" if "/" in rel else rel
+    on_event(Event("info", f"{rel} is not committed: commit {where} (`git add {where}`) so others and CI "
+                           "build the same environment (said once)"))  # fmt: skip
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
 
 
 def _op_stream_files(runtime: Path) -> dict[str, str]:

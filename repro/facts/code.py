@@ -409,3 +409,18 @@ def restore_code(info: CodeInfo, blob_path: Callable[[str], Path], dest: Path) -
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
     return missing
+
+
+def tracked(root: Path, rel: str) -> bool | None:
+    """Whether git tracks the project file ``rel`` (committed or staged); None outside a git work tree.
+
+    Raises nothing: a git that cannot answer reads as "not known" (None).
+    """
+    if _git_toplevel(root) is None:
+        return None
+    import git  # GitPython lives here only
+
+    try:
+        return bool(git.Git(root).ls_files("--", rel).strip())
+    except (git.GitCommandError, OSError):
+        return None
