@@ -37,10 +37,12 @@ class InputSource:
     remote: str | None = None  # the remote's name, for kinds that have one
     missing: list[str] = field(default_factory=list)  # files no source holds (kind NOWHERE)
     fix: str | None = None  # the command that would make it available (kind NOWHERE)
+    read: bool = False  # recorded because the run read it, not declared (`DataInput.read`)
 
     def describe(self) -> str:
         """``data/train (120 files): in the capsule``: one line for people."""
-        head = f"{self.path} ({self.files} file{'s' if self.files != 1 else ''})"
+        read = ", read, not declared" if self.read else ""
+        head = f"{self.path} ({self.files} file{'s' if self.files != 1 else ''}{read})"
         if self.kind == HERE:
             return f"{head}: here"
         differs = "the host's copy differs" if self.present else "absent here"
@@ -69,7 +71,10 @@ def locate_inputs(
     Raises:
         CapsuleInvalid: an input's manifest blob is missing or malformed.
     """
-    return [_locate(record, item, data_root, roots, read_blob, cache) for item in record.data.inputs]
+    found = [_locate(record, item, data_root, roots, read_blob, cache) for item in record.data.inputs]
+    for source, item in zip(found, record.data.inputs, strict=True):
+        source.read = item.read
+    return found
 
 
 def _locate(

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import Project
 
@@ -72,12 +73,13 @@ def _prepared(project: Project) -> None:
     project.write("train.out", "an earlier run's log, redirected into the project\n")
 
 
-def _run(project: Project) -> dict:
+def _run(project: Project) -> dict[str, Any]:
     r = project.repro(
         "run", "--json", "--backend", "local", "--seed", "1", "--outputs", "out", "--", "python", "train.py"
     )
     assert r.code == 0, r.out + r.err
-    return json.loads(project.repro("show", "latest", "--json").out)
+    record: dict[str, Any] = json.loads(project.repro("show", "latest", "--json").out)
+    return record
 
 
 def test_files_the_run_read_are_inputs_kept_and_carried(project: Project, tmp_path: Path) -> None:
@@ -91,7 +93,7 @@ def test_files_the_run_read_are_inputs_kept_and_carried(project: Project, tmp_pa
     assert "train.out" not in untracked_code and "data/shakespeare_char/train.bin" not in untracked_code
     assert "train.out" in [u["path"] for u in code["listed"]] and code["dirty"] is False
     shown = project.repro("show", "latest").out
-    assert "data/shakespeare_char/train.bin (1 file): here" in shown
+    assert "data/shakespeare_char/train.bin (1 file, read, not declared): here" in shown
     assert "dirty" not in shown.split("\ncode", 1)[1].split("\n", 1)[0]
 
     tar = tmp_path / "run.tar"
