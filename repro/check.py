@@ -353,6 +353,11 @@ def _scratch_copy(store: Store, record: Record) -> Path:
     """A directory holding the record's code, where one run of the check executes."""
     scratch = Path(tempfile.mkdtemp(prefix="repro-interrupt-"))  # outside the project: not its git tree
     restore_code(record.code, store.blob_path, scratch)
+    for entry in record.code.listed:  # untracked files that are not code: the run may read them
+        source, target = store.root / entry.path, scratch / entry.path
+        if source.is_file() and not source.is_symlink() and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
     (scratch / record.command.cwd).mkdir(parents=True, exist_ok=True)
     return scratch
 

@@ -58,6 +58,8 @@ class Settings:
     allow_nondeterministic_ops: bool = False  # strict/gpu: such ops warn (and are counted), not fail
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored
     max_code_file_bytes: int = 16 * 1024 * 1024
+    # files the run read that are neither code nor declared data: kept up to this many bytes in all
+    max_input_bytes: int = 256 * 1024 * 1024
     max_checkpoint_bytes: int = 1024 * 1024 * 1024  # traced runs keep checkpoints up to this size
     # a directory of content-addressed data blobs shared by projects (`export --with-data`, replay)
     data_remote: str | None = None
@@ -112,6 +114,7 @@ _YAML_KEYS: dict[str, str] = {
     "deps.groups": "groups",
     "store.max_output_bytes": "max_output_bytes",
     "store.max_code_file_bytes": "max_code_file_bytes",
+    "store.max_input_bytes": "max_input_bytes",
     "store.max_checkpoint_bytes": "max_checkpoint_bytes",
     "store.data_remote": "data_remote",
     "store.max_bytes": "max_bytes",
@@ -244,6 +247,7 @@ _BOUNDED: dict[str, tuple[bounds.Bound, str]] = {
     "max_output_bytes": (bounds.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
     "max_code_file_bytes": (bounds.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
     "max_checkpoint_bytes": (bounds.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
+    "max_input_bytes": (bounds.BYTES, "store.max_input_bytes in repro.yaml: a size in bytes"),
     "ops_steps": (bounds.STEPS, "--ops-steps K (or ops_steps: in repro.yaml): optimizer steps, 1 or more"),
     "max_bytes": (bounds.BYTES, "store.max_bytes in repro.yaml: a size in bytes (none: no budget)"),
 }

@@ -28,11 +28,11 @@ from repro.compare import dataorder, ops, rootpath, trace
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.diff.metrics import metric_rows
-from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError, from_os_error
+from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, ReproError, UsageError, from_os_error
 from repro.facts import command_env
 from repro.facts.code import restore_code
 from repro.facts.data import Drift, check_data
-from repro.facts.determinism import allowed_env, expectation, verifiable_mode
+from repro.facts.determinism import allowed_env, expectation, verifiable_mode, with_threads
 from repro.facts.env import host_env
 from repro.facts.lockfile import freeze_diff
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
@@ -66,6 +66,7 @@ from repro.store.capsule import (
 from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
+from repro.units import plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -88,6 +89,7 @@ class ReplayRequest:
     max_data_size: int = limits.MAX_DATA_BYTES  # the most carried data placed (`--max-data-size`)
     ops: int | None = None  # `--ops`: record the op stream of this many optimizer steps, and explain
     ops_only: bool = False  # an execution for its op stream alone: it stops after those steps
+    threads: int | None = None  # `--threads N`: another intra-op thread count than the recorded one
 
 
 @dataclass
@@ -549,6 +551,7 @@ def choose_data(
         return DataChoice()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         sources = locate_inputs(original, data_root, roots, read_blob, cache)
+    _refuse_missing_read(original, sources, request)
     if any(s.kind in (NOWHERE, DVC) for s in sources):  # DVC: not fetched (--data-root, drift allowed)
         drift = check_recorded_data(original, data_root, store, request.allow_data_drift, read_blob)
         return DataChoice(sources, drift, roots)
@@ -556,6 +559,28 @@ def choose_data(
     if choice.placed:
         datablobs.check_size(sum(s.size for s in sources), request.max_data_size, "--max-data-size")
     return choice
+
+
+def _refuse_missing_read(original: Record, sources: list[InputSource], request: ReplayRequest) -> None:
+    """Raises: DataUnavailable: a file the run read (not declared) is neither here as recorded nor
+    kept anywhere, and drift is not allowed: named before anything runs, with how to supply it."""
+    read = {item.path for item in original.data.inputs if item.read}
+    missing = [s for s in sources if s.kind == NOWHERE and s.path in read]
+    if not missing or request.allow_data_drift:
+        return
+    first = missing[0]
+    state = "differs here" if first.present else "is absent here"
+    more = (
+        f" (and {len(missing) - 1} more: {', '.join(s.path for s in missing[1:4])})"
+        if len(missing) > 1
+        else ""
+    )
+    raise DataUnavailable(
+        f"the run read {first.path} (not declared data), it {state}{more}, and no copy is kept here (over "
+        "store.max_input_bytes when it ran, or a capsule exported without --with-data)",
+        hint=f"put the recorded {first.path} back in the project, or export the run with --with-data where "
+        f"it is and replay that capsule; declare it with --data {first.path} when you run",
+    )
 
 
 def _keep_carried(
@@ -639,7 +664,40 @@ def _new_record(
     expect = expectation(original.determinism)
     if expect:
         _say(expect, notes, on_event)
+    _fit_threads(request, original, record, notes, on_event)
     return record, passed.env
+
+
+def _fit_threads(
+    request: ReplayRequest, original: Record, record: Record, notes: list[str], on_event: OnEvent
+) -> None:
+    """Replay at the thread count asked for (``--threads``), said in the verdict's notes; without it,
+    at the recorded one, and a ``REPRO_THREADS`` of this shell is said to be ignored.
+
+    Raises:
+        UsageError: --threads for a run whose mode pins no thread count (off).
+    """
+    recorded = original.determinism.threads
+    if request.threads is None:
+        given = os.environ.get(contract.THREADS_ENV)
+        if given is not None and recorded is not None:
+            said = f"{contract.THREADS_ENV}={given} is ignored: a replay runs at the recorded "
+            on_event(
+                Event("info", said + f"{plural(recorded, 'thread')} (--threads N replays at another count)")
+            )
+        return
+    if recorded is None:
+        raise UsageError(
+            f"run {original.id} ran in {original.determinism.mode} mode, which pins no thread count",
+            hint="--threads applies to strict and gpu mode replays",
+        )
+    record.determinism = with_threads(record.determinism, request.threads)
+    if request.threads != recorded:
+        _say(
+            f"thread count differs: the replay ran at {plural(request.threads, 'intra-op thread')}, the "
+            f"original at {recorded} (--threads)",
+            notes, on_event,
+        )  # fmt: skip
 
 
 def _fit_world_size(request: ReplayRequest, original: Record, record: Record, notes: list[str]) -> bool:

@@ -40,7 +40,7 @@ from repro.config import Plan, Settings
 from repro.errors import BuildError, NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
-from repro.facts import command_env, deps, hydra
+from repro.facts import command_env, deps, hydra, inputs
 from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
@@ -239,14 +239,19 @@ def capture(
     rel_cwd = cwd.relative_to(root)
     record.command = _command_info(request, rel_cwd, argv, safe_argv, masker, nproc, torchrun, nodes)
     record.redactions += argv_hits
+    if torchrun and cmd.parse_torchrun(request.argv) is not None:  # recorded as typed, run as launched
+        typed, typed_hits = redactor.argv(list(request.argv))
+        record.command.launch, record.command.argv = record.command.argv, typed
+        record.redactions += [hit for hit in typed_hits if hit not in record.redactions]
     for note in notes:
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
     lock = _start_lock(root, cwd, run_plan, on_event)
+    _say_lock_uncommitted(store, lock, on_event)
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)
-    run_dir = store.begin_run(record.id, safe_argv)
+    run_dir = store.begin_run(record.id, record.command.argv)
     variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
     spec = build_spec(
         record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables,
@@ -357,6 +362,27 @@ def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> dep
             Event("info", f"dependencies: {configured}, the requirements of the folder the command runs from")
         )
     return lock
+
+
+LOCK_NOTICE = "lock-uncommitted"  # the marker, under the store's notices, that it was said
+
+
+def _say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEvent) -> None:
+    """Say once per project, at the first run that locks, that git does not track the lock: others
+    (and CI) build the environment from the committed one."""
+    plan = lock.plan
+    if plan.source is None or plan.text is None:
+        return  # nothing declared, nothing locked
+    path = plan.source if "--hash=" in plan.text else plan.lock_path  # the project's own lock, or repro's
+    marker = store.dir / "notices" / LOCK_NOTICE
+    rel = path.relative_to(store.root).as_posix()
+    if marker.exists() or code_capture.tracked(store.root, rel) is not False:
+        return
+    where = f"{rel.rsplit('/', 1)[0]}/" if "/" in rel else rel
+    on_event(Event("info", f"{rel} is not committed: commit {where} (`git add {where}`) so others and CI "
+                           "build the same environment (said once)"))  # fmt: skip
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
 
 
 def _op_stream_files(runtime: Path) -> dict[str, str]:
@@ -755,7 +781,8 @@ def collect(
         reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
     trackers.find_wandb_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
-    _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    found = _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    _record_read(record, found, spec.project_root, store, prepared.settings.max_input_bytes)
     if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
         record.code.read = code_capture.files_read(record.code, reports.read)
     _collect_outputs(record, spec, store, prepared, masker, reports, logged)
@@ -1067,7 +1094,8 @@ def compile_warnings(record: Record, compiler: Any) -> None:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> None:
+def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> list[str]:
+    """The project files the run read that are neither code nor declared data (nor its own outputs)."""
     # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output;
     # so is the checkpoint a resumed run continues from: its chain wrote it.
     candidates = reports.read - reports.written - resumed_from
@@ -1089,12 +1117,38 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
         if p not in configs and p not in exact and not p.startswith(prefixes) and not p.endswith(_SOURCE)
     )
     record.data.undeclared = found
-    if found:
-        shown = ", ".join(found[:5]) + (f" (+{len(found) - 5} more)" if len(found) > 5 else "")
+    return found
+
+
+def _record_read(record: Record, found: list[str], root: Path, store: Store, limit: int) -> None:
+    """Record the files the run read as its inputs (`repro.facts.inputs`), kept within ``limit``
+    bytes; say which are not kept and how a replay gets them."""
+    if not found:
+        return
+    with HashCache(store.cache_dir / "hashes.sqlite") as cache:
+        read = inputs.record_read(found, root, store.put_file, limit, cache)
+    record.data.inputs += read.inputs
+    if read.inputs:
+        paths = [i.path for i in read.inputs]
+        shown = ", ".join(paths[:5]) + (f" (+{len(paths) - 5} more)" if len(paths) > 5 else "")
         record.warn(
             "undeclared_inputs",
-            f"the run read files that are not declared data: {shown} "
-            "(declare them with --data so a replay checks them)",
+            f"the run read files that are not declared data; recorded as its inputs: {shown} "
+            "(a replay restores them; --data declares them)",
+        )
+    if read.not_kept:
+        named = ", ".join(f"{p} ({human_bytes(n)})" for p, n in read.not_kept[:5])
+        more = f" (+{len(read.not_kept) - 5} more)" if len(read.not_kept) > 5 else ""
+        record.warn(
+            "inputs_not_kept",
+            f"the run read files over store.max_input_bytes ({human_bytes(limit)}): hashed, not kept: "
+            f"{named}{more} (declare them with --data, or raise the limit, so a replay elsewhere has them)",
+        )
+    if read.secret:
+        record.warn(
+            "secret_inputs",
+            "the run read files that look like credentials; not recorded as inputs: "
+            + ", ".join(read.secret[:5]),
         )
 
 

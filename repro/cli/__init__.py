@@ -59,6 +59,7 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
     \b
     repro run train.py --lr 0.1          capture + run (docker when an engine answers, else local)
     repro ls / show RUN / export RUN     look at and share the records
+    repro get RUN -o DIR                 write a run's outputs out, checked against their hashes
     repro verify capsule.tar             integrity check of an exported capsule
     repro keygen team.key                a signing key: export --sign, verify/replay --key
     repro attest RUN --sign me.key       an in-toto attestation of the run's outputs

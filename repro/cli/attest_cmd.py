@@ -9,6 +9,7 @@ import click
 from repro import ui
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
+from repro.cli.events import say_if_replay
 from repro.store import atomic, attestation, signing
 from repro.store.capsule import is_capsule_file
 
@@ -38,6 +39,7 @@ def attest(app: AppContext, ref: str, output: Path | None, sign_path: Path | Non
     key = signing.load_signing_key(sign_path) if sign_path is not None else None
     loaded = app.store.resolve(ref)
     record = loaded.record
+    say_if_replay(record, "attest")
     made = attestation.attest(
         loaded,
         attestation.capsule_digest(loaded),

@@ -115,3 +115,12 @@ def raise_for_status(record: Record) -> None:
             message = f"{why['message']} (run {record.id}, recorded as failed)"
             raise CommandFailed(code, tail, record.id, message=message, hint=why.get("hint"))
         raise CommandFailed(code, tail, record.id)
+
+
+def say_if_replay(record: Record, verb: str) -> None:
+    """Say in one line when the run a command acts on is a replay, naming the original."""
+    from repro.ui.records import replay_note
+
+    note = replay_note(record, verb)
+    if note:
+        ui.info(note)

@@ -1,4 +1,4 @@
-"""`repro ls`, `show`, `export`, `verify`, `keygen`: looking at and sharing records."""
+"""`repro ls`, `show`, `export`, `get`, `verify`, `keygen`: looking at and sharing records."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from repro import ui
 from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
+from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import CarriedData, carried_data, data_roots, export_run
 from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
+from repro.get import get_files
 from repro.store import attestation, datablobs, limits, signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.hashing import HashCache
@@ -146,6 +148,7 @@ def export(
     """
     loaded = app.store.resolve(ref)
     record = loaded.record
+    say_if_replay(record, "export")
     if as_ == "capsule":
         key = signing.load_signing_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
@@ -215,6 +218,34 @@ def _k8s_image(record: Record, image: str | None) -> str:
         )
     ui.warn("the manifest names the local image by id; push it and pass --image with the registry's digest")
     return f"{built.tag or 'repro-env'}@{built.id}"
+
+
+@click.command("get")
+@click.argument("ref", shell_complete=complete_ref)
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("-o", "--output", "dest", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write the files into (made if missing).")  # fmt: skip
+@click.option("--force", is_flag=True, help="Replace files already in the directory.")
+@options.json_option("Print what was written as JSON (schemas/get.json).")
+@pass_app
+def get(app: AppContext, ref: str, paths: tuple[str, ...], dest: Path, force: bool, as_json: bool) -> None:
+    """Write a run's outputs (or the PATHs named: files or directories) into a directory, each
+    checked against its recorded hash. Outputs the store did not keep are named; a link the run made
+    is reported, never recreated; a file already there is replaced only with --force.
+
+    \b
+    repro get latest -o out/                      every kept output
+    repro get latest model.pt -o out/             one file
+    repro get run.tar checkpoints -o out/ --force  a folder of a capsule's outputs, replacing
+
+    REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
+    loaded = app.store.resolve(ref, lists=("results.outputs",))
+    say_if_replay(loaded.record, "get")
+    done = get_files(loaded, list(paths), dest, force)
+    if as_json:
+        ui.json_out(render.get_dict(done))
+        return
+    ui.out(render.get_text(done))
 
 
 @click.command("verify")
@@ -305,4 +336,4 @@ def keygen(path: Path, algorithm: str) -> None:
     )
 
 
-COMMANDS = [ls, show, export, verify, keygen]
+COMMANDS = [ls, show, export, get, verify, keygen]

@@ -46,6 +46,15 @@ from repro.ui import verdict as render
     help="With --from: optimizer steps to replay (default: up to the next recorded checkpoint).",
 )
 @click.option(
+    "--threads",
+    type=click.IntRange(bounds.THREADS.low, bounds.THREADS.high),
+    default=None,
+    metavar="N",
+    help="Replay at N intra-op CPU threads instead of the recorded count (strict/gpu mode): recorded "
+    "in the replay, and the verdict says the count differed. Without it the recorded N is used "
+    "(REPRO_THREADS is ignored, and said to be).",
+)
+@click.option(
     "--network",
     is_flag=True,
     help="Give the replayed command a network. Off by default, whatever the capsule asks for.",
@@ -81,6 +90,7 @@ def replay(
     max_data_size: int | None,
     ops: bool | None,
     ops_steps: int | None,
+    threads: int | None,
 ) -> None:
     """Re-execute a run from its record and prove whether the result came back.
 
@@ -123,7 +133,7 @@ def replay(
         ref=ref, data_root=data_root, allow_data_drift=allow_data_drift, atol=atol, rtol=rtol,
         allow_world_size_change=allow_world_size_change, nproc_per_node=nproc_per_node,
         from_checkpoint=from_checkpoint, steps=steps, network=network, trust=trust, env=env,
-        max_data_size=max_data_size or MAX_DATA_BYTES,
+        max_data_size=max_data_size or MAX_DATA_BYTES, threads=threads,
     )  # fmt: skip
     ui.contain_output()  # the replayed code's output cannot move the cursor over repro's lines
     try:

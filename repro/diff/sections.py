@@ -127,6 +127,7 @@ def diff_code(a: Record, b: Record, read: SafeReader, with_patch: bool) -> Secti
 
     # Files an earlier run wrote (a model.pt left in the working directory) are outputs, not code.
     left = {**ca.earlier_outputs, **cb.earlier_outputs}
+    changes += [c for c in file_changes(ca.listed, cb.listed, "file") if c.key in left]
     for c in changes:
         if c.scope in ("file", "untracked") and c.key in left:
             c.scope, c.detail = "left", f"written by run {left[c.key]}"
@@ -223,16 +224,16 @@ def diff_data(a: Record, b: Record, read: SafeReader | None = None) -> Section:
                 )
             changed_files += found
     changes += changed_files
-    undeclared_a, undeclared_b = set(a.data.undeclared), set(b.data.undeclared)
+    # Files read and not declared are compared above as inputs where the run recorded them (hashed);
+    # the others (a record from before, a credential-looking file) only by name.
+    undeclared_a, undeclared_b = set(a.data.undeclared) - set(ia), set(b.data.undeclared) - set(ib)
     for path in sorted(undeclared_b - undeclared_a):
         changes.append(Change(key=path, kind="added", scope="undeclared", detail="read but not declared"))
     for path in sorted(undeclared_a - undeclared_b):
         changes.append(Change(key=path, kind="removed", scope="undeclared", detail="read but not declared"))
     notes = []
-    if a.data.undeclared or b.data.undeclared:
-        notes.append(
-            f"undeclared inputs (read, not hashed): A {len(a.data.undeclared)}, B {len(b.data.undeclared)}"
-        )
+    if undeclared_a or undeclared_b:
+        notes.append(f"undeclared inputs (read, not hashed): A {len(undeclared_a)}, B {len(undeclared_b)}")
     inputs = [c for c in changes if c.scope == "input"]
     parts = [files_summary(changed_files)] if changed_files else []
     parts += [f"input {c.key} {c.kind}" for c in inputs]

@@ -1,8 +1,9 @@
 """The code: git state (GitPython) and a content snapshot of every file that ran.
 
-Every file of the working tree that git would carry (tracked and untracked-not-ignored)
-or, outside git, every file not excluded by `.reproignore`, is hashed and stored by
-hash, so a capsule restores the exact code without access to the repository. repro's own
+Every file git tracks, every untracked-not-ignored source file, or, outside git, every file not
+excluded by `.reproignore`, is hashed and stored by hash, so a capsule restores the exact code
+without access to the repository. Untracked files of other kinds are listed with their hash only
+(`CodeInfo.listed`): the ones the run reads become its inputs. repro's own
 stdout and stderr, when the shell sent them to a file in the project (`repro run … > train.out
 2>&1 &`, `nohup`), are never code: that file grows while the run is captured and resumed.
 Capsules that `repro export` wrote into the project (untracked) are repro's own files: never
@@ -49,8 +50,15 @@ ALWAYS_EXCLUDED = (
 )
 
 # Files an interpreter may import: judged as code whether or not a run was seen reading them
-# (a module imported late in training is not read yet when the run is killed).
+# (a module imported late in training is not read yet when the run is killed). An untracked file of
+# another kind is listed, not code: an input when the run reads it (README, "What a run records").
 SOURCE_SUFFIXES = (".py", ".so", ".pyd")
+
+
+def is_source(rel: str) -> bool:
+    """Whether an untracked file is code: a file the interpreter may import."""
+    return rel.endswith(SOURCE_SUFFIXES)
+
 
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
 
@@ -206,6 +214,9 @@ def capture_code(
         if rel in untracked or git_root is None:
             candidates[rel] = digest
         size = st.st_size
+        if rel in untracked and not is_source(rel):
+            capture.info.listed.append(FileEntry(rel, size, digest))  # an input if the run reads it
+            continue
         stored = size <= max_file_bytes
         if stored and (what := holds(path, digest)) is not None:
             capture.info.excluded.append(rel)
@@ -398,3 +409,18 @@ def restore_code(info: CodeInfo, blob_path: Callable[[str], Path], dest: Path) -
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
     return missing
+
+
+def tracked(root: Path, rel: str) -> bool | None:
+    """Whether git tracks the project file ``rel`` (committed or staged); None outside a git work tree.
+
+    Raises nothing: a git that cannot answer reads as "not known" (None).
+    """
+    if _git_toplevel(root) is None:
+        return None
+    import git  # GitPython lives here only
+
+    try:
+        return bool(git.Git(root).ls_files("--", rel).strip())
+    except (git.GitCommandError, OSError):
+        return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -169,6 +170,22 @@ def plan(
         mode=mode, threads=threads if mode != "off" else None, isa=isa if mode != "off" else None,
         knobs=knobs, env=env, allow_nondeterministic_ops=allow,
     )  # fmt: skip
+
+
+_THREAD_VARIABLES = (contract.THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                     "NUMEXPR_NUM_THREADS")  # fmt: skip
+
+
+def with_threads(info: DeterminismInfo, threads: int) -> DeterminismInfo:
+    """``info`` at another intra-op thread count: the recorded variables and the torch switch it pins
+    (`plan`'s), everything else as recorded (`repro replay --threads`)."""
+    env = dict(info.env)
+    for name in _THREAD_VARIABLES:
+        env[name] = str(threads)
+    knobs = dict(info.knobs)
+    if "threads" in knobs:
+        knobs["threads"] = threads
+    return dataclasses.replace(info, threads=threads, env=env, knobs=knobs)
 
 
 def check_gpu_mode(mode: str, given: str | None, found: int, backend: str, source: str) -> None:

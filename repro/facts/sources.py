@@ -39,10 +39,12 @@ class InputSource:
     missing: list[str] = field(default_factory=list)  # files no source holds (kind NOWHERE)
     fix: str | None = None  # the command that would make it available (kind NOWHERE)
     refused: str | None = None  # why the host's path is never shown to a replay (`hostpaths.refusal`)
+    read: bool = False  # recorded because the run read it, not declared (`DataInput.read`)
 
     def describe(self) -> str:
         """``data/train (120 files): in the capsule``: one line for people."""
-        head = f"{self.path} ({self.files} file{'s' if self.files != 1 else ''})"
+        read = ", read, not declared" if self.read else ""
+        head = f"{self.path} ({self.files} file{'s' if self.files != 1 else ''}{read})"
         if self.kind == HERE:
             return f"{head}: here"
         differs = "the host's copy differs" if self.present else "absent here"
@@ -76,6 +78,7 @@ def locate_inputs(
         refused = hostpaths.refusal(data_root, item.path)
         source = _locate(record, item, data_root, roots, read_blob, cache, host=refused is None)
         source.refused = refused
+        source.read = item.read
         found.append(source)
     return found
 

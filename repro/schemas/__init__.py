@@ -24,6 +24,7 @@ KINDS: dict[str, str] = {
     "check": "repro check --json",
     "verify": "repro verify --json",
     "export": "repro export --json",
+    "get": "repro get --json",
     "lock": "repro lock --json",
     "build": "repro build --json",
     "capsule": "repro show --json (the record itself)",

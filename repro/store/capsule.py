@@ -77,6 +77,8 @@ WARNING_CODES: dict[str, str] = {
     "runtime_not_loaded": "the repro runtime never loaded: seeds and determinism not applied",
     "rank_failed": "one rank (or node) failed first; its stderr is kept",
     "undeclared_inputs": "the run read files that are not declared data",
+    "inputs_not_kept": "files the run read over store.max_input_bytes: hashed, not kept",
+    "secret_inputs": "files the run read that look like credentials: not recorded as inputs",
     "output_too_large": "an output over the size limit: hashed, not stored",
     "output_links": "outputs that are symbolic links, recorded as links, never followed",
     "runtime_links": "symbolic links left among repro's own runtime files, not read",
@@ -124,7 +126,10 @@ class FileEntry:
 
 @dataclass
 class CommandInfo:
-    argv: list[str] = field(default_factory=list)  # the command as the user gave it
+    argv: list[str] = field(default_factory=list)  # the command as the user gave it (`torchrun …` too)
+    # The command repro launches, where it differs from argv: `torchrun --nproc-per-node 2 train.py`
+    # runs as `python train.py` under repro's own launcher (`nproc_per_node`, `torchrun`). Empty: argv.
+    launch: list[str] = field(default_factory=list)
     # Arguments repro appends to run it (a Hydra app's pinned `hydra.run.dir=…`): never the user's
     # hyper-parameters, never a cause in a diff.
     injected: list[str] = field(default_factory=list)
@@ -136,8 +141,8 @@ class CommandInfo:
     nodes: int = 1  # the slurm backend: torchrun on each of this many nodes
 
     def executed(self) -> list[str]:
-        """The command line that runs: the user's, then repro's own arguments."""
-        return [*self.argv, *self.injected]
+        """The command line that runs: the user's (as launched), then repro's own arguments."""
+        return [*(self.launch or self.argv), *self.injected]
 
 
 @dataclass
@@ -156,6 +161,10 @@ class CodeInfo:
     # Kept in the snapshot (the run started with them), but they are outputs, not code.
     earlier_outputs: dict[str, str] = field(default_factory=dict)
     cells: str | None = None  # blob: notebook cells executed before an in-process capture
+    # Untracked files that are not source (`train.out`, a `data/train.bin` a prepare step wrote): listed
+    # with their hash, never stored as code, never dirt. The ones the run read are its inputs
+    # (`DataInput.read`).
+    listed: list[FileEntry] = field(default_factory=list)
     # Files of the snapshot the run imported or opened, as its processes reported them (None: not
     # known, the runtime did not watch). `repro resume` judges code by these and by source files.
     read: list[str] | None = None
@@ -187,6 +196,9 @@ class DataInput:
     count: int = 0  # files in the input (inline or in the manifest blob)
     manifest: str | None = None  # blob of the manifest, for trees over MANIFEST_INLINE files
     dvc: list[DvcSource] = field(default_factory=list)  # DVC outputs that hold it (repro/facts/dvc.py)
+    # Recorded because the run read it (neither code nor declared data): kept in the store up to
+    # `store.max_input_bytes`, restored on replay like declared data.
+    read: bool = False
 
     def entries(self, read_blob: Callable[[str], bytes | None]) -> list[FileEntry]:
         """The input's files, inline or from its manifest blob.
@@ -601,7 +613,8 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         code, results = data["code"], data["results"]
-        lists = [code["files"], code["untracked"], data["command"]["config_files"], results["outputs"]]
+        lists = [code["files"], code["untracked"], code["listed"], data["command"]["config_files"]]
+        lists.append(results["outputs"])
         for entries in [*lists, *(item["files"] for item in data["data"]["inputs"])]:
             for entry in entries:
                 if entry.get("link") is None:

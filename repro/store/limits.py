@@ -65,7 +65,12 @@ MAX_SUMS_BYTES = 64 * 1024 * 1024  # one line per member
 MAX_SIGNATURE_BYTES = 4096  # SIGNATURE: one small JSON object (~200 bytes)
 MAX_ATTESTATION_BYTES = 4 << 20  # an attestation names files and inputs, not their bytes: a few KiB
 MAX_LIST_BYTES = 256 * 1024 * 1024  # a file list kept as a blob: 1M entries are ~110 MB
-LIST_FIELDS = ("code.files", "code.untracked", "results.outputs")  # the lists a record may keep as blobs
+LIST_FIELDS = (
+    "code.files",
+    "code.untracked",
+    "code.listed",
+    "results.outputs",
+)  # the lists a record may keep as blobs
 MAX_YAML_DEPTH = 64  # our records nest 5 levels deep
 MAX_MEMBERS = 500_000  # members of a capsule tar (blobs + record + sums)
 MAX_EXPANSION = 100  # decompressed bytes per compressed byte (weights ~1.1, logs and code ~5-20)
@@ -159,6 +164,8 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"code.files[{i}].path", entry.path, False
     for i, entry in enumerate(record.code.untracked):
         yield f"code.untracked[{i}].path", entry.path, False
+    for i, entry in enumerate(record.code.listed):
+        yield f"code.listed[{i}].path", entry.path, False
     for i, rel in enumerate(record.code.read or ()):
         yield f"code.read[{i}]", rel, False
     for i, item in enumerate(record.data.inputs):

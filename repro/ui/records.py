@@ -12,6 +12,7 @@ from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
 from repro.facts.sources import InputSource
+from repro.get import GetResult
 from repro.runtime.contract import INDUCTOR_KNOB_PREFIX
 from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
@@ -210,12 +211,14 @@ def _code_lines(r: Record) -> list[tuple[str, str]]:
         if c.dirty:
             dirty = f", dirty ({'patch, ' if c.patch else ''}{untracked} untracked)"
         files = plural(r.listed("code.files"), "file")
-        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {files}"
+        others = r.listed("code.listed")
+        listed = f", {plural(others, 'other untracked file')} listed (not code)" if others else ""
+        lines.append(("code", f"git {commit} on {c.branch or 'detached'}{dirty}, {files}{listed}"
                       + (f", remote {c.remote}" if c.remote else "")))  # fmt: skip
     else:
         lines.append(("code", f"snapshot of {plural(r.listed('code.files'), 'file')}"))
     for path, run_id in list(c.earlier_outputs.items())[:5]:
-        lines.append(("left by run", f"{path} (written by {run_id}; in the snapshot, not counted as code)"))
+        lines.append(("left by run", f"{path} (written by {run_id}; not counted as code)"))
     if len(c.earlier_outputs) > 5:
         lines.append(("left by run", f"… and {len(c.earlier_outputs) - 5} more"))
     return lines
@@ -338,9 +341,15 @@ def _result_lines(r: Record) -> list[tuple[str, str]]:
     lines += series_lines(res.series)
     for o in res.outputs[:20]:
         shown = f"link -> {o.link}, not followed" if o.link is not None else ui.human_bytes(o.size)
-        lines.append(("output", f"{o.path} ({shown}, {o.hash[:16]})"))
+        kept = "" if o.link is not None or o.stored else ", hashed, not kept"
+        lines.append(("output", f"{o.path} ({shown}, {o.hash[:16]}{kept})"))
     if len(res.outputs) > 20:
         lines.append(("output", f"… and {len(res.outputs) - 20} more"))
+    kept_files = [o for o in res.outputs if o.stored and o.link is None]
+    if kept_files:
+        lines.append(
+            ("get", f"`repro get {r.id} [PATH…] -o DIR` writes {plural(len(kept_files), 'kept output')}")
+        )
     for shared in res.shared_writes[:5]:
         lines.append(("shared write", f"{shared.path} by {shared.writers()} at once"))
     for ck in res.checkpoints[-5:]:
@@ -460,3 +469,39 @@ def export_dict(
     body = {"id": run_id, "as": as_, "path": str(path), "bytes": size, "image_bytes": image_bytes,
             "data_bytes": data_bytes, "signed": key_id is not None, "key_id": key_id}  # fmt: skip
     return schemas.answer("export", body)
+
+
+def get_text(result: GetResult) -> str:
+    """`repro get`: the files written, the outputs not kept and the links, one line each."""
+    lines = [f"wrote {plural(len(result.written), 'file')} ({ui.human_bytes(result.bytes)}) of run "
+             f"{result.run} to {result.dest}, each checked against its hash"]  # fmt: skip
+    lines += [f"  {e.path}  {ui.human_bytes(e.size)}" for e in result.written[:20]]
+    if len(result.written) > 20:
+        lines.append(f"  … and {len(result.written) - 20} more")
+    for e in result.not_kept:
+        lines.append(f"not kept: {e.path} ({ui.human_bytes(e.size)}, hashed, not stored)")
+    for e in result.links:
+        lines.append(f"link: {e.path} -> {e.link} (recorded, not recreated)")
+    return "\n".join(lines)
+
+
+def get_dict(result: GetResult) -> dict[str, Any]:
+    """`repro get --json` (schemas/get.json)."""
+    body = {
+        "id": result.run,
+        "dest": str(result.dest),
+        "written": [_output_dict(e) for e in result.written],
+        "not_kept": [_output_dict(e) for e in result.not_kept],
+        "links": [_output_dict(e) for e in result.links],
+        "bytes": result.bytes,
+    }
+    return schemas.answer("get", body)
+
+
+def replay_note(record: Record, verb: str) -> str | None:
+    """One line when the run a command acts on is a replay (or a check's re-execution), naming the
+    original: `latest` after a replay is the replay."""
+    if record.kind == "run" or not record.parent:
+        return None
+    what = "a replay" if record.kind == "replay" else f"a {record.kind} re-execution"
+    return f"{record.id} is {what} of {record.parent}; `repro {verb} {record.parent}` acts on the original"

@@ -1,7 +1,7 @@
 """Files an earlier run left in the working tree (a model.pt not in .gitignore) are outputs, not code.
 
 Real runs of torch-free scripts in a real git repository, local backend: the second run
-keeps the first run's model.pt in its snapshot (it started with it) but names it as an
+lists the first run's model.pt (untracked, not source: never code) and names it as an
 earlier run's output; `show`, `diff` and `resume` say so instead of "code changed".
 """
 
@@ -55,16 +55,16 @@ def test_an_earlier_runs_model_is_named_as_its_output_not_as_code(project: Proje
     code, second = _run(project, "--epochs", "5", "--crash-at", "3")
     assert code == 4
     shown = project.repro("show", second).out
-    assert f"model.pt (written by {first}; in the snapshot, not counted as code)" in shown
-    assert f"checkpoints/last.txt (written by {first}; in the snapshot" in shown
+    assert f"model.pt (written by {first}; not counted as code)" in shown
+    assert f"checkpoints/last.txt (written by {first}; not counted as code" in shown
     assert "dirty" not in shown.split("\ncode", 1)[1].split("\n", 1)[0]
 
     diff = project.repro("diff", first, second)
     assert "code changed" not in diff.out
     assert "2. files earlier runs left in the working tree differ: checkpoints/last.txt (written" in diff.out
     assert (
-        f"Code — 2 files earlier runs wrote\n  + checkpoints/last.txt  written by run {first}\n"
-        f"  + model.pt              written by run {first}\n"
+        f"Code — 2 files earlier runs wrote\n  + checkpoints/last.txt  77 B (written by run {first})\n"
+        f"  + model.pt              80 B (written by run {first})\n"
     ) in diff.out
 
     # The dead run's checkpoint changed since its snapshot: a run wrote it, not a code change.

@@ -20,7 +20,7 @@ from pathlib import Path
 parser = argparse.ArgumentParser()
 parser.add_argument("--samples", type=int, default=1100)
 args = parser.parse_args()
-extra = sum(len(p.read_text()) for p in Path("notes").rglob("*.txt"))
+extra = sum(len(p.read_text()) for p in Path("notes").rglob("*.py"))
 out = Path("checkpoints")
 out.mkdir(exist_ok=True)
 for i in range(args.samples):
@@ -35,8 +35,8 @@ def test_long_lists_round_trip_through_ls_show_export_and_replay(
     project.write("train.py", TRAIN)
     project.write("requirements.in", "")
     project.commit("train")
-    for i in range(LIST_INLINE + 200):  # untracked notes the script reads
-        project.write(f"notes/n{i // 100:02d}/note{i:05d}.txt", f"note {i}\n")
+    for i in range(LIST_INLINE + 200):  # untracked source files the script reads: code
+        project.write(f"notes/n{i // 100:02d}/note{i:05d}.py", f"NOTE = {i}\n")
     r = cli("run", "--backend", "local", "--", "python", "train.py", cwd=project.root)
     assert r.code == 0, r.err
 

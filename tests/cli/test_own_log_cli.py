@@ -44,4 +44,5 @@ def test_the_log_the_shell_writes_is_not_code_or_output(project: Project, comman
     second = project.repro("run", "--backend", "local", "--", *command)  # its output is not a file here
     assert second.code == 0, second.err
     record = json.loads(project.repro("show", "latest", "--json").out)
-    assert "train.out" in [f["path"] for f in record["code"]["untracked"]]  # now an ordinary file
+    assert "train.out" in [f["path"] for f in record["code"]["listed"]]  # now an ordinary file: listed
+    assert "train.out" not in [f["path"] for f in record["code"]["untracked"]] and not record["code"]["dirty"]

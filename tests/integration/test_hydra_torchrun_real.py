@@ -122,7 +122,10 @@ def test_torchrun_on_the_command_line_is_the_same_run_as_nproc_per_node(project:
     assert r.code == 0, r.err
     store = Store(project.root)
     via_torchrun, via_flag = store.resolve("latest~1").record, store.resolve("latest").record
-    assert via_torchrun.command.argv == via_flag.command.argv == ["python", "train_ddp.py", "--epochs", "1"]
+    assert via_torchrun.command.argv == ["torchrun", "--nproc-per-node", "2", "--standalone", "train_ddp.py",
+                                         "--epochs", "1"]  # fmt: skip
+    launched = ["python", "train_ddp.py", "--epochs", "1"]
+    assert via_torchrun.command.executed() == via_flag.command.argv == launched
     assert via_torchrun.command.nproc_per_node == 2 and via_torchrun.env.world_size == 2
     assert via_torchrun.seeds.per_rank == via_flag.seeds.per_rank
     assert "rank1.stdout" in via_torchrun.results.logs

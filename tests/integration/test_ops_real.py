@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from repro.compare import ops
 from repro.store.runs import Store
 from tests.conftest import CliResult, Project
 
@@ -114,3 +115,37 @@ def test_check_with_ops_explains_a_repeat_that_diverged(mlp: Project) -> None:
                   "--noisy-block", "2")  # fmt: skip
     assert r.code == 5, r.err
     assert "op_differs" in r.out and "blocks.2" in r.out and "aten::add.Tensor" in r.out
+
+
+def test_the_readmes_example_a_run_at_one_thread_replayed_at_two(mlp: Project) -> None:
+    """README "The first differing operation", as written: `repro run --ops` at strict mode's 1 thread,
+    `repro replay latest --threads 2`. Where the bits differ, the op named is the first row at which the
+    two recorded streams differ (walked here, row by row); where they do not, no op is named."""
+    script = mlp.root / "train.py"  # threads as repro pins them, not as the script sets them
+    own = 'torch.set_num_threads(int(os.environ.get("TRAIN_THREADS", "1")))'
+    assert own in script.read_text()
+    script.write_text(script.read_text().replace(own, "pass"))
+    mlp.commit("threads from repro")
+    assert mlp.repro("run", "--backend", "local", "--ops", "--", "python", "train.py").code == 0
+    r = mlp.repro("replay", "latest", "--threads", "2", "--json")
+    verdict = _verdict(r)
+    assert any(n.startswith("thread count differs: the replay ran at 2") for n in verdict["notes"])
+    store = Store(mlp.root)
+    replay = store.load_run(verdict["replay_id"])
+    original = store.load_run(str(replay.record.parent))
+    assert replay.record.determinism.threads == 2 and original.record.determinism.threads == 1
+    a = ops.streams(original.record.results.logs, original.read_blob)[0]
+    b = ops.streams(replay.record.results.logs, replay.read_blob)[0]
+    first = next(
+        (x for x, y in zip(a, b, strict=False) if (x["op"], x.get("out")) != (y["op"], y.get("out"))), None
+    )
+    if verdict["status"] == "identical":  # this CPU gave the same bits at 2 threads
+        assert r.code == 0 and not _op_reasons(verdict) and first is None
+        return
+    assert r.code == 5, r.err
+    [op] = _op_reasons(verdict)
+    assert first is not None
+    f = op["fields"]
+    named = (f["op"], f["step"], f["phase"], f["where"])
+    assert named == (first["op"], first["step"], first.get("phase", "fwd"), first.get("where"))
+    assert f["index"] == first["i"]

@@ -149,15 +149,15 @@ def test_a_capsule_exported_into_the_project_is_neither_code_nor_a_change(
     os.makedirs(trained.root / "golden")
     for where in ("run.tar", "golden/capsule.tar"):  # the README's and the CI recipe's places
         assert trained.repro("export", "latest", "-o", where).code == 0
-    (trained.root / "notes.tar").write_bytes(b"\0" * 1024)  # a tar of the user's: code like any file
+    (trained.root / "notes.tar").write_bytes(b"\0" * 1024)  # a tar of the user's: listed like any file
 
     r = trained.repro("run", "--backend", "local", "--", "python", "train.py", env=lib)
     assert r.code == 0, r.err
     code = _record(trained)["code"]
-    assert code["dirty"] is True  # notes.tar, the user's own untracked file
-    paths = {f["path"] for f in code["files"]}
+    assert code["dirty"] is False  # notes.tar, the user's own untracked file: listed, not code
+    paths = {f["path"] for f in code["listed"]}
     assert "notes.tar" in paths and not {"run.tar", "golden/capsule.tar"} & paths
-    new = [u["path"] for u in code["untracked"] if u["path"] not in code["earlier_outputs"]]
+    new = [u["path"] for u in code["listed"] if u["path"] not in code["earlier_outputs"]]
     assert new == ["notes.tar"]  # model.pt is the earlier run's output
 
     (trained.root / "notes.tar").unlink()

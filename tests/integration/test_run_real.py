@@ -55,7 +55,7 @@ def test_record_holds_commit_patch_data_hashes_lock_seed_params(project: Project
     blobs = project.root / ".repro" / "blobs"
     patch = (blobs / code["patch"][:2] / code["patch"]).read_text()
     assert "nn.Linear(2, 12)" in patch
-    assert [u["path"] for u in code["untracked"]] == ["notes.md"]
+    assert code["untracked"] == [] and [u["path"] for u in code["listed"]] == ["notes.md"]  # not code
     data_file = project.root / "data" / "points.csv"
     (entry,) = record["data"]["inputs"][0]["files"]
     assert entry == {"path": "data/points.csv", "size": data_file.stat().st_size,
@@ -164,17 +164,20 @@ def test_ctrl_c_records_the_run_as_interrupted(project: Project) -> None:
 
 
 def test_files_read_but_not_declared_are_warned_about(project: Project) -> None:
-    project.write("data/train.csv", "1\n")
-    project.write("extra/lookup.csv", "2\n")  # ignored by git: not in the code snapshot, not declared
     project.write(".gitignore", "extra/\n")
     project.write("conf/config.yaml", "lr: 0.1\n")  # tracked: code, restored by a replay
     project.write("read.py", "open('data/train.csv').read()\nopen('extra/lookup.csv').read()\n"
                   "open('conf/config.yaml').read()\n")  # fmt: skip
+    project.commit("read")
+    project.write("data/train.csv", "1\n")
+    project.write("extra/lookup.csv", "2\n")  # ignored by git: not in the code snapshot, not declared
     r = project.repro("run", "--backend", "local", "--data", "data", "read.py")
     assert r.code == 0, r.err
     assert "extra/lookup.csv" in r.err and "--data" in r.err
     record = json.loads(project.repro("show", "latest", "--json").out)
     assert record["data"]["undeclared"] == ["extra/lookup.csv"]
+    read = [i for i in record["data"]["inputs"] if i["read"]]  # an ignored file it read: an input
+    assert [i["path"] for i in read] == ["extra/lookup.csv"]
 
 
 def test_outside_git_the_code_is_a_snapshot(tmp_path: Path) -> None:

@@ -115,7 +115,8 @@ def test_logs_are_not_code_unless_reproignore_keeps_one(tmp_path: Path) -> None:
     assert cap.info.dirty is False and [f.path for f in cap.info.files] == ["train.py"]
     (repo / ".reproignore").write_text("!golden.log\n")
     cap = capture_code(repo, _store(tmp_path).put_file, exclude=[])
-    assert [f.path for f in cap.info.untracked] == [".reproignore", "golden.log"]
+    assert [f.path for f in cap.info.listed] == [".reproignore", "golden.log"]  # untracked, not source
+    assert cap.info.untracked == [] and cap.info.dirty is False
 
 
 def test_code_holding_secrets_is_stored_masked_and_key_files_are_left_out(tmp_path: Path) -> None:
