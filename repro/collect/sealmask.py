@@ -44,13 +44,14 @@ def mask_sealed(record: Record, store: Store, masker: Masker, learned: set[str])
         record.code.untracked = [_same(e, record.code.files) for e in record.code.untracked]
         if record.code.patch:
             raw = store.read_blob(record.code.patch)
-            if raw is not None and (masked := late.data(raw, "the uncommitted patch", shapes=False)) != raw:
-                record.code.patch = store.put_bytes(masked)
+            patch = late.data(raw, "the uncommitted patch", shapes=False) if raw is not None else None
+            if patch is not None and patch != raw:
+                record.code.patch = store.put_bytes(patch)
     if not masker.values:
         return
-    masked = Record.from_dict(masker.known(record.to_dict()))
+    clean = Record.from_dict(masker.known(record.to_dict()))
     for f in dataclasses.fields(record):
-        setattr(record, f.name, getattr(masked, f.name))
+        setattr(record, f.name, getattr(clean, f.name))
 
 
 def _remask(entry: FileEntry, store: Store, late: Masker, where: str) -> None:
