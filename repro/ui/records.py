@@ -275,7 +275,9 @@ def _determinism_lines(r: Record) -> list[tuple[str, str]]:
     if m.nondeterministic_ops:
         lines.append(("nondet ops", ledger_text(m.nondeterministic_ops, limit=8)))
     if m.changed_by_script:
-        shown = ", ".join(f"{k}={v.get('found')}" for k, v in m.changed_by_script.items())
+        shown = ", ".join(
+            f"{k}={v.get('found') if isinstance(v, dict) else v}" for k, v in m.changed_by_script.items()
+        )
         lines.append(("changed", f"by the script after repro set them: {shown}"))
     if r.seeds.script_seeds:
         own = ", ".join(
