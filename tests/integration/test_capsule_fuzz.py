@@ -450,7 +450,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     genuine = root / "genuine.tar"
     done = project.repro("export", "latest", "-o", str(genuine), "--sign", str(key), "--attest")
     assert done.code == 0, done.err
-    allowed = (root, Path(tempfile.gettempdir()), Path(sys.prefix), Path(__file__).parents[2], Path(os.devnull))
+    repo = Path(__file__).parents[2]
+    allowed = (root, Path(tempfile.gettempdir()), Path(sys.prefix), repo, Path(os.devnull))
     return World(project, genuine, key, canary / "secret.txt", _watch(canary, allowed), root)
 
 
