@@ -57,7 +57,7 @@ from tests.conftest import Project
 
 FULL = os.environ.get("REPRO_FUZZ") == "all"
 SEED = int(os.environ.get("REPRO_FUZZ_SEED", "37"))
-SAMPLE = int(os.environ.get("REPRO_FUZZ_SAMPLE", "90"))
+SAMPLE = int(os.environ.get("REPRO_FUZZ_SAMPLE", "150"))
 EXPENSIVE_EVERY = 1 if FULL else 8  # one sampled case in this many also replays and checks locally
 
 CLASSES = ("traversal", "links", "non_canonical", "huge", "deep", "wrong_type", "control", "markup")
