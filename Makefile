@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TESTS ?= tests
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test test-fast demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels
+.PHONY: install test test-fast fuzz demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels
 
 # repro's own dependencies, hash-pinned (Python 3.11, linux x86_64); `make locks` refreshes them.
 DEV_LOCK := lockfiles/dev.lock.txt
@@ -37,6 +37,10 @@ test: install ## the whole suite: unit, cli, integration (real training, real Do
 
 test-fast: install ## unit and cli tests only
 	$(PY) -m pytest tests/unit tests/cli
+
+fuzz: install ## the hostile-capsule fuzzer over every field and member kind (make test runs a seeded sample)
+	@bash scripts/docker-up.sh || echo "fuzz: no Docker engine here; the docker replays are left out"
+	REPRO_FUZZ=all $(PY) -m pytest tests/integration/test_capsule_fuzz.py -q
 
 demo: install ## the quick-start: run a tiny real training under repro, show it, replay it, print the verdict
 	@bash scripts/docker-up.sh || echo "demo: no Docker engine here; the local backend runs the demo"

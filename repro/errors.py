@@ -73,6 +73,20 @@ class NotFoundError(UsageError):
     """A run ref, file or directory that does not exist."""
 
 
+class SecretsInOutputs(UsageError):
+    """A run whose outputs hold a credential, refused where the run would be handed over."""
+
+    def __init__(self, run_id: str, found: list[tuple[str, str]]) -> None:
+        self.run_id, self.found = run_id, found
+        named = ", ".join(f"{path} ({kind})" for path, kind in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        super().__init__(
+            f"outputs of run {run_id} hold a credential: {named}{more}; exporting them would hand it over",
+            hint="keep credentials out of what the run saves and run it again, or pass "
+            "--allow-secrets-in-outputs to export it as it is",
+        )
+
+
 class StoreConflict(UsageError):
     """The store already holds a different record under the same run id."""
 

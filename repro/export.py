@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.errors import CapsuleInvalid, UsageError, from_os_error
+from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
+from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
 from repro.store import atomic, attestation, datablobs, dsse, signing
 from repro.store.capsule import blob_member, pack
 from repro.store.hashing import hash_file
@@ -115,6 +116,20 @@ def export_run(
         raise from_os_error(_unnamed(e) if ours else e, dest) from e
     key_id = key.id if key is not None else None
     return Exported(dest, dest.stat().st_size, image_size, key_id, attest)
+
+
+def refuse_secrets_in_outputs(loaded: LoadedRun, store: Store) -> None:
+    """Refuse to hand over a run whose outputs hold a credential (`secrets.outputs`), read from the
+    cache the run's seal filled (a capsule's outputs are read once, then cached too).
+
+    Raises:
+        SecretsInOutputs: naming the files and what each holds.
+        CapsuleInvalid: an output blob whose bytes do not match its name.
+    """
+    entries = [(e.path, e.hash) for e in loaded.record.results.outputs if e.stored and e.hash]
+    found = output_secrets(entries, loaded.blob_path, store.cache_dir / OUTPUT_VERDICTS_DB)
+    if found:
+        raise SecretsInOutputs(loaded.record.id, [(f.path, f.kind) for f in found])
 
 
 def carried_data(loaded: LoadedRun, store: Store, remote: Path | None, limit: int) -> CarriedData:

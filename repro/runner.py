@@ -31,7 +31,7 @@ from repro.backends.base import (
     terminal_of,
 )
 from repro.backends.buildlog import BuildLog
-from repro.collect import attribution, checkpoints, harvest, produced
+from repro.collect import attribution, checkpoints, harvest, produced, sealmask
 from repro.collect.reports import Reports, ledger, read_reports
 from repro.compare import dataorder
 from repro.compare import ops as op_streams
@@ -767,6 +767,7 @@ def collect(
     record.backend.details.update(result.details)
     if result.image and not record.deps.image:
         record_image(record, result.image, store)
+    learned = sealmask.learn_logs(masker, [spec.stdout_path, spec.stderr_path])
     logged = _collect_logs(record, result, spec, store, masker)
     _merge_process_env(record, runtime)
     checkpoints.collect(record, runtime, store.put_fd, prepared.settings.max_checkpoint_bytes)
@@ -786,6 +787,8 @@ def collect(
     if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
         record.code.read = code_capture.files_read(record.code, reports.read)
     _collect_outputs(record, spec, store, prepared, masker, reports, logged)
+    sealmask.warn_secrets_in_outputs(record, store, masker)
+    sealmask.mask_sealed(record, store, masker, learned)
 
 
 def _collect_logs(

@@ -12,7 +12,7 @@ from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
-from repro.export import CarriedData, carried_data, data_roots, export_run
+from repro.export import CarriedData, carried_data, data_roots, export_run, refuse_secrets_in_outputs
 from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
@@ -118,6 +118,10 @@ def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
 @click.option("--with-data", is_flag=True,
               help="capsule: carry the run's declared data inside, as content-addressed blobs checked by "
               "`repro verify`: the capsule replays where the data is absent or differs.")  # fmt: skip
+@click.option("--allow-secrets-in-outputs", is_flag=True,
+              help="capsule: export even when the run's outputs hold a credential (a token in a saved "
+              "config or in pickled training arguments); by default such a run is refused, naming the "
+              "files.")  # fmt: skip
 @options.max_data_size
 @options.json_option("Print what was written as JSON (schemas/export.json).")
 @pass_app
@@ -131,6 +135,7 @@ def export(
     sign_path: Path | None,
     attest: bool,
     with_data: bool,
+    allow_secrets_in_outputs: bool,
     max_data_size: int | None,
     as_json: bool,
 ) -> None:
@@ -152,6 +157,8 @@ def export(
     if as_ == "capsule":
         key = signing.load_signing_key(sign_path) if sign_path is not None else None
         dest = Path(output or f"{record.id}.tar")
+        if not allow_secrets_in_outputs:
+            refuse_secrets_in_outputs(loaded, app.store)
         data = _carried(app, loaded, max_data_size) if with_data else None
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")

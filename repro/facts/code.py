@@ -23,7 +23,13 @@ import pathspec
 
 from repro.errors import ReproError, UsageError
 from repro.facts.secrets import Masker, credential_in_file, is_secret_file
-from repro.facts.secrets.files import CONFIG_SUFFIXES, MAX_CONFIG_BYTES, config_text_secrets
+from repro.facts.secrets.files import (
+    CONFIG_SUFFIXES,
+    MAX_CONFIG_BYTES,
+    code_secrets,
+    config_text_secrets,
+    credential_at,
+)
 from repro.facts.secrets.rules import strip_url_credentials
 from repro.facts.secrets.verdicts import Verdicts
 from repro.store.capsule import CodeInfo, FileEntry, RunWarning, is_capsule_file
@@ -107,11 +113,15 @@ class MaskedPut:
 
 
 def masked_code(path: Path, raw: bytes, masker: Masker, root: Path) -> tuple[bytes, set[str]]:
-    """A code file's bytes as stored: values the masker knows and credential shapes masked, and in a
-    config file (YAML, JSON, TOML, INI) the values under credential keys; plus those values."""
+    """A code file's bytes as stored: values the masker knows and credential shapes masked, the string
+    literals the code gives to credential names (`secrets.code_secrets`), and in a config file (YAML,
+    JSON, TOML, INI) the values under credential keys; plus the values found."""
     found: set[str] = set()
-    if path.name.lower().endswith(CONFIG_SUFFIXES) and len(raw) <= MAX_CONFIG_BYTES:
-        found = config_text_secrets(raw.decode("utf-8", "replace"), path.suffix.lower(), masker.redactor)
+    if len(raw) <= MAX_CONFIG_BYTES and b"\0" not in raw[:8192]:
+        text = raw.decode("utf-8", "replace")
+        found = code_secrets(text, masker.redactor)
+        if path.name.lower().endswith(CONFIG_SUFFIXES):
+            found |= config_text_secrets(text, path.suffix.lower(), masker.redactor)
         if found:
             masker = masker.add(found)
     return masker.data(raw, f"code file {_rel(path, root)}", printed=False), found
@@ -218,7 +228,7 @@ def capture_code(
             capture.info.listed.append(FileEntry(rel, size, digest))  # an input if the run reads it
             continue
         stored = size <= max_file_bytes
-        if stored and (what := holds(path, digest)) is not None:
+        if stored and (what := credential_at(path, rel) or holds(path, digest)) is not None:
             capture.info.excluded.append(rel)
             held[rel] = what
             continue
@@ -236,7 +246,49 @@ def capture_code(
         if rel in untracked:
             capture.info.untracked.append(entry)
     _conclude(capture, candidates, held, earlier_writers)
+    _drop_from_patch(capture, held)
     return capture
+
+
+def _drop_from_patch(capture: CodeCapture, held: dict[str, str]) -> None:
+    """Leave the changes to files held for a credential out of the patch: a key block appended to a
+    tracked file is carried by neither the snapshot nor the patch."""
+    if not held or not capture.patch:
+        return
+    kept: list[str] = []
+    dropped: list[str] = []
+    for section in _patch_sections(capture.patch):
+        name = next((rel for rel in held if _section_of(section, rel)), None)
+        if name is None:
+            kept.append(section)
+        elif name not in dropped:
+            dropped.append(name)
+    if dropped:
+        capture.patch = "".join(kept)
+        capture.warnings.append(
+            RunWarning(
+                "secret_changes_excluded",
+                "changes to files holding a credential were left out of the patch: "
+                + ", ".join(dropped[:10]),
+            )
+        )
+
+
+def _patch_sections(patch: str) -> list[str]:
+    """A git patch cut before each `diff --git` line (a first piece without one stays whole)."""
+    sections: list[str] = []
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("diff --git ") or not sections:
+            sections.append(line)
+        else:
+            sections[-1] += line
+    return sections
+
+
+def _section_of(section: str, rel: str) -> bool:
+    header = section.split("\n", 1)[0]
+    quoted = '"a/' + rel.replace("\\", "\\\\").replace('"', '\\"')
+    return header == f"diff --git a/{rel} b/{rel}" or header.startswith(f"diff --git {quoted}")
 
 
 def _conclude(

@@ -262,7 +262,9 @@ def state_warnings(det: DeterminismInfo) -> list[RunWarning]:
     found = []
     if det.changed_by_script:
         shown = ", ".join(
-            f"{k} {v.get('found')} (repro set {v.get('set')})" for k, v in det.changed_by_script.items()
+            f"{k} {v.get('found')} (repro set {v.get('set')})"
+            for k, v in det.changed_by_script.items()
+            if isinstance(v, dict)
         )
         found.append(
             RunWarning(

@@ -505,6 +505,8 @@ class SharedWrite:
 
 def _and(items: list[int]) -> str:
     words = [str(i) for i in items]
+    if not words:  # a record that names no writer (a capsule can say anything)
+        return "unknown"
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 

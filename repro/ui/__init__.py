@@ -4,9 +4,11 @@ stdout carries results (tables, JSON, verdicts) and, for `repro run`, the comman
 stdout; stderr carries progress, notices, errors and the command's stderr. Colour when
 the stream is a terminal, or FORCE_COLOR is set; never when NO_COLOR is set.
 
-What a record says is text from whoever made the capsule: every renderer passes its lines
-through `printable`, and `out`, `info`, `warn` and `error` do once more, so a capsule's terminal
-escapes, carriage returns or bidi overrides are shown as escapes, never obeyed by the terminal.
+What a record says is text from whoever made the capsule (`repro.ui.escape`): every renderer
+escapes a result's strings with `escape.terminal` before composing its lines (no control sequence,
+colours included), passes its lines through `printable` (which keeps only repro's own colours), and
+`out` does once more; `info`, `warn`, `error` and `table` keep no sequence at all, so a capsule's
+terminal escapes, colours, carriage returns or bidi overrides are shown as escapes, never obeyed.
 The output of a command replayed from a record passes through `contain_output`: its colours and
 carriage returns stay, nothing else that moves the cursor or erases.
 """
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from repro.ui import escape
 from repro.ui.stages import Stages
 from repro.units import human_bytes as human_bytes  # re-exported for the renderers
 
@@ -38,42 +41,11 @@ _open_line = {"stdout": False, "stderr": False}  # the command's output ended mi
 _gone: set[str] = set()  # streams whose reader went away
 
 
-# The colour sequences `style` (and the diff renderer's painter) write; every other escape is shown.
-_OWN_STYLE = re.compile(r"\x1b\[(?:0|1|2|31|32|33|34|36)m")
-# Any colour or attribute (SGR) sequence: what a training command's coloured log lines carry.
-_ANY_STYLE = re.compile(r"\x1b\[[0-9;]{0,32}m")
+_OWN_STYLE = escape.OWN_STYLE
+_ANY_STYLE = escape.ANY_STYLE
 _RESET = "\x1b[0m"
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    if ch in "\n\r\t":
-        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def printable(text: object, keep: str = "\t", styles: re.Pattern[str] = _OWN_STYLE) -> str:
-    """``text`` fit for a terminal: every control character (ESC, CR, newline, DEL, C1), bidi
-    override or isolate, zero-width or other invisible character shown as its escape (``\\x1b``,
-    ``\\r``, ``\\n``, ``\\u202e``); the colour sequences ``styles`` matches (repro's own) and the
-    characters in ``keep`` stay.
-
-    The one rule every renderer applies to a line holding a record's strings, so what a capsule
-    says cannot move the cursor, erase or reorder what the person reading it sees.
-    """
-    text = str(text)
-    if text.isprintable():
-        return text
-    shown, at = [], 0
-    for match in [*styles.finditer(text), None]:
-        upto = match.start() if match else len(text)
-        shown.append("".join(c if c.isprintable() or c in keep else _escape(c) for c in text[at:upto]))
-        if match:
-            shown.append(match.group())
-            at = match.end()
-    return "".join(shown)
+printable = escape.printable
+terminal = escape.terminal
 
 
 def printable_lines(text: str) -> str:
@@ -188,7 +160,7 @@ def summary(text: str) -> None:
     """The result line of a command whose stdout is the training command's own (`repro run`): on stderr,
     shown even with --quiet."""
     _own_line()
-    sys.stderr.write(printable(text) + "\n")
+    sys.stderr.write(terminal(text) + "\n")
     sys.stderr.flush()
 
 
@@ -196,22 +168,22 @@ def info(text: str) -> None:
     """A one-line notice on stderr."""
     if not quiet:
         _own_line()
-        sys.stderr.write(style("repro: ", "dim", sys.stderr) + printable(text) + "\n")
+        sys.stderr.write(style("repro: ", "dim", sys.stderr) + terminal(text) + "\n")
         sys.stderr.flush()
 
 
 def warn(text: str) -> None:
     _own_line()
-    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + printable(text) + "\n")
+    sys.stderr.write(style("repro: warning: ", "yellow", sys.stderr) + terminal(text) + "\n")
     sys.stderr.flush()
 
 
 def error(text: str, hint: str | None = None) -> None:
     _own_line()
     # A build's or pip's last lines may follow the message, each on its own line.
-    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + printable_lines(text) + "\n")
+    sys.stderr.write(style("repro: error: ", "red", sys.stderr) + escape.terminal_lines(text) + "\n")
     if hint:
-        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + printable(hint) + "\n")
+        sys.stderr.write(style("  hint: ", "dim", sys.stderr) + terminal(hint) + "\n")
     sys.stderr.flush()
 
 
@@ -253,10 +225,11 @@ def _discard(stream: TextIO) -> None:
 
 
 def failed_tail(lines: list[str]) -> None:
-    """The last stderr lines of the process that failed (already labelled with its rank), on stderr."""
+    """The last stderr lines of the process that failed (already labelled with its rank), on stderr:
+    stored lines, so no control sequence of theirs is obeyed."""
     _own_line()
     for line in lines:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(terminal(line) + "\n")
     sys.stderr.flush()
 
 
@@ -371,7 +344,7 @@ def _human(n: int, unit: str) -> str:
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
     """A plain aligned text table; its cells pass through `printable`."""
-    rows = [[printable(cell) for cell in row] for row in rows]
+    rows = [[terminal(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

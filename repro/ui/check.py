@@ -18,7 +18,7 @@ from repro.check import CheckResult, output_fails
 from repro.compare import reasons as codes
 from repro.compare.verdict import Verdict, worst_status
 from repro.ui import diff as diff_render
-from repro.ui import printable, style
+from repro.ui import escape, printable, style
 from repro.ui import verdict as render
 from repro.units import plural
 
@@ -54,6 +54,7 @@ def _interrupt_text(result: CheckResult, colour: bool) -> str:
 
 def render_text(result: CheckResult, *, colour: bool = True) -> str:
     """The check for people: the verdicts, what changed since a capsule, the outputs that differ."""
+    result = escape.scrub_terminal(result)
     parts: list[str] = []
     if result.verdicts:
         if result.kind == "against":
@@ -76,6 +77,7 @@ def render_text(result: CheckResult, *, colour: bool = True) -> str:
 
 def render_failure(result: CheckResult, logs: Sequence[str] = ()) -> str:
     """Why a check failed, for a test report: the verdicts, what changed, the command's last lines."""
+    result = escape.scrub_terminal(result)
     parts: list[str] = []
     if result.failed is not None:
         r = result.failed.results
@@ -96,7 +98,7 @@ def render_failure(result: CheckResult, logs: Sequence[str] = ()) -> str:
     if result.diff is not None:
         parts += ["", "What changed since the capsule:", diff_render.render_text(result.diff)]
     if result.failed is None and not result.verdicts:
-        parts += ["", "last output:", *(printable(line) for line in logs[-LOG_TAIL:])]
+        parts += ["", "last output:", *(escape.terminal(line) for line in logs[-LOG_TAIL:])]
     return "\n".join(parts)
 
 
@@ -133,8 +135,8 @@ def _verdicts_markdown(verdicts: Sequence[Verdict]) -> str:
     status = worst_status(verdicts)
     rows = [render.md_row(["run", "against", "verdict", "summary"]), render.md_row(["---"] * 4)]
     for v in verdicts:
-        rows.append(render.md_row([render.md_code(v.replay), render.md_code(v.original), v.status,
-                                   render.md_cell(v.summary)]))  # fmt: skip
+        cells = [render.md_code(v.replay), render.md_code(v.original), render.md_cell(v.status)]
+        rows.append(render.md_row([*cells, render.md_cell(v.summary)]))
     body = "\n".join([f"## {render.MD_HEAD[status]}", "", *rows]) + "\n"
     return body + "".join(
         "\n" + render.render_markdown(v, level=3) for v in verdicts if v.status != "identical"
@@ -145,13 +147,12 @@ def render_markdown(result: CheckResult) -> str:
     """The check as Markdown, for a pull-request comment or $GITHUB_STEP_SUMMARY."""
     if not result.verdicts and result.failed is not None:
         r = result.failed.results
-        tail = "\n".join(printable(line) for line in r.stderr_tail[-LOG_TAIL:])
-        return (
-            f"## ❌ Failed: run `{result.failed.id}` exited with status {r.exit_code}\n\n```\n{tail}\n```\n"
-        )
+        tail = "\n".join(escape.markdown_fence(list(r.stderr_tail[-LOG_TAIL:])))
+        run = escape.markdown_code(result.failed.id)
+        return f"## ❌ Failed: run {run} exited with status {r.exit_code}\n\n{tail}\n"
     text = _verdicts_markdown(result.verdicts)
     if result.kind == "against":
-        text = f"Check against `{printable(result.capsule)}`\n\n" + text
+        text = f"Check against {escape.markdown_code(result.capsule)}\n\n" + text
     if result.causes:
         text = (
             "".join(f"- not restored: {render.md_cell(c.describe())}\n" for c in result.causes) + "\n" + text
@@ -192,12 +193,13 @@ def render_junit(result: CheckResult) -> str:
 
     def case(name: str, classname: str, failure: str | None, body: str = "") -> None:
         nonlocal tests, failures
-        tc = ET.SubElement(suite, "testcase", name=name, classname=classname, time="0")
+        x = escape.xml  # a capsule's control characters would make the report not well-formed
+        tc = ET.SubElement(suite, "testcase", name=x(name), classname=x(classname), time="0")
         tests += 1
         if failure is not None:
             failures += 1
-            el = ET.SubElement(tc, "failure", message=failure, type="NotReproduced")
-            el.text = body or failure
+            el = ET.SubElement(tc, "failure", message=x(failure), type="NotReproduced")
+            el.text = x(body or failure)
 
     for i, v in enumerate(result.verdicts):
         pair, classname = _pair(result, i), f"repro.check.{v.replay or i + 2}"

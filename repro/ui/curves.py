@@ -4,12 +4,12 @@ divergence of each metric marked with a red line and its step."""
 
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 
 from repro.diff.metrics import Curves
 from repro.errors import UsageError
+from repro.ui import escape
 
 FORMATS = (".png", ".svg")
 A_COLOUR, B_COLOUR, MARK_COLOUR = "#1f77b4", "#ff7f0e", "#d62728"
@@ -100,8 +100,8 @@ def _fmt(x: float) -> str:
 
 def _el(tag: str, text: str | None = None, /, **attrs: object) -> str:
     """An SVG element; attribute names with ``_`` spell ``-`` (``font_size`` → ``font-size``)."""
-    shown = " ".join(f'{k.rstrip("_").replace("_", "-")}="{html.escape(str(v))}"' for k, v in attrs.items())
-    return f"<{tag} {shown}/>" if text is None else f"<{tag} {shown}>{html.escape(text)}</{tag}>"
+    shown = " ".join(f'{k.rstrip("_").replace("_", "-")}="{escape.svg(v)}"' for k, v in attrs.items())
+    return f"<{tag} {shown}/>" if text is None else f"<{tag} {shown}>{escape.svg(text)}</{tag}>"
 
 
 def panel_svg(curves: Curves, name: str) -> str:

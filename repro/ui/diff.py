@@ -17,7 +17,7 @@ from typing import Any
 from repro.diff import Change, DiffResult, DirGroup, Section, human_bytes
 from repro.diff.metrics import curves_of_rows
 from repro.diff.model import TensorFileChange
-from repro.ui import colour_on, printable
+from repro.ui import colour_on, escape, printable
 from repro.ui import curves as curves_ui
 from repro.units import shorten
 
@@ -75,6 +75,7 @@ def _bytes_delta(n: int) -> str:
 
 def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = False) -> str:
     """The diff as text: likely causes first, then each section that differs (all with show_all)."""
+    result = escape.scrub_terminal(result)
     p = _Painter(colour)
     a, b = result.a.id, result.b.id
     if not result.differs:
@@ -233,24 +234,28 @@ def _patch_line(line: str, p: _Painter) -> str:
 
 
 def _md(text: Any) -> str:
-    return _value(text, 60).replace("|", "\\|").replace("\n", " ")
+    return escape.markdown(_value(text, 60))
+
+
+def _md_code(text: Any) -> str:
+    return escape.markdown_code(_value(text, 60))
 
 
 def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
     """The diff as GitHub-flavoured Markdown: likely causes, then one table per section."""
-    lines = [f"### repro diff `{result.a.id}` → `{result.b.id}`", ""]
+    lines = [f"### repro diff {_md_code(result.a.id)} → {_md_code(result.b.id)}", ""]
     if not result.differs:
         lines.append("No recorded differences.")
     elif not result.results_differ:
         lines += ["**Results identical** (metrics and outputs). Changed without effect on results:", ""]
-        lines += [f"- {c.reason}" for c in result.without_effect]
+        lines += [f"- {_md(c.reason)}" for c in result.without_effect]
     else:
         lines += ["**Likely causes**, most likely first:", ""]
-        lines += [f"{i}. {c.reason}" for i, c in enumerate(result.likely_causes, 1)]
-        lines += ["", _results_line(result).strip()]
+        lines += [f"{i}. {_md(c.reason)}" for i, c in enumerate(result.likely_causes, 1)]
+        lines += ["", _md(_results_line(result).strip())]
     for section in result.sections:
         if section.differs or show_all:
-            lines += ["", f"#### {section.title}", ""]
+            lines += ["", f"#### {_md(section.title)}", ""]
             lines += _md_section(section) if section.differs else ["same"]
     return "\n".join(printable(line) for line in lines) + "\n"
 
@@ -260,7 +265,7 @@ def _md_row(cells: list[str]) -> str:
 
 
 def _md_section(section: Section) -> list[str]:
-    lines = [section.summary, ""] if section.summary else []
+    lines = [_md(section.summary), ""] if section.summary else []
     files = [c for c in section.changes if c.scope == "file"]
     grouped = len(files) > MAX_LISTED and bool(section.groups)
     changes = [c for c in section.changes if not (grouped and c.scope == "file")]
@@ -273,13 +278,13 @@ def _md_section(section: Section) -> list[str]:
             old, new = c.old, c.new
             if c.scope in _SIZED and isinstance(old or new, int):
                 old, new = (None if v is None else human_bytes(int(v)) for v in (old, new))
-            cells = [_MARK.get(c.kind, "~"), f"`{_md(c.key)}`", _md(old), _md(new), _md(detail)]
+            cells = [_MARK.get(c.kind, "~"), _md_code(c.key), _md(old), _md(new), _md(detail)]
             lines.append(_md_row(cells))
     if grouped:
         lines += ["", "| directory | added | removed | changed | bytes |", "|---|---|---|---|---|"]
         for g in section.groups:
             cells = [
-                f"`{_md(g.dir)}`",
+                _md_code(g.dir),
                 str(g.added),
                 str(g.removed),
                 str(g.changed),
@@ -288,14 +293,13 @@ def _md_section(section: Section) -> list[str]:
             lines.append(_md_row(cells))
     if section.divergence is not None:
         d = section.divergence
-        lines += ["", f"First divergence: `{d.metric}` at step {d.step}: {_md(d.a)} → {_md(d.b)}"]
+        lines += ["", f"First divergence: {_md_code(d.metric)} at step {d.step}: {_md(d.a)} → {_md(d.b)}"]
     for note in section.notes:
-        lines += ["", f"_{note}_"]
+        lines += ["", f"_{_md(note)}_"]
     if section.patch:
-        fence = "````" if "```" in section.patch else "```"
-        lines += ["", "<details><summary>code diff</summary>", "", f"{fence}diff"]
-        lines += section.patch.rstrip("\n").splitlines()
-        lines += [fence, "", "</details>"]
+        lines += ["", "<details><summary>code diff</summary>", ""]
+        lines += escape.markdown_fence(section.patch.rstrip("\n").splitlines(), "diff")
+        lines += ["", "</details>"]
     return lines
 
 

@@ -18,6 +18,7 @@ from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.runs import RunRow
 from repro.store.signing import Seal
+from repro.ui import escape
 from repro.units import plural, shorten
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
@@ -164,9 +165,12 @@ def show_text(
     attestation: Summary | None = None,
     sources: list[InputSource] | None = None,
 ) -> str:
-    """A human summary of a record, one fact per line (each through `ui.printable`: a capsule's
-    control characters are shown, never obeyed); ``packages``: its lock, listed in full; ``sources``:
-    where a replay finds each input."""
+    """A human summary of a record, one fact per line (its strings through `escape.terminal`: a
+    capsule's control characters and colours are shown, never obeyed); ``packages``: its lock, listed
+    in full; ``sources``: where a replay finds each input."""
+    record = escape.scrub_terminal(record)
+    sources, packages = escape.scrub_terminal(sources), escape.scrub_terminal(packages)
+    attestation = escape.scrub_terminal(attestation)
     lines = _run_lines(record) + _code_lines(record) + _input_lines(record, packages)
     lines += [("replay data", source.describe()) for source in sources or []]
     lines += _determinism_lines(record) + _where_lines(record) + _result_lines(record)
@@ -279,7 +283,9 @@ def _determinism_lines(r: Record) -> list[tuple[str, str]]:
     if m.nondeterministic_ops:
         lines.append(("nondet ops", ledger_text(m.nondeterministic_ops, limit=8)))
     if m.changed_by_script:
-        shown = ", ".join(f"{k}={v.get('found')}" for k, v in m.changed_by_script.items())
+        shown = ", ".join(
+            f"{k}={v.get('found') if isinstance(v, dict) else v}" for k, v in m.changed_by_script.items()
+        )
         lines.append(("changed", f"by the script after repro set them: {shown}"))
     if r.seeds.script_seeds:
         own = ", ".join(

@@ -4,7 +4,6 @@ script, no external asset, nothing fetched: a page an artifact viewer opens offl
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -12,6 +11,7 @@ from repro.compare.verdict import Verdict
 from repro.diff import DiffResult
 from repro.diff.metrics import Curves
 from repro.ui import curves as curves_ui
+from repro.ui import escape
 from repro.ui.verdict import output_detail
 
 MAX_PANELS = 24
@@ -94,7 +94,7 @@ code{font-family:ui-monospace,monospace;font-size:12px}
 
 def render_html(report: Report) -> str:
     """The page: verdict, causes, first difference, curves, outputs, notes."""
-    e = html.escape
+    e = escape.html
     good = report.status in _GOOD
     parts = [
         "<!DOCTYPE html>",
@@ -128,8 +128,8 @@ def _curves_html(curves: Curves | None) -> list[str]:
         return []
     a, b = curves.labels
     legend = (
-        f'<p class="legend"><span style="color:{curves_ui.A_COLOUR}">━ {html.escape(a)}</span>'
-        f'<span style="color:{curves_ui.B_COLOUR}">╌ {html.escape(b)}</span>'
+        f'<p class="legend"><span style="color:{curves_ui.A_COLOUR}">━ {escape.html(a)}</span>'
+        f'<span style="color:{curves_ui.B_COLOUR}">╌ {escape.html(b)}</span>'
         f'<span style="color:{curves_ui.MARK_COLOUR}">│ first divergence</span></p>'
     )
     names = curves.names[:MAX_PANELS]

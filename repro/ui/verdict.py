@@ -19,7 +19,7 @@ from repro.compare import reasons as codes
 from repro.compare.reasons import OP_DIFFERS
 from repro.compare.trace import describe as describe_trace
 from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
-from repro.ui import printable, style
+from repro.ui import escape, printable, style
 from repro.units import shorten
 
 WIDTH = 100
@@ -159,6 +159,7 @@ def _writers(verdict: Verdict, path: str) -> str | None:
 
 def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False) -> str:
     """The verdict for a terminal: head, summary, reasons, then each part that differs."""
+    verdict = escape.scrub_terminal(verdict)
     paint = (lambda s, c: style(s, c)) if colour else (lambda s, c: s)
     label, hue = HEAD[verdict.status]
     pair = f"{verdict.original or 'original'} → {verdict.replay or 'replay'}"
@@ -291,13 +292,12 @@ def replay_dict(verdict: Verdict, replay_id: str) -> dict[str, Any]:
 
 
 def md_cell(text: Any) -> str:
-    """A Markdown table cell: pipes escaped, newlines flattened, control characters shown."""
-    flat = str(text).replace("\n", " ")
-    return printable(flat.replace("\\", "\\\\").replace("|", "\\|"))
+    """A Markdown table cell or line of text (`escape.markdown`): no tag, link or control survives."""
+    return escape.markdown(text)
 
 
 def md_code(text: Any) -> str:
-    return f"`{md_cell(text).replace('`', '')}`"
+    return escape.markdown_code(text)
 
 
 def md_row(cells: Sequence[str]) -> str:
@@ -326,13 +326,17 @@ def render_markdown(verdict: Verdict, *, level: int = 3) -> str:
             lines.append(f"\n… and {len(changed) - MAX_OUTPUTS} more")
     if verdict.stdout is not None:
         s = verdict.stdout
-        lines += ["", f"{h}# Stdout, line {s.line}", "", "```diff"]
-        lines.append(f"- {s.original if s.original is not None else '(no line)'}")
-        lines.append(f"+ {s.replay if s.replay is not None else '(no line)'}")
-        lines.append("```")
+        lines += ["", f"{h}# Stdout, line {s.line}", ""]
+        lines += escape.markdown_fence(
+            [
+                f"- {s.original if s.original is not None else '(no line)'}",
+                f"+ {s.replay if s.replay is not None else '(no line)'}",
+            ],
+            "diff",
+        )
     if verdict.notes:
         lines += ["", f"{h}# Notes", ""]
-        lines += [f"- {n}" for n in verdict.notes]
+        lines += [f"- {md_cell(n)}" for n in verdict.notes]
     return "\n".join(printable(line) for line in lines) + "\n"
 
 
@@ -397,7 +401,7 @@ def _md_output_rows(o: OutputDiff) -> list[str]:
                     o.status,
                     md_code(d.name),
                     shape,
-                    d.dtype,
+                    md_cell(d.dtype),
                     _num(d.max_abs),
                     _num(d.max_rel),
                     _mark(d.within_tolerance),

@@ -6,6 +6,8 @@
 - `config_secrets` parses a YAML, JSON, TOML or INI file and returns the values found under
   credential keys at any depth and in any layout: nested maps, lists under `credentials:`, block
   scalars, one-line JSON, values with commas, short keys (`pw`, `pwd`, `passwd`).
+- `credential_at` names a tool's credential file by its path and content (`wandb/settings`, `kaggle.json`);
+- `code_secrets` returns the string literals code gives to credential names (`SECRET_KEY = '…'`);
 - `run_masker` builds the `Masker` for a run from its environment, command line and config files.
 """
 
@@ -21,7 +23,17 @@ import yaml
 
 from repro.facts.secrets.mask import Masker
 from repro.facts.secrets.redact import Redactor
-from repro.facts.secrets.rules import ARMOUR_SPAN, MIN_SECRET, NameVerdict, armour_in, hides_value
+from repro.facts.secrets.rules import (
+    ARMOUR_SPAN,
+    CODE_LITERAL,
+    LOCATION_HEAD,
+    MIN_SECRET,
+    NameVerdict,
+    armour_in,
+    credential_location,
+    hides_value,
+    location_holds,
+)
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".ini", ".cfg", ".conf")
 _CHUNK = 1 << 20
@@ -45,6 +57,33 @@ def credential_in_file(path: Path) -> str | None:
     except OSError:
         return None
     return None
+
+
+def credential_at(path: Path, relpath: str) -> str | None:
+    """What credential a file is by where it stands and what it says (`rules.CREDENTIAL_LOCATIONS`:
+    `wandb/settings` with an `api_key`, `.kaggle/kaggle.json`, `.docker/config.json` with a login),
+    whatever its suffix; None for a path no tool keeps a login at (the file is then not read)."""
+    if not credential_location(relpath):
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(LOCATION_HEAD)
+    except OSError:
+        return None
+    return location_holds(relpath, head)
+
+
+def code_secrets(text: str, redactor: Redactor) -> set[str]:
+    """The string literals a code file gives to credential names (`rules.CODE_LITERAL`):
+    `SECRET_KEY = '…'`, `wandb.login(key="<40 hex>")`; a value under an ambiguous name (`key=`)
+    only when it looks like a key. Reading a credential (`os.environ["AWS_SECRET_ACCESS_KEY"]`)
+    gives none."""
+    found: set[str] = set()
+    for m in CODE_LITERAL.finditer(text):
+        value = m.group("value")
+        if hides_value(redactor.classify(m.group("name").rsplit(".", 1)[-1]), value):
+            found.add(value)
+    return {v for v in found if len(v) >= MIN_SECRET}
 
 
 def config_secrets(path: Path, redactor: Redactor | None = None) -> set[str]:

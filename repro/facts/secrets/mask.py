@@ -18,6 +18,7 @@ from repro.facts.secrets.rules import (
     hides_value,
     mask_shapes,
     mask_shapes_bytes,
+    secret_parts,
 )
 
 
@@ -42,6 +43,35 @@ class Masker:
         more = Masker(set(self.values) | values, self.redactor)
         more.masked = self.masked
         return more
+
+    def learn(self, raw: bytes) -> set[str]:
+        """Add the secret values printed text holds (credential shapes, `api_key: x` assignments) to
+        the values this masker hides everywhere; returns the new ones. A value found in a log is then
+        masked in every other place the run keeps it, without the context that gave it away."""
+        if mask_shapes_bytes(raw, assignments=True) == raw:
+            return set()  # the common case: one fast pass, nothing to learn
+        parts = secret_parts(raw.decode("utf-8", "replace"), assignments=True)
+        found = {v for v in parts if len(v) >= MIN_SECRET}
+        new = found - set(self.values)
+        if new:
+            self.values = sorted({*self.values, *new}, key=len, reverse=True)
+            self._text = re.compile("|".join(re.escape(v) for v in self.values))
+            self._encoded = [v.encode("utf-8", "surrogateescape") for v in self.values]
+        return new
+
+    def holds_known(self, raw: bytes) -> bool:
+        """Whether the bytes hold a known value of at least `KNOWN_MIN` characters."""
+        return any(v in raw for v in self._encoded if len(v) >= KNOWN_MIN)
+
+    def known(self, value: Any) -> Any:
+        """Every string in nested data with the known values masked (no name rule, no shape): the
+        last pass over a record, once every value judged secret anywhere is known. What names
+        content (a file entry: path and digest; a digest, id or commit) stays as it is, and so does
+        a value shorter than `KNOWN_MIN` (a four-letter password must not break a path or digest)."""
+        long = [v for v in self.values if len(v) >= KNOWN_MIN]
+        if not long:
+            return value
+        return _known(value, re.compile("|".join(re.escape(v) for v in long)))
 
     def text(self, value: str, where: str = "", printed: bool = True) -> str:
         """``printed``: text a program printed (also `api_key: x` assignments), not code."""
@@ -89,6 +119,25 @@ class Masker:
         if isinstance(value, (list, tuple)):
             return [self._walk(v, where, verdict) for v in value]
         return value
+
+
+KNOWN_MIN = 8
+_NAMES_CONTENT = frozenset({"hash", "id", "commit", "patch", "digest", "sha256", "image_id"})
+
+
+def _known(value: Any, pattern: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return pattern.sub(REDACTED, value)
+    if isinstance(value, dict):
+        if "hash" in value and "path" in value:
+            return value  # a file entry: its path restores the file, its digest names it
+        return {
+            k: v if k in _NAMES_CONTENT else _known(v, pattern)
+            for k, v in ((_known(k, pattern), v) for k, v in value.items())
+        }
+    if isinstance(value, list):
+        return [_known(v, pattern) for v in value]
+    return value
 
 
 def _below(parent: NameVerdict, child: NameVerdict) -> NameVerdict:

@@ -231,6 +231,27 @@ SHAPES = (
          "dapi"),
         flags=_CS,
     ),
+    Shape(
+        "a service token",
+        _B + r"(?P<s>hv[sb]\.[A-Za-z0-9_-]{24,}"  # HashiCorp Vault
+        r"|do[opr]_v1_[a-f0-9]{64}"  # DigitalOcean
+        r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"  # Shopify
+        r"|ATATT3[A-Za-z0-9_=-]{20,}"  # Atlassian
+        r"|lin_api_[A-Za-z0-9]{40}"  # Linear
+        r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}"  # Postman
+        r"|glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"  # Grafana
+        r"|tskey-(?:auth|api|client)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}"  # Tailscale
+        r"|pul-[a-f0-9]{40}"  # Pulumi
+        r"|sntry[su]_[A-Za-z0-9+/=_]{40,}"  # Sentry auth tokens
+        r"|dp\.(?:st|sa|ct|pt|scim|audit)\.[A-Za-z0-9_.-]{40,}"  # Doppler
+        r"|pplx-[A-Za-z0-9]{40,}"  # Perplexity
+        r"|GOCSPX-[A-Za-z0-9_-]{28}"  # Google OAuth client secrets
+        r"|ya29\.[0-9A-Za-z_-]{20,}"  # Google OAuth access tokens
+        r"|[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})" + _E,  # Azure AD (Entra) client secrets
+        ("hvs.", "hvb.", "_v1_", "shp", "atatt3", "lin_api_", "pmak-", "glc_", "glsa_", "tskey-", "pul-",
+         "sntry", "dp.", "pplx-", "gocspx-", "ya29.", "q~"),
+        back=8, flags=_CS,
+    ),
     Shape("a Telegram bot token", _B + r"\d{8,10}:(?P<s>AA[A-Za-z0-9_-]{33})" + _E, (":aa",), back=12,
           flags=_CS),
     Shape(
@@ -378,15 +399,27 @@ def _sub_windows(data: bytes, pattern: re.Pattern[bytes], windows: list[tuple[in
     return b"".join(parts)
 
 
-def secret_parts(text: str) -> set[str]:
-    """The credential-shaped parts of a text (a URL's password, a token inside a sentence)."""
+def secret_parts(text: str, assignments: bool = False) -> set[str]:
+    """The credential-shaped parts of a text (a URL's password, a token inside a sentence);
+    ``assignments``: also the values of `api_key: x` and the like (printed text)."""
     low = text.lower()
     found: set[str] = set()
-    for shape, pattern in _TEXT_SHAPES:
+    for shape, pattern in _TEXT_SHAPES + ([(ASSIGNMENT, _ASSIGN_TEXT)] if assignments else []):
         if any(n in low for n in shape.needles):
             for m in pattern.finditer(text):
                 found.add(m.group(_secret_group(m)))
     return {f for f in found if f and f != REDACTED}
+
+
+def shape_in_bytes(data: bytes) -> str | None:
+    """The kind of the first credential shape the bytes hold (`an API token`), or None: the
+    shapes alone, not `api_key: x` assignments (outputs are judged this way: a tokenizer's
+    `pad_token` is not a credential, an `hf_…` anywhere is)."""
+    low = data.lower()
+    for shape, pattern in _BYTE_SHAPES:
+        if any(n.encode() in low for n in shape.needles) and pattern.search(data) is not None:
+            return shape.kind
+    return armour_in(data)
 
 
 def has_secret_shape(text: str) -> bool:
@@ -430,7 +463,10 @@ ARMOUR = (  # the most specific first: it names what was found
     ("a cloud service-account file", rb'"private_key"\s*:\s*"-----BEGIN'),
     ("a private key", (_PEM_BEGIN + _PEM_BODY).encode()),
     ("a PuTTY key", rb"PuTTY-User-Key-File-\d+: ?[\w-]+\s+Encryption: "),
-    ("an AWS credentials file", rb"aws_secret_access_key\s*=\s*\S"),
+    # at the start of a line with a key's characters to its end: `aws_secret_access_key=os.environ[…]`
+    # in a script reads the key, it does not hold one
+    ("an AWS credentials file",
+     rb"(?m)^[ \t]*aws_secret_access_key[ \t]*=[ \t]*[A-Za-z0-9/+=]{30,}[ \t]*\r?$"),
     ("an OAuth client secret", rb'"client_secret"\s*:\s*"[^"]{8,}'),
 )  # fmt: skip
 _ARMOUR_RE = [(kind, re.compile(p)) for kind, p in ARMOUR]
@@ -445,5 +481,64 @@ def armour_in(chunk: bytes) -> str | None:
         return None
     for kind, pattern in _ARMOUR_RE:
         if pattern.search(chunk):
+            return kind
+    return None
+
+
+# --------------------------------------------------------------------------- code
+
+# A string literal given to a name in code: `SECRET_KEY = '…'`, `wandb.login(key="…")`,
+# `"api_key": "…"`, `os.environ["HF_TOKEN"] = "…"`, `password: str = "…"`. The name decides
+# (`classify_name`, then `hides_value`): `os.environ["AWS_SECRET_ACCESS_KEY"]` gives no literal to a
+# name, and `key = "AWS_SECRET_ACCESS_KEY"` names a variable, it does not look like a key.
+CODE_LITERAL = re.compile(
+    r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]{0,128})(?:[\"']\])?[\"']?[ \t]{0,8}"
+    r"(?::[ \t]{0,8}[\w.\[\], ]{1,40}[ \t]{0,8})?(?<![=!<>])[:=][ \t]{0,8}[rRbBuU]?(?P<q>[\"'])"
+    r"(?P<value>[^\"'\\\r\n]{4,512})(?P=q)"
+)
+
+
+# --------------------------------------------------------------------------- credential locations
+
+# Where ML tools keep their logins, recognised by the end of the path and what the file says (a W&B
+# `settings` file without `api_key` is only a project setting; a `kaggle.json` without `key` is not
+# Kaggle's): (path glob, content pattern or None for any content, what it is).
+CREDENTIAL_LOCATIONS = (
+    ("*wandb/settings", rb"(?m)^[ \t]*api_key[ \t]*=[ \t]*\S", "a W&B settings file with an API key"),
+    ("*huggingface/token", None, "a Hugging Face token file"),
+    ("*huggingface/stored_tokens", None, "a Hugging Face token file"),
+    ("*kaggle.json", rb'"key"\s*:\s*"[^"]{8,}', "a Kaggle API key file"),
+    ("*.aws/config", rb"(?m)^[ \t]*aws_(?:secret_access_key|session_token)[ \t]*=",
+     "an AWS config with keys"),
+    ("*gcloud/application_default_credentials.json", None, "a Google Cloud credential file"),
+    ("*gcloud/credentials.db", None, "a Google Cloud credential file"),
+    ("*gcloud/access_tokens.db", None, "a Google Cloud credential file"),
+    ("*gcloud/legacy_credentials/*", None, "a Google Cloud credential file"),
+    ("*.azure/accessTokens.json", None, "an Azure credential cache"),
+    ("*.azure/msal_token_cache.*", None, "an Azure credential cache"),
+    ("*.azure/service_principal_entries.*", None, "an Azure credential cache"),
+    ("*.docker/config.json", rb'"(?:auth|identitytoken|registrytoken)"\s*:\s*"[^"]{4,}',
+     "a Docker registry login"),
+    ("*gh/hosts.yml", rb"oauth_token\s*:", "a GitHub CLI login"),
+    ("*.kube/config", rb"(?:token|client-key-data|password)\s*:", "a Kubernetes login"),
+    ("*.databrickscfg", rb"(?m)^[ \t]*(?:token|password)[ \t]*=", "a Databricks login"),
+)  # fmt: skip
+_LOCATIONS = [(re.compile(fnmatch.translate(g.lower())), None if c is None else re.compile(c), k)
+              for g, c, k in CREDENTIAL_LOCATIONS]  # fmt: skip
+LOCATION_HEAD = 1 << 16  # how much of such a file is read to judge it
+
+
+def credential_location(relpath: str) -> list[tuple[re.Pattern[bytes] | None, str]]:
+    """The credential locations a path stands in (its content is judged by the caller): empty for
+    most paths."""
+    low = "/" + relpath.lower()
+    return [(content, kind) for glob, content, kind in _LOCATIONS if glob.match(low)]
+
+
+def location_holds(relpath: str, head: bytes) -> str | None:
+    """What credential a file at ``relpath`` whose first bytes are ``head`` is (`a Kaggle API key
+    file`), or None."""
+    for content, kind in credential_location(relpath):
+        if head.strip() and (content is None or content.search(head)):
             return kind
     return None

@@ -24,6 +24,8 @@ RULES_ID = hashlib.sha256(
         (
             [(s.kind, s.pattern, s.flags) for s in rules.SHAPES],
             rules.ARMOUR,
+            rules.CODE_LITERAL.pattern,
+            rules.CREDENTIAL_LOCATIONS,
             sorted(
                 rules.SECRET_WORDS | rules.SECRET_LAST_WORDS | rules.KEY_QUALIFIERS | rules.TOKEN_QUALIFIERS
             ),

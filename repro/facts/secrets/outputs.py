@@ -1,0 +1,128 @@
+"""Secrets in a run's outputs: found when the run is sealed, refused when the run is handed over.
+
+Outputs are the result and are never rewritten; a checkpoint's pickled training arguments or a
+saved config that keeps a hub token (`"hub_token": "hf_…"`) is named instead, and `repro export`
+refuses such a run unless told otherwise (`--allow-secrets-in-outputs`). Each output is read once
+per content: what it holds is cached by digest in the store's cache, so an export reads none again.
+A file over `MAX_SCAN` bytes (weights) is not read.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.facts.secrets.mask import Masker
+from repro.facts.secrets.rules import shape_in_bytes
+from repro.facts.secrets.verdicts import RULES_ID
+
+OUTPUT_VERDICTS_DB = "output-verdicts.sqlite"  # in the store's cache directory
+MAX_SCAN = 1 << 30
+_CHUNK = 1 << 20
+_OVERLAP = 1 << 16  # the longest credential shape a chunk boundary may cut
+KNOWN_VALUE = "a secret of the run's environment"
+
+
+@dataclass(frozen=True)
+class OutputSecret:
+    """An output file holding a credential: its path and what it holds (`an API token`)."""
+
+    path: str
+    kind: str
+
+
+def scan_file(path: Path, masker: Masker | None = None) -> str | None:
+    """What credential a file holds (a shape, or a value ``masker`` knows), or None; read in chunks
+    that overlap, so a token cut by a chunk boundary is found."""
+    tail = b""
+    try:
+        if path.stat().st_size > MAX_SCAN:
+            return None
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                window = tail + chunk
+                if (kind := shape_in_bytes(window)) is not None:
+                    return kind
+                if masker is not None and masker.holds_known(window):
+                    return KNOWN_VALUE
+                tail = window[-_OVERLAP:]
+    except OSError:
+        return None
+    return None
+
+
+def output_secrets(
+    entries: Iterable[tuple[str, str]],
+    blob_path: Callable[[str], Path],
+    cache_db: Path | None,
+    masker: Masker | None = None,
+) -> list[OutputSecret]:
+    """The outputs (``entries``: path, digest) holding a credential, each content read once ever.
+
+    Raises:
+        CapsuleInvalid: from ``blob_path``, a blob whose bytes do not match its name.
+    """
+    found: list[OutputSecret] = []
+    with _Cache(cache_db) as cache:
+        for rel, digest in entries:
+            kind = cache.get(digest)
+            if kind is None:
+                path = blob_path(digest)
+                if not path.is_file():
+                    continue
+                kind = scan_file(path, masker) or ""
+                cache.put(digest, kind)
+            if kind:
+                found.append(OutputSecret(rel, kind))
+    return found
+
+
+class _Cache:
+    """digest → what it holds ('' for nothing), under today's rules; only ever saves work."""
+
+    def __init__(self, db_path: Path | None) -> None:
+        self._conn: sqlite3.Connection | None = None
+        if db_path is None:
+            return
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(os.fspath(db_path), timeout=30.0, isolation_level=None)
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS outputs (hash TEXT NOT NULL, rules TEXT NOT NULL, "
+                "kind TEXT NOT NULL, PRIMARY KEY (hash, rules)) WITHOUT ROWID"
+            )
+        except (sqlite3.Error, OSError):
+            self._close()
+
+    def get(self, digest: str) -> str | None:
+        if self._conn is None:
+            return None
+        try:
+            row = self._conn.execute(
+                "SELECT kind FROM outputs WHERE hash = ? AND rules = ?", (digest, RULES_ID)
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else str(row[0])
+
+    def put(self, digest: str, kind: str) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.execute("INSERT OR REPLACE INTO outputs VALUES (?, ?, ?)", (digest, RULES_ID, kind))
+        except sqlite3.Error:
+            pass
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> _Cache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
