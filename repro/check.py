@@ -434,7 +434,13 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         seed=new.seeds.master,
         capsule=request.capsule,
         notes=[w.message for w in current.warnings] + list(outcome.notes),
-        diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
+        diff=diff_records(
+            original,
+            new,
+            replayed.read_blob,
+            open_blob=_kept(replayed),
+            options=CompareOptions.from_settings(plan.settings),
+        ),  # fmt: skip
     )
     if new.results.status != "succeeded":
         result.failed = new

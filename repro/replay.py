@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import functools
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -24,10 +23,10 @@ from repro import window as windows
 from repro.backends import registry
 from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
-from repro.compare import dataorder, ops, rootpath, trace
+from repro.compare import ops
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.diff.metrics import metric_rows
+from repro.diff import results
 from repro.errors import CapsuleInvalid, DataDrift, ReproError, UsageError, from_os_error
 from repro.facts import command_env
 from repro.facts.code import restore_code
@@ -100,42 +99,12 @@ class ReplayOutcome:
 
 
 def side(loaded: LoadedRun) -> Side:
-    """A run's results as the comparison sees them."""
-    record = loaded.record
-    rows = metric_rows(record, loaded.read_blob)  # logged, then harvested with no code change
-    # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
-    blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
-    stdout = "".join((loaded.read_blob(blob) or b"").decode("utf-8", "replace") for blob in blobs)
-    root = record.backend.details.get("project_root")
-    root = str(root) if root else None
-    # Where the code ran differs between a run and its replay; what it printed after that must not.
-    stdout = rootpath.relative(stdout, rootpath.spellings(root))
+    """A run's results as the comparison sees them (`repro.diff.results`)."""
 
-    def open_output(entry: FileEntry) -> Path | None:
-        path = loaded.blob_path(entry.hash)
-        return path if entry.stored and path.is_file() else None
+    def open_blob(digest: str) -> Path | None:
+        return loaded.blob_path(digest)
 
-    steps = trace.parse((loaded.read_blob(record.results.logs.get(trace.TRACE_LOG)) or b"").decode())
-    return Side(
-        label=record.id,
-        outputs=list(record.results.outputs),
-        open_output=open_output,
-        metrics=rows,
-        stdout=stdout,
-        exit_code=record.results.exit_code,
-        status=record.results.status,
-        trace=steps,
-        data_order=dataorder.read(record.results.logs, loaded.read_blob),
-        shared_writes=list(record.results.shared_writes),
-        root=root,
-    )
-
-
-def _rank_stdout_blobs(record: Record) -> list[str]:
-    """The blobs of each rank's own stdout, in rank order (empty for a single-process run)."""
-    logs = record.results.logs
-    ranks = sorted(int(k[4:-7]) for k in logs if re.fullmatch(r"rank\d+\.stdout", k))
-    return [logs[f"rank{r}.stdout"] for r in ranks]
+    return results.side_of(loaded.record, loaded.read_blob, open_blob)
 
 
 def describe_gpus(env: EnvInfo) -> str:

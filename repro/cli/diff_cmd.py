@@ -10,6 +10,7 @@ import click
 from repro import ui
 from repro.cli import figures, options
 from repro.cli.completion import complete_ref
+from repro.compare.verdict import CompareOptions
 from repro.diff import diff_records
 from repro.ui import diff as diff_ui
 from repro.ui import report as report_ui
@@ -81,7 +82,8 @@ def diff(
     a = store.resolve(run_a)
     b = store.resolve(run_b)
     read = _either_blob(a, b)
-    result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b))
+    compared = CompareOptions.from_settings(ctx.obj.settings)  # stdout as a replay compares it
+    result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b), options=compared)
     if plot_path or html_path:
         found = figures.pair_curves(a, b)
         if plot_path:

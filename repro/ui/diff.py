@@ -102,10 +102,9 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
 
 def _results_line(result: DiffResult) -> str:
     if not result.results_differ:
-        return "  results: identical metrics and outputs"
-    metrics = result.section("metrics")
-    outputs = result.section("outputs")
-    parts = [s.summary for s in (metrics, outputs) if s.differs and s.summary]
+        return "  results: identical outputs, metrics, stdout and exit status"
+    parts = [result.section(n).summary for n in ("metrics", "outputs", "stdout") if result.section(n).differs]
+    parts = [p for p in parts if p] or [r.message for r in result.results[:1]]
     return "  results differ: " + "; ".join(parts)
 
 
@@ -242,7 +241,8 @@ def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
     if not result.differs:
         lines.append("No recorded differences.")
     elif not result.results_differ:
-        lines += ["**Results identical** (metrics and outputs). Changed without effect on results:", ""]
+        same = "**Results identical** (outputs, metrics, stdout and exit status)."
+        lines += [f"{same} Changed without effect on results:", ""]
         lines += [f"- {c.reason}" for c in result.without_effect]
     else:
         lines += ["**Likely causes**, most likely first:", ""]
