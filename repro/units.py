@@ -20,8 +20,9 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 ELLIPSIS = "…"  # the one mark of a shortened text, everywhere repro shortens one
 
 
-def shorten(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the last one `…` when it was cut."""
-    if len(text) <= limit:
+def shorten(text: str, limit: int | None) -> str:
+    """``text`` cut to ``limit`` characters, the last one `…` when it was cut; whole when ``limit`` is
+    None (text is cut only for a terminal: `repro.ui.line_width`)."""
+    if limit is None or len(text) <= limit:
         return text
     return text[: max(limit - 1, 0)] + ELLIPSIS

@@ -95,7 +95,8 @@ def diff(
     if as_json:
         ui.json_out(diff_ui.render_json(result))
     elif markdown != options.STDOUT:
-        ui.out(diff_ui.render_text(result, colour=diff_ui.colour_wanted(), show_all=show_all))
+        colour, width = diff_ui.colour_wanted(), ui.line_width()
+        ui.out(diff_ui.render_text(result, colour=colour, show_all=show_all, width=width))
     if exit_code and result.differs:
         ctx.exit(1)
 
