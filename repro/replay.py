@@ -65,6 +65,7 @@ from repro.store.capsule import (
 from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
+from repro.units import plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm import SlurmOptions
@@ -348,7 +349,7 @@ def run_replay(
         record.determinism.env[contract.OPS_ENV] = str(request.ops)
         if request.ops_only:
             record.determinism.env[contract.OPS_STOP_ENV] = "1"
-            notes.append(f"recorded for its op stream: stopped after {request.ops} optimizer step(s)")
+            notes.append(f"recorded for its op stream: stopped after {plural(request.ops, 'optimizer step')}")
     run = _Execution(
         loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size
     )
@@ -390,7 +391,9 @@ def _first_op(
     theirs = ops.streams(loaded.record.results.logs, loaded.read_blob)
     source = "the original's"
     if not theirs:
-        on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
+        on_event(
+            Event("info", f"re-executing the original's command for its op stream ({plural(steps, 'step')})")
+        )
         again = dataclasses.replace(request, ref=loaded.record.id, ops=steps, ops_only=True)
         fresh = store.load_run(run_replay(again, store, plan, on_event, kind=kind).replay.id)  # its own code
         theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
@@ -817,7 +820,9 @@ def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, no
     if script and script in missing:
         raise UsageError(f"the script {script} was not stored in the capsule; it cannot be replayed")
     if missing:
-        notes.append(f"{len(missing)} code file(s) were not stored and are absent: {', '.join(missing[:5])}")
+        notes.append(
+            f"{plural(len(missing), 'code file')} were not stored and are absent: {', '.join(missing[:5])}"
+        )
     (dest / original.command.cwd).mkdir(parents=True, exist_ok=True)
     return dest
 

@@ -13,7 +13,6 @@ from repro.cli.completion import complete_ref
 from repro.compare.verdict import CompareOptions
 from repro.diff import diff_records
 from repro.ui import diff as diff_ui
-from repro.ui import report as report_ui
 
 
 def _either_blob(first: Any, second: Any) -> Any:
@@ -84,12 +83,7 @@ def diff(
     read = _either_blob(a, b)
     compared = CompareOptions.from_settings(ctx.obj.settings)  # stdout as a replay compares it
     result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b), options=compared)
-    if plot_path or html_path:
-        found = figures.pair_curves(a, b)
-        if plot_path:
-            figures.write_plot(found, plot_path)
-        if html_path:
-            figures.write_html(report_ui.from_diff(result, found), html_path)
+    figures.diff_pictures(a, b, result, plot_path, html_path)
     if markdown:
         ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))
     if as_json:

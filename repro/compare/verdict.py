@@ -62,6 +62,7 @@ from repro.compare.trace import describe as describe_trace
 from repro.errors import ExitCode, UsageError
 from repro.runtime.contract import Mode
 from repro.store.capsule import FileEntry, RunStatus, SharedWrite
+from repro.units import plural
 
 __all__ = [
     "REPRODUCED",
@@ -472,9 +473,10 @@ def _summary(v: Verdict) -> str:
         named = f": {', '.join(formats)}" if formats else ""
         how = f" ({len(by_content)} equal by content{named})" if by_content else ""
         logs = "stdout equal" if v.stdout_compared else "stdout not compared"
-        return f"identical: {n} output{'s' * (n != 1)} identical{how}, metrics and {logs}"
+        outputs = f"{plural(n, 'output')} identical{how}" if n else "no outputs"
+        return f"identical: {outputs}, metrics and {logs}"
     if v.status == "within_tolerance":
-        parts = [f"{len(v.changed_outputs)} of {n} outputs"] if v.changed_outputs else []
+        parts = [f"{len(v.changed_outputs)} of {plural(n, 'output')}"] if v.changed_outputs else []
         parts += [name for name, part in (("metrics", v.metrics), ("stdout", v.stdout)) if part is not None]
         size = f"max abs difference {v.max_abs:.3g}" if v.max_abs is not None else "no value differs"
         return f"within tolerance: {', '.join(parts) or 'output bytes'} differ within tolerance; {size}"

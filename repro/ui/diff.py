@@ -128,9 +128,9 @@ def _section_text(section: Section, p: _Painter) -> list[str]:
         lines += _change_lines(files, p)
     if section.divergence is not None:
         d = section.divergence
-        lines.append(
-            p.fit(f"  first divergence: {d.metric} at step {d.step}: {_value(d.a, p.limit and 24)} → {_value(d.b, p.limit and 24)}")
-        )
+        cut = p.limit and 24
+        text = f"  first divergence: {d.metric} at step {d.step}: {_value(d.a, cut)} → {_value(d.b, cut)}"
+        lines.append(p.fit(text))
     for note in section.notes:
         lines.append(p(p.fit(f"  note: {note}"), "dim"))
     if section.patch:

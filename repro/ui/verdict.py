@@ -20,7 +20,7 @@ from repro.compare.reasons import OP_DIFFERS
 from repro.compare.trace import describe as describe_trace
 from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.ui import printable, style
-from repro.units import shorten
+from repro.units import plural, shorten
 
 WIDTH = 100
 MAX_TENSORS = 10  # differing tensors listed per output, largest difference first
@@ -103,7 +103,7 @@ def _values_detail(o: OutputDiff) -> str:
     if d is None:
         return o.note or "equal values"
     at = f" at step {d.step}" if d.step is not None else ""
-    return f"{r.differing} value(s) differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
+    return f"{plural(r.differing, 'value')} differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
 
 
 def output_detail(o: OutputDiff, verdict: Verdict | None = None) -> str:
@@ -165,7 +165,7 @@ def render_text(
     if verdict.metrics is not None:
         m = verdict.metrics
         ok = paint("within tolerance", "green") if m.within_tolerance else paint("diverged", "red")
-        lines += ["", f"{paint('Metrics', 'bold')}  {ok}; {m.differing} value(s) differ"]
+        lines += ["", f"{paint('Metrics', 'bold')}  {ok}; {plural(m.differing, 'value')} differ"]
         lines.append(f"  {metric_text(m)}")
         if m.max_abs is not None:
             lines.append(f"  largest difference {_num(m.max_abs)}")
@@ -258,7 +258,7 @@ def _tensor_lines(t: TensorReport, paint: Any) -> list[str]:
 
 def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
     ok = paint("within tolerance", "green") if s.within_tolerance else paint("differs", "red")
-    head = f"{paint('Stdout', 'bold')}  {ok} from line {s.line}; {s.differing} line(s) differ"
+    head = f"{paint('Stdout', 'bold')}  {ok} from line {s.line}; {plural(s.differing, 'line')} differ"
     lines = ["", head]
     lines.append(paint("  - ", "red") + (s.original if s.original is not None else "(no line)"))
     lines.append(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)"))

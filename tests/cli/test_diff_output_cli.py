@@ -1,5 +1,6 @@
-"""Text is cut only for a terminal: `repro diff` written to a file or a CI log keeps every reason whole,
-whatever COLUMNS says, and --json, --markdown and the check's JUnit text never cut."""
+"""What `repro diff` writes beside the terminal: text cut only for a terminal (a file or a CI log keeps
+every reason whole, whatever COLUMNS says; --json, --markdown and JUnit never cut), and an --html page
+that a --plot with no curves does not prevent."""
 
 from __future__ import annotations
 
@@ -94,3 +95,16 @@ def test_a_verdict_and_a_junit_failure_keep_the_reason_whole() -> None:
 
     result = CheckResult(kind="repeat", mode="strict", records=[], verdicts=[verdict], seed=1)
     assert reason in check_ui.render_failure(result)
+
+
+def test_plot_with_no_curves_leaves_the_html_page_written(
+    project: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Neither run logged a metric series: the plot is a warning, the page is still written."""
+    page, png = tmp_path / "report.html", tmp_path / "curves.png"
+    args = ["-C", str(project), "diff", "latest~1", "latest", "--plot", str(png), "--html", str(page)]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 0 and page.is_file() and not png.exists()
+    assert "no curves drawn to" in err
+    assert "no curves: neither run has a metric series" in page.read_text()
