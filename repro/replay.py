@@ -388,6 +388,9 @@ def _first_op(
     steps = request.ops or (int(recorded) if recorded.isdigit() else contract.DEFAULT_OPS_STEPS)
     if verdict.trace is not None and verdict.trace.kind == "value":
         steps = min(steps, verdict.trace.step + 1)
+    if ops.explained_by(verdict) is not None:  # nothing to execute: the note says what explains it
+        ops.explain(verdict, {}, {}, steps, "")
+        return
     theirs = ops.streams(loaded.record.results.logs, loaded.read_blob)
     source = "the original's"
     if not theirs:
@@ -397,7 +400,8 @@ def _first_op(
         again = dataclasses.replace(request, ref=loaded.record.id, ops=steps, ops_only=True)
         fresh = store.load_run(run_replay(again, store, plan, on_event, kind=kind).replay.id)  # its own code
         theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
-        source = f"a fresh execution of the original's command ({fresh.record.id})"
+        store.remove_run(fresh.record.id)  # an execution cut short for its stream is no run of the store
+        source = "a fresh execution of the original's command, cut short for its op stream (not kept)"
     replayed = store.load_run(record.id)
     ops.explain(verdict, theirs, ops.streams(replayed.record.results.logs, replayed.read_blob), steps, source)
 

@@ -721,6 +721,7 @@ def collect(
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
     _determinism_state(record, runtime, reports)
+    checkpoints.judge_resume(record, runtime, reports.main_booted)
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)

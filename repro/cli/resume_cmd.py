@@ -50,7 +50,8 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
         ui.json_out(render.run_summary_dict(record, run_dir, kind="resume"))
     else:
         line = render.run_summary_line(record, run_dir, store.root)
-        ui.summary(f"{line} · resume of {record.resumed_from}")
+        over = " that started over: it loaded no checkpoint" if record.results.resume_started_over else ""
+        ui.summary(f"{line} · resume of {record.resumed_from}{over}")
         for warning in record.warnings:
             ui.warn(warning.message)
     raise_for_status(record)

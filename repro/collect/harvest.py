@@ -16,9 +16,9 @@ Three sources, tried in the order `metrics.from` gives (default ``tensorboard, f
   value`` pair after it (``train loss`` → ``train_loss``); a printed dict with a ``…loss`` key
   and a step or epoch key (HF Trainer's ``{'loss': 2.3, …, 'epoch': 0.5}``) gives one per
   numeric key; a line that is only ``loss: 0.502`` (a name with loss, acc, error or ppl, no step)
-  is the next point of its series, by order. Of a line a progress bar redrew with ``\\r`` only what stayed on the screen is
-  read. Patterns of ``metrics.patterns`` are tried first: each named group is a series, the
-  group ``step`` its step.
+  is the next point of its series, by order. Of a line a progress bar redrew with ``\\r`` only
+  what stayed on the screen is read. Patterns of ``metrics.patterns`` are tried first: each named
+  group is a series, the group ``step`` its step.
 
 Fields that measure time, speed, utilisation or memory are left out by the rule of log masking
 (`repro.compare.logmask.is_timing_key`), and so are the step keys themselves. A name the script
