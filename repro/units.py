@@ -2,6 +2,25 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+# A terminal's control sequences (CSI such as colours and cursor moves, OSC such as titles and links,
+# and two-character escapes): what a terminal obeys, and what plain text and JSON never carry.
+_TERMINAL_CODES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def without_terminal_codes(value: Any) -> Any:
+    """``value`` with the terminal's control sequences taken out of every string in it (dicts and
+    lists walked): what a JSON answer or a recorded reason holds."""
+    if isinstance(value, str):
+        return _TERMINAL_CODES.sub("", value)
+    if isinstance(value, dict):
+        return {k: without_terminal_codes(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_terminal_codes(v) for v in value]
+    return value
+
 
 def human_bytes(n: float) -> str:
     """Bytes as B / KiB / MiB / GiB / TiB, one decimal above bytes."""

@@ -119,6 +119,7 @@ class Side:
     data_order: dataorder.Rows = field(default_factory=dict)  # each rank's DataLoader batches, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     root: str | None = None  # the project root as the run saw it (`repro.compare.rootpath`)
+    image: str | None = None  # the image id the run ran in (a docker run), where its pickles unpickle
 
     @property
     def failed(self) -> bool:
@@ -251,8 +252,8 @@ def compare_runs(
     options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = compare_outputs(
-        Outputs(original.label, original.outputs, original.open_output, original.root),
-        Outputs(replay.label, replay.outputs, replay.open_output, replay.root),
+        Outputs(original.label, original.outputs, original.open_output, original.root, original.image),
+        Outputs(replay.label, replay.outputs, replay.open_output, replay.root, replay.image),
         tolerance,
     )
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)

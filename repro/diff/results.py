@@ -56,6 +56,7 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         data_order=dataorder.read(record.results.logs, read_blob),
         shared_writes=list(record.results.shared_writes),
         root=root,
+        image=record.deps.image.id if record.deps.image else None,
     )
 
 

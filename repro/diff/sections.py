@@ -548,7 +548,9 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
         return open_blob(entry.hash) if open_blob is not None and entry.stored else None
 
     entries_b, notes = _paired_run_dirs(a, b)
-    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, entries_b, opener)
+    images = [r.deps.image.id if r.deps.image else None for r in (a, b)]
+    side_a = Outputs(a.id, list(ra.outputs), opener, image=images[0])
+    side_b = Outputs(b.id, entries_b, opener, image=images[1])
     compared = compare_outputs(side_a, side_b, STRICT, tensors=open_blob is not None)
     shared = {w.path: w.writers() for w in [*ra.shared_writes, *rb.shared_writes]}
     files = [_output_change(d, shared.get(d.path)) for d in compared if d.status != "same"]

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from repro.ui.stages import Stages
 from repro.units import human_bytes as human_bytes  # re-exported for the renderers
+from repro.units import without_terminal_codes
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -169,8 +170,9 @@ def out(text: str = "") -> None:
 
 
 def json_out(data: Any) -> None:
-    """A JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """A JSON document on stdout; its text never carries a terminal's control sequences."""
+    clean = without_terminal_codes(data)
+    sys.stdout.write(json.dumps(clean, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
 
 
