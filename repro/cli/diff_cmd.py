@@ -66,8 +66,10 @@ def diff(
     """Show what differs between RUN_A and RUN_B, and the likely causes, ranked.
 
     Sections: command and hyper-parameters, code, data, dependencies, seeds,
-    determinism, environment and hardware, metrics, outputs. Refs are run ids, unique
-    prefixes, latest, latest~N, run directories or capsule files.
+    determinism, environment and hardware, metrics, outputs, stdout. The results are what
+    a replay compares (outputs, metric series, stdout by meaning, the exit status): "results
+    identical" only when all of it is equal. Refs are run ids, unique prefixes, latest,
+    latest~N, run directories or capsule files.
 
     \b
     repro diff latest~1 latest
