@@ -125,9 +125,8 @@ def diff_records(
     ``without_effect`` instead. ``options`` is repro.yaml's ``compare:`` section.
     """
     reader = SafeReader(read_blob)
-    verdict = results.compare_results(
-        results.side_of(a, read_blob, open_blob), results.side_of(b, read_blob, open_blob), options
-    )
+    side_a, side_b = (results.without_outputs(results.side_of(r, read_blob, open_blob)) for r in (a, b))
+    verdict = results.compare_results(side_a, side_b, options)
     sections = [
         _section("command", diff_command(a, b, reader)),
         _section("code", diff_code(a, b, reader, with_patch=code)),
@@ -141,7 +140,7 @@ def diff_records(
         _section("stdout", results.stdout_section(verdict)),
     ]
     by_name = {s.name: s for s in sections}
-    found = results.differences(verdict, by_name["outputs"].differs)
+    found = results.differences(verdict, by_name["outputs"])
     results_differ = bool(found) or any(by_name[n].differs for n in ("metrics", "outputs", "stdout"))
     order = dataorder.compare(
         dataorder.read(a.results.logs, reader), dataorder.read(b.results.logs, reader)

@@ -93,8 +93,38 @@ def stdout_section(verdict: Verdict) -> Section:
     return Section(name="", title="", changes=[change], summary=f"{lines}; {head}")
 
 
-def differences(verdict: Verdict, outputs_differ: bool) -> list[ResultDifference]:
-    """How two runs' results differ, most decisive first: the verdict's reasons (those about output
-    files only where the outputs section, which pairs Hydra's run directories, finds a difference)."""
-    kept = [r for r in verdict.reasons if outputs_differ or not (r.path and r.code in codes.OUTPUT_CODES)]
-    return [ResultDifference(r.code, r.message, r.path) for r in kept]
+def without_outputs(side: Side) -> Side:
+    """A side whose output files the diff's outputs section compares instead (once: a tensor file that
+    needs the sandbox is not loaded twice), with Hydra's run directories paired."""
+    return dataclasses.replace(side, outputs=[], shared_writes=[])
+
+
+_BEFORE_OUTPUTS = (codes.RUN_FAILED, codes.ORIGINAL_FAILED, codes.DATA_ORDER_DIFFERS,
+                   codes.WORKER_SEEDS_DIFFER, codes.TRACE_DIFFERS)  # fmt: skip
+
+
+def differences(verdict: Verdict, outputs: Section) -> list[ResultDifference]:
+    """How two runs' results differ, most decisive first, as a replay orders them: a failure, the data
+    order and the trace, then each output file that differs, then metrics and stdout."""
+    first = [
+        ResultDifference(r.code, r.message, r.path) for r in verdict.reasons if r.code in _BEFORE_OUTPUTS
+    ]
+    rest = [
+        ResultDifference(r.code, r.message, r.path) for r in verdict.reasons if r.code not in _BEFORE_OUTPUTS
+    ]
+    files = [
+        ResultDifference(_OUTPUT_CODE.get(c.kind, codes.OUTPUT_DIFFERS), _output_message(c), c.key)
+        for c in outputs.changes if c.scope == "file"
+    ]  # fmt: skip
+    return first + files + rest
+
+
+_OUTPUT_CODE = {"removed": codes.MISSING_OUTPUT, "added": codes.EXTRA_OUTPUT}
+
+
+def _output_message(c: Change) -> str:
+    if c.kind == "removed":
+        return f"output {c.key} is only in A"
+    if c.kind == "added":
+        return f"output {c.key} is only in B"
+    return f"output {c.key} changed" + (f" ({c.detail})" if c.detail else "")

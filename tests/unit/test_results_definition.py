@@ -130,3 +130,13 @@ def test_two_runs_that_failed_alike_compare_on_the_rest() -> None:
     for r in (a, b):
         r.results.status, r.results.exit_code = "failed", 1
     assert not diff_records(a, b, blobs).results_differ
+
+
+def test_an_output_that_differs_is_named_among_the_results_once() -> None:
+    blobs = Blobs()
+    a, b = _pair(blobs)
+    a.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m1")]
+    b.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m2")]
+    result = diff_records(a, b, blobs)
+    assert [(r.code, r.path) for r in result.results] == [(codes.OUTPUT_DIFFERS, "outputs/model.pt")]
+    assert result.results[0].message.startswith("output outputs/model.pt changed")
