@@ -12,7 +12,8 @@ _TERMINAL_CODES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|
 
 def without_terminal_codes(value: Any) -> Any:
     """``value`` with the terminal's control sequences taken out of every string in it (dicts and
-    lists walked): what a JSON answer or a recorded reason holds."""
+    lists walked): what repro writes of a third-party message (torch bolds parts of its errors) into
+    a reason, a verdict or a JSON answer."""
     if isinstance(value, str):
         return _TERMINAL_CODES.sub("", value)
     if isinstance(value, dict):

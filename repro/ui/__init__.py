@@ -25,7 +25,6 @@ from typing import Any, TextIO
 
 from repro.ui.stages import Stages
 from repro.units import human_bytes as human_bytes  # re-exported for the renderers
-from repro.units import without_terminal_codes
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -170,9 +169,8 @@ def out(text: str = "") -> None:
 
 
 def json_out(data: Any) -> None:
-    """A JSON document on stdout; its text never carries a terminal's control sequences."""
-    clean = without_terminal_codes(data)
-    sys.stdout.write(json.dumps(clean, indent=2, sort_keys=False, default=str) + "\n")
+    """A JSON document on stdout (what a record holds is kept exact: a capsule's text is data)."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from repro import ui
 from repro.compare import tensors
 from repro.compare.outputs import Outputs, compare_outputs
 from repro.compare.tolerance import STRICT
@@ -78,16 +77,23 @@ def test_a_sandbox_that_cannot_load_them_is_named_and_one_that_can_gives_the_ten
     assert not (tmp_path / "scratch").exists()  # the sandbox's scratch directory is removed
 
 
-def test_json_answers_never_carry_terminal_codes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_torch_s_bold_message_reaches_no_reason_or_json_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch bolds part of its weights_only error with ANSI codes: a reason repro writes carries none."""
     try:
         torch.load(io.BytesIO(_pickled_module()), weights_only=True)
-    except Exception as e:  # torch bolds part of this message with ANSI codes
-        message = str(e)
-    assert "\x1b[" in message
-    ui.json_out({"detail": message, "nested": [{"x": "\x1b]8;;http://127.0.0.1/\x1b\\link\x1b]8;;\x1b\\"}]})
-    out = capsys.readouterr().out
-    assert "\\u001b" not in out and "\x1b" not in out
-    assert json.loads(out)["nested"][0]["x"] == "link"
+    except Exception as e:
+        assert "\x1b[" in str(e)
+    path = tmp_path / "broken.pt"
+    path.write_bytes(_pickled_module()[:-40])  # a torn write, as two ranks racing leave it
+    with pytest.raises(tensors.UnreadableTensorFile) as caught:
+        tensors.load_tensors(path)
+    assert "\x1b" not in caught.value.reason
+    monkeypatch.setattr(tensors, "_UNPICKLERS", [])
+    (d,) = _outputs(tmp_path)
+    text = json.dumps({"note": d.note})  # type: ignore[attr-defined]
+    assert "\\u001b" not in text and "\x1b" not in text
 
 
 def _pickled_module() -> bytes:
