@@ -25,6 +25,7 @@ from typing import Any
 
 from repro import interrupt, runner, start
 from repro.backends.base import Event, OnEvent
+from repro.collect import checkpoints
 from repro.compare import ops
 from repro.compare import reasons as codes
 from repro.compare.verdict import (
@@ -304,6 +305,8 @@ class _Attempts:
             original, again, self.result.mode, options=CompareOptions.from_settings(self.plan.settings)
         )
         verdict.notes.append(f"killed after optimizer step {step}, resumed as {resumed.id}")
+        if resumed.results.resume_started_over:
+            _started_over(verdict, resumed)
         verdict.notes.append(
             "a resumed run logs only what follows its checkpoint: outputs compared, not logs"
         )
@@ -338,6 +341,14 @@ class _Attempts:
             cause = found[0]
             fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
             verdict.reasons.insert(0, codes.Reason(codes.NOT_RESTORED, cause.describe(), fields=fields))
+
+
+def _started_over(verdict: Verdict, resumed: Record) -> None:
+    """A resumed run that loaded no checkpoint tested no resume: the check fails, saying why."""
+    text = checkpoints.started_over(resumed.resumed_from or "the killed run")
+    fields = {"resumed": resumed.id, "original": resumed.resumed_from}
+    verdict.reasons.insert(0, codes.Reason(codes.RESUME_STARTED_OVER, text, fields=fields))
+    verdict.status, verdict.summary = "diverged", f"diverged: {text}"
 
 
 def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any]]]:
@@ -439,7 +450,13 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
         seed=new.seeds.master,
         capsule=request.capsule,
         notes=[w.message for w in current.warnings] + list(outcome.notes),
-        diff=diff_records(original, new, replayed.read_blob, open_blob=_kept(replayed)),
+        diff=diff_records(
+            original,
+            new,
+            replayed.read_blob,
+            open_blob=_kept(replayed),
+            options=CompareOptions.from_settings(plan.settings),
+        ),  # fmt: skip
     )
     if new.results.status != "succeeded":
         result.failed = new

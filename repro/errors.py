@@ -103,6 +103,17 @@ class BackendUnavailable(ReproError):
     exit_code = ExitCode.BACKEND_UNAVAILABLE
 
 
+class SandboxUnavailable(BackendUnavailable):
+    """The container sandbox could not do a job (unpickle two tensor files): no engine, no image with what
+    the job needs, or the job failed there. ``reason`` says which, for a verdict's detail."""
+
+    NO_ENGINE = "no container engine answers to load them sandboxed"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class BuildError(ReproError):
     """An image build or a dependency lock failed."""
 

@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import functools
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -24,10 +23,10 @@ from repro import window as windows
 from repro.backends import registry
 from repro.backends.base import Backend, BuiltImage, Event, OnEvent, RunSpec, Terminal
 from repro.collect.attribution import snapshot_tree
-from repro.compare import dataorder, ops, rootpath, trace
+from repro.compare import ops
 from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
 from repro.config import Plan, Settings
-from repro.diff.metrics import metric_rows
+from repro.diff import results
 from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, ReproError, UsageError, from_os_error
 from repro.facts import command_env
 from repro.facts.code import restore_code
@@ -102,63 +101,12 @@ class ReplayOutcome:
 
 
 def side(loaded: LoadedRun) -> Side:
-    """A run's results as the comparison sees them."""
-    record = loaded.record
-    rows = metric_rows(record, loaded.read_blob)  # logged, then harvested with no code change
-    # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
-    blobs: list[str | None] = [*_rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
-    stdout = _log_text(loaded, blobs)
-    root = record.backend.details.get("project_root")
-    root = str(root) if root else None
-    # Where the code ran differs between a run and its replay; what it printed after that must not.
-    stdout = rootpath.relative(stdout, rootpath.spellings(root))
+    """A run's results as the comparison sees them (`repro.diff.results`)."""
 
-    def open_output(entry: FileEntry) -> Path | None:
-        path = loaded.blob_path(entry.hash)
-        return path if entry.stored and path.is_file() else None
+    def open_blob(digest: str) -> Path | None:
+        return loaded.blob_path(digest)
 
-    steps = trace.parse((loaded.read_blob(record.results.logs.get(trace.TRACE_LOG)) or b"").decode())
-    return Side(
-        label=record.id,
-        outputs=list(record.results.outputs),
-        open_output=open_output,
-        metrics=rows,
-        stdout=stdout,
-        exit_code=record.results.exit_code,
-        status=record.results.status,
-        trace=steps,
-        data_order=dataorder.read(record.results.logs, loaded.read_blob),
-        shared_writes=list(record.results.shared_writes),
-        root=root,
-    )
-
-
-def _log_text(loaded: LoadedRun, blobs: list[str | None]) -> str:
-    """The text of logs ``blobs``, one after the other, read up to `limits.MAX_COMPARED_LOG_BYTES`
-    in all: a capsule's log may be as large as the capsule, and comparing it costs memory and time
-    in proportion."""
-    left = limits.MAX_COMPARED_LOG_BYTES
-    parts: list[bytes] = []
-    for blob in blobs:
-        if blob is None or left <= 0:
-            continue
-        try:
-            with open(loaded.blob_path(blob), "rb") as f:
-                data = f.read(left)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            raise from_os_error(e, loaded.blob_path(blob)) from e
-        left -= len(data)
-        parts.append(data)
-    return b"".join(parts).decode("utf-8", "replace")
-
-
-def _rank_stdout_blobs(record: Record) -> list[str]:
-    """The blobs of each rank's own stdout, in rank order (empty for a single-process run)."""
-    logs = record.results.logs
-    ranks = sorted(int(k[4:-7]) for k in logs if re.fullmatch(r"rank\d+\.stdout", k))
-    return [logs[f"rank{r}.stdout"] for r in ranks]
+    return results.side_of(loaded.record, loaded.read_blob, open_blob)
 
 
 def describe_gpus(env: EnvInfo) -> str:
@@ -402,7 +350,7 @@ def run_replay(
         record.determinism.env[contract.OPS_ENV] = str(request.ops)
         if request.ops_only:
             record.determinism.env[contract.OPS_STOP_ENV] = "1"
-            notes.append(f"recorded for its op stream: stopped after {request.ops} optimizer step(s)")
+            notes.append(f"recorded for its op stream: stopped after {plural(request.ops, 'optimizer step')}")
     run = _Execution(
         loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size,
         user_root=request.data_root is not None or not loaded.foreign,
@@ -442,14 +390,20 @@ def _first_op(
     steps = request.ops or (int(recorded) if recorded.isdigit() else contract.DEFAULT_OPS_STEPS)
     if verdict.trace is not None and verdict.trace.kind == "value":
         steps = min(steps, verdict.trace.step + 1)
+    if ops.explained_by(verdict) is not None:  # nothing to execute: the note says what explains it
+        ops.explain(verdict, {}, {}, steps, "")
+        return
     theirs = ops.streams(loaded.record.results.logs, loaded.read_blob)
     source = "the original's"
     if not theirs:
-        on_event(Event("info", f"re-executing the original's command for its op stream ({steps} step(s))"))
+        on_event(
+            Event("info", f"re-executing the original's command for its op stream ({plural(steps, 'step')})")
+        )
         again = dataclasses.replace(request, ref=loaded.record.id, ops=steps, ops_only=True)
         fresh = store.load_run(run_replay(again, store, plan, on_event, kind=kind).replay.id)  # its own code
         theirs = ops.streams(fresh.record.results.logs, fresh.read_blob)
-        source = f"a fresh execution of the original's command ({fresh.record.id})"
+        store.remove_run(fresh.record.id)  # an execution cut short for its stream is no run of the store
+        source = "a fresh execution of the original's command, cut short for its op stream (not kept)"
     replayed = store.load_run(record.id)
     ops.explain(verdict, theirs, ops.streams(replayed.record.results.logs, replayed.read_blob), steps, source)
 
@@ -953,7 +907,9 @@ def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, no
     if script and script in missing:
         raise UsageError(f"the script {script} was not stored in the capsule; it cannot be replayed")
     if missing:
-        notes.append(f"{len(missing)} code file(s) were not stored and are absent: {', '.join(missing[:5])}")
+        notes.append(
+            f"{plural(len(missing), 'code file')} were not stored and are absent: {', '.join(missing[:5])}"
+        )
     (dest / original.command.cwd).mkdir(parents=True, exist_ok=True)
     return dest
 

@@ -777,6 +777,7 @@ def collect(
     reports.written |= set(result.written)
     _runtime_proof(record, reports)
     _determinism_state(record, runtime, reports)
+    checkpoints.judge_resume(record, runtime, reports.main_booted)
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
@@ -871,7 +872,8 @@ def _collect_outputs(
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
-    sources = harvest.RunSources.read(spec.project_root, spec.stdout_path, spec.outputs, found, logged)
+    ranks = {rel: next(iter(w)).rank for rel, w in reports.writers.items() if len(w) == 1}
+    sources = harvest.RunSources.read(spec.project_root, spec.stdout_path, spec.outputs, found, logged, ranks)
     wanted = harvest.HarvestSettings(prepared.settings.metrics_from, prepared.settings.metrics_patterns)
     harvest.fold(res, sources, wanted, lambda raw: store.put_bytes(masker.data(raw, "metrics")),
                  lambda text: masker.text(text, "metrics"))  # fmt: skip

@@ -2,6 +2,26 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+# A terminal's control sequences (CSI such as colours and cursor moves, OSC such as titles and links,
+# and two-character escapes): what a terminal obeys, and what plain text and JSON never carry.
+_TERMINAL_CODES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def without_terminal_codes(value: Any) -> Any:
+    """``value`` with the terminal's control sequences taken out of every string in it (dicts and
+    lists walked): what repro writes of a third-party message (torch bolds parts of its errors) into
+    a reason, a verdict or a JSON answer."""
+    if isinstance(value, str):
+        return _TERMINAL_CODES.sub("", value)
+    if isinstance(value, dict):
+        return {k: without_terminal_codes(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_terminal_codes(v) for v in value]
+    return value
+
 
 def human_bytes(n: float) -> str:
     """Bytes as B / KiB / MiB / GiB / TiB, one decimal above bytes."""
@@ -20,8 +40,9 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 ELLIPSIS = "…"  # the one mark of a shortened text, everywhere repro shortens one
 
 
-def shorten(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the last one `…` when it was cut."""
-    if len(text) <= limit:
+def shorten(text: str, limit: int | None) -> str:
+    """``text`` cut to ``limit`` characters, the last one `…` when it was cut; whole when ``limit`` is
+    None (text is cut only for a terminal: `repro.ui.line_width`)."""
+    if limit is None or len(text) <= limit:
         return text
     return text[: max(limit - 1, 0)] + ELLIPSIS

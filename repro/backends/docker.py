@@ -470,6 +470,54 @@ def run_sandbox(
         _stop_reaper(reaper)
 
 
+def run_unpickler(image: str, inbox: Path, script: str, outbox: Path, timeout: int) -> tuple[int, list[str]]:
+    """Run ``python -c script`` in a throw-away container of ``image``: no network, no capabilities,
+    nobody as its user, ``inbox``'s files ``a`` and ``b`` alone mounted read-only at ``/in``; its
+    ``/tmp/out`` is written as the tar ``outbox``. Returns the exit status and the last output lines.
+
+    Raises:
+        BuildError: it ran past ``timeout`` seconds. BackendUnavailable: no engine answers.
+    """
+    lines: list[str] = []
+    with engine() as client:
+        api = client.api
+        binds = {str(inbox / n): {"bind": f"/in/{n}", "mode": "ro"} for n in ("a", "b")}
+        host_config = api.create_host_config(
+            binds=binds, network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            pids_limit=256, mem_limit="8g", auto_remove=False,
+        )  # fmt: skip
+        labels = {SANDBOX_LABEL: "unpickle", LABEL_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()}
+        cid = str(
+            api.create_container(
+                image, ["python", "-c", script], user="65534:65534", working_dir="/tmp",
+                environment={"HOME": "/tmp"}, network_disabled=True, labels=labels, host_config=host_config,
+            )["Id"]
+        )  # fmt: skip
+        reaper = _start_reaper(cid)
+        try:
+            api.start(cid)
+            status = _wait_streaming(api, cid, timeout, lines.append)
+            if status == 0:
+                stream, _ = api.get_archive(cid, "/tmp/out")
+                with open(outbox, "wb") as out:
+                    for chunk in stream:
+                        out.write(chunk)
+            return status, lines[-_TAIL:]
+        finally:
+            _remove_quietly(api, cid)
+            _stop_reaper(reaper)
+
+
+def repro_images() -> list[str]:
+    """The images repro built for runs (labelled with their template), newest first; [] without an engine."""
+    try:
+        with engine(timeout=5) as client:
+            found = client.api.images(filters={"label": images.LABEL_TEMPLATE})
+    except ReproError:
+        return []
+    return [str(i["Id"]) for i in sorted(found, key=lambda i: i.get("Created", 0), reverse=True)]
+
+
 def _carried_image(
     client: docker.DockerClient, recorded: BuiltImage, archive: OpenImage, on_event: OnEvent
 ) -> BuiltImage:

@@ -13,6 +13,7 @@ import textwrap
 import click
 
 from repro import __version__, ui
+from repro.backends import unpickle
 from repro.cli import (
     attest_cmd,
     check_cmd,
@@ -26,6 +27,7 @@ from repro.cli import (
 )
 from repro.cli.context import AppContext
 from repro.cli.options import verbosity_options
+from repro.compare import tensors
 from repro.errors import EXIT_CODES, ExitCode, ReproError, from_os_error
 
 
@@ -71,6 +73,8 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
     Colour follows NO_COLOR and FORCE_COLOR.
     """
     ctx.obj = AppContext(start=project_dir)
+    # A tensor file that only full unpickling reads is loaded in the container sandbox, never here.
+    tensors.register_unpickler(unpickle.unpickle_sandboxed)
 
 
 cli.params.extend(verbosity_options())

@@ -12,6 +12,7 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.store import atomic, attestation, signing
 from repro.store.capsule import is_capsule_file
+from repro.units import plural
 
 
 @click.command("attest")
@@ -51,7 +52,7 @@ def attest(app: AppContext, ref: str, output: Path | None, sign_path: Path | Non
     for path in made.left_out:
         ui.warn(f"{path} is not attested: it was over the output size limit, hashed but not stored")
     signed = f"signed with ed25519 key {made.key_id}" if made.key_id else "not signed (pass --sign KEYFILE)"
-    ui.out(f"attested {record.id} → {dest}: {len(made.subjects)} files, {signed}")
+    ui.out(f"attested {record.id} → {dest}: {plural(len(made.subjects), 'file')}, {signed}")
 
 
 @click.command("verify-attestation")
@@ -85,7 +86,7 @@ def verify_attestation(file: Path, key_path: Path, artifacts: tuple[Path, ...]) 
     run = f"run {checked.run_id}" if checked.run_id else "a run"
     ui.out(
         f"ok: attestation of {run}, signed with ed25519 key {checked.key_id}; "
-        f"{len(checked.subjects)} files attested"
+        f"{plural(len(checked.subjects), 'file')} attested"
     )
     for path, subject in found:
         ui.out(f"{path}: attested, {subject.name} (sha256 {subject.sha256[:16]}…)")

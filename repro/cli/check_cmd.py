@@ -208,7 +208,7 @@ def _report(result: core.CheckResult, junit: Path | None, markdown: str | None, 
         return
     if markdown == options.STDOUT:
         return
-    text = render.render_text(result)
+    text = render.render_text(result, width=ui.line_width())
     if text:
         ui.out(text)
     if result.kind == "repeat" and result.records:

@@ -10,9 +10,9 @@ import click
 from repro import ui
 from repro.cli import figures, options
 from repro.cli.completion import complete_ref
+from repro.compare.verdict import CompareOptions
 from repro.diff import diff_records
 from repro.ui import diff as diff_ui
-from repro.ui import report as report_ui
 
 
 def _either_blob(first: Any, second: Any) -> Any:
@@ -66,8 +66,10 @@ def diff(
     """Show what differs between RUN_A and RUN_B, and the likely causes, ranked.
 
     Sections: command and hyper-parameters, code, data, dependencies, seeds,
-    determinism, environment and hardware, metrics, outputs. Refs are run ids, unique
-    prefixes, latest, latest~N, run directories or capsule files.
+    determinism, environment and hardware, metrics, outputs, stdout. The results are what
+    a replay compares (outputs, metric series, stdout by meaning, the exit status): "results
+    identical" only when all of it is equal. Refs are run ids, unique prefixes, latest,
+    latest~N, run directories or capsule files.
 
     \b
     repro diff latest~1 latest
@@ -81,19 +83,16 @@ def diff(
     a = store.resolve(run_a)
     b = store.resolve(run_b)
     read = _either_blob(a, b)
-    result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b))
-    if plot_path or html_path:
-        found = figures.pair_curves(a, b)
-        if plot_path:
-            figures.write_plot(found, plot_path)
-        if html_path:
-            figures.write_html(report_ui.from_diff(result, found), html_path)
+    compared = CompareOptions.from_settings(ctx.obj.settings)  # stdout as a replay compares it
+    result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b), options=compared)
+    figures.diff_pictures(a, b, result, plot_path, html_path)
     if markdown:
         ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))
     if as_json:
         ui.json_out(diff_ui.render_json(result))
     elif markdown != options.STDOUT:
-        ui.out(diff_ui.render_text(result, colour=diff_ui.colour_wanted(), show_all=show_all))
+        colour, width = diff_ui.colour_wanted(), ui.line_width()
+        ui.out(diff_ui.render_text(result, colour=colour, show_all=show_all, width=width))
     if exit_code and result.differs:
         ctx.exit(1)
 

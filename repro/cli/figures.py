@@ -9,6 +9,7 @@ from pathlib import Path
 from repro import ui
 from repro.check import CheckResult
 from repro.compare.verdict import Verdict
+from repro.diff import DiffResult
 from repro.diff.metrics import Curves, curves
 from repro.errors import UsageError
 from repro.facts.determinism import ledger_text
@@ -45,6 +46,29 @@ def write_html(report: report_ui.Report, path: Path) -> None:
     ui.info(f"HTML report written to {path}")
 
 
+def diff_pictures(
+    a: LoadedRun, b: LoadedRun, result: DiffResult, plot_path: Path | None, html_path: Path | None
+) -> None:
+    """`--plot` and `--html` of a diff: the page first, then the plot; a plot that cannot be drawn
+    (no matplotlib, no metric series) is a warning, and the page says there are no curves."""
+    if not (plot_path or html_path):
+        return
+    found = pair_curves(a, b)
+    if html_path:
+        write_html(report_ui.from_diff(result, found), html_path)
+    if plot_path:
+        _plot_or_warn(found, plot_path)
+
+
+def _plot_or_warn(found: Curves | None, path: Path) -> None:
+    try:
+        if found is None:
+            raise UsageError("the runs were not compared")
+        write_plot(found, path)
+    except UsageError as e:  # the result, already given, keeps its exit status
+        ui.warn(f"no curves drawn to {path}: {e}" + (f" ({e.hint})" if e.hint else ""))
+
+
 def verdict_pictures(
     store: Store,
     pair: tuple[Record, Record] | None,
@@ -60,12 +84,7 @@ def verdict_pictures(
         return
     found = stored_curves(store, *pair) if pair is not None else None
     if plot_path:
-        try:
-            if found is None:
-                raise UsageError("the runs were not compared")
-            write_plot(found, plot_path)
-        except UsageError as e:  # the verdict, already given, keeps its exit status
-            ui.warn(f"no curves drawn to {plot_path}: {e}" + (f" ({e.hint})" if e.hint else ""))
+        _plot_or_warn(found, plot_path)
     if html_path:
         if verdict is None:
             report = report_ui.Report(title, "failed", "the runs were not compared", causes=list(causes))

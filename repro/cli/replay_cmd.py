@@ -166,7 +166,7 @@ def _report(outcome: ReplayOutcome, markdown: str | None, as_json: bool) -> None
     if as_json:
         ui.json_out(render.replay_dict(verdict, outcome.replay.id))
     elif markdown != options.STDOUT:
-        ui.out(render.render_text(verdict))
+        ui.out(render.render_text(verdict, width=ui.line_width()))
         ui.info(
             f"replay recorded as {outcome.replay.id}; `repro diff {outcome.original.id} {outcome.replay.id}`"
         )

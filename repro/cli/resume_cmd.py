@@ -32,7 +32,9 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     "load the checkpoint if present" logic continues from it. Every RNG state recorded when
     that checkpoint was saved is restored right after it is loaded: the resumed run ends
     bit for bit where an uninterrupted one ends (strict mode). Exit status 4 when the
-    command fails; `repro ls` shows the new run as "resume of REF".
+    command fails; `repro ls` shows the new run as "resume of REF". A resumed run that
+    loaded no checkpoint started over (a script that resumes only with a flag, such as
+    nanoGPT's --init_from=resume): it says so at the end and in its record.
 
     A docker run killed with its repro process left its checkpoints in the container's
     copy of the project: they are moved into the project first (once no process or
@@ -50,7 +52,8 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
         ui.json_out(render.run_summary_dict(record, run_dir, kind="resume"))
     else:
         line = render.run_summary_line(record, run_dir, store.root)
-        ui.summary(f"{line} · resume of {record.resumed_from}")
+        over = " that started over: it loaded no checkpoint" if record.results.resume_started_over else ""
+        ui.summary(f"{line} · resume of {record.resumed_from}{over}")
         for warning in record.warnings:
             ui.warn(warning.message)
     raise_for_status(record)

@@ -71,6 +71,29 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
             )
 
 
+STARTED_OVER_HINT = (
+    "a script loads its checkpoint only when told to: run it with its resume flag "
+    "(nanoGPT's --init_from=resume, a --resume PATH), or make it load the checkpoint when one exists"
+)
+
+
+def judge_resume(record: Record, runtime: Path, booted: bool) -> None:
+    """A resumed run in which the runtime saw no checkpoint load started over: said in the record
+    (``results.resume_started_over``, warning ``resume_started_over``). Not judged where the runtime
+    never booted: then no load could be seen."""
+    if record.resumed_from and booted and not any(e.get("path") for e in read_events(runtime)):
+        record.results.resume_started_over = True
+        record.warn("resume_started_over", started_over(record.resumed_from))
+
+
+def started_over(original: str) -> str:
+    """What a resume that loaded no checkpoint is, and the usual cause, in one line."""
+    return (
+        f"the resumed run loaded no checkpoint: it started over instead of continuing {original}; "
+        + STARTED_OVER_HINT
+    )
+
+
 def _int(value: Any) -> int:
     try:
         return int(value)

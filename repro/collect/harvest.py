@@ -5,7 +5,7 @@ Three sources, tried in the order `metrics.from` gives (default ``tensorboard, f
 - **tensorboard**: every scalar tag of the TensorBoard event files the run wrote, with the
   step it was logged at (read by `repro.compare.tensorboard`; needs the ``tensorboard`` package).
   Tags from several event directories merge by tag; a tag found in more than one directory is
-  named ``tag (directory)``.
+  named ``tag (directory)``, and the files of a torchrun rank other than 0 give ``tag (rank N)``.
 - **files**: CSV, JSONL and JSON metric files the run wrote whose rows carry a step
   (``step``, ``global_step``, ``iter``, ``iteration`` or ``epoch``, first found wins): Lightning's
   ``metrics.csv``, HF Trainer's ``trainer_state.json`` (its ``log_history``). Each numeric column
@@ -15,9 +15,10 @@ Three sources, tried in the order `metrics.from` gives (default ``tensorboard, f
   train loss 2.05, val loss 2.10``, ``Epoch 3/10 - loss: 0.53``) give one series per ``name
   value`` pair after it (``train loss`` → ``train_loss``); a printed dict with a ``…loss`` key
   and a step or epoch key (HF Trainer's ``{'loss': 2.3, …, 'epoch': 0.5}``) gives one per
-  numeric key. Of a line a progress bar redrew with ``\\r`` only what stayed on the screen is
-  read. Patterns of ``metrics.patterns`` are tried first: each named group is a series, the
-  group ``step`` its step.
+  numeric key; a line that is only ``loss: 0.502`` (a name with loss, acc, error or ppl, no step)
+  is the next point of its series, by order. Of a line a progress bar redrew with ``\\r`` only
+  what stayed on the screen is read. Patterns of ``metrics.patterns`` are tried first: each named
+  group is a series, the group ``step`` its step.
 
 Fields that measure time, speed, utilisation or memory are left out by the rule of log masking
 (`repro.compare.logmask.is_timing_key`), and so are the step keys themselves. A name the script
@@ -33,7 +34,7 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -161,20 +162,25 @@ def _read(root: Path, rel: str, declared: Sequence[str]) -> bytes | None:
 # --------------------------------------------------------------------------- tensorboard
 
 
-def from_tensorboard(root: Path, paths: Iterable[str], declared: Sequence[str] = ()) -> list[Harvested]:
+def from_tensorboard(
+    root: Path, paths: Iterable[str], declared: Sequence[str] = (), writers: Mapping[str, int] | None = None
+) -> list[Harvested]:
     """The scalar tags of the event files among ``paths`` (relative to ``root``), one series per tag.
 
     Each directory's files are read together, in name order; a file that cannot be read is skipped.
+    ``writers`` gives the torchrun rank that wrote a file: the files of each rank are read apart, and
+    a rank other than 0 names its series ``tag (rank N)``, as logged metrics are named.
     """
     if not tensorboard.available():
         return []
-    by_dir: dict[str, list[str]] = {}
+    by_dir: dict[tuple[str, int], list[str]] = {}
     for rel in sorted(paths):
         if tensorboard.is_event_file(rel):
-            by_dir.setdefault(tensorboard.event_dir(rel), []).append(rel)
-    tags: dict[str, list[tuple[str, list[tuple[Step, float]]]]] = {}
+            rank = max((writers or {}).get(rel, 0), 0)
+            by_dir.setdefault((tensorboard.event_dir(rel), rank), []).append(rel)
+    tags: dict[str, list[tuple[str, int, list[tuple[Step, float]]]]] = {}
     with tempfile.TemporaryDirectory(prefix="repro-events-") as tmp:
-        for directory, rels in sorted(by_dir.items()):
+        for (directory, rank), rels in sorted(by_dir.items()):
             copies = []
             for i, rel in enumerate(rels):
                 raw = _read(root, rel, declared)
@@ -190,11 +196,13 @@ def from_tensorboard(root: Path, paths: Iterable[str], declared: Sequence[str] =
                 pairs = ((_step(s), _number(v)) for s, v in values)
                 points = [(s, v) for s, v in pairs if s is not None and v is not None]
                 if points and _keep(tag):
-                    tags.setdefault(tag, []).append((directory, points))
+                    tags.setdefault(tag, []).append((directory, rank, points))
     collector = _Collector("tensorboard")
     for tag, found in tags.items():
-        for directory, points in found:
-            name = tag if len(found) == 1 else f"{tag} ({directory})"
+        dirs = {directory for directory, _, _ in found}
+        for directory, rank, points in found:
+            parts = ([directory] if len(dirs) > 1 else []) + ([f"rank {rank}"] if rank else [])
+            name = f"{tag} ({', '.join(parts)})" if parts else tag
             for step, value in points:
                 collector.add(name, directory, step, value)
     return list(collector.series.values())
@@ -258,6 +266,10 @@ _PAIR = re.compile(
     rf"(?<![\w.%/])(?P<key>{_WORD}(?:[ _]{_WORD})?)\s*(?:[:=]\s*|\s+)(?P<num>{NUM})(?![\w.%/:])"
 )
 _DICT = re.compile(r"\{[^{}]*\}")
+# A line that is only ``loss: 0.502`` (``test loss: …``, ``Loss = …``): no step, so its place in the
+# order of such lines is its step. Only names of a result, so that settings printed once are not series.
+_BARE = re.compile(rf"^\s*(?P<key>{_WORD}(?:[ _]{_WORD})?)\s*[:=]\s*(?P<num>{NUM})\s*$")
+_RESULT_WORDS = ("loss", "acc", "error", "ppl", "perplexity")
 
 
 def _literal(text: str) -> Any:
@@ -308,12 +320,24 @@ def from_stdout(text: str, patterns: Sequence[str] = ()) -> list[Harvested]:
             continue
         lead = _LEAD.match(line)
         if lead is None:
+            _bare(line, collector)
             continue
         step_value = int(lead.group("step"))
         for name, value in _line_pairs(line[lead.end() :]):
             if _keep(name) and not name.startswith(tuple(f"{k}_" for k in _NOT_SERIES)):
                 collector.add(name, "stdout", step_value, value)
     return list(collector.series.values())
+
+
+def _bare(line: str, collector: _Collector) -> None:
+    """A ``loss: X`` line with no step: the next point of its series, by order."""
+    match = _BARE.match(line)
+    if match is None:
+        return
+    name = re.sub(r"[ ]+", "_", match.group("key").strip()).lower()
+    if _keep(name) and any(word in name for word in _RESULT_WORDS):
+        found = collector.series.get(name)
+        collector.add(name, "stdout", len(found.points) if found else 0, float(match.group("num")))
 
 
 def _from_patterns(
@@ -357,6 +381,7 @@ def harvest(
     settings: HarvestSettings,
     logged: Iterable[str] = (),
     declared: Sequence[str] = (),
+    writers: Mapping[str, int] | None = None,
 ) -> list[Harvested]:
     """Every series of the sources in ``settings`` (files in ``paths``, relative to ``root``, read
     from the ``declared`` output dirs holding them; the run's ``stdout``), without the names in
@@ -366,7 +391,7 @@ def harvest(
     found: list[Harvested] = []
     for source in settings.sources:
         if source == "tensorboard":
-            series = from_tensorboard(root, paths, declared)
+            series = from_tensorboard(root, paths, declared, writers)
         elif source == "files":
             series = from_files(root, paths, declared)
         else:
@@ -440,7 +465,9 @@ def fold(
     masks the blob)."""
     logged = logged_series(sources.logged)
     names = [s.name for s in logged]
-    found = harvest(sources.root, sources.paths, sources.stdout, settings, names, sources.declared)
+    found = harvest(
+        sources.root, sources.paths, sources.stdout, settings, names, sources.declared, sources.writers
+    )
     results.series = [summary(s, mask) for s in (*logged, *found)]
     results.harvested = put(rows_blob(found)) if found else None
 
@@ -455,12 +482,19 @@ class RunSources:
     stdout: str
     logged: bytes | None = None
     declared: tuple[str, ...] = ()  # the declared output dirs, read as the host chose them
+    writers: Mapping[str, int] = field(default_factory=dict)  # file → the torchrun rank that alone wrote it
 
     @classmethod
     def read(
-        cls, root: Path, stdout: Path, outputs: Iterable[str], paths: Iterable[str], logged: bytes | None
+        cls,
+        root: Path,
+        stdout: Path,
+        outputs: Iterable[str],
+        paths: Iterable[str],
+        logged: bytes | None,
+        writers: Mapping[str, int] | None = None,
     ) -> RunSources:
         """The sources of a collected run; its stdout read up to `MAX_FILE_BYTES` (none beyond)."""
         raw = produced.read_at(stdout, limit=MAX_FILE_BYTES) or b""
         text = raw.decode("utf-8", "replace")
-        return cls(root, tuple(paths), text, logged, tuple(outputs))
+        return cls(root, tuple(paths), text, logged, tuple(outputs), dict(writers or {}))

@@ -52,9 +52,15 @@ class OpDifference:
 
 # A divergence these explain already: the op stream would not say more.
 _EXPLAINED = (
-    codes.RUN_FAILED, codes.ORIGINAL_FAILED, codes.NOT_RESTORED, codes.DATA_ORDER_DIFFERS,
-    codes.WORKER_SEEDS_DIFFER, codes.CONCURRENT_WRITE,
+    codes.RUN_FAILED, codes.ORIGINAL_FAILED, codes.RESUME_STARTED_OVER, codes.NOT_RESTORED,
+    codes.DATA_ORDER_DIFFERS, codes.WORKER_SEEDS_DIFFER, codes.CONCURRENT_WRITE,
 )  # fmt: skip
+
+
+def explained_by(verdict: Verdict) -> Reason | None:
+    """The reason that already explains a divergence (a failure, another data order, an output several
+    processes wrote at once), if any: then no op is the first difference, and none is named."""
+    return next((r for r in verdict.reasons if r.code in _EXPLAINED), None)
 
 
 def would_help(verdict: Verdict) -> bool:
@@ -62,7 +68,7 @@ def would_help(verdict: Verdict) -> bool:
     (not a failure, another data order, or a file several processes wrote) with no op compared."""
     if verdict.status != "diverged" or verdict.mode != "strict" or verdict.ops_compared:
         return False
-    return not any(r.code in _EXPLAINED for r in verdict.reasons)
+    return explained_by(verdict) is None
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -218,8 +224,13 @@ def explain(
 ) -> None:
     """Add to a divergent verdict its first differing op over the first ``steps`` optimizer steps
     (a reason ``op_differs``), or a note saying why there is none. ``source`` names where the
-    original's stream came from."""
+    original's stream came from. A divergence already explained (`explained_by`) names no op:
+    the note says what explains it."""
     verdict.ops_compared = True
+    cause = explained_by(verdict)
+    if cause is not None:
+        verdict.notes.append(f"--ops: no op is named: the divergence is already explained ({cause.message})")
+        return
     found = first_difference(
         {r: within(rows, steps) for r, rows in original.items()},
         {r: within(rows, steps) for r, rows in replay.items()},

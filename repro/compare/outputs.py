@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from repro.compare import stamps, tables, tensorboard
-from repro.compare.tensors import TensorReport, UnreadableTensorFile, compare_tensor_files, is_tensor_file
+from repro.compare.tensors import (
+    NeedsUnpickling,
+    TensorReport,
+    UnreadableTensorFile,
+    compare_tensor_files,
+    is_tensor_file,
+)
 from repro.compare.tolerance import Tolerance
 from repro.compare.values import Series, ValueReport, compare_series
 from repro.store.capsule import FileEntry
@@ -75,6 +81,7 @@ class Outputs:
     entries: list[FileEntry]
     open: OpenOutput
     root: str | None = None  # the project root as the run saw it: paths under it compare relative to it
+    image: str | None = None  # the image the run ran in: where a pickle it wrote may be unpickled
 
 
 def compare_outputs(
@@ -165,7 +172,11 @@ def _tensor_report(
         return None, opened
     try:
         suffix = PurePosixPath(ea.path).suffix
-        return compare_tensor_files(*opened, tol, suffix=suffix, roots=(original.root, replay.root)), None
+        images = [i for i in (original.image, replay.image) if i]
+        roots = (original.root, replay.root)
+        return compare_tensor_files(*opened, tol, suffix=suffix, roots=roots, images=images), None
+    except NeedsUnpickling as e:  # readable, though not here: its reason says how it was compared
+        return None, e.reason
     except UnreadableTensorFile as e:
         return None, f"unreadable: {e.reason}"
 

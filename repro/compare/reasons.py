@@ -5,6 +5,8 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 
 - ``run_failed`` — the replay did not succeed (fields: status, exit_code);
 - ``original_failed`` — the original failed and the replay succeeded;
+- ``resume_started_over`` — a resumed run loaded no checkpoint: it started over, so no resume was
+  tested (fields: resumed, original);
 - ``not_restored`` — a resumed run parted from the uninterrupted one at its resume point: what
   its checkpoint or the runtime did not restore (fields: step, rank, cause, field);
 - ``data_order_differs`` — a DataLoader yielded other samples: the first such batch (fields: step,
@@ -33,6 +35,7 @@ from typing import Any
 RUN_FAILED = "run_failed"
 ORIGINAL_FAILED = "original_failed"
 NOT_RESTORED = "not_restored"
+RESUME_STARTED_OVER = "resume_started_over"
 DATA_ORDER_DIFFERS = "data_order_differs"
 WORKER_SEEDS_DIFFER = "worker_seeds_differ"
 TRACE_DIFFERS = "trace_differs"
@@ -48,6 +51,7 @@ OP_DIFFERS = "op_differs"
 CODES = (
     RUN_FAILED,
     ORIGINAL_FAILED,
+    RESUME_STARTED_OVER,
     NOT_RESTORED,
     DATA_ORDER_DIFFERS,  # a replay whose data order differs says so first
     WORKER_SEEDS_DIFFER,

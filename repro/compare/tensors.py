@@ -9,15 +9,16 @@ call time, and only when a tensor file has to be opened (torch only for torch fi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from repro.compare import rootpath
 from repro.compare.tolerance import Tolerance, largest
-from repro.errors import ReproError
-from repro.units import shorten
+from repro.errors import ReproError, SandboxUnavailable
+from repro.units import shorten, without_terminal_codes
 
 TENSOR_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npy", ".npz")
 _TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
@@ -31,6 +32,24 @@ class UnreadableTensorFile(ReproError):
         self.path = path
         self.reason = reason
         super().__init__(f"cannot read tensors from {path.name}: {reason}")
+
+
+class NeedsUnpickling(UnreadableTensorFile):
+    """A torch file ``weights_only`` refuses: loading it runs the code its pickle names."""
+
+
+# Loads two pickles that need ``weights_only=False`` somewhere they cannot harm this machine (the
+# container sandbox, `repro.backends.docker.unpickle_sandboxed`), given the two runs' images to try,
+# and returns two files of plain tensors and values that ``weights_only=True`` reads. Registered by
+# the command line; none registered, such files are compared by bytes.
+Unpickler = Callable[[Path, Path, Sequence[str]], tuple[Path, Path]]
+_UNPICKLERS: list[Unpickler] = []
+
+
+def register_unpickler(unpickler: Unpickler) -> None:
+    """Let tensor files that need unpickling be loaded by ``unpickler`` (once per process)."""
+    if unpickler not in _UNPICKLERS:
+        _UNPICKLERS.append(unpickler)
 
 
 # --------------------------------------------------------------------------- results
@@ -136,12 +155,14 @@ def _load(path: Path, suffix: str | None = None) -> dict[str, _Entry]:
     except UnreadableTensorFile:
         raise
     except Exception as e:  # OSError, ValueError, pickle.UnpicklingError from torch.load…
+        if type(e).__name__ == "UnpicklingError" and "weights only load failed" in str(e).lower():
+            raise NeedsUnpickling(path, "it needs weights_only=False, and unpickling runs its code") from e
         raise UnreadableTensorFile(path, f"{type(e).__name__}: {_first_line(e)}") from e
     raise UnreadableTensorFile(path, f"unknown tensor file suffix {suffix!r}")
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
+    text = without_terminal_codes(str(e)).strip().splitlines()  # torch bolds parts of its messages
     return text[0][:200] if text else ""
 
 
@@ -227,21 +248,52 @@ def compare_tensor_files(
     tol: Tolerance,
     suffix: str | None = None,
     roots: tuple[str | None, str | None] = (None, None),
+    images: Sequence[str] = (),
 ) -> TensorReport:
     """Compare the tensors of two files by name: shapes, dtypes and values (a is the reference).
 
     ``suffix`` names the format when the files' own names carry none (blobs). ``roots`` are the
     project roots the two runs saw: a path under one, in a name or a string value (a Lightning
     checkpoint's ``best_model_path``), is compared relative to it (`repro.compare.rootpath`).
+    A torch pickle that needs ``weights_only=False`` is loaded only by a registered unpickler (the
+    container sandbox, in ``images``, the runs' own first), never in this process.
 
     Raises:
-        UnreadableTensorFile: either file cannot be parsed.
+        UnreadableTensorFile: either file cannot be parsed. NeedsUnpickling: they need unpickling and
+            no sandbox could (its reason says the files were compared by bytes, and why).
     """
-    ta, rooted_a = _relative(_load(a, suffix), rootpath.spellings(roots[0]))
-    tb, rooted_b = _relative(_load(b, suffix), rootpath.spellings(roots[1]))
+    try:
+        loaded_a, loaded_b = _load(a, suffix), _load(b, suffix)
+    except NeedsUnpickling as e:
+        loaded_a, loaded_b = _unpickled(e, a, b, images)
+    ta, rooted_a = _relative(loaded_a, rootpath.spellings(roots[0]))
+    tb, rooted_b = _relative(loaded_b, rootpath.spellings(roots[1]))
     report = compare_tensors(ta, tb, tol)
     report.rooted = rooted_a + rooted_b
     return report
+
+
+def _unpickled(
+    refused: NeedsUnpickling, a: Path, b: Path, images: Sequence[str]
+) -> tuple[dict[str, _Entry], dict[str, _Entry]]:
+    """Both files loaded in the sandbox, as plain tensors this process reads with weights_only.
+
+    Raises:
+        UnreadableTensorFile: no unpickler registered, or the sandbox could not load them.
+    """
+    why = SandboxUnavailable.NO_ENGINE
+    for unpickler in _UNPICKLERS:
+        try:
+            plain_a, plain_b = unpickler(a, b, images)
+            try:
+                return _load_torch(plain_a), _load_torch(plain_b)
+            finally:  # the unpickler's scratch directory; loaded tensors outlive their file
+                shutil.rmtree(plain_a.parent, ignore_errors=True)
+        except SandboxUnavailable as e:
+            why = e.reason
+        except Exception as e:  # what the sandbox wrote is untrusted: unreadable is an answer
+            why = f"its sandboxed copy is unreadable ({type(e).__name__}: {_first_line(e)})"
+    raise NeedsUnpickling(refused.path, f"compared by bytes: {refused.reason}; {why}") from refused
 
 
 def _relative(found: dict[str, _Entry], roots: tuple[str, ...]) -> tuple[dict[str, _Entry], int]:

@@ -62,6 +62,7 @@ from repro.compare.trace import describe as describe_trace
 from repro.errors import ExitCode, UsageError
 from repro.runtime.contract import Mode
 from repro.store.capsule import FileEntry, RunStatus, SharedWrite
+from repro.units import plural
 
 __all__ = [
     "REPRODUCED",
@@ -118,6 +119,7 @@ class Side:
     data_order: dataorder.Rows = field(default_factory=dict)  # each rank's DataLoader batches, when recorded
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     root: str | None = None  # the project root as the run saw it (`repro.compare.rootpath`)
+    image: str | None = None  # the image id the run ran in (a docker run), where its pickles unpickle
 
     @property
     def failed(self) -> bool:
@@ -250,8 +252,8 @@ def compare_runs(
     options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = compare_outputs(
-        Outputs(original.label, original.outputs, original.open_output, original.root),
-        Outputs(replay.label, replay.outputs, replay.open_output, replay.root),
+        Outputs(original.label, original.outputs, original.open_output, original.root, original.image),
+        Outputs(replay.label, replay.outputs, replay.open_output, replay.root, replay.image),
         tolerance,
     )
     metrics = compare_metrics(original.metrics, replay.metrics, tolerance)
@@ -472,9 +474,10 @@ def _summary(v: Verdict) -> str:
         named = f": {', '.join(formats)}" if formats else ""
         how = f" ({len(by_content)} equal by content{named})" if by_content else ""
         logs = "stdout equal" if v.stdout_compared else "stdout not compared"
-        return f"identical: {n} output{'s' * (n != 1)} identical{how}, metrics and {logs}"
+        outputs = f"{plural(n, 'output')} identical{how}" if n else "no outputs"
+        return f"identical: {outputs}, metrics and {logs}"
     if v.status == "within_tolerance":
-        parts = [f"{len(v.changed_outputs)} of {n} outputs"] if v.changed_outputs else []
+        parts = [f"{len(v.changed_outputs)} of {plural(n, 'output')}"] if v.changed_outputs else []
         parts += [name for name, part in (("metrics", v.metrics), ("stdout", v.stdout)) if part is not None]
         size = f"max abs difference {v.max_abs:.3g}" if v.max_abs is not None else "no value differs"
         return f"within tolerance: {', '.join(parts) or 'output bytes'} differ within tolerance; {size}"

@@ -15,6 +15,8 @@ here.
 from __future__ import annotations
 
 from repro.compare import dataorder
+from repro.compare.verdict import CompareOptions
+from repro.diff import results
 from repro.diff.causes import (
     RANK_CODE,
     RANK_DATA,
@@ -40,6 +42,7 @@ from repro.diff.model import (
     DiffResult,
     DirGroup,
     Divergence,
+    ResultDifference,
     RunSummary,
     Section,
 )
@@ -82,6 +85,7 @@ __all__ = [
     "RANK_WORLD",
     "OpenBlob",
     "ReadBlob",
+    "ResultDifference",
     "RunSummary",
     "SECTIONS",
     "Section",
@@ -103,16 +107,26 @@ __all__ = [
 
 
 def diff_records(
-    a: Record, b: Record, read_blob: ReadBlob, *, code: bool = False, open_blob: OpenBlob | None = None
+    a: Record,
+    b: Record,
+    read_blob: ReadBlob,
+    *,
+    code: bool = False,
+    open_blob: OpenBlob | None = None,
+    options: CompareOptions | None = None,
 ) -> DiffResult:
     """Compare run A with run B; ``code=True`` adds the unified diff of changed source files.
 
     ``open_blob`` gives a stored blob's file, so that outputs compare by content where
     repro knows the format (TensorBoard events, metric files); without it, by hash.
-    When the results (metrics and outputs) are identical, no likely cause is ranked: the
-    differences are listed in ``without_effect`` instead.
+    The results are what a replay compares (`repro.diff.results`): outputs, metric series,
+    stdout by meaning, the exit status. Only when all of it is equal are the results
+    identical; then no likely cause is ranked and the differences are listed in
+    ``without_effect`` instead. ``options`` is repro.yaml's ``compare:`` section.
     """
     reader = SafeReader(read_blob)
+    side_a, side_b = (results.without_outputs(results.side_of(r, read_blob, open_blob)) for r in (a, b))
+    verdict = results.compare_results(side_a, side_b, options)
     sections = [
         _section("command", diff_command(a, b, reader)),
         _section("code", diff_code(a, b, reader, with_patch=code)),
@@ -123,9 +137,11 @@ def diff_records(
         _section("environment", diff_env(a, b)),
         _section("metrics", diff_metrics(a, b, reader)),
         _section("outputs", diff_outputs(a, b, open_blob)),
+        _section("stdout", results.stdout_section(verdict)),
     ]
     by_name = {s.name: s for s in sections}
-    results_differ = by_name["metrics"].differs or by_name["outputs"].differs
+    found = results.differences(verdict, by_name["outputs"])
+    results_differ = bool(found) or any(by_name[n].differs for n in ("metrics", "outputs", "stdout"))
     order = dataorder.compare(
         dataorder.read(a.results.logs, reader), dataorder.read(b.results.logs, reader)
     )  # the samples each DataLoader yielded, when both runs recorded them
@@ -137,6 +153,7 @@ def diff_records(
         likely_causes=causes if results_differ else [],
         results_differ=results_differ,
         without_effect=[] if results_differ else causes,
+        results=found,
     )
 
 

@@ -19,6 +19,9 @@ RANK_PARAMS = 20
 RANK_CODE = 30
 RANK_WORLD = 35
 RANK_DATA_ORDER = 37  # observed, not a setting: after what would have changed it (data, code, world)
+# Files earlier runs left in the working tree: read by few scripts, while another data order changes
+# every step; the data order, when it differs, explains more.
+RANK_LEFT = 39
 RANK_DEPS = 40
 RANK_SOFTWARE = 45
 RANK_IMAGE = 48
@@ -134,7 +137,7 @@ def _input_causes(sections: dict[str, Section]) -> list[Cause]:
         reason = "files earlier runs left in the working tree differ: " + ", ".join(
             f"{c.key} ({c.detail})" for c in earlier[:3]
         )
-        causes.append(Cause("code", "input", reason, RANK_CODE + 2, _keys(earlier)))
+        causes.append(Cause("code", "input", reason, RANK_LEFT, _keys(earlier)))
     world = [c for c in sections["environment"].changes if c.scope == "world"]
     if world:
         reason = (

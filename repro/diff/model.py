@@ -23,6 +23,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("environment", "Environment and hardware"),
     ("metrics", "Metrics"),
     ("outputs", "Outputs"),
+    ("stdout", "Printed output (stdout)"),
 )
 
 
@@ -191,6 +192,20 @@ class Cause:
 
 
 @dataclass
+class ResultDifference:
+    """One way the two runs' results differ, as a replay would say it (a code of
+    `repro.compare.reasons` and one line)."""
+
+    code: str
+    message: str
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, stable key order."""
+        return {"code": self.code, "message": self.message, "path": self.path}
+
+
+@dataclass
 class RunSummary:
     """Which run a side of the diff is."""
 
@@ -221,6 +236,7 @@ class DiffResult:
     likely_causes: list[Cause]  # empty when the results are identical: nothing to explain
     results_differ: bool
     without_effect: list[Cause] = field(default_factory=list)  # input differences, results identical
+    results: list[ResultDifference] = field(default_factory=list)  # how the results differ, decisive first
 
     @property
     def differs(self) -> bool:
@@ -247,6 +263,7 @@ class DiffResult:
             "results_differ": self.results_differ,
             "likely_causes": [c.to_dict(i + 1) for i, c in enumerate(self.likely_causes)],
             "without_effect": [c.to_dict(i + 1) for i, c in enumerate(self.without_effect)],
+            "results": [r.to_dict() for r in self.results],
             "sections": [s.to_dict() for s in self.sections],
         }
 

@@ -415,13 +415,23 @@ def diff_seeds(a: Record, b: Record) -> Section:
     script = [c for c in changes if c.scope == "script"]
     parts = []
     if master:
-        parts.append(f"seed {master.old} → {master.new}" + (" (drawn)" if sb.drawn or sa.drawn else ""))
+        parts.append(_master_phrase(master.old, sa.drawn, master.new, sb.drawn))
         if why:
             parts[-1] += f", {why}"
     parts += [change_phrase(c) for c in script]
     if not parts:
         parts = [f"{c.key} {fmt_value(c.old)} → {fmt_value(c.new)}" for c in changes[:3]]
     return Section(name="", title="", changes=changes, summary=", ".join(parts), notes=notes)
+
+
+def _master_phrase(old: object, old_drawn: bool, new: object, new_drawn: bool) -> str:
+    """``seed 1234 → 5``, saying which side's seed was drawn: a given seed is never called drawn."""
+    if old_drawn and new_drawn:
+        return f"seed {old} → {new} (both drawn)"
+    if old_drawn or new_drawn:
+        how = ("drawn", "given") if old_drawn else ("given", "drawn")
+        return f"seed {old} ({how[0]}) → {new} ({how[1]})"
+    return f"seed {old} → {new}"
 
 
 def diff_determinism(a: Record, b: Record) -> Section:
@@ -539,7 +549,9 @@ def diff_outputs(a: Record, b: Record, open_blob: OpenBlob | None = None) -> Sec
         return open_blob(entry.hash) if open_blob is not None and entry.stored else None
 
     entries_b, notes = _paired_run_dirs(a, b)
-    side_a, side_b = Outputs(a.id, list(ra.outputs), opener), Outputs(b.id, entries_b, opener)
+    images = [r.deps.image.id if r.deps.image else None for r in (a, b)]
+    side_a = Outputs(a.id, list(ra.outputs), opener, image=images[0])
+    side_b = Outputs(b.id, entries_b, opener, image=images[1])
     compared = compare_outputs(side_a, side_b, STRICT, tensors=open_blob is not None)
     shared = {w.path: w.writers() for w in [*ra.shared_writes, *rb.shared_writes]}
     files = [_output_change(d, shared.get(d.path)) for d in compared if d.status != "same"]
@@ -621,7 +633,7 @@ def _tensors_detail(t: TensorFileChange) -> str:
     """``1 tensor differs: 2.bias (max abs 0.031); 3 unchanged`` (the largest difference first)."""
     n = len(t.differing)
     if not n:
-        return f"other bytes, all {t.unchanged} tensors equal"
+        return f"other bytes, all {plural(t.unchanged, 'tensor')} equal"
     first = t.differing[0]
     how = f"max abs {first.max_abs:.3g}" if first.max_abs is not None else first.kind.replace("_", " ")
     verb = "differs" if n == 1 else "differ, first"

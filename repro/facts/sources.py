@@ -15,6 +15,7 @@ from repro.facts import hostpaths
 from repro.store.capsule import DataInput, Record
 from repro.store.datablobs import CAPSULE, DATA_REMOTE, STORE, BlobRoots, ReadBlob
 from repro.store.hashing import HashCache, hash_tree
+from repro.units import plural
 
 HERE = "here"  # the data root holds it as recorded
 NOWHERE = "nowhere"
@@ -44,13 +45,13 @@ class InputSource:
     def describe(self) -> str:
         """``data/train (120 files): in the capsule``: one line for people."""
         read = ", read, not declared" if self.read else ""
-        head = f"{self.path} ({self.files} file{'s' if self.files != 1 else ''}{read})"
+        head = f"{self.path} ({plural(self.files, 'file')}{read})"
         if self.kind == HERE:
             return f"{head}: here"
         differs = "the host's copy differs" if self.present else "absent here"
         if self.kind == NOWHERE:
             tail = f"; {self.fix}" if self.fix else ""
-            return f"{head}: nowhere ({differs}, {len(self.missing)} file(s) not kept){tail}"
+            return f"{head}: nowhere ({differs}, {plural(len(self.missing), 'file')} not kept){tail}"
         if self.kind == DVC:
             named = f"the DVC remote `{self.remote}`" if self.remote else "the default DVC remote"
             return f"{head}: in {named}, fetched through DVC ({differs})"

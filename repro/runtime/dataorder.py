@@ -24,8 +24,10 @@ import functools
 import hashlib
 import json
 import os
+import sys
+import warnings
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, FrameType, ModuleType
 from typing import Any, TextIO
 
 from repro.runtime import contract
@@ -117,6 +119,9 @@ def _batch(it: Any, indices: Any) -> None:
     _write(row)
 
 
+_WRAPPERS: set[CodeType] = set()  # the code of this module's wrappers: frames a warning never names
+
+
 def install(module: ModuleType) -> None:
     """Wrap the DataLoader's constructor (numbering) and its iterators' index draws (digests)."""
     if _path() is None:
@@ -131,11 +136,11 @@ def install(module: ModuleType) -> None:
     )  # fmt: skip
 
     def loader_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        init_loader(self, *args, **kwargs)
+        _as_caller(init_loader, self, *args, **kwargs)
         _number(self)
 
     def iter_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
-        init_iter(self, loader, *args, **kwargs)
+        _as_caller(init_iter, self, loader, *args, **kwargs)
         _safely(lambda: _begin(self, loader, _epochs(loader)))
 
     def iter_reset(self: Any, loader: Any, first_iter: bool = False, *args: Any, **kwargs: Any) -> Any:
@@ -156,7 +161,34 @@ def install(module: ModuleType) -> None:
         (base, "_next_index", iter_next_index, next_index),
     ):
         setattr(owner, name, functools.update_wrapper(wrapper, original))
+    _WRAPPERS.update({loader_init.__code__, iter_init.__code__, _as_caller.__code__})
     base._repro_wrapped = True
+
+
+def _as_caller(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a wrapped torch function so that the warnings it gives name the frame they would name
+    without the wrapper (torch's pin_memory warning, stacklevel=2): while it runs, a ``warnings.warn``
+    whose stacklevel lands on a wrapper of this module lands on the wrapper's caller instead. The
+    user's filters and Python's once-per-place rule apply as without repro."""
+    original = warnings.warn
+    if getattr(original, "_repro_shim", False):  # already inside one: the outer shim does it
+        return fn(*args, **kwargs)
+
+    def warn(message: Any, category: Any = None, stacklevel: int = 1, *rest: Any, **kw: Any) -> None:
+        frame: FrameType | None = sys._getframe(1)  # the code that called warn: stacklevel 1
+        for _ in range(max(stacklevel, 1) - 1):
+            frame = frame.f_back if frame is not None else None
+        skip = 0
+        while frame is not None and frame.f_code in _WRAPPERS:
+            frame, skip = frame.f_back, skip + 1
+        original(message, category, stacklevel + 1 + skip, *rest, **kw)  # + 1: this frame
+
+    warn._repro_shim = True  # type: ignore[attr-defined]
+    warnings.warn = warn
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        warnings.warn = original
 
 
 def _safely(fn: Any) -> None:

@@ -39,6 +39,7 @@ from repro.store.capsule import (
 )
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
+from repro.units import plural
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -427,7 +428,7 @@ def artifact_subject(checked: Checked, path: Path) -> Subject:
         )
     raise CapsuleInvalid(
         f"{path} is not attested: its SHA-256 {sha[:16]}… is none of the "
-        f"{len(checked.subjects)} files {run} produced",
+        f"{plural(len(checked.subjects), 'file')} {run} produced",
         hint="check the file against the attestation of the run that made it",
     )
 

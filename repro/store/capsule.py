@@ -86,6 +86,7 @@ WARNING_CODES: dict[str, str] = {
     "framework_override": "a framework (Lightning, Hugging Face) changed a seed or switch repro set",
     "base_image_changed": "the run was built on another base image than its original",
     "resume_not_exact": "a checkpoint was loaded without its recorded RNG states: the resume is not exact",
+    "resume_started_over": "a resumed run loaded no checkpoint: it started over",
     "repro_died": "the repro process died with the run; sealed later as interrupted",
     "in_process": "captured in-process (repro.capture): weaker than repro run, not replayable",
     "cuda_in_cpu_lock": "a CPU run's lock holds a CUDA torch: a CUDA-sized image",
@@ -542,6 +543,8 @@ class ResultInfo:
     outputs: list[FileEntry] = field(default_factory=list)
     outputs_outside_root: list[str] = field(default_factory=list)  # written outside the project
     checkpoints: list[CheckpointInfo] = field(default_factory=list)  # exact resume (repro resume)
+    # A resumed run that loaded no checkpoint: it started over, whatever `repro resume` ran it as.
+    resume_started_over: bool = False
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     # Experiment-tracker runs the command started: {"tool": "mlflow", "tracking_uri", "runs": [...]}, …
     trackers: list[dict[str, Any]] = field(default_factory=list)

@@ -115,6 +115,12 @@ def colour_on(stream: TextIO) -> bool:
     return is_terminal(stream)
 
 
+def line_width(stream: TextIO | None = None) -> int | None:
+    """How wide a result line may be: the terminal's columns (COLUMNS wins) when ``stream`` (stdout by
+    default) is a terminal; None, never cut, when it is a file, a pipe or a CI log."""
+    return terminal_size()[0] if is_terminal(stream or sys.stdout) else None
+
+
 def terminal_size() -> tuple[int, int]:
     """(columns, lines) of the terminal repro runs in; COLUMNS and LINES win, as in `shutil`."""
     size = shutil.get_terminal_size()
@@ -135,7 +141,7 @@ def out(text: str = "") -> None:
 
 
 def json_out(data: Any) -> None:
-    """A JSON document on stdout."""
+    """A JSON document on stdout (what a record holds is kept exact: a capsule's text is data)."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
 

@@ -28,7 +28,7 @@ LOG_TAIL = 20  # lines of a failed command's stderr shown
 # --------------------------------------------------------------------------- text
 
 
-def _verdicts_text(verdicts: Sequence[Verdict], colour: bool) -> str:
+def _verdicts_text(verdicts: Sequence[Verdict], colour: bool, width: int | None) -> str:
     """Run 1 against runs 2..N: an overall line, then each verdict."""
     label, hue = render.HEAD[worst_status(verdicts)]
     runs = len(verdicts) + 1
@@ -36,11 +36,11 @@ def _verdicts_text(verdicts: Sequence[Verdict], colour: bool) -> str:
     head = f"{style(label, hue) if colour else label}  {runs} runs: {compared}"
     parts = [head]
     for v in verdicts:
-        parts += ["", render.render_text(v, colour=colour)]
+        parts += ["", render.render_text(v, colour=colour, width=width)]
     return "\n".join(parts)
 
 
-def _interrupt_text(result: CheckResult, colour: bool) -> str:
+def _interrupt_text(result: CheckResult, colour: bool, width: int | None) -> str:
     """`check --interrupt`: an overall line, what a resume did not restore, then each resume's verdict."""
     label, hue = render.HEAD[worst_status(result.verdicts)]
     resumed = plural(len(result.verdicts), "killed and resumed run")
@@ -48,27 +48,29 @@ def _interrupt_text(result: CheckResult, colour: bool) -> str:
     parts = [head + "compared with the uninterrupted run"]
     parts += [printable(f"  not restored: {c.describe()}") for c in result.causes]
     for v in result.verdicts:
-        parts += ["", render.render_text(v, colour=colour)]
+        parts += ["", render.render_text(v, colour=colour, width=width)]
     return "\n".join(parts)
 
 
-def render_text(result: CheckResult, *, colour: bool = True) -> str:
-    """The check for people: the verdicts, what changed since a capsule, the outputs that differ."""
+def render_text(result: CheckResult, *, colour: bool = True, width: int | None = render.WIDTH) -> str:
+    """The check for people: the verdicts, what changed since a capsule, the outputs that differ;
+    lines cut at ``width`` (a terminal's), never when it is None."""
     result = escape.scrub_terminal(result)
     parts: list[str] = []
     if result.verdicts:
         if result.kind == "against":
             parts += [
                 printable(f"check against {result.capsule}"),
-                render.render_text(result.verdicts[0], colour=colour),
+                render.render_text(result.verdicts[0], colour=colour, width=width),
             ]
         elif result.kind == "interrupt":
-            parts.append(_interrupt_text(result, colour))
+            parts.append(_interrupt_text(result, colour, width))
         else:
-            parts.append(_verdicts_text(result.verdicts, colour))
+            parts.append(_verdicts_text(result.verdicts, colour, width))
     if result.diff is not None and not result.reproduced:
         parts += ["", f"What changed since the capsule ({result.records[0].id} → {result.records[1].id})"]
-        parts.append(diff_render.render_text(result.diff, colour=colour and diff_render.colour_wanted()))
+        wanted = colour and diff_render.colour_wanted()
+        parts.append(diff_render.render_text(result.diff, colour=wanted, width=width))
     differing = result.differing_outputs()
     if differing:
         parts += ["", printable("outputs that differ: " + ", ".join(differing))]
@@ -94,9 +96,9 @@ def render_failure(result: CheckResult, logs: Sequence[str] = ()) -> str:
     if differing:
         parts.append(printable("outputs that differ: " + ", ".join(differing)))
     if result.verdicts:
-        parts += ["", _verdicts_text(result.verdicts, colour=False)]
+        parts += ["", _verdicts_text(result.verdicts, colour=False, width=None)]
     if result.diff is not None:
-        parts += ["", "What changed since the capsule:", diff_render.render_text(result.diff)]
+        parts += ["", "What changed since the capsule:", diff_render.render_text(result.diff, width=None)]
     if result.failed is None and not result.verdicts:
         parts += ["", "last output:", *(escape.terminal(line) for line in logs[-LOG_TAIL:])]
     return "\n".join(parts)

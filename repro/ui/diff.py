@@ -43,18 +43,21 @@ def colour_wanted() -> bool:
 
 
 class _Painter:
-    def __init__(self, on: bool) -> None:
+    """Colours (when ``on``) and the width lines are cut at (a terminal's; None: never cut)."""
+
+    def __init__(self, on: bool, width: int | None = WIDTH) -> None:
         self.on = on
+        self.width = width
+        self.limit = 40 if width is not None else None  # a value in a table row
 
     def __call__(self, text: str, colour: str) -> str:
         return f"\033[{_ANSI[colour]}m{text}\033[0m" if self.on and text else text
 
+    def fit(self, text: str) -> str:
+        return shorten(text, self.width)
 
-def _fit(text: str, width: int = WIDTH) -> str:
-    return shorten(text, width)
 
-
-def _value(value: Any, limit: int = 40) -> str:
+def _value(value: Any, limit: int | None = 40) -> str:
     if value is None:
         text = "—"
     elif isinstance(value, float):
@@ -73,10 +76,13 @@ def _bytes_delta(n: int) -> str:
 # --------------------------------------------------------------------------- text
 
 
-def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = False) -> str:
-    """The diff as text: likely causes first, then each section that differs (all with show_all)."""
+def render_text(
+    result: DiffResult, *, colour: bool = False, show_all: bool = False, width: int | None = WIDTH
+) -> str:
+    """The diff as text: likely causes first, then each section that differs (all with show_all);
+    lines cut at ``width`` (a terminal's, `repro.ui.line_width`), never when ``width`` is None."""
     result = escape.scrub_terminal(result)
-    p = _Painter(colour)
+    p = _Painter(colour, width)
     a, b = result.a.id, result.b.id
     if not result.differs:
         lines = [f"No recorded differences between {a} and {b}."]
@@ -85,15 +91,15 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
     elif not result.results_differ:
         n = sum(1 for s in result.sections if s.differs)
         head = f"{a} → {b}: results identical; {n} of {len(result.sections)} sections differ"
-        lines = [p(_fit(head), "bold"), "  changed without effect on results:"]
-        lines += [_fit(f"  - {cause.reason}") for cause in result.without_effect]
+        lines = [p(p.fit(head), "bold"), "  changed without effect on results:"]
+        lines += [p.fit(f"  - {cause.reason}") for cause in result.without_effect]
     else:
         n = sum(1 for s in result.sections if s.differs)
-        head = _fit(f"{a} → {b}: {n} of {len(result.sections)} sections differ; likely causes:")
+        head = p.fit(f"{a} → {b}: {n} of {len(result.sections)} sections differ; likely causes:")
         lines = [p(head, "bold")]
         for i, cause in enumerate(result.likely_causes, 1):
-            lines.append(_fit(f"  {i}. {cause.reason}"))
-        lines.append(_fit(_results_line(result)))
+            lines.append(p.fit(f"  {i}. {cause.reason}"))
+        lines.append(p.fit(_results_line(result)))
     for section in result.sections:
         if section.differs or show_all:
             lines.append("")
@@ -103,10 +109,9 @@ def render_text(result: DiffResult, *, colour: bool = False, show_all: bool = Fa
 
 def _results_line(result: DiffResult) -> str:
     if not result.results_differ:
-        return "  results: identical metrics and outputs"
-    metrics = result.section("metrics")
-    outputs = result.section("outputs")
-    parts = [s.summary for s in (metrics, outputs) if s.differs and s.summary]
+        return "  results: identical outputs, metrics, stdout and exit status"
+    parts = [result.section(n).summary for n in ("metrics", "outputs", "stdout") if result.section(n).differs]
+    parts = [p for p in parts if p] or [r.message for r in result.results[:1]]
     return "  results differ: " + "; ".join(parts)
 
 
@@ -115,7 +120,7 @@ def _section_text(section: Section, p: _Painter) -> list[str]:
     if not section.differs:
         return [f"{title} — same"]
     head = f"{section.title} — {section.summary}" if section.summary else section.title
-    lines = [p(_fit(head), "bold")]
+    lines = [p(p.fit(head), "bold")]
     files = [c for c in section.changes if c.scope in _FILE_SCOPES]
     lines += _change_lines([c for c in section.changes if c.scope not in _FILE_SCOPES], p)
     if len(files) > MAX_LISTED and section.groups:
@@ -124,11 +129,11 @@ def _section_text(section: Section, p: _Painter) -> list[str]:
         lines += _change_lines(files, p)
     if section.divergence is not None:
         d = section.divergence
-        lines.append(
-            _fit(f"  first divergence: {d.metric} at step {d.step}: {_value(d.a, 24)} → {_value(d.b, 24)}")
-        )
+        cut = p.limit and 24
+        text = f"  first divergence: {d.metric} at step {d.step}: {_value(d.a, cut)} → {_value(d.b, cut)}"
+        lines.append(p.fit(text))
     for note in section.notes:
-        lines.append(p(_fit(f"  note: {note}"), "dim"))
+        lines.append(p(p.fit(f"  note: {note}"), "dim"))
     if section.patch:
         lines.append("")
         lines += [_patch_line(line, p) for line in section.patch.splitlines()]
@@ -142,20 +147,20 @@ def _change_lines(changes: list[Change], p: _Painter) -> list[str]:
     out = []
     for c in changes:
         mark = p(_MARK.get(c.kind, "~"), _MARK_COLOUR.get(c.kind, "yellow"))
-        key = c.key if len(c.key) <= width else "…" + c.key[-(width - 1) :]
-        text = _change_text(c)
+        key = c.key if len(c.key) <= width or p.width is None else "…" + c.key[-(width - 1) :]
+        text = _change_text(c, p.limit)
         line = f"  {_MARK.get(c.kind, '~')} {key.ljust(width)}  {text}"
-        line = _fit(line)
+        line = p.fit(line)
         out.append(f"  {mark}" + line[3:])
         if c.tensors is not None:
-            out += _tensor_lines(c.tensors)
+            out += _tensor_lines(c.tensors, p)
     return out
 
 
 MAX_TENSORS = 10  # tensors listed under a changed tensor file (--json lists them all)
 
 
-def _tensor_lines(t: TensorFileChange) -> list[str]:
+def _tensor_lines(t: TensorFileChange, p: _Painter) -> list[str]:
     """The tensors of a changed file that differ, largest difference first."""
     shown = t.differing[:MAX_TENSORS]
     width = min(36, max((len(x.name) for x in shown), default=0))
@@ -167,13 +172,13 @@ def _tensor_lines(t: TensorFileChange) -> list[str]:
             how = f"{x.kind} {x.a} → {x.b}"
         else:
             how = "only in A" if x.kind == "only_a" else "only in B"
-        out.append(_fit(f"        {x.name.ljust(width)}  {how}"))
+        out.append(p.fit(f"        {x.name.ljust(width)}  {how}"))
     if len(t.differing) > MAX_TENSORS:
         out.append(f"        … {len(t.differing) - MAX_TENSORS} more differ")
     return out
 
 
-def _change_text(c: Change) -> str:
+def _change_text(c: Change, limit: int | None = 40) -> str:
     if c.scope in _SIZED and c.lines is None and isinstance(c.old or c.new, int):
         note = f" ({c.detail})" if c.detail and c.scope == "left" else ""
         if c.kind == "added":
@@ -186,13 +191,13 @@ def _change_text(c: Change) -> str:
     if c.lines is not None or c.scope == "patch":
         return c.detail or ""
     if c.kind == "added":
-        text = _value(c.new) if c.new is not None else "added"
+        text = _value(c.new, limit) if c.new is not None else "added"
     elif c.kind == "removed":
-        text = (_value(c.old) + " (removed)") if c.old is not None else "removed"
+        text = (_value(c.old, limit) + " (removed)") if c.old is not None else "removed"
     elif c.old is None and c.new is None:
         return c.detail or "changed"
     else:
-        text = f"{_value(c.old)} → {_value(c.new)}"
+        text = f"{_value(c.old, limit)} → {_value(c.new, limit)}"
     if c.scope == "final" and c.delta is not None:
         text += f"   ({'+' if c.delta >= 0 else '−'}{abs(c.delta):.4g})"
     if c.scope == "installed":
@@ -234,11 +239,11 @@ def _patch_line(line: str, p: _Painter) -> str:
 
 
 def _md(text: Any) -> str:
-    return escape.markdown(_value(text, 60))
+    return escape.markdown(_value(text, None))
 
 
 def _md_code(text: Any) -> str:
-    return escape.markdown_code(_value(text, 60))
+    return escape.markdown_code(_value(text, None))
 
 
 def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
@@ -247,7 +252,8 @@ def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
     if not result.differs:
         lines.append("No recorded differences.")
     elif not result.results_differ:
-        lines += ["**Results identical** (metrics and outputs). Changed without effect on results:", ""]
+        same = "**Results identical** (outputs, metrics, stdout and exit status)."
+        lines += [f"{same} Changed without effect on results:", ""]
         lines += [f"- {_md(c.reason)}" for c in result.without_effect]
     else:
         lines += ["**Likely causes**, most likely first:", ""]

@@ -124,8 +124,10 @@ def render_html(report: Report) -> str:
 
 
 def _curves_html(curves: Curves | None) -> list[str]:
-    if curves is None or not curves.names:
+    if curves is None:
         return []
+    if not curves.names:
+        return ["<h2>Metric curves</h2><p>no curves: neither run has a metric series</p>"]
     a, b = curves.labels
     legend = (
         f'<p class="legend"><span style="color:{curves_ui.A_COLOUR}">━ {escape.html(a)}</span>'

@@ -20,7 +20,7 @@ from repro.compare.reasons import OP_DIFFERS
 from repro.compare.trace import describe as describe_trace
 from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.ui import escape, printable, style
-from repro.units import shorten
+from repro.units import plural, shorten
 
 WIDTH = 100
 MAX_TENSORS = 10  # differing tensors listed per output, largest difference first
@@ -57,18 +57,10 @@ def _num(x: float | None) -> str:
     return f"{x:.3g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.2e}"
 
 
-def _val(v: Any, limit: int = 24) -> str:
+def _val(v: Any) -> str:
     if v is None:
-        text = "(none)"
-    elif isinstance(v, float):
-        text = f"{v:.8g}"
-    else:
-        text = str(v)
-    return shorten(text, limit)
-
-
-def _fit(text: str, width: int = WIDTH) -> str:
-    return shorten(text, width)
+        return "(none)"
+    return f"{v:.8g}" if isinstance(v, float) else str(v)
 
 
 def _short_hash(h: str | None) -> str:
@@ -111,7 +103,7 @@ def _values_detail(o: OutputDiff) -> str:
     if d is None:
         return o.note or "equal values"
     at = f" at step {d.step}" if d.step is not None else ""
-    return f"{r.differing} value(s) differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
+    return f"{plural(r.differing, 'value')} differ, first {d.name}{at}: {_val(d.original)} → {_val(d.replay)}"
 
 
 def output_detail(o: OutputDiff, verdict: Verdict | None = None) -> str:
@@ -157,22 +149,25 @@ def _writers(verdict: Verdict, path: str) -> str | None:
     return None
 
 
-def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False) -> str:
-    """The verdict for a terminal: head, summary, reasons, then each part that differs."""
+def render_text(
+    verdict: Verdict, *, colour: bool = True, show_all: bool = False, width: int | None = WIDTH
+) -> str:
+    """The verdict for people: head, summary, reasons, then each part that differs; each line cut at
+    ``width`` (a terminal's, `repro.ui.line_width`), never when ``width`` is None."""
     verdict = escape.scrub_terminal(verdict)
     paint = (lambda s, c: style(s, c)) if colour else (lambda s, c: s)
     label, hue = HEAD[verdict.status]
     pair = f"{verdict.original or 'original'} → {verdict.replay or 'replay'}"
-    lines = [_fit(f"{paint(label, hue)}  {pair}  ({_tolerance(verdict)})"), _fit(verdict.summary)]
+    lines = [f"{paint(label, hue)}  {pair}  ({_tolerance(verdict)})", verdict.summary]
     if verdict.reasons and len(verdict.reasons) > 1:
         lines += ["", paint("Why", "bold")]
-        lines += [_fit(f"  ✗ {r.message}") for r in verdict.reasons]
+        lines += [f"  ✗ {r.message}" for r in verdict.reasons]
     lines += _outputs_text(verdict, paint, show_all)
     if verdict.metrics is not None:
         m = verdict.metrics
         ok = paint("within tolerance", "green") if m.within_tolerance else paint("diverged", "red")
-        lines += ["", f"{paint('Metrics', 'bold')}  {ok}; {m.differing} value(s) differ"]
-        lines.append(_fit(f"  {metric_text(m)}"))
+        lines += ["", f"{paint('Metrics', 'bold')}  {ok}; {plural(m.differing, 'value')} differ"]
+        lines.append(f"  {metric_text(m)}")
         if m.max_abs is not None:
             lines.append(f"  largest difference {_num(m.max_abs)}")
     if verdict.stdout is not None:
@@ -180,12 +175,12 @@ def render_text(verdict: Verdict, *, colour: bool = True, show_all: bool = False
     if verdict.trace is not None:
         t = verdict.trace
         ok = paint("within tolerance", "green") if t.within_tolerance else paint("diverged", "red")
-        lines += ["", f"{paint('Trace', 'bold')}  {ok}", _fit(f"  {describe_trace(t)}")]
+        lines += ["", f"{paint('Trace', 'bold')}  {ok}", f"  {describe_trace(t)}"]
     lines += _ops_text(verdict, paint)
     if verdict.notes:
         lines += ["", paint("Notes", "bold")]
-        lines += [_fit(f"  • {n}") for n in verdict.notes]
-    return "\n".join(printable(line) for line in lines)
+        lines += [f"  • {n}" for n in verdict.notes]
+    return "\n".join(printable(shorten(line, width)) for line in lines)
 
 
 def _ops_text(v: Verdict, paint: Any) -> list[str]:
@@ -231,7 +226,7 @@ def _outputs_text(v: Verdict, paint: Any, show_all: bool) -> list[str]:
         detail = output_detail(o, v)
         if o.status == "changed" and o.tensors is None:
             detail += f"  {_short_hash(o.original_hash)} → {_short_hash(o.replay_hash)}"
-        lines.append(_fit(f"  {mark} {o.path:<{width}}  {detail}"))
+        lines.append(f"  {mark} {o.path:<{width}}  {detail}")
         if o.tensors is not None:
             lines += _tensor_lines(o.tensors, paint)
     if len(shown) > MAX_OUTPUTS:
@@ -245,8 +240,7 @@ def _tensor_lines(t: TensorReport, paint: Any) -> list[str]:
         flag = paint("ok", "green") if d.within_tolerance else paint("over", "red")
         shape = "[" + ", ".join(str(s) for s in d.shape) + "]"
         rows.append(
-            f"      {_fit(d.name, 36):<36} {_fit(shape, 14):<14} {d.dtype:<9} "
-            f"{_num(d.max_abs):>9} {_num(d.max_rel):>9}  {flag}"
+            f"      {d.name:<36} {shape:<14} {d.dtype:<9} {_num(d.max_abs):>9} {_num(d.max_rel):>9}  {flag}"
         )
     lines = []
     if rows:
@@ -255,23 +249,23 @@ def _tensor_lines(t: TensorReport, paint: Any) -> list[str]:
         if len(t.differing) > MAX_TENSORS:
             lines.append(f"      … and {len(t.differing) - MAX_TENSORS} more differing tensors")
     for m in t.mismatched[:MAX_TENSORS]:
-        lines.append(_fit(f"      {m.name}: {m.reason} {m.original} → {m.replay}"))
+        lines.append(f"      {m.name}: {m.reason} {m.original} → {m.replay}")
     for label, names in (("only in original", t.only_original), ("only in replay", t.only_replay)):
         if names:
             more = f" (+{len(names) - 5} more)" if len(names) > 5 else ""
-            lines.append(_fit(f"      {label}: {', '.join(names[:5])}{more}"))
+            lines.append(f"      {label}: {', '.join(names[:5])}{more}")
     return lines
 
 
 def _stdout_text(s: StdoutDivergence, paint: Any) -> list[str]:
     ok = paint("within tolerance", "green") if s.within_tolerance else paint("differs", "red")
-    head = f"{paint('Stdout', 'bold')}  {ok} from line {s.line}; {s.differing} line(s) differ"
+    head = f"{paint('Stdout', 'bold')}  {ok} from line {s.line}; {plural(s.differing, 'line')} differ"
     lines = ["", head]
-    lines.append(_fit(paint("  - ", "red") + (s.original if s.original is not None else "(no line)")))
-    lines.append(_fit(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)")))
+    lines.append(paint("  - ", "red") + (s.original if s.original is not None else "(no line)"))
+    lines.append(paint("  + ", "green") + (s.replay if s.replay is not None else "(no line)"))
     if s.original_value is not None:
         name = f"{s.field} " if s.field else ""
-        lines.append(_fit(f"  first value that differs: {name}{s.original_value} → {s.replay_value}"))
+        lines.append(f"  first value that differs: {name}{s.original_value} → {s.replay_value}")
     return lines
 
 

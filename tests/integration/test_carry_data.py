@@ -130,7 +130,7 @@ def test_without_carried_data_show_names_the_command_and_replay_stops(
     assert project.repro("export", run_id, "-o", str(tar)).code == 0
     shutil.rmtree(project.root / "data")
     shown = project.repro("show", run_id).out
-    assert f"nowhere (absent here, 24 file(s) not kept); run `repro export {run_id} --with-data`" in shown
+    assert f"nowhere (absent here, 24 files not kept); run `repro export {run_id} --with-data`" in shown
     empty = tmp_path / "empty"
     empty.mkdir()
     r = project.repro("replay", str(tar), "--backend", "local", cwd=empty)

@@ -35,8 +35,10 @@ def test_a_file_both_ranks_save_is_named_at_run_time_and_in_the_verdict_and_diff
     assert {o.path for o in original.results.outputs} >= {"model.pt", "outputs/dense.pt"}  # rank 0's alone
     assert "shared write  model.pt by ranks 0 and 1 at once" in project.repro("show", original.id).out
 
+    replays = 0
     for _ in range(REPLAYS):
-        r = project.repro("replay", original.id, "--json")
+        replays += 1
+        r = project.repro("replay", original.id, "--ops", "--json")  # --ops: asked why, as the issue did
         verdict = json.loads(r.out)
         if verdict["status"] == "diverged":
             break
@@ -51,6 +53,14 @@ def test_a_file_both_ranks_save_is_named_at_run_time_and_in_the_verdict_and_diff
         == "output model.pt was written by ranks 0 and 1 at once: its bytes depend on which wrote last"
     )
     assert "unreadable" not in verdict["summary"]
+    # The race explains the divergence: --ops names no op (no false lead at the DDP wrapping line), and
+    # makes no execution of its own that `repro ls` or `latest` would show.
+    assert [n for n in verdict["notes"] if n.startswith("--ops:")] == [
+        "--ops: no op is named: the divergence is already explained (output model.pt was written by "
+        "ranks 0 and 1 at once: its bytes depend on which wrote last)"
+    ]
+    rows = json.loads(project.repro("ls", "--json").out)["runs"]
+    assert len(rows) == 1 + replays and Store(project.root).resolve("latest").record.id == verdict["replay"]
 
     diff = project.repro("diff", original.id, "latest", "--json")
     assert diff.code == 0, diff.err

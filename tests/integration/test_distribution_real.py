@@ -255,7 +255,11 @@ def test_the_github_recipe_runs_as_written_then_loads_its_cache_and_checks_a_gol
     loaded = ran["Load the cached images, or make the base image"].output
     assert "Loaded image" in loaded and "made in" not in loaded  # no debootstrap, no build
     assert "reusing image" in ran["Training reproduces (two runs, one seed, strict mode)"].output
-    assert ran["The golden capsule still reproduces with this code"].ran
+    golden_step = ran["The golden capsule still reproduces with this code"]
+    assert golden_step.ran
+    # the pull request's capsule replays in the docker sandbox, never on the runner's host
+    said = golden_step.output
+    assert "backend docker" in said and "unsandboxed" not in said, said
     assert not ran["Keep the images this job used for the cache"].ran  # an exact cache hit
     golden = tmp_path / "home2" / "runner-temp" / "repro" / "golden.xml"
     assert ET.parse(golden).getroot().get("failures") == "0"

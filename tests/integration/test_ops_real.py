@@ -55,11 +55,14 @@ def test_an_entropy_derived_value_in_block_2_is_named_with_its_line_and_step(mlp
     assert "the op itself is nondeterministic" in op["message"] and "train.py:" in op["message"]
     assert any("a fresh execution of the original's command" in n for n in verdict["notes"])
     rows = json.loads(mlp.repro("ls", "--json").out)["runs"]
-    assert len(rows) == 4  # the run, the plain replay, the fresh execution for its op stream, the replay
+    assert len(rows) == 3  # the run, the plain replay, the replay: not the execution for its stream
+    assert json.loads(mlp.repro("show", "latest", "--json").out)["id"] == verdict["replay"]
     original = next(row["id"] for row in rows if row["kind"] == "run")
     assert all(row["parent"] == original for row in rows if row["kind"] == "replay")  # never a replay's
-    text = mlp.repro("replay", original, "--ops").out
-    assert "First differing op" in text and "inputs identical: the op itself is nondeterministic" in text
+    again = mlp.repro("replay", original, "--ops")
+    text = again.out
+    assert "First differing op" in text, again.err
+    assert "inputs identical: the op itself is nondeterministic" in text
 
 
 def _ops_rows(project: Project, run_id: str) -> list[dict[str, Any]]:

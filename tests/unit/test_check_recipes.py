@@ -149,3 +149,25 @@ def test_github_pins_its_actions_makes_and_caches_the_base_image_and_caches_file
     assert any(quickstart.glob(p) for p in patterns)  # setup-python fails when none matches
     cache = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/cache@"))
     assert "~/.cache/repro/wheelhouse" in cache["with"]["path"]
+
+
+def test_github_replays_the_golden_capsule_sandboxed_and_says_why_as_the_readme_does() -> None:
+    """The golden capsule comes with the pull request: untrusted. Its step names no host backend (the
+    job's REPRO_BACKEND is docker, the sandbox), and its comment speaks of images as the README's
+    "Images by content" does: built on this runner's base image from the capsule's lockfile."""
+    job = next(iter(_load("github-actions.yml")["jobs"].values()))
+    step = next(s for s in job["steps"] if "golden" in s.get("name", ""))
+    (call,) = repro_calls(step["run"])
+    assert call[:3] == ["check", "--against", "golden/capsule.tar"]
+    assert "--backend" not in call and "REPRO_BACKEND" not in step.get("env", {})
+    assert job["env"]["REPRO_BACKEND"] == "docker"
+    text = (RECIPES / "github-actions.yml").read_text()
+    comment = text.split("- name: The golden capsule still reproduces with this code", 1)[1].split("run:", 1)[
+        0
+    ]
+    assert "sandbox" in comment and "image.base" in comment and "Images by content" in comment
+    assert "runner's Python" not in text and "--backend local" not in text
+    readme = (RECIPES.parents[1] / "README.md").read_text()
+    assert "### Images by content" in readme or "## Images by content" in readme
+    ci = (RECIPES.parents[1] / "docs" / "ci.md").read_text()
+    assert "replayed on the runner's Python (`--backend local`)" not in ci

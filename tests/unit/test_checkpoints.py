@@ -124,3 +124,35 @@ def test_seeding_states_never_writes_where_a_record_names_outside_the_runtime_di
     assert checkpoints.seed_runtime(runtime, [good, escaping, odd_rank], lambda _: b"{}") == 1
     assert [p.name for p in (runtime / "rng").iterdir()] == [f"{'ab' * 32}.rank0.json"]
     assert not list(tmp_path.rglob("escaped*")) and not list(tmp_path.rglob("x.json"))
+
+
+@pytest.mark.parametrize(
+    ("events", "booted", "started_over"),
+    [
+        ([], True, True),  # nanoGPT's default --init_from scratch: nothing loaded
+        (
+            [{"event": "restored", "rank": 0, "path": "out/ckpt.pt", "hash": "a" * 64, "step": 10}],
+            True,
+            False,
+        ),
+        ([{"event": "missing", "rank": 0, "path": "out/ckpt.pt", "hash": "b" * 64}], True, False),
+        ([], False, False),  # the runtime never booted: no load could be seen, nothing is claimed
+    ],
+)
+def test_a_resume_that_loaded_no_checkpoint_started_over(
+    tmp_path: Path, events: list[dict[str, object]], booted: bool, started_over: bool
+) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    (runtime / "resume-events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    record = Record(id="r2", created="now", resumed_from="r1")
+    checkpoints.judge_resume(record, runtime, booted)
+    assert record.results.resume_started_over is started_over
+    codes = [w.code for w in record.warnings]
+    assert codes == (["resume_started_over"] if started_over else [])
+    if started_over:
+        assert "--init_from=resume" in record.warnings[0].message
+        assert load_record(dump_record(record)).results.resume_started_over is True
+    fresh = Record(id="r0", created="now")  # not a resume: never judged
+    checkpoints.judge_resume(fresh, runtime, booted)
+    assert fresh.results.resume_started_over is False

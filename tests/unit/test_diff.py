@@ -613,7 +613,8 @@ def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs
     leslie, dave = leslie_dave
     data = render_json(diff_records(leslie, dave, blobs))
     assert list(data) == [
-        "format", "a", "b", "differs", "results_differ", "likely_causes", "without_effect", "sections"
+        "format", "a", "b", "differs", "results_differ", "likely_causes", "without_effect", "results",
+        "sections",
     ]  # fmt: skip
     assert data["format"] == DIFF_FORMAT
     assert [s["name"] for s in data["sections"]] == [name for name, _ in SECTIONS]
@@ -627,7 +628,7 @@ def test_json_is_stable_and_documented(leslie_dave: tuple[Record, Record], blobs
     assert data["likely_causes"][0]["section"] == "data" and data["likely_causes"][0]["position"] == 1
     assert json.loads(json.dumps(data)) == data  # plain JSON types only
     docs = (Path(__file__).parents[2] / "docs" / "diff.md").read_text()
-    for key in ("likely_causes", "without_effect", "results_differ", "divergence", "bytes_delta", "scope"):
+    for key in ("likely_causes", "without_effect", "results_differ", "results", "divergence", "bytes_delta"):
         assert f"`{key}`" in docs
 
 
@@ -738,7 +739,7 @@ def test_identical_results_come_first_and_invent_no_causes(blobs: Blobs) -> None
     assert not result.results_differ and result.likely_causes == []
     assert [c.category for c in result.without_effect] == ["input", "hardware"]
     lines = render_text(result).splitlines()
-    assert lines[0] == "a → b: results identical; 2 of 9 sections differ"
+    assert lines[0] == "a → b: results identical; 2 of 10 sections differ"
     assert lines[1:3] == [
         "  changed without effect on results:",
         "  - hyper-parameters changed: batch_size 32 → 64",

@@ -219,3 +219,50 @@ def test_a_declared_output_dir_the_host_linked_elsewhere_is_read_as_outputs_are(
     assert harvest.from_files(project, ["outputs/metrics.csv"]) == []  # not declared: a link the run made
     (found,) = harvest.from_files(project, ["outputs/metrics.csv"], declared=["outputs"])
     assert found.points == [(1, 0.5), (2, 0.25)]
+
+
+# pytorch/examples time_sequence_prediction: LBFGS prints the loss of every closure call, no step.
+TIME_SEQUENCE_LOG = """\
+STEP:  0
+loss: 0.5023738122475573
+loss: 0.4985663937943564
+loss: 0.47901196061152023
+test loss: 0.3368833920853284
+STEP:  1
+loss: 0.3368833920853284
+loss: 0.3024285568696848
+test loss: 0.0123
+"""
+
+
+def test_printed_loss_lines_with_no_step_give_a_curve_by_their_order() -> None:
+    found = _by_name(harvest.from_stdout(TIME_SEQUENCE_LOG))
+    assert sorted(found) == ["loss", "test_loss"]
+    assert [s for s, _ in found["loss"].points] == [0, 1, 2, 3, 4]
+    assert found["loss"].points[-1] == (4, 0.3024285568696848)
+    assert found["test_loss"].points == [(0, 0.3368833920853284), (1, 0.0123)]
+    regression = _by_name(harvest.from_stdout("==> Learned function:\ty = +0.51 x^4 +1.66\nLoss: 0.005274\n"))
+    assert regression["loss"].points == [(0, 0.005274)]
+    setup = "seed: 42\nepochs: 10\nnumber of parameters: 10.65M\nbest val loss 1.2\n"
+    assert harvest.from_stdout(setup) == []  # settings printed once, and loss words in a sentence
+
+
+def test_two_ranks_writing_one_tensorboard_directory_keep_a_series_each(tmp_path: Path) -> None:
+    """DLRM under torchrun: both ranks log "loss" to the same runs/ directory; each rank's scalars
+    stay its own series (rank 0 under the plain tag, as logged metrics are named)."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    rels = []
+    for rank in (0, 1):
+        writer = SummaryWriter(str(tmp_path / "runs"), filename_suffix=f".{rank}")
+        for step in range(0, 30, 10):
+            writer.add_scalar("loss", 1.0 + rank + step / 8, step)  # exact in float32
+        writer.close()
+        made = [str(p.relative_to(tmp_path)) for p in (tmp_path / "runs").iterdir()]
+        rels += [rel for rel in made if rel not in rels]
+    writers = {rel: rank for rank, rel in enumerate(rels)}
+    found = _by_name(harvest.from_tensorboard(tmp_path, rels, writers=writers))
+    assert sorted(found) == ["loss", "loss (rank 1)"]
+    assert found["loss"].points == [(0, 1.0), (10, 2.25), (20, 3.5)]
+    assert found["loss (rank 1)"].points == [(0, 2.0), (10, 3.25), (20, 4.5)]

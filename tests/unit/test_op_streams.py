@@ -135,6 +135,22 @@ def test_explain_adds_the_reason_code_or_says_why_there_is_none() -> None:
     assert not same.reasons and "raise --ops-steps" in same.notes[0]
 
 
+def test_an_explained_divergence_names_no_op() -> None:
+    """DLRM's two ranks saving one model.pt: the race explains the divergence, and the op streams of
+    the two runs (which part at the first collective, the ranks' inputs already different) name no op."""
+    from repro.compare.reasons import CONCURRENT_WRITE, DATA_ORDER_DIFFERS, Reason
+
+    for code, message in (
+        (CONCURRENT_WRITE, "output model.pt was written by ranks 0 and 1 at once"),
+        (DATA_ORDER_DIFFERS, "data order differs at DataLoader #1, step 0"),
+    ):
+        v = Verdict(status="diverged", mode="strict", reasons=[Reason(code, message, "model.pt")])
+        ops.explain(v, {0: STREAM}, {0: _replace(STREAM, 1, out=["?"])}, 2, "the original's")
+        assert [r.code for r in v.reasons] == [code] and v.ops_compared
+        assert v.notes == [f"--ops: no op is named: the divergence is already explained ({message})"]
+        assert "First differing op" not in render_text(v, colour=False)
+
+
 def test_a_strict_divergence_suggests_ops_until_they_were_compared() -> None:
     v = Verdict(status="diverged", mode="strict", summary="outputs differ")
     assert "re-run with --ops to find the first differing operation" in render_text(v, colour=False)

@@ -51,3 +51,42 @@ def test_every_batch_feeds_a_running_digest_with_its_indices_within_the_budget(t
     assert "indices" not in batches[3] and all(r["n"] in (6, 8) for r in batches)  # past the budget of 24
     assert len({r["digest"] for r in batches}) == len(batches)
     assert json.loads(done.stdout.strip()) == [list(range(i, i + 6)) for i in range(0, 24, 6)]  # unchanged
+
+
+PIN_MEMORY = textwrap.dedent(
+    """
+    import torch
+    from repro.runtime import boot
+    boot.boot()
+    from torch.utils.data import DataLoader, TensorDataset
+    ds = TensorDataset(torch.arange(16).float())
+    loader = DataLoader(ds, batch_size=4, pin_memory=True)  # as the examples write it, on a CPU box
+    for epoch in range(2):
+        for batch in loader:
+            pass
+    """
+)
+
+
+def test_a_warning_torch_gives_keeps_the_frame_it_would_have_without_repro(tmp_path: Path) -> None:
+    """torch's pin_memory warning (stacklevel=2) names torch's own frame, as without repro, never the
+    runtime's wrapper; user filters still apply, and it is shown once as Python's default rule says."""
+    import torch
+
+    if torch.accelerator.is_available():  # pragma: no cover - the warning is for machines without one
+        return
+    env = {**os.environ, "REPRO_RUN_ID": "t", "REPRO_RUNTIME_DIR": str(tmp_path)}
+    env.pop("RANK", None)
+    env.pop("PYTHONWARNINGS", None)
+    script = tmp_path / "train.py"
+    script.write_text(PIN_MEMORY)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "pin_memory" in line and "Warning" in line]
+    assert len(lines) == 1, done.stderr
+    assert "repro/runtime" not in lines[0] and "torch/utils/data/dataloader.py" in lines[0]
+    quiet = subprocess.run(
+        [sys.executable, "-W", "ignore::UserWarning", str(script)], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert quiet.returncode == 0 and "pin_memory" not in quiet.stderr
