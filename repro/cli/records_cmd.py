@@ -12,7 +12,14 @@ from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
-from repro.export import CarriedData, carried_data, data_roots, export_run, refuse_secrets_in_outputs
+from repro.export import (
+    CarriedData,
+    Exported,
+    carried_data,
+    data_roots,
+    export_run,
+    refuse_secrets_in_outputs,
+)  # fmt: skip
 from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
@@ -20,7 +27,7 @@ from repro.store import attestation, datablobs, limits, signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun
-from repro.store.signing import Seal, Trust
+from repro.store.signing import Seal, SigningKey, Trust
 from repro.ui import records as render
 from repro.units import plural
 
@@ -163,25 +170,7 @@ def export(
         if with_image:
             ui.info("saving the environment image into the capsule (docker save)")
         done = export_run(loaded, dest, app.store, with_image, key, attest, data)
-        if as_json:
-            ui.json_out(
-                render.export_dict(
-                    record.id,
-                    as_,
-                    done.path,
-                    done.size,
-                    done.image_size,
-                    done.key_id,
-                    data.size if data is not None else None,
-                )  # fmt: skip
-            )
-            return
-        size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
-        size += f", data {ui.human_bytes(data.size)}" if data is not None else ""
-        signed = f", signed with {key.label}" if key is not None else ""
-        attested = ", with its attestation" if done.attested else ""
-        attested += ", its lock as pylock.toml" if record.deps.pylock_blob else ""
-        ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
+        _say_exported(record, as_, dest, done, data.size if data is not None else None, key, as_json)
         return
     source = click.get_current_context().get_parameter_source("sign_path")
     if sign_path is not None and source is click.core.ParameterSource.COMMANDLINE:
@@ -207,6 +196,29 @@ def export(
         ui.json_out(render.export_dict(record.id, as_, dest, dest.stat().st_size, None, None))
     else:
         ui.out(f"exported {record.id} → {dest} ({as_})")
+
+
+def _say_exported(
+    record: Record,
+    as_: str,
+    dest: Path,
+    done: Exported,
+    data_size: int | None,
+    key: SigningKey | None,
+    as_json: bool,
+) -> None:
+    """What `repro export` wrote: a line for people, or its JSON answer."""
+    if as_json:
+        ui.json_out(
+            render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id, data_size)
+        )
+        return
+    size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
+    size += f", data {ui.human_bytes(data_size)}" if data_size is not None else ""
+    signed = f", signed with {key.label}" if key is not None else ""
+    attested = ", with its attestation" if done.attested else ""
+    attested += ", its lock as pylock.toml" if record.deps.pylock_blob else ""
+    ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
 
 
 def _k8s_image(record: Record, image: str | None) -> str:

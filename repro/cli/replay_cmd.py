@@ -112,9 +112,8 @@ def replay(
     docker sandbox whatever backend it names (--backend local or REPRO_BACKEND=local runs its code
     on this machine, unsandboxed, and says so; no engine and neither: exit 3); the network stays off
     unless --network; of its recorded variables only the safe set is set again (--env NAME adds one;
-    LD_*, PYTHON*, proxies never); only this machine's MLFLOW_TRACKING_URI is contacted. README
-    "Security" says what a replay can and cannot do. With --key (and --require-signed) the capsule's
-    signature is checked before anything is extracted or run: exit 6 when it fails.
+    LD_*, PYTHON*, proxies never); only this machine's MLFLOW_TRACKING_URI is contacted (README
+    "Security"). --key (--require-signed) checks the signature before anything runs: exit 6 if bad.
 
     \b
     Logs compare with timings masked (dates, clock times, ms/batch, it/s, mfu …); repro.yaml's
