@@ -16,6 +16,7 @@ from pathlib import Path
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.store import limits as rules
 from repro.store.capsule import FileEntry, Record
+from repro.store.datablobs import parent_dir
 from repro.store.hashing import copy_hashed
 from repro.store.runs import LoadedRun
 
@@ -107,7 +108,7 @@ def _write(source: Path, dest: Path, entry: FileEntry) -> None:
     Raises:
         CapsuleInvalid: a link or file on the way; the bytes do not match the hash.
     """
-    parent = _parent(dest, entry.path)
+    parent = parent_dir(dest, entry.path, str(dest))
     target = parent / entry.path.split("/")[-1]
     if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
         raise UsageError(f"{target} is not a plain file; repro get replaces only files")
@@ -126,18 +127,3 @@ def _write(source: Path, dest: Path, entry: FileEntry) -> None:
         tmp.unlink(missing_ok=True)
         raise CapsuleInvalid(f"the kept bytes of {entry.path} do not match its recorded hash")
     os.replace(tmp, target)  # replaces a file, or the link itself: never writes through one
-
-
-def _parent(dest: Path, rel: str) -> Path:
-    """The directory ``rel`` goes into under ``dest``, made where missing, refusing links and files."""
-    current = dest
-    for part in rel.split("/")[:-1]:
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            current.mkdir()
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            raise CapsuleInvalid(f"{rel!r} passes through a link or file in {dest}")
-    return current

@@ -204,7 +204,7 @@ def clear(dest: Path, rel: str) -> None:
     Raises:
         CapsuleInvalid: a link or file on the way to ``rel``.
     """
-    target = _parent(dest, rel) / rel.split("/")[-1]
+    target = parent_dir(dest, rel) / rel.split("/")[-1]
     if target.is_symlink() or target.is_file():
         target.unlink()
     elif target.is_dir():
@@ -214,14 +214,19 @@ def clear(dest: Path, rel: str) -> None:
 def _target(dest: Path, rel: str) -> Path:
     """``dest / rel`` with its directories made, refusing any link or file on the way and any
     file already at the end."""
-    target = _parent(dest, rel) / rel.split("/")[-1]
+    target = parent_dir(dest, rel) / rel.split("/")[-1]
     if os.path.lexists(target):
         raise CapsuleInvalid(f"data path {rel!r} is already taken in the replay's copy")
     return target
 
 
-def _parent(dest: Path, rel: str) -> Path:
-    """The directory ``rel`` goes into under ``dest``, made where missing, refusing links and files."""
+def parent_dir(dest: Path, rel: str, where: str = "the replay's copy") -> Path:
+    """The directory ``rel`` goes into under ``dest``, made where missing, refusing links and files
+    (``where`` names ``dest`` in the error).
+
+    Raises:
+        CapsuleInvalid: a directory on the way is a link or a file.
+    """
     current = dest
     for part in rel.split("/")[:-1]:
         current = current / part
@@ -231,5 +236,5 @@ def _parent(dest: Path, rel: str) -> Path:
             current.mkdir()
             continue
         if not stat.S_ISDIR(st.st_mode):
-            raise CapsuleInvalid(f"data path {rel!r} passes through a link or file in the replay's copy")
+            raise CapsuleInvalid(f"path {rel!r} passes through a link or file in {where}")
     return current
