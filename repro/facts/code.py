@@ -224,13 +224,14 @@ def capture_code(
         if rel in untracked or git_root is None:
             candidates[rel] = digest
         size = st.st_size
-        if rel in untracked and not is_source(rel):
-            capture.info.listed.append(FileEntry(rel, size, digest))  # an input if the run reads it
-            continue
         stored = size <= max_file_bytes
-        if stored and (what := credential_at(path, rel) or holds(path, digest)) is not None:
+        what = credential_at(path, rel) or (holds(path, digest) if stored else None)
+        if what is not None:  # a credential is left out and named, neither stored nor listed
             capture.info.excluded.append(rel)
             held[rel] = what
+            continue
+        if rel in untracked and not is_source(rel):
+            capture.info.listed.append(FileEntry(rel, size, digest))  # an input if the run reads it
             continue
         if stored:
             digest = put_file(path, digest)  # the stored digest: a file holding a secret is masked

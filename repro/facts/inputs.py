@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.facts.data import capture_data
-from repro.facts.secrets import credential_in_file, is_secret_file
+from repro.facts.secrets import config_secrets, credential_in_file, is_secret_file
+from repro.facts.secrets.files import credential_at
 from repro.store.capsule import DataInput
 from repro.store.hashing import HashCache
 
@@ -41,7 +42,7 @@ def record_read(
         path = root / rel
         if not path.is_file() or path.is_symlink():
             continue  # gone since it was read, or a link to elsewhere: named as read, not recorded
-        if is_secret_file(rel) or credential_in_file(path) is not None:
+        if _holds_credential(rel, path):
             found.secret.append(rel)
             continue
         candidates += capture_data([rel], root, cache=cache)
@@ -55,3 +56,15 @@ def record_read(
             found.not_kept.append((item.path, item.size))
     found.inputs = sorted(candidates, key=lambda i: i.path)
     return found
+
+
+def _holds_credential(rel: str, path: Path) -> bool:
+    """Whether a file the run read looks like a credential: by its name, a tool's login file by where
+    it stands and what it says, a private key or service account in it, or a config whose credential
+    keys hold values (`password: …`): its bytes are never kept, whatever the size limit."""
+    return (
+        is_secret_file(rel)
+        or credential_at(path, rel) is not None
+        or credential_in_file(path) is not None
+        or bool(config_secrets(path))
+    )

@@ -2,9 +2,10 @@
 container, exports the capsule with its image, and replays it `identical` after the image, its
 base image and the wheelhouse are gone: loaded from the capsule, no build.
 
-The test makes its own base image (the shared torch image plus a label of its own, so it has an
-id of its own) and removes only what it made. The environment image built on it installs one
-small wheel: torch comes with the base, so the test builds no torch layer of its own.
+The test makes its own base image (the shared base image plus a label of its own, so it has an
+id of its own) and removes only what it made. The environment image built on it installs the
+quick-start's lock, torch included: an image holds exactly its lock, so torch cannot come from
+the base.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from tests.conftest import QUICKSTART_LOCK, REPO, Project
 docker = pytest.importorskip("docker")
 
 from repro.backends import docker as backend  # noqa: E402
-from repro.backends.base import RunSpec  # noqa: E402
 from repro.config import DEFAULT_BASE_IMAGE  # noqa: E402
 
 TEST_LABEL = "org.repro.test"
@@ -46,31 +46,15 @@ def _engine_reason() -> str | None:
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def _tiny_lock() -> str:
-    """The typing-extensions entry of the committed torch lock: a one-wheel, hash-pinned lock."""
-    lines = QUICKSTART_LOCK.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("typing-extensions=="))
-    entry = [lines[start]]
-    for line in lines[start + 1 :]:
-        if not line.startswith("    --hash"):
-            break
-        entry.append(line)
-    return "\n".join(entry) + "\n"
-
-
 @pytest.fixture(scope="module")
 def own_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A base image of this test's own: the torch environment image plus a unique label."""
+    """A base image of this test's own: the default base image plus a unique label (so removing it
+    leaves the shared base in place). The image built on it holds exactly its lock."""
     reason = _engine_reason()
     if reason:
         pytest.skip(reason)
-    root = tmp_path_factory.mktemp("torch-image")
-    (root / "outputs").mkdir()
-    spec = RunSpec(["python", "-c", "pass"], root, ".", {}, root / "rt", root / "o", root / "e",
-                   lockfile=QUICKSTART_LOCK)  # fmt: skip
-    torch_image = backend.DockerBackend().prepare(spec, lambda e: None)
     tag = f"repro-test-base:{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {torch_image.id}\nLABEL {TEST_LABEL}=portable-{tag.split(':')[1]}\n"
+    dockerfile = f"FROM {DEFAULT_BASE_IMAGE}\nLABEL {TEST_LABEL}=portable-{tag.split(':')[1]}\n"
     with backend.engine(timeout=600) as client:
         client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
                             labels={TEST_LABEL: "portable"}, network_mode="none")  # fmt: skip
@@ -135,7 +119,7 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
     root = project.root
     project.script("train_ckpt.py", "train.py")
     project.points()
-    project.write("requirements.txt", _tiny_lock())  # hash-pinned: used as the lock as it is
+    project.write("requirements.txt", QUICKSTART_LOCK.read_text())  # hash-pinned: used as the lock as it is
     project.write("repro.yaml", f"image:\n  base: {own_base}\ndata: [data]\n")
     project.write(".gitignore", "outputs/\n")
     project.commit("train")
