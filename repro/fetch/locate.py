@@ -10,6 +10,7 @@ what is still missing, so a lock whose files lie here is placed without the netw
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -110,21 +111,36 @@ def write_pylock(lock_text: str, dest: Path, sources: Sources | None = None) -> 
         raise from_os_error(e, dest) from e
 
 
+NONE_FOUND_FOR_S = 24 * 3600  # a lock whose files the sources lacked is looked up again after a day
+
+
 def cached_pylock(lock_text: str, sources: Sources | None = None) -> str | None:
     """``lock_text`` as a pylock.toml, kept in repro's cache by the lock's digest; None when some
-    release has no file on the sources (or they cannot be read): a run goes on without one."""
+    release has no file on the sources (or they cannot be read): a run goes on without one. That
+    answer is kept too, for ``NONE_FOUND_FOR_S``, so each run does not read the sources again."""
     digest = hashlib.sha256(lock_text.encode()).hexdigest()
     cached = cache_dir() / "pylock" / f"{digest}.toml"
+    none_found = cached.with_suffix(".none")
     try:
         return cached.read_text()
     except OSError:
         pass
     try:
-        text = pylock_text(lock_text, sources)
-    except ReproError:
-        return None
+        if time.time() - none_found.stat().st_mtime < NONE_FOUND_FOR_S:
+            return None
+    except OSError:
+        pass
     try:
-        atomic.write_bytes(cached, text.encode())
+        text = pylock_text(lock_text, sources)
+    except ReproError as e:
+        _keep(none_found, f"{e}\n")
+        return None
+    _keep(cached, text)
+    return text
+
+
+def _keep(path: Path, text: str) -> None:
+    try:
+        atomic.write_bytes(path, text.encode())
     except OSError:
         pass  # only the next run's time is lost
-    return text

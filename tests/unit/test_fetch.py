@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -345,3 +346,32 @@ def test_a_remote_index_cannot_point_at_a_file_of_this_machine(tmp_path: Path) -
         assert Reader(Sources(indexes=(url,))).files(url, "six") == []
     local = (root / "simple").as_uri()  # the same page read from this machine's own index: allowed
     assert len(Reader(Sources(indexes=(local,))).files(local, "six")) == 1
+
+
+def test_a_lock_whose_files_are_not_found_is_not_looked_up_again_each_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.fetch import locate
+
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path))
+    empty = tmp_path / "empty-links"
+    empty.mkdir()
+    sources = Sources(indexes=(), find_links=(empty.as_uri(),))
+    lock = "numpy==2.2.6 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+    calls = []
+    real = locate.pylock_text
+
+    def counted(text: str, src: Sources | None = None) -> str:
+        calls.append(text)
+        return real(text, src)
+
+    monkeypatch.setattr(locate, "pylock_text", counted)
+    assert locate.cached_pylock(lock, sources) is None
+    assert locate.cached_pylock(lock, sources) is None
+    assert len(calls) == 1  # the second run reads the kept answer, not the sources
+    marker = next((tmp_path / "pylock").glob("*.none"))
+    assert "numpy" in marker.read_text()
+    old = marker.stat().st_mtime - locate.NONE_FOUND_FOR_S - 1
+    os.utime(marker, (old, old))
+    assert locate.cached_pylock(lock, sources) is None
+    assert len(calls) == 2  # a day later the sources are read again
