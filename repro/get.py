@@ -16,8 +16,7 @@ from pathlib import Path
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.store import limits as rules
 from repro.store.capsule import FileEntry, Record
-from repro.store.datablobs import parent_dir
-from repro.store.hashing import copy_hashed
+from repro.store.datablobs import copy_checked, parent_dir
 from repro.store.runs import LoadedRun
 
 
@@ -114,16 +113,5 @@ def _write(source: Path, dest: Path, entry: FileEntry) -> None:
         raise UsageError(f"{target} is not a plain file; repro get replaces only files")
     tmp = parent / f".{target.name}.repro-get.{os.getpid()}"
     tmp.unlink(missing_ok=True)
-    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
-            found, _ = copy_hashed(fd, out)
-        finally:
-            os.close(out)
-    finally:
-        os.close(fd)
-    if found != entry.hash:
-        tmp.unlink(missing_ok=True)
-        raise CapsuleInvalid(f"the kept bytes of {entry.path} do not match its recorded hash")
+    copy_checked(source, tmp, entry.hash, f"the kept copy of {entry.path}")
     os.replace(tmp, target)  # replaces a file, or the link itself: never writes through one

@@ -97,7 +97,7 @@ def put(source: Path, digest: str, root: Path) -> Path:
         if source.name == digest and _try_link(source, tmp):
             os.replace(tmp, target)
             return target
-        _copy_checked(source, tmp, digest, source.as_posix())
+        copy_checked(source, tmp, digest, source.as_posix())
         os.chmod(tmp, 0o444)
         os.replace(tmp, target)
     finally:
@@ -113,7 +113,7 @@ def _try_link(source: Path, target: Path) -> bool:
         return False
 
 
-def _copy_checked(source: Path, target: Path, digest: str, what: str) -> int:
+def copy_checked(source: Path, target: Path, digest: str, what: str) -> int:
     """Copy a file (never through a link) to a new file, hashing it; the bytes copied.
 
     Raises:
@@ -192,7 +192,7 @@ def place(files: list[FileEntry], dest: Path, source_of: Callable[[FileEntry], P
     placed = 0
     for f in sorted(files, key=lambda e: e.path):
         target = _target(dest, f.path)
-        placed += _copy_checked(source_of(f), target, f.hash, f"data file {f.path}")
+        placed += copy_checked(source_of(f), target, f.hash, f"data file {f.path}")
         os.chmod(target, 0o444)
     return placed
 

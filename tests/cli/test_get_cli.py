@@ -139,3 +139,14 @@ def test_a_link_in_the_destination_is_never_written_through(tmp_path: Path) -> N
     with pytest.raises(CapsuleInvalid):
         get_files(_loaded(tmp_path, "checkpoints/model.pt"), [], dest, force=True)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_kept_copy_whose_bytes_changed_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    loaded = _loaded(tmp_path, "checkpoints/model.pt")
+    blob = next(p for p in (tmp_path / "blobs").rglob("*") if p.is_file())
+    blob.chmod(0o644)
+    blob.write_bytes(b"replaced")
+    dest = tmp_path / "dest"
+    with pytest.raises(CapsuleInvalid, match="does not match"):
+        get_files(loaded, [], dest)
+    assert [p.name for p in (dest / "checkpoints").iterdir()] == []  # no file, no partial copy
