@@ -347,7 +347,7 @@ def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> dep
     """The lock of the project's requirements (deps.requirements, else those of the folder the command
     runs from, else the root's), compiled in the background while the run goes on."""
     settings = run_plan.settings
-    variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
+    variant = "local" if settings.backend == "local" else "cuda" if run_plan.gpus else "cpu"
     configured = settings.requirements or deps.nearest_source(root, cwd)
     plan = deps.plan_lock(root, configured, variant, settings.cuda_index, groups=settings.groups)
     lock = deps.PendingLock(plan)
@@ -640,7 +640,7 @@ def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -
 def warn_cuda_in_cpu_lock(record: Record, on_event: OnEvent) -> None:
     """Say, before the image is built, that a CPU run's lock holds a CUDA torch (a CUDA-sized image),
     with the pin that avoids it; the record keeps it as a warning."""
-    heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant == "cpu" else None
+    heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant != "cuda" else None
     if heavy:
         on_event(Event("info", f"warning: {heavy}"))
         record.warn("cuda_in_cpu_lock", heavy)
