@@ -53,6 +53,7 @@ from repro.facts.reach import check_reachable
 from repro.store import atomic
 from repro.store.capsule import DepsInfo
 from repro.store.hashing import hash_bytes
+from repro.store.runs import STORE_DIR
 
 LOCK_DIR = "lockfiles"
 VARIANTS = ("cpu", "cuda", "local")
@@ -62,6 +63,7 @@ LOCK_NAMES = {
     "local": "requirements-local.lock.txt",
 }
 LOCK_NAME = LOCK_NAMES["cpu"]
+LOCAL_LOCK_DIR = f"{STORE_DIR}/locks"  # the local backend's lock: this environment's, kept out of git
 # a project lockfile (uv.lock, …) in repro's hash-pinned form, for each variant's environment
 PROJECT_LOCK_NAMES = {
     "cpu": "project.lock.txt",
@@ -229,6 +231,15 @@ def nearest_source(root: Path, cwd: Path) -> str | None:
     return None
 
 
+def lock_path(root: Path, variant: str) -> Path:
+    """Where the lock of ``variant`` lives: an image's in the project's `lockfiles/`, to be committed
+    (it is the same for everyone); the local backend's, which holds this environment's installed
+    versions, in the store (`.repro/locks/`), never committed."""
+    if variant == "local":
+        return root / LOCAL_LOCK_DIR / LOCK_NAMES[variant]
+    return root / LOCK_DIR / LOCK_NAMES[variant]
+
+
 def inputs_hash(text: str, how: Resolution) -> str:
     """What a lock depends on: the source text and how the variant is resolved."""
     return hash_bytes(f"{text}\n--\n{how.key()}".encode())
@@ -248,7 +259,7 @@ class LockPlan:
 
     @property
     def lock_path(self) -> Path:
-        return self.root / LOCK_DIR / LOCK_NAMES[self.variant]
+        return lock_path(self.root, self.variant)
 
     @property
     def cached(self) -> Path:
@@ -463,11 +474,12 @@ def is_stale(
         return False, "no declared dependencies: nothing to lock"
     if plan.how is None:
         return False, f"{plan.source.name} is hash-pinned: it is the lock"
+    shown = plan.lock_path.relative_to(root).as_posix()
     if not plan.lock_path.is_file():
-        return True, f"no {LOCK_DIR}/{plan.lock_path.name}"
+        return True, f"no {shown}"
     if inputs_header(plan.lock_path.read_text()) != plan.digest:
-        return True, f"{LOCK_DIR}/{plan.lock_path.name} was compiled from other inputs"
-    return False, f"{LOCK_DIR}/{plan.lock_path.name} is current"
+        return True, f"{shown} was compiled from other inputs"
+    return False, f"{shown} is current"
 
 
 class PendingLock:

@@ -178,3 +178,16 @@ def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> N
     assert ", ".join(v for _, v in wrapped).count("package-number-") == 30
     local = lock_lines([LockedPackage("six", "1.0", "unknown")], in_image=False)
     assert local == [("locked", "six==1.0  (the host's environment, no image)")]
+
+
+def test_a_run_takes_the_local_lock_only_where_this_interpreter_runs_it() -> None:
+    from repro.config import Settings
+    from repro.runner import lock_variant
+
+    assert lock_variant(Settings(backend="local"), "all") == "local"
+    assert lock_variant(Settings(backend="slurm", slurm_environment="python"), None) == "local"
+    assert lock_variant(Settings(backend="slurm", slurm_environment="docker"), None) == "cpu"
+    assert lock_variant(Settings(backend="docker"), None) == "cpu"
+    assert lock_variant(Settings(backend="auto"), "all") == "cuda"
+    assert deps.lock_path(Path("/p"), "local") == Path("/p/.repro/locks/requirements-local.lock.txt")
+    assert deps.lock_path(Path("/p"), "cpu") == Path("/p/lockfiles/requirements.lock.txt")
