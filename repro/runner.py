@@ -347,7 +347,7 @@ def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> dep
     """The lock of the project's requirements (deps.requirements, else those of the folder the command
     runs from, else the root's), compiled in the background while the run goes on."""
     settings = run_plan.settings
-    variant = "cuda" if run_plan.gpus and settings.backend != "local" else "cpu"
+    variant = lock_variant(settings, run_plan.gpus)
     configured = settings.requirements or deps.nearest_source(root, cwd)
     plan = deps.plan_lock(root, configured, variant, settings.cuda_index, groups=settings.groups)
     lock = deps.PendingLock(plan)
@@ -364,6 +364,16 @@ def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> dep
     return lock
 
 
+def lock_variant(settings: Settings, gpus: str | None) -> str:
+    """Which lock a new run takes: ``local`` where this interpreter runs the command (the local
+    backend, Slurm's `python` environment), held at what it has installed; else the image's,
+    ``cuda`` for GPUs and ``cpu`` otherwise, a function of the requirements alone."""
+    here = settings.backend == "slurm" and settings.slurm_environment == "python"
+    if settings.backend == "local" or here:
+        return "local"
+    return "cuda" if gpus else "cpu"
+
+
 LOCK_NOTICE = "lock-uncommitted"  # the marker, under the store's notices, that it was said
 
 
@@ -373,7 +383,10 @@ def _say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEven
     plan = lock.plan
     if plan.source is None or plan.text is None:
         return  # nothing declared, nothing locked
-    path = plan.source if "--hash=" in plan.text else plan.lock_path  # the project's own lock, or repro's
+    pinned = "--hash=" in plan.text
+    if plan.variant == "local" and not pinned:
+        return  # the local backend's lock holds this environment's versions: the store's, not git's
+    path = plan.source if pinned else plan.lock_path  # the project's own lock, or repro's
     marker = store.dir / "notices" / LOCK_NOTICE
     rel = path.relative_to(store.root).as_posix()
     if marker.exists() or code_capture.tracked(store.root, rel) is not False:
@@ -640,7 +653,7 @@ def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -
 def warn_cuda_in_cpu_lock(record: Record, on_event: OnEvent) -> None:
     """Say, before the image is built, that a CPU run's lock holds a CUDA torch (a CUDA-sized image),
     with the pin that avoids it; the record keeps it as a warning."""
-    heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant == "cpu" else None
+    heavy = cuda_in_cpu_lock(record.deps.requirements) if record.deps.variant != "cuda" else None
     if heavy:
         on_event(Event("info", f"warning: {heavy}"))
         record.warn("cuda_in_cpu_lock", heavy)

@@ -28,8 +28,9 @@ from repro.units import plural
               help="Compile nothing; exit 1 when the lock is stale (inputs changed), as `uv lock --check`. "
               "For CI.")  # fmt: skip
 @click.option("--variant", type=click.Choice(deps.VARIANTS), default="cpu", show_default=True,
-              help="cpu: this machine's runs and CPU images; cuda: --gpus images (CUDA torch wheels "
-              "for the image's platform).")  # fmt: skip
+              help="cpu: CPU images (the same for everyone; torch a CPU build); cuda: --gpus images "
+              "(CUDA torch wheels for the image's platform); local: the local backend's runs (held at the "
+              "versions installed here, kept in .repro/locks/).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["requirements", "pylock"]), default="requirements",
               show_default=True,
               help="pylock: also write the lock as a PEP 751 pylock.toml (lockfiles/pylock.toml, or "
@@ -66,8 +67,11 @@ def lock(
     stale against pyproject.toml is an error naming the command that refreshes it (`uv lock`,
     `poetry lock`, `pip lock`), and --upgrade is that tool's work.
 
-    The cpu lock holds each declared package at the version this interpreter has installed,
-    so the lock describes what a local run runs. Runs never wait for a compile to start.
+    The cpu lock depends only on the requirements, the index configuration and the platform:
+    whichever virtual environment runs repro, it has the same bytes (commit lockfiles/); its torch
+    must be a CPU build (`# torch-build: cpu` in its header). The local lock holds each declared
+    package at the version this interpreter has installed, so it describes what a local run runs;
+    it lives in .repro/locks/, never committed. Runs never wait for a compile to start.
     The lockfile's header names the command that remakes it (`repro lock`). The cuda lock takes
     torch's CUDA wheels from cuda.index (named in its header) and is refused when its torch is a
     CPU build.

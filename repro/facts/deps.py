@@ -5,10 +5,13 @@ The lock is compiled from (first found): `deps.requirements` in repro.yaml,
 `[project].dependencies` of pyproject.toml. A `requirements.txt` that already carries
 `--hash=` lines is used as the lock as it is.
 
-Two variants come from the same source (see `resolution`): ``cpu`` for the host's runs
-and CPU images, where every requirement the interpreter has installed is held at its
-installed version so the lock describes what runs; and ``cuda`` for ``--gpus`` images,
-resolved for the image's Python and platform with the torch CUDA wheel index.
+Three variants come from the same source (see `resolution`): ``cpu`` for CPU images, a
+function of the requirements, the index configuration and the platform only (whoever
+compiles it, from whichever virtual environment, gets the same bytes; its torch must be
+a CPU build); ``local`` for runs on the local backend, where every requirement the
+interpreter has installed is held at its installed version so the lock describes what
+runs; and ``cuda`` for ``--gpus`` images, resolved for the image's Python and platform
+with the torch CUDA wheel index.
 
 Compiling takes about a minute, so a lock is reused while the hash of its inputs (the
 source text, the variant's resolution) is unchanged: it lives in `lockfiles/` in the
@@ -50,13 +53,23 @@ from repro.facts.reach import check_reachable
 from repro.store import atomic
 from repro.store.capsule import DepsInfo
 from repro.store.hashing import hash_bytes
+from repro.store.runs import STORE_DIR
 
 LOCK_DIR = "lockfiles"
-VARIANTS = ("cpu", "cuda")
-LOCK_NAMES = {"cpu": "requirements.lock.txt", "cuda": "requirements-cuda.lock.txt"}
+VARIANTS = ("cpu", "cuda", "local")
+LOCK_NAMES = {
+    "cpu": "requirements.lock.txt",
+    "cuda": "requirements-cuda.lock.txt",
+    "local": "requirements-local.lock.txt",
+}
 LOCK_NAME = LOCK_NAMES["cpu"]
+LOCAL_LOCK_DIR = f"{STORE_DIR}/locks"  # the local backend's lock: this environment's, kept out of git
 # a project lockfile (uv.lock, …) in repro's hash-pinned form, for each variant's environment
-PROJECT_LOCK_NAMES = {"cpu": "project.lock.txt", "cuda": "project-cuda.lock.txt"}
+PROJECT_LOCK_NAMES = {
+    "cpu": "project.lock.txt",
+    "cuda": "project-cuda.lock.txt",
+    "local": "project-local.lock.txt",
+}
 IMAGE_PYTHON = "3.11"  # the Python of the bookworm base image
 IMAGE_PLATFORM = "manylinux_2_28_x86_64"
 CUDA_INDEX = "https://download.pytorch.org/whl/cu128"  # the default of the cuda.index setting
@@ -86,7 +99,8 @@ class Resolution:
     python: str  # "3.11"
     platform: str | None  # a pip platform tag; None: the host's
     index_url: str | None  # an extra index (the torch CUDA wheels); None: the host's pip configuration
-    constraints: tuple[str, ...] = ()  # name==version the lock must keep (what is installed)
+    constraints: tuple[str, ...] = ()  # name==version the lock must keep (local: what is installed)
+    torch_build: str | None = None  # "cpu": the lock's torch packages must be CPU builds (+cpu)
 
     def unresolvable_here(self) -> str | None:
         """Why this machine cannot resolve the lock, or None.
@@ -107,7 +121,7 @@ class Resolution:
     def key(self) -> str:
         return "\n".join(
             [self.variant, self.python, self.platform or f"{sys.platform}-{platform.machine()}",
-             self.index_url or "", *self.constraints]
+             self.index_url or "", f"torch-build:{self.torch_build or ''}", *self.constraints]
         )  # fmt: skip
 
 
@@ -129,9 +143,11 @@ def resolution(
 ) -> Resolution:
     """The resolution of ``variant`` for a requirements source.
 
-    ``cpu``: the host's Python and platform and pip configuration; each requirement the
-    source names that is installed at a version it allows is held at that version.
-    ``cuda``: the image's Python and platform, with ``cuda_index`` for the torch CUDA
+    ``cpu`` (CPU images): the host's Python and platform and pip configuration, nothing
+    else: the interpreter that runs repro plays no part; a torch package it names must
+    resolve to a CPU build (``torch_build``). ``local`` (the local backend): the same, and
+    each requirement the source names that is installed at a version it allows is held at
+    that version. ``cuda``: the image's Python and platform, with ``cuda_index`` for the torch CUDA
     wheels when the source names a torch package; nothing is held (the host's CPU
     packages are not what runs on the GPU).
 
@@ -141,16 +157,19 @@ def resolution(
     if variant == "cuda":
         wants_torch = any(n in TORCH_FAMILY for n in _requirements(source_text))
         return Resolution("cuda", IMAGE_PYTHON, IMAGE_PLATFORM, cuda_index if wants_torch else None)
-    if variant != "cpu":
+    if variant not in VARIANTS:
         raise UsageError(f"unknown lock variant {variant!r}", hint=f"one of: {', '.join(VARIANTS)}")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if variant == "cpu":
+        wants_torch = any(n in TORCH_FAMILY for n in _requirements(source_text))
+        return Resolution("cpu", python, None, None, (), "cpu" if wants_torch else None)
     here = installed if installed is not None else installed_versions()
     held = []
     for name, req in sorted(_requirements(source_text).items()):
         version = here.get(name)
         if version is not None and req.specifier.contains(version, prereleases=True):
             held.append(f"{name}=={version}")
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return Resolution("cpu", python, None, None, tuple(held))
+    return Resolution("local", python, None, None, tuple(held))
 
 
 def _requirements(text: str) -> dict[str, Requirement]:
@@ -212,6 +231,15 @@ def nearest_source(root: Path, cwd: Path) -> str | None:
     return None
 
 
+def lock_path(root: Path, variant: str) -> Path:
+    """Where the lock of ``variant`` lives: an image's in the project's `lockfiles/`, to be committed
+    (it is the same for everyone); the local backend's, which holds this environment's installed
+    versions, in the store (`.repro/locks/`), never committed."""
+    if variant == "local":
+        return root / LOCAL_LOCK_DIR / LOCK_NAMES[variant]
+    return root / LOCK_DIR / LOCK_NAMES[variant]
+
+
 def inputs_hash(text: str, how: Resolution) -> str:
     """What a lock depends on: the source text and how the variant is resolved."""
     return hash_bytes(f"{text}\n--\n{how.key()}".encode())
@@ -231,7 +259,7 @@ class LockPlan:
 
     @property
     def lock_path(self) -> Path:
-        return self.root / LOCK_DIR / LOCK_NAMES[self.variant]
+        return lock_path(self.root, self.variant)
 
     @property
     def cached(self) -> Path:
@@ -295,7 +323,7 @@ def _project_plan(
         shown = found.relative_to(root).as_posix() if found.is_relative_to(root) else str(found)
         raise NotFoundError(f"deps.requirements names {shown!r}, which does not exist")
     read = projectlock.read(root, found, groups)
-    image = variant == "cuda"
+    image = variant == "cuda"  # cpu and local: this interpreter's environment
     env = projectlock.environment(IMAGE_PYTHON if image else None, image=image)
     body = read.text(env)
     digest = hash_bytes(f"{found.name}\n{variant}\n{body}".encode())
@@ -343,14 +371,39 @@ def _cuda(variant: str, pins: list[str]) -> str | None:
     return found.version if found else None
 
 
+_CPU_BUILT = ("torch", "torchvision", "torchaudio")  # the packages with a +cpu build
+CPU_INDEX_HINT = (
+    "add the CPU wheel index to the requirements (a line `--extra-index-url "
+    "https://download.pytorch.org/whl/cpu`), or pin the build: torch==VERSION+cpu"
+)
+
+
+def _cpu_build(how: Resolution, pins: list[str]) -> None:
+    """Refuse a CPU image lock whose torch packages are not CPU builds (the index configuration
+    offered only CUDA ones: the image would carry gigabytes of CUDA for nothing).
+
+    Raises:
+        BuildError: a torch package without the ``+cpu`` local version.
+    """
+    if how.torch_build != "cpu":
+        return
+    other = [p for p in pins if p.split("==")[0] in _CPU_BUILT and not p.endswith("+cpu")]
+    if other:
+        raise BuildError(
+            f"the cpu lock must hold CPU builds of torch; the index configuration gave {', '.join(other)}",
+            hint=CPU_INDEX_HINT,
+        )
+
+
 def _install(plan: LockPlan) -> None:
     """Copy the cached compile into the project's lockfiles/, with its inputs header."""
     assert plan.source is not None and plan.how is not None
     held = "".join(f"# held: {c}\n" for c in plan.how.constraints)
     index = f"# cuda-index: {plan.how.index_url}\n" if plan.variant == "cuda" and plan.how.index_url else ""
+    build = f"# torch-build: {plan.how.torch_build}\n" if plan.how.torch_build else ""
     text = (
         f"{HEADER}{plan.digest}\n# source: {plan.source.relative_to(plan.root).as_posix()}\n"
-        f"# variant: {plan.variant}\n{index}{held}" + plan.cached.read_text()
+        f"# variant: {plan.variant}\n{index}{build}{held}" + plan.cached.read_text()
     )
     atomic.write_bytes(plan.lock_path, text.encode())
 
@@ -421,11 +474,12 @@ def is_stale(
         return False, "no declared dependencies: nothing to lock"
     if plan.how is None:
         return False, f"{plan.source.name} is hash-pinned: it is the lock"
+    shown = plan.lock_path.relative_to(root).as_posix()
     if not plan.lock_path.is_file():
-        return True, f"no {LOCK_DIR}/{plan.lock_path.name}"
+        return True, f"no {shown}"
     if inputs_header(plan.lock_path.read_text()) != plan.digest:
-        return True, f"{LOCK_DIR}/{plan.lock_path.name} was compiled from other inputs"
-    return False, f"{LOCK_DIR}/{plan.lock_path.name} is current"
+        return True, f"{shown} was compiled from other inputs"
+    return False, f"{shown} is current"
 
 
 class PendingLock:
@@ -505,6 +559,7 @@ def _compile(
         raise
     body = "\n".join(kept) + "\n"
     _cuda(how.variant, pin_list(body))  # a CPU torch in a cuda lock is refused, and never cached
+    _cpu_build(how, pin_list(body))  # … and a CUDA torch in a CPU image's lock
     try:
         atomic.write_bytes(dest, body.encode())
     except OSError as e:
@@ -533,8 +588,8 @@ def _compile_in_temp(
         cmd = [
             sys.executable, "-m", "piptools", "compile", "--generate-hashes", "--allow-unsafe",
             "--strip-extras", "--no-emit-index-url", "--no-emit-find-links", "--verbose",
-            "--output-file", str(out), str(src),
-        ]  # fmt: skip
+            "--output-file", out.name, src.name,
+        ]  # fmt: skip  # relative to the directory it runs in: no temporary path reaches the lock
         if upgrade == []:
             cmd.append("--upgrade")
         for name in upgrade or []:

@@ -141,8 +141,12 @@ def out(text: str = "") -> None:
 
 
 def json_out(data: Any) -> None:
-    """A JSON document on stdout (what a record holds is kept exact: a capsule's text is data)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """A JSON document on stdout, the one place the CLI renders one. What a record holds is kept exact
+    (a capsule's text is data), and no control character reaches the bytes raw: json.dumps escapes C0,
+    and ``ensure_ascii`` every character outside printable ASCII (DEL, C1 such as CSI ``\\x9b``, bidi
+    overrides) as ``\\uXXXX``, so a terminal or log viewer shown the answer obeys nothing in it."""
+    text = json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=True)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

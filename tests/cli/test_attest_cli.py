@@ -162,8 +162,8 @@ def test_the_statement_is_in_toto_v1_with_a_slsa_v1_predicate(made: Attested) ->
     assert deps["code"]["digest"] == {"gitCommit": head}
     record = json.loads(Project(made.root).repro("show", made.run_id, "--json").out)
     assert deps["data:data"]["digest"] == {"xxh3-128": record["data"]["inputs"][0]["digest"]}
-    lock = made.root / "lockfiles" / "requirements.lock.txt"
-    assert deps["lock:lockfiles/requirements.lock.txt"]["digest"] == {"sha256": _sha256(lock)}
+    lock = made.root / ".repro" / "locks" / "requirements-local.lock.txt"  # a local run's lock
+    assert deps["lock:.repro/locks/requirements-local.lock.txt"]["digest"] == {"sha256": _sha256(lock)}
     for d in build["resolvedDependencies"]:  # a ResourceDescriptor: a name and a digest set of hex
         assert isinstance(d["name"], str) and d["digest"]
         assert all(isinstance(v, str) and int(v, 16) >= 0 for v in d["digest"].values())

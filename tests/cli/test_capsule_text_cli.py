@@ -141,3 +141,46 @@ def test_a_replayed_commands_output_cannot_reach_what_repro_printed_before_it(pr
     hidden = r.err.index("hidden from here on")
     assert "\x1b[0m" in r.err[hidden : r.err.index("repro:", hidden)]  # its colour ends before repro speaks
     assert "\x1b[32mgreen\x1b[0m epoch 1 10%|#   |" in r.err and "epoch 1 100%|####|" in r.err
+
+
+# Every control a terminal obeys, in the forms a log carries them: ESC (erase line), CSI as its one
+# C1 byte, BEL, DEL, a NEL (C1) and an OSC 8 hyperlink whose text hides where it points.
+CONTROLS = "\x1b[2K\r\x9b1A\x07\x7f\x85 \x1b]8;;https://evil.invalid/\x1b\\docs\x1b]8;;\x1b\\"
+RAW_CONTROLS = ("\x1b", "\x9b", "\x07", "\x7f", "\x85", "\r")
+
+
+def test_json_answers_hold_no_raw_control_and_decode_to_the_exact_text(
+    project: Project, exported: Path, tmp_path: Path
+) -> None:
+    def edit(record: dict[str, Any]) -> None:
+        record["results"]["stderr_tail"] = [f"loss 0.5{CONTROLS}", "done"]
+        record["warnings"] = [f"note{CONTROLS}"]
+        record["command"]["params"] = {"tag": f"x{CONTROLS}"}
+
+    bad = forge(exported, tmp_path / "bad.tar", edit)
+    shown = project.repro("show", str(bad), "--json")
+    assert shown.code == 0, shown.err
+    for raw in RAW_CONTROLS:
+        assert raw not in shown.out, (raw, shown.out)
+    assert all(" " <= c <= "~" or c == "\n" for c in shown.out)  # printable ASCII, whatever it holds
+    record = json.loads(shown.out)
+    assert record["results"]["stderr_tail"][0] == f"loss 0.5{CONTROLS}"
+    assert record["warnings"][0]["message"] == f"note{CONTROLS}"
+    assert record["command"]["params"] == {"tag": f"x{CONTROLS}"}
+
+    diffed = project.repro("diff", str(exported), str(bad), "--json")
+    assert diffed.code in (0, 1), diffed.err
+    for raw in RAW_CONTROLS:
+        assert raw not in diffed.out, (raw, diffed.out)
+    assert f"x{CONTROLS}" in _strings(json.loads(diffed.out))  # the changed param, exact
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string a decoded JSON value holds, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []

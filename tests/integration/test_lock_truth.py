@@ -36,12 +36,12 @@ def test_a_range_requirement_locks_what_the_local_run_used(project: Project, tmp
     assert r.err.index("in the background") < r.err.index("epoch 1/2")
     record = json.loads(project.repro("show", "latest", "--json").out)
     deps = record["deps"]
-    assert deps["variant"] == "cpu" and deps["lockfile"] == "lockfiles/requirements.lock.txt"
+    assert deps["variant"] == "local" and deps["lockfile"] == ".repro/locks/requirements-local.lock.txt"
     assert f"typing-extensions=={installed}" in deps["requirements"]
     assert f"typing-extensions=={installed}" in deps["freeze"]
     assert deps["mismatches"] == []
     assert not any(w["code"] == "lock_mismatch" for w in record["warnings"])
-    assert project.repro("lock", "--check").code == 0  # the compiled lock is current
+    assert project.repro("lock", "--check", "--variant", "local").code == 0  # the compiled lock is current
 
 
 def _entry(name: str) -> str:

@@ -53,9 +53,9 @@ def test_mismatches_name_each_locked_package_that_ran_otherwise() -> None:
     assert lockfile.freeze_diff(["a==1", "b==1"], ["a==2"]) == ["a: 1 → 2", "b: 1 → absent"]
 
 
-def test_the_cpu_lock_holds_what_is_installed_where_the_source_allows_it() -> None:
+def test_the_local_lock_holds_what_is_installed_where_the_source_allows_it() -> None:
     installed = {"torch": "2.13.0+cpu", "numpy": "2.4.6", "six": "1.0"}
-    how = deps.resolution("cpu", "torch>=2.6\nnumpy<2\nrequests\n", installed)
+    how = deps.resolution("local", "torch>=2.6\nnumpy<2\nrequests\n", installed)
     assert how.constraints == ("torch==2.13.0+cpu",)  # numpy 2.4.6 breaks <2; requests absent
     assert how.index_url is None and how.platform is None and how.unresolvable_here() is None
     assert how.python == f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -80,10 +80,22 @@ def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> Non
 
 def test_each_variant_has_its_own_inputs_and_file() -> None:
     text = "torch>=2.6\n"
+    local = deps.inputs_hash(text, deps.resolution("local", text, {"torch": "2.13.0"}))
+    assert local != deps.inputs_hash(text, deps.resolution("local", text, {"torch": "2.14.0"}))
     cpu = deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.13.0"}))
-    assert cpu != deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.14.0"}))
-    assert cpu != deps.inputs_hash(text, deps.resolution("cuda", text))
-    assert deps.LOCK_NAMES["cpu"] != deps.LOCK_NAMES["cuda"]
+    assert cpu == deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.14.0"}))
+    assert len({cpu, local, deps.inputs_hash(text, deps.resolution("cuda", text))}) == 3
+    assert len(set(deps.LOCK_NAMES.values())) == len(deps.VARIANTS)
+
+
+def test_the_image_lock_holds_nothing_installed_and_asks_for_cpu_torch() -> None:
+    how = deps.resolution("cpu", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu", "numpy": "2.4.6"})
+    assert how.constraints == () and how.torch_build == "cpu"
+    assert deps.resolution("cpu", "numpy\n").torch_build is None  # no torch: nothing to ask of it
+    deps._cpu_build(how, ["numpy==2.4.6", "torch==2.13.0+cpu", "triton==3.1.0"])
+    with pytest.raises(BuildError, match="CPU builds of torch") as e:
+        deps._cpu_build(how, ["torch==2.13.0", "torchvision==0.28.0+cpu"])
+    assert "torch==2.13.0" in e.value.message and "whl/cpu" in str(e.value.hint)
 
 
 def _digest(name: str) -> str:
@@ -166,3 +178,16 @@ def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> N
     assert ", ".join(v for _, v in wrapped).count("package-number-") == 30
     local = lock_lines([LockedPackage("six", "1.0", "unknown")], in_image=False)
     assert local == [("locked", "six==1.0  (the host's environment, no image)")]
+
+
+def test_a_run_takes_the_local_lock_only_where_this_interpreter_runs_it() -> None:
+    from repro.config import Settings
+    from repro.runner import lock_variant
+
+    assert lock_variant(Settings(backend="local"), "all") == "local"
+    assert lock_variant(Settings(backend="slurm", slurm_environment="python"), None) == "local"
+    assert lock_variant(Settings(backend="slurm", slurm_environment="docker"), None) == "cpu"
+    assert lock_variant(Settings(backend="docker"), None) == "cpu"
+    assert lock_variant(Settings(backend="auto"), "all") == "cuda"
+    assert deps.lock_path(Path("/p"), "local") == Path("/p/.repro/locks/requirements-local.lock.txt")
+    assert deps.lock_path(Path("/p"), "cpu") == Path("/p/lockfiles/requirements.lock.txt")
