@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = None) -> Side:
     """A run's results as every comparison sees them."""
     reader = SafeReader(read_blob)
-    rows = metric_rows(record, read_blob)  # logged, then harvested with no code change
+    cut: list[str] = []  # the streams read only up to their bound
+    rows = metric_rows(record, read_blob, cut)  # logged, then harvested with no code change
     # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
     blobs: list[str | None] = [*rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
-    stdout = _log_text(reader, open_blob, blobs)
+    stdout = _log_text(reader, open_blob, blobs, cut)
     root = record.backend.details.get("project_root")
     root = str(root) if root else None
     # Where the code ran differs between a run and its replay; what it printed after that must not.
@@ -44,7 +45,7 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         path = open_blob(entry.hash) if open_blob is not None else None
         return path if entry.stored and path is not None and path.is_file() else None
 
-    steps = trace.parse(reader.text(record.results.logs.get(trace.TRACE_LOG)) or "")
+    steps = trace.read(reader(record.results.logs.get(trace.TRACE_LOG)), cut)
     return Side(
         label=record.id,
         outputs=list(record.results.outputs),
@@ -54,18 +55,23 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         exit_code=record.results.exit_code,
         status=record.results.status,
         trace=steps,
-        data_order=dataorder.read(record.results.logs, read_blob),
+        data_order=dataorder.read(record.results.logs, read_blob, cut),
         shared_writes=list(record.results.shared_writes),
         root=root,
         image=record.deps.image.id if record.deps.image else None,
+        cut=cut,
     )
 
 
-def _log_text(reader: SafeReader, open_blob: OpenBlob | None, blobs: list[str | None]) -> str:
+def _log_text(
+    reader: SafeReader, open_blob: OpenBlob | None, blobs: list[str | None], cut: list[str] | None = None
+) -> str:
     """The text of logs ``blobs``, one after the other, read up to `limits.MAX_COMPARED_LOG_BYTES` in
     all: a capsule's log may be as large as the capsule, and comparing it costs memory and time in
-    proportion. A blob with a file is read no further than the limit."""
-    left = limits.MAX_COMPARED_LOG_BYTES
+    proportion. A blob with a file is read no further than the limit; where a log is cut there, the
+    one line saying so is added to ``cut``."""
+    bound = limits.MAX_COMPARED_LOG_BYTES
+    left = bound + 1  # one byte more tells a log that ends at the bound from one cut there
     parts: list[bytes] = []
     for blob in blobs:
         if blob is None or left <= 0:
@@ -81,7 +87,10 @@ def _log_text(reader: SafeReader, open_blob: OpenBlob | None, blobs: list[str | 
             continue  # a missing or unreadable log counts as an empty one, as SafeReader's do
         left -= len(data)
         parts.append(data)
-    return b"".join(parts).decode("utf-8", "replace")
+    text, was_cut = limits.stream_head(b"".join(parts), bound)
+    if was_cut and cut is not None:
+        cut.append(limits.cut_note("stdout", bound))
+    return text
 
 
 def rank_stdout_blobs(record: Record) -> list[str]:

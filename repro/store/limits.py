@@ -78,6 +78,36 @@ MAX_PLAIN_BYTES = 1 << 30  # a plain tar: as large as it is on disk, read up to 
 MAX_COMPARED_LOG_BYTES = 16 << 20  # of each side's stdout, compared line by line; the rest is not read
 MAX_UNPACKED_BYTES = 32 << 20  # a compressed capsule may expand to 32 MiB before the ratio applies
 
+# The streams of rows a run writes and repro reads back (from its run directory or a capsule): each is
+# read no further than its bound, at the one place it is read; past it the rest is not read (a capsule
+# may carry an endless stream, or one gigantic line), and a comparison says where it was cut.
+MAX_COMPARED_OPS_BYTES = 256 << 20  # an op stream (--ops): the runtime itself stops one at 256 MiB a process
+MAX_COMPARED_TRACE_BYTES = 128 << 20  # trace.jsonl: ~80 bytes a parameter a step; 200 params x 8k steps
+MAX_COMPARED_DATA_ORDER_BYTES = 64 << 20  # a data-order log: one row a batch, 100k batches of 64 indices
+MAX_RESUME_TRACE_BYTES = 64 << 20  # a resume trace: parameter and RNG sums a step, as trace.jsonl, few steps
+MAX_METRICS_BYTES = 64 << 20  # metrics.jsonl (logged or harvested): ~70 bytes a value, ~1M values
+MAX_PROC_REPORT_BYTES = 64 << 20  # proc.<pid>.jsonl: the runtime stops at 50k events of ~300 bytes
+MAX_LINKS_BYTES = 16 << 20  # links*.jsonl: a few facts a process (tracker run URLs, ids)
+MAX_RESUME_EVENTS_BYTES = 16 << 20  # resume-events.jsonl: one event a checkpoint a process loads
+
+
+def stream_head(raw: bytes | None, limit: int) -> tuple[str, bool]:
+    """The text of a stream's first ``limit`` bytes up to its last whole line, and whether the
+    stream was cut there (a line the cut splits is not read at all, nor anything after it)."""
+    if raw is None:
+        return "", False
+    if len(raw) <= limit:
+        return raw.decode("utf-8", "replace"), False
+    head = raw[:limit]
+    return head[: head.rfind(b"\n") + 1].decode("utf-8", "replace"), True
+
+
+def cut_note(stream: str, limit: int) -> str:
+    """The one line saying that ``stream`` was cut at its bound ``limit``."""
+    size = f"{limit / (1 << 20):g} MiB"
+    return f"{stream} was cut at {size}: nothing past it was read or compared"
+
+
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[0-9a-f]{16,128}$")
 _NAME = re.compile(r"^[0-9A-Za-z_-]{1,128}$")  # a blob reference usable as one file name

@@ -340,8 +340,9 @@ def test_a_log_is_compared_up_to_a_named_limit(tmp_path: Path, monkeypatch: pyte
     record.results.logs = {"stdout": store.put_bytes(b"epoch 0 loss 0.5\n" * 10_000)}
     store.seal(record, store.begin_run(record.id, record.command.argv))
     monkeypatch.setattr(capsule_rules, "MAX_COMPARED_LOG_BYTES", 1000)
-    text = side(store.load_run(record.id)).stdout
-    assert len(text) == 1000 and text.startswith("epoch 0 loss 0.5\n")
+    read = side(store.load_run(record.id))
+    assert read.stdout == "epoch 0 loss 0.5\n" * (1000 // 17)  # the whole lines within the limit
+    assert read.cut == ["stdout was cut at 0.000953674 MiB: nothing past it was read or compared"]
 
 
 def test_a_resumed_run_s_chain_is_read_from_the_store_alone(
