@@ -119,9 +119,18 @@ def is_safe_id(value: str) -> bool:
     return bool(_ID.match(value)) and ".." not in value
 
 
+MAX_PATH_BYTES = 4096  # PATH_MAX: a longer path cannot be opened, written or restored anywhere
+MAX_PATH_PART_BYTES = 255  # NAME_MAX: the longest file or folder name a file system takes
+
+
 def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
-    """A relative, normalised POSIX path that stays inside its root (`a/b`, not `/a`, `a/../b`, `../a`)."""
+    """A relative, normalised POSIX path that stays inside its root (`a/b`, not `/a`, `a/../b`, `../a`),
+    no longer than a file system takes (`MAX_PATH_BYTES`, each part `MAX_PATH_PART_BYTES`)."""
     if not isinstance(value, str) or not value or "\0" in value or "\\" in value:
+        return False
+    if len(value) > MAX_PATH_BYTES or any(
+        len(part.encode("utf-8", "surrogateescape")) > MAX_PATH_PART_BYTES for part in value.split("/")
+    ):
         return False
     if value == ".":
         return allow_dot
@@ -263,13 +272,15 @@ def check_record(record: Any) -> None:
     hint = "the capsule was made by hand or tampered with; do not replay it"
     for name, value in (("id", record.id), ("parent", record.parent), ("resumed_from", record.resumed_from)):
         if value is not None and not (isinstance(value, str) and is_safe_id(value)):
-            raise CapsuleInvalid(f"capsule field {name} is not a plain run id: {value!r}", RECORD_NAME, hint)
+            raise CapsuleInvalid(
+                f"capsule field {name} is not a plain run id: {str(value)[:80]!r}", RECORD_NAME, hint
+            )
     for name, value, allow_dot in _path_fields(record):
         if value is None and name in ("code.subdir", "deps.lockfile"):
             continue
         if not is_safe_relpath(value, allow_dot):  # type: ignore[arg-type]
             raise CapsuleInvalid(
-                f"capsule field {name} is not a relative path inside the project: {value!r}",
+                f"capsule field {name} is not a relative path inside the project: {str(value)[:80]!r}",
                 RECORD_NAME,
                 hint,
             )
@@ -287,7 +298,9 @@ def check_record(record: Any) -> None:
             raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
     for name, word in _word_fields(record):
         if word is not None and not (isinstance(word, str) and _WORD.match(word)):
-            raise CapsuleInvalid(f"capsule field {name} is not a plain name: {word!r}", RECORD_NAME, hint)
+            raise CapsuleInvalid(
+                f"capsule field {name} is not a plain name: {str(word)[:80]!r}", RECORD_NAME, hint
+            )
     gpus = record.backend.gpus
     why = None if gpus is None else bounds.gpus_problem(gpus)
     if why:
@@ -299,7 +312,9 @@ def check_record(record: Any) -> None:
             )
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
-            raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)
+            raise CapsuleInvalid(
+                f"capsule names a blob {str(digest)[:80]!r} that is not a content digest", RECORD_NAME
+            )
     for i, item in enumerate(record.data.inputs):
         for j, source in enumerate(item.dvc):
             bad = dvc_source_problem(

@@ -366,3 +366,19 @@ def test_a_resumed_run_s_chain_is_read_from_the_store_alone(
     monkeypatch.setattr(Store, "open_capsule", never)
     assert "run.tar → 20260101-000000-dddd" in resumed_note(store, record)
     assert chain(store, record) == [record]
+
+
+def test_a_path_longer_than_a_file_system_takes_is_refused(tmp_path: Path) -> None:
+    """A name of 4 MiB (or one part over 255 bytes) could never be restored: refused, shown short."""
+    assert capsule_rules.is_safe_relpath("a" * 255 + "/" + "b" * 255)
+    assert not capsule_rules.is_safe_relpath("a" * 256)
+    assert not capsule_rules.is_safe_relpath("/".join(["a" * 200] * 30))
+    tar, _ = _genuine(tmp_path)
+
+    def long_path(data: dict[str, Any]) -> None:
+        data["code"]["files"][0]["path"] = "A" * (4 << 20)
+
+    forged = _forge(tar, tmp_path / "long.tar", _edit_record(long_path))
+    with pytest.raises(CapsuleInvalid, match=r"code\.files\[0\]\.path") as caught:
+        verify_tar(forged)
+    assert len(str(caught.value)) < 300
