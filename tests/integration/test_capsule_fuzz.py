@@ -47,6 +47,7 @@ from repro import schemas
 from repro.backends import imagearchive
 from repro.compare import dataorder, ops, trace
 from repro.errors import CapsuleInvalid, ExitCode
+from repro.store import limits
 from repro.store.capsule import (
     ATTESTATION_NAME,
     BLOB_DIR,
@@ -409,7 +410,7 @@ def _image_archive(repositories: bool = True) -> dict[str, bytes]:
     return members
 
 
-def _tar_bytes(found: dict[str, bytes], extra: list[Any] = ()) -> bytes:  # type: ignore[assignment]
+def _tar_bytes(found: dict[str, bytes], extra: tuple[tarfile.TarInfo, ...] | list[Any] = ()) -> bytes:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, body in found.items():
@@ -451,6 +452,7 @@ def _forge_row(genuine: Path, dest: Path, case: Case, canary: Path) -> Path:
     """A stream blob with its first, middle or last row made hostile, under its new content address."""
     found = forging.members(genuine)
     found.pop(SUMS_NAME)
+    assert isinstance(case.where, tuple)
     stream, where = case.where
     record = yaml.safe_load(found[RECORD_NAME])
     rows: list[Any] = _genuine_rows(str(stream))
@@ -529,11 +531,11 @@ def _read_image(tar: Path) -> list[str]:
         return [f"image archive: {type(e).__name__}: {str(e)[:200]}"]
     problems = []
     for raw in rebuilt:
-        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-            names = tar.getnames()
-            manifest = tar.extractfile(imagearchive.MANIFEST)
+        with tarfile.open(fileobj=io.BytesIO(raw)) as loaded:
+            names = loaded.getnames()
+            manifest = loaded.extractfile(imagearchive.MANIFEST)
             text = manifest.read().decode() if manifest is not None else ""
-        if any(imagearchive.limits.member_name_problem(n) for n in names) or "RepoTags" in text:
+        if any(limits.member_name_problem(n) for n in names) or "RepoTags" in text:
             problems.append(f"image archive: rebuilt with {names!r} {text[:200]!r}")
     return problems
 
@@ -721,7 +723,7 @@ def _check(case: Case, what: str, code: int, out: str, err: str, seen: list[str]
     errors = [
         line for line in err.splitlines() if line.startswith("repro: error:") or line.startswith("Error:")
     ]
-    if code != 0 and len(errors) != 1 and what != "replay" and what != "check":
+    if code != 0 and len(errors) != 1 and what not in ("replay", "check", "replay docker"):
         problems.append(f"{what}: {len(errors)} error lines: {err[-300:]!r}")
     if any(c in out + err for c in ("\x1b", "\x07", "\u202e", "\r")):
         problems.append(f"{what}: a control character reached the terminal")
