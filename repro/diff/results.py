@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from repro.compare import dataorder, rootpath, trace
@@ -32,7 +33,7 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
     """A run's results as every comparison sees them."""
     reader = SafeReader(read_blob)
     cut: list[str] = []  # the streams read only up to their bound
-    rows = metric_rows(record, read_blob, cut)  # logged, then harvested with no code change
+    rows = metric_rows(record, _head(reader, open_blob, limits.MAX_METRICS_BYTES), cut)  # logged, harvested
     # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
     blobs: list[str | None] = [*rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
     stdout = _log_text(reader, open_blob, blobs, cut)
@@ -45,7 +46,8 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         path = open_blob(entry.hash) if open_blob is not None else None
         return path if entry.stored and path is not None and path.is_file() else None
 
-    steps = trace.read(reader(record.results.logs.get(trace.TRACE_LOG)), cut)
+    read_trace = _head(reader, open_blob, limits.MAX_COMPARED_TRACE_BYTES)
+    steps = trace.read(read_trace(record.results.logs.get(trace.TRACE_LOG)), cut)
     return Side(
         label=record.id,
         outputs=list(record.results.outputs),
@@ -55,12 +57,33 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         exit_code=record.results.exit_code,
         status=record.results.status,
         trace=steps,
-        data_order=dataorder.read(record.results.logs, read_blob, cut),
+        data_order=dataorder.read(
+            record.results.logs, _head(reader, open_blob, limits.MAX_COMPARED_DATA_ORDER_BYTES), cut
+        ),
         shared_writes=list(record.results.shared_writes),
         root=root,
         image=record.deps.image.id if record.deps.image else None,
         cut=cut,
     )
+
+
+def _head(reader: SafeReader, open_blob: OpenBlob | None, bound: int) -> Callable[[str | None], bytes | None]:
+    """A blob reader that reads no more than ``bound`` bytes and one (so a stream cut there is told
+    from one that ends there): from the blob's file where there is one, a stream of any size costing
+    no more; None for a missing or unreadable blob, as `SafeReader`'s."""
+
+    def read(blob: str | None) -> bytes | None:
+        path = open_blob(blob) if open_blob is not None and blob else None
+        if path is None:
+            raw = reader(blob)
+            return None if raw is None else raw[: bound + 1]
+        try:
+            with open(path, "rb") as f:
+                return f.read(bound + 1)
+        except OSError:
+            return None
+
+    return read
 
 
 def _log_text(
