@@ -802,3 +802,14 @@ def test_a_forged_capsule_is_replayed_where_the_genuine_run_is_not(world: World,
     code, out, err, seen = _repro(world, "replay", str(tar), "--backend", "local", project=elsewhere)
     assert code in (ExitCode.OK, ExitCode.NOT_REPRODUCED), err
     assert seen == [] and "\x1b" not in out + err and "replay recorded as" in err
+
+
+def test_the_sample_reaches_every_member_and_deep_row() -> None:
+    """Whatever the seed, the sample alters every member kind, the first, middle and last row of each
+    stream and every member of the image archive at least once; `make fuzz` walks all of them."""
+    wanted = {(c.target, str(c.where)) for c in ALL_CASES if c.target != "field"}
+    assert len(wanted) == len(MEMBER_KINDS) + len(STREAMS) * len(ROWS) + len(IMAGE_KINDS)
+    for seed in (SEED, 1, 2):
+        cases = _sample(random.Random(seed), SAMPLE)
+        assert {(c.target, str(c.where)) for c in cases if c.target != "field"} == wanted
+        assert len(cases) == min(SAMPLE, len(ALL_CASES)) and len(set(cases)) == len(cases)
