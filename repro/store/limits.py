@@ -251,6 +251,18 @@ def _text_number_fields(record: Any) -> Iterator[tuple[str, object]]:
             yield f"{where}.PYTHONHASHSEED", env["PYTHONHASHSEED"]
 
 
+def _process_texts(record: Any) -> Iterator[tuple[str, object]]:
+    """(field name, text) of what reaches a process's command line or environment, where no NUL can:
+    the system refuses it (``embedded null byte``), so a record holding one is refused first."""
+    for name in ("argv", "launch", "injected"):
+        for i, arg in enumerate(getattr(record.command, name) or ()):
+            yield f"command.{name}[{i}]", arg
+    for where, env in (("determinism.env", record.determinism.env), ("env.variables", record.env.variables)):
+        for key, value in (env or {}).items():
+            yield f"{where} name", key
+            yield f"{where}.{str(key)[:80]}", value
+
+
 def _word_fields(record: Any) -> Iterator[tuple[str, str | None]]:
     """(field name, value) of the names a record carries that repro prints or decides on."""
     yield "kind", record.kind
@@ -296,6 +308,9 @@ def check_record(record: Any) -> None:
         )
         if why:
             raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
+    for name, text in _process_texts(record):
+        if isinstance(text, str) and "\0" in text:
+            raise CapsuleInvalid(f"capsule field {name} holds a NUL character", RECORD_NAME, hint)
     for name, word in _word_fields(record):
         if word is not None and not (isinstance(word, str) and _WORD.match(word)):
             raise CapsuleInvalid(

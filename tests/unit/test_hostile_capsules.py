@@ -382,3 +382,23 @@ def test_a_path_longer_than_a_file_system_takes_is_refused(tmp_path: Path) -> No
     with pytest.raises(CapsuleInvalid, match=r"code\.files\[0\]\.path") as caught:
         verify_tar(forged)
     assert len(str(caught.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("where", "edit"),
+    [
+        ("command.launch[0]", lambda d: d["command"].update(launch=["python\0", "train.py"])),
+        ("command.argv[1]", lambda d: d["command"].update(argv=["python", "train.py\0--x"])),
+        ("env.variables.LANG", lambda d: d.setdefault("env", {}).update(variables={"LANG": "C\0"})),
+    ],
+)
+def test_a_nul_in_a_command_or_environment_is_refused(
+    tmp_path: Path, where: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """No process takes a NUL in its arguments or environment: refused up front (it crashed a replay
+    with `embedded null byte`)."""
+    tar, _ = _genuine(tmp_path)
+    forged = _forge(tar, tmp_path / "nul.tar", _edit_record(edit))
+    with pytest.raises(CapsuleInvalid, match=re.escape(f"capsule field {where} holds a NUL")) as caught:
+        verify_tar(forged)
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
