@@ -59,6 +59,7 @@ from repro.replay import (
     verification,
 )
 from repro.runtime import contract
+from repro.store import limits
 from repro.store.capsule import Record
 from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun, Store
@@ -356,7 +357,8 @@ def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any
     traces: dict[int, list[dict[str, Any]]] = {}
     for name, blob in record.results.logs.items():
         if name.startswith("rtrace.rank") and name[11:].isdigit():
-            traces[int(name[11:])] = interrupt.parse((loaded.read_blob(blob) or b"").decode())
+            text, _ = limits.stream_head(loaded.read_blob(blob), limits.MAX_RESUME_TRACE_BYTES)
+            traces[int(name[11:])] = interrupt.parse(text)  # a trace cut there compares its steps before
     return traces
 
 

@@ -41,6 +41,7 @@ from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.runner import now_iso
 from repro.runtime import contract
+from repro.store import limits
 from repro.store.capsule import CommandInfo, Record, RunWarning
 from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
@@ -206,7 +207,7 @@ def _finish(
     res.duration_s = round(time.perf_counter() - started, 3)
     res.status, res.exit_code = ("failed", 1) if failed else ("succeeded", 0)
     runtime = RunDir(run_dir).runtime
-    metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
+    metrics = produced.read_stream(runtime, contract.METRICS_FILE, limits.MAX_METRICS_BYTES)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
         for row in contract.metric_rows(metrics.decode("utf-8", "replace")):

@@ -60,7 +60,7 @@ from repro.facts.seeds import make_seeds
 from repro.fetch.locate import cached_pylock
 from repro.integrations import trackers
 from repro.runtime import contract
-from repro.store import budget
+from repro.store import budget, limits
 from repro.store import images as store_images
 from repro.store.capsule import (
     BackendInfo,
@@ -848,7 +848,7 @@ def _collect_logs(
         keep(name, runtime, rel, "the data order")
     for name, rel in _op_stream_files(runtime).items():  # `--ops`: each process's op stream
         keep(name, runtime, rel, "the op stream")
-    metrics = produced.read_bytes(runtime, contract.METRICS_FILE, limit=None)
+    metrics = produced.read_stream(runtime, contract.METRICS_FILE, limits.MAX_METRICS_BYTES)
     if metrics is not None:
         res.metrics = store.put_bytes(masker.data(metrics, "metrics"))
         res.final_metrics = {masker.text(k, "metrics"): v for k, v in _final_metrics(metrics).items()}

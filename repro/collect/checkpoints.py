@@ -18,6 +18,7 @@ from typing import Any
 from repro.collect import produced
 from repro.errors import NotFoundError
 from repro.runtime import contract
+from repro.store import limits
 from repro.store.capsule import CheckpointInfo, Record
 
 RNG_DIR = "rng"  # the runtime's names (repro/runtime/saves.py)
@@ -136,7 +137,7 @@ def restored(runtime: Path) -> list[dict[str, Any]]:
 
 
 def read_events(runtime: Path) -> list[dict[str, Any]]:
-    return produced.json_lines(runtime, EVENTS)
+    return produced.json_lines(runtime, EVENTS, limits.MAX_RESUME_EVENTS_BYTES)
 
 
 _PLAIN = re.compile(r"[0-9A-Za-z_-]{1,128}")  # a checkpoint hash as a file name: no `/`, no `..`

@@ -216,11 +216,27 @@ def read_json(root: Path, rel: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def json_lines(root: Path, rel: str) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file; a line that is not one (half a line of a killed
-    process) is skipped."""
+def read_stream(root: Path, rel: str, limit: int) -> bytes | None:
+    """The whole lines of the JSON-lines file ``rel`` within its first ``limit`` bytes, as
+    `read_bytes` opens it (a file that grows without end is read no further); None when it cannot
+    be read."""
+    try:
+        with open_file(root, rel) as fd:
+            chunks, left = [], limit + 1  # one byte more tells a file cut there from one that ends there
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+    except OSError:
+        return None
+    raw = b"".join(chunks)
+    return raw if len(raw) <= limit else raw[: raw.rfind(b"\n", 0, limit) + 1]
+
+
+def json_lines(root: Path, rel: str, limit: int) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, read no further than ``limit`` bytes (the last whole
+    line before it); a line that is not one (half a line of a killed process) is skipped."""
     found: list[dict[str, Any]] = []
-    for line in (read_text(root, rel) or "").splitlines():
+    for line in (read_stream(root, rel, limit) or b"").decode("utf-8", "replace").splitlines():
         try:
             row = parse_json(line)
         except ValueError:

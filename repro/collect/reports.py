@@ -15,6 +15,7 @@ from typing import Any
 
 from repro.collect import produced
 from repro.runtime.report import REPORT_PREFIX, REPORT_SUFFIX
+from repro.store import limits
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def written_by(runtime_dir: Path) -> set[str]:
     """The project-relative files the processes reporting to ``runtime_dir`` wrote."""
     found: set[str] = set()
     for rel in report_files(runtime_dir):
-        for event in produced.json_lines(runtime_dir, rel):
+        for event in produced.json_lines(runtime_dir, rel, limits.MAX_PROC_REPORT_BYTES):
             p = event.get("p")
             if event.get("e") == "w" and isinstance(p, str):
                 kept = produced.inside(p)
@@ -79,7 +80,7 @@ def read_reports(runtime_dir: Path) -> Reports:
     reports = Reports()
     seeds: dict[tuple[str, str, str], dict[str, Any]] = {}
     for rel in report_files(runtime_dir):
-        events = produced.json_lines(runtime_dir, rel)
+        events = produced.json_lines(runtime_dir, rel, limits.MAX_PROC_REPORT_BYTES)
         writer = _writer(rel, events)
         for event in events:
             kind, p = event.get("e"), event.get("p")

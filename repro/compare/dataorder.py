@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.runtime import contract
+from repro.store import limits
 
 DATA_ORDER_LOG = "dataorder"  # ResultInfo.logs names: dataorder (one process), dataorder.rank<R>
 SHOWN_INDICES = 8  # indices quoted in a message
@@ -92,13 +93,21 @@ def parse(text: str) -> list[dict[str, Any]]:
     return contract.jsonl_rows(text, lambda row: isinstance(row.get("loader"), int))
 
 
-def read(logs: Mapping[str, str], read_blob: Callable[[str], bytes | None]) -> Rows:
-    """Each rank's rows from a record's logs (empty: the run recorded no data order)."""
+def read(
+    logs: Mapping[str, str], read_blob: Callable[[str], bytes | None], cut: list[str] | None = None
+) -> Rows:
+    """Each rank's rows from a record's logs (empty: the run recorded no data order), each log read
+    no further than `limits.MAX_COMPARED_DATA_ORDER_BYTES`; where one is cut there, the one line
+    saying so is added to ``cut``."""
     found: Rows = {}
+    bound = limits.MAX_COMPARED_DATA_ORDER_BYTES
     for name, blob in logs.items():
         rank = rank_of(name)
         if rank is not None:
-            found[rank] = parse((read_blob(blob) or b"").decode("utf-8", "replace"))
+            text, was_cut = limits.stream_head(read_blob(blob), bound)
+            found[rank] = parse(text)
+            if was_cut and cut is not None:
+                cut.append(limits.cut_note(f"the data-order log of rank {rank}", bound))
     return {rank: rows for rank, rows in found.items() if rows}
 
 

@@ -18,6 +18,7 @@ from repro.compare import reasons as codes
 from repro.compare.reasons import OP_DIFFERS, Reason
 from repro.compare.verdict import Verdict
 from repro.runtime import contract
+from repro.store import limits
 
 OPS_LOG = "ops"  # the name of rank 0's (or the single process's) op stream in ResultInfo.logs
 
@@ -200,7 +201,9 @@ def reason(d: OpDifference) -> Reason:
 
 
 def streams(logs: dict[str, str], read: Callable[[str], bytes | None]) -> dict[int, list[dict[str, Any]]]:
-    """A run's op streams by rank, from its logs (``ops``, ``ops.rank1``, …); ``read`` gives a blob."""
+    """A run's op streams by rank, from its logs (``ops``, ``ops.rank1``, …); ``read`` gives a blob.
+    Each is read no further than `limits.MAX_COMPARED_OPS_BYTES`: one cut there ends with a
+    ``truncated`` row naming the bound (``cut``), so nothing past it is compared, and `explain` says so."""
     found: dict[int, list[dict[str, Any]]] = {}
     for name, blob in logs.items():
         if name == OPS_LOG:
@@ -209,9 +212,18 @@ def streams(logs: dict[str, str], read: Callable[[str], bytes | None]) -> dict[i
             rank = int(name[len(OPS_LOG) + 5 :])
         else:
             continue
-        raw = read(blob) or b""
-        found[rank] = parse(raw.decode("utf-8", "replace"))
+        bound = limits.MAX_COMPARED_OPS_BYTES
+        text, cut = limits.stream_head(read(blob), bound)
+        found[rank] = parse(text) + ([{"truncated": True, "cut": bound}] if cut else [])
     return found
+
+
+def _cut(streams: dict[int, list[dict[str, Any]]]) -> int | None:
+    """The bound at which one of a run's op streams was cut when read, if one was."""
+    for rows in streams.values():
+        if rows and rows[-1].get("cut"):
+            return int(rows[-1]["cut"])
+    return None
 
 
 def explain(
@@ -238,6 +250,8 @@ def explain(
     if found is not None:
         verdict.reasons.append(reason(found))
         verdict.notes.append(f"op streams compared over {steps} optimizer step(s): {source} and {other}")
+    elif (cut := _cut(original) or _cut(replay)) is not None:
+        verdict.notes.append(limits.cut_note("--ops: an op stream", cut))
     elif not original or not replay:
         verdict.notes.append("--ops: no op stream was recorded (no torch op ran under the runtime)")
     else:

@@ -16,6 +16,7 @@ from typing import Any
 
 from repro.compare.tolerance import Tolerance
 from repro.runtime import contract
+from repro.store import limits
 
 TRACE_LOG = "trace"  # the name of the trace in ResultInfo.logs
 SUMMATION_KEY = "f"  # a row's summation order (repro/runtime/steptrace.py); absent: the first one
@@ -39,6 +40,15 @@ class TraceDivergence:
 def parse(text: str) -> list[dict[str, Any]]:
     """Rows of a trace.jsonl text; unreadable lines are skipped."""
     return contract.jsonl_rows(text, lambda row: isinstance(row.get("params"), dict))
+
+
+def read(raw: bytes | None, cut: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of a run's trace blob, read no further than `limits.MAX_COMPARED_TRACE_BYTES`; where it
+    is cut there, the one line saying so is added to ``cut``."""
+    text, was_cut = limits.stream_head(raw, limits.MAX_COMPARED_TRACE_BYTES)
+    if was_cut and cut is not None:
+        cut.append(limits.cut_note("the step trace", limits.MAX_COMPARED_TRACE_BYTES))
+    return parse(text)
 
 
 def compare_trace(

@@ -120,6 +120,7 @@ class Side:
     shared_writes: list[SharedWrite] = field(default_factory=list)  # outputs several processes wrote
     root: str | None = None  # the project root as the run saw it (`repro.compare.rootpath`)
     image: str | None = None  # the image id the run ran in (a docker run), where its pickles unpickle
+    cut: list[str] = field(default_factory=list)  # the streams read only up to their bound, one line each
 
     @property
     def failed(self) -> bool:
@@ -285,6 +286,7 @@ def compare_runs(
     )
     if not options.stdout:
         verdict.notes.append("stdout left out of the comparison (compare.stdout: false)")
+    verdict.notes += [f"{side.label}: {note}" for side in (original, replay) for note in side.cut]
     verdict.reasons = _reasons(verdict, original, replay)
     verdict.status = _decide(verdict, original, replay)
     verdict.summary = _summary(verdict)

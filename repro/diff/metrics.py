@@ -11,17 +11,26 @@ from repro.compare.tolerance import STRICT, Tolerance
 from repro.diff.model import Divergence
 from repro.diff.reader import ReadBlob, SafeReader
 from repro.runtime import contract
+from repro.store import limits
 from repro.store.capsule import Record
 
 
-def metric_rows(record: Record, read_blob: ReadBlob) -> list[dict[str, Any]]:
+def metric_rows(record: Record, read_blob: ReadBlob, cut: list[str] | None = None) -> list[dict[str, Any]]:
     """The run's metric series (rows of name/value/step): those it logged (metrics.jsonl), then
     those harvested with no code change under names it did not log (marked ``harvested``); [] when
-    it has neither."""
+    it has neither. Each is read no further than `limits.MAX_METRICS_BYTES`; where one is cut
+    there, the one line saying so is added to ``cut``."""
     reader = SafeReader(read_blob)
-    logged = contract.metric_rows(reader.text(record.results.metrics) or "")
+
+    def rows(blob: str | None, what: str) -> list[dict[str, Any]]:
+        text, was_cut = limits.stream_head(reader(blob), limits.MAX_METRICS_BYTES)
+        if was_cut and cut is not None:
+            cut.append(limits.cut_note(what, limits.MAX_METRICS_BYTES))
+        return contract.metric_rows(text)
+
+    logged = rows(record.results.metrics, "the metrics log")
     names = {str(row["name"]) for row in logged}
-    harvested = contract.metric_rows(reader.text(record.results.harvested) or "")
+    harvested = rows(record.results.harvested, "the harvested metrics")
     return logged + [{**r, "harvested": True} for r in harvested if str(r["name"]) not in names]
 
 

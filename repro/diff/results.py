@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from repro.compare import dataorder, rootpath, trace
@@ -31,10 +32,11 @@ if TYPE_CHECKING:
 def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = None) -> Side:
     """A run's results as every comparison sees them."""
     reader = SafeReader(read_blob)
-    rows = metric_rows(record, read_blob)  # logged, then harvested with no code change
+    cut: list[str] = []  # the streams read only up to their bound
+    rows = metric_rows(record, _head(reader, open_blob, limits.MAX_METRICS_BYTES), cut)  # logged, harvested
     # Rank by rank when the ranks' own logs were kept: the combined stream's interleaving varies.
     blobs: list[str | None] = [*rank_stdout_blobs(record)] or [record.results.logs.get("stdout")]
-    stdout = _log_text(reader, open_blob, blobs)
+    stdout = _log_text(reader, open_blob, blobs, cut)
     root = record.backend.details.get("project_root")
     root = str(root) if root else None
     # Where the code ran differs between a run and its replay; what it printed after that must not.
@@ -44,7 +46,8 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         path = open_blob(entry.hash) if open_blob is not None else None
         return path if entry.stored and path is not None and path.is_file() else None
 
-    steps = trace.parse(reader.text(record.results.logs.get(trace.TRACE_LOG)) or "")
+    read_trace = _head(reader, open_blob, limits.MAX_COMPARED_TRACE_BYTES)
+    steps = trace.read(read_trace(record.results.logs.get(trace.TRACE_LOG)), cut)
     return Side(
         label=record.id,
         outputs=list(record.results.outputs),
@@ -54,18 +57,44 @@ def side_of(record: Record, read_blob: ReadBlob, open_blob: OpenBlob | None = No
         exit_code=record.results.exit_code,
         status=record.results.status,
         trace=steps,
-        data_order=dataorder.read(record.results.logs, read_blob),
+        data_order=dataorder.read(
+            record.results.logs, _head(reader, open_blob, limits.MAX_COMPARED_DATA_ORDER_BYTES), cut
+        ),
         shared_writes=list(record.results.shared_writes),
         root=root,
         image=record.deps.image.id if record.deps.image else None,
+        cut=cut,
     )
 
 
-def _log_text(reader: SafeReader, open_blob: OpenBlob | None, blobs: list[str | None]) -> str:
+def _head(reader: SafeReader, open_blob: OpenBlob | None, bound: int) -> Callable[[str | None], bytes | None]:
+    """A blob reader that reads no more than ``bound`` bytes and one (so a stream cut there is told
+    from one that ends there): from the blob's file where there is one, a stream of any size costing
+    no more; None for a missing or unreadable blob, as `SafeReader`'s."""
+
+    def read(blob: str | None) -> bytes | None:
+        path = open_blob(blob) if open_blob is not None and blob else None
+        if path is None:
+            raw = reader(blob)
+            return None if raw is None else raw[: bound + 1]
+        try:
+            with open(path, "rb") as f:
+                return f.read(bound + 1)
+        except OSError:
+            return None
+
+    return read
+
+
+def _log_text(
+    reader: SafeReader, open_blob: OpenBlob | None, blobs: list[str | None], cut: list[str] | None = None
+) -> str:
     """The text of logs ``blobs``, one after the other, read up to `limits.MAX_COMPARED_LOG_BYTES` in
     all: a capsule's log may be as large as the capsule, and comparing it costs memory and time in
-    proportion. A blob with a file is read no further than the limit."""
-    left = limits.MAX_COMPARED_LOG_BYTES
+    proportion. A blob with a file is read no further than the limit; where a log is cut there, the
+    one line saying so is added to ``cut``."""
+    bound = limits.MAX_COMPARED_LOG_BYTES
+    left = bound + 1  # one byte more tells a log that ends at the bound from one cut there
     parts: list[bytes] = []
     for blob in blobs:
         if blob is None or left <= 0:
@@ -81,7 +110,10 @@ def _log_text(reader: SafeReader, open_blob: OpenBlob | None, blobs: list[str | 
             continue  # a missing or unreadable log counts as an empty one, as SafeReader's do
         left -= len(data)
         parts.append(data)
-    return b"".join(parts).decode("utf-8", "replace")
+    text, was_cut = limits.stream_head(b"".join(parts), bound)
+    if was_cut and cut is not None:
+        cut.append(limits.cut_note("stdout", bound))
+    return text
 
 
 def rank_stdout_blobs(record: Record) -> list[str]:

@@ -17,30 +17,15 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
+from repro.facts.secrets.rules import CREDENTIAL_PLACES, is_env_file
+
 PRIVATE_DIRS = (".git", ".repro")  # a project's history and remotes; every run's blobs
-# A path with one of these parts is a credential location of a tool ML projects use.
-CREDENTIAL_NAMES = frozenset(
-    {
-        ".ssh", ".gnupg", ".netrc", "_netrc", ".aws", ".azure", ".docker", ".kaggle", ".huggingface",
-        ".git-credentials", ".pypirc", ".npmrc", ".pgpass", ".kube", ".terraform.d", ".vault-token",
-        ".databrickscfg", ".boto", ".s3cfg", ".wandb", ".mlflow", ".comet.config", ".neptune",
-    }
-)  # fmt: skip
-# Parts that name a credential location only one after the other (``.config/gcloud``).
+# The credential locations of the tools ML projects use (`rules.CREDENTIAL_PLACES`, the one list):
+# a path with one of these parts, or with two parts one after the other (``.config/gcloud``).
+CREDENTIAL_NAMES = frozenset(place for place, _ in CREDENTIAL_PLACES if "/" not in place)
 CREDENTIAL_PAIRS = frozenset(
-    {
-        (".config", "gcloud"),
-        (".config", "gh"),
-        (".config", "wandb"),
-        (".cache", "huggingface"),
-        ("wandb", "settings"),
-    }
+    (first, second) for first, _, second in (place.partition("/") for place, _ in CREDENTIAL_PLACES) if second
 )
-
-
-def is_env_file(name: str) -> bool:
-    """``.env``, ``.env.local``, ``secret.env``: files that hold a project's environment secrets."""
-    return name == ".env" or name.startswith(".env.") or name.endswith(".env")
 
 
 def private_part(rel: str) -> str | None:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from repro.backends.base import BuiltImage
 from repro.collect import produced
 from repro.runtime import links
+from repro.store import limits
 from repro.store.capsule import RECORD_NAME, Record, pack
 
 Note = Callable[[str], None]
@@ -53,7 +54,7 @@ def noted(runtime_dir: Path) -> list[dict[str, Any]]:
     return [
         row
         for rel in produced.files(runtime_dir, f"{links.LINKS}*.jsonl")
-        for row in produced.json_lines(runtime_dir, rel)
+        for row in produced.json_lines(runtime_dir, rel, limits.MAX_LINKS_BYTES)
         if isinstance(row.get("kind"), str)
     ]
 

@@ -78,6 +78,36 @@ MAX_PLAIN_BYTES = 1 << 30  # a plain tar: as large as it is on disk, read up to 
 MAX_COMPARED_LOG_BYTES = 16 << 20  # of each side's stdout, compared line by line; the rest is not read
 MAX_UNPACKED_BYTES = 32 << 20  # a compressed capsule may expand to 32 MiB before the ratio applies
 
+# The streams of rows a run writes and repro reads back (from its run directory or a capsule): each is
+# read no further than its bound, at the one place it is read; past it the rest is not read (a capsule
+# may carry an endless stream, or one gigantic line), and a comparison says where it was cut.
+MAX_COMPARED_OPS_BYTES = 256 << 20  # an op stream (--ops): the runtime itself stops one at 256 MiB a process
+MAX_COMPARED_TRACE_BYTES = 128 << 20  # trace.jsonl: ~80 bytes a parameter a step; 200 params x 8k steps
+MAX_COMPARED_DATA_ORDER_BYTES = 64 << 20  # a data-order log: one row a batch, 100k batches of 64 indices
+MAX_RESUME_TRACE_BYTES = 64 << 20  # a resume trace: parameter and RNG sums a step, as trace.jsonl, few steps
+MAX_METRICS_BYTES = 64 << 20  # metrics.jsonl (logged or harvested): ~70 bytes a value, ~1M values
+MAX_PROC_REPORT_BYTES = 64 << 20  # proc.<pid>.jsonl: the runtime stops at 50k events of ~300 bytes
+MAX_LINKS_BYTES = 16 << 20  # links*.jsonl: a few facts a process (tracker run URLs, ids)
+MAX_RESUME_EVENTS_BYTES = 16 << 20  # resume-events.jsonl: one event a checkpoint a process loads
+
+
+def stream_head(raw: bytes | None, limit: int) -> tuple[str, bool]:
+    """The text of a stream's first ``limit`` bytes up to its last whole line, and whether the
+    stream was cut there (a line the cut splits is not read at all, nor anything after it)."""
+    if raw is None:
+        return "", False
+    if len(raw) <= limit:
+        return raw.decode("utf-8", "replace"), False
+    head = raw[:limit]
+    return head[: head.rfind(b"\n") + 1].decode("utf-8", "replace"), True
+
+
+def cut_note(stream: str, limit: int) -> str:
+    """The one line saying that ``stream`` was cut at its bound ``limit``."""
+    size = f"{limit / (1 << 20):g} MiB"
+    return f"{stream} was cut at {size}: nothing past it was read or compared"
+
+
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _DIGEST = re.compile(r"^[0-9a-f]{16,128}$")
 _NAME = re.compile(r"^[0-9A-Za-z_-]{1,128}$")  # a blob reference usable as one file name
@@ -89,9 +119,18 @@ def is_safe_id(value: str) -> bool:
     return bool(_ID.match(value)) and ".." not in value
 
 
+MAX_PATH_BYTES = 4096  # PATH_MAX: a longer path cannot be opened, written or restored anywhere
+MAX_PATH_PART_BYTES = 255  # NAME_MAX: the longest file or folder name a file system takes
+
+
 def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
-    """A relative, normalised POSIX path that stays inside its root (`a/b`, not `/a`, `a/../b`, `../a`)."""
+    """A relative, normalised POSIX path that stays inside its root (`a/b`, not `/a`, `a/../b`, `../a`),
+    no longer than a file system takes (`MAX_PATH_BYTES`, each part `MAX_PATH_PART_BYTES`)."""
     if not isinstance(value, str) or not value or "\0" in value or "\\" in value:
+        return False
+    if len(value) > MAX_PATH_BYTES or any(
+        len(part.encode("utf-8", "surrogateescape")) > MAX_PATH_PART_BYTES for part in value.split("/")
+    ):
         return False
     if value == ".":
         return allow_dot
@@ -212,6 +251,18 @@ def _text_number_fields(record: Any) -> Iterator[tuple[str, object]]:
             yield f"{where}.PYTHONHASHSEED", env["PYTHONHASHSEED"]
 
 
+def _process_texts(record: Any) -> Iterator[tuple[str, object]]:
+    """(field name, text) of what reaches a process's command line or environment, where no NUL can:
+    the system refuses it (``embedded null byte``), so a record holding one is refused first."""
+    for name in ("argv", "launch", "injected"):
+        for i, arg in enumerate(getattr(record.command, name) or ()):
+            yield f"command.{name}[{i}]", arg
+    for where, env in (("determinism.env", record.determinism.env), ("env.variables", record.env.variables)):
+        for key, value in (env or {}).items():
+            yield f"{where} name", key
+            yield f"{where}.{str(key)[:80]}", value
+
+
 def _word_fields(record: Any) -> Iterator[tuple[str, str | None]]:
     """(field name, value) of the names a record carries that repro prints or decides on."""
     yield "kind", record.kind
@@ -233,13 +284,15 @@ def check_record(record: Any) -> None:
     hint = "the capsule was made by hand or tampered with; do not replay it"
     for name, value in (("id", record.id), ("parent", record.parent), ("resumed_from", record.resumed_from)):
         if value is not None and not (isinstance(value, str) and is_safe_id(value)):
-            raise CapsuleInvalid(f"capsule field {name} is not a plain run id: {value!r}", RECORD_NAME, hint)
+            raise CapsuleInvalid(
+                f"capsule field {name} is not a plain run id: {str(value)[:80]!r}", RECORD_NAME, hint
+            )
     for name, value, allow_dot in _path_fields(record):
         if value is None and name in ("code.subdir", "deps.lockfile"):
             continue
         if not is_safe_relpath(value, allow_dot):  # type: ignore[arg-type]
             raise CapsuleInvalid(
-                f"capsule field {name} is not a relative path inside the project: {value!r}",
+                f"capsule field {name} is not a relative path inside the project: {str(value)[:80]!r}",
                 RECORD_NAME,
                 hint,
             )
@@ -255,9 +308,14 @@ def check_record(record: Any) -> None:
         )
         if why:
             raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
+    for name, text in _process_texts(record):
+        if isinstance(text, str) and "\0" in text:
+            raise CapsuleInvalid(f"capsule field {name} holds a NUL character", RECORD_NAME, hint)
     for name, word in _word_fields(record):
         if word is not None and not (isinstance(word, str) and _WORD.match(word)):
-            raise CapsuleInvalid(f"capsule field {name} is not a plain name: {word!r}", RECORD_NAME, hint)
+            raise CapsuleInvalid(
+                f"capsule field {name} is not a plain name: {str(word)[:80]!r}", RECORD_NAME, hint
+            )
     gpus = record.backend.gpus
     why = None if gpus is None else bounds.gpus_problem(gpus)
     if why:
@@ -269,7 +327,9 @@ def check_record(record: Any) -> None:
             )
     for digest in record.blobs():
         if not (isinstance(digest, str) and _NAME.match(digest)):
-            raise CapsuleInvalid(f"capsule names a blob {digest!r} that is not a content digest", RECORD_NAME)
+            raise CapsuleInvalid(
+                f"capsule names a blob {str(digest)[:80]!r} that is not a content digest", RECORD_NAME
+            )
     for i, item in enumerate(record.data.inputs):
         for j, source in enumerate(item.dvc):
             bad = dvc_source_problem(

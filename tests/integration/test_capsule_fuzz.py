@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -43,15 +44,21 @@ import pytest
 import yaml
 
 from repro import schemas
-from repro.errors import ExitCode
+from repro.backends import imagearchive
+from repro.compare import dataorder, ops, trace
+from repro.errors import CapsuleInvalid, ExitCode
+from repro.store import limits
 from repro.store.capsule import (
     ATTESTATION_NAME,
     BLOB_DIR,
+    IMAGE_MEMBER,
     RECORD_NAME,
     SIGNATURE_NAME,
     SUMS_NAME,
     Record,
+    blob_member,
 )
+from repro.store.hashing import hash_bytes
 from tests import forging
 from tests.conftest import Project
 
@@ -61,7 +68,13 @@ SAMPLE = int(os.environ.get("REPRO_FUZZ_SAMPLE", "150"))
 EXPENSIVE_EVERY = 1 if FULL else 8  # one sampled case in this many also replays and checks locally
 
 CLASSES = ("traversal", "links", "non_canonical", "huge", "deep", "wrong_type", "control", "markup")
-MEMBER_KINDS = (RECORD_NAME, SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME, BLOB_DIR)
+MEMBER_KINDS = (RECORD_NAME, SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME, BLOB_DIR, IMAGE_MEMBER)
+# The streams of rows a capsule carries as blobs, and where in each a row is altered.
+STREAMS = (ops.OPS_LOG, trace.TRACE_LOG, dataorder.DATA_ORDER_LOG)
+ROWS = ("first", "middle", "last")
+ROW_COUNT = 7
+# The members of the image archive a capsule carries (`repro.backends.imagearchive`).
+IMAGE_KINDS = (imagearchive.MANIFEST, "config", "layer", "repositories")
 REPRO_CODES = {int(c) for c in ExitCode} - {int(ExitCode.UNEXPECTED)}
 
 CONTROL = "\x1b[31mRED\x1b[0m\x1b]8;;http://127.0.0.1:9/\x07link\x1b]8;;\x07\r\u202eevil\x00"
@@ -143,11 +156,28 @@ class Case:
         return f"{self.target}:{where}:{self.cls}"
 
 
-ALL_CASES = [Case("field", p, c) for p in FIELDS for c in CLASSES] + [
-    Case("member", k, c) for k in MEMBER_KINDS for c in CLASSES
-]
+ALL_CASES = (
+    [Case("field", p, c) for p in FIELDS for c in CLASSES]
+    + [Case("member", k, c) for k in MEMBER_KINDS for c in CLASSES]
+    + [Case("row", (s, r), c) for s in STREAMS for r in ROWS for c in CLASSES]
+    + [Case("image", k, c) for k in IMAGE_KINDS for c in CLASSES]
+)
+
+
+def _sample(rng: random.Random, size: int) -> list[Case]:
+    """``size`` cases: every member kind, stream row and image member at least once (in a class the
+    seed picks), the rest drawn from all cases."""
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for case in ALL_CASES:
+        if case.target != "field":
+            groups.setdefault((case.target, str(case.where)), []).append(case)
+    chosen = [rng.choice(cases) for cases in groups.values()]
+    rest = [c for c in ALL_CASES if c not in chosen]
+    return chosen + rng.sample(rest, max(0, min(size, len(ALL_CASES)) - len(chosen)))
+
+
 _rng = random.Random(SEED)
-CASES = ALL_CASES if FULL else _rng.sample(ALL_CASES, min(SAMPLE, len(ALL_CASES)))
+CASES = ALL_CASES if FULL else _sample(_rng, SAMPLE)
 
 # Findings in areas another change bounds (archive members, nesting and size bounds): (case id
 # pattern, reason). Each must still fail: xfail is strict.
@@ -308,7 +338,6 @@ def _forge_member(genuine: Path, dest: Path, case: Case, canary: Path) -> Path:
 
 
 def _write(dest: Path, found: dict[str, bytes], extra: list[Any], keep_sums: bytes | None = None) -> Path:
-    import hashlib
 
     sums = (
         keep_sums
@@ -323,6 +352,192 @@ def _write(dest: Path, found: dict[str, bytes], extra: list[Any], keep_sums: byt
         for info in extra:
             out.addfile(info)
     return dest
+
+
+# --------------------------------------------------------------------------- rows and image members
+
+
+def _genuine_rows(stream: str) -> list[dict[str, Any]]:
+    """Rows shaped as the runtime writes them (`repro/runtime/ops.py`, `steptrace.py`, `dataorder.py`)."""
+    if stream == ops.OPS_LOG:
+        return [
+            {"i": i, "step": i // 3, "op": "aten::addmm", "phase": "fwd", "module": "fc",
+             "where": "train.py:12", "sum": 1.5 + i, "values": [0.1, 0.2]}
+            for i in range(ROW_COUNT)
+        ]  # fmt: skip
+    if stream == trace.TRACE_LOG:
+        return [
+            {"step": s, "f": 2, "params": {"fc.weight": [1.0 + s, 2.0 + s], "fc.bias": [0.5, 0.5]}}
+            for s in range(ROW_COUNT)
+        ]
+    return [
+        {"loader": 0, "epoch": 0, "step": s, "digest": f"{s:016x}", "indices": list(range(4 * s, 4 * s + 4))}
+        for s in range(ROW_COUNT)
+    ]
+
+
+def _jsonl(rows: list[Any]) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows)
+
+
+def _image_archive(repositories: bool = True) -> dict[str, bytes]:
+    """The members of a small ``docker save`` archive: a config, one layer, a manifest with a tag."""
+    layer_io = io.BytesIO()
+    with tarfile.open(fileobj=layer_io, mode="w") as layer:
+        info = tarfile.TarInfo("etc/hello.txt")
+        info.size = 6
+        layer.addfile(info, io.BytesIO(b"hello\n"))
+    layer_bytes = layer_io.getvalue()
+    layer_digest = hashlib.sha256(layer_bytes).hexdigest()
+    rootfs = {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]}
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": rootfs}).encode()
+    config_digest = hashlib.sha256(config).hexdigest()
+    members = {
+        f"blobs/sha256/{config_digest}": config,
+        f"blobs/sha256/{layer_digest}": layer_bytes,
+        imagearchive.MANIFEST: json.dumps(
+            [
+                {
+                    "Config": f"blobs/sha256/{config_digest}",
+                    "RepoTags": ["repro-base:bookworm"],
+                    "Layers": [f"blobs/sha256/{layer_digest}"],
+                }
+            ]
+        ).encode(),  # fmt: skip
+    }
+    if repositories:
+        members["repositories"] = json.dumps({"repro-base": {"bookworm": layer_digest}}).encode()
+    return members
+
+
+def _tar_bytes(found: dict[str, bytes], extra: tuple[tarfile.TarInfo, ...] | list[Any] = ()) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, body in found.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        for info in extra:
+            tar.addfile(info)
+    return out.getvalue()
+
+
+def _with_streams_and_image(genuine: Path, dest: Path) -> Path:
+    """The genuine capsule also carrying an op stream, a step trace, a data-order log and an image
+    archive, as a run with ``--ops --trace`` on docker exports them (SHA256SUMS recomputed)."""
+    found = forging.members(genuine)
+    found.pop(SUMS_NAME)
+    record = yaml.safe_load(found[RECORD_NAME])
+    for stream in STREAMS:
+        body = _jsonl(_genuine_rows(stream))
+        found[blob_member(hash_bytes(body))] = body
+        record["results"].setdefault("logs", {})[stream] = hash_bytes(body)
+    found[IMAGE_MEMBER] = _tar_bytes(_image_archive())
+    found[RECORD_NAME] = yaml.safe_dump(record, sort_keys=False).encode()
+    return forging.write(dest, found)
+
+
+def _hostile_row(cls: str, row: dict[str, Any], canary: Path) -> Any:
+    """Row ``row`` of a stream made hostile: every value of it, or the line itself."""
+    if cls == "deep":
+        return _DEEP_FLOW.encode()
+    if cls == "huge":
+        return json.dumps({**row, "op": "A" * (8 << 20)}).encode()
+    if cls == "wrong_type":
+        return json.dumps([row]).encode()
+    return {k: _payload(cls, v, canary) for k, v in row.items()}
+
+
+def _forge_row(genuine: Path, dest: Path, case: Case, canary: Path) -> Path:
+    """A stream blob with its first, middle or last row made hostile, under its new content address."""
+    found = forging.members(genuine)
+    found.pop(SUMS_NAME)
+    assert isinstance(case.where, tuple)
+    stream, where = case.where
+    record = yaml.safe_load(found[RECORD_NAME])
+    rows: list[Any] = _genuine_rows(str(stream))
+    at = {"first": 0, "middle": ROW_COUNT // 2, "last": ROW_COUNT - 1}[str(where)]
+    rows[at] = _hostile_row(case.cls, rows[at], canary)
+    body = _jsonl(rows)
+    found.pop(blob_member(record["results"]["logs"][stream]))
+    found[blob_member(hash_bytes(body))] = body
+    record["results"]["logs"][stream] = hash_bytes(body)
+    found[RECORD_NAME] = yaml.safe_dump(record, sort_keys=False).encode()
+    return forging.write(dest, found)
+
+
+def _image_member_name(found: dict[str, bytes], kind: str) -> str:
+    if kind in (imagearchive.MANIFEST, "repositories"):
+        return kind
+    manifest = json.loads(found[imagearchive.MANIFEST])[0]
+    return str(manifest["Config"] if kind == "config" else manifest["Layers"][0])
+
+
+def _forge_image(genuine: Path, dest: Path, case: Case, canary: Path) -> Path:
+    """The capsule's image archive with one member made hostile (the capsule's own sums recomputed)."""
+    inner = _image_archive()
+    name = _image_member_name(inner, str(case.where))
+    body = inner[name]
+    extra: list[Any] = []
+    if case.cls == "traversal":
+        inner[f"x/../{imagearchive.MANIFEST}"] = json.dumps(
+            [{"Config": name, "RepoTags": ["evil:latest"]}]
+        ).encode()
+        inner[f"../outside/{name}"] = body
+    elif case.cls == "links":
+        inner.pop(name)
+        for kind, target in ((tarfile.SYMTYPE, str(canary)), (tarfile.LNKTYPE, "../outside/secret.txt")):
+            link = tarfile.TarInfo(name if kind == tarfile.SYMTYPE else name + ".hard")
+            link.type, link.linkname = kind, target
+            extra.append(link)
+    elif case.cls == "non_canonical":
+        inner[f"./{name}"] = inner.pop(name)
+        inner[f"blobs//{name}"] = body
+    elif case.cls == "huge":
+        inner[name] = body + b" " * (20 << 20)
+    elif case.cls == "deep":
+        inner[name] = _DEEP_FLOW.encode()
+    elif case.cls == "wrong_type":
+        inner.pop(name)
+        directory = tarfile.TarInfo(name)
+        directory.type = tarfile.DIRTYPE
+        extra.append(directory)
+    elif case.cls == "control":
+        inner["blobs/\x1b[31m\r\u202e"] = body
+        inner[imagearchive.MANIFEST] = inner[imagearchive.MANIFEST].replace(b"repro-base", CONTROL.encode())
+    elif case.cls == "markup":
+        inner[f"blobs/{MARKUP}"] = body
+        inner[imagearchive.MANIFEST] = inner[imagearchive.MANIFEST].replace(b"repro-base", MARKUP.encode())
+    found = forging.members(genuine)
+    found.pop(SUMS_NAME)
+    found[IMAGE_MEMBER] = _tar_bytes(inner, extra)
+    return forging.write(dest, found)
+
+
+def _read_image(tar: Path) -> list[str]:
+    """The image archive a capsule carries, read and rebuilt as a docker replay does before the engine
+    sees it: refused with `CapsuleInvalid`, or rebuilt holding only canonical names and no tag."""
+    with tarfile.open(tar) as outer:
+        member = outer.extractfile(IMAGE_MEMBER)
+        if member is None:
+            return []
+        stream = io.BytesIO(member.read())
+    try:
+        held = imagearchive.read_index(stream)
+        rebuilt = [b"".join(imagearchive.rebuilt(stream, image)) for image in held.images.values()]
+    except CapsuleInvalid:
+        return []
+    except Exception as e:  # noqa: BLE001 - any other error is what the fuzzer looks for
+        return [f"image archive: {type(e).__name__}: {str(e)[:200]}"]
+    problems = []
+    for raw in rebuilt:
+        with tarfile.open(fileobj=io.BytesIO(raw)) as loaded:
+            names = loaded.getnames()
+            manifest = loaded.extractfile(imagearchive.MANIFEST)
+            text = manifest.read().decode() if manifest is not None else ""
+        if any(limits.member_name_problem(n) for n in names) or "RepoTags" in text:
+            problems.append(f"image archive: rebuilt with {names!r} {text[:200]!r}")
+    return problems
 
 
 # --------------------------------------------------------------------------- watching repro
@@ -447,9 +662,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     )
     key = root / "fuzz.key"
     assert project.repro("keygen", "--type", "ed25519", str(key)).code == 0
-    genuine = root / "genuine.tar"
-    done = project.repro("export", "latest", "-o", str(genuine), "--sign", str(key), "--attest")
+    exported = root / "exported.tar"
+    done = project.repro("export", "latest", "-o", str(exported), "--sign", str(key), "--attest")
     assert done.code == 0, done.err
+    genuine = _with_streams_and_image(exported, root / "genuine.tar")
     repo = Path(__file__).parents[2]
     allowed = (root, Path(tempfile.gettempdir()), Path(sys.prefix), repo, Path(os.devnull))
     return World(project, genuine, key, canary / "secret.txt", _watch(canary, allowed), root)
@@ -501,13 +717,13 @@ def _outside_code(md: str) -> str:
 def _check(case: Case, what: str, code: int, out: str, err: str, seen: list[str]) -> list[str]:
     problems = [f"{what}: {s}" for s in seen]
     if code not in REPRO_CODES:
-        problems.append(f"{what}: exit {code}")
+        problems.append(f"{what}: exit {code}: {[line[:300] for line in err.strip().splitlines()[-2:]]!r}")
     if "Traceback" in err or "unexpected error" in err:
         problems.append(f"{what}: {err.strip().splitlines()[-2:] if err.strip() else err!r}")
     errors = [
         line for line in err.splitlines() if line.startswith("repro: error:") or line.startswith("Error:")
     ]
-    if code != 0 and len(errors) != 1 and what != "replay" and what != "check":
+    if code != 0 and len(errors) != 1 and what not in ("replay", "check", "replay docker"):
         problems.append(f"{what}: {len(errors)} error lines: {err[-300:]!r}")
     if any(c in out + err for c in ("\x1b", "\x07", "\u202e", "\r")):
         problems.append(f"{what}: a control character reached the terminal")
@@ -523,6 +739,10 @@ def test_a_hostile_capsule_is_refused_or_shown_never_obeyed(
     dest = tmp_path / "hostile.tar"
     if case.target == "field":
         tar = _forge_field(world.genuine, dest, case, world.canary, harmless=True)
+    elif case.target == "row":
+        tar = _forge_row(world.genuine, dest, case, world.canary)
+    elif case.target == "image":
+        tar = _forge_image(world.genuine, dest, case, world.canary)
     else:
         tar = _forge_member(world.genuine, dest, case, world.canary)
     t = str(tar)
@@ -534,7 +754,7 @@ def test_a_hostile_capsule_is_refused_or_shown_never_obeyed(
         ("verify", ["verify", t]),
         ("verify-attestation", ["verify-attestation", t, "--key", f"{world.key}.pub"]),
     ]
-    problems: list[str] = []
+    problems: list[str] = _read_image(tar) if case.target == "image" else []
     for what, args in commands:
         problems += _check(case, what, *_repro(world, *args))
     # A replay or check runs where the genuine run is not (a store refuses a second, different
@@ -582,3 +802,14 @@ def test_a_forged_capsule_is_replayed_where_the_genuine_run_is_not(world: World,
     code, out, err, seen = _repro(world, "replay", str(tar), "--backend", "local", project=elsewhere)
     assert code in (ExitCode.OK, ExitCode.NOT_REPRODUCED), err
     assert seen == [] and "\x1b" not in out + err and "replay recorded as" in err
+
+
+def test_the_sample_reaches_every_member_and_deep_row() -> None:
+    """Whatever the seed, the sample alters every member kind, the first, middle and last row of each
+    stream and every member of the image archive at least once; `make fuzz` walks all of them."""
+    wanted = {(c.target, str(c.where)) for c in ALL_CASES if c.target != "field"}
+    assert len(wanted) == len(MEMBER_KINDS) + len(STREAMS) * len(ROWS) + len(IMAGE_KINDS)
+    for seed in (SEED, 1, 2):
+        cases = _sample(random.Random(seed), SAMPLE)
+        assert {(c.target, str(c.where)) for c in cases if c.target != "field"} == wanted
+        assert len(cases) == min(SAMPLE, len(ALL_CASES)) and len(set(cases)) == len(cases)

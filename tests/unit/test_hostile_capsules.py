@@ -340,8 +340,9 @@ def test_a_log_is_compared_up_to_a_named_limit(tmp_path: Path, monkeypatch: pyte
     record.results.logs = {"stdout": store.put_bytes(b"epoch 0 loss 0.5\n" * 10_000)}
     store.seal(record, store.begin_run(record.id, record.command.argv))
     monkeypatch.setattr(capsule_rules, "MAX_COMPARED_LOG_BYTES", 1000)
-    text = side(store.load_run(record.id)).stdout
-    assert len(text) == 1000 and text.startswith("epoch 0 loss 0.5\n")
+    read = side(store.load_run(record.id))
+    assert read.stdout == "epoch 0 loss 0.5\n" * (1000 // 17)  # the whole lines within the limit
+    assert read.cut == ["stdout was cut at 0.000953674 MiB: nothing past it was read or compared"]
 
 
 def test_a_resumed_run_s_chain_is_read_from_the_store_alone(
@@ -365,3 +366,39 @@ def test_a_resumed_run_s_chain_is_read_from_the_store_alone(
     monkeypatch.setattr(Store, "open_capsule", never)
     assert "run.tar → 20260101-000000-dddd" in resumed_note(store, record)
     assert chain(store, record) == [record]
+
+
+def test_a_path_longer_than_a_file_system_takes_is_refused(tmp_path: Path) -> None:
+    """A name of 4 MiB (or one part over 255 bytes) could never be restored: refused, shown short."""
+    assert capsule_rules.is_safe_relpath("a" * 255 + "/" + "b" * 255)
+    assert not capsule_rules.is_safe_relpath("a" * 256)
+    assert not capsule_rules.is_safe_relpath("/".join(["a" * 200] * 30))
+    tar, _ = _genuine(tmp_path)
+
+    def long_path(data: dict[str, Any]) -> None:
+        data["code"]["files"][0]["path"] = "A" * (4 << 20)
+
+    forged = _forge(tar, tmp_path / "long.tar", _edit_record(long_path))
+    with pytest.raises(CapsuleInvalid, match=r"code\.files\[0\]\.path") as caught:
+        verify_tar(forged)
+    assert len(str(caught.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("where", "edit"),
+    [
+        ("command.launch[0]", lambda d: d["command"].update(launch=["python\0", "train.py"])),
+        ("command.argv[1]", lambda d: d["command"].update(argv=["python", "train.py\0--x"])),
+        ("env.variables.LANG", lambda d: d.setdefault("env", {}).update(variables={"LANG": "C\0"})),
+    ],
+)
+def test_a_nul_in_a_command_or_environment_is_refused(
+    tmp_path: Path, where: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """No process takes a NUL in its arguments or environment: refused up front (it crashed a replay
+    with `embedded null byte`)."""
+    tar, _ = _genuine(tmp_path)
+    forged = _forge(tar, tmp_path / "nul.tar", _edit_record(edit))
+    with pytest.raises(CapsuleInvalid, match=re.escape(f"capsule field {where} holds a NUL")) as caught:
+        verify_tar(forged)
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID

@@ -437,9 +437,19 @@ def strip_url_credentials(url: str) -> str:
 
 # --------------------------------------------------------------------------- files
 
+# A project's environment secrets: `.env`, `.env.local`, `secret.env` (never shown to a replay either).
+ENV_FILE_PATTERNS = (".env", ".env.*", "*.env")
+_ENV_FILE_RE = re.compile("|".join(fnmatch.translate(p) for p in ENV_FILE_PATTERNS))
+
+
+def is_env_file(name: str) -> bool:
+    """Whether a file or folder name (one path part) is an environment file (`ENV_FILE_PATTERNS`)."""
+    return _ENV_FILE_RE.match(name.lower()) is not None
+
+
 # Files that never enter a code snapshot, by name.
 SECRET_FILE_PATTERNS = (
-    ".env", ".env.*", "*.env", ".envrc", ".netrc", "_netrc", ".pypirc", ".npmrc", ".git-credentials",
+    *ENV_FILE_PATTERNS, ".envrc", ".netrc", "_netrc", ".pypirc", ".npmrc", ".git-credentials",
     ".pgpass", ".my.cnf", ".dockercfg", "*.pem", "*.key", "*.p12", "*.pfx", "*.ppk", "*.jks", "*.keystore",
     "*.gpg", "*.asc", "*.kdbx", "*.tfvars", "id_rsa*", "id_dsa*", "id_ed25519*", "id_ecdsa*",
     "credentials", "credentials.*", "*secret*", "service-account*.json", "*-sa.json",
@@ -500,29 +510,50 @@ CODE_LITERAL = re.compile(
 
 # --------------------------------------------------------------------------- credential locations
 
-# Where ML tools keep their logins, recognised by the end of the path and what the file says (a W&B
-# `settings` file without `api_key` is only a project setting; a `kaggle.json` without `key` is not
-# Kaggle's): (path glob, content pattern or None for any content, what it is).
-CREDENTIAL_LOCATIONS = (
-    ("*wandb/settings", rb"(?m)^[ \t]*api_key[ \t]*=[ \t]*\S", "a W&B settings file with an API key"),
-    ("*huggingface/token", None, "a Hugging Face token file"),
-    ("*huggingface/stored_tokens", None, "a Hugging Face token file"),
-    ("*kaggle.json", rb'"key"\s*:\s*"[^"]{8,}', "a Kaggle API key file"),
-    ("*.aws/config", rb"(?m)^[ \t]*aws_(?:secret_access_key|session_token)[ \t]*=",
-     "an AWS config with keys"),
-    ("*gcloud/application_default_credentials.json", None, "a Google Cloud credential file"),
-    ("*gcloud/credentials.db", None, "a Google Cloud credential file"),
-    ("*gcloud/access_tokens.db", None, "a Google Cloud credential file"),
-    ("*gcloud/legacy_credentials/*", None, "a Google Cloud credential file"),
-    ("*.azure/accessTokens.json", None, "an Azure credential cache"),
-    ("*.azure/msal_token_cache.*", None, "an Azure credential cache"),
-    ("*.azure/service_principal_entries.*", None, "an Azure credential cache"),
-    ("*.docker/config.json", rb'"(?:auth|identitytoken|registrytoken)"\s*:\s*"[^"]{4,}',
-     "a Docker registry login"),
-    ("*gh/hosts.yml", rb"oauth_token\s*:", "a GitHub CLI login"),
-    ("*.kube/config", rb"(?:token|client-key-data|password)\s*:", "a Kubernetes login"),
-    ("*.databrickscfg", rb"(?m)^[ \t]*(?:token|password)[ \t]*=", "a Databricks login"),
+# Where ML tools and the shell keep logins, listed once: (place, its login files). A place is one path
+# part or two in a row (`.aws`, `.config/gcloud`): a host path holding it is never shown to a replay
+# (`repro.facts.hostpaths`). A login file is (path glob, content pattern or None for any content, what
+# it is): a file whose path ends so and whose content matches is a credential whatever its suffix (a
+# W&B `settings` file without `api_key` is only a project setting; a `kaggle.json` without `key` is
+# not Kaggle's). A new tool is one entry here, and both rules know it.
+LoginFile = tuple[str, bytes | None, str]
+_GCLOUD, _AZURE = "a Google Cloud credential file", "an Azure credential cache"
+_HF = "a Hugging Face token file"
+CREDENTIAL_PLACES: tuple[tuple[str, tuple[LoginFile, ...]], ...] = (
+    ("wandb/settings", (
+        ("*wandb/settings", rb"(?m)^[ \t]*api_key[ \t]*=[ \t]*\S", "a W&B settings file with an API key"),
+    )),
+    (".wandb", ()),
+    (".config/wandb", ()),
+    (".cache/huggingface", (("*huggingface/token", None, _HF), ("*huggingface/stored_tokens", None, _HF))),
+    (".huggingface", ()),
+    (".kaggle", (("*kaggle.json", rb'"key"\s*:\s*"[^"]{8,}', "a Kaggle API key file"),)),
+    (".aws", (("*.aws/config", rb"(?m)^[ \t]*aws_(?:secret_access_key|session_token)[ \t]*=",
+               "an AWS config with keys"),)),
+    (".config/gcloud", (
+        ("*gcloud/application_default_credentials.json", None, _GCLOUD),
+        ("*gcloud/credentials.db", None, _GCLOUD),
+        ("*gcloud/access_tokens.db", None, _GCLOUD),
+        ("*gcloud/legacy_credentials/*", None, _GCLOUD),
+    )),
+    (".azure", (
+        ("*.azure/accessTokens.json", None, _AZURE),
+        ("*.azure/msal_token_cache.*", None, _AZURE),
+        ("*.azure/service_principal_entries.*", None, _AZURE),
+    )),
+    (".docker", (("*.docker/config.json", rb'"(?:auth|identitytoken|registrytoken)"\s*:\s*"[^"]{4,}',
+                  "a Docker registry login"),)),
+    (".config/gh", (("*gh/hosts.yml", rb"oauth_token\s*:", "a GitHub CLI login"),)),
+    (".kube", (("*.kube/config", rb"(?:token|client-key-data|password)\s*:", "a Kubernetes login"),)),
+    (".databrickscfg", (
+        ("*.databrickscfg", rb"(?m)^[ \t]*(?:token|password)[ \t]*=", "a Databricks login"),
+    )),
+    (".ssh", ()), (".gnupg", ()), (".netrc", ()), ("_netrc", ()), (".git-credentials", ()), (".pypirc", ()),
+    (".npmrc", ()), (".pgpass", ()), (".terraform.d", ()), (".vault-token", ()), (".boto", ()),
+    (".s3cfg", ()), (".mlflow", ()), (".comet.config", ()), (".neptune", ()),
 )  # fmt: skip
+# The login files of every place, as `credential_location` matches them.
+CREDENTIAL_LOCATIONS = tuple(login for _, logins in CREDENTIAL_PLACES for login in logins)
 _LOCATIONS = [(re.compile(fnmatch.translate(g.lower())), None if c is None else re.compile(c), k)
               for g, c, k in CREDENTIAL_LOCATIONS]  # fmt: skip
 LOCATION_HEAD = 1 << 16  # how much of such a file is read to judge it
