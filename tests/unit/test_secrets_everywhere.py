@@ -61,7 +61,7 @@ SERVICE_TOKENS = {
 @pytest.mark.parametrize("name", sorted(SERVICE_TOKENS))
 def test_service_tokens_are_masked_by_shape(name: str) -> None:
     token = SERVICE_TOKENS[name]
-    line = f'2026-01-01 12:00:00 INFO connecting with credential={token!r} to the service'
+    line = f"2026-01-01 12:00:00 INFO connecting with credential={token!r} to the service"
     masked, kinds = mask_shapes(line)
     assert token not in masked and REDACTED in masked and kinds, (name, masked)
     assert shape_in_bytes(json.dumps({"settings": {"value": token}}).encode()) is not None
