@@ -8,13 +8,8 @@ import shutil
 import pytest
 
 from repro.backends import local
+from tests.builders import toy
 from tests.conftest import Cli, Project
-
-
-def _project(project: Project) -> Project:
-    project.write("t.py", "print('trained')\n")
-    project.commit("t")
-    return project
 
 
 def test_local_gpus_asked_for_and_none_present_exits_3(
@@ -23,7 +18,7 @@ def test_local_gpus_asked_for_and_none_present_exits_3(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(local, "_gpu_count", lambda: 0)  # as on a CPU-only machine
-    r = cli("run", "--backend", "local", "--gpus", "1", "--", "python", "t.py", cwd=_project(project).root)
+    r = cli("run", "--backend", "local", "--gpus", "1", "--", "python", "t.py", cwd=toy(project).root)
     assert r.code == 3
     assert "--gpus 1 was asked for, but no NVIDIA GPU is visible on this machine" in r.err
     assert "trained" not in r.err + r.out
@@ -32,7 +27,7 @@ def test_local_gpus_asked_for_and_none_present_exits_3(
 
 @pytest.mark.skipif(bool(shutil.which("nvidia-smi")), reason="this machine has an NVIDIA GPU")
 def test_local_gpus_on_this_machine_without_a_gpu(project: Project) -> None:
-    r = _project(project).repro("run", "--backend", "local", "--gpus", "all", "t.py")
+    r = toy(project).repro("run", "--backend", "local", "--gpus", "all", "t.py")
     assert r.code == 3 and "no NVIDIA GPU is visible" in r.err
 
 
@@ -45,7 +40,7 @@ def test_docker_gpus_without_an_nvidia_runtime_exits_3(project: Project, cli) ->
     with backend.engine() as client:
         if "nvidia" in (client.info().get("Runtimes") or {}) or any(map(shutil.which, backend._GPU_TOOLS)):
             pytest.skip("this engine can give GPUs")
-    r = cli("run", "--backend", "docker", "--gpus", "all", "--", "python", "t.py", cwd=_project(project).root)
+    r = cli("run", "--backend", "docker", "--gpus", "all", "--", "python", "t.py", cwd=toy(project).root)
     assert r.code == 3
     assert "GPUs were asked for, but the Docker engine has no NVIDIA runtime" in r.err
     assert json.loads(cli("ls", "--json").out)["runs"] == []

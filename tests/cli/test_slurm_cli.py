@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import toy
 from tests.conftest import Cli, Project
-
-
-def _project(project: Project) -> Project:
-    project.write("t.py", "print('trained')\n")
-    project.commit("t")
-    return project
 
 
 def test_no_slurm_controller_answering_exits_3_with_a_hint(
@@ -30,7 +25,7 @@ def test_no_slurm_controller_answering_exits_3_with_a_hint(
         "NodeName=x NodeAddr=127.0.0.1 CPUs=1\nPartitionName=p Nodes=x Default=YES\n"
     )
     monkeypatch.setenv("SLURM_CONF", str(conf))
-    r = cli("run", "--backend", "slurm", "--nodes", "2", "--", "python", "t.py", cwd=_project(project).root)
+    r = cli("run", "--backend", "slurm", "--nodes", "2", "--", "python", "t.py", cwd=toy(project).root)
     assert r.code == 3, r.err
     assert "no Slurm" in r.err  # "no Slurm controller answers" or "no Slurm here: `scontrol` is not on PATH"
     assert "make slurm-up" in r.err and "Traceback" not in r.err
@@ -38,9 +33,7 @@ def test_no_slurm_controller_answering_exits_3_with_a_hint(
 
 
 def test_slurm_options_for_another_backend_are_a_usage_error(project: Project, cli) -> None:  # type: ignore[no-untyped-def]
-    r = cli(
-        "run", "--backend", "local", "--nodes", "2", "--partition", "gpu", "t.py", cwd=_project(project).root
-    )
+    r = cli("run", "--backend", "local", "--nodes", "2", "--partition", "gpu", "t.py", cwd=toy(project).root)
     assert r.code == 2
     assert "--nodes, --partition only apply to --backend slurm" in r.err
     assert "trained" not in r.out + r.err
@@ -52,7 +45,7 @@ def test_export_as_slurm_writes_a_script_and_as_k8s_needs_an_image_when_the_run_
     project: Project,
     cli: Cli,
 ) -> None:
-    root = _project(project).root
+    root = toy(project).root
     assert cli("run", "--backend", "local", "--seed", "5", "t.py", cwd=root).code == 0
     r = cli("export", "latest", "--as", "k8s", "-o", "job.yaml")
     assert r.code == 2

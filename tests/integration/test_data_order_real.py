@@ -12,6 +12,7 @@ import json
 import pytest
 
 from repro.store.runs import Store
+from tests.builders import training_project
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
@@ -23,14 +24,8 @@ def _run(project: Project, *args: str) -> None:
     assert r.code == 0, r.err
 
 
-def _project(project: Project) -> None:
-    project.script("shuffled_train.py", "train.py")
-    project.points()
-    project.commit("train")
-
-
 def test_a_shuffle_from_os_entropy_replays_with_data_order_differs_at_step_0_first(project: Project) -> None:
-    _project(project)
+    training_project(project, "shuffled_train.py")
     _run(project)
     original = Store(project.root).resolve("latest").record.id
     r = project.repro("replay", "latest", "--json")
@@ -57,7 +52,7 @@ def test_a_shuffle_from_os_entropy_replays_with_data_order_differs_at_step_0_fir
 
 
 def test_a_seeded_shuffle_replays_identical_with_no_data_order_reason(project: Project) -> None:
-    _project(project)
+    training_project(project, "shuffled_train.py")
     _run(project, "--seed", "1234")
     r = project.repro("replay", "latest", "--json")
     assert r.code == 0, r.out + r.err

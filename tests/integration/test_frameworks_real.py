@@ -8,21 +8,16 @@ import json
 import pytest
 
 from repro.store.runs import Store
+from tests.builders import training_project
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
-
-
-def _project(project: Project, script: str) -> None:
-    project.script(script, "train.py")
-    project.points()
-    project.write(".gitignore", "outputs/\nmodel.pt\nlightning_logs/\n")
-    project.commit(script)
+IGNORED = "outputs/\nmodel.pt\nlightning_logs/\n"  # the projects' .gitignore
 
 
 def test_lightning_seed_everything_and_deterministic_false_are_recorded_and_warned(project: Project) -> None:
     pytest.importorskip("lightning", reason="lightning is not installed (repro-capsule[integrations])")
-    _project(project, "lightning_train.py")
+    training_project(project, "lightning_train.py", ignore=IGNORED, message="lightning_train.py")
     r = project.repro("run", "--backend", "local", "--seed", "5", "--data", "data", "--",
                       "python", "train.py", "--epochs", "1")  # fmt: skip
     assert r.code == 0, r.err
@@ -67,7 +62,7 @@ def test_lightning_with_repro_logger_and_model_checkpoint_replays_identical(proj
 
 def test_hf_trainer_seed_and_metrics_reach_the_record(project: Project) -> None:
     pytest.importorskip("transformers", reason="transformers is not installed (repro-capsule[integrations])")
-    _project(project, "hf_train.py")
+    training_project(project, "hf_train.py", ignore=IGNORED, message="hf_train.py")
     r = project.repro("run", "--backend", "local", "--seed", "3", "--", "python", "train.py", "--epochs=1")
     assert r.code == 0, r.err
     record = Store(project.root).resolve("latest").record

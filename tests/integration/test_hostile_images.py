@@ -26,6 +26,7 @@ from repro.backends.base import BuiltImage, Event
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.store.capsule import IMAGE_MEMBER
+from tests.builders import show_json
 from tests.conftest import QUICKSTART_LOCK, Project, git
 from tests.forging import forge
 
@@ -141,12 +142,6 @@ def _tiny_lock() -> str:
     return "\n".join(entry) + "\n"
 
 
-def _record(project: Project, ref: str = "latest", cwd: Path | None = None) -> dict[str, Any]:
-    r = project.repro("show", ref, "--json", cwd=cwd)
-    assert r.code == 0, r.err
-    return dict(json.loads(r.out))
-
-
 def _new_project(path: Path) -> Project:
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
@@ -163,7 +158,7 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
     key = uuid.uuid4().hex[:12]
     _probe_project(project, nonce=f"carried test {key}")  # an image of its own, not one others share
     assert project.repro("run", "--backend", "docker", "probe.py").code == 0
-    original = _record(project)
+    original = show_json(project)
     genuine = original["deps"]["image"]
     made.append(genuine["id"])
     tar = tmp_path / "export" / "probe.tar"
@@ -208,7 +203,7 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
     assert new == {f"repro-env:sha256-{hostile[7:31]}": hostile}, new
     assert _unmoved(before)
     assert not any(_exists(n) for n in names[2:])
-    replay = _record(elsewhere)
+    replay = show_json(elsewhere)
     assert replay["deps"]["image"]["id"] == hostile and replay["deps"]["image"]["loaded"] is True
     assert replay["deps"]["image"]["tag"] == f"repro-env:sha256-{hostile[7:31]}"
 
@@ -220,7 +215,7 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
     # Later builds start from the real base: replaying the original rebuilds it identical.
     r = project.repro("replay", original["id"], "--json")
     assert r.code == 0 and json.loads(r.out)["status"] == "identical", r.out + r.err
-    made.append(_record(project)["deps"]["image"]["id"])
+    made.append(show_json(project)["deps"]["image"]["id"])
 
 
 def _with_member(raw: bytes, name: str, body: bytes) -> bytes:
@@ -246,7 +241,7 @@ def test_a_member_name_the_engine_would_clean_is_refused(
     made.append(victim_tag)
     _probe_project(project, nonce=f"clean names test {key}")
     assert project.repro("run", "--backend", "docker", "probe.py").code == 0
-    genuine = _record(project)["deps"]["image"]["id"]
+    genuine = show_json(project)["deps"]["image"]["id"]
     made.append(genuine)
     tar = tmp_path / "probe.tar"
     assert project.repro("export", "latest", "-o", str(tar), "--with-image").code == 0
@@ -339,7 +334,7 @@ def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path,
     _probe_project(project, nonce=f"base test {key}")  # an image of its own: built on replay too
     r = project.repro("run", "--backend", "docker", "probe.py")
     assert r.code == 0, r.err
-    original = _record(project)
+    original = show_json(project)
     made.append(original["deps"]["image"]["id"])
     base_id = original["deps"]["image"]["base_id"]
     tar = tmp_path / "probe.tar"
@@ -355,7 +350,7 @@ def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path,
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"  # /decoy was not there: not built FROM the decoy
     assert "the recorded image was built on base" in r.err and decoy[:19] in r.err
-    replay = _record(project, cwd=elsewhere)
+    replay = show_json(project, cwd=elsewhere)
     made.append(replay["deps"]["image"]["id"])
     assert (
         replay["deps"]["image"]["base_id"] == base_id
@@ -382,7 +377,7 @@ def test_gc_images_touches_only_this_stores_images(project: Project, tmp_path: P
         where.commit(nonce)
         r = where.repro("run", "--backend", "docker", "probe.py")
         assert r.code == 0, r.err
-        record = _record(where)
+        record = show_json(where)
         made.append(record["deps"]["image"]["id"])
         assert record["deps"]["image"]["reused"] is False  # this store made it
         return record

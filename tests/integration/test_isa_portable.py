@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 import pytest
 
+from tests.builders import show_json, training_project
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
@@ -16,16 +16,6 @@ pytestmark = pytest.mark.slow
 PORTABLE = "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=COMPATIBLE OPENBLAS_CORETYPE=Haswell"
 ARGV = ["--", "python", "train.py", "--epochs", "2", "--workers", "2", "--save", "outputs/model.pt",
         "--checkpoint-dir", "outputs/checkpoints"]  # fmt: skip
-
-
-def _project(project: Project) -> Project:
-    project.script("isa_probe.py", "train.py")
-    return project
-
-
-def _record(project: Project) -> dict[str, Any]:
-    record: dict[str, Any] = json.loads(project.repro("show", "latest", "--json").out)
-    return record
 
 
 def _pins_seen(out: str, err: str) -> tuple[set[str], set[str]]:
@@ -40,7 +30,7 @@ def _pins_seen(out: str, err: str) -> tuple[set[str], set[str]]:
 
 
 def test_portable_pins_reach_every_process_and_give_the_same_bits_twice(project: Project) -> None:
-    _project(project).commit("train")
+    training_project(project, "isa_probe.py", points=False, message=None).commit("train")
     digests = []
     for _ in range(2):  # two separate `repro run` processes
         r = project.repro("run", "--backend", "local", "--isa", "portable", *ARGV)
@@ -48,7 +38,7 @@ def test_portable_pins_reach_every_process_and_give_the_same_bits_twice(project:
         assert _pins_seen(r.out, r.err) == ({PORTABLE}, {PORTABLE})  # the main process and its workers
         digests.append(hashlib.sha256((project.root / "outputs" / "model.pt").read_bytes()).hexdigest())
     assert digests[0] == digests[1]
-    det = _record(project)["determinism"]
+    det = show_json(project)["determinism"]
     assert det["isa"] == "portable" and det["env"]["MKL_CBWR"] == "COMPATIBLE"
     assert det["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2" and det["env"]["ATEN_CPU_CAPABILITY"] == "avx2"
     replay = project.repro("replay", "latest", "--json", env={"REPRO_ISA": "avx2"})  # the record's pin wins
@@ -60,10 +50,10 @@ def test_portable_pins_reach_every_process_and_give_the_same_bits_twice(project:
 
 @pytest.mark.docker
 def test_portable_pins_reach_the_container(project: Project) -> None:
-    _project(project).lock_torch()
+    training_project(project, "isa_probe.py", points=False, message=None).lock_torch()
     project.commit("train")
     r = project.repro("run", "--backend", "docker", "--isa", "portable", *ARGV)
     assert r.code == 0, r.err
     assert _pins_seen(r.out, r.err) == ({PORTABLE}, {PORTABLE})
-    record = _record(project)
+    record = show_json(project)
     assert record["backend"]["name"] == "docker" and record["determinism"]["isa"] == "portable"

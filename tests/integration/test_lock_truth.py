@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import training_project
 from tests.conftest import QUICKSTART_LOCK, Project
 
 pytestmark = pytest.mark.slow
@@ -18,14 +19,10 @@ ARGV = ["--", "python", "train.py", "--epochs", "2", "--workers", "0", "--save",
         "--checkpoint-dir", "outputs/checkpoints"]  # fmt: skip
 
 
-def _project(project: Project) -> Project:
-    project.script("train_ckpt.py", "train.py")
-    project.points()
-    return project
-
-
 def test_a_range_requirement_locks_what_the_local_run_used(project: Project, tmp_path: Path) -> None:
-    _project(project).write("requirements.txt", "typing-extensions>=4.0\n")
+    training_project(project, "train_ckpt.py", message=None).write(
+        "requirements.txt", "typing-extensions>=4.0\n"
+    )
     project.commit("train")
     installed = metadata.version("typing-extensions")
     # --json: the command's stdout joins repro's notices on stderr, in the order they came.
@@ -55,7 +52,9 @@ def _entry(name: str) -> str:
 def test_a_lock_that_pins_other_versions_is_named_package_by_package(project: Project) -> None:
     old = "typing-extensions==4.0.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
     pinned = _entry("torch") + old
-    _project(project).write("requirements.txt", pinned)  # hash-pinned: the lock as it is
+    training_project(project, "train_ckpt.py", message=None).write(
+        "requirements.txt", pinned
+    )  # hash-pinned: the lock as it is
     project.commit("train")
     r = project.repro("run", "--backend", "local", *ARGV)
     assert r.code == 0, r.err

@@ -12,6 +12,7 @@ import pytest
 
 from repro.store.capsule import Record
 from repro.store.runs import Store
+from tests.builders import training_project
 from tests.conftest import Project, git
 
 pytestmark = [
@@ -29,13 +30,7 @@ SQLITE = {"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"}
 FILE_STORE = {"MLFLOW_TRACKING_URI": "file:./mlruns", "MLFLOW_ALLOW_FILE_STORE": "true"}
 # MLflow warns (never fails) when a registered context provider does not load: make that an error.
 NO_PROVIDER_WARNING = {"PYTHONWARNINGS": "error::UserWarning:mlflow.tracking.context.registry"}
-
-
-def _project(project: Project) -> None:
-    project.script("mlflow_train.py", "train.py")
-    project.points()
-    project.write(".gitignore", "outputs/\nmlruns/\nmlflow.db\n")
-    project.commit("mlflow")
+IGNORED = "outputs/\nmlruns/\nmlflow.db\n"  # the projects' .gitignore
 
 
 def _tags(uri: str, run_id: str) -> dict[str, str]:
@@ -69,7 +64,7 @@ def _run_and_replay(project: Project, env: dict[str, str], store_file: str) -> t
 
 
 def test_mlflow_sqlite_store_runs_and_the_replays_run_are_tagged(project: Project) -> None:
-    _project(project)
+    training_project(project, "mlflow_train.py", ignore=IGNORED, message="mlflow")
     record, replay, err = _run_and_replay(project, SQLITE, "mlflow.db")
     uri = f"sqlite:///{project.root / 'mlflow.db'}"
     assert f"the replay's MLflow runs go to {uri}" in err
@@ -99,7 +94,7 @@ def test_mlflow_file_store_runs_and_the_replays_run_are_tagged(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for this test's own client
-    _project(project)
+    training_project(project, "mlflow_train.py", ignore=IGNORED, message="mlflow")
     record, replay, _ = _run_and_replay(project, FILE_STORE, "mlruns")
     uri = (project.root / "mlruns").as_uri()
     run_id = record.results.trackers[0]["runs"][0]
@@ -113,7 +108,7 @@ def test_a_script_that_sets_a_relative_store_itself_replays_without_a_lost_run(
 ) -> None:
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    _project(project)
+    training_project(project, "mlflow_train.py", ignore=IGNORED, message="mlflow")
     env = {"MLFLOW_ALLOW_FILE_STORE": "true", **NO_PROVIDER_WARNING}
     r = project.repro("run", "--backend", "local", "--seed", "3", "--data", "data", "--", "python",
                       "train.py", "--tracking-uri", "file:./mlruns", env=env)  # fmt: skip
@@ -135,7 +130,7 @@ def test_a_capsule_from_elsewhere_replays_into_this_hosts_store(project: Project
     """A colleague replays an exported capsule in their own clone: the replay's MLflow run goes to the
     store their MLFLOW_TRACKING_URI names and is tagged there; the original's run, in the author's store,
     is named as absent, not an error."""
-    _project(project)
+    training_project(project, "mlflow_train.py", ignore=IGNORED, message="mlflow")
     env = {**SQLITE, **NO_PROVIDER_WARNING}
     r = project.repro("run", "--backend", "local", "--seed", "3", "--data", "data", "train.py", env=env)
     assert r.code == 0, r.err

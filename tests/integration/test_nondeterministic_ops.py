@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.builders import show_json
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
-
-
-def _record(p: Project) -> dict[str, Any]:
-    record: dict[str, Any] = json.loads(p.repro("show", "latest", "--json").out)
-    return record
 
 
 def _line(text: str) -> int:
@@ -37,7 +31,7 @@ def test_strict_mode_stops_at_put_naming_the_op_the_line_and_the_opt_out(put_ops
     where = f"train.py:{_line('x.put_(')}"
     assert len(errors) == 1 and "put_" in errors[0] and where in errors[0], r.err
     assert "--allow-nondeterministic-ops" in r.err.split(errors[0])[1]  # the hint under it
-    failure = _record(put_ops)["results"]["failure"]
+    failure = show_json(put_ops)["results"]["failure"]
     assert failure["code"] == "nondeterministic_op" and failure["op"] == "put_"
 
 
@@ -50,7 +44,7 @@ def test_allowed_ops_are_counted_in_workers_and_ranks_and_replay_promises_no_ide
     )  # fmt: skip
     assert r.code == 0, r.err
     assert "FutureWarning" not in r.err  # nothing of the runtime's own reaches the output
-    record = _record(put_ops)
+    record = show_json(put_ops)
     det = record["determinism"]
     assert det["allow_nondeterministic_ops"] is True and det["applied"] is True
     assert record["command"]["torchrun"] is True and record["env"]["world_size"] == 2

@@ -12,18 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.builders import show_json
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
 
 WORDS = "the cat sat on a mat and the dog ran to the cat while a bird sang on the tree".split()
-
-
-def _record(p: Project, ref: str = "latest") -> dict[str, Any]:
-    shown = p.repro("show", ref, "--json")
-    assert shown.code == 0, shown.err
-    record: dict[str, Any] = json.loads(shown.out)
-    return record
 
 
 def _outputs(record: dict[str, Any]) -> dict[str, str]:
@@ -51,7 +45,7 @@ def test_a_model_saved_into_the_working_directory_is_the_output_and_replays_iden
         "run", "--backend", "local", "--data", "data", "--", "python", "train.py", "--save-model"
     )
     assert r.code == 0, r.err
-    record = _record(project)
+    record = show_json(project)
     assert list(_outputs(record)) == ["mnist_cnn.pt"]
     assert (project.root / "mnist_cnn.pt").is_file()
     assert record["data"]["undeclared"] == []  # the model it read back for evaluation is its own
@@ -69,7 +63,7 @@ def test_the_same_script_fed_by_os_entropy_replays_diverged_naming_file_and_tens
     argv = ["--", "python", "train.py", "--save-model", "--seed", "-1", "--epochs", "1"]
     r = project.repro("run", "--backend", "local", "--data", "data", *argv)
     assert r.code == 0, r.err
-    (seed,) = _record(project)["seeds"]["script_seeds"]
+    (seed,) = show_json(project)["seeds"]["script_seeds"]
     assert seed["api"] == "torch.manual_seed" and seed["value"] != 1
 
     replay = project.repro("replay", "latest")
@@ -86,7 +80,7 @@ def test_progress_bars_checkpoints_and_tensorboard_events_are_outputs_and_replay
     project.commit("config")
     argv = ["--", "python", "train.py", "--epochs", "2"]
     assert project.repro("run", "--backend", "local", "--data", "data", *argv).code == 0
-    first = _record(project)
+    first = show_json(project)
     outputs = _outputs(first)
     assert {"final.pt", "out/ckpt_epoch0.pt", "out/ckpt_epoch1.pt"} <= set(outputs)
     (events,) = [p for p in outputs if p.startswith("runs/exp/events.out.tfevents.")]
@@ -97,7 +91,7 @@ def test_progress_bars_checkpoints_and_tensorboard_events_are_outputs_and_replay
 
     replay = project.repro("replay", "latest")  # timing text masked, events compared by tag and step
     assert replay.code == 0 and "IDENTICAL" in replay.out, replay.out + replay.err
-    replayed = _outputs(_record(project))
+    replayed = _outputs(show_json(project))
     weights = {k: v for k, v in outputs.items() if not k.startswith("runs/")}
     assert {k: replayed.get(k) for k in weights} == weights
     assert any(k.startswith("runs/exp/events.out.tfevents.") for k in replayed)
@@ -111,12 +105,12 @@ def test_a_model_saved_with_open_wb_and_reloaded_is_the_output_and_replays_ident
     r = project.repro("run", "--backend", "local", "--data", "data", *argv)
     assert r.code == 0, r.err
     assert "ms/batch" in r.out  # the script's stdout is repro's
-    first = _record(project)
+    first = show_json(project)
     assert list(_outputs(first)) == ["model.pt"]
     assert first["data"]["undeclared"] == []
     replay = project.repro("replay", "latest")  # `ms/batch` timings differ and are masked
     assert replay.code == 0 and "IDENTICAL" in replay.out, replay.out + replay.err
-    assert _outputs(_record(project)) == _outputs(first)
+    assert _outputs(show_json(project)) == _outputs(first)
 
 
 CONCURRENT = """\
@@ -170,7 +164,7 @@ def test_eight_concurrent_runs_each_record_only_their_own_outputs_and_replay_ide
         assert proc.returncode == 0, err
         ids[i] = json.loads(out)["id"]
     for i, run_id in ids.items():
-        record = _record(project, run_id)
+        record = show_json(project, run_id)
         assert sorted(_outputs(record)) == [f"model-{i}.bin", f"outputs/result-{i}.txt"], i
         replay = project.repro("replay", run_id)
         assert replay.code == 0 and "IDENTICAL" in replay.out, replay.out + replay.err

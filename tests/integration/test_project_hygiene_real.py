@@ -4,13 +4,12 @@ library sets while it is imported. Real runs on the local backend, each in its o
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.builders import show_json
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
@@ -69,13 +68,6 @@ JITTER = float(np.random.default_rng(5).uniform())
 """
 
 
-def _record(project: Project, ref: str = "latest") -> dict[str, Any]:
-    r = project.repro("show", ref, "--json")
-    assert r.code == 0, r.err
-    data: dict[str, Any] = json.loads(r.out)
-    return data
-
-
 def _line(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
@@ -102,7 +94,7 @@ def test_an_unused_output_directory_is_not_left_behind(trained: Project, lib: di
     r = trained.repro("run", "--backend", "local", "--", "python", "train.py", env=lib)
     assert r.code == 0, r.err
     assert not (trained.root / "outputs").exists()  # declared by default, never written
-    assert [o["path"] for o in _record(trained)["results"]["outputs"]] == ["model.pt"]
+    assert [o["path"] for o in show_json(trained)["results"]["outputs"]] == ["model.pt"]
 
     trained.write("repro.yaml", "outputs: [outputs]\n")
     trained.write("save.py", "from pathlib import Path\nPath('outputs/a.txt').write_text('x')\n")
@@ -127,7 +119,7 @@ def test_a_seed_set_while_a_library_is_imported_is_the_librarys(
 ) -> None:
     r = trained.repro("run", "--backend", "local", "--", "python", "train.py", env=lib)
     assert r.code == 0, r.err
-    seeds = _record(trained)["seeds"]["script_seeds"]
+    seeds = show_json(trained)["seeds"]["script_seeds"]
     library_line = _line(LIBRARY, "default_rng(1234)")
     helpers_line = _line(HELPERS, "default_rng(5)")
     assert {
@@ -144,7 +136,7 @@ def test_a_capsule_exported_into_the_project_is_neither_code_nor_a_change(
 ) -> None:
     r = trained.repro("run", "--backend", "local", "--", "python", "train.py", env=lib)
     assert r.code == 0, r.err
-    first = _record(trained)
+    first = show_json(trained)
     assert first["code"]["dirty"] is False
     os.makedirs(trained.root / "golden")
     for where in ("run.tar", "golden/capsule.tar"):  # the README's and the CI recipe's places
@@ -153,7 +145,7 @@ def test_a_capsule_exported_into_the_project_is_neither_code_nor_a_change(
 
     r = trained.repro("run", "--backend", "local", "--", "python", "train.py", env=lib)
     assert r.code == 0, r.err
-    code = _record(trained)["code"]
+    code = show_json(trained)["code"]
     assert code["dirty"] is False  # notes.tar, the user's own untracked file: listed, not code
     paths = {f["path"] for f in code["listed"]}
     assert "notes.tar" in paths and not {"run.tar", "golden/capsule.tar"} & paths
@@ -163,6 +155,6 @@ def test_a_capsule_exported_into_the_project_is_neither_code_nor_a_change(
     (trained.root / "notes.tar").unlink()
     r = trained.repro("run", "--backend", "local", "--", "python", "train.py", env=lib)
     assert r.code == 0, r.err
-    assert _record(trained)["code"]["dirty"] is False  # the exported capsules alone change nothing
+    assert show_json(trained)["code"]["dirty"] is False  # the exported capsules alone change nothing
     r = trained.repro("replay", "latest", env=lib)
     assert r.code == 0 and "IDENTICAL" in r.out, r.out + r.err

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import training_project
 from tests.conftest import SCRIPTS, Project
 from tests.forging import forge
 
@@ -33,12 +34,6 @@ def secret(tmp_path: Path) -> Path:
     path.write_text(SECRET)
     path.chmod(0o600)
     return path
-
-
-def _project(project: Project) -> None:
-    project.write("train.py", (SCRIPTS / "linked_train.py").read_text())
-    project.points()
-    project.commit("train")
 
 
 def _blobs_hold(store: Path, needle: bytes) -> list[str]:
@@ -79,7 +74,7 @@ def _outputs(project: Project, cwd: Path) -> tuple[dict[str, dict[str, Any]], di
 def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
     project: Project, secret: Path, tmp_path: Path, backend: str
 ) -> None:
-    _project(project)
+    training_project(project, "linked_train.py")
     rel = os.path.relpath(secret, project.root)
     r = project.repro("run", "--backend", backend, "--data", "data", "train.py", "--epochs", "2",
                       "--plant", str(secret), "--plant-rel", rel)  # fmt: skip
@@ -104,7 +99,7 @@ def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
 def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
     project: Project, secret: Path, tmp_path: Path
 ) -> None:
-    _project(project)
+    training_project(project, "linked_train.py")
     r = project.repro("run", "--backend", "docker", "--data", "data", "train.py", "--epochs", "2")
     assert r.code == 0, r.err
     genuine = tmp_path / "genuine.tar"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any
 
 import pytest
 
+from tests.builders import show_json
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
@@ -19,11 +18,6 @@ from pathlib import Path
 Path("outputs").mkdir(exist_ok=True)
 Path("outputs/draw.txt").write_text(f"{random.random()!r}\\n")
 """
-
-
-def _record(p: Project) -> dict[str, Any]:
-    record: dict[str, Any] = json.loads(p.repro("show", "latest", "--json").out)
-    return record
 
 
 @pytest.fixture
@@ -38,7 +32,7 @@ def test_python_dash_i_never_loads_the_runtime_and_nothing_claims_strict(drawing
     assert r.code == 0, r.err
     warnings = [line for line in r.err.splitlines() if "runtime never loaded" in line]
     assert len(warnings) == 1 and "NOT applied" in warnings[0]
-    record = _record(drawing)
+    record = show_json(drawing)
     assert record["determinism"]["applied"] is False
     assert record["determinism"]["knobs"] == {}
     assert [o["path"] for o in record["results"]["outputs"]] == ["outputs/draw.txt"]
@@ -56,7 +50,7 @@ def test_env_pythonpath_in_the_command_is_merged_and_the_run_is_seeded(drawing: 
         r = drawing.repro("run", "--backend", "local", "--seed", "3", *argv)
         assert r.code == 0, r.err
         assert "runtime never loaded" not in r.err
-        assert _record(drawing)["determinism"]["applied"] is True
+        assert show_json(drawing)["determinism"]["applied"] is True
         draws.append((drawing.root / "outputs" / "draw.txt").read_text())
     assert draws[0] == draws[1]
 
@@ -65,6 +59,6 @@ def test_a_command_that_is_not_python_is_warned_about_and_its_files_still_record
     r = drawing.repro("run", "--backend", "local", "--", "sh", "-c", "echo hello > notes.txt")
     assert r.code == 0, r.err
     assert "runtime never loaded" in r.err
-    record = _record(drawing)
+    record = show_json(drawing)
     assert record["determinism"]["applied"] is False
     assert [o["path"] for o in record["results"]["outputs"]] == ["notes.txt"]

@@ -18,6 +18,7 @@ import pytest
 
 from repro.errors import ExitCode
 from repro.store.runs import Store
+from tests.builders import show_json
 from tests.conftest import Project, git
 
 _rng = random.Random(37)
@@ -97,15 +98,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, Any]:
     return project, result
 
 
-def _record(project: Project) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(project.repro("show", "latest", "--json").out)
-    return out
-
-
 def test_the_run_is_recorded_and_its_traceback_is_masked(run: tuple[Project, Any]) -> None:
     project, result = run
     assert result.code == ExitCode.COMMAND_FAILED, result.err
-    record = _record(project)
+    record = show_json(project)
     tail = "\n".join(record["results"]["stderr_tail"])
     assert "wandb login refused" in tail and WANDB_CODE_KEY not in tail
     stderr = Store(project.root).read_blob(record["results"]["logs"]["stderr"]) or b""
@@ -122,7 +118,7 @@ def test_code_reading_a_credential_from_the_environment_stays_in_the_snapshot(
     run: tuple[Project, Any],
 ) -> None:
     project, _ = run
-    record = _record(project)
+    record = show_json(project)
     files = {f["path"]: f for f in record["code"]["files"]}
     for rel in ("train.py", "auth.py", "settings.py"):
         assert rel in files and files[rel]["stored"], rel
@@ -135,14 +131,14 @@ def test_code_reading_a_credential_from_the_environment_stays_in_the_snapshot(
 
 def test_credential_files_of_ml_tools_are_left_out_by_path_and_content(run: tuple[Project, Any]) -> None:
     project, _ = run
-    excluded = set(_record(project)["code"]["excluded"])
+    excluded = set(show_json(project)["code"]["excluded"])
     assert {"wandb/settings", ".kaggle/kaggle.json", ".docker/config.json", ".huggingface/token"} <= excluded
     assert "keys/notes.txt" in excluded
 
 
 def test_the_patch_carries_no_key_block(run: tuple[Project, Any]) -> None:
     project, _ = run
-    record = _record(project)
+    record = show_json(project)
     patch = (Store(project.root).read_blob(record["code"]["patch"]) or b"").decode()
     assert "settings.py" in patch and "SECRET_KEY = '***'" in patch
     assert "PRIVATE KEY" not in patch and PGP_BODY[4] not in patch

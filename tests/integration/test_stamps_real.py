@@ -5,24 +5,17 @@ equal; what no tool takes from it (a date the script chose, gzip and zip times) 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.builders import show_json
 from tests.conftest import Project
 
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'repro-capsule[plot]')")
 
 pytestmark = pytest.mark.slow
-
-
-def _record(project: Project, ref: str = "latest") -> dict[str, Any]:
-    r = project.repro("show", ref, "--json")
-    assert r.code == 0, r.err
-    data: dict[str, Any] = json.loads(r.out)
-    return data
 
 
 def _outputs(record: dict[str, Any]) -> dict[str, str]:
@@ -36,7 +29,7 @@ def test_figures_reports_and_archives_replay_identical_naming_what_was_left_out(
         "run", "--backend", "local", "--seed", "3", "--", "python", "train.py", "--epochs", "15"
     )
     assert r.code == 0, r.err
-    original = _record(project)
+    original = show_json(project)
     epoch = original["determinism"]["source_date_epoch"]
     assert isinstance(epoch, int) and epoch > 1_700_000_000
     outputs = _outputs(original)
@@ -57,7 +50,7 @@ def test_figures_reports_and_archives_replay_identical_naming_what_was_left_out(
     assert "same content (zip, member times ignored)" in r.out
     assert "same content (SVG, generated ids ignored)" in r.out  # the date came from SOURCE_DATE_EPOCH
 
-    replay = _record(project)
+    replay = show_json(project)
     assert replay["kind"] == "replay" and replay["determinism"]["source_date_epoch"] == epoch
     again = _outputs(replay)
     assert again["figures/loss.pdf"] == outputs["figures/loss.pdf"]  # Matplotlib honoured the recorded clock
@@ -74,7 +67,7 @@ def test_a_capsule_replays_with_the_recorded_clock(project: Project) -> None:
     project.commit("train")
     r = project.repro("run", "--backend", "local", "--", "python", "train.py", "--epochs", "5")
     assert r.code == 0, r.err
-    epoch = _record(project)["determinism"]["source_date_epoch"]
+    epoch = show_json(project)["determinism"]["source_date_epoch"]
     capsule = project.root.parent / "run.tar"
     assert project.repro("export", "latest", "-o", str(capsule)).code == 0
 
@@ -95,6 +88,6 @@ def test_the_runs_of_a_check_share_one_clock(project: Project) -> None:
     project.commit("train")
     r = project.repro("check", "--backend", "local", "--", "python", "train.py", "--epochs", "5")
     assert r.code == 0, r.out + r.err
-    first, second = (_record(project, ref) for ref in ("latest~1", "latest"))
+    first, second = (show_json(project, ref) for ref in ("latest~1", "latest"))
     assert second["determinism"]["source_date_epoch"] == first["determinism"]["source_date_epoch"]
     assert _outputs(second)["figures/loss.pdf"] == _outputs(first)["figures/loss.pdf"]

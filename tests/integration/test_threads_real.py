@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from tests.builders import show_json
 from tests.conftest import Project
-
-
-def _record(project: Project, ref: str) -> dict[str, Any]:
-    record: dict[str, Any] = json.loads(project.repro("show", ref, "--json").out)
-    return record
 
 
 def test_threads_are_recorded_and_the_replay_keeps_them(project: Project) -> None:
@@ -19,7 +14,7 @@ def test_threads_are_recorded_and_the_replay_keeps_them(project: Project) -> Non
     r = project.repro("run", "--backend", "local", "--threads", "2", "--", "python", "train.py")
     assert r.code == 0, r.err
     assert "torch threads 2" in r.out  # the script's own stdout, streamed by repro to its stdout
-    det = _record(project, "latest")["determinism"]
+    det = show_json(project, "latest")["determinism"]
     assert det["mode"] == "strict" and det["threads"] == 2
     assert det["env"]["OMP_NUM_THREADS"] == det["env"]["REPRO_THREADS"] == "2"
     assert det["knobs"]["threads"] == 2
@@ -29,6 +24,6 @@ def test_threads_are_recorded_and_the_replay_keeps_them(project: Project) -> Non
     assert r.code == 0, r.out + r.err
     assert json.loads(r.out)["status"] == "identical"
     rows = json.loads(project.repro("ls", "--json", "--reverse").out)["runs"]
-    replayed = _record(project, rows[-1]["id"])
+    replayed = show_json(project, rows[-1]["id"])
     assert rows[-1]["kind"] == "replay"
     assert replayed["determinism"]["threads"] == 2 and replayed["determinism"]["knobs"]["threads"] == 2
