@@ -45,9 +45,9 @@ def show_json(project: Project, ref: str = "latest", cwd: Path | None = None) ->
     return data
 
 
-def outputs(root: Path, *, stored: bool = True, nested: bool = True) -> list[FileEntry]:
-    """Every file under ``root`` (only those directly in it where not ``nested``) as a run's outputs, sorted
-    by path."""
+def outputs(root: Path, *, nested: bool = True) -> list[FileEntry]:
+    """Every file under ``root`` (only those directly in it where not ``nested``) as a run's stored outputs,
+    sorted by path."""
     found = root.rglob("*") if nested else root.iterdir()
     return sorted(
         (
@@ -55,7 +55,7 @@ def outputs(root: Path, *, stored: bool = True, nested: bool = True) -> list[Fil
                 p.relative_to(root).as_posix(),
                 p.stat().st_size,
                 xxhash.xxh3_128_hexdigest(p.read_bytes()),
-                stored=stored,
+                stored=True,
             )
             for p in found
             if p.is_file()
@@ -70,7 +70,6 @@ def side(
     metrics: list[dict[str, Any]] | None = None,
     stdout: str = "",
     *,
-    stored: bool = True,
     nested: bool = True,
     **kw: Any,
 ) -> Side:
@@ -78,7 +77,7 @@ def side(
     the side's other fields (``exit_code``, ``status``, ``trace``…)."""
     return Side(
         label=label,
-        outputs=outputs(root, stored=stored, nested=nested),
+        outputs=outputs(root, nested=nested),
         open_output=lambda e: root / e.path,
         metrics=metrics or [],
         stdout=stdout,

@@ -6,27 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-import xxhash
 
 from repro.compare import tensorboard
 from repro.compare.tables import compare_tables
 from repro.compare.tolerance import STRICT, Tolerance
-from repro.compare.verdict import Side, compare_runs
-from repro.store.capsule import FileEntry
-
-
-def _side(root: Path, label: str = "run") -> Side:
-    outputs = sorted(
-        (
-            FileEntry(
-                p.relative_to(root).as_posix(), p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes())
-            )
-            for p in root.rglob("*")
-            if p.is_file()
-        ),
-        key=lambda e: e.path,
-    )
-    return Side(label, outputs, lambda e: root / e.path, [], "")
+from repro.compare.verdict import compare_runs
+from tests.builders import side
 
 
 @pytest.fixture
@@ -49,7 +34,7 @@ def test_hf_style_results_json_is_identical_apart_from_its_runtime_fields(dirs: 
     (b / "all_results.json").write_text(
         json.dumps({**base, "train_runtime": 4.9, "train_samples_per_second": 20.4, "eval_runtime": 0.7})
     )
-    v = compare_runs(_side(a), _side(b), "strict")
+    v = compare_runs(side(a), side(b), "strict")
     assert v.status == "identical"
     o = v.outputs[0]
     assert o.status == "same" and o.kind == "table" and o.values is not None
@@ -57,7 +42,7 @@ def test_hf_style_results_json_is_identical_apart_from_its_runtime_fields(dirs: 
     assert "train_runtime" in (o.note or "")
 
     (b / "all_results.json").write_text(json.dumps({**base, "eval_loss": 0.4125, "train_runtime": 4.9}))
-    v = compare_runs(_side(a), _side(b), "gpu")
+    v = compare_runs(side(a), side(b), "gpu")
     assert v.status == "diverged"
     reason = v.reasons[0]
     assert (reason.code, reason.path) == ("metric_differs", "all_results.json")
@@ -77,8 +62,8 @@ def test_jsonl_rows_compare_by_step_within_tolerance(dirs: tuple[Path, Path]) ->
     report = compare_tables(a / "log.jsonl", b / "log.jsonl", Tolerance(), ".jsonl")
     assert report.ignored == ["time"] and report.differing == 3 and report.within_tolerance
     assert report.first is not None and (report.first.name, report.first.step) == ("loss", 1)
-    assert compare_runs(_side(a), _side(b), "gpu").status == "within_tolerance"
-    assert compare_runs(_side(a), _side(b), "strict").status == "diverged"
+    assert compare_runs(side(a), side(b), "gpu").status == "within_tolerance"
+    assert compare_runs(side(a), side(b), "strict").status == "diverged"
 
 
 def test_csv_metrics_name_column_and_step(dirs: tuple[Path, Path]) -> None:
@@ -107,7 +92,7 @@ def test_a_malformed_metric_file_is_a_changed_output_with_a_note(dirs: tuple[Pat
     a, b = dirs
     (a / "r.json").write_text('{"loss": 1}')
     (b / "r.json").write_text('{"loss": ')
-    v = compare_runs(_side(a), _side(b), "gpu")
+    v = compare_runs(side(a), side(b), "gpu")
     assert v.status == "diverged" and "unreadable" in (v.outputs[0].note or "")
     assert v.reasons[0].code == "output_differs"
 
@@ -128,7 +113,7 @@ def test_event_files_compare_by_tag_and_step_not_by_name(dirs: tuple[Path, Path]
     a, b = dirs
     _write_events(a / "runs" / "Nov22_10-00-00_hostA", [0.9, 0.7, 0.5])
     _write_events(b / "runs" / "Nov22_10-00-07_hostB", [0.9, 0.7, 0.5])
-    v = compare_runs(_side(a), _side(b), "strict")
+    v = compare_runs(side(a), side(b), "strict")
     assert v.status == "identical", v.reasons
     (o,) = v.outputs
     assert (o.kind, o.status, o.path) == (
@@ -142,7 +127,7 @@ def test_event_files_compare_by_tag_and_step_not_by_name(dirs: tuple[Path, Path]
     _write_events(b / "runs" / "Nov22_10-00-07_hostB", [0.9, 0.7, 0.25])
     (old,) = [p for p in sorted((b / "runs" / "Nov22_10-00-07_hostB").iterdir())][:1]
     old.unlink()
-    v = compare_runs(_side(a), _side(b), "gpu")
+    v = compare_runs(side(a), side(b), "gpu")
     assert v.status == "diverged"
     r = v.reasons[0]
     assert (r.code, r.fields["name"], r.fields["step"], r.fields["original"], r.fields["replay"]) == (
@@ -161,7 +146,7 @@ def test_without_the_tensorboard_package_event_files_compare_by_bytes(
     _write_events(a / "tb", [0.5])
     _write_events(b / "tb", [0.5])
     monkeypatch.setattr(tensorboard, "available", lambda: False)
-    v = compare_runs(_side(a), _side(b), "strict")
+    v = compare_runs(side(a), side(b), "strict")
     (o,) = v.outputs
     assert o.kind == "tensorboard" and o.status == "changed" and v.status == "diverged"
     assert "pip install tensorboard" in (o.note or "") and v.reasons[0].code == "output_differs"

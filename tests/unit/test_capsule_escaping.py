@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import xxhash
 
 from repro.check import CheckResult
-from repro.compare.verdict import Side, Verdict, compare_runs
+from repro.compare.verdict import Verdict, compare_runs
 from repro.diff import diff_records
 from repro.store.capsule import FileEntry
 from repro.ui import check as check_render
@@ -22,6 +21,7 @@ from repro.ui import diff as diff_render
 from repro.ui import escape
 from repro.ui import verdict as verdict_render
 from repro.ui.records import show_text
+from tests.builders import side
 from tests.unit.test_diff import Blobs, make_record, same_as
 
 SCRIPT = "<script>alert(1)</script>"
@@ -73,13 +73,8 @@ def _assert_inert_markdown(md: str) -> None:
     assert "\x1b" not in md and "\x07" not in md
 
 
-def _side(root: Path, label: str, stdout: str, **kw: Any) -> Side:
-    entries = [
-        FileEntry(p.name, p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes()), stored=True)
-        for p in sorted(root.iterdir())
-    ]
-    metrics = [{"name": f"loss {HOSTILE}", "value": v, "step": 1} for v in (1.0,)]
-    return Side(label, entries, lambda e: root / e.path, metrics, stdout, **kw)
+def _metrics() -> list[dict[str, Any]]:
+    return [{"name": f"loss {HOSTILE}", "value": 1.0, "step": 1}]
 
 
 @pytest.fixture
@@ -91,8 +86,8 @@ def verdict(tmp_path: Path) -> Verdict:
     (a / name).write_text("accuracy 0.91\n")
     (b / name).write_text("accuracy 0.87\n")
     v = compare_runs(
-        _side(a, f"run-{SCRIPT}", f"epoch 1 {HOSTILE}\n"),
-        _side(b, f"run-{SGR}", f"epoch 1 {IMG} ```\n"),
+        side(a, f"run-{SCRIPT}", _metrics(), f"epoch 1 {HOSTILE}\n"),
+        side(b, f"run-{SGR}", _metrics(), f"epoch 1 {IMG} ```\n"),
         "gpu",
     )
     v.notes.append(f"note from the capsule: {HOSTILE}")

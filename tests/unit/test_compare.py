@@ -12,7 +12,6 @@ import pytest
 import safetensors.numpy
 import safetensors.torch
 import torch
-import xxhash
 
 from repro.compare.verdict import (
     DEFAULT_TOLERANCES,
@@ -30,35 +29,9 @@ from repro.compare.verdict import (
 )
 from repro.errors import ExitCode, UsageError
 from repro.store.capsule import FileEntry, SharedWrite
+from tests.builders import side
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _entry(root: Path, rel: str) -> FileEntry:
-    path = root / rel
-    return FileEntry(rel, path.stat().st_size, xxhash.xxh3_128_hexdigest(path.read_bytes()), stored=True)
-
-
-def side(
-    root: Path,
-    label: str = "run",
-    metrics: list[dict[str, Any]] | None = None,
-    stdout: str = "",
-    **kw: Any,
-) -> Side:
-    """A Side over every file under root (as a run's output directory)."""
-    outputs = sorted(
-        (_entry(root, p.relative_to(root).as_posix()) for p in root.rglob("*") if p.is_file()),
-        key=lambda e: e.path,
-    )
-    return Side(
-        label=label,
-        outputs=outputs,
-        open_output=lambda e: root / e.path,
-        metrics=metrics or [],
-        stdout=stdout,
-        **kw,
-    )
 
 
 def state_dict(seed: int = 0) -> dict[str, torch.Tensor]:

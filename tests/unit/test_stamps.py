@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-import xxhash
 
 from repro.compare import stamps
-from repro.compare.verdict import Side, compare_runs
-from repro.store.capsule import FileEntry
+from repro.compare.verdict import compare_runs
 from repro.ui.verdict import render_text
+from tests.builders import side
 
 pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'repro-capsule[plot]')")
 
@@ -70,21 +69,6 @@ def _write(where: Path, script: str, *args: str, epoch: str | None = None) -> Pa
     return where
 
 
-def _files(root: Path) -> list[FileEntry]:
-    return sorted(
-        (
-            FileEntry(p.name, p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes()))
-            for p in root.iterdir()
-            if p.is_file()
-        ),
-        key=lambda e: e.path,
-    )
-
-
-def _side(root: Path, label: str) -> Side:
-    return Side(label, _files(root), lambda e: root / e.path, [], "")
-
-
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("figures")
@@ -113,7 +97,7 @@ def test_a_replayed_figure_with_other_dates_is_identical_and_the_verdict_names_t
     figures: tuple[Path, Path],
 ) -> None:
     a, b = figures
-    v = compare_runs(_side(a, "run"), _side(b, "replay"), "strict")
+    v = compare_runs(side(a, "run", nested=False), side(b, "replay", nested=False), "strict")
     assert v.status == "identical", v.reasons
     by_name = {o.path: o for o in v.outputs}
     assert by_name["loss.pdf"].kind == "PDF" and by_name["loss.pdf"].status == "same"
@@ -144,7 +128,7 @@ def test_a_figure_with_other_data_still_diverges(tmp_path: Path) -> None:
         match = stamps.compare(a / name, b / name, Path(name).suffix)
         assert match is not None and not match.equal, name
         assert match.note.startswith(f"{fmt} content differs"), match.note
-    v = compare_runs(_side(a, "run"), _side(b, "replay"), "strict")
+    v = compare_runs(side(a, "run", nested=False), side(b, "replay", nested=False), "strict")
     assert v.status == "diverged"
     (o,) = [o for o in v.outputs if o.path == "loss.pdf"]
     assert o.status == "changed" and o.note == "PDF content differs: pages or objects differ"
@@ -258,7 +242,7 @@ def test_a_damaged_output_is_changed_with_a_note_never_an_error(tmp_path: Path) 
     b.mkdir()
     (a / "preds.gz").write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03broken")
     (b / "preds.gz").write_bytes(b"\x1f\x8b\x08\x00\x01\x00\x00\x00\x00\x03broken")
-    v = compare_runs(_side(a, "run"), _side(b, "replay"), "strict")
+    v = compare_runs(side(a, "run", nested=False), side(b, "replay", nested=False), "strict")
     (o,) = v.outputs
     assert v.status == "diverged" and o.status == "changed" and (o.note or "").startswith("unreadable: ")
 

@@ -9,21 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-import xxhash
 
 from repro.check import CheckResult
-from repro.compare.verdict import Side, Verdict, compare_all, compare_runs
-from repro.store.capsule import FileEntry
+from repro.compare.verdict import Verdict, compare_all, compare_runs
 from repro.ui import check as check_render
 from repro.ui.verdict import WIDTH, render_json, render_markdown, render_text
-
-
-def _side(root: Path, label: str, metrics: list[dict[str, Any]], stdout: str, **kw: Any) -> Side:
-    entries = [
-        FileEntry(p.name, p.stat().st_size, xxhash.xxh3_128_hexdigest(p.read_bytes()), stored=True)
-        for p in sorted(root.iterdir())
-    ]
-    return Side(label, entries, lambda e: root / e.path, metrics, stdout, **kw)
+from tests.builders import side
 
 
 def _metrics(values: list[float]) -> list[dict[str, Any]]:
@@ -44,8 +35,8 @@ def diverged(tmp_path: Path) -> Verdict:
     (a / "same.txt").write_text("x")
     (b / "same.txt").write_text("x")
     v = compare_runs(
-        _side(a, "20240501-aaaa", _metrics([1.0, 0.8, 0.6]), "epoch 1 loss 1.0\nepoch 2 loss 0.8\n"),
-        _side(b, "20240502-bbbb", _metrics([1.0, 0.8, 0.65]), "epoch 1 loss 1.0\nepoch 2 loss 0.9\n"),
+        side(a, "20240501-aaaa", _metrics([1.0, 0.8, 0.6]), "epoch 1 loss 1.0\nepoch 2 loss 0.8\n"),
+        side(b, "20240502-bbbb", _metrics([1.0, 0.8, 0.65]), "epoch 1 loss 1.0\nepoch 2 loss 0.9\n"),
         "gpu",
     )
     v.notes.append("backend changed: docker → local")
@@ -76,7 +67,7 @@ def test_text_has_the_key_facts(diverged: Verdict) -> None:
 
 def test_text_identical_is_short(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text("x")
-    s = _side(tmp_path, "a", _metrics([1.0]), "hi\n")
+    s = side(tmp_path, "a", _metrics([1.0]), "hi\n")
     text = render_text(compare_runs(s, s, "strict"), colour=False)
     assert text.splitlines()[0].startswith("IDENTICAL") and "bit for bit" in text
     assert "Metrics" not in text and "Stdout" not in text
@@ -88,11 +79,11 @@ def test_text_within_tolerance_and_failed(tmp_path: Path) -> None:
     b.mkdir()
     np.save(a / "w.npy", np.array([1.0, 2.0], dtype=np.float32))
     np.save(b / "w.npy", np.array([1.0, np.nextafter(np.float32(2.0), np.float32(3.0))], dtype=np.float32))
-    v = compare_runs(_side(a, "a", [], ""), _side(b, "b", [], ""), "gpu")
+    v = compare_runs(side(a, "a", [], ""), side(b, "b", [], ""), "gpu")
     assert v.status == "within_tolerance"
     text = render_text(v, colour=False)
     assert text.startswith("WITHIN TOLERANCE") and "2.38e-07" in text and "ok" in text
-    failed = compare_runs(_side(a, "a", [], ""), _side(a, "b", [], "", exit_code=137, status="failed"), "gpu")
+    failed = compare_runs(side(a, "a", [], ""), side(a, "b", [], "", exit_code=137, status="failed"), "gpu")
     assert render_text(failed, colour=False).startswith("FAILED") and "status 137" in render_text(
         failed, colour=False
     )
@@ -132,7 +123,7 @@ def test_check_renderings_for_n_runs(tmp_path: Path) -> None:
         root = tmp_path / str(i)
         root.mkdir()
         (root / "out.txt").write_text(text)
-        sides.append(_side(root, f"run{i + 1}", [], ""))
+        sides.append(side(root, f"run{i + 1}", [], ""))
     result = CheckResult(kind="repeat", mode="strict", verdicts=compare_all(sides, "strict"))
     md = check_render.render_markdown(result)
     assert md.startswith("## ❌ Not reproduced: diverged")
