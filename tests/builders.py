@@ -1,10 +1,11 @@
-"""What tests build again and again: records (with overrides), a run's record as `repro show --json` gives it,
-comparison sides over a folder of outputs, committed training projects, and the small training script shaped
-like public code that several tests write. Fixtures (`project`, `cli`) stay in conftest.py; forged capsules in
-forging.py."""
+"""What tests build again and again: records (bare with overrides, or complete and realistic over an
+in-memory blob store), a run's record as `repro show --json` gives it, comparison sides over a folder of
+outputs, committed training projects, and the small training script shaped like public code that several
+tests write. Fixtures (`project`, `cli`) stay in conftest.py; forged capsules in forging.py."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,19 @@ from typing import Any
 import xxhash
 
 from repro.compare.verdict import Side
-from repro.store.capsule import FileEntry, Record
+from repro.store.capsule import (
+    CodeInfo,
+    CommandInfo,
+    DataInfo,
+    DataInput,
+    DepsInfo,
+    DeterminismInfo,
+    EnvInfo,
+    FileEntry,
+    Record,
+    ResultInfo,
+    SeedInfo,
+)
 from tests.conftest import Project
 
 RUN_ID = "20260101-000000-abcd"
@@ -35,6 +48,84 @@ def record(
     if status is not None:
         made.results.status = status
     return made
+
+
+class Blobs:
+    """A tiny in-memory blob store: put bytes, get a digest."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def put(self, raw: bytes | str) -> str:
+        raw = raw.encode() if isinstance(raw, str) else raw
+        digest = f"{len(self.data):032x}"
+        self.data[digest] = raw
+        return digest
+
+    def __call__(self, digest: str) -> bytes | None:
+        return self.data.get(digest)
+
+
+def metrics_blob(blobs: Blobs, values: list[float], name: str = "loss") -> str:
+    """The digest of a metrics stream holding ``values`` of metric ``name``, one a step."""
+    rows = [json.dumps({"name": name, "value": v, "step": i}) for i, v in enumerate(values)]
+    return blobs.put("\n".join(rows) + "\n")
+
+
+def data_files(prefix: str, n: int, size: int = 32, salt: str = "") -> list[FileEntry]:
+    """``n`` data files ``PREFIX/s00000.csv``… of ``size`` bytes, their hashes changed by ``salt``."""
+    return [FileEntry(path=f"{prefix}/s{i:05d}.csv", size=size, hash=f"h{salt}{prefix}{i}") for i in range(n)]
+
+
+def make_record(blobs: Blobs, run_id: str = "run-a", **over: object) -> Record:
+    """A complete, realistic record; keyword arguments replace whole parts."""
+    record = Record(
+        id=run_id,
+        created="2025-01-01T00:00:00Z",
+        command=CommandInfo(
+            argv=["python", "train.py", "--lr", "0.1", "--batch-size", "32"],
+            params={"lr": 0.1, "batch_size": 32},
+        ),
+        code=CodeInfo(kind="git", commit="a" * 40, branch="main"),
+        data=DataInfo(inputs=[DataInput(path="data", digest="d1", size=320, files=data_files("data", 10))]),
+        deps=DepsInfo(
+            lockfile="requirements.lock",
+            requirements=["numpy==1.26.0", "torch==2.13.0"],
+            freeze=["numpy==1.26.0", "torch==2.13.0"],
+        ),
+        seeds=SeedInfo(master=1, derived={"python": 11, "numpy": 12, "torch": 13}),
+        determinism=DeterminismInfo(
+            mode="strict", threads=1, isa="avx2", knobs={"deterministic_algorithms": True}
+        ),
+        env=EnvInfo(python="3.11.9", torch="2.13.0", cpu_model="Xeon", hostname="box-1"),
+        results=ResultInfo(
+            status="succeeded",
+            exit_code=0,
+            metrics=metrics_blob(blobs, [0.9, 0.7, 0.5]),
+            final_metrics={"val_error": 0.303},
+            outputs=[FileEntry(path="outputs/model.pt", size=1000, hash="m1")],
+        ),
+    )
+    for key, value in over.items():
+        setattr(record, key, value)
+    return record
+
+
+def same_as(record: Record, run_id: str) -> Record:
+    """A second run of the same capsule: another id, timings and host, same everything else."""
+    other = copy.deepcopy(record)
+    other.id = run_id
+    other.created = "2025-01-02T00:00:00Z"
+    other.results.started, other.results.duration_s = "2025-01-02T00:00:01Z", 12.5
+    other.results.logs = {"stdout": "x" * 32}
+    other.env.hostname = "box-2"
+    return other
+
+
+def other_results(record: Record) -> Record:
+    """The run's model came out with other bytes: its differences now explain something."""
+    record.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m-other")]
+    return record
 
 
 def show_json(project: Project, ref: str = "latest", cwd: Path | None = None) -> dict[str, Any]:

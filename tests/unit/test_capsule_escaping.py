@@ -21,8 +21,7 @@ from repro.ui import diff as diff_render
 from repro.ui import escape
 from repro.ui import verdict as verdict_render
 from repro.ui.records import show_text
-from tests.builders import side
-from tests.unit.test_diff import Blobs, make_record, same_as
+from tests.builders import Blobs, make_record, same_as, side
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(2)>"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -26,96 +25,14 @@ from repro.diff import (
 from repro.errors import UsageError
 from repro.store.capsule import (
     CodeInfo,
-    CommandInfo,
-    DataInfo,
-    DataInput,
     DepsInfo,
-    DeterminismInfo,
-    EnvInfo,
     FileEntry,
     ImageInfo,
     Record,
-    ResultInfo,
-    SeedInfo,
     SharedWrite,
 )
 from repro.ui.diff import render_json, render_markdown, render_text
-
-
-class Blobs:
-    """A tiny in-memory blob store: put bytes, get a digest."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-
-    def put(self, raw: bytes | str) -> str:
-        raw = raw.encode() if isinstance(raw, str) else raw
-        digest = f"{len(self.data):032x}"
-        self.data[digest] = raw
-        return digest
-
-    def __call__(self, digest: str) -> bytes | None:
-        return self.data.get(digest)
-
-
-def _metrics(blobs: Blobs, values: list[float], name: str = "loss") -> str:
-    rows = [json.dumps({"name": name, "value": v, "step": i}) for i, v in enumerate(values)]
-    return blobs.put("\n".join(rows) + "\n")
-
-
-def _files(prefix: str, n: int, size: int = 32, salt: str = "") -> list[FileEntry]:
-    return [FileEntry(path=f"{prefix}/s{i:05d}.csv", size=size, hash=f"h{salt}{prefix}{i}") for i in range(n)]
-
-
-def make_record(blobs: Blobs, run_id: str = "run-a", **over: object) -> Record:
-    """A complete, realistic record; keyword arguments replace whole parts."""
-    record = Record(
-        id=run_id,
-        created="2025-01-01T00:00:00Z",
-        command=CommandInfo(
-            argv=["python", "train.py", "--lr", "0.1", "--batch-size", "32"],
-            params={"lr": 0.1, "batch_size": 32},
-        ),
-        code=CodeInfo(kind="git", commit="a" * 40, branch="main"),
-        data=DataInfo(inputs=[DataInput(path="data", digest="d1", size=320, files=_files("data", 10))]),
-        deps=DepsInfo(
-            lockfile="requirements.lock",
-            requirements=["numpy==1.26.0", "torch==2.13.0"],
-            freeze=["numpy==1.26.0", "torch==2.13.0"],
-        ),
-        seeds=SeedInfo(master=1, derived={"python": 11, "numpy": 12, "torch": 13}),
-        determinism=DeterminismInfo(
-            mode="strict", threads=1, isa="avx2", knobs={"deterministic_algorithms": True}
-        ),
-        env=EnvInfo(python="3.11.9", torch="2.13.0", cpu_model="Xeon", hostname="box-1"),
-        results=ResultInfo(
-            status="succeeded",
-            exit_code=0,
-            metrics=_metrics(blobs, [0.9, 0.7, 0.5]),
-            final_metrics={"val_error": 0.303},
-            outputs=[FileEntry(path="outputs/model.pt", size=1000, hash="m1")],
-        ),
-    )
-    for key, value in over.items():
-        setattr(record, key, value)
-    return record
-
-
-def same_as(record: Record, run_id: str) -> Record:
-    """A second run of the same capsule: another id, timings and host, same everything else."""
-    other = copy.deepcopy(record)
-    other.id = run_id
-    other.created = "2025-01-02T00:00:00Z"
-    other.results.started, other.results.duration_s = "2025-01-02T00:00:01Z", 12.5
-    other.results.logs = {"stdout": "x" * 32}
-    other.env.hostname = "box-2"
-    return other
-
-
-def other_results(record: Record) -> Record:
-    """The run's model came out with other bytes: its differences now explain something."""
-    record.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m-other")]
-    return record
+from tests.builders import Blobs, data_files, make_record, metrics_blob, other_results, same_as
 
 
 @pytest.fixture
@@ -135,7 +52,7 @@ def leslie_dave(blobs: Blobs) -> tuple[Record, Record]:
     dave.command.params = {}
     leslie.command.argv = ["python", "train.py", "--lr", "0.1", "--batch-size", "32"]
     dave.results.final_metrics = {"val_error": 0.528}
-    dave.results.metrics = _metrics(blobs, [0.9, 0.8, 0.75])
+    dave.results.metrics = metrics_blob(blobs, [0.9, 0.8, 0.75])
     dave.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m2")]
     return leslie, dave
 
@@ -412,7 +329,7 @@ def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs) -> None
     b = same_as(a, "b")
     many: list[FileEntry] = []
     for d in range(25):
-        many += _files(f"data/shard{d:02d}", 400)
+        many += data_files(f"data/shard{d:02d}", 400)
     b.data.inputs[0].files = a.data.inputs[0].files + many
     b.data.inputs[0].digest = "d2"
     result = diff_records(a, b, blobs)
@@ -427,7 +344,7 @@ def test_ten_thousand_changed_files_summarise_by_directory(blobs: Blobs) -> None
 
 
 def test_group_by_dir_keeps_directories_when_few() -> None:
-    a_files = _files("data/train", 3) + _files("data/val", 2)
+    a_files = data_files("data/train", 3) + data_files("data/val", 2)
     from repro.diff import Change
 
     changes = [Change(key=f.path, kind="added", scope="file", new=f.size) for f in a_files]

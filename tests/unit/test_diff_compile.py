@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from repro.diff import diff_records
-from tests.unit.test_diff import Blobs, make_record, other_results, same_as
+from tests.builders import Blobs, make_record, other_results, same_as
 
 INDUCTOR: dict[str, object] = {
     "compiled": True,

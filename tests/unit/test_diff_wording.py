@@ -11,7 +11,7 @@ from repro.diff import diff_records, rank_causes
 from repro.store.capsule import FileEntry
 from repro.ui import report as report_ui
 from repro.units import plural
-from tests.unit.test_diff import Blobs, make_record, other_results, same_as
+from tests.builders import Blobs, make_record, other_results, same_as
 
 
 def test_an_explicit_seed_is_not_labelled_drawn() -> None:

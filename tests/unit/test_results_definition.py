@@ -13,7 +13,7 @@ from repro.diff import diff_records, results
 from repro.store.capsule import FileEntry, Record
 from repro.ui import report as report_ui
 from repro.ui.diff import render_json, render_markdown, render_text
-from tests.unit.test_diff import Blobs, make_record, same_as
+from tests.builders import Blobs, make_record, same_as
 
 # An unseeded regression script (pytorch/examples regression): no output files, and the only
 # trace of its result is the last line it prints.
