@@ -24,8 +24,10 @@ from repro.store.capsule import (
     FileEntry,
     Record,
     ResultInfo,
+    RunStatus,
     SeedInfo,
 )
+from repro.store.runs import Store
 from tests.conftest import Project
 
 RUN_ID = "20260101-000000-abcd"
@@ -37,7 +39,7 @@ def record(
     created: str = CREATED,
     *,
     argv: list[str] | None = None,
-    status: str | None = None,
+    status: RunStatus | None = None,
     **fields: Any,
 ) -> Record:
     """A `Record` with ``fields`` (any of its own: ``command=``, ``results=``, ``backend=``…) and, where
@@ -47,6 +49,22 @@ def record(
         made.command.argv = argv
     if status is not None:
         made.results.status = status
+    return made
+
+
+def sealed(
+    store: Store,
+    run_id: str = RUN_ID,
+    status: RunStatus = "succeeded",
+    argv: list[str] | None = None,
+    **fields: Any,
+) -> Record:
+    """The record of a finished run of ``argv`` (``python train.py`` unless given) with ``status`` and
+    ``fields``, sealed in ``store`` as `repro run` leaves it."""
+    made = record(run_id, argv=argv or ["python", "train.py"], status=status)
+    for name, value in fields.items():
+        setattr(made, name, value)
+    store.seal(made, store.begin_run(run_id, made.command.argv))
     return made
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ExitCode
-from repro.store.capsule import Record, pack
+from repro.store.capsule import pack
 from repro.store.runs import Store
+from tests.builders import record, sealed
 from tests.conftest import Cli
 
 
@@ -62,22 +63,19 @@ def test_lock_refuses_what_it_cannot_do(cli, tmp_path: Path) -> None:  # type: i
     assert "Traceback" not in nothing.err + names.err
 
 
-def _record(run_id: str, argv: list[str]) -> Record:
-    record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
-    record.command.argv = argv
-    record.results.status = "succeeded"
-    return record
-
-
 def test_importing_a_capsule_never_swaps_a_stored_run_of_the_same_id(
     cli: Cli,
     tmp_path: Path,
 ) -> None:
     store = Store(tmp_path)
     rid = "20260101-000000-aaaa"
-    store.seal(_record(rid, ["python", "train.py"]), store.begin_run(rid, ["python", "train.py"]))
-    same = pack(_record(rid, ["python", "train.py"]), store.blob_path, tmp_path / "same.tar")
-    other = pack(_record(rid, ["python", "evil.py"]), store.blob_path, tmp_path / "other.tar")
+    sealed(store, rid)
+    same = pack(
+        record(rid, argv=["python", "train.py"], status="succeeded"), store.blob_path, tmp_path / "same.tar"
+    )
+    other = pack(
+        record(rid, argv=["python", "evil.py"], status="succeeded"), store.blob_path, tmp_path / "other.tar"
+    )
     assert store.import_run(store.open_capsule(same)).record.command.argv == ["python", "train.py"]
     r = cli("replay", str(other), cwd=tmp_path)
     assert r.code == ExitCode.USAGE, r.err

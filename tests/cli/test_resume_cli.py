@@ -7,35 +7,26 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import CheckpointInfo, Record, RunStatus
+from repro.store.capsule import CheckpointInfo, Record
 from repro.store.runs import Store
+from tests.builders import sealed
 
 DONE, KILLED, RESUMED, REPLAY = (f"2026010{i}-000000-aaa{i}" for i in range(1, 5))
-
-
-def _seal(store: Store, rid: str, status: RunStatus, **fields: object) -> Record:
-    record = Record(id=rid, created="2026-01-01T00:00:00+00:00")
-    record.command.argv = ["python", "train.py"]
-    record.results.status = status
-    for name, value in fields.items():
-        setattr(record, name, value)
-    store.seal(record, store.begin_run(rid, record.command.argv))
-    return record
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     (tmp_path / "repro.yaml").write_text("backend: local\n")
     s = Store(tmp_path)
-    _seal(s, DONE, "succeeded")
-    _seal(s, KILLED, "failed")
+    sealed(s, DONE, "succeeded")
+    sealed(s, KILLED, "failed")
     resumed = Record(id=RESUMED, created="2026-01-03T00:00:00+00:00", resumed_from=KILLED)
     resumed.command.argv = ["python", "train.py"]
     resumed.results.status = "succeeded"
     states = {"0": s.put_bytes(b'{"states": {}}'), "1": s.put_bytes(b'{"states": {"python": 1}}')}
     resumed.results.checkpoints = [CheckpointInfo("checkpoints/last.pt", "ab" * 32, 16, states)]
     s.seal(resumed, s.begin_run(RESUMED, resumed.command.argv))
-    _seal(s, REPLAY, "succeeded", kind="replay", parent=DONE)
+    sealed(s, REPLAY, "succeeded", kind="replay", parent=DONE)
     return s
 
 

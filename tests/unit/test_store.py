@@ -5,16 +5,9 @@ from pathlib import Path
 import pytest
 
 from repro.errors import NotFoundError, UsageError
-from repro.store.capsule import Record, RunStatus
+from repro.store.capsule import Record
 from repro.store.runs import Store, find_project_root, new_run_id
-
-
-def _seal(store: Store, run_id: str, status: RunStatus = "succeeded") -> Record:
-    record = Record(id=run_id, created="2026-01-01T00:00:00+00:00")
-    record.results.status = status
-    run_dir = store.begin_run(run_id, ["python", "t.py"])
-    store.seal(record, run_dir)
-    return record
+from tests.builders import sealed
 
 
 def test_run_ids_sort_by_time() -> None:
@@ -33,7 +26,7 @@ def test_run_ids_sort_by_time() -> None:
 def test_refs(tmp_path: Path) -> None:
     store = Store(tmp_path)
     for rid in ("20260101-000000-aaaa", "20260102-000000-bbbb", "20260103-000000-bbbc"):
-        _seal(store, rid)
+        sealed(store, rid)
     assert store.resolve("latest").record.id == "20260103-000000-bbbc"
     assert store.resolve("latest~2").record.id == "20260101-000000-aaaa"
     assert store.resolve("20260101").record.id == "20260101-000000-aaaa"
@@ -48,7 +41,7 @@ def test_refs(tmp_path: Path) -> None:
 
 def test_unsealed_run_is_listed_incomplete_and_not_latest(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    _seal(store, "20260101-000000-aaaa")
+    sealed(store, "20260101-000000-aaaa")
     run_dir = store.begin_run("20260102-000000-bbbb", ["python", "t.py"])
     (run_dir / "running.json").write_text('{"pid": 999999999, "argv": ["python", "t.py"]}')
     statuses = {r.id: r.status for r in store.rows()}
