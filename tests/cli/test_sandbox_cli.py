@@ -20,27 +20,11 @@ import pytest
 
 from repro.errors import ExitCode
 from repro.store.runs import Store
+from tests.builders import hand_trained
 from tests.conftest import Cli, Project
 from tests.forging import forge
 
-TRAIN = """\
-import argparse
-import json
-import os
-import random
-from pathlib import Path
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--epochs", type=int, default=2)
-parser.add_argument("--lr", type=float, default=0.1)
-args = parser.parse_args()
-w = [random.random() for _ in range(4)]
-for epoch in range(args.epochs):
-    w = [x - args.lr * (x - 0.5) for x in w]
-    print(f"epoch {epoch} loss {sum((x - 0.5) ** 2 for x in w):.6f}")
-Path("outputs").mkdir(exist_ok=True)
-Path("outputs/model.json").write_text(json.dumps(w))
-"""
+TRAIN = hand_trained()
 
 EVIL = """\
 import json

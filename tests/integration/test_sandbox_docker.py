@@ -16,28 +16,13 @@ from typing import Any
 import pytest
 
 from repro.store.runs import Store
+from tests.builders import hand_trained
 from tests.conftest import Project
 from tests.forging import forge
 
 pytestmark = pytest.mark.docker
 
-TRAIN = """\
-import argparse
-import json
-import random
-from pathlib import Path
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--epochs", type=int, default=3)
-parser.add_argument("--lr", type=float, default=0.1)
-args = parser.parse_args()
-w = [random.random() for _ in range(8)]
-for epoch in range(args.epochs):
-    w = [x - args.lr * (x - 0.5) for x in w]
-    print(f"epoch {epoch} loss {sum((x - 0.5) ** 2 for x in w):.6f}")
-Path("outputs").mkdir(exist_ok=True)
-Path("outputs/model.json").write_text(json.dumps(w))
-"""
+TRAIN = hand_trained(epochs=3, width=8)
 
 EVIL = """\
 import json
