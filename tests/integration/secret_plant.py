@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+from pathlib import Path
 
 _rng = random.Random(20240522)
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -246,3 +247,14 @@ ORDINARY = [
     "model.lr=0.05", "trainer.max_epochs=2", "+data.num_workers=0", "++optim.token_budget=4096",
     "tokenizer.name=bert-base-uncased",
 ]  # fmt: skip
+
+
+def leaks(root: Path, values: list[str]) -> dict[str, list[str]]:
+    """Each of ``values`` found in a file under ``root``, with the files (relative to root) that hold it."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        for value in values:
+            if value.encode() in data:
+                found.setdefault(value, []).append(str(path.relative_to(root)))
+    return found

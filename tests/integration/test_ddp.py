@@ -14,7 +14,7 @@ import pytest
 
 from repro.store.capsule import Record
 from repro.store.runs import Store
-from tests.conftest import Project
+from tests.conftest import Project, _docker_missing
 
 pytestmark = pytest.mark.slow
 
@@ -125,21 +125,9 @@ def test_no_process_of_the_run_outlives_it(project: Project) -> None:
 # --------------------------------------------------------------------------- docker
 
 
-def _engine_reason() -> str | None:
-    from repro.backends import docker as backend
-    from repro.config import DEFAULT_BASE_IMAGE
-
-    if not backend.engine_available():
-        return "no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)"
-    with backend.engine() as client:
-        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
-            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
-    return None
-
-
 @pytest.mark.docker
 def test_ddp_in_a_container_replays_identical(project: Project) -> None:
-    reason = _engine_reason()
+    reason = _docker_missing()
     if reason:
         pytest.skip(reason)
     project.lock_torch()

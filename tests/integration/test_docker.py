@@ -23,7 +23,7 @@ from repro.backends import docker as backend
 from repro.backends.base import BuiltImage, Event, RunSpec
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, ExitCode
-from tests.conftest import QUICKSTART_LOCK, REPO, Project
+from tests.conftest import QUICKSTART_LOCK, REPO, Project, _docker_missing
 
 # Two small pure-python locks cut from the committed torch lock: different lockfile
 # bytes must give a new image, without installing torch twice.
@@ -51,18 +51,9 @@ print("to stderr", file=sys.stderr)
 """
 
 
-def _engine_reason() -> str | None:
-    if not backend.engine_available():
-        return "no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)"
-    with backend.engine() as client:
-        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
-            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
-    return None
-
-
 @pytest.fixture(scope="session")
 def engine_ready() -> None:
-    reason = _engine_reason()
+    reason = _docker_missing()
     if reason:
         pytest.skip(reason)
 

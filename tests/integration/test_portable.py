@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICKSTART_LOCK, REPO, Project
+from tests.conftest import QUICKSTART_LOCK, REPO, Project, _docker_missing
 
 docker = pytest.importorskip("docker")
 
@@ -34,15 +34,6 @@ from repro.config import DEFAULT_BASE_IMAGE  # noqa: E402
 TEST_LABEL = "org.repro.test"
 
 
-def _engine_reason() -> str | None:
-    if not backend.engine_available():
-        return "no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)"
-    with backend.engine() as client:
-        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
-            return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
-    return None
-
-
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -50,7 +41,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def own_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A base image of this test's own: the default base image plus a unique label (so removing it
     leaves the shared base in place). The image built on it holds exactly its lock."""
-    reason = _engine_reason()
+    reason = _docker_missing()
     if reason:
         pytest.skip(reason)
     tag = f"repro-test-base:{uuid.uuid4().hex[:12]}"

@@ -20,6 +20,7 @@ from repro.errors import ExitCode
 from repro.store.runs import Store
 from tests.builders import show_json
 from tests.conftest import Project, git
+from tests.integration.secret_plant import leaks
 
 _rng = random.Random(37)
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -63,16 +64,6 @@ PLANTED = [
 ]  # fmt: skip
 
 
-def _leaks(root: Path, values: list[str]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        for value in values:
-            if value.encode() in data:
-                found.setdefault(value, []).append(str(path.relative_to(root)))
-    return found
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, Any]:
     project = Project.init(tmp_path_factory.mktemp("everywhere") / "proj")
@@ -111,7 +102,7 @@ def test_the_run_is_recorded_and_its_traceback_is_masked(run: tuple[Project, Any
 
 def test_no_value_judged_secret_is_kept_anywhere_in_the_store(run: tuple[Project, Any]) -> None:
     project, _ = run
-    assert _leaks(project.root / ".repro", PLANTED) == {}
+    assert leaks(project.root / ".repro", PLANTED) == {}
 
 
 def test_code_reading_a_credential_from_the_environment_stays_in_the_snapshot(
@@ -160,8 +151,8 @@ def test_export_refuses_outputs_holding_a_token_naming_file_and_shape(
     assert "Traceback" not in refused.err and not tar.exists()
     allowed = project.repro("export", "latest", "-o", str(tar), "--allow-secrets-in-outputs")
     assert allowed.code == 0, allowed.err
-    assert _leaks(tmp_path, PLANTED) == {}
-    assert _leaks(tmp_path, [HUB_TOKEN, HUB_TOKEN_2]) != {}  # outputs are the result: kept as written
+    assert leaks(tmp_path, PLANTED) == {}
+    assert leaks(tmp_path, [HUB_TOKEN, HUB_TOKEN_2]) != {}  # outputs are the result: kept as written
 
 
 def test_the_pickled_training_arguments_are_named_too(run: tuple[Project, Any]) -> None:

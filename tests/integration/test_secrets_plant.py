@@ -22,16 +22,6 @@ from tests.conftest import Project
 from tests.integration import secret_plant as plant
 
 
-def _leaks(root: Path, values: list[str]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        for value in values:
-            if value.encode() in data:
-                found.setdefault(value, []).append(str(path.relative_to(root)))
-    return found
-
-
 def _plant(project: Project, outside: Path, docker: bool = False) -> dict[str, str]:
     """The project with every file-borne secret in place; returns the environment to run with."""
     project.script("secret_train.py", "train.py")
@@ -80,8 +70,8 @@ def test_planted_secrets_leak_nowhere(project: Project, tmp_path: Path) -> None:
     tar = tmp_path / "export" / "run.tar"
     assert project.repro("export", "latest", "-o", str(tar)).code == 0
 
-    assert _leaks(tar.parent, plant.PLANTED) == {}
-    assert _leaks(project.root / ".repro", plant.PLANTED) == {}
+    assert plant.leaks(tar.parent, plant.PLANTED) == {}
+    assert plant.leaks(project.root / ".repro", plant.PLANTED) == {}
     assert (project.root / "model.pt").is_file() and (project.root / "checkpoints" / "last.pt").is_file()
 
     record = _check_record(project)
@@ -150,7 +140,7 @@ def test_in_process_capture_masks_like_repro_run(project: Project, tmp_path: Pat
         plant.YAML_PW,
         plant.PUTTY_LINE,
     ]
-    assert _leaks(project.root / ".repro", values) == {}
+    assert plant.leaks(project.root / ".repro", values) == {}
     record = json.loads(project.repro("show", "latest", "--json").out)
     params = record["results"]["params"]
     assert (
@@ -164,7 +154,7 @@ def test_in_process_capture_masks_like_repro_run(project: Project, tmp_path: Pat
     assert "tools/ci_key.txt" in record["code"]["excluded"]
     tar = tmp_path / "export" / "job.tar"
     assert project.repro("export", record["id"], "-o", str(tar)).code == 0
-    assert _leaks(tar.parent, values) == {}
+    assert plant.leaks(tar.parent, values) == {}
 
 
 def _docker_ready() -> bool:
@@ -185,8 +175,8 @@ def test_planted_secrets_leak_nowhere_on_the_docker_backend(project: Project, tm
     assert run.code == 0, run.err
     tar = tmp_path / "export" / "run.tar"
     assert project.repro("export", "latest", "-o", str(tar), "--with-image").code == 0
-    assert _leaks(tar.parent, plant.PLANTED) == {}
-    assert _leaks(project.root / ".repro", plant.PLANTED) == {}
+    assert plant.leaks(tar.parent, plant.PLANTED) == {}
+    assert plant.leaks(project.root / ".repro", plant.PLANTED) == {}
     record = _check_record(project)
     image = record["deps"]["image"]["id"]
     history = subprocess.run(
@@ -233,7 +223,7 @@ def test_a_hydra_app_keeps_credential_overrides_out_of_its_own_files(
     run = project.repro("run", "--backend", "local", "--data", "data", "--", "python", "train.py", *overrides)
     assert run.code == 0, run.err
     values = [plant.HYDRA_DB, plant.HYDRA_API, plant.GROUP_PASSWORD]
-    assert _leaks(project.root / ".repro", values) == {}
+    assert plant.leaks(project.root / ".repro", values) == {}
     record = Store(project.root).resolve("latest").record
     params = record.command.params
     assert params["db.password"] == "***" and params["api.token"] == "***" and params["optim.lr"] == 0.1
@@ -243,4 +233,4 @@ def test_a_hydra_app_keeps_credential_overrides_out_of_its_own_files(
     assert "password: '***'" in text or "password: ***" in text
     tar = tmp_path / "export" / "hydra.tar"
     assert project.repro("export", "latest", "-o", str(tar)).code == 0
-    assert _leaks(tar.parent, values) == {}
+    assert plant.leaks(tar.parent, values) == {}
