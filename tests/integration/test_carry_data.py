@@ -15,15 +15,6 @@ import pytest
 from tests.conftest import Project
 
 
-def _engine() -> bool:
-    try:
-        from repro.backends.docker import engine_available
-
-        return engine_available()
-    except ImportError:
-        return False
-
-
 def _folder(root: Path, seed: int = 1) -> None:
     """data/train/<class>/<n>.txt: an image-folder-shaped dataset of small text samples."""
     r = random.Random(seed)
@@ -89,7 +80,6 @@ def test_a_capsule_with_its_data_replays_identical_in_an_empty_directory_locally
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)")
 def test_a_capsule_with_its_data_replays_identical_in_an_empty_directory_in_a_container(
     project: Project, tmp_path: Path
 ) -> None:

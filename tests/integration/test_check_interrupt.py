@@ -39,17 +39,7 @@ def test_a_script_that_forgets_its_scheduler_fails_naming_it(project: Project) -
     assert "outputs/model.pt" in differ.split(", ")
 
 
-def _engine() -> bool:
-    try:
-        from repro.backends.docker import engine_available
-
-        return engine_available()
-    except ImportError:
-        return False
-
-
 @pytest.mark.docker
-@pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)")
 def test_a_run_killed_in_a_container_resumes_identical_there(project: Project) -> None:
     resumable_project(project, "resumable_train.py")
     project.lock_torch()

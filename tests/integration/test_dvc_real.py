@@ -126,17 +126,7 @@ def test_a_remote_this_host_does_not_configure_is_named(project: Project, tmp_pa
     assert "Traceback" not in r.err
 
 
-def _engine() -> bool:
-    try:
-        from repro.backends.docker import engine_available
-
-        return engine_available()
-    except ImportError:
-        return False
-
-
 @pytest.mark.docker
-@pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)")
 def test_a_capsule_replays_in_a_clone_without_the_data_in_the_sandbox(
     project: Project, tmp_path: Path
 ) -> None:

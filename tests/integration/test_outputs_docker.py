@@ -8,12 +8,10 @@ import json
 import pytest
 
 from tests.conftest import Project
-from tests.integration.test_replay_docker import _engine
 
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.slow,
-    pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)"),
 ]
 
 

@@ -10,20 +10,9 @@ import pytest
 
 from tests.conftest import Project
 
-
-def _engine() -> bool:
-    try:
-        from repro.backends.docker import engine_available
-
-        return engine_available()
-    except ImportError:
-        return False
-
-
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.slow,
-    pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)"),
 ]
 
 

@@ -16,13 +16,11 @@ import pytest
 
 from repro.backends import docker as backend
 from tests.conftest import Project
-from tests.integration.test_replay_docker import _engine
 from tests.integration.test_resume_real import _fresh, kill_after_checkpoint, resumable_project
 
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.slow,
-    pytest.mark.skipif(not _engine(), reason="no Docker engine answers (make docker-up starts one)"),
 ]
 
 
