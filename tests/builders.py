@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import xxhash
 
 from repro.compare.verdict import Side
@@ -242,3 +246,20 @@ for epoch in range(args.epochs):
 Path("outputs").mkdir(exist_ok=True)
 Path("outputs/model.json").write_text(json.dumps(w))
 """
+
+
+def tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``20m``, ``16k``) mounted at ``mount`` (made here) for a fixture to yield from,
+    unmounted afterwards; the test is skipped where this process may not mount one (root only)."""
+    if os.getuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

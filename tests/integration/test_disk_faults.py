@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import tmpfs
 from tests.conftest import Project
 
 TRAIN = """\
@@ -37,27 +38,12 @@ print("trained")
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A tmpfs of its own (root only), 20 MiB unless the test asks otherwise, unmounted afterwards."""
-    yield from _mount(tmp_path / "small", "20m")
+    yield from tmpfs(tmp_path / "small", "20m")
 
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    yield from _mount(tmp_path / "tiny", "16k")
-
-
-def _mount(mount: Path, size: str) -> Iterator[Path]:
-    if os.getuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    yield from tmpfs(tmp_path / "tiny", "16k")
 
 
 def _fill(disk: Path, leave: int) -> None:

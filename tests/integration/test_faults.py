@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import forging
+from tests import builders, forging
 from tests.conftest import Project
 from tests.forging import forge
 
@@ -71,19 +71,7 @@ def test_sigkill_of_repro_takes_the_command_with_it_and_gc_cleans_up(project: Pr
 @pytest.fixture
 def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A 20 MiB tmpfs of its own (root only), unmounted afterwards."""
-    if os.getuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    yield from builders.tmpfs(tmp_path / "small", "20m")
 
 
 def test_a_full_disk_is_one_line_and_the_store_still_works(small_disk: Path) -> None:
