@@ -206,6 +206,15 @@ def make_pip_lock_project(root: Path) -> None:
     (root / "train.py").write_text(TRAIN)
 
 
+def make_projects(base: Path) -> dict[str, Path]:
+    """The three projects under ``base`` by tool name (uv, poetry, pip), each locked once by its tool
+    (Poetry takes some 20 s)."""
+    make_uv_project(base / "uv")
+    make_poetry_project(base / "poetry", base / "tmp")
+    make_pip_lock_project(base / "pip")
+    return {"uv": base / "uv", "poetry": base / "poetry", "pip": base / "pip"}
+
+
 def pip_lock(root: Path) -> None:
     """`pip lock -r requirements.txt -o pylock.toml` against the local sources (pip ≥ 25.1 has it)."""
     from importlib.metadata import version

@@ -24,11 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The three projects, each locked once by its tool (Poetry takes some 20 s)."""
-    base = tmp_path_factory.mktemp("locked")
-    tools.make_uv_project(base / "uv")
-    tools.make_poetry_project(base / "poetry", base / "tmp")
-    tools.make_pip_lock_project(base / "pip")
-    return {"uv": base / "uv", "poetry": base / "poetry", "pip": base / "pip"}
+    return tools.make_projects(tmp_path_factory.mktemp("locked"))
 
 
 def _project(made: dict[str, Path], kind: str, tmp_path: Path) -> Project:

@@ -21,11 +21,7 @@ LOCKFILES = {"uv": "uv.lock", "poetry": "poetry.lock", "pip": "pylock.toml"}
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("locked")
-    tools.make_uv_project(base / "uv")
-    tools.make_poetry_project(base / "poetry", base / "tmp")
-    tools.make_pip_lock_project(base / "pip")
-    return {"uv": base / "uv", "poetry": base / "poetry", "pip": base / "pip"}
+    return tools.make_projects(tmp_path_factory.mktemp("locked"))
 
 
 @pytest.mark.parametrize("kind", sorted(LOCKFILES))
