@@ -1,7 +1,8 @@
-"""What tests build again and again: records (bare with overrides, or complete and realistic over an
-in-memory blob store), a run's record as `repro show --json` gives it, comparison sides over a folder of
-outputs, committed training projects, and the small training script shaped like public code that several
-tests write. Fixtures (`project`, `cli`) stay in conftest.py; forged capsules in forging.py."""
+"""What tests build again and again: records (bare with overrides, sealed in a store, or complete and
+realistic over an in-memory blob store), a run's record as `repro show --json` gives it, comparison sides
+over a folder of outputs, committed training projects, the plain-Python training script several tests write,
+and a small tmpfs for full-disk tests. Fixtures (`project`, `cli`) stay in conftest.py; forged capsules in
+forging.py."""
 
 from __future__ import annotations
 
