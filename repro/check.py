@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from repro import interrupt, runner, start
 from repro.backends.base import Event, OnEvent
@@ -69,11 +69,16 @@ DEFAULT_RUNS = 2
 KIND = "check"
 
 
+CheckKind = Literal[
+    "repeat", "against", "interrupt"
+]  # runs against each other, a capsule, an interrupted run
+
+
 @dataclass
 class CheckResult:
     """What a check found: the runs it made, the verdicts, and (against a capsule) the diff."""
 
-    kind: str  # repeat | against
+    kind: CheckKind
     mode: str  # the determinism mode the runs used
     records: list[Record] = field(default_factory=list)  # repeat: runs 1..N; against: [capsule, new run]
     verdicts: list[Verdict] = field(default_factory=list)  # run 1 vs run k, or capsule vs new run

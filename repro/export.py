@@ -1,4 +1,5 @@
-"""`repro export`: a run as one capsule tar, optionally carrying its environment image.
+"""`repro export`: a run as one capsule tar, optionally carrying its environment image, or as the
+input of a cluster engine; each way is an entry of `EXPORTERS` (name, help line, function).
 
 The capsule is written into a hidden working directory beside the destination,
 ``.<name>.repro-export-<pid>/`` (the image archive `docker save` writes, then the capsule), and
@@ -24,12 +25,13 @@ from pathlib import Path
 
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
 from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
-from repro.store import atomic, attestation, datablobs, dsse, signing
-from repro.store.capsule import blob_member, pack
+from repro.store import atomic, attestation, datablobs, dsse, limits, signing
+from repro.store.capsule import Record, blob_member, pack
 from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
+from repro.units import human_bytes, plural
 
 NOTES_DIR = "exports"  # under .repro/: one note per export in progress
 _WORK = re.compile(r"^\.(?P<name>.+)\.repro-export-(?P<pid>\d+)$")  # the working directory's name
@@ -44,6 +46,8 @@ class Exported:
     image_size: int | None = None  # bytes of the image archive inside, when carried
     key_id: str | None = None  # the key it was signed with, when signed
     attested: bool = False  # it carries the run's attestation
+    key_label: str | None = None  # that key, as named to people
+    data_size: int | None = None  # bytes of declared data carried inside, when carried
 
 
 @dataclass
@@ -272,3 +276,124 @@ def remove(leftover: Leftover) -> None:
     if leftover.work is not None:
         shutil.rmtree(leftover.work, ignore_errors=True)
     leftover.note.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- the exporters
+
+
+def _quiet(line: str) -> None:
+    """Says nothing: the default for lines meant for people."""
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What `repro export` was asked: the run, where to write, and each exporter's options."""
+
+    loaded: LoadedRun
+    store: Store
+    output: str | None = None  # the file to write; None: <id> and the exporter's suffix
+    image: str | None = None  # slurm/k8s: the image to run, by digest
+    with_image: bool = False  # capsule: carry the environment image
+    sign_path: Path | None = None  # capsule: the signing key file
+    attest: bool = False  # capsule: carry the run's attestation
+    with_data: bool = False  # capsule: carry the declared data
+    allow_secrets: bool = False  # capsule: export even when an output holds a credential
+    data_remote: str | None = None  # the `store.data_remote` setting
+    max_data_size: int | None = None
+    say: Callable[[str], None] = _quiet  # what is being done, for people
+    warn: Callable[[str], None] = _quiet  # what people should know of the result
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """One way to export a run: ``--as NAME``."""
+
+    name: str
+    help: str  # one line for --help
+    suffix: str  # of the default file name
+    write: Callable[[ExportRequest, Path], Exported]
+    capsule: bool = False  # takes the capsule's options (--sign, --with-image, --attest, --with-data)
+
+    def dest(self, request: ExportRequest) -> Path:
+        return Path(request.output or f"{request.loaded.record.id}{self.suffix}")
+
+
+def _write_capsule(request: ExportRequest, dest: Path) -> Exported:
+    """The capsule tar (`export_run`), after the checks its options call for."""
+    loaded = request.loaded
+    key = signing.load_signing_key(request.sign_path) if request.sign_path is not None else None
+    if not request.allow_secrets:
+        refuse_secrets_in_outputs(loaded, request.store)
+    data = None
+    if request.with_data:
+        remote = datablobs.remote_root(request.data_remote, request.store.root)
+        data = carried_data(loaded, request.store, remote, request.max_data_size or limits.MAX_DATA_BYTES)
+        request.say(f"carrying {plural(data.files, 'data file')} ({human_bytes(data.size)}) in the capsule")
+    if request.with_image:
+        request.say("saving the environment image into the capsule (docker save)")
+    done = export_run(loaded, dest, request.store, request.with_image, key, request.attest, data)
+    done.key_label = key.label if key is not None else None
+    done.data_size = data.size if data is not None else None
+    return done
+
+
+def _written(dest: Path, text: str) -> Exported:
+    dest.write_text(text)
+    return Exported(dest, dest.stat().st_size)
+
+
+def _write_slurm(request: ExportRequest, dest: Path) -> Exported:
+    from repro.backends.exporters.slurm import slurm_script
+
+    return _written(dest, slurm_script(request.loaded.record, request.image))
+
+
+def _write_k8s(request: ExportRequest, dest: Path, job: bool = False) -> Exported:
+    from repro.backends.exporters.k8s import k8s_yaml
+
+    return _written(
+        dest,
+        k8s_yaml(request.loaded.record, _k8s_image(request.loaded.record, request.image, request.warn), job),
+    )
+
+
+def _write_k8s_job(request: ExportRequest, dest: Path) -> Exported:
+    return _write_k8s(request, dest, job=True)
+
+
+def _k8s_image(record: Record, image: str | None, warn: Callable[[str], None] = _quiet) -> str:
+    """The image a manifest names: ``image`` when given, else the run's own image pinned by id.
+
+    Raises:
+        UsageError: no image given and the run has none (it ran on the local or slurm backend).
+    """
+    if image:
+        return image
+    built = record.deps.image
+    if built is None or not built.id:
+        raise UsageError(
+            f"run {record.id} ran without an image ({record.backend.name} backend)",
+            hint="pass --image REGISTRY/NAME@sha256:… (an image with the project's dependencies and code)",
+        )
+    warn("the manifest names the local image by id; push it and pass --image with the registry's digest")
+    return f"{built.tag or 'repro-env'}@{built.id}"
+
+
+EXPORTERS = (
+    Exporter("capsule", "the .tar", ".tar", _write_capsule, capsule=True),
+    Exporter("slurm", "a standalone sbatch script", ".sbatch", _write_slurm),
+    Exporter("k8s", "a Kubeflow PyTorchJob (a batch/v1 Job for one process)", ".yaml", _write_k8s),
+    Exporter("k8s-job", "a batch/v1 Job on one node", ".yaml", _write_k8s_job),
+)
+
+
+def exporter(name: str) -> Exporter:
+    """The exporter called ``name``.
+
+    Raises:
+        UsageError: no exporter has that name (naming those that do).
+    """
+    for entry in EXPORTERS:
+        if entry.name == name:
+            return entry
+    raise UsageError(f"no exporter called {name!r}", hint="one of: " + ", ".join(e.name for e in EXPORTERS))

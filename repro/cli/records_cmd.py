@@ -12,24 +12,16 @@ from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
-from repro.export import (
-    CarriedData,
-    Exported,
-    carried_data,
-    data_roots,
-    export_run,
-    refuse_secrets_in_outputs,
-)  # fmt: skip
+from repro.export import EXPORTERS, Exported, ExportRequest, data_roots, exporter
 from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
-from repro.store import attestation, datablobs, limits, signing
+from repro.store import attestation, datablobs, signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun
-from repro.store.signing import Seal, SigningKey, Trust
+from repro.store.signing import Seal, Trust
 from repro.ui import records as render
-from repro.units import plural
 
 
 @click.command("ls")
@@ -80,14 +72,6 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     ui.out(render.show_text(loaded.record, packages, carried, _data_sources(app, loaded)))
 
 
-def _carried(app: AppContext, loaded: LoadedRun, max_data_size: int | None) -> CarriedData:
-    """The data `--with-data` carries, its size said before anything is written."""
-    remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
-    data = carried_data(loaded, app.store, remote, max_data_size or limits.MAX_DATA_BYTES)
-    ui.info(f"carrying {plural(data.files, 'data file')} ({ui.human_bytes(data.size)}) in the capsule")
-    return data
-
-
 def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
     """Where a replay here would find each declared input of the run."""
     remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
@@ -98,14 +82,19 @@ def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
         return locate_inputs(loaded.record, app.store.root, roots, loaded.read_blob, cache)
 
 
+def _default_names() -> str:
+    """``<id>.tar, <id>.sbatch or <id>.yaml``: the default file names of the exporters."""
+    names = [f"<id>{s}" for s in dict.fromkeys(e.suffix for e in EXPORTERS)]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 @click.command("export")
 @click.argument("ref", default="latest", shell_complete=complete_ref)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="File to write (default: <id>.tar, <id>.sbatch or <id>.yaml).")  # fmt: skip
+              help=f"File to write (default: {_default_names()}).")  # fmt: skip
 @click.option(
-    "--as", "as_", type=click.Choice(["capsule", "slurm", "k8s", "k8s-job"]), default="capsule",
-    help="capsule: the .tar; slurm: a standalone sbatch script; k8s: a Kubeflow PyTorchJob "
-    "(a batch/v1 Job for one process); k8s-job: a batch/v1 Job on one node.",
+    "--as", "as_", type=click.Choice([e.name for e in EXPORTERS]), default=EXPORTERS[0].name,
+    help="; ".join(f"{e.name}: {e.help}" for e in EXPORTERS) + ".",
 )  # fmt: skip
 @click.option(
     "--image", default=None, metavar="REF",
@@ -159,19 +148,32 @@ def export(
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
     loaded = app.store.resolve(ref)
-    record = loaded.record
-    say_if_replay(record, "export")
-    if as_ == "capsule":
-        key = signing.load_signing_key(sign_path) if sign_path is not None else None
-        dest = Path(output or f"{record.id}.tar")
-        if not allow_secrets_in_outputs:
-            refuse_secrets_in_outputs(loaded, app.store)
-        data = _carried(app, loaded, max_data_size) if with_data else None
-        if with_image:
-            ui.info("saving the environment image into the capsule (docker save)")
-        done = export_run(loaded, dest, app.store, with_image, key, attest, data)
-        _say_exported(record, as_, dest, done, data.size if data is not None else None, key, as_json)
-        return
+    say_if_replay(loaded.record, "export")
+    entry = exporter(as_)
+    if not entry.capsule:
+        _refuse_capsule_options(as_, sign_path, with_image, attest, with_data)
+    request = ExportRequest(
+        loaded, app.store, output, image, with_image, sign_path, attest, with_data, allow_secrets_in_outputs,
+        app.settings.data_remote, max_data_size, say=ui.info, warn=ui.warn,
+    )  # fmt: skip
+    dest = entry.dest(request)
+    done = entry.write(request, dest)
+    if entry.capsule:
+        _say_exported(loaded.record, as_, dest, done, as_json)
+    elif as_json:
+        ui.json_out(render.export_dict(loaded.record.id, as_, dest, done.size, None, None))
+    else:
+        ui.out(f"exported {loaded.record.id} → {dest} ({as_})")
+
+
+def _refuse_capsule_options(
+    as_: str, sign_path: Path | None, with_image: bool, attest: bool, with_data: bool
+) -> None:
+    """An option of capsules given with another exporter is a usage error (a key from the environment is not).
+
+    Raises:
+        UsageError: naming the option.
+    """
     source = click.get_current_context().get_parameter_source("sign_path")
     if sign_path is not None and source is click.core.ParameterSource.COMMANDLINE:
         raise UsageError(
@@ -180,63 +182,23 @@ def export(
     if with_image or attest or with_data:
         flag = "--with-image" if with_image else "--attest" if attest else "--with-data"
         raise UsageError(f"{flag} applies to capsules, not --as {as_}", hint=f"repro export REF {flag}")
-    if as_ == "slurm":
-        from repro.backends.exporters.slurm import slurm_script
-
-        dest, text = Path(output or f"{record.id}.sbatch"), slurm_script(record, image)
-    else:
-        from repro.backends.exporters.k8s import k8s_yaml
-
-        dest, text = (
-            Path(output or f"{record.id}.yaml"),
-            k8s_yaml(record, _k8s_image(record, image), as_ == "k8s-job"),
-        )
-    dest.write_text(text)
-    if as_json:
-        ui.json_out(render.export_dict(record.id, as_, dest, dest.stat().st_size, None, None))
-    else:
-        ui.out(f"exported {record.id} → {dest} ({as_})")
 
 
-def _say_exported(
-    record: Record,
-    as_: str,
-    dest: Path,
-    done: Exported,
-    data_size: int | None,
-    key: SigningKey | None,
-    as_json: bool,
-) -> None:
-    """What `repro export` wrote: a line for people, or its JSON answer."""
+def _say_exported(record: Record, as_: str, dest: Path, done: Exported, as_json: bool) -> None:
+    """What `repro export` wrote as a capsule: a line for people, or its JSON answer."""
     if as_json:
         ui.json_out(
-            render.export_dict(record.id, as_, done.path, done.size, done.image_size, done.key_id, data_size)
+            render.export_dict(
+                record.id, as_, done.path, done.size, done.image_size, done.key_id, done.data_size
+            )
         )
         return
     size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
-    size += f", data {ui.human_bytes(data_size)}" if data_size is not None else ""
-    signed = f", signed with {key.label}" if key is not None else ""
+    size += f", data {ui.human_bytes(done.data_size)}" if done.data_size is not None else ""
+    signed = f", signed with {done.key_label}" if done.key_label is not None else ""
     attested = ", with its attestation" if done.attested else ""
     attested += ", its lock as pylock.toml" if record.deps.pylock_blob else ""
     ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
-
-
-def _k8s_image(record: Record, image: str | None) -> str:
-    """The image a manifest names: the one given, else the run's own image pinned by id.
-
-    Raises:
-        UsageError: no image given and the run has none (it ran on the local or slurm backend).
-    """
-    if image:
-        return image
-    built = record.deps.image
-    if built is None or not built.id:
-        raise UsageError(
-            f"run {record.id} ran without an image ({record.backend.name} backend)",
-            hint="pass --image REGISTRY/NAME@sha256:… (an image with the project's dependencies and code)",
-        )
-    ui.warn("the manifest names the local image by id; push it and pass --image with the registry's digest")
-    return f"{built.tag or 'repro-env'}@{built.id}"
 
 
 @click.command("get")

@@ -44,7 +44,7 @@ from repro.compare import tables, tensorboard
 from repro.compare.logmask import NUM, is_timing_key
 from repro.errors import ConfigError
 from repro.runtime.contract import parse_json
-from repro.store.capsule import ResultInfo, SeriesInfo
+from repro.store.capsule import ResultInfo, SeriesInfo, SeriesSource
 
 SOURCES = ("tensorboard", "files", "stdout")
 STEP_KEYS = ("step", "global_step", "iter", "iteration", "epoch")  # the first one a row has is its step
@@ -62,7 +62,7 @@ class Harvested:
     """One series: its name, where it came from, and its (step, value) points in logged order."""
 
     name: str
-    source: str  # tensorboard | files | stdout
+    source: SeriesSource
     origin: str  # the file (relative to the project root) or directory it was read from, or "stdout"
     points: list[tuple[Step, float]] = field(default_factory=list)
 
@@ -125,7 +125,7 @@ def _keep(name: str) -> bool:
 class _Collector:
     """Series of one source, by name, bounded."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: SeriesSource) -> None:
         self.source = source
         self.series: dict[str, Harvested] = {}
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from repro.runtime import contract
 from repro.store import limits
 
 DATA_ORDER_LOG = "dataorder"  # ResultInfo.logs names: dataorder (one process), dataorder.rank<R>
 SHOWN_INDICES = 8  # indices quoted in a message
+
+
+BatchDiffKind = Literal["indices", "length"]
 
 
 @dataclass
@@ -29,7 +32,7 @@ class OrderDivergence:
     rank: int  # -1: not a torchrun rank
     loader: int  # by creation order, from 0
     epoch: int | None
-    kind: str  # indices: other samples | length: one run drew more batches
+    kind: BatchDiffKind  # indices: other samples | length: one run drew more batches
     original: list[Any] | None  # the batch's indices, where recorded within the budget
     replay: list[Any] | None
 
@@ -141,7 +144,7 @@ def _order(rank: int, a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[
             x, y = sa.get(step), sb.get(step)
             if x is not None and y is not None and x["digest"] == y["digest"]:
                 continue
-            kind = "indices" if x is not None and y is not None else "length"
+            kind: BatchDiffKind = "indices" if x is not None and y is not None else "length"
             epoch = (x or y or {}).get("epoch")
             found.append(
                 OrderDivergence(

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from repro.compare.tolerance import STRICT, Tolerance, largest
+
+MetricDiffKind = Literal["value", "step", "length", "missing"]
 
 
 @dataclass
@@ -26,7 +28,7 @@ class MetricDivergence:
     index: int  # position within that metric's series, from 0
     original: Any  # value on the original side (None where the series had ended)
     replay: Any
-    kind: str  # value | step | length | missing
+    kind: MetricDiffKind
     abs_diff: float | None
     within_tolerance: bool
     original_count: int  # rows in the original's metrics
@@ -62,7 +64,7 @@ def divergences(
     seen: dict[str, int] = {}
     found: list[MetricDivergence] = []
 
-    def div(kind: str, name: str, step: Any, i: int, va: Any, vb: Any, delta: float | None = None,
+    def div(kind: MetricDiffKind, name: str, step: Any, i: int, va: Any, vb: Any, delta: float | None = None,
             ok: bool = False) -> None:  # fmt: skip
         found.append(
             MetricDivergence(name, step, i, va, vb, kind, delta, ok, len(original), len(replay), 0, None)

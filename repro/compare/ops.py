@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from repro.compare import reasons as codes
 from repro.compare.reasons import OP_DIFFERS, Reason
@@ -23,16 +23,19 @@ from repro.store import limits
 OPS_LOG = "ops"  # the name of rank 0's (or the single process's) op stream in ResultInfo.logs
 
 
+OpDiffKind = Literal["value", "sequence", "length"]
+
+
 @dataclass
 class OpDifference:
     """The first op whose output differs between two op streams, with where and how much."""
 
-    kind: str  # value: the outputs differ | sequence: another op ran | length: one stream ended
+    kind: OpDiffKind  # value: the outputs differ | sequence: another op ran | length: one stream ended
     index: int  # the op's position in its process's stream
     step: int  # optimizer steps completed before it
     rank: int
     op: str  # aten::add.Tensor; for sequence: the original's op
-    phase: str  # fwd | bwd
+    phase: str  # fwd | bwd, as the op stream says
     module: str | None  # blocks.2.mlp.fc1
     where: str | None  # train.py:31
     node: str | None = None  # the autograd node run in the backward pass (AddmmBackward0)

@@ -15,26 +15,27 @@
 - files whose bytes carry a clock (PDF, PostScript, PNG, SVG, gzip, zip, tar; named so): by content with
   their time fields left out (`repro.compare.stamps`); equal content → ``same``, with a note
   naming the format and the fields left out ("same content (PDF, creation date ignored)").
+
+A file with different bytes goes to the comparators of `repro.compare.comparators`, tried in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Literal
 
-from repro.compare import stamps, tables, tensorboard
-from repro.compare.tensors import (
-    NeedsUnpickling,
-    TensorReport,
-    UnreadableTensorFile,
-    compare_tensor_files,
-    is_tensor_file,
-)
+from repro.compare import stamps, tensorboard
+from repro.compare.comparators import OutputKind, Pair, compare_pair
+from repro.compare.tensors import TensorReport
 from repro.compare.tolerance import Tolerance
 from repro.compare.values import Series, ValueReport, compare_series
 from repro.store.capsule import FileEntry
 
+OutputStatus = Literal[
+    "same", "changed", "missing", "added"
+]  # missing: the replay lacks it; added: replay only
 OpenOutput = Callable[[FileEntry], "Path | None"]
 
 
@@ -43,16 +44,14 @@ class OutputDiff:
     """One output (a file, or a directory of TensorBoard event files) compared across two runs."""
 
     path: str
-    status: str  # same | changed | missing (replay lacks it) | added (replay only)
+    status: OutputStatus
     original_hash: str | None = None
     replay_hash: str | None = None
     original_size: int | None = None
     replay_size: int | None = None
     tensors: TensorReport | None = None
     note: str | None = None  # why no content report, or what "same" rests on when bytes differ
-    kind: str = (
-        "file"  # file | link | tensors | table | tensorboard | a format of repro.compare.stamps (PDF …)
-    )
+    kind: OutputKind = "file"
     values: ValueReport | None = None  # table and tensorboard outputs compared by content
     replay_path: str | None = None  # where the replay's counterpart lies, when paired by content
 
@@ -129,26 +128,20 @@ def _compare_file(
             d.status = "changed"
             d.note = f"{_what(ea)} vs {_what(eb)}"
     elif ea.hash != eb.hash:
-        d.status = "changed"
-        if is_tensor_file(path):
-            d.kind = "tensors"
-            if tensors:
-                d.tensors, d.note = _tensor_report(original, ea, replay, eb, tol)
-            if d.tensors is not None and d.tensors.rooted and d.tensors.equal:
-                # Equal to the bit once the two runs' own locations are read as one (`compare.rootpath`):
-                # the same object saved from another directory.
-                d.status = "same"
-                d.note = (
-                    f"equal tensors and values; {d.tensors.rooted} path(s) under the project root "
-                    "compared relative to it"
-                )
-        elif tables.is_table_file(path):
-            d.kind = "table"
-            _table_report(d, original, ea, replay, eb, tol)
-        elif stamps.is_candidate(path):
-            _stamped_report(d, original, ea, replay, eb)
-        else:
-            d.note = "not a format compared by content"
+        pair = Pair(
+            path,
+            ea,
+            eb,
+            lambda: _opened(original, ea, replay, eb),
+            tol,
+            (original.root, replay.root),
+            tuple(i for i in (original.image, replay.image) if i),
+            tensors,
+        )
+        found = compare_pair(pair)
+        d.status, d.kind, d.note, d.tensors, d.values = (
+            found.status, found.kind, found.note, found.tensors, found.values
+        )  # fmt: skip
     return d
 
 
@@ -162,63 +155,6 @@ def _opened(original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry) ->
         who = original.label if pa is None else replay.label
         return f"bytes not kept for {who or 'one side'}"
     return pa, pb
-
-
-def _tensor_report(
-    original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry, tol: Tolerance
-) -> tuple[TensorReport | None, str | None]:
-    opened = _opened(original, ea, replay, eb)
-    if isinstance(opened, str):
-        return None, opened
-    try:
-        suffix = PurePosixPath(ea.path).suffix
-        images = [i for i in (original.image, replay.image) if i]
-        roots = (original.root, replay.root)
-        return compare_tensor_files(*opened, tol, suffix=suffix, roots=roots, images=images), None
-    except NeedsUnpickling as e:  # readable, though not here: its reason says how it was compared
-        return None, e.reason
-    except UnreadableTensorFile as e:
-        return None, f"unreadable: {e.reason}"
-
-
-def _table_report(
-    d: OutputDiff, original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry, tol: Tolerance
-) -> None:
-    if max(ea.size, eb.size) > tables.MAX_TABLE_BYTES:
-        d.note = "too large to compare by content"
-        return
-    opened = _opened(original, ea, replay, eb)
-    if isinstance(opened, str):
-        d.note = opened
-        return
-    try:
-        d.values = tables.compare_tables(*opened, tol, PurePosixPath(ea.path).suffix.lower())
-    except (tables.UnreadableTable, OSError) as e:
-        d.note = f"unreadable: {e}"
-        return
-    if d.values.equal:
-        d.status = "same"
-        shown = ", ".join(d.values.ignored[:4]) + (" …" if len(d.values.ignored) > 4 else "")
-        d.note = f"equal values; timing fields left out: {shown}" if shown else "equal values, other bytes"
-
-
-def _stamped_report(d: OutputDiff, original: Outputs, ea: FileEntry, replay: Outputs, eb: FileEntry) -> None:
-    """A file whose bytes carry a clock: ``same`` when its content is, else a note saying what differs."""
-    d.note = "not a format compared by content"
-    opened = _opened(original, ea, replay, eb)
-    if isinstance(opened, str):
-        return
-    try:
-        match = stamps.compare(*opened, PurePosixPath(ea.path).suffix)
-    except (stamps.UnreadableArtifact, OSError) as e:
-        d.note = f"unreadable: {e}"
-        return
-    if match is None:
-        return
-    d.kind = match.format
-    d.note = match.note
-    if match.equal:
-        d.status = "same"
 
 
 # --------------------------------------------------------------------------- TensorBoard
@@ -266,7 +202,9 @@ def _compare_events(
     return diffs
 
 
-def _events_diff(directory: str, fa: list[FileEntry], fb: list[FileEntry], status: str) -> OutputDiff:
+def _events_diff(
+    directory: str, fa: list[FileEntry], fb: list[FileEntry], status: OutputStatus
+) -> OutputDiff:
     return OutputDiff(
         path=("" if directory == "." else directory + "/") + "events.out.tfevents.*",
         status=status,

@@ -36,11 +36,15 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Literal
 
 MAX_TEXT_BYTES = 256 << 20  # PDF, PostScript and SVG files are read whole: larger ones by bytes only
 MAX_EXPANDED_BYTES = 8 << 30  # decompressed bytes compared per file (bounds a decompression bomb)
 _CHUNK = 1 << 20
+
+
+# The formats compared here, as they are named in notes and in an output's ``kind``.
+StampFormat = Literal["PDF", "PostScript", "PNG", "SVG", "gzip", "zip", "tar", "tar.gz"]
 
 
 class UnreadableArtifact(ValueError):
@@ -51,7 +55,7 @@ class UnreadableArtifact(ValueError):
 class ContentMatch:
     """Two files of one format compared with their clock fields left out."""
 
-    format: str  # PDF | PostScript | PNG | SVG | gzip | zip | tar | tar.gz …
+    format: StampFormat
     equal: bool
     ignored: list[str] = field(default_factory=list)  # the left-out fields that did differ
     detail: str = ""  # when not equal: what differs
@@ -79,7 +83,7 @@ def _join(items: list[str]) -> str:
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def sniff(head: bytes, suffix: str = "") -> str | None:
+def sniff(head: bytes, suffix: str = "") -> StampFormat | None:
     """The format of a file from its first bytes (at least 512) and its suffix, or None."""
     suffix = suffix.lower()
     if head.startswith(b"%PDF-"):
@@ -463,7 +467,7 @@ def _tar_key(m: tarfile.TarInfo) -> tuple[object, ...]:
     return (m.name, m.type, m.mode, m.uid, m.gid, m.uname, m.gname, m.linkname, sorted(pax.items()))
 
 
-def _compare_tar(a: Path, b: Path, depth: int, fmt: str = "tar") -> ContentMatch:
+def _compare_tar(a: Path, b: Path, depth: int, fmt: StampFormat = "tar") -> ContentMatch:
     ignored: list[str] = []
     with tarfile.open(a, "r:*") as ta, tarfile.open(b, "r:*") as tb:
         while True:
@@ -490,7 +494,7 @@ def _compare_tar_gz(a: Path, b: Path, depth: int) -> ContentMatch:
     return _compare_tar(a, b, depth, "tar.gz")
 
 
-_COMPARERS: dict[str, Callable[[Path, Path, int], ContentMatch]] = {
+_COMPARERS: dict[StampFormat, Callable[[Path, Path, int], ContentMatch]] = {
     "PDF": _compare_pdf,
     "PostScript": _compare_ps,
     "SVG": _compare_svg,

@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from repro.compare import rootpath
 from repro.compare.tolerance import Tolerance, largest
@@ -69,12 +69,15 @@ class TensorDiff:
     within_tolerance: bool
 
 
+MismatchReason = Literal["shape", "dtype", "value"]
+
+
 @dataclass
 class TensorMismatch:
     """One entry present on both sides whose shape, dtype or (non-numeric) value differs."""
 
     name: str
-    reason: str  # shape | dtype | value
+    reason: MismatchReason
     original: str
     replay: str
 

@@ -12,7 +12,7 @@ differs — usually far more telling than the final weights, where every paramet
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from repro.compare.tolerance import Tolerance
 from repro.runtime import contract
@@ -21,6 +21,9 @@ from repro.store import limits
 TRACE_LOG = "trace"  # the name of the trace in ResultInfo.logs
 SUMMATION_KEY = "f"  # a row's summation order (repro/runtime/steptrace.py); absent: the first one
 ORDER_RTOL = 1e-12  # of sum |x|: more than two summation orders of the same float64 values part by
+
+
+TraceDiffKind = Literal["value", "missing", "length"]
 
 
 @dataclass
@@ -32,7 +35,7 @@ class TraceDivergence:
     original: list[float] | None  # [sum, sum of |x|]; None where that side has no such entry
     replay: list[float] | None
     within_tolerance: bool
-    kind: str = "value"  # value | missing | length
+    kind: TraceDiffKind = "value"
     original_steps: int = 0
     replay_steps: int = 0
 

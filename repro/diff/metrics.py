@@ -12,7 +12,7 @@ from repro.diff.model import Divergence
 from repro.diff.reader import ReadBlob, SafeReader
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import Record
+from repro.store.capsule import Record, SeriesSource
 
 
 def metric_rows(record: Record, read_blob: ReadBlob, cut: list[str] | None = None) -> list[dict[str, Any]]:
@@ -106,7 +106,7 @@ class Curves:
     a: dict[str, list[tuple[float, float]]]
     b: dict[str, list[tuple[float, float]]]
     divergences: list[Divergence] = field(default_factory=list)
-    sources: dict[str, str] = field(default_factory=dict)  # name -> where it came from (log_metric, stdout …)
+    sources: dict[str, SeriesSource] = field(default_factory=dict)  # name -> where it came from
 
     @property
     def names(self) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 DIFF_FORMAT = "repro.diff/v1"
 
@@ -27,13 +27,16 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 )
 
 
+TensorChangeKind = Literal["value", "shape", "dtype", "only_a", "only_b"]
+
+
 @dataclass
 class TensorChange:
     """One tensor of a changed tensor file that differs: by value (with its largest differences),
     or by shape, dtype or presence (``kind``: value | shape | dtype | only_a | only_b)."""
 
     name: str
-    kind: str = "value"
+    kind: TensorChangeKind = "value"
     max_abs: float | None = None
     max_rel: float | None = None
     a: str | None = None  # shape or dtype in run A, for a shape or dtype change

@@ -55,6 +55,8 @@ def blob_member(digest: str) -> str:
 
 RunStatus = Literal["succeeded", "failed", "interrupted", "running"]  # a run's, in its record
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+CodeKind = Literal["git", "snapshot"]  # how the code was captured
+SeriesSource = Literal["log_metric", "tensorboard", "files", "stdout"]  # where a metric series was read
 
 # What a record's warnings are about: a stable code for programs beside the sentence for people
 # (README, "Machine-readable output"). Records made before warnings had codes read as "unclassified".
@@ -148,7 +150,7 @@ class CommandInfo:
 
 @dataclass
 class CodeInfo:
-    kind: str = "snapshot"  # "git" or "snapshot"
+    kind: CodeKind = "snapshot"
     commit: str | None = None
     branch: str | None = None
     remote: str | None = None
@@ -516,7 +518,7 @@ class SeriesInfo:
     """A metric series of the run: its name, where it came from, how many points, the last one."""
 
     name: str
-    source: str = "log_metric"  # log_metric | tensorboard | files | stdout (repro.collect.harvest)
+    source: SeriesSource = "log_metric"  # (repro.collect.harvest)
     origin: str | None = None  # the file or event directory it was read from (project-relative), or stdout
     points: int = 0
     last_step: float | None = None
@@ -701,6 +703,8 @@ def _build(tp: Any, value: Any) -> Any:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         return _build(args[0], value)
+    if origin is Literal:  # a closed set of strings in the model: any string reads, as a str field
+        tp = type(get_args(tp)[0])
     if tp in _SCALARS and not isinstance(value, _SCALARS[tp]) or (tp is int and isinstance(value, bool)):
         raise TypeError(f"expected {tp.__name__}, got {type(value).__name__} {str(value)[:40]!r}")
     return value

@@ -49,7 +49,9 @@ def from_verdict(
         first.append(("first differing metric", f"{m.name} at step {m.step}: {m.original} → {m.replay}"))
     if ops and not verdict.reproduced:
         first.append(("nondeterministic ops that ran", ops))
-    outputs = [(o.path, o.status, output_detail(o, verdict)) for o in verdict.outputs]
+    outputs: list[tuple[str, str, str]] = [
+        (o.path, o.status, output_detail(o, verdict)) for o in verdict.outputs
+    ]
     return Report(
         title=title,
         status=verdict.status,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
+import pytest
 import yaml
 
 from repro.backends.exporters.k8s import k8s_yaml
 from repro.backends.exporters.slurm import slurm_script
+from repro.errors import UsageError
+from repro.export import EXPORTERS, exporter
 from repro.facts.determinism import plan
 from repro.facts.seeds import make_seeds
 from repro.store.capsule import ImageInfo, Record
@@ -86,9 +90,30 @@ def test_the_slurm_export_is_a_batch_script_with_the_recorded_allocation_seeds_a
 
 
 def test_a_run_with_its_own_image_names_it_pinned_by_id() -> None:
-    from repro.cli.records_cmd import _k8s_image
+    from repro.export import _k8s_image
 
     record = _record(nodes=1)
     record.deps.image = ImageInfo(id="sha256:" + "cd" * 32, tag="repro-env:1234")
     assert _k8s_image(record, None) == "repro-env:1234@sha256:" + "cd" * 32
     assert _k8s_image(record, DIGEST) == DIGEST
+
+
+def test_export_help_lists_each_exporter_and_refuses_others(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    shown = cli("export", "--help", cwd=tmp_path)
+    assert shown.code == 0
+    text = " ".join(shown.out.split())
+    for entry in EXPORTERS:
+        assert f"{entry.name}: {entry.help}" in text and f"<id>{entry.suffix}" in text
+    assert "[" + "|".join(e.name for e in EXPORTERS) + "]" in text
+    bad = cli("export", "latest", "--as", "zip", cwd=tmp_path)
+    assert bad.code == 2 and all(repr(e.name) in bad.err for e in EXPORTERS) and "Traceback" not in bad.err
+
+
+def test_exporter_names_each_entry_and_refuses_an_unknown_name() -> None:
+    assert [exporter(e.name) for e in EXPORTERS] == list(EXPORTERS)
+    assert len({e.name for e in EXPORTERS}) == len(EXPORTERS) and [
+        e.name for e in EXPORTERS if e.capsule
+    ] == ["capsule"]
+    with pytest.raises(UsageError, match="no exporter called 'zip'") as refused:
+        exporter("zip")
+    assert refused.value.hint == "one of: capsule, slurm, k8s, k8s-job"

@@ -402,3 +402,17 @@ def test_a_nul_in_a_command_or_environment_is_refused(
     with pytest.raises(CapsuleInvalid, match=re.escape(f"capsule field {where} holds a NUL")) as caught:
         verify_tar(forged)
     assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
+
+
+def test_a_closed_set_field_reads_any_string_and_refuses_other_values() -> None:
+    """``code.kind`` and a series' ``source`` are Literal types in the model: a value outside the set reads
+    as it did when they were plain strings (shown as written), one that is no string is malformed."""
+    data = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00").to_dict()
+    data["code"]["kind"] = "svn"
+    data["results"]["series"] = [{"name": "loss", "source": "a future source"}]
+    record = Record.from_dict(data)
+    assert record.to_dict()["code"]["kind"] == "svn"
+    assert record.to_dict()["results"]["series"][0]["source"] == "a future source"
+    data["code"]["kind"] = {"nested": "mapping"}
+    with pytest.raises(CapsuleInvalid, match="malformed: expected str, got dict"):
+        Record.from_dict(data)

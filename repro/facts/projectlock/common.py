@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName, default_environment
 
@@ -26,12 +27,15 @@ class Entry:
     marker: str | None = None
 
 
+LockTool = Literal["uv", "Poetry", "pip lock"]  # the tool that wrote a project lockfile
+
+
 @dataclass
 class ProjectLock:
     """A project lockfile read for the chosen groups: what the image installs."""
 
     file: str  # "uv.lock": the path relative to the project root
-    tool: str  # uv | Poetry | pip lock
+    tool: LockTool
     groups: list[str] = field(default_factory=list)  # the groups and extras installed besides the main ones
     entries: list[Entry] = field(default_factory=list)
 
