@@ -255,7 +255,7 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
     """Layers, bottom up: store; facts, collect, fetch, runtime; backends (exporters included); config;
     the verbs. backends/ imports nothing above it, and nothing below it imports backends/."""
     modules = {_module_name(p): p for p in _modules()}
-    above = {"config", "runner", "replay", "check", "resume", "window", "export", "inprocess", "sandbox"}
+    above = {"config", "run", "replay", "check", "resume", "window", "export", "inprocess", "sandbox"}
     above |= {"cli", "ui", "compare", "diff", "integrations", "pytest_plugin", "checkpoint", "interrupt"}
     below = {"store", "facts", "collect", "fetch", "runtime"}
     upward, downward = [], []
@@ -290,7 +290,7 @@ def test_every_run_starts_through_the_one_entry_point() -> None:
     assert choosers == []
     lines = [rel[p] for p in rel if "· backend " in p.read_text() and rel[p] != "start.py"]
     assert lines == []
-    verbs = ("runner.py", "check.py", "replay.py", "resume.py", "pytest_plugin.py", "cli/")
+    verbs = ("run/", "check.py", "replay.py", "resume.py", "pytest_plugin.py", "cli/")
     restorers = [rel[p] for p in rel if rel[p].startswith(verbs) and _calls(p, "lock_blob")]
     assert restorers == []
 

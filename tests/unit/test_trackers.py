@@ -13,7 +13,9 @@ import pytest
 from repro.backends.base import BuiltImage, OnEvent, RunResult, RunSpec
 from repro.config import resolve
 from repro.integrations import trackers
-from repro.runner import RunRequest, capture, execute
+from repro.run.capture import capture
+from repro.run.execute import execute
+from repro.run.prepared import RunRequest
 from repro.runtime import links
 from repro.store.capsule import Record, RunWarning
 from repro.store.runs import Store
