@@ -268,6 +268,40 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
     assert upward == [] and downward == []
 
 
+def _runtime_imports(path: Path) -> set[str]:
+    """The modules a module imports when it runs: those imported for type checking alone left out."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_the_collect_phase_imports_no_backend() -> None:
+    """Collecting a run reads its spec, its result and the runtime's files: repro/run/collect*.py import
+    nothing from repro.backends when they run (the spec's and result's types only for type checking)."""
+    phase = sorted((PACKAGE / "run").glob("collect*.py"))
+    assert len(phase) >= 2
+    offenders = {
+        str(p.relative_to(PACKAGE)): sorted(
+            m for m in _runtime_imports(p) if m.split(".")[:2] == ["repro", "backends"]
+        )
+        for p in phase
+    }
+    assert {rel: found for rel, found in offenders.items() if found} == {}
+
+
 def _calls(path: Path, name: str) -> list[int]:
     """Lines where ``path`` calls a function or reads an attribute called ``name``."""
     found = []
