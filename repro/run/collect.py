@@ -96,7 +96,7 @@ def collect(
     if not reports.main_booted and prepared.tree_before is not None:
         # No runtime watched the writes: whatever changed in the project is this run's.
         reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
-    trackers.find_wandb_runs(record, reports.written)
+    trackers.find_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
     found = _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
     _record_read(record, found, spec.project_root, store, prepared.settings.max_input_bytes)

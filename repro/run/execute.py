@@ -241,7 +241,7 @@ def execute(
         on_event(Event("info", text))
 
     foreign = prepared.foreign
-    trackers.link_mlflow_runs(record, spec.project_root, note, foreign)
+    trackers.before_seal(record, spec.project_root, note, foreign)
     store.seal(record, prepared.run_dir)
     keep_within_budget(store, prepared.settings.max_bytes, note)
     log_capsule = prepared.settings.mlflow_log_capsule

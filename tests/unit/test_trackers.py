@@ -66,7 +66,7 @@ def test_wandb_runs_are_found_from_the_files_wandb_wrote() -> None:
     record = Record(id="r1", created="now")
     written = {"wandb/offline-run-20261122_175139-5cqnfxf2/logs/debug.log", "wandb/debug.log",
                "sub/wandb/run-20261122_180000-abc123/files/config.yaml", "model.pt"}  # fmt: skip
-    trackers.find_wandb_runs(record, written)
+    trackers.find_runs(record, written)
     assert record.results.trackers == [
         {"tool": "wandb", "path": "sub/wandb", "runs": ["abc123"], "mode": "online"},
         {"tool": "wandb", "path": "wandb", "runs": ["5cqnfxf2"], "mode": "offline"},
