@@ -32,7 +32,7 @@ from repro.facts.secrets import Masker, Redactor, redacted_options, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
 from repro.run.execute import build_spec
-from repro.run.lock import _say_lock_uncommitted, _start_lock
+from repro.run.lock import say_lock_uncommitted, start_lock
 from repro.run.prepared import Prepared, ProgressFactory, RunRequest, now_iso
 from repro.runtime import contract
 from repro.store.capsule import (
@@ -146,8 +146,8 @@ def capture(
     for note in notes:
         record.warn("torchrun_options_ignored", note)
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
-    lock = _start_lock(root, cwd, run_plan, on_event)
-    _say_lock_uncommitted(store, lock, on_event)
+    lock = start_lock(root, cwd, run_plan, on_event)
+    say_lock_uncommitted(store, lock, on_event)
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
 
     record.results.output_excludes = list(settings.outputs_exclude)

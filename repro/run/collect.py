@@ -1,7 +1,8 @@
 """`repro run`, last phase: fold what the run left — logs, metrics, the runtime's reports, the
 determinism state, the outputs — into the record, masked; then keep the store within its budget.
 
-Imports no backend: what it reads is the run's spec and result and the runtime's files.
+Imports nothing from `repro.backends` (the spec's and result's types only for type checking): what
+it reads is the run's spec and result and the runtime's files (torchrun's rank logs: `ranks.py`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from repro.facts.determinism import (
 from repro.facts.secrets import Masker, Redactor, run_masker
 from repro.integrations import trackers
 from repro.run.collect_env import _merge_process_env
-from repro.run.collect_outputs import _collect_outputs
-from repro.run.collect_reads import _record_read, _undeclared
+from repro.run.collect_outputs import collect_outputs
+from repro.run.collect_reads import record_read, undeclared
 from repro.run.images import record_image
 from repro.run.prepared import Prepared
-from repro.run.ranks import _rank_logs, _report_failed_node, _report_failed_rank
+from repro.run.ranks import _rank_logs, report_failed_node, report_failed_rank
 from repro.runtime import contract
 from repro.store import budget, limits
 from repro.store.capsule import (
@@ -55,7 +56,7 @@ def _op_stream_files(runtime: Path) -> dict[str, str]:
     return found
 
 
-def _fallback_masker(prepared: Prepared) -> Masker:
+def fallback_masker(prepared: Prepared) -> Masker:
     return run_masker(dict(os.environ), [], [], Redactor(prepared.settings.secret_patterns))
 
 
@@ -73,7 +74,7 @@ def collect(
     or logs is stored as ``***``. Without one (a run sealed later, by `repro resume` or after a
     Slurm job), the secrets of this process's environment and every credential shape are masked.
     """
-    masker = masker or _fallback_masker(prepared)
+    masker = masker or fallback_masker(prepared)
     runtime = spec.runtime_dir
     res = record.results
     res.exit_code = result.exit_code
@@ -98,11 +99,11 @@ def collect(
         reports.written |= attribution.changed_since(spec.project_root, prepared.tree_before, spec.data)
     trackers.find_runs(record, reports.written)
     record.seeds.script_seeds = reports.script_seeds
-    found = _undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
-    _record_read(record, found, spec.project_root, store, prepared.settings.max_input_bytes)
+    found = undeclared(record, reports, spec, checkpoints.loaded_paths(runtime))
+    record_read(record, found, spec.project_root, store, prepared.settings.max_input_bytes)
     if reports.main_booted:  # what the code the run imported and opened was, for `repro resume`
         record.code.read = code_capture.files_read(record.code, reports.read)
-    _collect_outputs(record, spec, store, prepared, masker, reports, logged)
+    collect_outputs(record, spec, store, prepared, masker, reports, logged)
     sealmask.warn_secrets_in_outputs(record, store, masker)
     sealmask.mask_sealed(record, store, masker, learned)
 
@@ -129,9 +130,9 @@ def _collect_logs(
             keep(f"rank{rank}.{name}", runtime, rel, "the logs")
     failed = result.details.get("failed")
     if res.status == "failed" and isinstance(failed, dict):
-        _report_failed_node(record, failed, runtime, rank_logs)
+        report_failed_node(record, failed, runtime, rank_logs)
     elif res.status == "failed" and rank_logs:
-        _report_failed_rank(record, spec, rank_logs)
+        report_failed_rank(record, spec, rank_logs)
     res.stderr_tail = [masker.text(line, "the logs") for line in res.stderr_tail]
     for extra in produced.files(runtime, contract.ranked(contract.METRICS_FILE, "*")):
         keep(extra.removesuffix(".jsonl").replace("metrics.", "metrics-"), runtime, extra, "metrics")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from repro.backends.base import RunSpec
 
 
-def _collect_outputs(
+def collect_outputs(
     record: Record,
     spec: RunSpec,
     store: Store,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 _SOURCE = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
-def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> list[str]:
+def undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: set[str]) -> list[str]:
     """The project files the run read that are neither code nor declared data (nor its own outputs)."""
     # A file the run wrote and read back (a checkpoint, the model it evaluates) is its own output;
     # so is the checkpoint a resumed run continues from: its chain wrote it.
@@ -49,7 +49,7 @@ def _undeclared(record: Record, reports: Reports, spec: RunSpec, resumed_from: s
     return found
 
 
-def _record_read(record: Record, found: list[str], root: Path, store: Store, limit: int) -> None:
+def record_read(record: Record, found: list[str], root: Path, store: Store, limit: int) -> None:
     """Record the files the run read as its inputs (`repro.facts.inputs`), kept within ``limit``
     bytes; say which are not kept and how a replay gets them."""
     if not found:

@@ -29,9 +29,9 @@ from repro.facts.determinism import (
     run_environment,
 )
 from repro.integrations import trackers
-from repro.run.collect import _fallback_masker, collect, keep_within_budget
+from repro.run.collect import collect, fallback_masker, keep_within_budget
 from repro.run.images import record_image
-from repro.run.lock import _settle_lock_as_stage, check_lock, settle_lock
+from repro.run.lock import check_lock, settle_lock, settle_lock_as_stage
 from repro.run.prepared import Prepared, now_iso
 from repro.runtime import contract
 from repro.store.capsule import (
@@ -198,7 +198,7 @@ def execute(
     build = BuildLog(prepared.run_dir / buildlog.LOG_NAME, on_event)
     try:
         if backend.name != "local":  # the image is built from the lock: it must be there first
-            _settle_lock_as_stage(prepared, store, build)
+            settle_lock_as_stage(prepared, store, build)
         image = backend.prepare(spec, build)
     except (Exception, KeyboardInterrupt) as e:
         build.failed(e)
@@ -222,7 +222,7 @@ def execute(
     finally:
         _remove_empty(made)
     record.results.finished = now_iso()
-    masker = prepared.masker or _fallback_masker(prepared)
+    masker = prepared.masker or fallback_masker(prepared)
     collect(record, result, spec, store, prepared, masker)
     record.redactions = sorted({*record.redactions, *(f"masked in {m}" for m in masker.masked)})
     if prepared.lock is not None and not prepared.lock.done:

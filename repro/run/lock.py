@@ -24,7 +24,7 @@ from repro.store.runs import Store
 from repro.units import plural
 
 
-def _start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
+def start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
     """The lock of the project's requirements (deps.requirements, else those of the folder the command
     runs from, else the root's), compiled in the background while the run goes on."""
     settings = run_plan.settings
@@ -58,7 +58,7 @@ def lock_variant(settings: Settings, gpus: str | None) -> str:
 LOCK_NOTICE = "lock-uncommitted"  # the marker, under the store's notices, that it was said
 
 
-def _say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEvent) -> None:
+def say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEvent) -> None:
     """Say once per project, at the first run that locks, that git does not track the lock: others
     (and CI) build the environment from the committed one."""
     plan = lock.plan
@@ -79,7 +79,7 @@ def _say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEven
     marker.touch()
 
 
-def _settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -> None:
+def settle_lock_as_stage(prepared: Prepared, store: Store, on_event: OnEvent) -> None:
     """`settle_lock`, shown as a build stage when the lock is (or was) compiled for this run.
 
     Raises:

@@ -63,7 +63,7 @@ def failed_rank(launcher_stderr: str, rank_stderr: dict[int, str]) -> tuple[int,
     return None
 
 
-def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict[str, str]]) -> None:
+def report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict[str, str]]) -> None:
     """Name the rank that failed and make its stderr the run's stderr tail."""
     launcher = produced.read_text(spec.stderr_path.parent, spec.stderr_path.name) or ""
     runtime = spec.runtime_dir
@@ -85,7 +85,7 @@ def _report_failed_rank(record: Record, spec: RunSpec, rank_logs: dict[int, dict
     record.results.stderr_tail = [line if line.startswith(prefix) else f"{prefix} {line}" for line in tail]
 
 
-def _report_failed_node(
+def report_failed_node(
     record: Record, failed: dict[str, Any], runtime: Path, rank_logs: dict[int, dict[str, str]]
 ) -> None:
     """A multi-node run: name the node and rank that failed first; its stderr becomes the tail."""
