@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from repro import interrupt, runner, start
+from repro import interrupt, start
 from repro.backends.base import Event, OnEvent
 from repro.collect import checkpoints
 from repro.compare import ops
@@ -58,6 +58,9 @@ from repro.replay import (
     tolerance,
     verification,
 )
+from repro.run.capture import capture, expand
+from repro.run.execute import build_spec
+from repro.run.prepared import Prepared, ProgressFactory, RunRequest
 from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import Record
@@ -118,7 +121,7 @@ class CheckResult:
 
 
 def run_check(
-    request: runner.RunRequest,
+    request: RunRequest,
     store: Store,
     plan: Plan,
     on_event: OnEvent,
@@ -127,7 +130,7 @@ def run_check(
     atol: float | None = None,
     rtol: float | None = None,
     on_record: Callable[[Record], None] | None = None,
-    progress: runner.ProgressFactory | None = None,
+    progress: ProgressFactory | None = None,
 ) -> CheckResult:
     """Run ``request`` ``runs`` times with one seed and compare run 1 with each later run.
 
@@ -142,7 +145,7 @@ def run_check(
         raise UsageError(
             f"--runs {runs}: a check compares at least two runs", hint="repro check --runs 2 -- CMD"
         )
-    requests = runner.expand(request, plan)
+    requests = expand(request, plan)
     if len(requests) > 1:
         raise UsageError(
             "a Hydra multirun is several runs; a check repeats one command",
@@ -167,7 +170,7 @@ def run_check(
         run.record.verification = verification(verdict, result.records[0].id)
         result.verdicts.append(verdict)
 
-    def prepare(prepared: runner.Prepared) -> None:
+    def prepare(prepared: Prepared) -> None:
         prepared.record.kind = KIND
         if result.records:
             prepared.record.parent = result.records[0].id
@@ -191,7 +194,7 @@ def run_check(
     return result
 
 
-def _same_clock(prepared: runner.Prepared, first: Record) -> None:
+def _same_clock(prepared: Prepared, first: Record) -> None:
     """A later run writes the dates the first run wrote (SOURCE_DATE_EPOCH), as a replay of it would."""
     prepared.record.determinism.source_date_epoch = first.determinism.source_date_epoch
     prepared.spec.env.update(clock_env(first.determinism.source_date_epoch))
@@ -203,7 +206,7 @@ TRACE_ENV = {contract.RESUME_TRACE_ENV: "1"}
 
 
 def run_interrupt_check(
-    request: runner.RunRequest,
+    request: RunRequest,
     store: Store,
     plan: Plan,
     on_event: OnEvent,
@@ -223,7 +226,7 @@ def run_interrupt_check(
         UsageError: no command; a command that saves no checkpoint before its last step.
         BackendUnavailable, BuildError: the backend cannot run the command.
     """
-    prepared = runner.capture(request, plan, store, on_event)
+    prepared = capture(request, plan, store, on_event)
     first = prepared.record
     first.kind = KIND
     where = start.Start.from_settings(plan.settings)  # chosen by the uninterrupted run, kept for the others
@@ -329,12 +332,12 @@ class _Attempts:
         lock = start.restore_lockfile(first, store.read_blob, run_dir)
         outputs, argv = list(first.results.output_roots), first.command.executed()
         base = self.plan.settings.base_image
-        spec = runner.build_spec(
+        spec = build_spec(
             record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root,
             cuda_index=self.plan.settings.cuda_index,
         )  # fmt: skip
         spec.env.update({**TRACE_ENV, contract.INTERRUPT_AT_STEP_ENV: str(step)})
-        prepared = runner.Prepared(record, spec, run_dir, {}, self.plan.settings)
+        prepared = Prepared(record, spec, run_dir, {}, self.plan.settings)
         head = f"check --interrupt: {record.id} is killed after optimizer step {step}"
         return start.execute(prepared, self.where, store, self.on_event, head=head)
 

@@ -39,7 +39,7 @@ from repro.facts.env import host_env
 from repro.facts.secrets import Masker, Redactor, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.facts.seeds import make_seeds
-from repro.runner import now_iso
+from repro.run.prepared import now_iso
 from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import CommandInfo, Record, RunWarning

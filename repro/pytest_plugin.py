@@ -78,9 +78,10 @@ class ReproCheck:
         Raises:
             pytest.fail.Exception: not reproduced, the command failed, or repro could not run it.
         """
-        from repro import check, config, runner
+        from repro import check, config
         from repro.config import Flags, Layer, Rank
         from repro.errors import ReproError
+        from repro.run.prepared import RunRequest
         from repro.store.runs import Store
 
         where = Path(cwd if cwd is not None else self.base).resolve()
@@ -105,7 +106,7 @@ class ReproCheck:
                 result = check.run_against(request, store, plan, events.append)
             else:
                 argv = shlex.split(command) if isinstance(command, str) else list(command or [])
-                run = runner.RunRequest(argv=argv, cwd=where)
+                run = RunRequest(argv=argv, cwd=where)
                 result = check.run_check(run, store, plan, events.append, runs=runs, atol=atol, rtol=rtol)
         except ReproError as e:
             hint = f"\n  hint: {e.hint}" if e.hint else ""

@@ -49,7 +49,8 @@ from repro.facts.sources import (
 from repro.integrations import dvc as dvc_data
 from repro.integrations import mlflow as mlflow_stores
 from repro.integrations import trackers
-from repro.runner import Prepared, build_spec, now_iso
+from repro.run.execute import build_spec
+from repro.run.prepared import Prepared, now_iso
 from repro.runtime import contract
 from repro.store import datablobs, limits, signing
 from repro.store.capsule import (

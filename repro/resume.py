@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import runner, sandbox, start
+from repro import sandbox, start
 from repro.backends import leftover
 from repro.backends.base import Backend, Event, OnEvent, RunResult
 from repro.collect import attribution, checkpoints
@@ -31,6 +31,9 @@ from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
 from repro.facts.sources import shown_inputs
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
+from repro.run.collect import collect
+from repro.run.execute import build_spec
+from repro.run.prepared import Prepared, now_iso
 from repro.store.capsule import FileEntry, Record
 from repro.store.hashing import HashCache
 from repro.store.runs import Store
@@ -136,7 +139,7 @@ def _prepare(
     variables: dict[str, str],
     env: dict[str, str],
     foreign: bool,
-) -> runner.Prepared:
+) -> Prepared:
     """The resumed run's directory and spec: the recorded command in ``root``, where the original's
     checkpoints are, with the RNG states of its saves put where the runtime finds them."""
     run_dir = store.begin_run(record.id, record.command.argv)
@@ -146,7 +149,7 @@ def _prepare(
     lockfile = start.restore_lockfile(original, store.read_blob, run_dir)
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:  # the host decides what it shows
         data = shown_inputs(original, store.root, own=not foreign, cache=cache)
-    spec = runner.build_spec(
+    spec = build_spec(
         record, root, run_dir, data, outputs, lockfile,
         settings.base_image, original.command.executed(), data_root=store.root, variables=variables,
         cuda_index=settings.cuda_index,
@@ -156,7 +159,7 @@ def _prepare(
     checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
     before = attribution.snapshot(root, outputs)
     tree = attribution.snapshot_tree(root, spec.data)
-    return runner.Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
+    return Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
 
 
 def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
@@ -215,14 +218,12 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     run_dir = store.runs_dir / run_id
     outputs = [str(o) for o in kept.get("outputs", [])]
     data = [str(d) for d in kept.get("data", [])]
-    spec = runner.build_spec(
-        record, store.root, run_dir, data, outputs, None, None, record.command.executed()
-    )
+    spec = build_spec(record, store.root, run_dir, data, outputs, None, None, record.command.executed())
     before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
-    record.results.finished = runner.now_iso()
-    prepared = runner.Prepared(record, spec, run_dir, before, settings)
+    record.results.finished = now_iso()
+    prepared = Prepared(record, spec, run_dir, before, settings)
     result = RunResult(exit_code=137, duration_s=0.0, interrupted=True, written=written)
-    runner.collect(record, result, spec, store, prepared)
+    collect(record, result, spec, store, prepared)
     record.results.duration_s = None
     record.warn("repro_died", "the repro process died with the run; sealed as interrupted by `repro resume`")
     store.seal(record, run_dir)

@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repro import runner
 from repro.backends.base import Backend, Event, OnEvent
 from repro.config import Plan, Settings
+from repro.run.capture import capture
+from repro.run.execute import execute as execute_run
+from repro.run.execute import select_backend, slurm_options, submit_detached
+from repro.run.prepared import Prepared, ProgressFactory, RunRequest, discard
 from repro.store.capsule import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
@@ -45,16 +48,17 @@ class Start:
     @classmethod
     def from_settings(cls, settings: Settings) -> Start:
         """A new run's: the backend, the Slurm allocation and the base image the settings ask for."""
-        return cls(settings.backend, runner.slurm_options(settings), settings.base_image)
+        return cls(settings.backend, slurm_options(settings), settings.base_image)
 
-    def backend_for(self, prepared: runner.Prepared, on_event: OnEvent) -> Backend:
-        """The backend the run executes on: chosen for the first run (`runner.select_backend`), kept after.
+    def backend_for(self, prepared: Prepared, on_event: OnEvent) -> Backend:
+        """The backend the run executes on: chosen for the first run (`repro.run.execute.select_backend`),
+        kept after.
 
         Raises:
             BackendUnavailable: the backend asked for cannot run here.
         """
         if self.chosen is None:
-            self.chosen = runner.select_backend(
+            self.chosen = select_backend(
                 self.backend,
                 on_event,
                 need_lock=must_build_image(prepared),
@@ -64,7 +68,7 @@ class Start:
         return self.chosen
 
 
-def must_build_image(prepared: runner.Prepared) -> bool:
+def must_build_image(prepared: Prepared) -> bool:
     """Whether the run has dependencies to lock, and so an image to build (`auto` picks docker only then).
 
     A re-execution has its recorded lockfile (`restore_lockfile`); a new run has a lock being
@@ -98,7 +102,7 @@ def status_line(head: str, backend: str, record: Record, mode: str | None = None
 
 
 def execute(
-    prepared: runner.Prepared,
+    prepared: Prepared,
     start: Start,
     store: Store,
     on_event: OnEvent,
@@ -108,7 +112,7 @@ def execute(
     ready: Callable[[Backend], Sequence[str]] | None = None,
     before_seal: Callable[[LoadedRun], None] | None = None,
 ) -> Record:
-    """Choose the backend, say the status line, execute, collect and seal (`runner.execute`).
+    """Choose the backend, say the status line, execute, collect and seal (`repro.run.execute.execute`).
 
     ``ready`` sees the chosen backend before the line is said (a replay fits its environment to
     it) and returns notes to say after it; ``mode`` is the mode as the line shows it (default: the
@@ -116,7 +120,7 @@ def execute(
 
     Raises:
         BackendUnavailable: no backend can run it (the run directory is removed).
-        BuildError, Interrupted: see `runner.execute`.
+        BuildError, Interrupted: see `repro.run.execute.execute`.
     """
     try:
         backend = start.backend_for(prepared, on_event)
@@ -127,19 +131,19 @@ def execute(
     on_event(Event("info", status_line(head, backend.name, prepared.record, mode)))
     for note in then:
         on_event(Event("info", note))
-    return runner.execute(prepared, backend, store, on_event, before_seal)
+    return execute_run(prepared, backend, store, on_event, before_seal)
 
 
 def run(
-    request: runner.RunRequest,
+    request: RunRequest,
     plan: Plan,
     store: Store,
     on_event: OnEvent,
     *,
     start: Start | None = None,
     head: str = "run",
-    prepare: Callable[[runner.Prepared], None] | None = None,
-    progress: runner.ProgressFactory | None = None,
+    prepare: Callable[[Prepared], None] | None = None,
+    progress: ProgressFactory | None = None,
     before_seal: Callable[[LoadedRun], None] | None = None,
 ) -> Record:
     """Capture a new run of ``request`` and `execute` it; returns the sealed record.
@@ -150,10 +154,10 @@ def run(
     started leaves nothing behind.
 
     Raises:
-        UsageError, NotFoundError, BuildError: see `runner.capture`.
+        UsageError, NotFoundError, BuildError: see `repro.run.capture.capture`.
         BackendUnavailable: no backend can run it.
     """
-    prepared = runner.capture(request, plan, store, on_event, progress)
+    prepared = capture(request, plan, store, on_event, progress)
     try:
         if prepare is not None:
             prepare(prepared)
@@ -161,28 +165,28 @@ def run(
         head = f"{head} {prepared.record.id}"
         return execute(prepared, start, store, on_event, head=head, before_seal=before_seal)
     except KeyboardInterrupt:
-        runner.discard(prepared)
+        discard(prepared)
         raise
 
 
 def submit(
-    request: runner.RunRequest,
+    request: RunRequest,
     plan: Plan,
     store: Store,
     on_event: OnEvent,
-    progress: runner.ProgressFactory | None = None,
+    progress: ProgressFactory | None = None,
 ) -> tuple[Record, str]:
     """Capture a new run and submit it as a Slurm job no process waits for (`--detach`);
     returns its record as submitted and the job id. `repro ls` seals it once the job ended.
 
     Raises:
-        UsageError, NotFoundError, BuildError: see `runner.capture`.
+        UsageError, NotFoundError, BuildError: see `repro.run.capture.capture`.
         BackendUnavailable: Slurm cannot take it.
     """
     from repro.backends.slurm import SlurmBackend
 
-    prepared = runner.capture(request, plan, store, on_event, progress)
-    backend = SlurmBackend(runner.slurm_options(plan.settings))  # --detach is Slurm's alone
+    prepared = capture(request, plan, store, on_event, progress)
+    backend = SlurmBackend(slurm_options(plan.settings))  # --detach is Slurm's alone
     record = prepared.record
     on_event(Event("info", status_line(f"run {record.id}", backend.name, record) + " · detached"))
-    return record, runner.submit_detached(prepared, backend, store, on_event)
+    return record, submit_detached(prepared, backend, store, on_event)

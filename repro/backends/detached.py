@@ -8,7 +8,7 @@ collected and sealed exactly as a run that was waited for. Renaming ``detached.j
 makes one `repro ls` the only one to seal a run, whatever runs at the same time.
 
 This module is the Slurm side: the job, its state file and its polling. Capturing the run before
-and sealing it after are the runner's (`repro.runner.submit_detached`, `settle_detached`): it hands
+and sealing it after are the runner's (`repro.run.execute.submit_detached`, `settle_detached`): it hands
 `submit` what sealing will need and `settle` the function that seals.
 """
 

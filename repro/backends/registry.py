@@ -5,7 +5,7 @@ make it (its module is imported only then: the docker SDK stays out of `repro --
 of repro.yaml (``<section>.<key>`` is the setting ``<section>_<key>``, checked by its own rule),
 how a replay lays out a multi-node run on it, and whether it runs the code on this machine,
 unsandboxed. `repro.config` (`BACKENDS`, the repro.yaml keys and their checks), the `--backend`
-option, the pytest plugin, `repro.sandbox` and `repro.runner.select_backend` take them from here. A
+option, the pytest plugin, `repro.sandbox` and `repro.run.execute.select_backend` take them from here. A
 backend's options (from the settings, into and back from its record) belong to the backend itself,
 e.g. `repro.backends.slurm.SlurmOptions`.
 

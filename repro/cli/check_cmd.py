@@ -15,7 +15,7 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
-from repro.runner import RunRequest
+from repro.run.prepared import RunRequest
 from repro.store.capsule import Record
 from repro.store.signing import Trust
 from repro.ui import check as render

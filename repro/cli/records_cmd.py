@@ -36,10 +36,10 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
     command column is cut to its width (COLUMNS wins); piped or redirected, lines are whole.
     """
     if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
-        from repro import runner
         from repro.cli.events import on_event
+        from repro.run.execute import settle_detached
 
-        runner.settle_detached(app.store, on_event)
+        settle_detached(app.store, on_event)
     rows = app.store.rows()[::-1]  # the store lists oldest first
     if last is not None:
         rows = rows[:last]

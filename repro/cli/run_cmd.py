@@ -7,12 +7,14 @@ from typing import Any
 
 import click
 
-from repro import runner, start, ui
+from repro import start, ui
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
 from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, json_option, slurm_options
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
+from repro.run.capture import expand
+from repro.run.prepared import RunRequest
 from repro.store.capsule import Record
 from repro.ui import records as render
 
@@ -74,7 +76,7 @@ def run(
     if mlflow_log_capsule is not None:
         given = {"mlflow_log_capsule": (mlflow_log_capsule, "--mlflow-log-capsule")}
         plan = plan.over(Layer(Rank.FLAG, given))
-    requests = runner.expand(runner.RunRequest(argv=argv, cwd=Path.cwd()), plan)
+    requests = expand(RunRequest(argv=argv, cwd=Path.cwd()), plan)
     report = submit_and_report if slurm.detach else run_and_report
     answers = [report(app, request, plan, as_json) for request in requests]
     if as_json:  # one document: a Hydra multirun answers once, with a run per job
@@ -85,7 +87,7 @@ def run(
 
 
 def submit_and_report(
-    app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool
+    app: AppContext, request: RunRequest, plan: Plan, as_json: bool
 ) -> tuple[Record, dict[str, Any]]:
     """`--detach`: capture, submit the Slurm job and return; `repro ls` seals the run when the job ended.
 
@@ -105,7 +107,7 @@ def submit_and_report(
 
 
 def run_and_report(
-    app: AppContext, request: runner.RunRequest, plan: Plan, as_json: bool
+    app: AppContext, request: RunRequest, plan: Plan, as_json: bool
 ) -> tuple[Record, dict[str, Any]]:
     """Capture, execute and print the outcome line (not with --json).
 

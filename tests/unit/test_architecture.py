@@ -255,7 +255,7 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
     """Layers, bottom up: store; facts, collect, fetch, runtime; backends (exporters included); config;
     the verbs. backends/ imports nothing above it, and nothing below it imports backends/."""
     modules = {_module_name(p): p for p in _modules()}
-    above = {"config", "runner", "replay", "check", "resume", "window", "export", "inprocess", "sandbox"}
+    above = {"config", "run", "replay", "check", "resume", "window", "export", "inprocess", "sandbox"}
     above |= {"cli", "ui", "compare", "diff", "integrations", "pytest_plugin", "checkpoint", "interrupt"}
     below = {"store", "facts", "collect", "fetch", "runtime"}
     upward, downward = [], []
@@ -266,6 +266,40 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
         if _package(name) in below and "backends" in targets:
             downward.append(name)
     assert upward == [] and downward == []
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The modules a module imports when it runs: those imported for type checking alone left out."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_the_collect_phase_imports_no_backend() -> None:
+    """Collecting a run reads its spec, its result and the runtime's files: repro/run/collect*.py import
+    nothing from repro.backends when they run (the spec's and result's types only for type checking)."""
+    phase = sorted((PACKAGE / "run").glob("collect*.py"))
+    assert len(phase) >= 2
+    offenders = {
+        str(p.relative_to(PACKAGE)): sorted(
+            m for m in _runtime_imports(p) if m.split(".")[:2] == ["repro", "backends"]
+        )
+        for p in phase
+    }
+    assert {rel: found for rel, found in offenders.items() if found} == {}
 
 
 def _calls(path: Path, name: str) -> list[int]:
@@ -290,7 +324,7 @@ def test_every_run_starts_through_the_one_entry_point() -> None:
     assert choosers == []
     lines = [rel[p] for p in rel if "· backend " in p.read_text() and rel[p] != "start.py"]
     assert lines == []
-    verbs = ("runner.py", "check.py", "replay.py", "resume.py", "pytest_plugin.py", "cli/")
+    verbs = ("run/", "check.py", "replay.py", "resume.py", "pytest_plugin.py", "cli/")
     restorers = [rel[p] for p in rel if rel[p].startswith(verbs) and _calls(p, "lock_blob")]
     assert restorers == []
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from repro import config, runner, sandbox
+from repro import config, sandbox
 from repro.backends import registry
 from repro.backends.base import Event
 from repro.backends.local import LocalBackend
 from repro.backends.slurm import SlurmBackend, SlurmOptions
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode
+from repro.run.execute import select_backend, slurm_options
 from repro.store.capsule import Record
 
 
@@ -38,7 +39,7 @@ def test_a_backends_section_of_repro_yaml_becomes_its_options(tmp_path: Path) ->
         "nodes": 2, "partition": "gpu", "time": "00:30:00", "account": None,
         "sbatch_args": ("--qos=high",), "requeue": True, "environment": "docker",
     }  # fmt: skip
-    options = runner.slurm_options(settings)
+    options = slurm_options(settings)
     assert options == SlurmOptions(2, "gpu", "00:30:00", None, ("--qos=high",), True, "docker")
     assert registry.get("local").settings() == {} and "slurm.requeue" in registry.get("slurm").settings()
 
@@ -97,12 +98,12 @@ def test_forged_slurm_options_in_a_record_are_refused(forged: dict[str, object])
 
 def test_selecting_a_backend_looks_it_up() -> None:
     events: list[Event] = []
-    assert isinstance(runner.select_backend("local", events.append), LocalBackend)
+    assert isinstance(select_backend("local", events.append), LocalBackend)
     options = SlurmOptions(nodes=2, partition="gpu")
-    slurm = runner.select_backend("slurm", events.append, slurm=options)
+    slurm = select_backend("slurm", events.append, slurm=options)
     assert isinstance(slurm, SlurmBackend) and slurm.options == options
-    assert isinstance(runner.select_backend("local", events.append, slurm=options), LocalBackend)
-    assert runner.select_backend("docker", events.append).name == "docker"
+    assert isinstance(select_backend("local", events.append, slurm=options), LocalBackend)
+    assert select_backend("docker", events.append).name == "docker"
     assert events == []  # a backend named is no choice to explain
     with pytest.raises(KeyError):
         registry.get("kubernetes")
@@ -110,7 +111,7 @@ def test_selecting_a_backend_looks_it_up() -> None:
 
 def test_auto_with_nothing_to_build_runs_here_and_says_why() -> None:
     events: list[Event] = []
-    assert runner.select_backend("auto", events.append, need_lock=False).name == "local"
+    assert select_backend("auto", events.append, need_lock=False).name == "local"
     assert [e.kind for e in events] == ["info"] and events[0].text.startswith("backend auto → local")
 
 

@@ -11,7 +11,7 @@ from repro.check import CheckResult, output_fails, run_check
 from repro.compare.verdict import Side, Verdict, compare_runs
 from repro.config import Plan
 from repro.errors import ExitCode, UsageError
-from repro.runner import RunRequest
+from repro.run.prepared import RunRequest
 from repro.store.capsule import FileEntry, Record
 from repro.store.runs import Store
 from repro.ui.check import render_junit

@@ -11,7 +11,8 @@ from repro.config import Flags, resolve
 from repro.errors import UsageError
 from repro.facts import hydra
 from repro.facts.command import flatten_config, hydra_override, parse_params, parse_torchrun
-from repro.runner import RunRequest, expand, launch
+from repro.run.capture import expand, launch
+from repro.run.prepared import RunRequest
 
 NOW = datetime(2026, 11, 22, 17, 5, 9)
 

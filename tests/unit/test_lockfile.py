@@ -182,7 +182,7 @@ def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> N
 
 def test_a_run_takes_the_local_lock_only_where_this_interpreter_runs_it() -> None:
     from repro.config import Settings
-    from repro.runner import lock_variant
+    from repro.run.lock import lock_variant
 
     assert lock_variant(Settings(backend="local"), "all") == "local"
     assert lock_variant(Settings(backend="slurm", slurm_environment="python"), None) == "local"

@@ -9,7 +9,8 @@ from repro.backends.base import Event
 from repro.config import Settings
 from repro.facts import deps
 from repro.facts.seeds import make_seeds
-from repro.runner import Prepared, build_spec
+from repro.run.execute import build_spec
+from repro.run.prepared import Prepared
 from repro.store.capsule import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import Store

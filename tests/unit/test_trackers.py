@@ -7,13 +7,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from repro.backends.base import BuiltImage, OnEvent, RunResult, RunSpec
-from repro.config import resolve
+from repro.config import Flags, resolve
 from repro.integrations import trackers
-from repro.runner import RunRequest, capture, execute
+from repro.run.capture import capture
+from repro.run.execute import execute, select_backend
+from repro.run.prepared import RunRequest
 from repro.runtime import links
 from repro.store.capsule import Record, RunWarning
 from repro.store.runs import Store
@@ -64,7 +67,7 @@ def test_wandb_runs_are_found_from_the_files_wandb_wrote() -> None:
     record = Record(id="r1", created="now")
     written = {"wandb/offline-run-20261122_175139-5cqnfxf2/logs/debug.log", "wandb/debug.log",
                "sub/wandb/run-20261122_180000-abc123/files/config.yaml", "model.pt"}  # fmt: skip
-    trackers.find_wandb_runs(record, written)
+    trackers.find_runs(record, written)
     assert record.results.trackers == [
         {"tool": "wandb", "path": "sub/wandb", "runs": ["abc123"], "mode": "online"},
         {"tool": "wandb", "path": "wandb", "runs": ["5cqnfxf2"], "mode": "offline"},
@@ -116,6 +119,64 @@ def test_wandb_docker_names_the_runs_image(project: Project) -> None:
     assert backend.env["WANDB_DOCKER"] == "sha256:" + "ab" * 32
     assert record.results.trackers == []
     assert trackers.image_environment(None) == {}
+
+
+class DummyTracker(trackers.Tracker):
+    """A tool registered from a test: records which of its hooks each phase of a real run called."""
+
+    tool = "dummy"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def environment(self, image: BuiltImage | None) -> dict[str, str]:
+        self.calls.append("environment")
+        return {}
+
+    def fold(self, row: dict[str, Any], entries: trackers.Entries) -> None:
+        self.calls.append("fold")
+        entries[(self.tool, str(row["run_id"]))] = {"tool": self.tool, "runs": [row["run_id"]]}
+
+    def from_files(self, written: set[str]) -> list[dict[str, Any]]:
+        self.calls.append("from_files")
+        return [{"tool": self.tool, "path": "dummy-store"}] if "dummy-store/run.log" in written else []
+
+    def before_seal(self, record: Record, project_root: Path, note: trackers.Note, foreign: bool) -> None:
+        self.calls.append("before_seal")
+        note("dummy: runs found")
+
+    def after_seal(self, record: Record, sealed: trackers.Sealed, note: trackers.Note) -> None:
+        self.calls.append("after_seal")
+        assert (sealed.run_dir / "capsule.yaml").is_file()
+
+
+def test_a_registered_tracker_takes_part_in_every_phase(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dummy = DummyTracker()
+    monkeypatch.setattr(trackers, "TRACKERS", (*trackers.TRACKERS, dummy))
+    project.write("train.py", (
+        "import os\nfrom repro.runtime import links\n"
+        "links.note('dummy', run_id='d1')\n"
+        "os.makedirs('dummy-store', exist_ok=True)\nopen('dummy-store/run.log', 'w').write('step 1')\n"
+        "open('model.txt', 'w').write('weights')\n"
+    ))  # fmt: skip
+    project.commit("script")
+    store = Store(project.root)
+    settings = resolve(project.root, Flags(backend="local"))
+    prepared = capture(RunRequest(["train.py"], project.root), settings, store, lambda e: None)
+    events: list[str] = []
+    record = execute(
+        prepared, select_backend("local", lambda e: None), store, lambda e: events.append(e.text)
+    )
+    assert record.results.status == "succeeded", record.results.stderr_tail
+    assert dummy.calls == ["fold", "from_files", "before_seal", "after_seal"]
+    assert record.results.trackers == [
+        {"tool": "dummy", "runs": ["d1"]},
+        {"tool": "dummy", "path": "dummy-store"},
+    ]
+    assert [o.path for o in record.results.outputs] == ["model.txt"]  # its store is its bookkeeping
+    assert "dummy: runs found" in events
 
 
 def test_tracker_trouble_is_a_notice_not_a_failure(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,1 @@
+"""`repro run` by phase: capture (`capture.py`), execute (`execute.py`), collect (`collect.py`)."""
