@@ -25,11 +25,12 @@ from pathlib import Path
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
 from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
 from repro.store import atomic, attestation, datablobs, dsse, signing
-from repro.store.capsule import blob_member, pack
+from repro.store.capsule import blob_member
 from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
+from repro.store.tarwriter import pack
 
 NOTES_DIR = "exports"  # under .repro/: one note per export in progress
 _WORK = re.compile(r"^\.(?P<name>.+)\.repro-export-(?P<pid>\d+)$")  # the working directory's name

@@ -24,10 +24,11 @@ from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
 from repro.store import attestation, datablobs, limits, signing
-from repro.store.capsule import Record, verify_tar
+from repro.store.capsule import Record
 from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, SigningKey, Trust
+from repro.store.verify import verify_tar
 from repro.ui import records as render
 from repro.units import plural
 

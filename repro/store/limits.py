@@ -6,7 +6,7 @@ that stays inside its root, every id a plain name, every referenced blob digest 
 content-address name, every name a plain word and every number that drives a run (seeds, process,
 node and thread counts, PYTHONHASHSEED) within the ranges of `repro/ranges.py`; and the YAML and
 tar readers stop at fixed bounds instead of expanding whatever they are given. Each rule lives
-here once; `capsule.py` applies them.
+here once; `capsule.py` (the record) and `verify.py` (the tar) apply them.
 """
 
 from __future__ import annotations

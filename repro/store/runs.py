@@ -44,13 +44,12 @@ from repro.store.capsule import (
     dump_record,
     hydrate,
     load_record,
-    read_list_file,
-    verify_tar,
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
 from repro.store.processes import pid_alive
 from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/detached.py)
 from repro.store.rundir import RunDir
+from repro.store.verify import read_list_file, verify_tar
 from repro.units import plural
 
 STORE_DIR = ".repro"
@@ -128,7 +127,7 @@ class LoadedRun:
 
     def unchecked_path(self, digest: str) -> Path:
         """Where a blob of the run lies, for a reader that checks its bytes as it reads them
-        (`capsule.pack`)."""
+        (`tarwriter.pack`)."""
         return self.blob_root / blob_member(digest)
 
     def read_lists(self) -> Record:
@@ -639,7 +638,7 @@ def replaced_blob(digest: str, path: Path) -> CapsuleInvalid:
 
 
 def read_list_blob(blob_root: Path, digest: str) -> bytes | None:
-    """A file-list blob under ``blob_root`` (`capsule.read_list_file`): refused over
+    """A file-list blob under ``blob_root`` (`verify.read_list_file`): refused over
     `limits.MAX_LIST_BYTES` before it is read, checked against its name; None when missing.
 
     Raises:

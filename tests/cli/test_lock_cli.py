@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ExitCode
-from repro.store.capsule import Record, pack
+from repro.store.capsule import Record
 from repro.store.runs import Store
+from repro.store.tarwriter import pack
 from tests.conftest import Cli
 
 
