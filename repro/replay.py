@@ -53,9 +53,9 @@ from repro.runner import Prepared, build_spec, now_iso
 from repro.runtime import contract
 from repro.store import datablobs, limits, signing
 from repro.store.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, ImageInfo, Record, ResultInfo
-from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
+from repro.store.statcache import HashCache
 from repro.store.verify import open_member
 from repro.units import plural
 

@@ -32,8 +32,8 @@ from repro.facts.secrets import Redactor, run_masker
 from repro.facts.sources import shown_inputs
 from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
 from repro.store.capsule import FileEntry, Record
-from repro.store.hashing import HashCache
 from repro.store.runs import Store
+from repro.store.statcache import HashCache
 
 RESUMABLE = ("interrupted", "failed")
 

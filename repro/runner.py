@@ -72,9 +72,9 @@ from repro.store.capsule import (
     RunWarning,
     SharedWrite,
 )
-from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
+from repro.store.statcache import HashCache
 from repro.units import human_bytes, plural
 
 if TYPE_CHECKING:

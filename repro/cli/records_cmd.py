@@ -25,9 +25,9 @@ from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
 from repro.store import attestation, datablobs, limits, signing
 from repro.store.capsule import Record
-from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, SigningKey, Trust
+from repro.store.statcache import HashCache
 from repro.store.verify import verify_tar
 from repro.ui import records as render
 from repro.units import plural
