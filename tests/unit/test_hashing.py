@@ -21,9 +21,9 @@ from repro.store.treehash import hash_tree, tree_digest
 
 @pytest.fixture
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every file the hashing module actually reads."""
+    """Record every file the stat cache and the tree walk actually read."""
     seen: list[str] = []
-    real_open, real_known, real_at = statcache._hash_open, treehash._hash_known, treehash._hash_at
+    real_open, real_known, real_at = hashing._hash_open, treehash._hash_known, treehash._hash_at
 
     def spy_open(path: str, on_bytes=None):  # type: ignore[no-untyped-def]
         seen.append(path)
