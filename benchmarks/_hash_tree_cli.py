@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from repro.store.hashing import HashCache, hash_tree
+from repro.store.statcache import HashCache
+from repro.store.treehash import hash_tree
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ from _common import (
     time_inprocess,
 )
 
-from repro.store.hashing import hash_file, hash_tree
+from repro.store.hashing import hash_file
+from repro.store.treehash import hash_tree
 
 PEER = "xxh128sum"
 

@@ -64,9 +64,9 @@ from repro.run.prepared import Prepared, ProgressFactory, RunRequest
 from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import Record
-from repro.store.hashing import HashCache
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import Trust
+from repro.store.statcache import HashCache
 
 DEFAULT_RUNS = 2
 KIND = "check"

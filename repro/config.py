@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
-from repro import bounds
+from repro import ranges
 from repro.backends import registry
 from repro.backends.baseimage import DEFAULT_BASE_IMAGE as DEFAULT_BASE_IMAGE
 from repro.collect.harvest import SOURCES, check_settings
@@ -239,17 +239,17 @@ def _cuda_index(settings: Settings, origin: str) -> Settings:
     return settings
 
 
-# Numeric settings and their ranges (repro/bounds.py), each with the hint a bad value gets.
-_BOUNDED: dict[str, tuple[bounds.Bound, str]] = {
-    "seed": (bounds.SEED, "--seed N (or seed: in repro.yaml, REPRO_SEED_DEFAULT) with N in 0..4294967295"),
-    "threads": (bounds.THREADS, "1 (the default) gives the same bits on every machine; see README: Threads"),
-    "slurm_nodes": (bounds.NODES, "--nodes N, or slurm.nodes in repro.yaml"),
-    "max_output_bytes": (bounds.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
-    "max_code_file_bytes": (bounds.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
-    "max_checkpoint_bytes": (bounds.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
-    "max_input_bytes": (bounds.BYTES, "store.max_input_bytes in repro.yaml: a size in bytes"),
-    "ops_steps": (bounds.STEPS, "--ops-steps K (or ops_steps: in repro.yaml): optimizer steps, 1 or more"),
-    "max_bytes": (bounds.BYTES, "store.max_bytes in repro.yaml: a size in bytes (none: no budget)"),
+# Numeric settings and their ranges (repro/ranges.py), each with the hint a bad value gets.
+_BOUNDED: dict[str, tuple[ranges.Bound, str]] = {
+    "seed": (ranges.SEED, "--seed N (or seed: in repro.yaml, REPRO_SEED_DEFAULT) with N in 0..4294967295"),
+    "threads": (ranges.THREADS, "1 (the default) gives the same bits on every machine; see README: Threads"),
+    "slurm_nodes": (ranges.NODES, "--nodes N, or slurm.nodes in repro.yaml"),
+    "max_output_bytes": (ranges.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
+    "max_code_file_bytes": (ranges.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),
+    "max_checkpoint_bytes": (ranges.BYTES, "store.max_checkpoint_bytes in repro.yaml: a size in bytes"),
+    "max_input_bytes": (ranges.BYTES, "store.max_input_bytes in repro.yaml: a size in bytes"),
+    "ops_steps": (ranges.STEPS, "--ops-steps K (or ops_steps: in repro.yaml): optimizer steps, 1 or more"),
+    "max_bytes": (ranges.BYTES, "store.max_bytes in repro.yaml: a size in bytes (none: no budget)"),
 }
 
 
@@ -361,10 +361,10 @@ def _check_run_only(nproc_per_node: int, gpus: str | None) -> None:
     Raises:
         ConfigError: --nproc-per-node or --gpus out of range (exit 2).
     """
-    why = bounds.NPROC.problem(nproc_per_node)
+    why = ranges.NPROC.problem(nproc_per_node)
     if why:
         raise ConfigError(f"--nproc-per-node {why}", hint="--nproc-per-node N: processes on this node")
-    why = None if gpus is None else bounds.gpus_problem(gpus)
+    why = None if gpus is None else ranges.gpus_problem(gpus)
     if why:
         raise ConfigError(f"--gpus {why}", hint="--gpus all, --gpus 2 or --gpus 0,1")
 

@@ -26,11 +26,12 @@ from pathlib import Path
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
 from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
 from repro.store import atomic, attestation, datablobs, dsse, limits, signing
-from repro.store.capsule import Record, blob_member, pack
+from repro.store.capsule import Record, blob_member
 from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
+from repro.store.tarwriter import pack
 from repro.units import human_bytes, plural
 
 NOTES_DIR = "exports"  # under .repro/: one note per export in progress

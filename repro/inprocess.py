@@ -43,9 +43,9 @@ from repro.run.prepared import now_iso
 from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import CommandInfo, Record, RunWarning
-from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import Store, new_run_id
+from repro.store.statcache import HashCache
 
 IN_PROCESS_NOTE = (
     "captured in-process: no container, seeds applied late (after the process started), "

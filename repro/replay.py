@@ -53,19 +53,11 @@ from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso
 from repro.runtime import contract
 from repro.store import datablobs, limits, signing
-from repro.store.capsule import (
-    IMAGE_MEMBER,
-    CodeInfo,
-    EnvInfo,
-    FileEntry,
-    ImageInfo,
-    Record,
-    ResultInfo,
-    open_member,
-)
-from repro.store.hashing import HashCache
+from repro.store.capsule import IMAGE_MEMBER, CodeInfo, EnvInfo, FileEntry, ImageInfo, Record, ResultInfo
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
+from repro.store.statcache import HashCache
+from repro.store.verify import open_member
 from repro.units import plural
 
 if TYPE_CHECKING:

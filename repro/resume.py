@@ -35,8 +35,8 @@ from repro.run.collect import collect
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso
 from repro.store.capsule import FileEntry, Record
-from repro.store.hashing import HashCache
 from repro.store.runs import Store
+from repro.store.statcache import HashCache
 
 RESUMABLE = ("interrupted", "failed")
 

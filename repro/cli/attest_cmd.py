@@ -11,7 +11,7 @@ from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.store import atomic, attestation, signing
-from repro.store.capsule import is_capsule_file
+from repro.store.verify import is_capsule_file
 from repro.units import plural
 
 

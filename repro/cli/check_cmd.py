@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from repro import bounds, ui
 from repro import check as core
+from repro import ranges, ui
 from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
@@ -42,7 +42,7 @@ Exit status (stable; README "Exit codes"):
 @options.execution_options
 @click.option(
     "--runs",
-    type=click.IntRange(bounds.RUNS.low, bounds.RUNS.high),
+    type=click.IntRange(ranges.RUNS.low, ranges.RUNS.high),
     default=core.DEFAULT_RUNS,
     show_default=True,
     help="How many times to run COMMAND; run 1 is compared with each later run.",
@@ -50,7 +50,7 @@ Exit status (stable; README "Exit codes"):
 @click.option(
     "--interrupt",
     "interrupts",
-    type=click.IntRange(bounds.INTERRUPTS.low, bounds.INTERRUPTS.high),
+    type=click.IntRange(ranges.INTERRUPTS.low, ranges.INTERRUPTS.high),
     default=None,
     metavar="N",
     help="Certify exact resume: run once uninterrupted, then N times SIGKILLed at a random point after "

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from repro import bounds, ui
+from repro import ranges, ui
 from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
 from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
@@ -31,10 +31,10 @@ class GpuRequest(click.ParamType[str]):
         """The value as given, device ids without spaces (``0, 1`` → ``0,1``).
 
         Raises:
-            UsageError: not what --gpus takes (the rule is `repro.bounds.gpus_problem`; exit 2).
+            UsageError: not what --gpus takes (the rule is `repro.ranges.gpus_problem`; exit 2).
         """
         text = ",".join(part.strip() for part in str(value).strip().split(","))
-        why = bounds.gpus_problem(text)
+        why = ranges.gpus_problem(text)
         if why is not None:
             raise UsageError(f"--gpus {why}", hint="--gpus all, --gpus 2 or --gpus 0,1")
         return text
@@ -86,7 +86,7 @@ _OPS: list[Callable[[Any], Any]] = [
     ),
     click.option(
         "--ops-steps",
-        type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
+        type=click.IntRange(ranges.STEPS.low, ranges.STEPS.high),
         default=None,
         metavar="K",
         help=f"Optimizer steps --ops covers (default {contract.DEFAULT_OPS_STEPS}; a replay stops at "

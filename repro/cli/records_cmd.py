@@ -17,10 +17,11 @@ from repro.facts.deps import run_packages
 from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
 from repro.store import attestation, datablobs, signing
-from repro.store.capsule import Record, verify_tar
-from repro.store.hashing import HashCache
+from repro.store.capsule import Record
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, Trust
+from repro.store.statcache import HashCache
+from repro.store.verify import verify_tar
 from repro.ui import records as render
 
 

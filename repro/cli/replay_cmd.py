@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from repro import bounds, ui
+from repro import ranges, ui
 from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
@@ -26,7 +26,7 @@ from repro.ui import verdict as render
 @options.replay_options
 @click.option(
     "--nproc-per-node",
-    type=click.IntRange(bounds.NPROC.low, bounds.NPROC.high),
+    type=click.IntRange(ranges.NPROC.low, ranges.NPROC.high),
     default=None,
     help="Replay with another number of processes (needs --allow-world-size-change).",
 )
@@ -41,13 +41,13 @@ from repro.ui import verdict as render
 )
 @click.option(
     "--steps",
-    type=click.IntRange(bounds.STEPS.low, bounds.STEPS.high),
+    type=click.IntRange(ranges.STEPS.low, ranges.STEPS.high),
     default=None,
     help="With --from: optimizer steps to replay (default: up to the next recorded checkpoint).",
 )
 @click.option(
     "--threads",
-    type=click.IntRange(bounds.THREADS.low, bounds.THREADS.high),
+    type=click.IntRange(ranges.THREADS.low, ranges.THREADS.high),
     default=None,
     metavar="N",
     help="Replay at N intra-op CPU threads instead of the recorded count (strict/gpu mode): recorded "

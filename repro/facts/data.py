@@ -11,7 +11,8 @@ from repro.errors import NotFoundError, UsageError
 from repro.facts import hostpaths
 from repro.facts.dvc import dvc_sources
 from repro.store.capsule import MANIFEST_INLINE, DataInput, encode_manifest
-from repro.store.hashing import HashCache, hash_tree
+from repro.store.statcache import HashCache
+from repro.store.treehash import hash_tree
 
 Progress = Callable[[int, int], None]
 

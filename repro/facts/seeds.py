@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import secrets
 
-from repro import bounds
+from repro import ranges
 from repro.errors import UsageError
 from repro.runtime import contract
 from repro.store.capsule import SeedInfo
 
-SEED_MAX = 2**31 - 1  # drawn seeds stay below this (any seed in bounds.SEED may be given)
+SEED_MAX = 2**31 - 1  # drawn seeds stay below this (any seed in ranges.SEED may be given)
 
 
 def make_seeds(master: int | None, world_size: int = 1) -> SeedInfo:
@@ -23,7 +23,7 @@ def make_seeds(master: int | None, world_size: int = 1) -> SeedInfo:
         UsageError: a given seed outside 0..2**32-1 (`repro.capture(seed=…)`; flags are checked
             with the settings).
     """
-    why = None if master is None else bounds.SEED.problem(master)
+    why = None if master is None else ranges.SEED.problem(master)
     if why:
         raise UsageError(f"the seed {why}", hint="give a seed in 0..4294967295")
     drawn = master is None

@@ -14,7 +14,8 @@ from pathlib import Path
 from repro.facts import hostpaths
 from repro.store.capsule import DataInput, Record
 from repro.store.datablobs import CAPSULE, DATA_REMOTE, STORE, BlobRoots, ReadBlob
-from repro.store.hashing import HashCache, hash_tree
+from repro.store.statcache import HashCache
+from repro.store.treehash import hash_tree
 from repro.units import plural
 
 HERE = "here"  # the data root holds it as recorded

@@ -42,8 +42,8 @@ from repro.store.capsule import (
     FileEntry,
     Record,
 )
-from repro.store.hashing import HashCache
 from repro.store.runs import Store, new_run_id
+from repro.store.statcache import HashCache
 
 
 def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, list[str]]:

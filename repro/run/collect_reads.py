@@ -13,8 +13,8 @@ from repro.integrations import trackers
 from repro.store.capsule import (
     Record,
 )
-from repro.store.hashing import HashCache
 from repro.store.runs import Store
+from repro.store.statcache import HashCache
 from repro.units import human_bytes
 
 if TYPE_CHECKING:

@@ -28,17 +28,11 @@ from typing import Any
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.store import dsse, limits
-from repro.store.capsule import (
-    ATTESTATION_NAME,
-    FORMAT,
-    RECORD_NAME,
-    Record,
-    capsule_sums,
-    encode_manifest,
-    verify_tar,
-)
+from repro.store.capsule import ATTESTATION_NAME, FORMAT, RECORD_NAME, Record, encode_manifest
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
+from repro.store.tarwriter import capsule_sums
+from repro.store.verify import verify_tar
 from repro.units import plural
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

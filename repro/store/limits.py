@@ -4,9 +4,9 @@ A capsule from elsewhere is input from a stranger: anyone can recompute its SHA2
 So before a record is used, every path-like field must be a relative, normalised path
 that stays inside its root, every id a plain name, every referenced blob digest a
 content-address name, every name a plain word and every number that drives a run (seeds, process,
-node and thread counts, PYTHONHASHSEED) within the ranges of `repro/bounds.py`; and the YAML and
+node and thread counts, PYTHONHASHSEED) within the ranges of `repro/ranges.py`; and the YAML and
 tar readers stop at fixed bounds instead of expanding whatever they are given. Each rule lives
-here once; `capsule.py` applies them.
+here once; `capsule.py` (the record) and `verify.py` (the tar) apply them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from repro import bounds
+from repro import ranges
 from repro.errors import CapsuleInvalid
 
 RECORD_NAME = "capsule.yaml"
@@ -222,28 +222,28 @@ def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
         yield f"results.shared_writes[{i}].path", shared.path, False
 
 
-def _number_fields(record: Any) -> Iterator[tuple[str, object, bounds.Bound]]:
+def _number_fields(record: Any) -> Iterator[tuple[str, object, ranges.Bound]]:
     """(field name, value, its range) of every number of a record that decides how a run executes."""
     seeds = record.seeds
-    yield "seeds.master", seeds.master, bounds.SEED
-    yield "seeds.pythonhashseed", seeds.pythonhashseed, bounds.PYTHONHASHSEED
+    yield "seeds.master", seeds.master, ranges.SEED
+    yield "seeds.pythonhashseed", seeds.pythonhashseed, ranges.PYTHONHASHSEED
     for lib, value in seeds.derived.items():
-        yield f"seeds.derived.{lib}", value, bounds.SEED
+        yield f"seeds.derived.{lib}", value, ranges.SEED
     for rank, derived in seeds.per_rank.items():
         for lib, value in derived.items():
-            yield f"seeds.per_rank.{rank}.{lib}", value, bounds.SEED
-    yield "command.nproc_per_node", record.command.nproc_per_node, bounds.NPROC
-    yield "command.nodes", record.command.nodes, bounds.NODES
-    yield "env.world_size", record.env.world_size, bounds.WORLD
+            yield f"seeds.per_rank.{rank}.{lib}", value, ranges.SEED
+    yield "command.nproc_per_node", record.command.nproc_per_node, ranges.NPROC
+    yield "command.nodes", record.command.nodes, ranges.NODES
+    yield "env.world_size", record.env.world_size, ranges.WORLD
     if record.determinism.threads is not None:
-        yield "determinism.threads", record.determinism.threads, bounds.THREADS
+        yield "determinism.threads", record.determinism.threads, ranges.THREADS
     for i, checkpoint in enumerate(record.results.checkpoints):
-        yield f"results.checkpoints[{i}].step", checkpoint.step, bounds.STEP
+        yield f"results.checkpoints[{i}].step", checkpoint.step, ranges.STEP
 
 
 def _text_number_fields(record: Any) -> Iterator[tuple[str, object]]:
     """(field name, value) of the environment variables of a record that carry a number."""
-    for name in bounds.THREAD_VARIABLES:
+    for name in ranges.THREAD_VARIABLES:
         if name in record.determinism.env:
             yield f"determinism.env.{name}", record.determinism.env[name]
     for where, env in (("determinism.env", record.determinism.env), ("env.variables", record.env.variables)):
@@ -276,7 +276,7 @@ def _word_fields(record: Any) -> Iterator[tuple[str, str | None]]:
 
 def check_record(record: Any) -> None:
     """Refuse a record whose ids, paths or blob names could reach outside their roots, whose names
-    are not plain words, or whose numbers are out of the ranges of `repro/bounds.py`.
+    are not plain words, or whose numbers are out of the ranges of `repro/ranges.py`.
 
     Raises:
         CapsuleInvalid: the first offending field, by name (exit 6).
@@ -302,9 +302,9 @@ def check_record(record: Any) -> None:
             raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
     for name, value in _text_number_fields(record):
         why = (
-            bounds.pythonhashseed_problem(value)
+            ranges.pythonhashseed_problem(value)
             if name.endswith("PYTHONHASHSEED")
-            else bounds.number_text_problem(bounds.THREADS, value)
+            else ranges.number_text_problem(ranges.THREADS, value)
         )
         if why:
             raise CapsuleInvalid(f"capsule field {name} is out of range: it {why}", RECORD_NAME, hint)
@@ -317,7 +317,7 @@ def check_record(record: Any) -> None:
                 f"capsule field {name} is not a plain name: {str(word)[:80]!r}", RECORD_NAME, hint
             )
     gpus = record.backend.gpus
-    why = None if gpus is None else bounds.gpus_problem(gpus)
+    why = None if gpus is None else ranges.gpus_problem(gpus)
     if why:
         raise CapsuleInvalid(f"capsule field backend.gpus {why}", RECORD_NAME, hint)
     for name in record.lists:

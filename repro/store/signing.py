@@ -31,7 +31,8 @@ from typing import Literal
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.runtime.contract import parse_json
-from repro.store.capsule import SIGNATURE_NAME, SUMS_NAME, read_seal
+from repro.store.capsule import SIGNATURE_NAME, SUMS_NAME
+from repro.store.verify import read_seal
 
 Algorithm = Literal["hmac-sha256", "ed25519"]
 HMAC: Algorithm = "hmac-sha256"

@@ -18,9 +18,9 @@ from repro.store.capsule import (
     Record,
     ResultInfo,
     SeedInfo,
-    pack,
 )
 from repro.store.runs import Store
+from repro.store.tarwriter import pack
 
 LESLIE = "20250101-120000-aaaa"
 DAVE = "20250101-130000-bbbb"

@@ -7,8 +7,9 @@ import tarfile
 from pathlib import Path
 
 from repro.errors import ExitCode
-from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record, pack
+from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record
 from repro.store.runs import Store
+from repro.store.tarwriter import pack
 
 
 def _sealed(store: Store, run_id: str, backend: str) -> Record:

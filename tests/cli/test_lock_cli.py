@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ExitCode
-from repro.store.capsule import pack
 from repro.store.runs import Store
+from repro.store.tarwriter import pack
 from tests.builders import record, sealed
 from tests.conftest import Cli
 

@@ -221,7 +221,8 @@ def test_the_signature_covers_a_carried_image(cli, tmp_path: Path) -> None:  # t
     import functools
 
     from repro.store import signing
-    from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record, pack
+    from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record
+    from repro.store.tarwriter import pack
 
     store = Store(tmp_path)
     record = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00")

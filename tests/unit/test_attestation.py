@@ -12,8 +12,10 @@ import pytest
 
 from repro.errors import CapsuleInvalid, ExitCode, UsageError
 from repro.store import attestation, dsse, signing
-from repro.store.capsule import FileEntry, ImageInfo, Record, capsule_sums, pack, read_seal
+from repro.store.capsule import FileEntry, ImageInfo, Record
 from repro.store.runs import LoadedRun, Store
+from repro.store.tarwriter import capsule_sums, pack
+from repro.store.verify import read_seal
 
 
 def test_pae_is_the_spec_s_encoding() -> None:

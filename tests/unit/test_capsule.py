@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from repro.errors import CapsuleInvalid
-from repro.store.capsule import FileEntry, Record, blob_member, dump_record, load_record, pack, verify_tar
+from repro.store.capsule import FileEntry, Record, blob_member, dump_record, load_record
 from repro.store.hashing import hash_bytes
+from repro.store.tarwriter import pack
+from repro.store.verify import verify_tar
 
 
 def _record_with_blob(tmp_path: Path) -> tuple[Record, Path]:

@@ -24,11 +24,12 @@ from repro.store.capsule import (
     FileEntry,
     Record,
     blob_member,
-    pack,
-    verify_tar,
 )
-from repro.store.hashing import hash_bytes, hash_tree
+from repro.store.hashing import hash_bytes
 from repro.store.runs import LoadedRun, Store
+from repro.store.tarwriter import pack
+from repro.store.treehash import hash_tree
+from repro.store.verify import verify_tar
 from tests import forging
 from tests.conftest import Cli
 

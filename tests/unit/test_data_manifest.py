@@ -12,8 +12,8 @@ from repro.errors import CapsuleInvalid
 from repro.facts import data as data_capture
 from repro.facts.data import capture_data, check_data
 from repro.store.capsule import Record, decode_manifest, dump_record, encode_manifest, load_record
-from repro.store.hashing import tree_digest
 from repro.store.runs import Store
+from repro.store.treehash import tree_digest
 
 
 def _tree(root: Path, n: int) -> None:

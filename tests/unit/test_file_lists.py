@@ -23,10 +23,10 @@ from repro.store.capsule import (
     dump_record,
     encode_entries,
     load_record,
-    verify_tar,
 )
 from repro.store.hashing import hash_bytes
 from repro.store.runs import Store
+from repro.store.verify import verify_tar
 from tests import forging
 
 RUN_ID = "20260101-000000-abcd"
@@ -122,7 +122,7 @@ def test_export_carries_the_list_blobs_and_import_reads_them(tmp_path: Path) -> 
     store, record = _sealed(tmp_path / "a")
     (store.root / "train.py").write_text("print('train')\n")
     loaded = store.load_run(RUN_ID)
-    from repro.store.capsule import pack
+    from repro.store.tarwriter import pack
 
     tar = pack(loaded.record, loaded.blob_path, tmp_path / "run.tar")
     verified = verify_tar(tar)
@@ -165,7 +165,7 @@ def test_a_forged_list_blob_in_a_capsule_is_refused(
 ) -> None:
     store, _ = _sealed(tmp_path / "a")
     loaded = store.load_run(RUN_ID)
-    from repro.store.capsule import pack
+    from repro.store.tarwriter import pack
 
     tar = pack(loaded.record, loaded.blob_path, tmp_path / "run.tar")
     bad = _forged_list(tar, tmp_path / "bad.tar", rows, count)

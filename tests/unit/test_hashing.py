@@ -13,15 +13,17 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from repro.store import hashing
-from repro.store.hashing import HashCache, hash_bytes, hash_file, hash_file_cached, hash_tree, tree_digest
+from repro.store import hashing, statcache, treehash
+from repro.store.hashing import hash_bytes, hash_file
+from repro.store.statcache import HashCache, hash_file_cached
+from repro.store.treehash import hash_tree, tree_digest
 
 
 @pytest.fixture
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every file the hashing module actually reads."""
+    """Record every file the stat cache and the tree walk actually read."""
     seen: list[str] = []
-    real_open, real_known, real_at = hashing._hash_open, hashing._hash_known, hashing._hash_at
+    real_open, real_known, real_at = hashing._hash_open, treehash._hash_known, treehash._hash_at
 
     def spy_open(path: str, on_bytes=None):  # type: ignore[no-untyped-def]
         seen.append(path)
@@ -35,16 +37,16 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(path)
         return real_at(dir_fd, name, path, on_bytes)
 
-    monkeypatch.setattr(hashing, "_hash_open", spy_open)
-    monkeypatch.setattr(hashing, "_hash_known", spy_known)
-    monkeypatch.setattr(hashing, "_hash_at", spy_at)
+    monkeypatch.setattr(statcache, "_hash_open", spy_open)
+    monkeypatch.setattr(treehash, "_hash_known", spy_known)
+    monkeypatch.setattr(treehash, "_hash_at", spy_at)
     return seen
 
 
 @pytest.fixture
 def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """Trust rows of files written just now (tests create files and re-check at once)."""
-    monkeypatch.setattr(hashing, "RACY_WINDOW_NS", -10_000_000_000)
+    monkeypatch.setattr(statcache, "RACY_WINDOW_NS", -10_000_000_000)
 
 
 @pytest.fixture
@@ -287,7 +289,7 @@ def test_digest_is_stable_across_creation_order_and_runs(tmp_path: Path) -> None
     # A fixed value: the digest must not change between runs or versions.
     assert da.digest == GOLDEN_DIGEST
     code = (
-        "import sys; from pathlib import Path; from repro.store.hashing import hash_tree;"
+        "import sys; from pathlib import Path; from repro.store.treehash import hash_tree;"
         "print(hash_tree(Path(sys.argv[1]), Path(sys.argv[1])).digest)"
     )
     other_run = subprocess.run(
@@ -327,7 +329,8 @@ def test_cache_shared_by_concurrent_processes(tmp_path: Path, no_racy_window: No
     root = make_tree(tmp_path / "d", {f"f{i}": str(i).encode() for i in range(300)})
     db = tmp_path / "hashes.db"
     code = (
-        "import sys; from pathlib import Path; from repro.store.hashing import HashCache, hash_tree\n"
+        "import sys; from pathlib import Path; from repro.store.statcache import HashCache\n"
+        "from repro.store.treehash import hash_tree\n"
         "with HashCache(Path(sys.argv[2])) as c:\n"
         "    for _ in range(5): d = hash_tree(Path(sys.argv[1]), Path(sys.argv[1]), c).digest\n"
         "print(d)\n"
@@ -365,7 +368,7 @@ def test_small_files_move_to_the_pool_when_reads_wait(
 ) -> None:
     files = {f"f{i:04d}": os.urandom(i % 500) for i in range(1200)}
     root = make_tree(tmp_path / "d", files)
-    monkeypatch.setattr(hashing, "_io_bound", lambda before, n: True)
+    monkeypatch.setattr(treehash, "_io_bound", lambda before, n: True)
     calls: list[tuple[int, int]] = []
     tree = hash_tree(root, root, on_progress=lambda d, t: calls.append((d, t)))
     assert {f.path: f.hash for f in tree.files} == {k: hash_bytes(v) for k, v in files.items()}
@@ -398,7 +401,7 @@ def test_a_file_changed_between_scan_and_read_is_recorded_as_read(tmp_path: Path
     root = make_tree(tmp_path / "d", {"f": b"short"})
     hash_tree(root, root, cache)  # known to the cache: a re-check stats first, then reads
     (root / "f").write_bytes(b"other")
-    real_scan = hashing._scan
+    real_scan = treehash._scan
 
     def scan_then_grow(*args):  # type: ignore[no-untyped-def]
         found = real_scan(*args)
@@ -406,7 +409,7 @@ def test_a_file_changed_between_scan_and_read_is_recorded_as_read(tmp_path: Path
         return found
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(hashing, "_scan", scan_then_grow)
+        m.setattr(treehash, "_scan", scan_then_grow)
         tree = hash_tree(root, root, cache)
     assert [(f.path, f.size, f.hash) for f in tree.files] == [("f", 15, hash_bytes(b"much longer now"))]
     assert hash_tree(root, root, cache) == tree
@@ -437,7 +440,7 @@ def test_first_hash_writes_its_cache_rows_in_batches(
     no_racy_window: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(hashing, "_STORE_ROWS", 40)
+    monkeypatch.setattr(treehash, "_STORE_ROWS", 40)
     files = {f"d{i % 6}/f{i:03d}": os.urandom(i % 90) for i in range(300)}
     root = make_tree(tmp_path / "d", files)
     first = hash_tree(root, root, cache)
@@ -461,15 +464,15 @@ def test_first_hash_hands_the_rest_of_the_tree_to_the_pool_when_reads_wait(
 ) -> None:
     files = {f"d{i % 4}/e{i % 3}/f{i:04d}": os.urandom(i % 200) for i in range(1500)}
     root = make_tree(tmp_path / "d", files)
-    monkeypatch.setattr(hashing, "_io_bound", lambda before, n: True)
+    monkeypatch.setattr(treehash, "_io_bound", lambda before, n: True)
     pooled: list[int] = []
-    real_todo = hashing._hash_todo
+    real_todo = treehash._hash_todo
 
     def spy_todo(todo, *args):  # type: ignore[no-untyped-def]
         pooled.append(len(todo))
         return real_todo(todo, *args)
 
-    monkeypatch.setattr(hashing, "_hash_todo", spy_todo)
+    monkeypatch.setattr(treehash, "_hash_todo", spy_todo)
     calls: list[tuple[int, int]] = []
     tree = hash_tree(root, root, on_progress=lambda d, t: calls.append((d, t)))
     assert {f.path: f.hash for f in tree.files} == {k: hash_bytes(v) for k, v in files.items()}

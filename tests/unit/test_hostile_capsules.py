@@ -33,11 +33,11 @@ from repro.store.capsule import (
     FileEntry,
     Record,
     blob_member,
-    pack,
-    verify_tar,
 )
 from repro.store.hashing import hash_bytes
 from repro.store.runs import Store
+from repro.store.tarwriter import pack
+from repro.store.verify import verify_tar
 from tests import forging
 
 CODE = b"print('genuine training code')\n"

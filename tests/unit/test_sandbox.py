@@ -8,10 +8,11 @@ import pytest
 
 from repro import config, sandbox
 from repro.errors import BackendUnavailable, ExitCode
-from repro.store.capsule import RECORD_NAME, CodeInfo, CommandInfo, FileEntry, Record, pack
+from repro.store.capsule import RECORD_NAME, CodeInfo, CommandInfo, FileEntry, Record
 from repro.store.hashing import hash_bytes
 from repro.store.rundir import FOREIGN
 from repro.store.runs import Store
+from repro.store.tarwriter import pack
 
 
 def _plan(root: Path, backend: str | None = None, environ: dict[str, str] | None = None) -> config.Plan:

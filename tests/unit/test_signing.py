@@ -15,8 +15,10 @@ import pytest
 
 from repro.errors import CapsuleInvalid, ExitCode, UsageError
 from repro.store import signing
-from repro.store.capsule import Record, pack, read_seal, verify_tar
+from repro.store.capsule import Record
 from repro.store.signing import Trust
+from repro.store.tarwriter import pack
+from repro.store.verify import read_seal, verify_tar
 
 SUMS = b"0" * 64 + b"  capsule.yaml\n"
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from repro.store import hashing
-from repro.store.hashing import HashCache, hash_tree
+from repro.store import hashing, statcache, treehash
 from repro.store.listing import file_keys, tree_listing
+from repro.store.statcache import HashCache
+from repro.store.treehash import hash_tree
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def tree(tmp_path: Path) -> Path:
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files written a moment ago count as settled (the racy window is for slow clocks)."""
-    monkeypatch.setattr(hashing, "RACY_WINDOW_NS", -(10**12))
+    monkeypatch.setattr(statcache, "RACY_WINDOW_NS", -(10**12))
 
 
 def _no_walk(*args: object) -> None:
@@ -45,7 +46,7 @@ def test_listing_keys_match_os_stat(tree: Path) -> None:
 
 
 def test_a_first_hash_takes_no_listing(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hashing, "tree_listing", _no_walk)
+    monkeypatch.setattr(treehash, "tree_listing", _no_walk)
     with HashCache(tmp_path / "c.sqlite") as cache:
         assert len(hash_tree(tree, tmp_path, cache).files) == 3
 
@@ -56,7 +57,7 @@ def test_unchanged_tree_is_answered_from_its_listing(
     with HashCache(tmp_path / "c.sqlite") as cache:
         first = hash_tree(tree, tmp_path, cache)  # hashes every file
         second = hash_tree(tree, tmp_path, cache)  # a re-check: walks, and records the listing
-        monkeypatch.setattr(hashing, "_scan", _no_walk)
+        monkeypatch.setattr(treehash, "_scan", _no_walk)
         third = hash_tree(tree, tmp_path, cache)
     assert first == second == third
 
@@ -93,13 +94,13 @@ def test_recent_writes_are_not_recorded_as_settled(
         hash_tree(tree, tmp_path, cache)
         hash_tree(tree, tmp_path, cache)  # files written just now: within the racy window
         calls: list[object] = []
-        real = hashing._scan
+        real = treehash._scan
 
         def counted(*a: Any) -> Any:
             calls.append(a)
             return real(*a)
 
-        monkeypatch.setattr(hashing, "_scan", counted)
+        monkeypatch.setattr(treehash, "_scan", counted)
         hash_tree(tree, tmp_path, cache)
     assert calls  # walked again: nothing was recorded for the whole tree
 

@@ -1,4 +1,4 @@
-"""Seeds, counts and PYTHONHASHSEED take only sane values (repro/bounds.py), whatever brings them.
+"""Seeds, counts and PYTHONHASHSEED take only sane values (repro/ranges.py), whatever brings them.
 
 From a flag, a REPRO_* variable or repro.yaml a bad value is a usage error (exit 2) naming where
 it came from, with a hint; from a capsule (a genuine export, its record edited and SHA256SUMS
