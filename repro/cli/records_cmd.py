@@ -21,8 +21,8 @@ from repro.export import (
     refuse_secrets_in_outputs,
 )  # fmt: skip
 from repro.facts.deps import run_packages
-from repro.facts.sources import InputSource, locate_inputs
 from repro.get import get_files
+from repro.rerun.inputs import InputSource, locate_inputs
 from repro.store import attestation, datablobs, limits, signing
 from repro.store.capsule import Record, verify_tar
 from repro.store.hashing import HashCache

@@ -13,7 +13,7 @@ import pytest
 
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import carried_data
-from repro.facts.sources import CAPSULE, DATA_REMOTE, DVC, HERE, NOWHERE, STORE, locate_inputs
+from repro.rerun.inputs import CAPSULE, DATA_REMOTE, DVC, HERE, NOWHERE, STORE, locate_inputs
 from repro.store import datablobs, limits
 from repro.store.capsule import (
     SUMS_NAME,

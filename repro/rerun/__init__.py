@@ -1,0 +1,3 @@
+"""A recorded run executed again, in parts that `repro replay`, `repro check` and `repro resume` share:
+where its inputs come from (`inputs`), its re-execution (`execute`), the two sides of its comparison
+(`sides`), and the request and outcome (`request`)."""
