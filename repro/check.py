@@ -28,15 +28,18 @@ from repro.backends.base import Event, OnEvent
 from repro.collect import checkpoints
 from repro.compare import ops, resumetrace
 from repro.compare import reasons as codes
+from repro.compare.reasons import Code
 from repro.compare.resumetrace import ResumeCause
 from repro.compare.verdict import (
     REPRODUCED,
     CompareOptions,
+    Known,
     OutputDiff,
     Side,
     Verdict,
     compare_runs,
     exit_code_for,
+    explained,
     worst_status,
 )
 from repro.config import Plan, Settings
@@ -296,12 +299,10 @@ class _Attempts:
         if self.result.failed is not None:
             return None
         original, again = (outputs_only(of_run(self.store.load_run(r.id))) for r in (self.first, resumed))
-        verdict = compare_runs(
-            original, again, self.result.mode, options=CompareOptions.from_settings(self.plan.settings)
-        )
+        known = Known(started_over=_started_over(resumed) if resumed.results.resume_started_over else None)
+        options = CompareOptions.from_settings(self.plan.settings)
+        verdict = compare_runs(original, again, self.result.mode, options=options, known=known)
         verdict.notes.append(f"killed after optimizer step {step}, resumed as {resumed.id}")
-        if resumed.results.resume_started_over:
-            _started_over(verdict, resumed)
         verdict.notes.append(
             "a resumed run logs only what follows its checkpoint: outputs compared, not logs"
         )
@@ -335,15 +336,14 @@ class _Attempts:
             self.result.causes.append(found[0])
             cause = found[0]
             fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
-            verdict.reasons.insert(0, codes.Reason(codes.NOT_RESTORED, cause.describe(), fields=fields))
+            explained(verdict, codes.Reason(Code.NOT_RESTORED, cause.describe(), fields=fields), first=True)
 
 
-def _started_over(verdict: Verdict, resumed: Record) -> None:
+def _started_over(resumed: Record) -> codes.Reason:
     """A resumed run that loaded no checkpoint tested no resume: the check fails, saying why."""
     text = checkpoints.started_over(resumed.resumed_from or "the killed run")
     fields = {"resumed": resumed.id, "original": resumed.resumed_from}
-    verdict.reasons.insert(0, codes.Reason(codes.RESUME_STARTED_OVER, text, fields=fields))
-    verdict.status, verdict.summary = "diverged", f"diverged: {text}"
+    return codes.Reason(Code.RESUME_STARTED_OVER, text, fields=fields)
 
 
 def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any]]]:

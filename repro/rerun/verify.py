@@ -15,7 +15,7 @@ from repro import sandbox
 from repro import window as windows
 from repro.backends.base import Event, OnEvent
 from repro.compare import ops
-from repro.compare.verdict import CompareOptions, Verdict, compare_runs
+from repro.compare.verdict import CompareOptions, Known, Verdict, compare_runs
 from repro.config import Plan, Settings
 from repro.errors import UsageError
 from repro.facts import command_env
@@ -100,9 +100,8 @@ def verify_run(
     )  # fmt: skip
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
-    verdict = _compare(request, store, loaded, record, plan.settings, window, notes)
-    if world_changed and verdict.status == "identical":
-        verdict.status = "within_tolerance"  # another reduction order: identical bytes are luck
+    known = Known(world_size_changed=world_changed)
+    verdict = _compare(request, store, loaded, record, plan.settings, window, notes, known)
     verdict.notes += notes
     shutil.rmtree(root, ignore_errors=True)
     for note in notes:
@@ -203,6 +202,7 @@ def _compare(
     settings: Settings,
     window: windows.Window | None,
     notes: list[str],
+    known: Known,
 ) -> Verdict:
     """The replay against its record: a window against the trace, a resumed chain by its outputs."""
     original = loaded.record
@@ -215,8 +215,10 @@ def _compare(
         )
     tol, options = tolerance(mode, request.atol, request.rtol), CompareOptions.from_settings(settings)
     if window is not None:
-        return windows.compare(of_run(loaded), of_run(replayed), window, mode, tol, options)
+        return windows.compare(of_run(loaded), of_run(replayed), window, mode, tol, options, known)
     if original.resumed_from:
         notes.append(resumed_note(store, original))
-        return compare_runs(outputs_only(of_run(loaded)), outputs_only(of_run(replayed)), mode, tol, options)
-    return compare_runs(of_run(loaded), of_run(replayed), mode, tol, options)
+        return compare_runs(
+            outputs_only(of_run(loaded)), outputs_only(of_run(replayed)), mode, tol, options, known
+        )
+    return compare_runs(of_run(loaded), of_run(replayed), mode, tol, options, known)
