@@ -33,6 +33,13 @@ HERE = "here"  # the data root holds it as recorded
 NOWHERE = "nowhere"
 DVC = "dvc"  # not kept as blobs, tracked by DVC: a replay fetches it from the DVC remote ``remote``
 CARRIED = (CAPSULE, STORE, DATA_REMOTE)  # kinds a replay places from blobs
+# Where carried data lies, in words: ``in the capsule`` (`InputSource.describe`), ``the copy carried in
+# the capsule`` (a replay's note).
+_PLACES = {
+    CAPSULE: ("carried in", "the capsule"),
+    STORE: ("kept in", "the store"),
+    DATA_REMOTE: ("in", "the data remote"),
+}
 __all__ = [
     "CAPSULE", "CARRIED", "DATA_REMOTE", "DVC", "HERE", "NOWHERE", "STORE", "InputSource", "locate_inputs",
 ]  # fmt: skip
@@ -67,8 +74,10 @@ class InputSource:
         if self.kind == DVC:
             named = f"the DVC remote `{self.remote}`" if self.remote else "the default DVC remote"
             return f"{head}: in {named}, fetched through DVC ({differs})"
-        where = {CAPSULE: "in the capsule", STORE: "in the store", DATA_REMOTE: "in the data remote"}
-        said = where.get(self.kind, f"in {self.kind}" + (f" remote {self.remote}" if self.remote else ""))
+        place = _PLACES[self.kind][1] if self.kind in _PLACES else None
+        said = (
+            f"in {place}" if place else f"in {self.kind}" + (f" remote {self.remote}" if self.remote else "")
+        )
         shown = f" {self.location}" if self.location and self.kind == DATA_REMOTE else ""
         return f"{head}: {said}{shown} ({differs})"
 
@@ -258,7 +267,7 @@ class DataChoice:
             return []
         return [
             f"declared data {s.path}: the host's copy {'differs' if s.present else 'is absent'}; the replay "
-            f"uses the copy {_FROM[s.kind]}, placed read-only in its own copy of the project "
+            f"uses the copy {' '.join(_PLACES[s.kind])}, placed read-only in its own copy of the project "
             "(the host's data is left as it is)"
             for s in self.sources
             if s.kind in CARRIED
@@ -282,9 +291,6 @@ class DataChoice:
                     "with --data-root"
                 )
         return shown, withheld
-
-
-_FROM = {CAPSULE: "carried in the capsule", STORE: "kept in the store", DATA_REMOTE: "in the data remote"}
 
 
 def choose_data(
