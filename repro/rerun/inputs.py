@@ -11,7 +11,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from repro.rerun.request import ReplayRequest, say
 from repro.store import datablobs
 from repro.store.capsule import DataInput, FileEntry, Record
 from repro.store.datablobs import CAPSULE, DATA_REMOTE, STORE, BlobRoots, ReadBlob
-from repro.store.hashing import HashCache, hash_tree
+from repro.store.hashing import HashCache, TreeDigest, hash_tree
 from repro.store.runs import LoadedRun, Store
 from repro.units import plural
 
@@ -60,6 +60,8 @@ class InputSource:
     fix: str | None = None  # the command that would make it available (kind NOWHERE)
     refused: str | None = None  # why the host's path is never shown to a replay (`hostpaths.refusal`)
     read: bool = False  # recorded because the run read it, not declared (`DataInput.read`)
+    # The host's copy as hashed to judge it (None: not read there), so that it is hashed once.
+    tree: TreeDigest | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         """``data/train (120 files): in the capsule``: one line for people."""
@@ -131,8 +133,24 @@ def _locate(
     """Where ``item`` comes from; ``host``: whether the host's path may be read at all."""
     path = data_root / item.path
     present = host and (path.exists() or path.is_symlink())
+    tree = hash_tree(path, data_root, cache=cache) if present else None
+    source = _source(record, item, data_root, roots, read_blob, present, tree)
+    source.tree = tree
+    return source
+
+
+def _source(
+    record: Record,
+    item: DataInput,
+    data_root: Path,
+    roots: BlobRoots,
+    read_blob: ReadBlob,
+    present: bool,
+    tree: TreeDigest | None,
+) -> InputSource:
+    """Where ``item`` comes from, the host's copy hashed as ``tree`` (None: absent or never read)."""
     count = item.count or len(item.files)
-    if present and hash_tree(path, data_root, cache=cache).digest == item.digest:
+    if tree is not None and tree.digest == item.digest:
         return InputSource(item.path, HERE, count, item.size, True, str(data_root))
     kinds: list[str] = []
     locations: dict[str, str] = {}
@@ -159,9 +177,15 @@ def _locate(
 
 
 def check_recorded_data(
-    original: Record, data_root: Path, store: Store, allow: bool, read_blob: Callable[[str], bytes | None]
+    original: Record,
+    data_root: Path,
+    store: Store,
+    allow: bool,
+    read_blob: Callable[[str], bytes | None],
+    hashed: Mapping[str, TreeDigest] | None = None,
 ) -> Drift | None:
-    """Hash the data the capsule names under ``data_root``; stop on drift unless allowed.
+    """Hash the data the capsule names under ``data_root`` (but those ``hashed`` already); stop on
+    drift unless allowed.
 
     Raises:
         DataDrift: the data differs and drift is not allowed.
@@ -169,7 +193,7 @@ def check_recorded_data(
     if not original.data.inputs:
         return None
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        drift = check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob)
+        drift = check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob, hashed=hashed)
     if drift and not allow:
         raise DataDrift(drift.changed, drift.missing, drift.extra)
     return drift or None
@@ -316,7 +340,8 @@ def choose_data(
         sources = locate_inputs(original, data_root, roots, read_blob, cache)
     _refuse_missing_read(original, sources, request)
     if any(s.kind in (NOWHERE, DVC) for s in sources):  # DVC: not fetched (--data-root, drift allowed)
-        drift = check_recorded_data(original, data_root, store, request.allow_data_drift, read_blob)
+        hashed = {s.path: s.tree for s in sources if s.tree is not None}  # judged here, not hashed again
+        drift = check_recorded_data(original, data_root, store, request.allow_data_drift, read_blob, hashed)
         return DataChoice(sources, drift, roots)
     choice = DataChoice(sources, None, roots)
     if choice.placed:
