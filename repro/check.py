@@ -23,19 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from repro import interrupt, start
+from repro import start
 from repro.backends.base import Event, OnEvent
 from repro.collect import checkpoints
-from repro.compare import ops
+from repro.compare import ops, resumetrace
 from repro.compare import reasons as codes
+from repro.compare.reasons import Code
+from repro.compare.resumetrace import ResumeCause
 from repro.compare.verdict import (
     REPRODUCED,
     CompareOptions,
+    Known,
     OutputDiff,
     Side,
     Verdict,
     compare_runs,
     exit_code_for,
+    explained,
     worst_status,
 )
 from repro.config import Plan, Settings
@@ -47,17 +51,10 @@ from repro.facts.determinism import clock_env, verifiable_mode
 from repro.facts.secrets import Redactor, run_masker
 from repro.facts.secrets.verdicts import VERDICTS_DB, Verdicts
 from repro.integrations import trackers
-from repro.interrupt import ResumeCause
-from repro.replay import (
-    ReplayRequest,
-    outputs_only,
-    replay_record,
-    resolve_trusted,
-    run_replay,
-    side,
-    tolerance,
-    verification,
-)
+from repro.rerun.execute import replay_record
+from repro.rerun.request import ReplayRequest, resolve_trusted
+from repro.rerun.sides import of_run, outputs_only, tolerance, verification
+from repro.rerun.verify import verify_run
 from repro.run.capture import capture, expand
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, ProgressFactory, RunRequest
@@ -163,7 +160,7 @@ def run_check(
         if first is None or run.record.results.status != "succeeded":
             return
         mode = verifiable_mode(result.records[0].determinism, run.record.determinism)
-        verdict = compare_runs(first, side(run), mode, tolerance(mode, atol, rtol), options)
+        verdict = compare_runs(first, of_run(run), mode, tolerance(mode, atol, rtol), options)
         if plan.settings.ops and verdict.status != "identical":  # --ops: the first differing op
             ours = ops.streams(run.record.results.logs, run.read_blob)
             ops.explain(verdict, first_ops, ours, plan.settings.ops_steps, "run 1's", "this run's")
@@ -189,7 +186,7 @@ def run_check(
             return result
         if first is None:
             loaded = store.load_run(record.id)
-            first, first_ops = side(loaded), ops.streams(record.results.logs, loaded.read_blob)
+            first, first_ops = of_run(loaded), ops.streams(record.results.logs, loaded.read_blob)
     trackers.report_verdict(result.records, result.status, store.root, lambda s: on_event(Event("info", s)))
     return result
 
@@ -243,7 +240,7 @@ def run_interrupt_check(
         reference = _resume_traces(store, first)
         total = len(reference.get(0, []))
         saved = [c.step for c in first.results.checkpoints]
-        steps = interrupt.kill_steps(
+        steps = resumetrace.kill_steps(
             saved, total, interrupts, first.command.nproc_per_node, rng or random.Random()
         )
         if not steps:
@@ -309,13 +306,11 @@ class _Attempts:
         _record_run(self.result, resumed, self.on_record)
         if self.result.failed is not None:
             return None
-        original, again = (outputs_only(side(self.store.load_run(r.id))) for r in (self.first, resumed))
-        verdict = compare_runs(
-            original, again, self.result.mode, options=CompareOptions.from_settings(self.plan.settings)
-        )
+        original, again = (outputs_only(of_run(self.store.load_run(r.id))) for r in (self.first, resumed))
+        known = Known(started_over=_started_over(resumed) if resumed.results.resume_started_over else None)
+        options = CompareOptions.from_settings(self.plan.settings)
+        verdict = compare_runs(original, again, self.result.mode, options=options, known=known)
         verdict.notes.append(f"killed after optimizer step {step}, resumed as {resumed.id}")
-        if resumed.results.resume_started_over:
-            _started_over(verdict, resumed)
         verdict.notes.append(
             "a resumed run logs only what follows its checkpoint: outputs compared, not logs"
         )
@@ -343,21 +338,20 @@ class _Attempts:
 
     def _explain(self, verdict: Verdict, resumed: Record) -> None:
         rows = _resume_traces(self.store, resumed)
-        causes = [interrupt.first_cause(self.reference.get(r, []), rows[r], r) for r in sorted(rows)]
+        causes = [resumetrace.first_cause(self.reference.get(r, []), rows[r], r) for r in sorted(rows)]
         found = sorted((c for c in causes if c is not None), key=lambda c: (c.step, c.rank))
         if found:
             self.result.causes.append(found[0])
             cause = found[0]
             fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
-            verdict.reasons.insert(0, codes.Reason(codes.NOT_RESTORED, cause.describe(), fields=fields))
+            explained(verdict, codes.Reason(Code.NOT_RESTORED, cause.describe(), fields=fields), first=True)
 
 
-def _started_over(verdict: Verdict, resumed: Record) -> None:
+def _started_over(resumed: Record) -> codes.Reason:
     """A resumed run that loaded no checkpoint tested no resume: the check fails, saying why."""
     text = checkpoints.started_over(resumed.resumed_from or "the killed run")
     fields = {"resumed": resumed.id, "original": resumed.resumed_from}
-    verdict.reasons.insert(0, codes.Reason(codes.RESUME_STARTED_OVER, text, fields=fields))
-    verdict.status, verdict.summary = "diverged", f"diverged: {text}"
+    return codes.Reason(Code.RESUME_STARTED_OVER, text, fields=fields)
 
 
 def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any]]]:
@@ -366,7 +360,7 @@ def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any
     for name, blob in record.results.logs.items():
         if name.startswith("rtrace.rank") and name[11:].isdigit():
             text, _ = limits.stream_head(loaded.read_blob(blob), limits.MAX_RESUME_TRACE_BYTES)
-            traces[int(name[11:])] = interrupt.parse(text)  # a trace cut there compares its steps before
+            traces[int(name[11:])] = resumetrace.parse(text)  # a trace cut there compares its steps before
     return traces
 
 
@@ -442,7 +436,7 @@ def run_against(request: AgainstRequest, store: Store, plan: Plan, on_event: OnE
     original = loaded.record
     inside = _inside(Path(request.capsule), store.root)
     current = capture_current_code(store, plan.settings, original, [inside] if inside else [])
-    outcome = run_replay(
+    outcome = verify_run(
         ReplayRequest(
             ref=original.id, data_root=request.data_root, allow_data_drift=request.allow_data_drift,
             atol=request.atol, rtol=request.rtol, env=request.env,

@@ -29,8 +29,8 @@ from repro.facts import command_env
 from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
 from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
-from repro.facts.sources import shown_inputs
-from repro.replay import base_note, check_recorded_data, recorded_slurm_options, rerun_record
+from repro.rerun.execute import base_note, recorded_slurm_options, rerun_record
+from repro.rerun.inputs import check_recorded_data, shown_inputs
 from repro.run.collect import collect
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from repro.backends.base import RunSpec
 from repro.collect import checkpoints
-from repro.compare.verdict import CompareOptions, Side, Tolerance, Verdict, compare_runs
+from repro.compare.verdict import CompareOptions, Known, Side, Tolerance, Verdict, compare_runs
 from repro.errors import UsageError
 from repro.runtime import contract
 from repro.store.capsule import CheckpointInfo, Record
@@ -84,7 +84,7 @@ def prepare(
 
 
 def compare(original: Side, replay: Side, window: Window, mode: str, tol: Tolerance | None,
-            options: CompareOptions | None) -> Verdict:  # fmt: skip
+            options: CompareOptions | None, known: Known | None = None) -> Verdict:  # fmt: skip
     """The original's trace over the window against the replay's, renumbered; outputs and logs aside."""
     expected = [
         r for r in original.trace if window.first <= int(r.get("step", -1)) < window.first + window.steps
@@ -92,7 +92,7 @@ def compare(original: Side, replay: Side, window: Window, mode: str, tol: Tolera
     got = [{**r, "step": int(r.get("step", 0)) + window.first} for r in replay.trace][: window.steps]
     a = dataclasses.replace(original, outputs=[], metrics=[], stdout="", trace=expected, data_order={})
     b = dataclasses.replace(replay, outputs=[], metrics=[], stdout="", trace=got, data_order={})
-    verdict = compare_runs(a, b, mode, tol, options)
+    verdict = compare_runs(a, b, mode, tol, options, known)
     verdict.notes.append(
         f"{len(got)} of the window's {len(expected)} steps compared by their parameter fingerprints"
     )

@@ -14,7 +14,8 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, sigterm_interrupts
 from repro.config import Flags, Plan
 from repro.errors import Interrupted, UsageError
-from repro.replay import ReplayOutcome, ReplayRequest, run_replay
+from repro.replay import run_replay
+from repro.rerun.request import ReplayOutcome, ReplayRequest
 from repro.store.limits import MAX_DATA_BYTES
 from repro.store.signing import Trust
 from repro.ui import verdict as render

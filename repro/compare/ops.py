@@ -14,9 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from repro.compare import reasons as codes
-from repro.compare.reasons import OP_DIFFERS, Reason
-from repro.compare.verdict import Verdict
+from repro.compare.reasons import Code, Reason
+from repro.compare.verdict import Verdict, explained
 from repro.runtime import contract
 from repro.store import limits
 
@@ -56,8 +55,8 @@ class OpDifference:
 
 # A divergence these explain already: the op stream would not say more.
 _EXPLAINED = (
-    codes.RUN_FAILED, codes.ORIGINAL_FAILED, codes.RESUME_STARTED_OVER, codes.NOT_RESTORED,
-    codes.DATA_ORDER_DIFFERS, codes.WORKER_SEEDS_DIFFER, codes.CONCURRENT_WRITE,
+    Code.RUN_FAILED, Code.ORIGINAL_FAILED, Code.RESUME_STARTED_OVER, Code.NOT_RESTORED,
+    Code.DATA_ORDER_DIFFERS, Code.WORKER_SEEDS_DIFFER, Code.CONCURRENT_WRITE,
 )  # fmt: skip
 
 
@@ -193,7 +192,7 @@ def describe(d: OpDifference) -> str:
 def reason(d: OpDifference) -> Reason:
     """The verdict's reason for it (code ``op_differs``)."""
     return Reason(
-        OP_DIFFERS,
+        Code.OP_DIFFERS,
         describe(d),
         fields={
             "kind": d.kind, "op": d.op, "module": d.module, "where": d.where, "phase": d.phase,
@@ -251,7 +250,7 @@ def explain(
         {r: within(rows, steps) for r, rows in replay.items()},
     )
     if found is not None:
-        verdict.reasons.append(reason(found))
+        explained(verdict, reason(found))
         verdict.notes.append(f"op streams compared over {steps} optimizer step(s): {source} and {other}")
     elif (cut := _cut(original) or _cut(replay)) is not None:
         verdict.notes.append(limits.cut_note("--ops: an op stream", cut))

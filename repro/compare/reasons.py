@@ -30,50 +30,46 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-RUN_FAILED = "run_failed"
-ORIGINAL_FAILED = "original_failed"
-NOT_RESTORED = "not_restored"
-RESUME_STARTED_OVER = "resume_started_over"
-DATA_ORDER_DIFFERS = "data_order_differs"
-WORKER_SEEDS_DIFFER = "worker_seeds_differ"
-TRACE_DIFFERS = "trace_differs"
-MISSING_OUTPUT = "missing_output"
-EXTRA_OUTPUT = "extra_output"
-TENSOR_DIFFERS = "tensor_differs"
-METRIC_DIFFERS = "metric_differs"
-OUTPUT_DIFFERS = "output_differs"
-CONCURRENT_WRITE = "concurrent_write"
-LOG_DIFFERS = "log_differs"
-OP_DIFFERS = "op_differs"
 
-CODES = (
-    RUN_FAILED,
-    ORIGINAL_FAILED,
-    RESUME_STARTED_OVER,
-    NOT_RESTORED,
-    DATA_ORDER_DIFFERS,  # a replay whose data order differs says so first
-    WORKER_SEEDS_DIFFER,
-    TRACE_DIFFERS,
-    MISSING_OUTPUT,
-    EXTRA_OUTPUT,
-    TENSOR_DIFFERS,
-    METRIC_DIFFERS,
-    OUTPUT_DIFFERS,
-    CONCURRENT_WRITE,
-    LOG_DIFFERS,
-    OP_DIFFERS,
-)
+class Code(StrEnum):
+    """A reason's code, most decisive first (the order a verdict lists its reasons in)."""
+
+    RUN_FAILED = "run_failed"
+    ORIGINAL_FAILED = "original_failed"
+    RESUME_STARTED_OVER = "resume_started_over"
+    NOT_RESTORED = "not_restored"
+    DATA_ORDER_DIFFERS = "data_order_differs"  # a replay whose data order differs says so first
+    WORKER_SEEDS_DIFFER = "worker_seeds_differ"
+    TRACE_DIFFERS = "trace_differs"
+    MISSING_OUTPUT = "missing_output"
+    EXTRA_OUTPUT = "extra_output"
+    TENSOR_DIFFERS = "tensor_differs"
+    METRIC_DIFFERS = "metric_differs"
+    OUTPUT_DIFFERS = "output_differs"
+    CONCURRENT_WRITE = "concurrent_write"
+    LOG_DIFFERS = "log_differs"
+    OP_DIFFERS = "op_differs"
+
+
+CODES: tuple[Code, ...] = tuple(Code)
 # Codes about one output file (``Reason.path`` names it).
-OUTPUT_CODES = (MISSING_OUTPUT, EXTRA_OUTPUT, TENSOR_DIFFERS, OUTPUT_DIFFERS, CONCURRENT_WRITE)
+OUTPUT_CODES = (
+    Code.MISSING_OUTPUT,
+    Code.EXTRA_OUTPUT,
+    Code.TENSOR_DIFFERS,
+    Code.OUTPUT_DIFFERS,
+    Code.CONCURRENT_WRITE,
+)
 
 
 @dataclass
 class Reason:
-    """One reason a verdict is not identical: a code from `CODES`, the output it is about, facts."""
+    """One reason a verdict is not identical: a `Code`, the output it is about, facts."""
 
-    code: str
+    code: Code
     message: str
     path: str | None = None  # the output (file, or TensorBoard directory) it is about
     fields: dict[str, Any] = field(default_factory=dict)
@@ -83,4 +79,4 @@ class Reason:
 
     def about_output(self, path: str) -> bool:
         """Whether this reason is about the output ``path``."""
-        return self.path == path and (self.code in OUTPUT_CODES or self.code == METRIC_DIFFERS)
+        return self.path == path and (self.code in OUTPUT_CODES or self.code == Code.METRIC_DIFFERS)

@@ -28,14 +28,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from repro.compare import dataorder
-from repro.compare import reasons as codes
 from repro.compare.logmask import LogMask, mask_timings
 from repro.compare.metrics import MetricDivergence, compare_metrics
 from repro.compare.outputs import OutputDiff, Outputs, compare_outputs
-from repro.compare.reasons import Reason
+from repro.compare.reasons import Code, Reason
 from repro.compare.stdout import StdoutDivergence, compare_stdout
 from repro.compare.tensors import (
     TENSOR_SUFFIXES,
@@ -69,6 +68,8 @@ __all__ = [
     "DEFAULT_TOLERANCES",
     "MODES",
     "STATUSES",
+    "Known",
+    "explained",
     "STRICT",
     "TENSOR_SUFFIXES",
     "CompareOptions",
@@ -98,7 +99,8 @@ __all__ = [
     "worst_status",
 ]
 
-STATUSES = ("identical", "within_tolerance", "diverged", "failed")
+VerdictStatus = Literal["identical", "within_tolerance", "diverged", "failed"]  # best first
+STATUSES: tuple[VerdictStatus, ...] = get_args(VerdictStatus)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -164,10 +166,17 @@ class CompareOptions:
         return LogMask(mask=self.mask, ignore_lines=self.ignore_lines)
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the caller knows of the two runs beyond their results, weighed by `compare_runs`."""
+
+    world_size_changed: bool = False  # another reduction order: identical bytes are luck, not proof
+    started_over: Reason | None = None  # a resumed run that loaded no checkpoint tested no resume
+
+
 # --------------------------------------------------------------------------- results
 
 
-VerdictStatus = Literal["identical", "within_tolerance", "diverged", "failed"]
 REPRODUCED: tuple[VerdictStatus, ...] = ("identical", "within_tolerance")
 
 
@@ -241,15 +250,17 @@ def compare_runs(
     mode: str,
     tol: Tolerance | None = None,
     options: CompareOptions | None = None,
+    known: Known | None = None,
 ) -> Verdict:
     """Compare a replay (or a repeated run) with the original and decide the verdict.
 
-    ``tol`` defaults to the mode's tolerance (``tolerance_for``); strict mode ignores it.
+    ``tol`` defaults to the mode's tolerance (``tolerance_for``); strict mode ignores it. ``known``:
+    what the caller knows beyond the results (a world size changed, a resume that started over).
 
     Raises:
         UsageError: an unknown mode. ConfigError: a bad ``compare.mask``/``ignore_lines`` pattern.
     """
-    known = check_mode(mode)
+    checked = check_mode(mode)
     options = options or CompareOptions()
     tolerance = STRICT if mode == "strict" else (tol or DEFAULT_TOLERANCES[mode])
     outputs = compare_outputs(
@@ -269,7 +280,7 @@ def compare_runs(
     data_order = dataorder.compare(original.data_order, replay.data_order)
     verdict = Verdict(
         status="identical",
-        mode=known,
+        mode=checked,
         original=original.label,
         replay=replay.label,
         tolerance=None if mode == "strict" else tolerance,
@@ -290,7 +301,23 @@ def compare_runs(
     verdict.reasons = _reasons(verdict, original, replay)
     verdict.status = _decide(verdict, original, replay)
     verdict.summary = _summary(verdict)
+    _weigh(verdict, known or Known())
     return verdict
+
+
+def _weigh(v: Verdict, known: Known) -> None:
+    """What the caller knows, over what the comparison found (the summary keeps what it found)."""
+    if known.world_size_changed and v.status == "identical":
+        v.status = "within_tolerance"
+    if known.started_over is not None:
+        v.reasons.insert(0, known.started_over)
+        v.status, v.summary = "diverged", f"diverged: {known.started_over.message}"
+
+
+def explained(v: Verdict, reason: Reason, first: bool = False) -> None:
+    """Add to a decided verdict a reason found by looking further once it diverged: the first op that
+    differs (``--ops``, last), what a resume did not restore (``check --interrupt``, ``first``)."""
+    v.reasons.insert(0 if first else len(v.reasons), reason)
 
 
 def compare_all(
@@ -340,7 +367,7 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
         code = f" with status {replay.exit_code}" if replay.exit_code not in (None, 0) else ""
         found.append(
             Reason(
-                codes.RUN_FAILED,
+                Code.RUN_FAILED,
                 f"{replay.label or 'the replay'} {replay.status}{code}",
                 fields={"status": replay.status, "exit_code": replay.exit_code},
             )
@@ -348,7 +375,7 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
     elif original.failed:
         found.append(
             Reason(
-                codes.ORIGINAL_FAILED,
+                Code.ORIGINAL_FAILED,
                 f"{original.label or 'the original'} {original.status}; the replay succeeded",
                 fields={"status": original.status, "exit_code": original.exit_code},
             )
@@ -357,7 +384,7 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
     t = v.trace
     if t is not None and (v.mode == "strict" or not t.within_tolerance):
         fields = {"step": t.step, "param": t.param, "kind": t.kind}
-        found.append(Reason(codes.TRACE_DIFFERS, describe_trace(t), fields=fields))  # the most telling
+        found.append(Reason(Code.TRACE_DIFFERS, describe_trace(t), fields=fields))  # the most telling
     shared = {s.path: s for s in [*original.shared_writes, *replay.shared_writes]}
     for o in v.outputs:
         if o.status == "same" or (v.mode != "strict" and o.within_tolerance):
@@ -367,7 +394,7 @@ def _reasons(v: Verdict, original: Side, replay: Side) -> list[Reason]:
     m = v.metrics
     if m is not None and (v.mode == "strict" or not m.within_tolerance):
         fields = {"name": m.name, "step": m.step, "original": m.original, "replay": m.replay, "kind": m.kind}
-        found.append(Reason(codes.METRIC_DIFFERS, _metric_reason(m), fields=fields))
+        found.append(Reason(Code.METRIC_DIFFERS, _metric_reason(m), fields=fields))
     s = v.stdout
     if s is not None and (v.mode == "strict" or not s.within_tolerance):
         found.append(_stdout_reason(s))
@@ -380,11 +407,11 @@ def _data_order_reasons(report: dataorder.DataOrderReport | None) -> list[Reason
     d = report.order if report is not None else None
     if d is not None:
         fields = dataclasses.asdict(d)
-        found.append(Reason(codes.DATA_ORDER_DIFFERS, dataorder.describe_order(d), fields=fields))
+        found.append(Reason(Code.DATA_ORDER_DIFFERS, dataorder.describe_order(d), fields=fields))
     s = report.worker_seeds if report is not None else None
     if s is not None:
         text = dataorder.describe_seeds(s)
-        found.append(Reason(codes.WORKER_SEEDS_DIFFER, text, fields=dataclasses.asdict(s)))
+        found.append(Reason(Code.WORKER_SEEDS_DIFFER, text, fields=dataclasses.asdict(s)))
     return found
 
 
@@ -398,42 +425,42 @@ def _stdout_reason(s: StdoutDivergence) -> Reason:
         text = f"stdout differs at line {s.line}: {s.original_lines} vs {s.replay_lines} lines"
     else:
         text = f"stdout differs at line {s.line}"
-    return Reason(codes.LOG_DIFFERS, text, fields=fields)
+    return Reason(Code.LOG_DIFFERS, text, fields=fields)
 
 
 def _output_reason(o: OutputDiff) -> Reason:
     if o.status == "missing":
-        return Reason(codes.MISSING_OUTPUT, f"output {o.path} is missing from the replay", o.path)
+        return Reason(Code.MISSING_OUTPUT, f"output {o.path} is missing from the replay", o.path)
     if o.status == "added":
-        return Reason(codes.EXTRA_OUTPUT, f"output {o.path} appears only in the replay", o.path)
+        return Reason(Code.EXTRA_OUTPUT, f"output {o.path} appears only in the replay", o.path)
     if o.values is not None:
         return _values_reason(o)
     t = o.tensors
     if t is None:
-        return Reason(codes.OUTPUT_DIFFERS, f"output {o.path} changed ({o.note or 'not compared'})", o.path)
+        return Reason(Code.OUTPUT_DIFFERS, f"output {o.path} changed ({o.note or 'not compared'})", o.path)
     if t.only_original or t.only_replay:
         names = t.only_original + t.only_replay
         text = f"output {o.path}: tensor {names[0]} exists on one side only"
-        return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": names[0], "kind": "only_one_side"})
+        return Reason(Code.TENSOR_DIFFERS, text, o.path, {"tensor": names[0], "kind": "only_one_side"})
     if t.mismatched:
         m = t.mismatched[0]
         text = f"output {o.path}: {m.name} {m.reason} {m.original} -> {m.replay}"
-        return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": m.name, "kind": m.reason})
+        return Reason(Code.TENSOR_DIFFERS, text, o.path, {"tensor": m.name, "kind": m.reason})
     worst = max(t.differing, key=lambda d: _nan_big(d.max_abs), default=None)
     if worst is None:
-        return Reason(codes.OUTPUT_DIFFERS, f"output {o.path} changed bytes; all tensors equal", o.path)
+        return Reason(Code.OUTPUT_DIFFERS, f"output {o.path} changed bytes; all tensors equal", o.path)
     text = f"output {o.path}: tensor {worst.name} max abs {worst.max_abs:.3g}"
-    return Reason(codes.TENSOR_DIFFERS, text, o.path, {"tensor": worst.name, "max_abs": worst.max_abs})
+    return Reason(Code.TENSOR_DIFFERS, text, o.path, {"tensor": worst.name, "max_abs": worst.max_abs})
 
 
 def _concurrent_reason(seen: Reason, shared: SharedWrite) -> Reason:
     """An output several processes wrote at once differs: that is why, whatever its bytes show."""
-    if seen.code in (codes.MISSING_OUTPUT, codes.EXTRA_OUTPUT):
+    if seen.code in (Code.MISSING_OUTPUT, Code.EXTRA_OUTPUT):
         return seen
     who = shared.writers()
     text = f"output {shared.path} was written by {who} at once: its bytes depend on which wrote last"
     fields = {"writers": who, "ranks": shared.ranks, "pids": shared.pids, "detail": seen.message}
-    return Reason(codes.CONCURRENT_WRITE, text, shared.path, fields)
+    return Reason(Code.CONCURRENT_WRITE, text, shared.path, fields)
 
 
 def _values_reason(o: OutputDiff) -> Reason:
@@ -443,13 +470,13 @@ def _values_reason(o: OutputDiff) -> Reason:
         name = (r.only_original or r.only_replay)[0]
         side = "original" if r.only_original else "replay"
         text = f"output {o.path}: {name} is only in the {side}"
-        return Reason(codes.METRIC_DIFFERS, text, o.path, {"name": name, "kind": "only_one_side"})
+        return Reason(Code.METRIC_DIFFERS, text, o.path, {"name": name, "kind": "only_one_side"})
     d = r.first
     assert d is not None
     at = f" at step {d.step}" if d.step is not None else ""
     text = f"output {o.path}: {d.name}{at}: {d.original!r} -> {d.replay!r}"
     fields = {"name": d.name, "step": d.step, "original": d.original, "replay": d.replay, "kind": "value"}
-    return Reason(codes.METRIC_DIFFERS, text, o.path, fields)
+    return Reason(Code.METRIC_DIFFERS, text, o.path, fields)
 
 
 def _metric_reason(m: MetricDivergence) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from repro.compare import dataorder, rootpath, trace
-from repro.compare import reasons as codes
+from repro.compare.reasons import Code
 from repro.compare.verdict import CompareOptions, Side, Verdict, compare_runs
 from repro.diff.metrics import metric_rows
 from repro.diff.model import Change, ResultDifference, Section
@@ -155,8 +155,8 @@ def without_outputs(side: Side) -> Side:
     return dataclasses.replace(side, outputs=[], shared_writes=[])
 
 
-_BEFORE_OUTPUTS = (codes.RUN_FAILED, codes.ORIGINAL_FAILED, codes.DATA_ORDER_DIFFERS,
-                   codes.WORKER_SEEDS_DIFFER, codes.TRACE_DIFFERS)  # fmt: skip
+_BEFORE_OUTPUTS = (Code.RUN_FAILED, Code.ORIGINAL_FAILED, Code.DATA_ORDER_DIFFERS,
+                   Code.WORKER_SEEDS_DIFFER, Code.TRACE_DIFFERS)  # fmt: skip
 
 
 def differences(verdict: Verdict, outputs: Section) -> list[ResultDifference]:
@@ -169,13 +169,13 @@ def differences(verdict: Verdict, outputs: Section) -> list[ResultDifference]:
         ResultDifference(r.code, r.message, r.path) for r in verdict.reasons if r.code not in _BEFORE_OUTPUTS
     ]
     files = [
-        ResultDifference(_OUTPUT_CODE.get(c.kind, codes.OUTPUT_DIFFERS), _output_message(c), c.key)
+        ResultDifference(_OUTPUT_CODE.get(c.kind, Code.OUTPUT_DIFFERS), _output_message(c), c.key)
         for c in outputs.changes if c.scope == "file"
     ]  # fmt: skip
     return first + files + rest
 
 
-_OUTPUT_CODE = {"removed": codes.MISSING_OUTPUT, "added": codes.EXTRA_OUTPUT}
+_OUTPUT_CODE = {"removed": Code.MISSING_OUTPUT, "added": Code.EXTRA_OUTPUT}
 
 
 def _output_message(c: Change) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from repro.facts import hostpaths
 from repro.facts.dvc import dvc_sources
 from repro.store.capsule import MANIFEST_INLINE, DataInput, encode_manifest
 from repro.store.statcache import HashCache
-from repro.store.treehash import hash_tree
+from repro.store.treehash import TreeDigest, hash_tree
 
 Progress = Callable[[int, int], None]
 
@@ -86,10 +86,12 @@ def check_data(
     cache: HashCache | None = None,
     on_progress: Progress | None = None,
     read_blob: Callable[[str], bytes | None] = lambda digest: None,
+    hashed: Mapping[str, TreeDigest] | None = None,
 ) -> Drift:
     """Compare the recorded manifest with the data under ``data_root`` (same relative paths).
 
-    Manifest blobs are only read when an input differs (``read_blob``).
+    Manifest blobs are only read when an input differs (``read_blob``). ``hashed``: inputs already
+    hashed under ``data_root`` (by path), not hashed again.
 
     Raises:
         CapsuleInvalid: an input differs and its manifest blob is missing or malformed.
@@ -100,7 +102,9 @@ def check_data(
         if hostpaths.refusal(data_root, item.path) is not None or not path.exists():  # never read there
             drift.missing += sorted(f.path for f in item.entries(read_blob))
             continue
-        tree = hash_tree(path, data_root, cache=cache, on_progress=on_progress)
+        tree = (hashed or {}).get(item.path) or hash_tree(
+            path, data_root, cache=cache, on_progress=on_progress
+        )
         if tree.digest == item.digest:
             continue
         expected = {f.path: f for f in item.entries(read_blob)}

@@ -10,7 +10,7 @@ file or folder only when all of these hold:
   user named the data root on the command line (``--data-root``): data that differs from the record
   is shown from a root the user chose, never from one the record chose.
 
-Core data only; `repro.replay` applies it to what it mounts and links.
+Core data only; `repro.rerun.inputs` applies it to what it mounts and links.
 """
 
 from __future__ import annotations

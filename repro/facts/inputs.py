@@ -2,7 +2,7 @@
 
 Each is hashed and recorded as an input (`DataInput.read`), and its bytes kept in the store while the
 total stays within ``store.max_input_bytes``; a larger one is named, not kept. A replay restores them
-like declared data (`repro.facts.sources`), and one it cannot find is named before anything runs.
+like declared data (`repro.rerun.inputs`), and one it cannot find is named before anything runs.
 A file that looks like a credential, by name or by what it holds, is never kept: it is named.
 """
 

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from repro.errors import DataUnavailable, ReproError
-from repro.store.capsule import DataInput, DvcSource, Record
+from repro.store.capsule import DvcSource, Record
 
 INSTALL_HINT = "install DVC where repro runs: pip install 'repro-capsule[dvc]'"
 _REPO = ".dvc-fetch"  # the throwaway DVC repository's cache, inside the scratch root
@@ -56,22 +56,6 @@ class FetchResult:
 def tracked(record: Record) -> bool:
     """Whether DVC holds any of the record's declared inputs."""
     return any(item.dvc for item in record.data.inputs)
-
-
-def remote_names(item: DataInput) -> list[str | None]:
-    """The remotes that hold ``item`` (None: the default remote of whoever replays), for `repro show`."""
-    return list(dict.fromkeys(source.remote for source in item.dvc))
-
-
-def describe_remote(item: DataInput) -> str | None:
-    """``in the DVC remote `store``` (for `repro show`), or None when DVC does not track ``item``."""
-    names = remote_names(item)
-    if not names:
-        return None
-    named = [f"`{n}`" for n in names if n]
-    parts = [f"the DVC remote{'s' if len(named) > 1 else ''} {', '.join(named)}"] if named else []
-    parts += ["the default DVC remote"] if None in names else []
-    return "in " + " and ".join(parts)
 
 
 def fetch_inputs(record: Record, scratch_root: Path, host_root: Path) -> FetchResult:

@@ -40,7 +40,7 @@ def data_blobs(record: Record, read_blob: ReadBlob) -> dict[str, int]:
     return {f.hash: f.size for _, files in inputs_files(record, read_blob) for f in files if f.link is None}
 
 
-# Where data blobs lie, by kind (`repro.facts.sources` adds "here" and "nowhere"; others may come).
+# Where data blobs lie, by kind (`repro.rerun.inputs` adds "here" and "nowhere"; others may come).
 CAPSULE = "capsule"  # carried in the capsule being read (`repro export --with-data`)
 STORE = "store"  # in this project's store
 DATA_REMOTE = "data_remote"  # in the shared data remote (`store.data_remote`)

@@ -15,7 +15,7 @@ from typing import Any
 
 from repro import schemas
 from repro.check import CheckResult, output_fails
-from repro.compare import reasons as codes
+from repro.compare.reasons import Code
 from repro.compare.verdict import Verdict, worst_status
 from repro.ui import diff as diff_render
 from repro.ui import escape, printable, style
@@ -206,7 +206,7 @@ def render_junit(result: CheckResult) -> str:
     for i, v in enumerate(result.verdicts):
         pair, classname = _pair(result, i), f"repro.check.{v.replay or i + 2}"
         if v.status == "failed":
-            case(f"{pair}: run", classname, _reason(v, "the run failed", code=codes.RUN_FAILED))
+            case(f"{pair}: run", classname, _reason(v, "the run failed", code=Code.RUN_FAILED))
         for o in v.outputs:
             if not output_fails(v, o):
                 case(f"{pair}: output {o.path}", classname, None)
@@ -216,12 +216,12 @@ def render_junit(result: CheckResult) -> str:
             case(f"{pair}: output {o.path}", classname, message, f"{message}\n{detail}")
         m = v.metrics
         m_fails = m is not None and (v.mode == "strict" or not m.within_tolerance)
-        m_message = _reason(v, "metrics differ", code=codes.METRIC_DIFFERS) if m_fails else None
+        m_message = _reason(v, "metrics differ", code=Code.METRIC_DIFFERS) if m_fails else None
         case(f"{pair}: metrics", classname, m_message)
         s = v.stdout
         s_fails = s is not None and (v.mode == "strict" or not s.within_tolerance)
         body = f"- {s.original}\n+ {s.replay}" if s is not None else ""
-        s_message = _reason(v, "stdout differs", code=codes.LOG_DIFFERS) if s_fails else None
+        s_message = _reason(v, "stdout differs", code=Code.LOG_DIFFERS) if s_fails else None
         case(f"{pair}: stdout", classname, s_message, body)
     if result.failed is not None and not result.verdicts:
         r = result.failed.results

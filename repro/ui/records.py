@@ -11,8 +11,8 @@ from typing import Any
 from repro import schemas, ui
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
-from repro.facts.sources import InputSource
 from repro.get import GetResult
+from repro.rerun.inputs import InputSource
 from repro.runtime.contract import INDUCTOR_KNOB_PREFIX
 from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from repro.compare.reasons import Code
 from repro.compare.verdict import Verdict
 from repro.diff import DiffResult
 from repro.diff.metrics import Curves
@@ -41,7 +42,7 @@ def from_verdict(
     if (t := verdict.trace) is not None:
         first.append(("first differing parameter", f"{t.param} at optimizer step {t.step}"))
     for reason in verdict.reasons:
-        if reason.code == "tensor_differs":
+        if reason.code == Code.TENSOR_DIFFERS:
             first.append(("first differing tensor", f"{reason.fields.get('tensor')} in {reason.path}"))
             break
     if verdict.metrics is not None:

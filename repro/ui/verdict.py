@@ -15,8 +15,7 @@ from typing import Any
 
 from repro import schemas
 from repro.compare import ops as op_streams
-from repro.compare import reasons as codes
-from repro.compare.reasons import OP_DIFFERS
+from repro.compare.reasons import Code
 from repro.compare.trace import describe as describe_trace
 from repro.compare.verdict import MetricDivergence, OutputDiff, StdoutDivergence, TensorReport, Verdict
 from repro.ui import escape, printable, style
@@ -144,7 +143,7 @@ def output_detail(o: OutputDiff, verdict: Verdict | None = None) -> str:
 def _writers(verdict: Verdict, path: str) -> str | None:
     """``ranks 0 and 1``: the processes that wrote ``path`` at once, per the verdict's reasons."""
     for r in verdict.reasons:
-        if r.code == codes.CONCURRENT_WRITE and r.path == path:
+        if r.code == Code.CONCURRENT_WRITE and r.path == path:
             return str(r.fields.get("writers") or "more than one process")
     return None
 
@@ -186,7 +185,7 @@ def render_text(
 def _ops_text(v: Verdict, paint: Any) -> list[str]:
     """The first differing op (``--ops``, reason code ``op_differs``) in full, or after a strict
     divergence the hint to look for it."""
-    found = next((r for r in v.reasons if r.code == OP_DIFFERS), None)
+    found = next((r for r in v.reasons if r.code == Code.OP_DIFFERS), None)
     if found is not None:
         f = found.fields
         if f.get("kind") != "value":
@@ -368,7 +367,7 @@ def _md_checks(v: Verdict) -> list[list[str]]:
         if s.original_value is not None:
             detail += f": {s.field + ' ' if s.field else ''}{s.original_value} → {s.replay_value}"
         rows.append([_mark(ok), "stdout", "within tolerance" if ok else "differs", md_cell(detail)])
-    order = [r for r in v.reasons if r.code in (codes.DATA_ORDER_DIFFERS, codes.WORKER_SEEDS_DIFFER)]
+    order = [r for r in v.reasons if r.code in (Code.DATA_ORDER_DIFFERS, Code.WORKER_SEEDS_DIFFER)]
     if order:
         rows.append([_mark(False), "data order", "differs", md_cell(order[0].message)])
     t = v.trace

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from repro.compare.verdict import compare_runs
-from repro.replay import side
+from repro.rerun.sides import of_run
 from repro.store.runs import Store
 from tests.conftest import Project
 
@@ -54,7 +54,7 @@ def test_self_seeding_tensorboard_script_replays_identical_and_another_lr_diverg
 
     store = Store(project.root)
     first, third = (store.resolve(ref) for ref in ("latest~2", "latest"))
-    v = compare_runs(side(first), side(third), "gpu")
+    v = compare_runs(of_run(first), of_run(third), "gpu")
     assert v.status == "diverged"
     tb = next(r for r in v.reasons if r.path and r.path.startswith("outputs/runs/"))
     assert tb.code == "metric_differs"

@@ -155,6 +155,17 @@ def test_no_module_imports_itself_through_others() -> None:
     assert cycles == []
 
 
+def test_replay_is_imported_only_by_its_command() -> None:
+    """`repro.replay` is the verb; check, resume and the rest use its parts in `repro.rerun`."""
+    modules = {_module_name(p): p for p in _modules()}
+    importers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in modules.values()
+        if "repro.replay" in _repro_imports(path, set(modules))
+    )
+    assert importers == ["cli/replay_cmd.py"]
+
+
 def test_only_the_slurm_backend_runs_slurm_commands() -> None:
     slurm = {"sbatch", "srun", "squeue", "scontrol", "scancel", "sacct", "sinfo"}
     offenders = []

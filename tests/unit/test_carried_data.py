@@ -13,7 +13,7 @@ import pytest
 
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import carried_data
-from repro.facts.sources import CAPSULE, DATA_REMOTE, DVC, HERE, NOWHERE, STORE, locate_inputs
+from repro.rerun.inputs import CAPSULE, DATA_REMOTE, DVC, HERE, NOWHERE, STORE, locate_inputs
 from repro.store import datablobs, limits
 from repro.store.capsule import (
     SUMS_NAME,
@@ -280,3 +280,30 @@ def test_export_with_data_of_a_run_without_declared_data_says_there_is_nothing_t
     record.data.inputs = []
     with pytest.raises(UsageError, match="declared no data"):
         carried_data(LoadedRun(record, store.dir, store.dir), store, None, limits.MAX_DATA_BYTES)
+
+
+def test_the_hosts_copy_is_hashed_once_to_choose_and_to_judge_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An input kept nowhere whose host copy differs: one hash of it says where it comes from (nowhere)
+    and what drifted (the file changed)."""
+    from repro.facts import data as facts_data
+    from repro.rerun import inputs
+    from repro.rerun.request import ReplayRequest
+
+    store, record = _project(tmp_path)
+    (store.root / "data/train/cat/0.txt").write_bytes(b"9.0 9.0\n")
+    calls: list[Path] = []
+
+    def counted(path: Path, *args: object, **kwargs: object) -> object:
+        calls.append(path)
+        return hash_tree(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inputs, "hash_tree", counted)
+    monkeypatch.setattr(facts_data, "hash_tree", counted)
+    roots = datablobs.BlobRoots((("store", store.dir),))
+    request = ReplayRequest(ref=record.id, allow_data_drift=True)
+    choice = inputs.choose_data(record, store.root, store, roots, request, store.read_blob)
+    assert [s.kind for s in choice.sources] == [NOWHERE]
+    assert choice.drift is not None and choice.drift.changed == ["data/train/cat/0.txt"]
+    assert calls == [store.root / "data"]

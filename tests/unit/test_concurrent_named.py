@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from repro.compare import reasons as codes
+from repro.compare.reasons import Code
 from repro.compare.verdict import Side, compare_runs
 from repro.diff.sections import _output_change
 from repro.store.capsule import FileEntry, SharedWrite
@@ -38,7 +38,7 @@ def test_a_torn_torch_file_two_ranks_wrote_is_named_by_its_writers(tmp_path: Pat
     (o,) = v.outputs
     assert o.note is not None and o.note.startswith("unreadable")  # torch cannot load it
     (reason,) = v.reasons
-    assert reason.code == codes.CONCURRENT_WRITE and reason.fields["ranks"] == [0, 1]
+    assert reason.code == Code.CONCURRENT_WRITE and reason.fields["ranks"] == [0, 1]
     assert v.summary == (
         "diverged: output model.pt was written by ranks 0 and 1 at once: its bytes depend on which wrote last"
     )

@@ -10,6 +10,7 @@ import pytest
 
 from repro.compare import dataorder
 from repro.compare import reasons as codes
+from repro.compare.reasons import Code
 from repro.compare.verdict import Side, compare_runs
 from repro.ui.verdict import render_markdown, render_text
 
@@ -112,7 +113,7 @@ def test_a_verdict_names_the_data_order_first_and_diverges_even_within_tolerance
     for mode in ("strict", "gpu"):
         v = compare_runs(a, b, mode)
         assert v.status == "diverged"
-        assert [r.code for r in v.reasons] == [codes.DATA_ORDER_DIFFERS, codes.WORKER_SEEDS_DIFFER]
+        assert [r.code for r in v.reasons] == [Code.DATA_ORDER_DIFFERS, Code.WORKER_SEEDS_DIFFER]
         assert v.reasons[0].fields["step"] == 0
         assert v.summary.startswith("diverged: data order differs at DataLoader #1, step 0")
     text = render_text(v, colour=False)
@@ -120,4 +121,4 @@ def test_a_verdict_names_the_data_order_first_and_diverges_even_within_tolerance
     assert "| data order | differs | data order differs at DataLoader #1, step 0" in render_markdown(v)
     same = compare_runs(a, _side({-1: _rows(BATCHES, seed=1)}), "strict")
     assert same.status == "identical" and same.data_order is None and same.reasons == []
-    assert codes.CODES.index(codes.DATA_ORDER_DIFFERS) < codes.CODES.index(codes.TRACE_DIFFERS)
+    assert codes.CODES.index(Code.DATA_ORDER_DIFFERS) < codes.CODES.index(Code.TRACE_DIFFERS)

@@ -163,14 +163,10 @@ def test_an_oversized_file_or_an_unreadable_config_is_not_read(tmp_path: Path) -
 
 
 def test_what_repro_show_says_of_an_input_dvc_holds() -> None:
-    from repro.integrations.dvc import describe_remote
-    from repro.store.capsule import DataInput
+    from repro.rerun.inputs import DVC, InputSource
 
-    item = DataInput("data", "d" * 32)
-    assert describe_remote(item) is None
-    item.dvc = [DvcSource("data.dvc", "data", "md5", DIR_MD5, "store")]
-    assert describe_remote(item) == "in the DVC remote `store`"
-    item.dvc.append(DvcSource("x.dvc", "data/x", "md5", FILE_MD5, None))
-    assert describe_remote(item) == "in the DVC remote `store` and the default DVC remote"
-    item.dvc = [item.dvc[1]]
-    assert describe_remote(item) == "in the default DVC remote"
+    named = InputSource("data", DVC, 3, 30, present=False, remote="store")
+    assert named.describe() == "data (3 files): in the DVC remote `store`, fetched through DVC (absent here)"
+    default = InputSource("data", DVC, 1, 30, present=True)
+    said = "data (1 file): in the default DVC remote, fetched through DVC (the host's copy differs)"
+    assert default.describe() == said

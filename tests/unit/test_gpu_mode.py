@@ -16,7 +16,7 @@ from repro.backends.base import BuiltImage, RunSpec, launch_argv, runtime_source
 from repro.config import Layer, Plan, Rank
 from repro.errors import BackendUnavailable
 from repro.facts.determinism import NCCL_PINS, plan
-from repro.replay import describe_gpus, gpu_hardware_note, uses_gpu
+from repro.rerun.execute import describe_gpus, gpu_hardware_note, uses_gpu
 from repro.run.collect_env import _merge_process_env
 from repro.run.ranks import _rank_logs, failed_rank
 from repro.store.capsule import EnvInfo, Record

@@ -57,8 +57,7 @@ def test_member_names_in_canonical_form_only(name: str, problem: str) -> None:
 
 
 def test_a_replay_shows_what_hashes_as_recorded_and_differing_data_only_from_the_user_s_root() -> None:
-    from repro.facts.sources import HERE, NOWHERE, InputSource
-    from repro.replay import DataChoice
+    from repro.rerun.inputs import HERE, NOWHERE, DataChoice, InputSource
 
     sources = [
         InputSource("data/train", HERE, 3, 30, True),
@@ -76,7 +75,7 @@ def test_a_replay_shows_what_hashes_as_recorded_and_differing_data_only_from_the
 
 
 def test_a_resume_shows_a_run_from_elsewhere_only_data_as_recorded(tmp_path: Path) -> None:
-    from repro.facts.sources import shown_inputs
+    from repro.rerun.inputs import shown_inputs
     from repro.store.capsule import DataInput, Record
     from repro.store.treehash import hash_tree
 

@@ -333,14 +333,14 @@ def test_a_compressed_capsule_is_bounded_by_its_expansion(tmp_path: Path) -> Non
 
 
 def test_a_log_is_compared_up_to_a_named_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from repro.replay import side
+    from repro.rerun.sides import of_run
 
     store = Store(tmp_path)
     record = Record(id="20260101-000000-cccc", created="2026-01-01T00:00:00+00:00")
     record.results.logs = {"stdout": store.put_bytes(b"epoch 0 loss 0.5\n" * 10_000)}
     store.seal(record, store.begin_run(record.id, record.command.argv))
     monkeypatch.setattr(capsule_rules, "MAX_COMPARED_LOG_BYTES", 1000)
-    read = side(store.load_run(record.id))
+    read = of_run(store.load_run(record.id))
     assert read.stdout == "epoch 0 loss 0.5\n" * (1000 // 17)  # the whole lines within the limit
     assert read.cut == ["stdout was cut at 0.000953674 MiB: nothing past it was read or compared"]
 
@@ -350,7 +350,7 @@ def test_a_resumed_run_s_chain_is_read_from_the_store_alone(
 ) -> None:
     """``resumed_from`` names a run of the store: a capsule file of that name beside the replay is
     never opened (the host opens no path a record names)."""
-    from repro.replay import resumed_note
+    from repro.rerun.sides import resumed_note
     from repro.resume import chain
 
     store = Store(tmp_path / "proj")

@@ -18,7 +18,7 @@ import pytest
 
 from repro.backends import imagearchive, images
 from repro.errors import CapsuleInvalid, ExitCode
-from repro.replay import base_note
+from repro.rerun.execute import base_note
 from repro.store import images as store_images
 from repro.store import limits
 from repro.store.capsule import RECORD_NAME, ImageInfo, Record, dump_record, load_record

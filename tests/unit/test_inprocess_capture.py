@@ -11,7 +11,8 @@ import pytest
 
 import repro
 from repro.errors import UsageError
-from repro.replay import ReplayRequest, run_replay
+from repro.rerun.request import ReplayRequest
+from repro.rerun.verify import verify_run
 from repro.store.runs import Store
 from tests.conftest import Project
 
@@ -66,7 +67,7 @@ def test_a_block_is_recorded_as_an_in_process_run(project: Project, monkeypatch:
         assert random.random() == first
         torch.randn(1)
     with pytest.raises(UsageError, match="captured in-process"):
-        run_replay(ReplayRequest(ref=run.id), Store(project.root), None, lambda e: None)  # type: ignore[arg-type]
+        verify_run(ReplayRequest(ref=run.id), Store(project.root), None, lambda e: None)  # type: ignore[arg-type]
 
 
 def test_a_failing_block_is_recorded_as_failed(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:

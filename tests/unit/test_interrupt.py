@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from repro.interrupt import first_cause, kill_steps
+from repro.compare.resumetrace import first_cause, kill_steps
 
 
 def _row(step: int, **changes: object) -> dict[str, object]:

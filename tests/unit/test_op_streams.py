@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.compare import ops
-from repro.compare.reasons import CODES, OP_DIFFERS
+from repro.compare.reasons import CODES, Code
 from repro.compare.verdict import Verdict
 from repro.runtime import contract
 from repro.ui.verdict import render_text
@@ -118,10 +118,10 @@ def test_streams_are_read_by_rank_from_the_logs() -> None:
 
 
 def test_explain_adds_the_reason_code_or_says_why_there_is_none() -> None:
-    assert OP_DIFFERS in CODES
+    assert Code.OP_DIFFERS in CODES
     v = Verdict(status="diverged", mode="strict")
     ops.explain(v, {0: STREAM}, {0: _replace(STREAM, 2, out=["?"])}, 2, "the original's")
-    assert v.ops_compared and v.reasons[-1].code == OP_DIFFERS
+    assert v.ops_compared and v.reasons[-1].code == Code.OP_DIFFERS
     fields = v.reasons[-1].fields
     assert (fields["op"], fields["module"], fields["inputs_same"], fields["step"]) == (
         "aten::add.Tensor", "blocks.2", True, 0,
@@ -138,11 +138,11 @@ def test_explain_adds_the_reason_code_or_says_why_there_is_none() -> None:
 def test_an_explained_divergence_names_no_op() -> None:
     """DLRM's two ranks saving one model.pt: the race explains the divergence, and the op streams of
     the two runs (which part at the first collective, the ranks' inputs already different) name no op."""
-    from repro.compare.reasons import CONCURRENT_WRITE, DATA_ORDER_DIFFERS, Reason
+    from repro.compare.reasons import Code, Reason
 
     for code, message in (
-        (CONCURRENT_WRITE, "output model.pt was written by ranks 0 and 1 at once"),
-        (DATA_ORDER_DIFFERS, "data order differs at DataLoader #1, step 0"),
+        (Code.CONCURRENT_WRITE, "output model.pt was written by ranks 0 and 1 at once"),
+        (Code.DATA_ORDER_DIFFERS, "data order differs at DataLoader #1, step 0"),
     ):
         v = Verdict(status="diverged", mode="strict", reasons=[Reason(code, message, "model.pt")])
         ops.explain(v, {0: STREAM}, {0: _replace(STREAM, 1, out=["?"])}, 2, "the original's")
@@ -260,23 +260,22 @@ def test_the_device_digest_changes_with_any_bit_and_only_then() -> None:
 
 
 def test_the_hint_to_rerun_with_ops_comes_only_where_the_op_stream_would_say_more() -> None:
-    from repro.compare import reasons as codes
     from repro.compare.ops import would_help
     from repro.compare.reasons import Reason
     from repro.compare.verdict import Verdict
     from repro.runtime.contract import Mode
 
-    def verdict(*reason_codes: str, mode: Mode = "strict", compared: bool = False) -> Verdict:
+    def verdict(*reason_codes: Code, mode: Mode = "strict", compared: bool = False) -> Verdict:
         v = Verdict(status="diverged", mode=mode, summary="diverged")
         v.reasons = [Reason(code, code) for code in reason_codes]
         v.ops_compared = compared
         return v
 
-    assert would_help(verdict(codes.TENSOR_DIFFERS, codes.LOG_DIFFERS))
-    assert not would_help(verdict(codes.TENSOR_DIFFERS, mode="gpu"))
-    assert not would_help(verdict(codes.TENSOR_DIFFERS, compared=True))
-    for explained in (codes.DATA_ORDER_DIFFERS, codes.CONCURRENT_WRITE, codes.RUN_FAILED):
-        assert not would_help(verdict(codes.OUTPUT_DIFFERS, explained))
+    assert would_help(verdict(Code.TENSOR_DIFFERS, Code.LOG_DIFFERS))
+    assert not would_help(verdict(Code.TENSOR_DIFFERS, mode="gpu"))
+    assert not would_help(verdict(Code.TENSOR_DIFFERS, compared=True))
+    for explained in (Code.DATA_ORDER_DIFFERS, Code.CONCURRENT_WRITE, Code.RUN_FAILED):
+        assert not would_help(verdict(Code.OUTPUT_DIFFERS, explained))
 
 
 def test_op_rows_of_another_shape_from_a_capsule_are_left_out_not_crashed_on() -> None:

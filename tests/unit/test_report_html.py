@@ -6,7 +6,7 @@ import re
 from html.parser import HTMLParser
 
 from repro.compare.outputs import OutputDiff
-from repro.compare.reasons import Reason
+from repro.compare.reasons import Code, Reason
 from repro.compare.verdict import Verdict
 from repro.diff.metrics import curves_of_rows
 from repro.ui import report
@@ -37,7 +37,7 @@ def _verdict() -> Verdict:
         replay="run-b",
         outputs=[OutputDiff(path="ckpt.pt", status="changed", original_size=10, replay_size=10)],
         summary="diverged: metric loss diverges at step 20: 2.1 -> 2.2",
-        reasons=[Reason("metric_differs", "metric loss diverges at step 20: 2.1 -> 2.2")],
+        reasons=[Reason(Code.METRIC_DIFFERS, "metric loss diverges at step 20: 2.1 -> 2.2")],
     )
 
 
@@ -68,7 +68,9 @@ def test_a_run_without_series_gives_a_page_without_curves() -> None:
 
 def test_the_first_difference_names_the_tensor_and_the_nondeterministic_ops() -> None:
     verdict = _verdict()
-    verdict.reasons.insert(0, Reason("tensor_differs", "m", path="model.pt", fields={"tensor": "fc.weight"}))
+    verdict.reasons.insert(
+        0, Reason(Code.TENSOR_DIFFERS, "m", path="model.pt", fields={"tensor": "fc.weight"})
+    )
     page = report.render_html(report.from_verdict("t", verdict, None, ops="index_add_ ×3 at train.py:12"))
     assert "fc.weight in model.pt" in page and "index_add_ ×3 at train.py:12" in page
     verdict.status = "identical"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from repro.compare import reasons as codes
+from repro.compare.reasons import Code
 from repro.diff import diff_records, results
 from repro.store.capsule import FileEntry, Record
 from repro.ui import report as report_ui
@@ -109,7 +109,7 @@ def test_an_unseeded_regression_names_the_printed_loss() -> None:
     stdout = result.section("stdout")
     assert stdout.differs and stdout.changes[0].key == "line 2"
     assert stdout.summary == "1 line of 2 vs 2 differ; Loss 0.005274 → 0.011117 at line 2"
-    assert [r.code for r in result.results] == [codes.LOG_DIFFERS]
+    assert [r.code for r in result.results] == [Code.LOG_DIFFERS]
     text = render_text(result)
     assert "results differ: 1 line of 2 vs 2 differ; Loss 0.005274 → 0.011117 at line 2" in text
     assert "seed" in text  # the drawn seed is a likely cause now, not a change without effect
@@ -138,5 +138,5 @@ def test_an_output_that_differs_is_named_among_the_results_once() -> None:
     a.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m1")]
     b.results.outputs = [FileEntry(path="outputs/model.pt", size=1000, hash="m2")]
     result = diff_records(a, b, blobs)
-    assert [(r.code, r.path) for r in result.results] == [(codes.OUTPUT_DIFFERS, "outputs/model.pt")]
+    assert [(r.code, r.path) for r in result.results] == [(Code.OUTPUT_DIFFERS, "outputs/model.pt")]
     assert result.results[0].message.startswith("output outputs/model.pt changed")

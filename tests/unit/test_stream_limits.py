@@ -18,7 +18,7 @@ from repro.collect import checkpoints, produced, reports
 from repro.compare import dataorder, ops, trace
 from repro.compare.verdict import Verdict, compare_runs
 from repro.integrations import trackers
-from repro.replay import side
+from repro.rerun.sides import of_run
 from repro.store import limits
 from repro.store.capsule import Record
 from repro.store.runs import LoadedRun, Store
@@ -100,8 +100,8 @@ def test_a_compared_stream_is_cut_at_its_bound_and_the_verdict_says_so(
 ) -> None:
     name, rows = STREAMS[stream]
     raw = GIANT if giant else rows(2000)
-    a = side(_run(tmp_path / "a", {name: raw}, n=1))
-    b = side(_run(tmp_path / "b", {name: raw}, n=2))
+    a = of_run(_run(tmp_path / "a", {name: raw}, n=1))
+    b = of_run(_run(tmp_path / "b", {name: raw}, n=2))
     assert a.cut == [f"the {stream} was cut at 0.00390625 MiB: nothing past it was read or compared"]
     kept = a.trace if name == trace.TRACE_LOG else a.data_order.get(0, [])
     assert 0 < len(kept) < 2000 if not giant else kept == []
@@ -113,7 +113,7 @@ def test_a_compared_stream_is_cut_at_its_bound_and_the_verdict_says_so(
 def test_metrics_and_stdout_are_cut_at_their_bounds(tmp_path: Path, giant: bool) -> None:
     metrics = GIANT if giant else _jsonl([{"name": "loss", "value": 0.5, "step": s} for s in range(2000)])
     stdout = GIANT if giant else b"epoch 0 loss 0.5\n" * 2000
-    got = side(_run(tmp_path, {"stdout": stdout}, metrics=metrics))
+    got = of_run(_run(tmp_path, {"stdout": stdout}, metrics=metrics))
     assert len(got.stdout) <= BOUND and (got.stdout == "" if giant else got.stdout.endswith("0.5\n"))
     assert (got.metrics == []) if giant else 0 < len(got.metrics) < 2000
     assert got.cut == [

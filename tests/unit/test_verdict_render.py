@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from repro.check import CheckResult
-from repro.compare.verdict import Verdict, compare_all, compare_runs
+from repro.compare.reasons import Code, Reason
+from repro.compare.verdict import Known, Verdict, compare_all, compare_runs
 from repro.ui import check as check_render
 from repro.ui.verdict import WIDTH, render_json, render_markdown, render_text
 from tests.builders import side
@@ -132,3 +133,18 @@ def test_check_renderings_for_n_runs(tmp_path: Path) -> None:
     data = json.loads(json.dumps(check_render.render_json(result)))
     assert data["status"] == "diverged" and len(data["runs"]) == 2
     assert data["exit_code"] == 5 and data["differing_outputs"] == ["out.txt"]
+
+
+def test_what_the_caller_knows_is_weighed_where_the_verdict_is_decided(tmp_path: Path) -> None:
+    """A world size changed: identical bytes are within_tolerance at best; a resume that started over
+    diverges whatever the outputs, its reason first."""
+    (tmp_path / "out.txt").write_text("x")
+    s = side(tmp_path, "a", _metrics([1.0]), "hi\n")
+    assert compare_runs(s, s, "strict").status == "identical"
+    wider = compare_runs(s, s, "strict", known=Known(world_size_changed=True))
+    assert wider.status == "within_tolerance" and wider.reproduced
+    over = Reason(Code.RESUME_STARTED_OVER, "run r2 loaded no checkpoint: it started over")
+    restarted = compare_runs(s, s, "gpu", known=Known(started_over=over))
+    assert restarted.status == "diverged" and restarted.reasons[0].code == "resume_started_over"
+    assert restarted.summary == f"diverged: {over.message}"
+    assert json.loads(json.dumps(render_json(restarted)))["reasons"][0]["code"] == "resume_started_over"
