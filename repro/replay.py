@@ -68,7 +68,7 @@ from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
 
 if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmOptions
+    from repro.backends.slurm.options import SlurmOptions
 
 
 @dataclass
@@ -878,7 +878,7 @@ def recorded_slurm_options(record: Record) -> SlurmOptions:
     Raises:
         CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
     """
-    from repro.backends.slurm import SlurmOptions
+    from repro.backends.slurm.options import SlurmOptions
 
     return SlurmOptions.recorded(record)
 

@@ -78,7 +78,8 @@ from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import human_bytes, plural
 
 if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmBackend, SlurmOptions
+    from repro.backends.slurm.backend import SlurmBackend
+    from repro.backends.slurm.options import SlurmOptions
 
 
 @dataclass
@@ -119,7 +120,7 @@ def now_iso() -> str:
 
 def slurm_options(settings: Settings) -> SlurmOptions:
     """The Slurm allocation the settings (repro.yaml, flags) ask for."""
-    from repro.backends.slurm import SlurmOptions
+    from repro.backends.slurm.options import SlurmOptions
 
     return SlurmOptions.from_settings(settings.section("slurm"))
 
@@ -463,7 +464,7 @@ def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_
         BackendUnavailable: no Slurm controller answers (the run directory is removed).
         UsageError: sbatch refused the job (the run directory is removed).
     """
-    from repro.backends import detached
+    from repro.backends.slurm import detached
 
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
@@ -487,7 +488,7 @@ def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_
 
 def settle_detached(store: Store, on_event: OnEvent) -> list[Record]:
     """Seal every run submitted with `--detach` whose job has ended (`repro ls`); returns the sealed."""
-    from repro.backends import detached
+    from repro.backends.slurm import detached
 
     def seal(run_dir: Path, kept: dict[str, Any], spec: RunSpec, result: RunResult) -> Record:
         record = Record.from_dict(kept["record"])

@@ -81,9 +81,9 @@ def require_engine(placement: Placement) -> None:
     """
     if not placement.sandboxed:
         return
-    from repro.backends import docker
+    from repro.backends.docker.engine import engine_available
 
-    if not docker.engine_available():
+    if not engine_available():
         raise BackendUnavailable(
             "no Docker engine answers, and a run from elsewhere replays only in the container sandbox",
             hint="start a Docker engine (make docker-up), or pass --backend local to run its code on this "

@@ -26,7 +26,7 @@ from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
 
 if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmOptions
+    from repro.backends.slurm.options import SlurmOptions
 
 
 @dataclass
@@ -179,7 +179,7 @@ def submit(
         UsageError, NotFoundError, BuildError: see `runner.capture`.
         BackendUnavailable: Slurm cannot take it.
     """
-    from repro.backends.slurm import SlurmBackend
+    from repro.backends.slurm.backend import SlurmBackend
 
     prepared = runner.capture(request, plan, store, on_event, progress)
     backend = SlurmBackend(runner.slurm_options(plan.settings))  # --detach is Slurm's alone

@@ -7,7 +7,7 @@ how a replay lays out a multi-node run on it, and whether it runs the code on th
 unsandboxed. `repro.config` (`BACKENDS`, the repro.yaml keys and their checks), the `--backend`
 option, the pytest plugin, `repro.sandbox` and `repro.runner.select_backend` take them from here. A
 backend's options (from the settings, into and back from its record) belong to the backend itself,
-e.g. `repro.backends.slurm.SlurmOptions`.
+e.g. `repro.backends.slurm.options.SlurmOptions`.
 
 Adding a backend touches about three files: its module (``backends/<name>.py``, a class with the
 `repro.backends.base.Backend` protocol), its `Entry` here, and README.md; with a repro.yaml
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from repro.backends import sbatch
 from repro.backends.base import Event, OnEvent
+from repro.backends.slurm import sbatch
 
 if TYPE_CHECKING:
     from repro.backends.base import Backend
@@ -41,13 +41,14 @@ def _local(options: object) -> Backend:
 
 
 def _docker(options: object) -> Backend:
-    from repro.backends.docker import DockerBackend
+    from repro.backends.docker.backend import DockerBackend
 
     return DockerBackend()
 
 
 def _slurm(options: object) -> Backend:
-    from repro.backends.slurm import SlurmBackend, SlurmOptions
+    from repro.backends.slurm.backend import SlurmBackend
+    from repro.backends.slurm.options import SlurmOptions
 
     return SlurmBackend(options if isinstance(options, SlurmOptions) else None)
 
@@ -110,7 +111,7 @@ def on_host() -> tuple[str, ...]:
 def auto(on_event: OnEvent, need_lock: bool, base_image: str | None) -> str:
     """What `auto` means here: docker when an engine answers, the run declares dependencies to build an
     image from and the engine holds ``base_image`` (when one is named); else local, said in one line."""
-    from repro.backends import docker  # the docker SDK is a dependency: no fallback when it is missing
+    from repro.backends.docker import engine as docker  # the docker SDK is a dependency: no fallback
 
     if not docker.engine_available():
         on_event(

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from repro import bounds, ui
-from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
+from repro.backends.slurm.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
 from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.runtime import contract

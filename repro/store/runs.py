@@ -49,7 +49,9 @@ from repro.store.capsule import (
 )
 from repro.store.hashing import copy_hashed, hash_bytes, hash_file
 from repro.store.processes import pid_alive
-from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/detached.py)
+from repro.store.rundir import (
+    DETACHED as DETACHED,  # a detached run's mark (repro/backends/slurm/detached.py)
+)
 from repro.store.rundir import RunDir
 from repro.units import plural
 

@@ -41,7 +41,7 @@ def test_a_script_that_forgets_its_scheduler_fails_naming_it(project: Project) -
 
 def _engine() -> bool:
     try:
-        from repro.backends.docker import engine_available
+        from repro.backends.docker.engine import engine_available
 
         return engine_available()
     except ImportError:

@@ -128,7 +128,7 @@ def test_a_remote_this_host_does_not_configure_is_named(project: Project, tmp_pa
 
 def _engine() -> bool:
     try:
-        from repro.backends.docker import engine_available
+        from repro.backends.docker.engine import engine_available
 
         return engine_available()
     except ImportError:

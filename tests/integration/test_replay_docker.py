@@ -13,7 +13,7 @@ from tests.conftest import Project
 
 def _engine() -> bool:
     try:
-        from repro.backends.docker import engine_available
+        from repro.backends.docker.engine import engine_available
 
         return engine_available()
     except ImportError:

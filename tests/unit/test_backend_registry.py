@@ -13,7 +13,8 @@ from repro import config, runner, sandbox
 from repro.backends import registry
 from repro.backends.base import Event
 from repro.backends.local import LocalBackend
-from repro.backends.slurm import SlurmBackend, SlurmOptions
+from repro.backends.slurm.backend import SlurmBackend
+from repro.backends.slurm.options import SlurmOptions
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode
 from repro.store.capsule import Record
 

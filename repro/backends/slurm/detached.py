@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from repro.backends.base import Event, OnEvent, RunResult, RunSpec
-from repro.backends.slurm import JobState, SlurmBackend, SlurmOptions, job_state
+from repro.backends.slurm.backend import SlurmBackend
+from repro.backends.slurm.commands import JobState, job_state
+from repro.backends.slurm.options import SlurmOptions
 from repro.store.capsule import Record
 from repro.store.runs import DETACHED as MARKER
 from repro.store.runs import Store
