@@ -16,7 +16,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from repro import __version__, sandbox, start
 from repro import window as windows
@@ -66,9 +65,6 @@ from repro.store.hashing import HashCache
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.units import plural
-
-if TYPE_CHECKING:
-    from repro.backends.slurm.options import SlurmOptions
 
 
 @dataclass
@@ -708,7 +704,7 @@ class _Execution:
                 _place_data(self.data, original, self.data_root, root, self.loaded.read_blob, self.max_data)
                 self.data_root = root
             prepared = self._prepare(root)
-            where = start.Start(wanted, recorded_slurm_options(original) if wanted == "slurm" else None)
+            where = start.Start(wanted, registry.recorded_options(wanted, original))
         except BaseException:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
@@ -767,7 +763,7 @@ def _what_differed(original: Record, record: Record, notes: list[str], on_event:
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         _say(other_base, notes, on_event)
-    if record.backend.name == "local" and original.deps.freeze and record.deps.freeze:
+    if registry.in_place(record.backend.name) and original.deps.freeze and record.deps.freeze:
         changed = freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:
             shown = "; ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")
@@ -870,17 +866,6 @@ def resumed_note(store: Store, record: Record) -> str:
         f"run {record.id} resumed an interrupted run: replayed as one uninterrupted run of its chain "
         f"({' → '.join(chain)}); outputs compared, not its logs"
     )
-
-
-def recorded_slurm_options(record: Record) -> SlurmOptions:
-    """The allocation a Slurm run had, to ask for the same again (`SlurmOptions.recorded`).
-
-    Raises:
-        CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
-    """
-    from repro.backends.slurm.options import SlurmOptions
-
-    return SlurmOptions.recorded(record)
 
 
 def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:

@@ -79,7 +79,6 @@ from repro.units import human_bytes, plural
 
 if TYPE_CHECKING:
     from repro.backends.slurm.backend import SlurmBackend
-    from repro.backends.slurm.options import SlurmOptions
 
 
 @dataclass
@@ -118,21 +117,19 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def slurm_options(settings: Settings) -> SlurmOptions:
-    """The Slurm allocation the settings (repro.yaml, flags) ask for."""
-    from repro.backends.slurm.options import SlurmOptions
-
-    return SlurmOptions.from_settings(settings.section("slurm"))
+def backend_options(settings: Settings) -> object:
+    """The options the settings (repro.yaml, flags) give their backend (Slurm: its allocation)."""
+    return registry.options(settings.backend, settings.section)
 
 
 def select_backend(
     name: str,
     on_event: OnEvent,
     need_lock: bool = True,
-    slurm: SlurmOptions | None = None,
+    options: object = None,
     base_image: str | None = None,
 ) -> Backend:
-    """The backend called ``name`` (`repro.backends.registry`), given ``slurm`` when it takes options;
+    """The backend called ``name`` (`repro.backends.registry`), given ``options`` when it takes some;
     `auto`: docker when an engine answers (and dependencies are declared, and the engine holds
     ``base_image`` when one is named), else local, said in one line.
 
@@ -144,7 +141,7 @@ def select_backend(
     """
     if name == registry.AUTO:
         name = registry.auto(on_event, need_lock, base_image)
-    return registry.get(name).make(slurm)
+    return registry.get(name).make(options)
 
 
 def launch(request: RunRequest, run_plan: Plan) -> tuple[list[str], int, bool, list[str]]:
@@ -225,7 +222,10 @@ def capture(
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
     env, env_hits = host_env(redactor, settings.env_allow)
-    check_gpu_mode(run_plan.mode, run_plan.gpus, len(env.gpus), settings.backend, run_plan.source("mode"))
+    here = registry.in_place(settings.backend)
+    check_gpu_mode(
+        run_plan.mode, run_plan.gpus, len(env.gpus), settings.backend, run_plan.source("mode"), here
+    )
     safe_argv, argv_hits = redactor.argv(argv)
     hidden = redacted_options(safe_argv)
     if hidden:
@@ -236,7 +236,7 @@ def capture(
     masker = run_masker(dict(os.environ), argv, configs, redactor)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
-    nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
+    nodes = registry.nodes(settings.backend, settings.section)
     rel_cwd = cwd.relative_to(root)
     record.command = _command_info(request, rel_cwd, argv, safe_argv, masker, nproc, torchrun, nodes)
     record.redactions += argv_hits
@@ -369,8 +369,7 @@ def lock_variant(settings: Settings, gpus: str | None) -> str:
     """Which lock a new run takes: ``local`` where this interpreter runs the command (the local
     backend, Slurm's `python` environment), held at what it has installed; else the image's,
     ``cuda`` for GPUs and ``cpu`` otherwise, a function of the requirements alone."""
-    here = settings.backend == "slurm" and settings.slurm_environment == "python"
-    if settings.backend == "local" or here:
+    if registry.interpreter_here(settings.backend, settings.section):
         return "local"
     return "cuda" if gpus else "cpu"
 
@@ -580,7 +579,7 @@ def execute(
         spec.terminal = terminal_of(on_event)
     build = BuildLog(prepared.run_dir / buildlog.LOG_NAME, on_event)
     try:
-        if backend.name != "local":  # the image is built from the lock: it must be there first
+        if registry.locks_first(backend.name):  # the image is built from the lock: it must be there first
             _settle_lock_as_stage(prepared, store, build)
         image = backend.prepare(spec, build)
     except (Exception, KeyboardInterrupt) as e:

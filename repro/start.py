@@ -16,7 +16,6 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from repro import runner
 from repro.backends.base import Backend, Event, OnEvent
@@ -24,9 +23,6 @@ from repro.config import Plan, Settings
 from repro.store.capsule import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
-
-if TYPE_CHECKING:
-    from repro.backends.slurm.options import SlurmOptions
 
 
 @dataclass
@@ -37,15 +33,15 @@ class Start:
     a re-execution names none).
     """
 
-    backend: str  # auto | local | docker | slurm
-    slurm: SlurmOptions | None = None
+    backend: str  # auto or a name in `repro.backends.registry`
+    options: object = None  # the backend's own (Slurm: the allocation)
     base_image: str | None = None
     chosen: Backend | None = None  # the first run's choice; every later run of the command uses it
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Start:
-        """A new run's: the backend, the Slurm allocation and the base image the settings ask for."""
-        return cls(settings.backend, runner.slurm_options(settings), settings.base_image)
+        """A new run's: the backend, its options and the base image the settings ask for."""
+        return cls(settings.backend, runner.backend_options(settings), settings.base_image)
 
     def backend_for(self, prepared: runner.Prepared, on_event: OnEvent) -> Backend:
         """The backend the run executes on: chosen for the first run (`runner.select_backend`), kept after.
@@ -58,7 +54,7 @@ class Start:
                 self.backend,
                 on_event,
                 need_lock=must_build_image(prepared),
-                slurm=self.slurm,
+                options=self.options,
                 base_image=self.base_image,
             )
         return self.chosen
@@ -180,9 +176,11 @@ def submit(
         BackendUnavailable: Slurm cannot take it.
     """
     from repro.backends.slurm.backend import SlurmBackend
+    from repro.backends.slurm.options import SlurmOptions
 
     prepared = runner.capture(request, plan, store, on_event, progress)
-    backend = SlurmBackend(runner.slurm_options(plan.settings))  # --detach is Slurm's alone
+    options = runner.backend_options(plan.settings)  # --detach is Slurm's alone
+    backend = SlurmBackend(options if isinstance(options, SlurmOptions) else None)
     record = prepared.record
     on_event(Event("info", status_line(f"run {record.id}", backend.name, record) + " · detached"))
     return record, runner.submit_detached(prepared, backend, store, on_event)

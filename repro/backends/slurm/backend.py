@@ -142,7 +142,7 @@ class SlurmBackend:
                 "--node-env docker builds the image from the lock; the project declares no dependencies",
                 hint="add a requirements.in (or pyproject dependencies), or use --node-env python",
             )
-        from repro.backends.docker import DockerBackend
+        from repro.backends.docker.backend import DockerBackend
 
         built = DockerBackend().prepare(spec, on_event)
         self.image = built.id or built.tag
