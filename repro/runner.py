@@ -547,7 +547,6 @@ def build_spec(
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
         torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
-        nodes=record.command.nodes,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
