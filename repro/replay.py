@@ -736,7 +736,7 @@ class _Execution:
             windows.prepare(self.window, spec, original, self.loaded.read_blob)
         _carry_image(spec, original, self.loaded)
         _fit_layout(record, settings.backend, self.notes)
-        spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
+        spec.nproc_per_node = record.command.nproc_per_node
         tree = snapshot_tree(root, data)
         return Prepared(
             record, spec, self.run_dir, {}, settings, tree_before=tree, foreign=self.loaded.foreign
