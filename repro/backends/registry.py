@@ -5,7 +5,7 @@ make it (its module is imported only then: the docker SDK stays out of `repro --
 of repro.yaml (``<section>.<key>`` is the setting ``<section>_<key>``, checked by its own rule), its
 options from that section and from a record it ran (Slurm's allocation), how a replay lays out a
 multi-node run on it, whether it runs the code on this machine unsandboxed, runs it in place (this
-interpreter's environment), builds an image, wants the lock settled before it prepares, and its
+interpreter's environment), wants the lock settled before it prepares (its image is built from it), and its
 lines in `repro show`. `repro.config`, the `--backend` option, the pytest plugin, `repro.sandbox`,
 the verbs and the renderers ask these questions here instead of comparing a backend's name.
 
@@ -96,7 +96,6 @@ class Entry:
     keys: tuple[str, ...] = ()  # the section's keys: ``<section>.<key>`` is the setting ``<section>_<key>``
     check: Callable[[Mapping[str, object]], Problem | None] | None = None  # the section's values → a problem
     in_place: bool = False  # runs the command as repro's child, in this interpreter's environment
-    builds_image: bool = False  # runs the command in an image built from the run's lock
     locks_first: bool = False  # the run's lock is settled before the backend prepares (its image needs it)
     sandbox: bool = False  # the container sandbox a run from elsewhere replays in
     options: Callable[[Section], object] = _none  # its section of the settings → its options
@@ -120,8 +119,8 @@ ENTRIES: tuple[Entry, ...] = (
         interpreter_here=lambda section: True,
     ),
     Entry(
-        "docker", "a container built from the run's lock", _docker, on_host=False, builds_image=True,
-        locks_first=True, sandbox=True,
+        "docker", "a container built from the run's lock", _docker, on_host=False, locks_first=True,
+        sandbox=True,
     ),
     Entry(
         "slurm", "the Slurm cluster, through sbatch", _slurm, on_host=True, spans_nodes=True,

@@ -327,7 +327,7 @@ NOT_A_BACKEND = {
 
 
 def test_no_module_outside_backends_names_a_backend() -> None:
-    """Modules ask `repro.backends.registry` about a backend (`in_place`, `builds_image`, its options,
+    """Modules ask `repro.backends.registry` about a backend (`in_place`, `locks_first`, its options,
     its lines in `show`) instead of comparing its name, so adding a backend touches its module, its
     entry and the README."""
     from repro.backends import registry
