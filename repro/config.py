@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import yaml
 
@@ -33,8 +33,7 @@ from repro.runtime import contract
 from repro.runtime.contract import Mode
 
 MODES = contract.MODES
-BackendName = Literal["auto", "local", "docker", "slurm"]  # what --backend and `backend:` accept
-BACKENDS: tuple[BackendName, ...] = get_args(BackendName)  # auto, then each of `repro.backends.registry`
+BackendName = str  # what --backend and `backend:` accept: `repro.backends.registry.names()`, checked here
 ISAS = ("auto", "avx2", "avx512", "portable", "default", "none")
 
 
@@ -193,10 +192,10 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
         source = sources.get(name, "default")
         return "" if source == "default" else f" (from {source})"
 
-    if settings.backend not in BACKENDS:
+    if settings.backend not in registry.names():
         raise ConfigError(
             f"unknown backend {settings.backend!r}{origin('backend')}",
-            hint=f"choose one of: {', '.join(BACKENDS)}",
+            hint=f"choose one of: {', '.join(registry.names())}",
         )
     if settings.mode is not None and settings.mode not in MODES:
         raise ConfigError(

@@ -106,7 +106,7 @@ def export_run(
         with _working_dir(store, dest, work):
             archive = None
             if with_image:
-                from repro.backends.docker import save_image
+                from repro.backends.docker.archive import save_image
 
                 assert image is not None and image.id
                 archive = work / "image.tar"

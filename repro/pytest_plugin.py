@@ -30,18 +30,18 @@ if TYPE_CHECKING:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from repro.backends.registry import NAMES
+    from repro.backends.registry import names
 
     group = parser.getgroup("repro", "reproducibility checks (repro)")
     group.addoption(
         "--repro-backend",
         default=None,
-        choices=NAMES,
+        choices=names(),
         help="Backend for the repro_check fixture (over REPRO_BACKEND, ini repro_backend and repro.yaml).",
     )
     parser.addini(
         "repro_backend",
-        f"Backend for the repro_check fixture: {', '.join(NAMES)} (under REPRO_BACKEND, over repro.yaml).",
+        f"Backend for the repro_check fixture: {', '.join(names())} (under REPRO_BACKEND, over repro.yaml).",
         default="",
     )
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import sandbox, start
-from repro.backends import leftover
+from repro.backends import leftover, registry
 from repro.backends.base import Backend, Event, OnEvent, RunResult
 from repro.collect import attribution, checkpoints
 from repro.config import Plan, Settings
@@ -29,7 +29,7 @@ from repro.facts import command_env
 from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
 from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
-from repro.rerun.execute import base_note, recorded_slurm_options, rerun_record
+from repro.rerun.execute import base_note, rerun_record
 from repro.rerun.inputs import check_recorded_data, shown_inputs
 from repro.run.collect import collect
 from repro.run.execute import build_spec
@@ -93,7 +93,7 @@ def resume(
     record.env.variables.update(passed.env)
     if foreign:  # as a replay does: repro's own list of variables, never a record's
         record.determinism.env, _ = allowed_env(original.determinism.env)
-    where = start.Start(backend, recorded_slurm_options(original) if backend == "slurm" else None)
+    where = start.Start(backend, registry.recorded_options(backend, original))
     prepared = _prepare(store, original, record, settings, root, passed.env, env or {}, foreign)
 
     def ready(chosen: Backend) -> list[str]:

@@ -28,8 +28,6 @@ from repro.backends import registry
 from repro.config import Layer, Plan, Rank
 from repro.errors import BackendUnavailable
 
-SANDBOX = "docker"
-HOST_BACKENDS = registry.on_host()  # they run the code on this machine, unsandboxed
 CHOSEN_BY_REPLAYER = ("--backend", "REPRO_BACKEND")  # the sources a host backend counts from
 
 
@@ -50,20 +48,21 @@ def place(plan: Plan, recorded: str, foreign: bool) -> Placement:
     if not foreign:
         return Placement(plan.with_recorded(backend=recorded))
     chosen, source = plan.settings.backend, plan.source("backend")
+    host, sandbox = registry.on_host(), registry.sandbox()  # unsandboxed here; the container sandbox
     named = source in CHOSEN_BY_REPLAYER
-    if named and chosen in HOST_BACKENDS:
+    if named and chosen in host:
         return Placement(
             plan,
             f"{source} {chosen}: the code of this run from elsewhere runs unsandboxed on this machine "
             "(it can read, write and reach whatever you can)",
         )
-    sandboxed = plan.over(Layer(Rank.FLAG, {"backend": (SANDBOX, source if named else "the sandbox")}))
-    if named and chosen == SANDBOX:
+    sandboxed = plan.over(Layer(Rank.FLAG, {"backend": (sandbox, source if named else "the sandbox")}))
+    if named and chosen == sandbox:
         return Placement(sandboxed, sandboxed=True)
     ignored = ""
-    if chosen in HOST_BACKENDS:
+    if chosen in host:
         ignored = f"; {source}'s `backend: {chosen}` counts only for runs made here"
-    elif recorded == SANDBOX:
+    elif recorded == sandbox:
         return Placement(sandboxed, sandboxed=True)  # where it ran already: nothing to tell
     return Placement(
         sandboxed,
@@ -81,9 +80,9 @@ def require_engine(placement: Placement) -> None:
     """
     if not placement.sandboxed:
         return
-    from repro.backends import docker
+    from repro.backends.docker.engine import engine_available
 
-    if not docker.engine_available():
+    if not engine_available():
         raise BackendUnavailable(
             "no Docker engine answers, and a run from elsewhere replays only in the container sandbox",
             hint="start a Docker engine (make docker-up), or pass --backend local to run its code on this "

@@ -16,20 +16,16 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from repro.backends.base import Backend, Event, OnEvent
 from repro.config import Plan, Settings
 from repro.run.capture import capture
+from repro.run.execute import backend_options, select_backend, submit_detached
 from repro.run.execute import execute as execute_run
-from repro.run.execute import select_backend, slurm_options, submit_detached
 from repro.run.prepared import Prepared, ProgressFactory, RunRequest, discard
 from repro.store.capsule import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
-
-if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmOptions
 
 
 @dataclass
@@ -40,15 +36,15 @@ class Start:
     a re-execution names none).
     """
 
-    backend: str  # auto | local | docker | slurm
-    slurm: SlurmOptions | None = None
+    backend: str  # auto or a name in `repro.backends.registry`
+    options: object = None  # the backend's own (Slurm: the allocation)
     base_image: str | None = None
     chosen: Backend | None = None  # the first run's choice; every later run of the command uses it
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Start:
-        """A new run's: the backend, the Slurm allocation and the base image the settings ask for."""
-        return cls(settings.backend, slurm_options(settings), settings.base_image)
+        """A new run's: the backend, its options and the base image the settings ask for."""
+        return cls(settings.backend, backend_options(settings), settings.base_image)
 
     def backend_for(self, prepared: Prepared, on_event: OnEvent) -> Backend:
         """The backend the run executes on: chosen for the first run (`repro.run.execute.select_backend`),
@@ -62,7 +58,7 @@ class Start:
                 self.backend,
                 on_event,
                 need_lock=must_build_image(prepared),
-                slurm=self.slurm,
+                options=self.options,
                 base_image=self.base_image,
             )
         return self.chosen
@@ -183,10 +179,12 @@ def submit(
         UsageError, NotFoundError, BuildError: see `repro.run.capture.capture`.
         BackendUnavailable: Slurm cannot take it.
     """
-    from repro.backends.slurm import SlurmBackend
+    from repro.backends.slurm.backend import SlurmBackend
+    from repro.backends.slurm.options import SlurmOptions
 
     prepared = capture(request, plan, store, on_event, progress)
-    backend = SlurmBackend(slurm_options(plan.settings))  # --detach is Slurm's alone
+    options = backend_options(plan.settings)  # --detach is Slurm's alone
+    backend = SlurmBackend(options if isinstance(options, SlurmOptions) else None)
     record = prepared.record
     on_event(Event("info", status_line(f"run {record.id}", backend.name, record) + " · detached"))
     return record, submit_detached(prepared, backend, store, on_event)

@@ -124,13 +124,13 @@ _MISSING: dict[str, str | None] = {}
 
 def _docker_missing() -> str | None:
     """Why docker-marked tests cannot run here, or None when an engine with the base image answers."""
-    from repro.backends import docker as backend
+    from repro.backends.docker.engine import engine, engine_available, find_image
     from repro.config import DEFAULT_BASE_IMAGE
 
-    if not backend.engine_available():
+    if not engine_available():
         return "no Docker engine answers (start one with `make docker-up` as root, or set DOCKER_HOST)"
-    with backend.engine() as client:
-        if backend._image_id(client, DEFAULT_BASE_IMAGE) is None:
+    with engine() as client:
+        if find_image(client, DEFAULT_BASE_IMAGE) is None:
             return f"the engine has no base image {DEFAULT_BASE_IMAGE} (make it with `make docker-up`)"
     return None
 

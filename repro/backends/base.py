@@ -97,7 +97,6 @@ class RunSpec:
     outputs: list[str] = field(default_factory=list)  # relative output dirs (writable)
     nproc_per_node: int = 1  # >1: launched through `torchrun --standalone`
     torchrun: bool = False  # launched through torchrun even with one process
-    nodes: int = 1  # >1: one torchrun per node (the slurm backend), ranks node by node
     network: bool = False
     gpus: str | None = None  # None, "all" or a count
     lockfile: Path | None = None  # hash-pinned requirements for image builds

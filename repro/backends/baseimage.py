@@ -157,7 +157,7 @@ def make_base_image(
 ) -> BaseImage:
     """debootstrap a minimal Debian, import it with ``import_rootfs`` as ``tag`` and return its id.
 
-    The engine is the caller's (`repro.backends.docker.import_rootfs`): this module makes the
+    The engine is the caller's (`repro.backends.docker.build.import_rootfs`): this module makes the
     root filesystem and never talks to Docker itself.
 
     Raises:

@@ -14,7 +14,7 @@ the wanted image's config and layers, under names repro chose, and a manifest wi
 The engine checks each layer against the config, so an image that loads under the recorded id is
 the recorded image.
 
-This module imports no docker; ``repro.backends.docker`` talks to the engine.
+This module imports no docker; ``repro.backends.docker.archive`` talks to the engine.
 """
 
 from __future__ import annotations

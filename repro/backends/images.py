@@ -8,7 +8,7 @@ sha256 (``repro.fetch``: nothing of a package runs on the host), source distribu
 built into wheels in a sandbox container (``repro.backends.sourcebuild``), and every wheel is copied
 into the build context and installed with ``--no-index --require-hashes``.
 
-This module imports no docker; ``repro.backends.docker`` talks to the engine.
+This module imports no docker; ``repro.backends.docker.build`` talks to the engine.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def check_ended(store: Store, run_id: str) -> None:
         )
     if not has_copy(store, run_id):
         return  # a container runs only while its copy exists
-    from repro.backends.docker import live_containers
+    from repro.backends.docker.gc import live_containers
 
     names = live_containers(store.dir, run_id)
     if names:

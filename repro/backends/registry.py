@@ -2,16 +2,16 @@
 
 An `Entry` names a backend and says, for the rest of repro: what `--backend` tells of it, how to
 make it (its module is imported only then: the docker SDK stays out of `repro --help`), its section
-of repro.yaml (``<section>.<key>`` is the setting ``<section>_<key>``, checked by its own rule),
-how a replay lays out a multi-node run on it, and whether it runs the code on this machine,
-unsandboxed. `repro.config` (`BACKENDS`, the repro.yaml keys and their checks), the `--backend`
-option, the pytest plugin, `repro.sandbox` and `repro.run.execute.select_backend` take them from here. A
-backend's options (from the settings, into and back from its record) belong to the backend itself,
-e.g. `repro.backends.slurm.SlurmOptions`.
+of repro.yaml (``<section>.<key>`` is the setting ``<section>_<key>``, checked by its own rule), its
+options from that section and from a record it ran (Slurm's allocation), how a replay lays out a
+multi-node run on it, whether it runs the code on this machine unsandboxed, runs it in place (this
+interpreter's environment), wants the lock settled before it prepares (its image is built from it), and its
+lines in `repro show`. `repro.config`, the `--backend` option, the pytest plugin, `repro.sandbox`,
+the verbs and the renderers ask these questions here instead of comparing a backend's name.
 
-Adding a backend touches about three files: its module (``backends/<name>.py``, a class with the
-`repro.backends.base.Backend` protocol), its `Entry` here, and README.md; with a repro.yaml
-section, also its fields in `repro.config.Settings`.
+Adding a backend touches about three files: its module (a class with the `repro.backends.base.Backend`
+protocol), its `Entry` here, and README.md; with a repro.yaml section, also its fields in
+`repro.config.Settings`. A plugin (or a test: `tests/added_backend.py`) adds one with `register`.
 
 Standard library only at import (the pytest plugin reads the names before any test runs).
 """
@@ -20,18 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from repro.backends import sbatch
 from repro.backends.base import Event, OnEvent
+from repro.backends.slurm import sbatch
 
 if TYPE_CHECKING:
     from repro.backends.base import Backend
+    from repro.store.capsule import Record
 
 AUTO = "auto"  # not a backend: docker when it can run the command, else local
 
 # A section's first problem: (its key, the message, a hint).
 Problem = tuple[str, str, str]
+Section = Mapping[str, Any]  # a backend's part of the settings (`Settings.section`)
+Lines = list[tuple[str, str]]  # `repro show` lines: (label, text)
 
 
 def _local(options: object) -> Backend:
@@ -41,15 +44,43 @@ def _local(options: object) -> Backend:
 
 
 def _docker(options: object) -> Backend:
-    from repro.backends.docker import DockerBackend
+    from repro.backends.docker.backend import DockerBackend
 
     return DockerBackend()
 
 
 def _slurm(options: object) -> Backend:
-    from repro.backends.slurm import SlurmBackend, SlurmOptions
+    from repro.backends.slurm.backend import SlurmBackend
+    from repro.backends.slurm.options import SlurmOptions
 
     return SlurmBackend(options if isinstance(options, SlurmOptions) else None)
+
+
+def _slurm_settings(section: Section) -> object:
+    from repro.backends.slurm.options import SlurmOptions
+
+    return SlurmOptions.from_settings(section)
+
+
+def _slurm_recorded(record: Record) -> object:
+    from repro.backends.slurm.options import SlurmOptions
+
+    return SlurmOptions.recorded(record)
+
+
+def _slurm_shown(details: Mapping[str, Any]) -> Lines:
+    from repro.backends.slurm.shown import slurm_lines
+
+    slurm = details.get("slurm")
+    return slurm_lines(slurm) if isinstance(slurm, dict) else []
+
+
+def _none(_: object) -> None:
+    return None
+
+
+def _nothing(_: Mapping[str, Any]) -> Lines:
+    return []
 
 
 @dataclass(frozen=True)
@@ -64,6 +95,14 @@ class Entry:
     section: str | None = None  # its part of repro.yaml
     keys: tuple[str, ...] = ()  # the section's keys: ``<section>.<key>`` is the setting ``<section>_<key>``
     check: Callable[[Mapping[str, object]], Problem | None] | None = None  # the section's values → a problem
+    in_place: bool = False  # runs the command as repro's child, in this interpreter's environment
+    locks_first: bool = False  # the run's lock is settled before the backend prepares (its image needs it)
+    sandbox: bool = False  # the container sandbox a run from elsewhere replays in
+    options: Callable[[Section], object] = _none  # its section of the settings → its options
+    recorded: Callable[[Record], object] = _none  # a record it ran → the options to ask for the same again
+    interpreter_here: Callable[[Section], bool] = lambda section: False  # a new run's lock is this env's
+    nodes: Callable[[Section], int] = lambda section: 1  # the nodes a new run spans
+    shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -75,16 +114,103 @@ class Entry:
 
 
 ENTRIES: tuple[Entry, ...] = (
-    Entry("local", "this machine, in the current environment", _local, on_host=True),
-    Entry("docker", "a container built from the run's lock", _docker, on_host=False),
+    Entry(
+        "local", "this machine, in the current environment", _local, on_host=True, in_place=True,
+        interpreter_here=lambda section: True,
+    ),
+    Entry(
+        "docker", "a container built from the run's lock", _docker, on_host=False, locks_first=True,
+        sandbox=True,
+    ),
     Entry(
         "slurm", "the Slurm cluster, through sbatch", _slurm, on_host=True, spans_nodes=True,
-        section="slurm", keys=sbatch.FIELDS, check=sbatch.settings_problem,
+        section="slurm", keys=sbatch.FIELDS, check=sbatch.settings_problem, locks_first=True,
+        options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
+        interpreter_here=lambda section: section.get("environment") == "python",
+        nodes=lambda section: int(section.get("nodes") or 1),
     ),
 )  # fmt: skip
 
-NAMES: tuple[str, ...] = (AUTO, *(entry.name for entry in ENTRIES))
 _BY_NAME = {entry.name: entry for entry in ENTRIES}
+
+
+def register(entry: Entry) -> None:
+    """Add a backend (a plugin's, a test's) after the built-in ones; the settings, `--backend` and the
+    runner accept it from then on.
+
+    Raises:
+        ValueError: a backend of that name is registered already, or the name is `auto`.
+    """
+    global ENTRIES
+    if entry.name in _BY_NAME or entry.name == AUTO:
+        raise ValueError(f"a backend named {entry.name!r} is registered already")
+    ENTRIES = (*ENTRIES, entry)
+    _BY_NAME[entry.name] = entry
+
+
+def names() -> tuple[str, ...]:
+    """What --backend and `backend:` accept: `auto`, then each registered backend."""
+    return (AUTO, *(entry.name for entry in ENTRIES))
+
+
+def find(name: str) -> Entry | None:
+    """The backend called ``name``, or None (a record's backend unknown here, or `auto`)."""
+    return _BY_NAME.get(name)
+
+
+def in_place(name: str) -> bool:
+    """Whether backend ``name`` runs the command in this interpreter's environment (`auto`: unknown, no)."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.in_place
+
+
+def sandbox() -> str:
+    """The backend a run from elsewhere replays in: the container sandbox."""
+    return next(entry.name for entry in ENTRIES if entry.sandbox)
+
+
+def section_owner(field: str) -> Entry | None:
+    """The backend whose section of the settings holds the Settings field ``field``."""
+    return next((entry for entry in ENTRIES if field in entry.settings().values()), None)
+
+
+def _section(entry: Entry, section: Callable[[str], Section]) -> Section:
+    return section(entry.section) if entry.section else {}
+
+
+def options(name: str, section: Callable[[str], Section]) -> object:
+    """The options backend ``name`` takes from the settings (``section`` reads one), None for none."""
+    entry = _BY_NAME.get(name)
+    return entry.options(_section(entry, section)) if entry is not None else None
+
+
+def nodes(name: str, section: Callable[[str], Section]) -> int:
+    """The nodes a new run on backend ``name`` spans (`auto`: one)."""
+    entry = _BY_NAME.get(name)
+    return entry.nodes(_section(entry, section)) if entry is not None else 1
+
+
+def interpreter_here(name: str, section: Callable[[str], Section]) -> bool:
+    """Whether backend ``name``, as the settings ask, runs the command with this interpreter (its lock
+    is this environment's; `auto`: no)."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.interpreter_here(_section(entry, section))
+
+
+def locks_first(name: str) -> bool:
+    """Whether the run's lock is settled before backend ``name`` prepares (one unknown here: it is)."""
+    entry = _BY_NAME.get(name)
+    return entry is None or entry.locks_first
+
+
+def recorded_options(name: str, record: Record) -> object:
+    """The options to run ``record`` on backend ``name`` as it ran (None: that backend takes none).
+
+    Raises:
+        CapsuleInvalid: recorded options of a shape the backend refuses (a forged record).
+    """
+    entry = _BY_NAME.get(name)
+    return entry.recorded(record) if entry is not None else None
 
 
 def get(name: str) -> Entry:
@@ -110,7 +236,7 @@ def on_host() -> tuple[str, ...]:
 def auto(on_event: OnEvent, need_lock: bool, base_image: str | None) -> str:
     """What `auto` means here: docker when an engine answers, the run declares dependencies to build an
     image from and the engine holds ``base_image`` (when one is named); else local, said in one line."""
-    from repro.backends import docker  # the docker SDK is a dependency: no fallback when it is missing
+    from repro.backends.docker import engine as docker  # the docker SDK is a dependency: no fallback
 
     if not docker.engine_available():
         on_event(

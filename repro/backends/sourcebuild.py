@@ -9,7 +9,7 @@ resolves to (releases with no wheel for the image's Python):
 3. a container of the base image the environment image is built from, with no network, no
    mounts, no capabilities and an unprivileged user, is given the sdists and those wheels by
    copy, runs ``pip wheel --no-index --find-links`` for each, and its ``/build/out`` is
-   copied back (the engine side is ``repro.backends.docker.run_sandbox``);
+   copied back (the engine side is ``repro.backends.docker.sandbox.run_sandbox``);
 4. a wheel is taken from it only when its file name is the sdist's project and version and
    it installs on the image's Python; it is cached by the sdist's sha256 and the base id.
 

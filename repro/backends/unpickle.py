@@ -71,9 +71,10 @@ def unpickle_sandboxed(a: Path, b: Path, images: Sequence[str]) -> tuple[Path, P
     Raises:
         SandboxUnavailable: no engine answers, no image has torch, or the files did not load there.
     """
-    from repro.backends import docker
+    from repro.backends.docker.engine import engine_available
+    from repro.backends.docker.gc import repro_images
 
-    if not docker.engine_available():
+    if not engine_available():
         raise SandboxUnavailable(SandboxUnavailable.NO_ENGINE)
     scratch = Path(tempfile.mkdtemp(prefix="repro-unpickle-"))
     try:
@@ -82,20 +83,20 @@ def unpickle_sandboxed(a: Path, b: Path, images: Sequence[str]) -> tuple[Path, P
         for name, source in (("a", a), ("b", b)):  # copies the container's user may read, and nothing else
             shutil.copyfile(source, inbox / name)
             (inbox / name).chmod(0o444)
-        return _first_image_with_torch([*images, *docker.repro_images()], inbox, scratch)
+        return _first_image_with_torch([*images, *repro_images()], inbox, scratch)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
 
 
 def _first_image_with_torch(candidates: list[str], inbox: Path, scratch: Path) -> tuple[Path, Path]:
-    from repro.backends import docker
+    from repro.backends.docker.sandbox import run_unpickler
 
     tried = list(dict.fromkeys(candidates))[:MAX_TRIED]
     outbox = scratch / "out.tar"
     for image in tried:
         try:
-            status, lines = docker.run_unpickler(image, inbox, SCRIPT, outbox, TIMEOUT_S)
+            status, lines = run_unpickler(image, inbox, SCRIPT, outbox, TIMEOUT_S)
         except ReproError as e:
             raise SandboxUnavailable(f"the container sandbox could not load them ({e})") from e
         if status == NO_TORCH:

@@ -51,7 +51,8 @@ def build(
     per stage (the wheelhouse, each layer) with its sizes and time; the builder's full
     output goes to .repro/logs/ (-v shows it as it comes; a failed build shows its stage's).
     """
-    from repro.backends.docker import engine, ensure_image
+    from repro.backends.docker.build import ensure_image
+    from repro.backends.docker.engine import engine
     from repro.backends.images import template_for
     from repro.config import Flags
 
@@ -107,7 +108,7 @@ def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> Non
     Prints the new image's id; debootstrap's output goes to repro's cache (logs/), -v shows it.
     """
     from repro.backends.baseimage import make_base_image
-    from repro.backends.docker import import_rootfs
+    from repro.backends.docker.build import import_rootfs
     from repro.config import DEFAULT_BASE_IMAGE
     from repro.facts.lockfile import cache_dir
 
@@ -211,7 +212,7 @@ def _unused_images(store: Any, base: str, dry_run: bool) -> None:
     if not unused:
         ui.info("no unused images of this store")
         return
-    from repro.backends.docker import remove_images
+    from repro.backends.docker.gc import remove_images
 
     sweep = remove_images(unused, base, dry_run=dry_run)
     if not dry_run:
@@ -259,7 +260,8 @@ def _incomplete_runs(store: Any, dry_run: bool) -> int:
 
 def _stale_containers(store: Any, dry_run: bool) -> list[str]:
     """Containers this store's runs left behind, when an engine answers (none otherwise)."""
-    from repro.backends.docker import engine_available, remove_stale_containers
+    from repro.backends.docker.engine import engine_available
+    from repro.backends.docker.gc import remove_stale_containers
 
     if not store.dir.is_dir() or not engine_available():
         return []

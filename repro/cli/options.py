@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 import click
 
 from repro import ranges, ui
-from repro.backends.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
-from repro.config import BACKENDS, ISAS, MODES, Flags, Layer, Plan, Rank
+from repro.backends import registry
+from repro.backends.slurm.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
+from repro.config import ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.runtime import contract
 from repro.store import signing
@@ -63,10 +64,26 @@ cuda_index = click.option(
 )
 
 
+class BackendChoice(click.Choice):  # type: ignore[type-arg]
+    """The names `repro.backends.registry` holds when the command line is read (a backend registered
+    after import is a choice too)."""
+
+    def __init__(self) -> None:
+        super().__init__(registry.names())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return registry.names()
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass
+
+
 def backend_option(help_text: str) -> Callable[[F], F]:
     """`--backend`, the same choices in `run`, `check`, `replay` and `resume` (the backend registry's,
     with auto); ``help_text`` says what the choice means for the command."""
-    return click.option("--backend", type=click.Choice(BACKENDS), default=None, help=help_text)
+    return click.option("--backend", type=BackendChoice(), default=None, help=help_text)
 
 
 def json_option(help_text: str) -> Callable[[F], F]:
@@ -306,10 +323,12 @@ class SlurmFlags:
         flags = [flag for _, flag in given.values()] + (["--detach"] if self.detach else [])
         if not flags:
             return plan
-        if plan.settings.backend != "slurm":
+        owner = registry.section_owner(self._NAMES["nodes"][0])  # the backend whose section they set
+        name = owner.name if owner is not None else "?"
+        if plan.settings.backend != name:
             raise UsageError(
-                f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend slurm",
-                hint="add --backend slurm (or `backend: slurm` in repro.yaml)",
+                f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend {name}",
+                hint=f"add --backend {name} (or `backend: {name}` in repro.yaml)",
             )
         return plan.over(Layer(Rank.FLAG, given))
 

@@ -39,7 +39,7 @@ class NeedsUnpickling(UnreadableTensorFile):
 
 
 # Loads two pickles that need ``weights_only=False`` somewhere they cannot harm this machine (the
-# container sandbox, `repro.backends.docker.unpickle_sandboxed`), given the two runs' images to try,
+# container sandbox, `repro.backends.unpickle.unpickle_sandboxed`), given the two runs' images to try,
 # and returns two files of plain tensors and values that ``weights_only=True`` reads. Registered by
 # the command line; none registered, such files are compared by bytes.
 Unpickler = Callable[[Path, Path, Sequence[str]], tuple[Path, Path]]

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from repro.backends import registry
 from repro.compare.outputs import OutputDiff, Outputs, compare_outputs
 from repro.compare.tensors import TensorReport
 from repro.compare.tolerance import STRICT
@@ -335,7 +336,7 @@ ENVIRONMENT_KEY = "(environment)"  # a host interpreter on one side, an image on
 def _environment_kind(r: Record) -> str:
     """Where a run's packages were installed: an image it ran in, or the host's interpreter (the local
     backend; a replay on it keeps the image its original named)."""
-    local = r.backend.name == "local" or r.deps.image is None or not r.deps.image.id
+    local = registry.in_place(r.backend.name) or r.deps.image is None or not r.deps.image.id
     return "host interpreter" if local else "image"
 
 

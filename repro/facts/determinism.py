@@ -188,17 +188,17 @@ def with_threads(info: DeterminismInfo, threads: int) -> DeterminismInfo:
     return dataclasses.replace(info, threads=threads, env=env, knobs=knobs)
 
 
-def check_gpu_mode(mode: str, given: str | None, found: int, backend: str, source: str) -> None:
-    """gpu mode needs a GPU the run can touch: one given with --gpus, or on the local backend one this
-    machine has (``found``: the GPUs nvidia-smi lists). A gpu-mode run without one would be recorded
-    as a GPU run that never touched a GPU.
+def check_gpu_mode(mode: str, given: str | None, found: int, backend: str, source: str, here: bool) -> None:
+    """gpu mode needs a GPU the run can touch: one given with --gpus, or on a backend that runs the
+    command in place (``here``: the local backend) one this machine has (``found``: the GPUs nvidia-smi
+    lists). A gpu-mode run without one would be recorded as a GPU run that never touched a GPU.
 
     Raises:
         UsageError: gpu mode with no GPU given or found (exit 2).
     """
     if mode != "gpu" or given:
         return
-    if backend == "local" and found:
+    if here and found:
         return
     if found:
         why = f"the {backend} backend gives a run GPUs only with --gpus"

@@ -11,7 +11,6 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from repro import __version__, start
 from repro import window as windows
@@ -37,9 +36,6 @@ from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.store.verify import open_member
 from repro.units import plural
-
-if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmOptions
 
 
 def describe_gpus(env: EnvInfo) -> str:
@@ -250,7 +246,7 @@ class Execution:
                 place_data(self.data, original, self.data_root, root, self.loaded.read_blob, self.max_data)
                 self.data_root = root
             prepared = self._prepare(root)
-            where = start.Start(wanted, recorded_slurm_options(original) if wanted == "slurm" else None)
+            where = start.Start(wanted, registry.recorded_options(wanted, original))
         except BaseException:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
@@ -282,7 +278,7 @@ class Execution:
             windows.prepare(self.window, spec, original, self.loaded.read_blob)
         _carry_image(spec, original, self.loaded)
         _fit_layout(record, settings.backend, self.notes)
-        spec.nproc_per_node, spec.nodes = record.command.nproc_per_node, record.command.nodes
+        spec.nproc_per_node = record.command.nproc_per_node
         tree = snapshot_tree(root, data)
         return Prepared(
             record, spec, self.run_dir, {}, settings, tree_before=tree, foreign=self.loaded.foreign
@@ -317,17 +313,6 @@ def base_note(recorded: ImageInfo | None, built: ImageInfo | None) -> str | None
         f"this host's image.base {built.base} is {built.base_id[:19]}: the environment differs "
         "and the verdict may too"
     )
-
-
-def recorded_slurm_options(record: Record) -> SlurmOptions:
-    """The allocation a Slurm run had, to ask for the same again (`SlurmOptions.recorded`).
-
-    Raises:
-        CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
-    """
-    from repro.backends.slurm import SlurmOptions
-
-    return SlurmOptions.recorded(record)
 
 
 def _fit_layout(record: Record, backend: str, notes: list[str]) -> None:

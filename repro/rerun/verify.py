@@ -13,6 +13,7 @@ from pathlib import Path
 
 from repro import sandbox
 from repro import window as windows
+from repro.backends import registry
 from repro.backends.base import Event, OnEvent
 from repro.compare import ops
 from repro.compare.verdict import CompareOptions, Known, Verdict, compare_runs
@@ -180,7 +181,7 @@ def _what_differed(original: Record, record: Record, notes: list[str], on_event:
     other_base = base_note(original.deps.image, record.deps.image)
     if other_base:
         say(other_base, notes, on_event)
-    if record.backend.name == "local" and original.deps.freeze and record.deps.freeze:
+    if registry.in_place(record.backend.name) and original.deps.freeze and record.deps.freeze:
         changed = freeze_diff(original.deps.freeze, record.deps.freeze)
         if changed:
             shown = "; ".join(changed[:6]) + (f" (+{len(changed) - 6} more)" if len(changed) > 6 else "")

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from repro import __version__
+from repro.backends import registry
 from repro.backends.base import (
     Event,
     OnEvent,
@@ -124,7 +125,10 @@ def capture(
     outputs = [_inside(root, rel, "output directory") for rel in settings.outputs]
     redactor = Redactor(settings.secret_patterns)
     env, env_hits = host_env(redactor, settings.env_allow)
-    check_gpu_mode(run_plan.mode, run_plan.gpus, len(env.gpus), settings.backend, run_plan.source("mode"))
+    here = registry.in_place(settings.backend)
+    check_gpu_mode(
+        run_plan.mode, run_plan.gpus, len(env.gpus), settings.backend, run_plan.source("mode"), here
+    )
     safe_argv, argv_hits = redactor.argv(argv)
     hidden = redacted_options(safe_argv)
     if hidden:
@@ -135,7 +139,7 @@ def capture(
     masker = run_masker(dict(os.environ), argv, configs, redactor)
 
     record = Record(id=new_run_id(), created=now_iso(), project=root.name, repro_version=__version__)
-    nodes = settings.slurm_nodes if settings.backend == "slurm" else 1
+    nodes = registry.nodes(settings.backend, settings.section)
     rel_cwd = cwd.relative_to(root)
     record.command = _command_info(request, rel_cwd, argv, safe_argv, masker, nproc, torchrun, nodes)
     record.redactions += argv_hits

@@ -41,24 +41,22 @@ from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
 
 if TYPE_CHECKING:
-    from repro.backends.slurm import SlurmBackend, SlurmOptions
+    from repro.backends.slurm.backend import SlurmBackend
 
 
-def slurm_options(settings: Settings) -> SlurmOptions:
-    """The Slurm allocation the settings (repro.yaml, flags) ask for."""
-    from repro.backends.slurm import SlurmOptions
-
-    return SlurmOptions.from_settings(settings.section("slurm"))
+def backend_options(settings: Settings) -> object:
+    """The options the settings (repro.yaml, flags) give their backend (Slurm: its allocation)."""
+    return registry.options(settings.backend, settings.section)
 
 
 def select_backend(
     name: str,
     on_event: OnEvent,
     need_lock: bool = True,
-    slurm: SlurmOptions | None = None,
+    options: object = None,
     base_image: str | None = None,
 ) -> Backend:
-    """The backend called ``name`` (`repro.backends.registry`), given ``slurm`` when it takes options;
+    """The backend called ``name`` (`repro.backends.registry`), given ``options`` when it takes some;
     `auto`: docker when an engine answers (and dependencies are declared, and the engine holds
     ``base_image`` when one is named), else local, said in one line.
 
@@ -70,7 +68,7 @@ def select_backend(
     """
     if name == registry.AUTO:
         name = registry.auto(on_event, need_lock, base_image)
-    return registry.get(name).make(slurm)
+    return registry.get(name).make(options)
 
 
 def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_event: OnEvent) -> str:
@@ -81,7 +79,7 @@ def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_
         BackendUnavailable: no Slurm controller answers (the run directory is removed).
         UsageError: sbatch refused the job (the run directory is removed).
     """
-    from repro.backends import detached
+    from repro.backends.slurm import detached
 
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
@@ -105,7 +103,7 @@ def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_
 
 def settle_detached(store: Store, on_event: OnEvent) -> list[Record]:
     """Seal every run submitted with `--detach` whose job has ended (`repro ls`); returns the sealed."""
-    from repro.backends import detached
+    from repro.backends.slurm import detached
 
     def seal(run_dir: Path, kept: dict[str, Any], spec: RunSpec, result: RunResult) -> Record:
         record = Record.from_dict(kept["record"])
@@ -165,7 +163,6 @@ def build_spec(
         outputs=outputs,
         nproc_per_node=record.command.nproc_per_node,
         torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
-        nodes=record.command.nodes,
         network=record.backend.network,
         gpus=record.backend.gpus,
         lockfile=lockfile,
@@ -197,7 +194,7 @@ def execute(
         spec.terminal = terminal_of(on_event)
     build = BuildLog(prepared.run_dir / buildlog.LOG_NAME, on_event)
     try:
-        if backend.name != "local":  # the image is built from the lock: it must be there first
+        if registry.locks_first(backend.name):  # the image is built from the lock: it must be there first
             settle_lock_as_stage(prepared, store, build)
         image = backend.prepare(spec, build)
     except (Exception, KeyboardInterrupt) as e:

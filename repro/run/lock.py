@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from repro.backends import registry
 from repro.backends.base import (
     Event,
     OnEvent,
@@ -49,8 +50,7 @@ def lock_variant(settings: Settings, gpus: str | None) -> str:
     """Which lock a new run takes: ``local`` where this interpreter runs the command (the local
     backend, Slurm's `python` environment), held at what it has installed; else the image's,
     ``cuda`` for GPUs and ``cpu`` otherwise, a function of the requirements alone."""
-    here = settings.backend == "slurm" and settings.slurm_environment == "python"
-    if settings.backend == "local" or here:
+    if registry.interpreter_here(settings.backend, settings.section):
         return "local"
     return "cuda" if gpus else "cpu"
 

@@ -5,7 +5,7 @@ image built on top of a repro image, and an image loaded from a capsule carries 
 its author wrote, so gc never asks the engine which images look like repro's. Instead each run
 notes here, by id, the image it ran in and whether it made it (built or loaded it) or found it
 there (someone else's). An image is unused when this store made it and no run still in the
-store refers to it; the engine side (`repro.backends.docker.remove_images`) then spares the
+store refers to it; the engine side (`repro.backends.docker.gc.remove_images`) then spares the
 base image, images built on it, images tagged outside ``repro-env`` and images in use.
 """
 

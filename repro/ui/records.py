@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import schemas, ui
+from repro.backends import registry
 from repro.facts.determinism import ledger_text
 from repro.facts.lockfile import LockedPackage
 from repro.get import GetResult
@@ -133,30 +134,6 @@ def world_text(record: Record) -> str:
     if record.env.rank_devices:
         text += "; " + ", ".join(f"rank {r} → {d}" for r, d in record.env.rank_devices.items())
     return text
-
-
-def slurm_lines(slurm: dict[str, Any]) -> list[tuple[str, str]]:
-    """``slurm  job 16 completed on n[1-2], partition debug, Slurm 22.05.8`` and one line per node."""
-    job = (
-        f"job {slurm.get('job_id')} {str(slurm.get('state', '?')).lower()} on {slurm.get('node_list') or '-'}"
-    )
-    job += f", partition {slurm.get('partition') or '-'}, Slurm {slurm.get('version') or '?'}"
-    if slurm.get("restarts"):
-        job += f", {plural(int(slurm['restarts']), 'restart')}"
-    lines = [("slurm", job)]
-    ranks: dict[str, list[str]] = {}
-    for rank, node in (slurm.get("rank_nodes") or {}).items():
-        ranks.setdefault(str(node), []).append(str(rank))
-    for name, hw in sorted((slurm.get("node_hardware") or {}).items()):
-        memory = ui.human_bytes(int(hw["memory_bytes"])) if hw.get("memory_bytes") else "?"
-        gpus = f", {len(hw['gpus'])}× {hw['gpus'][0]}" if hw.get("gpus") else ""
-        text = f"{name}: {hw.get('cpu_count')}× {hw.get('cpu_model')}, {memory}{gpus}"
-        if ranks.get(name):
-            text += f"; rank {', '.join(ranks[name])}"
-        lines.append(("node", text))
-    for e in slurm.get("restored") or []:  # a requeued job continued from a checkpoint
-        lines.append(("requeue", f"rank {e.get('rank')} restored {e.get('path')} at step {e.get('step')}"))
-    return lines
 
 
 def show_text(
@@ -301,9 +278,8 @@ def _where_lines(r: Record) -> list[tuple[str, str]]:
     res = r.results
     if r.command.nproc_per_node > 1 or r.env.world_size > 1:
         lines.append(("world", world_text(r)))
-    slurm = r.backend.details.get("slurm")
-    if isinstance(slurm, dict):
-        lines += slurm_lines(slurm)
+    for entry in registry.ENTRIES:  # each backend's own lines (Slurm: the job and its nodes)
+        lines += entry.shown(r.backend.details)
     e = r.env
     env = f"Python {e.python}, torch {e.torch or '-'}, {e.os}, {e.cpu_model or e.machine}"
     if e.gpus:

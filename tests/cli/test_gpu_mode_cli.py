@@ -47,10 +47,10 @@ def test_gpu_mode_without_a_gpu_is_refused_and_not_recorded(
 
 
 def test_gpu_mode_is_allowed_where_the_run_gets_a_gpu() -> None:
-    check_gpu_mode("gpu", "all", 0, "docker", "--gpus")  # given: the backend checks it can give them
-    check_gpu_mode("gpu", None, 2, "local", "--mode")  # found: the local run sees this machine's GPUs
-    check_gpu_mode("strict", None, 0, "docker", "default")
+    check_gpu_mode("gpu", "all", 0, "docker", "--gpus", here=False)  # given: the backend checks them
+    check_gpu_mode("gpu", None, 2, "local", "--mode", here=True)  # found: a local run sees these GPUs
+    check_gpu_mode("strict", None, 0, "docker", "default", here=False)
     with pytest.raises(UsageError, match="the docker backend gives a run GPUs only with --gpus"):
-        check_gpu_mode("gpu", None, 2, "docker", "--mode")
+        check_gpu_mode("gpu", None, 2, "docker", "--mode", here=False)
     with pytest.raises(UsageError, match="the auto backend gives a run GPUs only with --gpus"):
-        check_gpu_mode("gpu", None, 1, "auto", "repro.yaml")
+        check_gpu_mode("gpu", None, 1, "auto", "repro.yaml", here=False)

@@ -33,12 +33,13 @@ def test_local_gpus_on_this_machine_without_a_gpu(project: Project) -> None:
 
 @pytest.mark.docker
 def test_docker_gpus_without_an_nvidia_runtime_exits_3(project: Project, cli) -> None:  # type: ignore[no-untyped-def]
-    from repro.backends import docker as backend
+    from repro.backends.docker.container import _GPU_TOOLS
+    from repro.backends.docker.engine import engine, engine_available
 
-    if not backend.engine_available():
+    if not engine_available():
         pytest.skip("no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)")
-    with backend.engine() as client:
-        if "nvidia" in (client.info().get("Runtimes") or {}) or any(map(shutil.which, backend._GPU_TOOLS)):
+    with engine() as client:
+        if "nvidia" in (client.info().get("Runtimes") or {}) or any(map(shutil.which, _GPU_TOOLS)):
             pytest.skip("this engine can give GPUs")
     r = cli("run", "--backend", "docker", "--gpus", "all", "--", "python", "t.py", cwd=toy(project).root)
     assert r.code == 3

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from repro.backends import docker as backend
 from repro.backends.baseimage import COMPILER_LABEL
+from repro.backends.docker.engine import engine, engine_available
 from repro.config import DEFAULT_BASE_IMAGE
 from tests.conftest import Project
 
@@ -33,9 +33,9 @@ SCRIPTS = {
 
 
 def _base_compiler() -> str | None:
-    if not backend.engine_available():
+    if not engine_available():
         pytest.skip("no Docker engine answers (bash scripts/docker-up.sh starts one)")
-    with backend.engine() as client:
+    with engine() as client:
         try:
             labels = client.api.inspect_image(BASE).get("Config", {}).get("Labels") or {}
         except Exception:

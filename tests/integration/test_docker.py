@@ -19,8 +19,11 @@ from typing import Any
 
 import pytest
 
-from repro.backends import docker as backend
 from repro.backends.base import BuiltImage, Event, RunSpec
+from repro.backends.docker.backend import DockerBackend
+from repro.backends.docker.container import FALLBACK_UID, INJECT, LIB, RUNTIME
+from repro.backends.docker.engine import LABEL_RUN, engine, engine_available, find_image
+from repro.backends.docker.gc import remove_images
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, ExitCode
 from tests.conftest import QUICKSTART_LOCK, REPO, Project, _docker_missing
@@ -62,7 +65,7 @@ def engine_ready() -> None:
 def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) -> BuiltImage:
     """The torch environment image of the committed quick-start lock, built once per session."""
     spec = _spec(tmp_path_factory.mktemp("torch-image"), ["python", "-c", "pass"], lockfile=QUICKSTART_LOCK)
-    return backend.DockerBackend().prepare(spec, lambda e: None)
+    return DockerBackend().prepare(spec, lambda e: None)
 
 
 def _spec(root: Path, argv: list[str], **kw: object) -> RunSpec:
@@ -95,14 +98,14 @@ def _tiny_lock(path: Path, which: str, nonce: str = "") -> Path:
 
 
 def _repro_image_ids() -> set[str]:
-    with backend.engine() as client:
+    with engine() as client:
         return {str(i["Id"]) for i in client.api.images(all=True)}
 
 
 def _containers_of(run_id: str) -> list[dict[str, Any]]:
-    with backend.engine() as client:
+    with engine() as client:
         found: list[dict[str, Any]] = client.api.containers(
-            all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"}
+            all=True, filters={"label": f"{LABEL_RUN}={run_id}"}
         )
         return found
 
@@ -114,10 +117,10 @@ def test_engine_down_is_backend_unavailable_with_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    assert backend.engine_available() is False
+    assert engine_available() is False
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
     with pytest.raises(BackendUnavailable) as caught:
-        backend.DockerBackend().prepare(spec, lambda e: None)
+        DockerBackend().prepare(spec, lambda e: None)
     assert caught.value.exit_code == ExitCode.BACKEND_UNAVAILABLE
     hint = caught.value.hint or ""
     assert "DOCKER_HOST" in hint and "--backend local" in hint and "make " not in hint
@@ -142,35 +145,35 @@ def test_code_change_reuses_image_lockfile_change_builds_new(engine_ready: None,
     lock = _tiny_lock(tmp_path / "a.lock", "a")
     spec = _spec(root, ["python", "-c", "import typing_extensions"], lockfile=lock)
     (root / "train.py").write_text("print(1)\n")
-    first = backend.DockerBackend().prepare(spec, lambda e: None)
+    first = DockerBackend().prepare(spec, lambda e: None)
     (root / "train.py").write_text("print(2)\n")
-    again = backend.DockerBackend().prepare(spec, lambda e: None)
+    again = DockerBackend().prepare(spec, lambda e: None)
     assert again.reused is True and again.id == first.id and again.tag == first.tag
     before = _repro_image_ids()
     nonce = f"test {time.time_ns()}"  # new lockfile bytes: never built before
     changed = _spec(root, spec.argv, lockfile=_tiny_lock(tmp_path / "b.lock", "b", nonce))
     events: list[Event] = []
-    built = backend.DockerBackend().prepare(changed, events.append)
+    built = DockerBackend().prepare(changed, events.append)
     assert built.reused is False and built.tag != first.tag
     assert built.id not in before
     assert any(e.kind == "build" for e in events)
     assert built.base_id.startswith("sha256:") and built.base == DEFAULT_BASE_IMAGE
     assert f"FROM {built.base_id}" in built.dockerfile_text
-    result = backend.DockerBackend().execute(changed, lambda e: None)
+    result = DockerBackend().execute(changed, lambda e: None)
     assert result.exit_code == 0, changed.stderr_path.read_text()
-    assert [img.id for img in backend.remove_images([built.id], DEFAULT_BASE_IMAGE).removed] == [built.id]
+    assert [img.id for img in remove_images([built.id], DEFAULT_BASE_IMAGE).removed] == [built.id]
 
 
 @pytest.mark.docker
 def test_recorded_base_id_is_used_as_is(engine_ready: None, tmp_path: Path) -> None:
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
-    by_tag = backend.DockerBackend().prepare(spec, lambda e: None)
+    by_tag = DockerBackend().prepare(spec, lambda e: None)
     spec.base_image = by_tag.base_id
-    by_id = backend.DockerBackend().prepare(spec, lambda e: None)
+    by_id = DockerBackend().prepare(spec, lambda e: None)
     assert by_id.tag == by_tag.tag and by_id.reused is True
     spec.base_image = "sha256:" + "0" * 64
     with pytest.raises(BackendUnavailable, match="no base image"):
-        backend.DockerBackend().prepare(spec, lambda e: None)
+        DockerBackend().prepare(spec, lambda e: None)
 
 
 # --------------------------------------------------------------------------- execution
@@ -185,11 +188,11 @@ def test_sandbox_not_root_no_network_writes_into_a_copy_of_the_project(
     (root / "probe.py").write_text(PROBE)
     spec = _spec(root, ["python", "probe.py"])
     events: list[Event] = []
-    result = backend.DockerBackend().execute(spec, events.append)
+    result = DockerBackend().execute(spec, events.append)
     assert result.exit_code == 0, spec.stderr_path.read_text()
     probe = json.loads(spec.stdout_path.read_text())
     assert probe["uid"] != 0 and probe["gid"] != 0
-    assert probe["uid"] == (os.getuid() if os.getuid() != 0 else backend.FALLBACK_UID)
+    assert probe["uid"] == (os.getuid() if os.getuid() != 0 else FALLBACK_UID)
     assert probe["interfaces"] == ["lo"], probe  # no network interface but loopback
     assert probe["no_new_privs"] == "1"
     # The command wrote into its copy of the project; the file came back when it ended.
@@ -201,8 +204,8 @@ def test_sandbox_not_root_no_network_writes_into_a_copy_of_the_project(
     assert (root / "outputs" / "probe.txt").stat().st_uid == os.getuid()  # handed back to the host user
     assert probe["python"] == "/opt/venv/bin/python" and probe["cwd"] == "/work"
     assert probe["shm_bytes"] >= 1 << 30
-    assert probe["seed"] == "7" and probe["runtime_dir"] == backend.RUNTIME
-    assert probe["pythonpath"] == f"{backend.INJECT}:{backend.LIB}"
+    assert probe["seed"] == "7" and probe["runtime_dir"] == RUNTIME
+    assert probe["pythonpath"] == f"{INJECT}:{LIB}"
     # stdout and stderr are kept apart, in the files and in the events
     assert spec.stderr_path.read_text().splitlines()[-1] == "to stderr"
     assert "to stderr" not in spec.stdout_path.read_text()
@@ -225,7 +228,7 @@ def test_data_from_another_root_is_mounted_read_only(engine_ready: None, tmp_pat
         "try:\n    open('data/y.txt', 'w')\nexcept OSError:\n    print('read-only')\n"
     )
     spec = _spec(tmp_path / "p", ["python", "-c", code], data=["data"], data_root=data_root)
-    result = backend.DockerBackend().execute(spec, lambda e: None)
+    result = DockerBackend().execute(spec, lambda e: None)
     assert result.exit_code == 0, spec.stderr_path.read_text()
     assert spec.stdout_path.read_text() == "from the data root\nread-only\n"
 
@@ -234,7 +237,7 @@ def test_data_from_another_root_is_mounted_read_only(engine_ready: None, tmp_pat
 def test_network_opt_in_is_recorded(engine_ready: None, tmp_path: Path) -> None:
     code = "import os; print(' '.join(sorted(os.listdir('/sys/class/net'))))"
     spec = _spec(tmp_path / "p", ["python", "-c", code], network=True)
-    result = backend.DockerBackend().execute(spec, lambda e: None)
+    result = DockerBackend().execute(spec, lambda e: None)
     assert result.exit_code == 0 and result.details["network"] == "bridge"
     assert spec.stdout_path.read_text().split() != ["lo"]  # an interface besides loopback
 
@@ -245,7 +248,7 @@ def test_failing_command_exit_status_and_stderr(engine_ready: None, tmp_path: Pa
     root.mkdir()
     shutil.copyfile(REPO / "tests" / "integration" / "scripts" / "crash.py", root / "crash.py")
     spec = _spec(root, ["python", "crash.py"])
-    result = backend.DockerBackend().execute(spec, lambda e: None)
+    result = DockerBackend().execute(spec, lambda e: None)
     assert result.exit_code == 1 and not result.interrupted
     assert spec.stderr_path.read_text().splitlines()[-2:] == ["about to fail", "boom: the loss went to NaN"]
     assert _containers_of(spec.env["REPRO_RUN_ID"]) == []
@@ -265,7 +268,7 @@ def test_ctrl_c_stops_and_removes_the_container(engine_ready: None, tmp_path: Pa
             raise KeyboardInterrupt  # what Ctrl-C raises in the main thread while logs stream
 
     start = time.monotonic()
-    result = backend.DockerBackend().execute(spec, on_event)
+    result = DockerBackend().execute(spec, on_event)
     assert result.interrupted is True and result.exit_code == 130
     assert time.monotonic() - start < 60
     assert _containers_of(spec.env["REPRO_RUN_ID"]) == []
@@ -275,12 +278,12 @@ def test_ctrl_c_stops_and_removes_the_container(engine_ready: None, tmp_path: Pa
 
 @pytest.mark.docker
 def test_gpus_asked_for_and_absent_is_backend_unavailable(engine_ready: None, tmp_path: Path) -> None:
-    with backend.engine() as client:
+    with engine() as client:
         if "nvidia" in (client.info().get("Runtimes") or {}):
             pytest.skip("this engine has an NVIDIA runtime")
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"], gpus="all")
     with pytest.raises(BackendUnavailable) as caught:
-        backend.DockerBackend().prepare(spec, lambda e: None)
+        DockerBackend().prepare(spec, lambda e: None)
     assert caught.value.exit_code == ExitCode.BACKEND_UNAVAILABLE
 
 
@@ -362,13 +365,13 @@ def test_cli_build_reuses_and_gc_spares_kept_images(torch_image: BuiltImage, pro
 def test_gc_removes_unreferenced_images_only(engine_ready: None, tmp_path: Path) -> None:
     lock = _tiny_lock(tmp_path / "gc.lock", "a", nonce=f"gc test {time.time_ns()}")
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"], lockfile=lock)
-    doomed = backend.DockerBackend().prepare(spec, lambda e: None)
-    with backend.engine() as client:
-        base_id = backend._image_id(client, DEFAULT_BASE_IMAGE)
+    doomed = DockerBackend().prepare(spec, lambda e: None)
+    with engine() as client:
+        base_id = find_image(client, DEFAULT_BASE_IMAGE)
     assert base_id is not None
-    spared = backend.remove_images([base_id], DEFAULT_BASE_IMAGE, dry_run=True)
+    spared = remove_images([base_id], DEFAULT_BASE_IMAGE, dry_run=True)
     assert spared.removed == [] and "base image" in spared.kept[0][1]
-    sweep = backend.remove_images([doomed.id, "sha256:" + "0" * 64], DEFAULT_BASE_IMAGE)
+    sweep = remove_images([doomed.id, "sha256:" + "0" * 64], DEFAULT_BASE_IMAGE)
     assert [img.id for img in sweep.removed] == [doomed.id] and sweep.gone == ["sha256:" + "0" * 64]
     assert sweep.freed is not None and doomed.id not in _repro_image_ids()
     assert base_id in _repro_image_ids()

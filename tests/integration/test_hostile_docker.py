@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from repro.backends import docker as backend
+from repro.backends.docker.engine import LABEL_HOST, LABEL_PID, LABEL_STORE, engine
 from repro.config import DEFAULT_BASE_IMAGE
 from tests.conftest import Project
 from tests.forging import forge
@@ -44,7 +44,7 @@ print(json.dumps(probe))
 
 
 def _containers(label: str) -> list[dict[str, Any]]:
-    with backend.engine() as client:
+    with engine() as client:
         return list(client.api.containers(all=True, filters={"label": label}))
 
 
@@ -53,7 +53,7 @@ def test_label() -> Iterator[str]:
     """A label for the containers one test creates; whatever carries it is removed afterwards."""
     label = f"org.repro.test={uuid.uuid4().hex}"
     yield label
-    with backend.engine() as client:
+    with engine() as client:
         for item in client.api.containers(all=True, filters={"label": label}):
             client.api.remove_container(item["Id"], force=True)
 
@@ -126,12 +126,12 @@ def test_sigkill_of_repro_removes_its_container(project: Project) -> None:
         [sys.executable, "-m", "repro", "run", "--backend", "docker", "--", "python", "slow.py"],
         cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    label = f"{backend.LABEL_STORE}={store}"
+    label = f"{LABEL_STORE}={store}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not [c for c in _containers(label) if c["State"] == "running"]:
         time.sleep(0.2)
     running = _containers(label)
-    assert running and running[0]["Labels"][backend.LABEL_PID] == str(proc.pid), proc.stdout
+    assert running and running[0]["Labels"][LABEL_PID] == str(proc.pid), proc.stdout
     time.sleep(1)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
@@ -151,9 +151,9 @@ def test_gc_removes_only_this_stores_containers_whose_repro_is_gone(
     key, _, value = test_label.partition("=")
 
     def create(pid: int, store_path: str) -> str:
-        labels = {key: value, backend.LABEL_STORE: store_path, backend.LABEL_PID: str(pid),
-                  backend.LABEL_HOST: socket.gethostname()}  # fmt: skip
-        with backend.engine() as client:
+        labels = {key: value, LABEL_STORE: store_path, LABEL_PID: str(pid),
+                  LABEL_HOST: socket.gethostname()}  # fmt: skip
+        with engine() as client:
             return str(client.api.create_container(DEFAULT_BASE_IMAGE, ["true"], labels=labels)["Id"])
 
     stale = create(dead.pid, str(store))

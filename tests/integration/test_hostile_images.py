@@ -21,8 +21,9 @@ from typing import IO, Any
 
 import pytest
 
-from repro.backends import docker as backend
 from repro.backends.base import BuiltImage, Event
+from repro.backends.docker.archive import carried_image
+from repro.backends.docker.engine import engine, find_image
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.store.capsule import IMAGE_MEMBER
@@ -59,26 +60,26 @@ print(json.dumps(seen, sort_keys=True))
 
 def _tags() -> dict[str, str]:
     """Every tag in the engine → the image id it names."""
-    with backend.engine() as client:
+    with engine() as client:
         return {t: str(i["Id"]) for i in client.api.images(all=True) for t in i.get("RepoTags") or []
                 if t != "<none>:<none>"}  # fmt: skip
 
 
 def _exists(ref: str) -> bool:
-    with backend.engine() as client:
-        return backend._image_id(client, ref) is not None
+    with engine() as client:
+        return find_image(client, ref) is not None
 
 
 def _build(dockerfile: str, tag: str, label: str) -> str:
     """Build a small image (no network) with the test's label; its id."""
-    with backend.engine(timeout=600) as client:
+    with engine(timeout=600) as client:
         image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
                                        labels={TEST_LABEL: label}, network_mode="none")  # fmt: skip
         return str(image.id)
 
 
 def _remove(*refs: str) -> None:
-    with backend.engine() as client:
+    with engine() as client:
         for ref in refs:
             try:
                 client.api.remove_image(ref, force=True)
@@ -96,7 +97,7 @@ def made() -> Iterator[list[str]]:
 
 def _saved_with_tags(image_id: str, repo_tags: list[str]) -> bytes:
     """`docker save` of one image, its manifest and legacy `repositories` rewritten to name ``repo_tags``."""
-    with backend.engine(timeout=600) as client:
+    with engine(timeout=600) as client:
         raw = b"".join(client.api.get_image(image_id, chunk_size=1 << 20))
     members: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
@@ -318,8 +319,8 @@ def test_an_archive_swapped_between_check_and_load_is_removed_again(made: list[s
     recorded = BuiltImage(genuine, DEFAULT_BASE_IMAGE, DEFAULT_BASE_IMAGE, "", "cpu", "", False, 0.0)
     before = _tags()
     events: list[Event] = []
-    with backend.engine() as client, pytest.raises(CapsuleInvalid, match="not the recorded image") as caught:
-        backend._carried_image(client, recorded, archive, events.append)
+    with engine() as client, pytest.raises(CapsuleInvalid, match="not the recorded image") as caught:
+        carried_image(client, recorded, archive, events.append)
     assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
     assert any(hostile in e.text for e in events)  # the engine did load it …
     assert not _exists(hostile) and not _exists(genuine)  # … and it was removed again
@@ -404,7 +405,7 @@ def test_gc_images_touches_only_this_stores_images(project: Project, tmp_path: P
     made.append(user_tag)  # removed first: it stands on one of this store's images
     _build(f"FROM {loaded_on['deps']['image']['tag']}\nRUN echo mine > /mine\n", loaded_tag, key)
     made.append(loaded_tag)
-    with backend.engine(timeout=600) as client:
+    with engine(timeout=600) as client:
         archive = b"".join(client.api.get_image(loaded_tag, chunk_size=1 << 20))
         client.api.remove_image(loaded_tag)
         list(client.api.load_image(archive))

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from repro.backends import docker as backend
 from repro.backends import imagecheck
 from repro.backends.base import BuiltImage
+from repro.backends.docker.build import VENV_PYTHON, check_installed, ensure_image
+from repro.backends.docker.engine import engine, engine_available, find_image, has_image
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BuildError
 
@@ -66,22 +67,22 @@ def _lock(tmp: Path, pins: dict[str, str]) -> Path:
 
 
 def _run(image: str, code: str) -> str:
-    argv = ["docker", "run", "--rm", "--network", "none", "--entrypoint", backend.VENV_PYTHON, image, "-I",
+    argv = ["docker", "run", "--rm", "--network", "none", "--entrypoint", VENV_PYTHON, image, "-I",
             "-c", code]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
 @pytest.fixture(scope="module")
 def ready() -> None:
-    if not backend.engine_available() or not backend.has_image(DEFAULT_BASE_IMAGE):
+    if not engine_available() or not has_image(DEFAULT_BASE_IMAGE):
         pytest.skip(f"no Docker engine, or no base image {DEFAULT_BASE_IMAGE} (`bash scripts/docker-up.sh`)")
 
 
 @pytest.fixture(scope="module")
 def tools_image(ready: None, tmp_path_factory: pytest.TempPathFactory) -> BuiltImage:
     lock = _lock(tmp_path_factory.mktemp("tools-lock"), TOOLS)
-    with backend.engine(timeout=600) as client:
-        return backend.ensure_image(client, lock, DEFAULT_BASE_IMAGE, "cpu", lambda e: None)
+    with engine(timeout=600) as client:
+        return ensure_image(client, lock, DEFAULT_BASE_IMAGE, "cpu", lambda e: None)
 
 
 def test_the_locked_tools_are_the_only_ones_installed(tools_image: BuiltImage) -> None:
@@ -102,11 +103,11 @@ def test_an_image_that_is_not_its_lock_fails_the_build_in_one_line(
     ready: None, tmp_path: Path, tools_image: BuiltImage
 ) -> None:
     other = _lock(tmp_path, {"wheel": TOOLS["wheel"]})
-    with backend.engine(timeout=600) as client:
-        built = backend.ensure_image(client, other, DEFAULT_BASE_IMAGE, "cpu", lambda e: None)
+    with engine(timeout=600) as client:
+        built = ensure_image(client, other, DEFAULT_BASE_IMAGE, "cpu", lambda e: None)
         with pytest.raises(BuildError) as caught:  # the wheel-only image, asked to be the tools' lock
-            backend.check_installed(client, built.id, built.tag, TOOLS_LOCK, lambda e: None)
-        assert backend._image_id(client, built.id) is None  # removed: no later run reuses it
+            check_installed(client, built.id, built.tag, TOOLS_LOCK, lambda e: None)
+        assert find_image(client, built.id) is None  # removed: no later run reuses it
     text = str(caught.value)
     assert "\n" not in text
     assert "pip 26.2.1 is locked but not installed" in text and "setuptools 80.9.0 is locked" in text

@@ -28,7 +28,7 @@ from tests.conftest import QUICKSTART_LOCK, REPO, Project, _docker_missing
 
 docker = pytest.importorskip("docker")
 
-from repro.backends import docker as backend  # noqa: E402
+from repro.backends.docker.engine import engine, find_image  # noqa: E402
 from repro.config import DEFAULT_BASE_IMAGE  # noqa: E402
 
 TEST_LABEL = "org.repro.test"
@@ -46,7 +46,7 @@ def own_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(reason)
     tag = f"repro-test-base:{uuid.uuid4().hex[:12]}"
     dockerfile = f"FROM {DEFAULT_BASE_IMAGE}\nLABEL {TEST_LABEL}=portable-{tag.split(':')[1]}\n"
-    with backend.engine(timeout=600) as client:
+    with engine(timeout=600) as client:
         client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
                             labels={TEST_LABEL: "portable"}, network_mode="none")  # fmt: skip
     try:
@@ -56,7 +56,7 @@ def own_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _remove(refs: list[str]) -> None:
-    with backend.engine() as client:
+    with engine() as client:
         for ref in refs:
             try:
                 client.api.remove_image(ref, force=True)
@@ -136,9 +136,9 @@ def test_a_capsule_with_its_image_replays_identical_with_no_base_image_and_no_wh
 
         _remove([image["tag"], own_base])  # the environment image and its base image
         shutil.rmtree(cache)  # and the wheelhouse
-        with backend.engine() as client:
-            assert backend._image_id(client, image["id"]) is None
-            assert backend._image_id(client, own_base) is None
+        with engine() as client:
+            assert find_image(client, image["id"]) is None
+            assert find_image(client, own_base) is None
 
         elsewhere = tmp_path / "elsewhere"
         shutil.copytree(root / "data", elsewhere / "data")

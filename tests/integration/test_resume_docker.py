@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from repro.backends import docker as backend
+from repro.backends.docker.engine import LABEL_RUN, engine
 from tests.conftest import Project
 from tests.integration.test_resume_real import _fresh, kill_after_checkpoint, resumable_project
 
@@ -25,8 +25,8 @@ pytestmark = [
 
 
 def _containers(run_id: str) -> list[dict[str, object]]:
-    with backend.engine() as client:
-        return list(client.api.containers(all=True, filters={"label": f"{backend.LABEL_RUN}={run_id}"}))
+    with engine() as client:
+        return list(client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))
 
 
 def test_a_docker_run_killed_with_repro_resumes_from_its_checkpoint_bit_identical(project: Project) -> None:

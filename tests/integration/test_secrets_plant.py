@@ -159,7 +159,7 @@ def test_in_process_capture_masks_like_repro_run(project: Project, tmp_path: Pat
 
 def _docker_ready() -> bool:
     try:
-        from repro.backends.docker import engine_available
+        from repro.backends.docker.engine import engine_available
 
         return engine_available()
     except ImportError:

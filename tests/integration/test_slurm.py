@@ -262,9 +262,9 @@ def test_a_detached_run_shows_as_pending_or_running_and_a_later_ls_seals_it(
 
 @pytest.mark.docker
 def test_nodes_can_run_the_command_in_the_runs_image(project: Project, nodes: list[str]) -> None:
-    from repro.backends import docker as docker_backend
+    from repro.backends.docker.engine import engine_available
 
-    if not docker_backend.engine_available():
+    if not engine_available():
         pytest.skip("no Docker engine answers (start one with `make docker-up`, or set DOCKER_HOST)")
     _train_project(project)
     project.lock_torch()

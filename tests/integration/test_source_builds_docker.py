@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from repro.backends import docker as backend
+from repro.backends.docker.engine import engine
 from repro.store.capsule import blob_member
 from repro.store.hashing import hash_bytes
 from tests.conftest import Project
@@ -203,7 +203,7 @@ def _swap_lock(lock_text: str) -> Any:
 def _remove_image(image_id: str | None) -> None:
     if not image_id:
         return
-    with backend.engine() as client:
+    with engine() as client:
         try:
             client.api.remove_image(image_id, force=True)
         except Exception:  # noqa: BLE001 (best effort: the image may be in use by a parallel run)
@@ -259,7 +259,7 @@ def test_a_hostile_sdist_in_a_capsules_lock_runs_only_in_the_sandbox(
         assert re.search(r"source builds +hostile-pkg==1\.0", text), text
 
         # What the backend saw, as it wrote it into the wheel it built: it ran, in the sandbox.
-        with backend.engine() as client:
+        with engine() as client:
             out = client.containers.run(
                 image_id, ["python", "-c", "import hostile_seen; print(hostile_seen.SEEN)"],
                 network_mode="none", remove=True,

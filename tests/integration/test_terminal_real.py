@@ -208,13 +208,14 @@ def _typing_extensions_lock(path: Path, nonce: str) -> Path:
 
 
 def _remove_image(tag: str) -> None:
-    from repro.backends import docker as backend
+    from repro.backends.docker.engine import engine, find_image
+    from repro.backends.docker.gc import remove_images
     from repro.config import DEFAULT_BASE_IMAGE
 
-    with backend.engine() as client:
-        image_id = backend._image_id(client, tag)
+    with engine() as client:
+        image_id = find_image(client, tag)
     if image_id is not None:  # this test built it
-        backend.remove_images([image_id], DEFAULT_BASE_IMAGE)
+        remove_images([image_id], DEFAULT_BASE_IMAGE)
 
 
 BUILDER_LINES = ("Step 1/", "--->", "Removing intermediate container", "Successfully built")

@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from repro import config, sandbox
+from repro import config
 from repro.backends import registry
 from repro.backends.base import Event
 from repro.backends.local import LocalBackend
-from repro.backends.slurm import SlurmBackend, SlurmOptions
+from repro.backends.slurm.backend import SlurmBackend
+from repro.backends.slurm.options import SlurmOptions
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode
-from repro.run.execute import select_backend, slurm_options
+from repro.run.execute import select_backend
 from repro.store.capsule import Record
 
 
 def test_the_names_the_settings_accept_are_the_registrys(tmp_path: Path) -> None:
-    assert config.BACKENDS == ("auto", "local", "docker", "slurm")
-    assert config.BACKENDS == (registry.AUTO, *(entry.name for entry in registry.ENTRIES))
+    assert registry.names() == ("auto", "local", "docker", "slurm")
+    assert registry.names() == (registry.AUTO, *(entry.name for entry in registry.ENTRIES))
     (tmp_path / "repro.yaml").write_text("backend: kubernetes\n")
     with pytest.raises(ConfigError) as caught:
         config.load(tmp_path, environ={})
@@ -39,7 +40,7 @@ def test_a_backends_section_of_repro_yaml_becomes_its_options(tmp_path: Path) ->
         "nodes": 2, "partition": "gpu", "time": "00:30:00", "account": None,
         "sbatch_args": ("--qos=high",), "requeue": True, "environment": "docker",
     }  # fmt: skip
-    options = slurm_options(settings)
+    options = registry.options("slurm", settings.section)
     assert options == SlurmOptions(2, "gpu", "00:30:00", None, ("--qos=high",), True, "docker")
     assert registry.get("local").settings() == {} and "slurm.requeue" in registry.get("slurm").settings()
 
@@ -100,9 +101,9 @@ def test_selecting_a_backend_looks_it_up() -> None:
     events: list[Event] = []
     assert isinstance(select_backend("local", events.append), LocalBackend)
     options = SlurmOptions(nodes=2, partition="gpu")
-    slurm = select_backend("slurm", events.append, slurm=options)
+    slurm = select_backend("slurm", events.append, options=options)
     assert isinstance(slurm, SlurmBackend) and slurm.options == options
-    assert isinstance(select_backend("local", events.append, slurm=options), LocalBackend)
+    assert isinstance(select_backend("local", events.append, options=options), LocalBackend)
     assert select_backend("docker", events.append).name == "docker"
     assert events == []  # a backend named is no choice to explain
     with pytest.raises(KeyError):
@@ -116,7 +117,7 @@ def test_auto_with_nothing_to_build_runs_here_and_says_why() -> None:
 
 
 def test_where_code_runs_unsandboxed_and_which_backend_keeps_a_runs_nodes() -> None:
-    assert sandbox.HOST_BACKENDS == ("local", "slurm") == registry.on_host()
+    assert registry.on_host() == ("local", "slurm") and registry.sandbox() == "docker"
     assert [e.name for e in registry.ENTRIES if e.spans_nodes] == ["slurm"]
 
 
@@ -140,4 +141,4 @@ def test_every_command_offers_the_same_backends() -> None:
         option = next(p for p in command.params if p.name == "backend")
         assert isinstance(option.type, click.Choice)
         offered[name] = tuple(option.type.choices)
-    assert set(offered.values()) == {config.BACKENDS}
+    assert set(offered.values()) == {registry.names()}

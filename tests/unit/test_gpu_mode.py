@@ -129,36 +129,36 @@ def test_local_refuses_gpus_that_are_not_there(tmp_path: Path, monkeypatch: pyte
 
 
 def test_docker_gpus_become_device_requests_on_the_cuda_image(tmp_path: Path) -> None:
-    docker_backend = pytest.importorskip("repro.backends.docker")
+    docker_container = pytest.importorskip("repro.backends.docker.container")
     from repro.backends import images
 
     assert images.template_for("all") == "cuda" and images.template_for(None) == "cpu"
     assert "nvidia" in images.render_dockerfile("cuda", "sha256:" + "0" * 64).lower()
-    (all_gpus,) = docker_backend._device_requests("all")
+    (all_gpus,) = docker_container._device_requests("all")
     assert all_gpus["Count"] == -1 and all_gpus["Capabilities"] == [["gpu"]]
-    assert docker_backend._device_requests("2")[0]["Count"] == 2
-    assert docker_backend._device_requests("0,2")[0]["DeviceIDs"] == ["0", "2"]
-    assert docker_backend._device_requests(None) is None
+    assert docker_container._device_requests("2")[0]["Count"] == 2
+    assert docker_container._device_requests("0,2")[0]["DeviceIDs"] == ["0", "2"]
+    assert docker_container._device_requests(None) is None
 
     built = BuiltImage("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
     spec = _spec(tmp_path, gpus="all", nproc_per_node=2, env=plan("gpu", 1, None).env)
-    config = docker_backend._container_config(spec, built, 1000, 1000, tmp_path / "tree")
+    config = docker_container.container_config(spec, built, 1000, 1000, tmp_path / "tree")
     assert config["host_config"]["device_requests"][0]["Count"] == -1
     assert config["environment"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert "--nproc-per-node=2" in config["command"]
-    assert f"--log-dir={docker_backend.RUNTIME}/ranks" in config["command"]
+    assert f"--log-dir={docker_container.RUNTIME}/ranks" in config["command"]
 
 
 def test_docker_refuses_gpus_when_the_engine_cannot_give_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    docker_backend = pytest.importorskip("repro.backends.docker")
+    docker_container = pytest.importorskip("repro.backends.docker.container")
 
     class Engine:
         def info(self) -> dict[str, Any]:
             return {"Runtimes": {"runc": {}}}
 
-    monkeypatch.setattr(docker_backend.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(docker_container.shutil, "which", lambda tool: None)
     with pytest.raises(BackendUnavailable, match="no NVIDIA runtime") as e:
-        docker_backend._check_gpus(Engine())
+        docker_container.check_gpus(Engine())
     assert e.value.exit_code == 3
 
 

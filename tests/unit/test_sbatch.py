@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from repro import config
-from repro.backends import sbatch
 from repro.backends.base import RunSpec
 from repro.backends.exporters.slurm import slurm_script
-from repro.backends.slurm import SlurmOptions, job_script
+from repro.backends.slurm import sbatch
+from repro.backends.slurm.options import SlurmOptions
+from repro.backends.slurm.script import job_script
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode, UsageError
 from repro.store.capsule import Record
 

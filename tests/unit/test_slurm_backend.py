@@ -8,15 +8,10 @@ from pathlib import Path
 import pytest
 
 from repro.backends.base import RANK_LOGS, RunSpec, launch_argv
-from repro.backends.slurm import (
-    NODE_LOGS,
-    SlurmOptions,
-    _renumber_rank_logs,
-    failed_task,
-    job_script,
-    parse_job,
-    parse_sacct,
-)
+from repro.backends.slurm.backend import _renumber_rank_logs, failed_task
+from repro.backends.slurm.commands import parse_job, parse_sacct
+from repro.backends.slurm.options import SlurmOptions
+from repro.backends.slurm.script import NODE_LOGS, job_script
 
 
 def _spec(tmp_path: Path, nproc: int = 1) -> RunSpec:

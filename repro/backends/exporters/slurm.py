@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from repro.backends import sbatch
 from repro.backends.exporters import export_env, layout, script_args
+from repro.backends.slurm import sbatch
 from repro.errors import CapsuleInvalid
 from repro.store.capsule import RECORD_NAME, Record
 from repro.units import plural

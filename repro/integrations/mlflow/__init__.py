@@ -107,7 +107,9 @@ def replay_environment(
     """
     if not used_mlflow(trackers):
         return {}, None
-    if backend != "local":
+    from repro.backends import registry
+
+    if not registry.in_place(backend):
         return {}, f"mlflow: the replay's MLflow runs stay in the {backend} backend's copy of the project"
     uri = host_tracking_uri(configured_only=foreign)
     if uri is None:

@@ -1,8 +1,7 @@
 """The slurm backend: the user's Slurm cluster, through sbatch, with torchrun across nodes.
 
-The only module that calls sbatch, squeue, scontrol, scancel or sinfo. The job runs
-the command through the environment the nodes share with this machine: this
-interpreter, on a filesystem every node sees (the usual home or project directory of a
+The job runs the command through the environment the nodes share with this machine:
+this interpreter, on a filesystem every node sees (the usual home or project directory of a
 cluster), with the injected runtime on PYTHONPATH as the local backend does.
 
 One batch script per run: ``srun`` starts one task per node (``repro.runtime.node``),
@@ -25,17 +24,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import shlex
-import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from repro.backends import sbatch
 from repro.backends.base import (
     PROJECT_ENV,
     RANK_LOGS,
@@ -49,340 +43,16 @@ from repro.backends.base import (
     merge_pythonpath,
     runtime_source,
 )
+from repro.backends.slurm.commands import JobState, cancel, job_state, slurm_version, submit
+from repro.backends.slurm.options import SlurmOptions
+from repro.backends.slurm.script import JOB_DIR, NODE_LOGS, job_script
 from repro.collect import produced
-from repro.collect.checkpoints import RESUMED_FROM_ENV, restored
-from repro.errors import BackendUnavailable, CapsuleInvalid, UsageError
+from repro.collect.checkpoints import restored
+from repro.errors import UsageError
 from repro.runtime import contract
-from repro.store.capsule import RECORD_NAME, Record
 
-JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output
-NODE_LOGS = "ranks-by-node"  # torchrun's per-rank logs, one directory per node, before renumbering
-_ACTIVE = {
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-    "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "STOPPED",
-}  # fmt: skip
-_SCRUB = ("RANK", "WORLD_SIZE", "LOCAL_RANK", contract.BOOT_PID_ENV, "PYTHONSTARTUP")
-_HINT = (
-    "run repro where `sbatch` and `scontrol ping` work, or start a local test cluster with `make slurm-up`"
-)
 _POLL_S = 1.0
 _REQUEUE_SETTLE_S = 15.0  # how long an ended-looking state must hold before a requeueable job counts as ended
-
-
-@dataclass(frozen=True)
-class SlurmOptions:
-    """The allocation asked of sbatch."""
-
-    nodes: int = 1
-    partition: str | None = None
-    time: str | None = None
-    account: str | None = None
-    sbatch_args: tuple[str, ...] = ()
-    requeue: bool = False
-    environment: str = "python"  # python: this interpreter, shared filesystem; docker: the run's image
-    grace_s: int = 120  # SIGUSR1 this long before the time limit, when requeue is on
-
-    @classmethod
-    def from_settings(cls, section: Mapping[str, Any]) -> SlurmOptions:
-        """The allocation the ``slurm:`` settings (repro.yaml, flags; checked by `repro.config`) ask for."""
-        return cls(
-            nodes=section["nodes"], partition=section["partition"], time=section["time"],
-            account=section["account"], sbatch_args=tuple(section["sbatch_args"]),
-            requeue=section["requeue"], environment=section["environment"],
-        )  # fmt: skip
-
-    @classmethod
-    def recorded(cls, record: Record) -> SlurmOptions:
-        """The allocation a Slurm run had (its record's ``backend.details``, as `as_dict` wrote it), to
-        ask for the same again; the nodes come from the command.
-
-        Raises:
-            CapsuleInvalid: an option of a shape repro does not pass to sbatch (a forged record).
-        """
-        slurm = record.backend.details.get("slurm")
-        asked = slurm.get("options") if isinstance(slurm, dict) else None
-        asked = asked if isinstance(asked, dict) else {}
-        options = cls(
-            nodes=record.command.nodes,
-            partition=asked.get("partition"),
-            time=asked.get("time"),
-            account=asked.get("account"),
-            sbatch_args=asked.get("sbatch_args") or (),  # checked below: a list of text, or refused
-            requeue=bool(asked.get("requeue")),
-            environment=asked.get("environment") or "python",
-        )
-        found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
-        if found:
-            raise CapsuleInvalid(
-                f"run {record.id}: the recorded Slurm options: {found[0]}",
-                member=RECORD_NAME,
-                hint="nothing was submitted; replay it on another backend (--backend docker)",
-            )
-        return replace(options, sbatch_args=tuple(options.sbatch_args))
-
-    def as_dict(self) -> dict[str, Any]:
-        """What the record keeps of them (``backend.details["slurm"]["options"]``)."""
-        return {
-            "nodes": self.nodes, "partition": self.partition, "time": self.time, "account": self.account,
-            "sbatch_args": list(self.sbatch_args), "requeue": self.requeue, "environment": self.environment,
-        }  # fmt: skip
-
-
-@dataclass
-class JobState:
-    """One look at a job: its state, exit code, restarts and nodes."""
-
-    state: str
-    exit_code: int | None = None
-    signal: int | None = None
-    restarts: int = 0
-    nodes: str | None = None
-    reason: str | None = None
-    partition: str | None = None
-    fields: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def active(self) -> bool:
-        return self.state in _ACTIVE
-
-
-# --------------------------------------------------------------------------- the Slurm commands
-
-
-def _slurm(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """Run a Slurm command.
-
-    Raises:
-        BackendUnavailable: the command is not installed or does not answer in time.
-    """
-    if shutil.which(args[0]) is None:
-        raise BackendUnavailable(f"no Slurm here: `{args[0]}` is not on PATH", hint=_HINT)
-    try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        raise BackendUnavailable(
-            f"Slurm did not answer `{' '.join(args)}` in {timeout:.0f}s", hint=_HINT
-        ) from e
-
-
-def slurm_version() -> str:
-    """The controller's Slurm version (``22.05.8``), after checking that it answers.
-
-    Raises:
-        BackendUnavailable: no Slurm commands, or no controller answers.
-    """
-    ping = _slurm(["scontrol", "ping"], timeout=20)
-    if ping.returncode != 0 or "UP" not in ping.stdout:
-        said = (ping.stderr or ping.stdout).strip().splitlines()
-        raise BackendUnavailable(
-            "no Slurm controller answers" + (f": {said[-1]}" if said else ""), hint=_HINT
-        )
-    out = _slurm(["sbatch", "--version"]).stdout.strip()
-    return out.split()[-1] if out else "unknown"
-
-
-def parse_job(text: str) -> JobState | None:
-    """``scontrol show job -o`` output → a JobState (None when the job is unknown)."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    if "JobState=" not in line:
-        return None
-    fields = {m.group(1): m.group(2) for m in re.finditer(r"(\S+?)=(\S*)", line)}
-    code, _, sig = fields.get("ExitCode", "").partition(":")
-    return JobState(
-        state=fields.get("JobState", "UNKNOWN"),
-        exit_code=int(code) if code.isdigit() else None,
-        signal=int(sig) if sig.isdigit() else None,
-        restarts=int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else 0,
-        nodes=fields.get("NodeList") if fields.get("NodeList") not in (None, "(null)") else None,
-        reason=fields.get("Reason") if fields.get("Reason") not in (None, "None") else None,
-        partition=fields.get("Partition"),
-        fields=fields,
-    )
-
-
-def job_state(job_id: str) -> JobState | None:
-    """The job as the controller sees it now; once it has forgotten the job (MinJobAge), as
-    accounting remembers it (sacct, where the cluster keeps accounting); else None."""
-    state = parse_job(_slurm(["scontrol", "show", "job", "-o", job_id]).stdout)
-    if state is not None or shutil.which("sacct") is None:
-        return state
-    out = _slurm(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,NodeList,Partition"])
-    return parse_sacct(out.stdout) if out.returncode == 0 else None
-
-
-def parse_sacct(text: str) -> JobState | None:
-    """``sacct -X -n -P -o State,ExitCode,NodeList,Partition`` output → a JobState."""
-    line = text.strip().splitlines()[-1] if text.strip() else ""
-    parts = line.split("|")
-    if len(parts) != 4 or not parts[0]:
-        return None
-    code, _, sig = parts[1].partition(":")
-    return JobState(
-        state=parts[0].split()[0],  # "CANCELLED by 0" → CANCELLED
-        exit_code=int(code) if code.isdigit() else None,
-        signal=int(sig) if sig.isdigit() else None,
-        nodes=parts[2] or None,
-        partition=parts[3] or None,
-    )
-
-
-def expand_nodes(nodelist: str) -> list[str]:
-    """``n[1-2]`` → ``["n1", "n2"]``."""
-    out = _slurm(["scontrol", "show", "hostnames", nodelist])
-    return out.stdout.split() if out.returncode == 0 else [nodelist]
-
-
-def cancel(job_id: str) -> None:
-    _slurm(["scancel", job_id])
-
-
-def checked(options: SlurmOptions) -> SlurmOptions:
-    """The options, when each has a shape repro passes to sbatch (`repro.backends.sbatch`).
-
-    Flags and repro.yaml are checked when settings resolve, a record when it is replayed; this is
-    the last look before anything is written or submitted.
-
-    Raises:
-        UsageError: an option of another shape.
-    """
-    found = sbatch.problems({name: getattr(options, name) for name in sbatch.FIELDS})
-    if found:
-        raise UsageError(f"Slurm: {found[0]}", hint="see README: On a cluster, for the shapes repro passes")
-    return options
-
-
-def submit(script: Path, options: SlurmOptions) -> str:
-    """sbatch the script; returns the job id.
-
-    Raises:
-        UsageError: sbatch refused the job (bad partition, account, time, extra argument), or an
-            option of a shape repro does not pass.
-    """
-    checked(options)
-    proc = _slurm(["sbatch", "--parsable", *options.sbatch_args, str(script)], timeout=60)
-    if proc.returncode != 0:
-        said = " ".join(proc.stderr.split()) or f"exit status {proc.returncode}"
-        raise UsageError(
-            f"sbatch refused the job: {said}", hint="check --partition, --account, --time and --sbatch-arg"
-        )
-    return proc.stdout.strip().split(";")[0]
-
-
-# --------------------------------------------------------------------------- the batch script
-
-
-def job_script(
-    spec: RunSpec,
-    options: SlurmOptions,
-    python: str,
-    env: dict[str, str],
-    run_id: str,
-    image: str | None = None,
-) -> str:
-    """The batch script of one run (pure: the same inputs give the same text).
-
-    With ``image`` every node's task runs the command in that image (``docker run``, host
-    network, the project, the runtime and the data mounted at their own paths).
-    """
-    checked(options)
-    q = shlex.quote
-    lines = _directives(spec, options, run_id)
-    lines += ["", "set -u", *(f"unset {name}" for name in _SCRUB)]
-    lines += [f"export {k}={q(v)}" for k, v in sorted(env.items())]
-    if options.requeue:
-        # A requeued job starts this script again: the command continues as `repro resume` does,
-        # the runtime restoring the RNG states recorded when the checkpoint it loads was saved.
-        lines += [
-            'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
-            f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-${contract.RUN_ID_ENV}}}"',
-            "fi",
-        ]
-    lines += [
-        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "addr=$(scontrol show node \"$head\" -o | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')",
-        'port=$((20000 + SLURM_JOB_ID % 20000))',
-        'echo "repro: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0},'
-        ' first node $head (${addr:-$head}:$port)"',
-    ]  # fmt: skip
-    command = " ".join(q(a) for a in _launch(spec, options, python, env, image))
-    command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
-    if not options.requeue:
-        return "\n".join([*lines, command, ""])
-    # The warning before the time limit (or `scancel --signal=USR1 --batch`) reaches this shell:
-    # pass it to the command through srun, let it save and stop, then put the job back in the queue.
-    lines += [
-        "requeue() {",
-        '    echo "repro: SIGUSR1: asking the command to save, then requeueing job $SLURM_JOB_ID"',
-        '    kill -USR1 "$step" 2>/dev/null; wait "$step"; scontrol requeue "$SLURM_JOB_ID"; exit 0',
-        "}",
-        "trap requeue USR1",
-        command + " &",
-        "step=$!",
-        'while kill -0 "$step" 2>/dev/null; do wait "$step"; status=$?; done',
-        'exit "${status:-0}"',
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _directives(spec: RunSpec, options: SlurmOptions, run_id: str) -> list[str]:
-    """The script's first line and its ``#SBATCH`` lines: the job, its allocation, requeueing.
-
-    Raises:
-        UsageError: a path of the run that sbatch cannot take (a control character).
-    """
-    job_dir = spec.runtime_dir / JOB_DIR
-    try:
-        lines = [
-            "#!/bin/bash", sbatch.directive("job-name", f"repro-{run_id}"),
-            sbatch.directive("nodes", options.nodes), sbatch.directive("ntasks-per-node", 1),
-            sbatch.directive("chdir", spec.project_root / spec.workdir),
-            sbatch.directive("output", job_dir / "job.out"), sbatch.directive("open-mode", "append"),
-        ]  # fmt: skip
-    except ValueError as e:
-        raise UsageError(
-            f"Slurm cannot take this run's paths: {e}",
-            hint="move the project to a path without control characters",
-        ) from e
-    if spec.nproc_per_node > 1:
-        lines.append(sbatch.directive("cpus-per-task", spec.nproc_per_node))
-    for flag, value in (
-        ("partition", options.partition),
-        ("time", options.time),
-        ("account", options.account),
-    ):
-        if value:
-            lines.append(sbatch.directive(flag, value))
-    if options.requeue:
-        lines += [sbatch.directive("requeue"), sbatch.directive("signal", f"B:USR1@{options.grace_s}")]
-    else:
-        lines.append(sbatch.directive("no-requeue"))
-    return lines
-
-
-def _launch(
-    spec: RunSpec, options: SlurmOptions, python: str, env: dict[str, str], image: str | None
-) -> list[str]:
-    """``srun`` starting one `repro.runtime.node` task per node (in ``image`` when given)."""
-    job_dir = spec.runtime_dir / JOB_DIR
-    srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={options.nodes}", "--ntasks-per-node=1"]
-    if spec.nproc_per_node > 1:
-        srun.append(f"--cpus-per-task={spec.nproc_per_node}")
-    srun += [f"--output={job_dir}/node%n.out", f"--error={job_dir}/node%n.err", "--open-mode=append"]
-    launcher = [python, "-S", "-m", "repro.runtime.node", f"--nodes={options.nodes}",
-                f"--nproc-per-node={spec.nproc_per_node}", f"--facts={job_dir}",
-                f"--log-dir={spec.runtime_dir / NODE_LOGS}"]  # fmt: skip
-    if image:
-        _, package_parent = runtime_source()
-        binds = sorted(
-            {str(spec.project_root), str(package_parent), str(spec.data_root or spec.project_root)}
-        )
-        names = sorted({*env, RESUMED_FROM_ENV} if options.requeue else set(env))
-        launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(names)}"]
-    return [*srun, *launcher]
-
-
-# --------------------------------------------------------------------------- following the job
 
 
 class _Follower:
@@ -472,7 +142,7 @@ class SlurmBackend:
                 "--node-env docker builds the image from the lock; the project declares no dependencies",
                 hint="add a requirements.in (or pyproject dependencies), or use --node-env python",
             )
-        from repro.backends.docker import DockerBackend
+        from repro.backends.docker.backend import DockerBackend
 
         built = DockerBackend().prepare(spec, on_event)
         self.image = built.id or built.tag
@@ -602,9 +272,6 @@ class SlurmBackend:
         if failed and not interrupted:
             details["failed"] = _blame(failed, spec)
         return RunResult(exit_code=code, duration_s=duration, interrupted=interrupted, details=details)
-
-
-# --------------------------------------------------------------------------- after the job
 
 
 def _read(path: Path) -> str:

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from repro.backends.base import Event, OnEvent, RunResult, RunSpec
-from repro.backends.slurm import JobState, SlurmBackend, SlurmOptions, job_state
+from repro.backends.slurm.backend import SlurmBackend
+from repro.backends.slurm.commands import JobState, job_state
+from repro.backends.slurm.options import SlurmOptions
 from repro.store.capsule import Record
 from repro.store.runs import DETACHED as MARKER
 from repro.store.runs import Store
@@ -84,8 +86,9 @@ def settle(store: Store, on_event: OnEvent, seal: Seal) -> list[Record]:
 
 def _seal(run_dir: Path, state: dict[str, Any], job: JobState, seal: Seal, on_event: OnEvent) -> Record:
     raw = state["spec"]
+    known = {f.name for f in dataclasses.fields(RunSpec)}  # a job submitted by an older repro: its fields
     spec_fields: dict[str, Any] = {
-        k: (Path(v) if k in _PATHS and v is not None else v) for k, v in raw.items()
+        k: (Path(v) if k in _PATHS and v is not None else v) for k, v in raw.items() if k in known
     }
     spec = RunSpec(**spec_fields)
     options = SlurmOptions(**{**state["options"], "sbatch_args": tuple(state["options"]["sbatch_args"])})

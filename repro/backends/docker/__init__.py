@@ -1,0 +1,1 @@
+"""The Docker backend, by role: engine, image builds, sandboxes, image archives, containers, housekeeping."""

@@ -1,0 +1,97 @@
+"""The Docker backend: build or reuse the run's image offline, then run the command in it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repro.backends import images, owners, scratch
+from repro.backends.base import (
+    BuiltImage,
+    OnEvent,
+    RunResult,
+    RunSpec,
+)
+from repro.backends.baseimage import DEFAULT_BASE_IMAGE
+from repro.backends.docker.archive import carried_image
+from repro.backends.docker.build import ensure_image
+from repro.backends.docker.container import (
+    check_gpus,
+    container_config,
+    container_user,
+    run_container,
+    writable_dirs,
+)
+from repro.backends.docker.engine import engine
+
+
+class DockerBackend:
+    """Runs each command in a container built from the run's pinned inputs."""
+
+    name = "docker"
+
+    def __init__(self, base_image: str = DEFAULT_BASE_IMAGE) -> None:
+        self.base_image = base_image
+        self._built: dict[tuple[Any, ...], BuiltImage] = {}
+
+    def _key(self, spec: RunSpec) -> tuple[Any, ...]:
+        return (spec.lockfile, spec.base_image or self.base_image, images.template_for(spec.gpus))
+
+    def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:
+        """Build or reuse the run's image.
+
+        A capsule that carries its image (``spec.image_archive``) is replayed in exactly that
+        image: reused when the engine has it, else loaded from the archive; never rebuilt.
+
+        Raises:
+            BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
+            BuildError: the wheelhouse or the image build failed, or a carried image does not load.
+        """
+        with engine(timeout=600) as client:
+            if spec.gpus:
+                check_gpus(client)
+            if spec.image_archive is not None and spec.recorded_image:
+                built = carried_image(client, spec.recorded_image, spec.image_archive, on_event)
+                self._built[self._key(spec)] = built
+                return built
+            built = ensure_image(
+                client,
+                spec.lockfile,
+                spec.base_image or self.base_image,
+                images.template_for(spec.gpus),
+                on_event,
+                spec.cuda_index,
+            )
+        self._built[self._key(spec)] = built
+        return built
+
+    def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
+        """Run the command in a fresh container, streaming its output; always removes it.
+
+        Raises:
+            BackendUnavailable: the engine went away, or GPUs were asked for and are absent.
+        """
+        built = self._built.get(self._key(spec))
+        if built is None:
+            self.prepare(spec, on_event)
+            built = self._built[self._key(spec)]
+        uid, gid = container_user()
+        work = spec.runtime_dir.parent
+        tree = work / scratch.TREE
+        scratch.make(spec.project_root, tree, [*spec.data, *spec.outputs])
+        writable = [*writable_dirs(spec), tree]
+        for path in writable:
+            path.mkdir(parents=True, exist_ok=True)
+        tops = [spec.project_root, spec.data_root or spec.project_root]
+        saved = owners.open_for(uid, gid, writable, tops, work / owners.STATE)
+        config = container_config(spec, built, uid, gid, tree)
+        try:
+            with engine() as client:
+                result = run_container(client, config, spec, built, on_event)
+        except BaseException:
+            owners.restore(saved)
+            (work / owners.STATE).unlink(missing_ok=True)
+            raise
+        # What the command wrote into its copy of the project lands where a local run puts it;
+        # a repro killed before this line leaves the copy to `repro resume` or `repro gc`.
+        result.written = scratch.recover(work, spec.project_root)
+        return result
