@@ -1,4 +1,4 @@
-"""What the processes of a run reported about themselves (``proc.<pid>.jsonl``, see repro.runtime.report).
+"""What the processes of a run reported about themselves (``proc.<pid>.jsonl``, see repro.runtime.procreport).
 
 Pure data: the runner folds it into the record. A run whose main process never reported
 in ran without the runtime: nothing was seeded, no determinism knob was set. The reports
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.collect import produced
-from repro.runtime.report import REPORT_PREFIX, REPORT_SUFFIX
+from repro.runtime.procreport import REPORT_PREFIX, REPORT_SUFFIX
 from repro.store import limits
 
 

@@ -1,6 +1,6 @@
 """The data order of two runs: the first step, rank and DataLoader whose samples differ, and the worker seeds.
 
-The runtime (`repro.runtime.dataorder`) records, per rank, one row per DataLoader batch
+The runtime (`repro.runtime.batchorder`) records, per rank, one row per DataLoader batch
 with a running digest of the sample indices, and one row per iteration over a loader with
 the base seed of its workers. Each rank's rows are kept in the record's logs (`log_name`).
 Comparing two runs finds the earliest step (then rank, then loader by creation order) whose

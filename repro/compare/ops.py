@@ -1,6 +1,6 @@
 """Two op streams → the first operation whose output differs, and whether its inputs already did.
 
-The runtime's op recorder (`repro.runtime.ops`, ``--ops``) writes one row per aten op, in the
+The runtime's op recorder (`repro.runtime.opstream`, ``--ops``) writes one row per aten op, in the
 order each process ran them. Walking two streams of the same rank side by side, the first row
 whose output digests differ is the op where the runs parted: if its input digests are equal,
 the op itself gave other bits for the same inputs (a nondeterministic kernel, another thread

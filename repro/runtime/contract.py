@@ -50,7 +50,7 @@ STATE_FILE = "state.json"  # torch's determinism switches at exit, and those the
 ENV_FILE = "env.json"  # the interpreter, packages and devices the process saw
 TRACE_FILE = "trace.jsonl"
 DATA_ORDER_FILE = "dataorder.jsonl"  # per DataLoader batch: a running digest of the sample indices
-OPS_FILE = "ops.jsonl"  # the op stream (repro.runtime.ops); ranks: ops.rank<N>.jsonl
+OPS_FILE = "ops.jsonl"  # the op stream (repro.runtime.opstream); ranks: ops.rank<N>.jsonl
 
 
 def ranked(name: str, rank: int | str) -> str:

@@ -1,5 +1,6 @@
 """A two-layer classifier on a CSV with Lightning: argparse, a shuffled DataLoader with 2 workers,
-checkpoints in checkpoints/ every epoch (continues from checkpoints/last.ckpt when present), metrics and params through repro's Lightning logger."""
+checkpoints in checkpoints/ every epoch (continues from checkpoints/last.ckpt when present), metrics
+and params through repro's Lightning logger."""
 
 import argparse
 from pathlib import Path
@@ -39,7 +40,8 @@ if __name__ == "__main__":
     rows = [line.split(",") for line in Path("data/points.csv").read_text().split()]
     x = torch.tensor([[float(a), float(b)] for a, b, _ in rows])
     y = torch.tensor([int(c) for _, _, c in rows])
-    loader = DataLoader(TensorDataset(x, y), batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
+    dataset = TensorDataset(x, y)
+    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
     trainer = L.Trainer(
         max_epochs=args.epochs,
         accelerator="cpu",
