@@ -17,7 +17,7 @@ from typing import Any
 from repro.runtime import contract
 from repro.store import limits
 
-DATA_ORDER_LOG = "dataorder"  # ResultInfo.logs names: dataorder (one process), dataorder.rank<R>
+DATA_ORDER_LOG = contract.STREAMS["dataorder"].log  # ResultInfo.logs: dataorder, dataorder.rank<R>
 SHOWN_INDICES = 8  # indices quoted in a message
 
 
@@ -62,7 +62,7 @@ Rows = dict[int, list[dict[str, Any]]]  # rank → rows of its data-order file
 
 def log_name(rank: int) -> str:
     """The name of a rank's data order in a record's logs (rank < 0: the only process)."""
-    return DATA_ORDER_LOG if rank < 0 else f"{DATA_ORDER_LOG}.rank{rank}"
+    return contract.STREAMS["dataorder"].log_name(rank)
 
 
 def rank_of(name: str) -> int | None:

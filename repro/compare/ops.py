@@ -20,7 +20,7 @@ from repro.compare.verdict import Verdict
 from repro.runtime import contract
 from repro.store import limits
 
-OPS_LOG = "ops"  # the name of rank 0's (or the single process's) op stream in ResultInfo.logs
+OPS_LOG = contract.STREAMS["ops"].log  # rank 0's (or the single process's) op stream in ResultInfo.logs
 
 
 @dataclass

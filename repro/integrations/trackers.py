@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from repro.backends.base import BuiltImage
 from repro.collect import produced
-from repro.runtime import links
+from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import RECORD_NAME, Record, pack
 
@@ -36,7 +36,7 @@ def fold(record: Record, runtime_dir: Path) -> None:
     """Put what the process noted into the record: tracker runs, a framework's seed, its warnings."""
     trackers: dict[tuple[str, str], dict[str, Any]] = {}
     for row in noted(runtime_dir):
-        kind = row.pop("kind")
+        kind = row.pop(contract.ROW_KIND)
         if kind == FRAMEWORK:
             name = str(row.pop("name", "framework"))
             for warning in row.pop("warnings", []) or []:
@@ -53,9 +53,9 @@ def noted(runtime_dir: Path) -> list[dict[str, Any]]:
     own files are (`repro.collect.produced`: a link is not followed)."""
     return [
         row
-        for rel in produced.files(runtime_dir, f"{links.LINKS}*.jsonl")
+        for rel in produced.files(runtime_dir, f"{contract.STREAMS['links'].log}*.jsonl")
         for row in produced.json_lines(runtime_dir, rel, limits.MAX_LINKS_BYTES)
-        if isinstance(row.get("kind"), str)
+        if isinstance(row.get(contract.ROW_KIND), str)
     ]
 
 

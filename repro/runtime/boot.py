@@ -35,6 +35,7 @@ from repro.runtime import (
     compiling,
     contract,
     files,
+    jsonl,
     ledger,
     links,
     opstream,
@@ -56,7 +57,7 @@ def _env_int(name: str, default: int) -> int:
 
 def boot() -> None:
     """Seed, install the import hooks, the audit hook and the exit writer."""
-    rank = _env_int("RANK", -1)
+    rank = jsonl.rank()
     seed = contract.rank_seed(_env_int(contract.SEED_ENV, 0), rank)
     mode = os.environ.get(contract.MODE_ENV, contract.DEFAULT_MODE)
     main = contract.BOOT_PID_ENV not in os.environ
@@ -206,7 +207,7 @@ def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:
 
 def _trace_steps(torch: ModuleType) -> None:
     """After every optimizer step, each parameter's float64 sum and |x| sum to trace.jsonl (steptrace)."""
-    steptrace.install(torch, Path(os.environ[contract.RUNTIME_DIR_ENV]) / _ranked(contract.TRACE_FILE))
+    steptrace.install(torch, Path(str(jsonl.stream_path("trace", os.environ[contract.RUNTIME_DIR_ENV]))))
     _state["knobs"]["trace"] = True
 
 
@@ -314,7 +315,7 @@ def _environment() -> dict[str, Any]:
         "site_fingerprint": fingerprint.hexdigest()[:32],
         "rank": _state.get("rank", -1),
         "world_size": _env_int("WORLD_SIZE", 1),
-        "local_rank": _env_int("LOCAL_RANK", 0),
+        "local_rank": jsonl.local_rank(),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -16,7 +16,7 @@ import warnings
 from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
-from repro.runtime import procreport
+from repro.runtime import jsonl, procreport
 from repro.runtime.seeding import user_frame
 
 _NO_KERNEL = " does not have a deterministic implementation"
@@ -47,10 +47,7 @@ def op_of(message: str) -> str | None:
 
 
 def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "-1"))
-    except ValueError:
-        return -1
+    return jsonl.rank()
 
 
 def note(op: str, frame: FrameType | None, fatal: bool = False) -> None:
