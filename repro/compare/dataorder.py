@@ -67,10 +67,7 @@ def log_name(rank: int) -> str:
 
 def rank_of(name: str) -> int | None:
     """The rank a log name holds the data order of; None when it is not a data-order log."""
-    if name == DATA_ORDER_LOG:
-        return -1
-    head, _, rank = name.partition(".rank")
-    return int(rank) if head == DATA_ORDER_LOG and rank.isdigit() else None
+    return contract.STREAMS["dataorder"].log_rank(name)
 
 
 def runtime_files(rank: int | str) -> str:

@@ -206,11 +206,8 @@ def streams(logs: dict[str, str], read: Callable[[str], bytes | None]) -> dict[i
     ``truncated`` row naming the bound (``cut``), so nothing past it is compared, and `explain` says so."""
     found: dict[int, list[dict[str, Any]]] = {}
     for name, blob in logs.items():
-        if name == OPS_LOG:
-            rank = 0
-        elif name.startswith(OPS_LOG + ".rank") and name[len(OPS_LOG) + 5 :].isdigit():
-            rank = int(name[len(OPS_LOG) + 5 :])
-        else:
+        rank = contract.STREAMS["ops"].log_rank(name)
+        if rank is None:
             continue
         bound = limits.MAX_COMPARED_OPS_BYTES
         text, cut = limits.stream_head(read(blob), bound)

@@ -107,6 +107,13 @@ class Stream:
             return self.name(rank).removesuffix(".jsonl")
         return self.log if rank <= 0 else f"{self.log}.rank{rank}"
 
+    def log_rank(self, name: str) -> int | None:
+        """The rank whose stream a log name holds (-1: the only process's); None: not this stream's."""
+        if name == self.log:
+            return -1 if self.logs_as_file else 0
+        head, _, rank = name.partition(".rank")
+        return int(rank) if head == self.log and rank.isdigit() else None
+
 
 STREAMS: dict[str, Stream] = {
     "trace": Stream("trace.jsonl", "trace", "ranked", kinds=False),  # parameter sums after each step
