@@ -133,10 +133,9 @@ OPS_FILE = STREAMS["ops"].file  # the op stream (repro.runtime.opstream); ranks:
 
 
 def row_kind(row: dict[str, Any]) -> Any:
-    """A row's kind: under ROW_KIND, or under the key a stream written before it used."""
-    if ROW_KIND in row:
-        return row[ROW_KIND]
-    return next((row[k] for k in OLD_ROW_KINDS if k in row), None)
+    """A row's kind: under the key a stream written before ROW_KIND used, else under ROW_KIND (rows
+    written since carry ROW_KIND only, so a row with both keys is read as the older writer meant it)."""
+    return next((row[k] for k in (*OLD_ROW_KINDS, ROW_KIND) if k in row), None)
 
 
 def ranked(name: str, rank: int | str) -> str:
