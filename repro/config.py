@@ -52,7 +52,7 @@ class Settings:
     groups: tuple[str, ...] | None = None  # a project lockfile's groups/extras; None: its tool's default
     network: bool = False
     trace: bool = False  # record a per-step fingerprint of every parameter
-    ops: bool = False  # record every tensor op's fingerprint over the first steps (repro.runtime.ops)
+    ops: bool = False  # record every tensor op's fingerprint over the first steps (repro.runtime.opstream)
     ops_steps: int = contract.DEFAULT_OPS_STEPS  # … over this many optimizer steps
     allow_nondeterministic_ops: bool = False  # strict/gpu: such ops warn (and are counted), not fail
     max_output_bytes: int = 256 * 1024 * 1024  # outputs larger than this are hashed, not stored

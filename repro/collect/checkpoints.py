@@ -21,12 +21,9 @@ from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import CheckpointInfo, Record
 
-RNG_DIR = "rng"  # the runtime's names (repro/runtime/saves.py)
-RING_DIR = "ring"
-COPIES_DIR = "ckpt"
-EVENTS = "resume-events.jsonl"
+RESUME_EVENTS = contract.STREAMS["resume_events"]  # resume-events.jsonl (repro/runtime/saves.py)
 RESUMED_FROM_ENV = contract.RESUMED_FROM_ENV  # set: the runtime restores the recorded RNG states at load
-RESUME_TRACE = "rtrace"  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
+RESUME_TRACE = contract.STREAMS["rtrace"]  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
 
 
 def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, int]], max_bytes: int) -> None:
@@ -40,7 +37,7 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
         return entry.hash if entry is not None and entry.stored else None
 
     found: dict[str, CheckpointInfo] = {}
-    for rel in produced.files(runtime, "*.rank*.json", RNG_DIR):
+    for rel in produced.files(runtime, "*.rank*.json", contract.RNG_DIR):
         digest, _, rest = rel.rpartition("/")[2].partition(".rank")
         body = produced.read_json(runtime, rel)
         state = put(rel) if body else None
@@ -52,17 +49,17 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
             info.path = str(body["path"])
     _fill_from_ring(found, runtime, put)
     for info in found.values():
-        copy = produced.find(runtime, f"{COPIES_DIR}/{info.hash}")
+        copy = produced.find(runtime, f"{contract.COPIES_DIR}/{info.hash}")
         if copy is not None and copy.kind == "file":
             info.size = copy.size
             info.blob = put(copy.rel, max_bytes)
     record.results.checkpoints = sorted(found.values(), key=lambda c: (c.step, c.path, c.hash))
-    for rel in produced.files(runtime, f"{RESUME_TRACE}.rank*.jsonl"):
+    for rel in produced.files(runtime, RESUME_TRACE.glob()):
         kept = put(rel)
         if kept is not None:
             record.results.logs[rel.removesuffix(".jsonl")] = kept
     for event in read_events(runtime):
-        if event.get("event") == "missing":
+        if contract.row_kind(event) == "missing":
             what = event.get("path") or event.get("stream", "?")
             reason = event.get("reason") or "no RNG state was recorded for it"
             record.warn(
@@ -107,7 +104,7 @@ def _fill_from_ring(
 ) -> None:
     """A rank killed before it wrote its state of a checkpointed step: take it from its ring of steps."""
     ring: dict[tuple[str, int], str] = {}
-    for rel in produced.files(runtime, "rank*.json", f"{RNG_DIR}/{RING_DIR}"):
+    for rel in produced.files(runtime, "rank*.json", f"{contract.RNG_DIR}/{contract.RING_DIR}"):
         body = produced.read_json(runtime, rel)
         try:
             ring[(str(body["rank"]), int(body["step"]))] = rel
@@ -132,12 +129,12 @@ def restored(runtime: Path) -> list[dict[str, Any]]:
     return [
         {"rank": e.get("rank", 0), "path": e.get("path"), "step": e.get("step")}
         for e in read_events(runtime)
-        if e.get("event") == "restored"
+        if contract.row_kind(e) == "restored"
     ]
 
 
 def read_events(runtime: Path) -> list[dict[str, Any]]:
-    return produced.json_lines(runtime, EVENTS, limits.MAX_RESUME_EVENTS_BYTES)
+    return produced.json_lines(runtime, RESUME_EVENTS.file, limits.MAX_RESUME_EVENTS_BYTES)
 
 
 _PLAIN = re.compile(r"[0-9A-Za-z_-]{1,128}")  # a checkpoint hash as a file name: no `/`, no `..`
@@ -147,7 +144,7 @@ def seed_runtime(
     runtime: Path, checkpoints: list[CheckpointInfo], read_blob: Callable[[str], bytes | None]
 ) -> int:
     """Write recorded states where a resumed process looks for them; returns how many."""
-    target = runtime / RNG_DIR
+    target = runtime / contract.RNG_DIR
     target.mkdir(parents=True, exist_ok=True)
     written = 0
     for info in checkpoints:

@@ -1,4 +1,4 @@
-"""What the processes of a run reported about themselves (``proc.<pid>.jsonl``, see repro.runtime.report).
+"""What the processes of a run reported about themselves (``proc.<pid>.jsonl``, see repro.runtime.procreport).
 
 Pure data: the runner folds it into the record. A run whose main process never reported
 in ran without the runtime: nothing was seeded, no determinism knob was set. The reports
@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from repro.collect import produced
-from repro.runtime.report import REPORT_PREFIX, REPORT_SUFFIX
+from repro.runtime import contract
 from repro.store import limits
+
+REPORTS = contract.STREAMS["report"]  # proc.<pid>.jsonl
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class Reports:
 
 def report_files(runtime_dir: Path) -> list[str]:
     """The processes' reports in ``runtime_dir`` (regular files only), relative to it."""
-    return produced.files(runtime_dir, f"{REPORT_PREFIX}*{REPORT_SUFFIX}")
+    return produced.files(runtime_dir, REPORTS.glob())
 
 
 def written_by(runtime_dir: Path) -> set[str]:
@@ -61,7 +63,7 @@ def written_by(runtime_dir: Path) -> set[str]:
     for rel in report_files(runtime_dir):
         for event in produced.json_lines(runtime_dir, rel, limits.MAX_PROC_REPORT_BYTES):
             p = event.get("p")
-            if event.get("e") == "w" and isinstance(p, str):
+            if contract.row_kind(event) == "w" and isinstance(p, str):
                 kept = produced.inside(p)
                 if kept is not None:
                     found.add(kept)
@@ -70,8 +72,8 @@ def written_by(runtime_dir: Path) -> set[str]:
 
 def _writer(rel: str, events: list[dict[str, Any]]) -> Writer:
     """The process a report is from: the pid in its name, the rank it booted with."""
-    digits = rel[len(REPORT_PREFIX) : -len(REPORT_SUFFIX)]
-    rank = next((e.get("rank") for e in events if e.get("e") == "boot"), -1)
+    digits = rel.removeprefix(REPORTS.file).removesuffix(".jsonl")
+    rank = next((e.get("rank") for e in events if contract.row_kind(e) == "boot"), -1)
     return Writer(int(digits) if digits.isdigit() else -1, rank if isinstance(rank, int) else -1)
 
 
@@ -83,7 +85,7 @@ def read_reports(runtime_dir: Path) -> Reports:
         events = produced.json_lines(runtime_dir, rel, limits.MAX_PROC_REPORT_BYTES)
         writer = _writer(rel, events)
         for event in events:
-            kind, p = event.get("e"), event.get("p")
+            kind, p = contract.row_kind(event), event.get("p")
             if kind == "boot":
                 reports.processes += 1
                 reports.main_booted = reports.main_booted or bool(event.get("main"))

@@ -1,6 +1,6 @@
 """The data order of two runs: the first step, rank and DataLoader whose samples differ, and the worker seeds.
 
-The runtime (`repro.runtime.dataorder`) records, per rank, one row per DataLoader batch
+The runtime (`repro.runtime.batchorder`) records, per rank, one row per DataLoader batch
 with a running digest of the sample indices, and one row per iteration over a loader with
 the base seed of its workers. Each rank's rows are kept in the record's logs (`log_name`).
 Comparing two runs finds the earliest step (then rank, then loader by creation order) whose
@@ -17,7 +17,7 @@ from typing import Any, Literal
 from repro.runtime import contract
 from repro.store import limits
 
-DATA_ORDER_LOG = "dataorder"  # ResultInfo.logs names: dataorder (one process), dataorder.rank<R>
+DATA_ORDER_LOG = contract.STREAMS["dataorder"].log  # ResultInfo.logs: dataorder, dataorder.rank<R>
 SHOWN_INDICES = 8  # indices quoted in a message
 
 
@@ -65,15 +65,12 @@ Rows = dict[int, list[dict[str, Any]]]  # rank → rows of its data-order file
 
 def log_name(rank: int) -> str:
     """The name of a rank's data order in a record's logs (rank < 0: the only process)."""
-    return DATA_ORDER_LOG if rank < 0 else f"{DATA_ORDER_LOG}.rank{rank}"
+    return contract.STREAMS["dataorder"].log_name(rank)
 
 
 def rank_of(name: str) -> int | None:
     """The rank a log name holds the data order of; None when it is not a data-order log."""
-    if name == DATA_ORDER_LOG:
-        return -1
-    head, _, rank = name.partition(".rank")
-    return int(rank) if head == DATA_ORDER_LOG and rank.isdigit() else None
+    return contract.STREAMS["dataorder"].log_rank(name)
 
 
 def runtime_files(rank: int | str) -> str:

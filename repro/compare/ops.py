@@ -1,6 +1,6 @@
 """Two op streams → the first operation whose output differs, and whether its inputs already did.
 
-The runtime's op recorder (`repro.runtime.ops`, ``--ops``) writes one row per aten op, in the
+The runtime's op recorder (`repro.runtime.opstream`, ``--ops``) writes one row per aten op, in the
 order each process ran them. Walking two streams of the same rank side by side, the first row
 whose output digests differ is the op where the runs parted: if its input digests are equal,
 the op itself gave other bits for the same inputs (a nondeterministic kernel, another thread
@@ -19,7 +19,7 @@ from repro.compare.verdict import Verdict, explained
 from repro.runtime import contract
 from repro.store import limits
 
-OPS_LOG = "ops"  # the name of rank 0's (or the single process's) op stream in ResultInfo.logs
+OPS_LOG = contract.STREAMS["ops"].log  # rank 0's (or the single process's) op stream in ResultInfo.logs
 
 
 OpDiffKind = Literal["value", "sequence", "length"]
@@ -208,11 +208,8 @@ def streams(logs: dict[str, str], read: Callable[[str], bytes | None]) -> dict[i
     ``truncated`` row naming the bound (``cut``), so nothing past it is compared, and `explain` says so."""
     found: dict[int, list[dict[str, Any]]] = {}
     for name, blob in logs.items():
-        if name == OPS_LOG:
-            rank = 0
-        elif name.startswith(OPS_LOG + ".rank") and name[len(OPS_LOG) + 5 :].isdigit():
-            rank = int(name[len(OPS_LOG) + 5 :])
-        else:
+        rank = contract.STREAMS["ops"].log_rank(name)
+        if rank is None:
             continue
         bound = limits.MAX_COMPARED_OPS_BYTES
         text, cut = limits.stream_head(read(blob), bound)

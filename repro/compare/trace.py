@@ -18,7 +18,7 @@ from repro.compare.tolerance import Tolerance
 from repro.runtime import contract
 from repro.store import limits
 
-TRACE_LOG = "trace"  # the name of the trace in ResultInfo.logs
+TRACE_LOG = contract.STREAMS["trace"].log  # the name of the trace in ResultInfo.logs
 SUMMATION_KEY = "f"  # a row's summation order (repro/runtime/steptrace.py); absent: the first one
 ORDER_RTOL = 1e-12  # of sum |x|: more than two summation orders of the same float64 values part by
 

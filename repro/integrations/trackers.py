@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from repro.backends.base import BuiltImage
 from repro.collect import produced
-from repro.runtime import links
+from repro.runtime import contract
 from repro.store import limits
 from repro.store.capsule import RECORD_NAME, Record
 from repro.store.tarwriter import pack
@@ -109,7 +109,7 @@ def fold(record: Record, runtime_dir: Path) -> None:
     entries: Entries = {}
     by_tool = {t.tool: t for t in TRACKERS}
     for row in noted(runtime_dir):
-        kind = row.pop("kind")
+        kind = row.pop(contract.ROW_KIND)
         if kind == FRAMEWORK:
             name = str(row.pop("name", "framework"))
             for warning in row.pop("warnings", []) or []:
@@ -125,9 +125,9 @@ def noted(runtime_dir: Path) -> list[dict[str, Any]]:
     own files are (`repro.collect.produced`: a link is not followed)."""
     return [
         row
-        for rel in produced.files(runtime_dir, f"{links.LINKS}*.jsonl")
+        for rel in produced.files(runtime_dir, f"{contract.STREAMS['links'].log}*.jsonl")
         for row in produced.json_lines(runtime_dir, rel, limits.MAX_LINKS_BYTES)
-        if isinstance(row.get("kind"), str)
+        if isinstance(row.get(contract.ROW_KIND), str)
     ]
 
 

@@ -50,7 +50,7 @@ def _op_stream_files(runtime: Path) -> dict[str, str]:
     for rel in produced.files(runtime, contract.ranked(contract.OPS_FILE, "*")):
         rank = rel.rsplit(".rank", 1)[1].split(".")[0]
         if rank.isdigit():
-            found[op_streams.OPS_LOG if int(rank) == 0 else f"{op_streams.OPS_LOG}.rank{int(rank)}"] = rel
+            found[contract.STREAMS["ops"].log_name(int(rank))] = rel
     if op_streams.OPS_LOG not in found and produced.is_file(runtime, contract.OPS_FILE):
         found[op_streams.OPS_LOG] = contract.OPS_FILE
     return found

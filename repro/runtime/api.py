@@ -12,10 +12,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from repro.runtime import contract
+from repro.runtime import contract, jsonl
 
 _lock = threading.Lock()
 _steps: dict[str, int] = {}
+_metrics = jsonl.Appender("metrics")
 
 
 def _runtime_dir() -> Path | None:
@@ -24,10 +25,7 @@ def _runtime_dir() -> Path | None:
 
 
 def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
+    return jsonl.rank()  # -1 outside torchrun: metrics and params go to the run's files, as rank 0's
 
 
 def log_metric(name: str, value: float, step: int | None = None) -> None:
@@ -39,9 +37,7 @@ def log_metric(name: str, value: float, step: int | None = None) -> None:
         if step is None:
             step = _steps.get(name, -1) + 1
         _steps[name] = step
-        line = json.dumps({"name": str(name), "value": float(value), "step": int(step)})
-        with open(d / contract.logged_file(contract.METRICS_FILE, _rank()), "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        _metrics.write({"name": str(name), "value": float(value), "step": int(step)})
 
 
 def log_params(params: dict[str, Any] | None = None, **kwargs: Any) -> None:

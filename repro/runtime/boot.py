@@ -8,8 +8,8 @@ Files written to $REPRO_RUNTIME_DIR (a torchrun rank N adds `.rankN` before the 
 the launcher process itself writes the plain names):
   env.json       the interpreter, torch/CUDA versions, installed packages, a fingerprint
   knobs.json     the determinism knobs actually applied, and the process-group backend
-  dataorder.jsonl  per DataLoader batch, a running digest of the sample indices (repro.runtime.dataorder)
-  proc.<pid>.jsonl  what each process did, as it happened (repro.runtime.report): that it
+  dataorder.jsonl  per DataLoader batch, a running digest of the sample indices (repro.runtime.batchorder)
+  proc.<pid>.jsonl  what each process did, as it happened (repro.runtime.procreport): that it
                  started, the files it read and wrote, the seeds the script set itself
 """
 
@@ -31,14 +31,15 @@ from types import ModuleType
 from typing import Any
 
 from repro.runtime import (
+    batchorder,
     compiling,
     contract,
-    dataorder,
     files,
+    jsonl,
     ledger,
     links,
-    ops,
-    report,
+    opstream,
+    procreport,
     saves,
     seeding,
     steptrace,
@@ -56,7 +57,7 @@ def _env_int(name: str, default: int) -> int:
 
 def boot() -> None:
     """Seed, install the import hooks, the audit hook and the exit writer."""
-    rank = _env_int("RANK", -1)
+    rank = jsonl.rank()
     seed = contract.rank_seed(_env_int(contract.SEED_ENV, 0), rank)
     mode = os.environ.get(contract.MODE_ENV, contract.DEFAULT_MODE)
     main = contract.BOOT_PID_ENV not in os.environ
@@ -75,7 +76,7 @@ def boot() -> None:
     _on_import("torch", _apply_torch)
     for name in ("safetensors.torch", "safetensors.numpy"):
         _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
-    _on_import("torch.utils.data.dataloader", dataorder.install)  # the samples each DataLoader yielded
+    _on_import("torch.utils.data.dataloader", batchorder.install)  # the samples each DataLoader yielded
     for name, hook in saves.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/saves.py)
         _on_import(name, hook)
     root = os.environ.get(contract.PROJECT_ROOT_ENV)
@@ -87,7 +88,7 @@ def boot() -> None:
 
 def _report_in(main: bool) -> None:
     """The proof that the runtime ran in this process (the runner looks for the main one)."""
-    report.emit(
+    procreport.emit(
         "boot", pid=os.getpid(), ppid=os.getppid(), rank=_state.get("rank", -1), main=main,
         mode=_state.get("mode"), seed=_state.get("seed"),
     )  # fmt: skip
@@ -121,7 +122,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
                 try:
                     callback(module)
                 except Exception as e:  # the user's program must still run; the runner reports it
-                    report.emit("error", f"{fullname}:{type(e).__name__}", where=fullname, error=str(e)[:300])
+                    key = f"{fullname}:{type(e).__name__}"
+                    procreport.emit("error", key, where=fullname, error=str(e)[:300])
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -174,7 +176,7 @@ def _apply_torch(torch: ModuleType) -> None:
         _trace_steps(torch)
         ledger.count_steps(torch)
     compiling.install(torch, contract.pins(mode), knobs)  # torch.compile: settings and what compiled
-    ops.install(torch)  # the op stream, when the run asked for it (repro.runtime.ops)
+    opstream.install(torch)  # the op stream, when the run asked for it (repro.runtime.opstream)
 
 
 def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:
@@ -205,7 +207,7 @@ def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:
 
 def _trace_steps(torch: ModuleType) -> None:
     """After every optimizer step, each parameter's float64 sum and |x| sum to trace.jsonl (steptrace)."""
-    steptrace.install(torch, Path(os.environ[contract.RUNTIME_DIR_ENV]) / _ranked(contract.TRACE_FILE))
+    steptrace.install(torch, Path(str(jsonl.stream_path("trace", os.environ[contract.RUNTIME_DIR_ENV]))))
     _state["knobs"]["trace"] = True
 
 
@@ -313,7 +315,7 @@ def _environment() -> dict[str, Any]:
         "site_fingerprint": fingerprint.hexdigest()[:32],
         "rank": _state.get("rank", -1),
         "world_size": _env_int("WORLD_SIZE", 1),
-        "local_rank": _env_int("LOCAL_RANK", 0),
+        "local_rank": jsonl.local_rank(),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

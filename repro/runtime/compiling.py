@@ -19,7 +19,7 @@ import tempfile
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, report
+from repro.runtime import contract, procreport
 
 # Inductor options that pick kernels by timing them: turned off in a pinned mode.
 AUTOTUNE = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
@@ -90,7 +90,7 @@ def _first_compile(torch: ModuleType, pinned: bool, knobs: dict[str, Any]) -> No
             if hasattr(config, "deterministic"):
                 setattr(config, "deterministic", True)  # noqa: B010 (not every torch has it)
         except Exception as e:  # the user's program must still run; the runner reports it
-            report.emit(
+            procreport.emit(
                 "error", f"torch._inductor.config:{type(e).__name__}", where="inductor", error=str(e)[:300]
             )
 

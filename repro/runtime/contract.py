@@ -2,14 +2,17 @@
 
 Standard library only: the host (runner, backends, replay) and the injected runtime both import it.
 It holds the environment variables the host sets for the runtime, the names of the files the runtime
-writes into ``$REPRO_RUNTIME_DIR``, the per-rank seed rule, the torch switches each mode sets, and the
-one reader of ``metrics.jsonl``.
+writes into ``$REPRO_RUNTIME_DIR`` (every JSON-lines stream in `STREAMS`: file, log name, rank naming,
+row kind), the per-rank seed rule, the torch switches each mode sets, and the one reader of
+``metrics.jsonl``. A stream whose rows are of several kinds names a row's kind under ``"kind"``
+(`ROW_KIND`); ``"e"`` and ``"event"`` before that was one key, still read (`row_kind`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 # --------------------------------------------------------------------------- modes
@@ -43,14 +46,96 @@ DEFAULT_OPS_STEPS = 2  # K when neither --ops-steps nor ops_steps in repro.yaml 
 
 # --------------------------------------------------------------------------- files in the runtime dir
 
-METRICS_FILE = "metrics.jsonl"  # rank 0's series (other ranks: metrics.rank<N>.jsonl)
 PARAMS_FILE = "params.json"
 KNOBS_FILE = "knobs.json"  # the determinism knobs the runtime applied
 STATE_FILE = "state.json"  # torch's determinism switches at exit, and those the script changed
 ENV_FILE = "env.json"  # the interpreter, packages and devices the process saw
-TRACE_FILE = "trace.jsonl"
-DATA_ORDER_FILE = "dataorder.jsonl"  # per DataLoader batch: a running digest of the sample indices
-OPS_FILE = "ops.jsonl"  # the op stream (repro.runtime.ops); ranks: ops.rank<N>.jsonl
+RNG_DIR = "rng"  # RNG states at each checkpoint save: rng/<checkpoint>.rank<R>.json (repro.runtime.saves)
+RING_DIR = "ring"  # under rng/: each rank's states of its last optimizer steps (several ranks)
+COPIES_DIR = "ckpt"  # copies of the checkpoints kept for an exact resume
+MARKS_DIR = "marks"  # under rng/: which checkpoint each rank saved at which step
+
+
+# --------------------------------------------------------------------------- streams
+
+# Every row of a stream whose rows are of several kinds names its kind under ROW_KIND ("kind"). Streams
+# written before it was one key named it "e" (process reports) or "event" (resume events): readers
+# accept those too (`row_kind`), so the streams of an older capsule or run are still read.
+ROW_KIND = "kind"  # the one row key
+OLD_ROW_KINDS = ("e", "event")
+
+RankNaming = Literal["ranked", "logged", "numbered", "pid", "shared"]
+# ranked:   NAME.jsonl outside torchrun, NAME.rank<R>.jsonl for every torchrun rank (`ranked`)
+# logged:   NAME.jsonl for rank 0 or a single process, NAME.rank<R>.jsonl for ranks > 0 (`logged_file`)
+# numbered: NAME.rank<R>.jsonl always, rank 0 outside torchrun
+# pid:      one file a process: PREFIX<pid>.jsonl
+# shared:   one file every process appends to, the rank in each row
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One JSON-lines stream the runtime appends to in ``$REPRO_RUNTIME_DIR``."""
+
+    file: str  # its file's name (outside torchrun; for "pid" naming, the prefix before the pid)
+    log: str  # its name among a record's logs (rank 0's or the single process's)
+    ranks: RankNaming
+    kinds: bool  # whether its rows carry ROW_KIND
+    logs_as_file: bool = False  # among a record's logs: as its file (dataorder.rank0); else rank 0's plain
+
+    def name(self, rank: int, pid: int = 0) -> str:
+        """The file one process writes (``rank`` -1: not a torchrun rank)."""
+        if self.ranks == "ranked":
+            return ranked(self.file, rank)
+        if self.ranks == "logged":
+            return logged_file(self.file, rank)
+        if self.ranks == "numbered":
+            return ranked(self.file, max(rank, 0))
+        if self.ranks == "pid":
+            return f"{self.file}{pid}.jsonl"
+        return self.file
+
+    def glob(self) -> str:
+        """A pattern for every file of the stream (every rank's, every process's)."""
+        if self.ranks == "pid":
+            return f"{self.file}*.jsonl"
+        return ranked(self.file, "*") if self.ranks != "shared" else self.file
+
+    def log_name(self, rank: int) -> str:
+        """Its name among a record's logs for one rank: its file's name without ``.jsonl``
+        (`logs_as_file`), else the plain name for rank 0 or no rank."""
+        if self.logs_as_file:
+            return self.name(rank).removesuffix(".jsonl")
+        return self.log if rank <= 0 else f"{self.log}.rank{rank}"
+
+    def log_rank(self, name: str) -> int | None:
+        """The rank whose stream a log name holds (-1: the only process's); None: not this stream's."""
+        if name == self.log:
+            return -1 if self.logs_as_file else 0
+        head, _, rank = name.partition(".rank")
+        return int(rank) if head == self.log and rank.isdigit() else None
+
+
+STREAMS: dict[str, Stream] = {
+    "trace": Stream("trace.jsonl", "trace", "ranked", kinds=False),  # parameter sums after each step
+    "ops": Stream("ops.jsonl", "ops", "ranked", kinds=False),  # the op stream of --ops
+    "dataorder": Stream("dataorder.jsonl", "dataorder", "ranked", False, True),  # each DataLoader batch
+    "report": Stream("proc.", "proc", "pid", kinds=True),  # each process: boot, w, r, seed, nd, error
+    "links": Stream("links.jsonl", "links", "logged", kinds=True),  # tracker runs, framework settings
+    "metrics": Stream("metrics.jsonl", "metrics", "logged", kinds=False),  # repro.log_metric's series
+    "rtrace": Stream("rtrace.jsonl", "rtrace", "numbered", False, True),  # what decides each step (check)
+    "resume_events": Stream("resume-events.jsonl", "resume-events", "shared", kinds=True),  # restores
+}
+
+METRICS_FILE = STREAMS["metrics"].file  # rank 0's series (other ranks: metrics.rank<N>.jsonl)
+TRACE_FILE = STREAMS["trace"].file
+DATA_ORDER_FILE = STREAMS["dataorder"].file  # per DataLoader batch: a running digest of the sample indices
+OPS_FILE = STREAMS["ops"].file  # the op stream (repro.runtime.opstream); ranks: ops.rank<N>.jsonl
+
+
+def row_kind(row: dict[str, Any]) -> Any:
+    """A row's kind: under the key a stream written before ROW_KIND used, else under ROW_KIND (rows
+    written since carry ROW_KIND only, so a row with both keys is read as the older writer meant it)."""
+    return next((row[k] for k in (*OLD_ROW_KINDS, ROW_KIND) if k in row), None)
 
 
 def ranked(name: str, rank: int | str) -> str:

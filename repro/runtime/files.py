@@ -16,7 +16,7 @@ import os
 import tempfile
 from typing import Any
 
-from repro.runtime import contract, report, saves
+from repro.runtime import contract, procreport, saves
 
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -93,11 +93,11 @@ def note(path: str, written: bool) -> None:
         rel = full[len(root) + 1 :]
         if rel.startswith(".repro" + os.sep):
             return
-        report.emit("w" if written else "r", rel, p=rel)
+        procreport.emit("w" if written else "r", rel, p=rel)
         return
     if not written:
         return
     for ignored in _state["ignored"].split("\0"):
         if full == ignored or full.startswith(ignored + os.sep):
             return
-    report.emit("w", full, p=full)
+    procreport.emit("w", full, p=full)

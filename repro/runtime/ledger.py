@@ -1,7 +1,7 @@
 """The ledger of nondeterministic ops, and the determinism state read back from torch.
 
 Standard library only (torch is handed in). Every alert PyTorch raises for an op without a
-deterministic kernel is counted per (op, user frame) and reported (repro.runtime.report):
+deterministic kernel is counted per (op, user frame) and reported (repro.runtime.procreport):
 the first few occurrences and then every power of two as they happen (a DataLoader worker
 ends without atexit), the final count at exit. With the alerts made errors (strict and gpu
 modes without ``--allow-nondeterministic-ops``) the error that ends the script is reported
@@ -16,7 +16,7 @@ import warnings
 from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
-from repro.runtime import report
+from repro.runtime import jsonl, procreport
 from repro.runtime.seeding import user_frame
 
 _NO_KERNEL = " does not have a deterministic implementation"
@@ -47,10 +47,7 @@ def op_of(message: str) -> str | None:
 
 
 def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "-1"))
-    except ValueError:
-        return -1
+    return jsonl.rank()
 
 
 def note(op: str, frame: FrameType | None, fatal: bool = False) -> None:
@@ -65,13 +62,13 @@ def note(op: str, frame: FrameType | None, fatal: bool = False) -> None:
         entry["first_step"] = _step["n"]
     n = entry["count"]
     if fatal or n <= 4 or n & (n - 1) == 0:
-        report.emit("nd", **entry, pid=os.getpid(), fatal=fatal)
+        procreport.emit("nd", **entry, pid=os.getpid(), fatal=fatal)
 
 
 def flush() -> None:
     """Report the final counts (at exit)."""
     for entry in _counts.values():
-        report.emit("nd", **entry, pid=os.getpid(), fatal=False)
+        procreport.emit("nd", **entry, pid=os.getpid(), fatal=False)
 
 
 def watch_warnings() -> None:

@@ -2,19 +2,19 @@
 a framework's own seed and settings.
 
 Standard library only. One JSON object per line in ``$REPRO_RUNTIME_DIR/links.jsonl``
-(``links.rankN.jsonl`` for torchrun rank N > 0); nothing is written outside a repro run.
+(``links.rankN.jsonl`` for torchrun rank N > 0; `contract.STREAMS`); nothing is written outside a
+repro run.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
-from repro.runtime import contract
+from repro.runtime import contract, jsonl
 
-LINKS = "links"
+_appender = jsonl.Appender("links", dumps=lambda row: json.dumps(row, default=str, sort_keys=True))
 
 
 def active() -> bool:
@@ -26,11 +26,7 @@ def note(kind: str, **fields: Any) -> None:
     """Append one fact for the runner (`kind`: "mlflow", "wandb", "framework", …)."""
     if not active():
         return
-    rank = os.environ.get("RANK", "0")
-    name = f"{LINKS}.jsonl" if rank in ("", "0") else f"{LINKS}.rank{rank}.jsonl"
-    line = json.dumps({"kind": kind, **fields}, default=str, sort_keys=True)
-    with open(Path(os.environ[contract.RUNTIME_DIR_ENV]) / name, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    _appender.write({contract.ROW_KIND: kind, **fields})
 
 
 def in_project(path: str | os.PathLike[str]) -> str | None:

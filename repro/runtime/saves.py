@@ -47,13 +47,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract, passthrough, steptrace
+from repro.runtime import contract, jsonl, passthrough, steptrace
 
-RNG_DIR = "rng"
-RING_DIR = "ring"  # under rng/: each rank's states of its last RING optimizer steps (several ranks)
-COPIES_DIR = "ckpt"
-MARKS_DIR = "marks"
-EVENTS = "resume-events.jsonl"
+EVENTS = contract.STREAMS["resume_events"].file
+_events = jsonl.Appender("resume_events", dumps=lambda row: json.dumps(row, sort_keys=True))
+_rtrace = jsonl.Appender("rtrace", dumps=lambda row: json.dumps(row, default=str))
 RING = 8  # optimizer steps of state a non-saving rank keeps in memory
 MAX_GENERATORS = 1000  # default_rng generators tracked per process
 
@@ -103,10 +101,7 @@ _state: dict[str, Any] = {
 
 
 def _rank() -> int:
-    try:
-        return max(int(os.environ.get("RANK", "0")), 0)
-    except ValueError:
-        return 0
+    return max(jsonl.rank(), 0)  # the states and rows of a process outside torchrun are rank 0's
 
 
 def _world() -> int:
@@ -173,15 +168,8 @@ def stat_key(path: str | os.PathLike[str]) -> str:
 
 
 def _event(kind: str, **fields: Any) -> None:
-    d = _runtime_dir()
-    if d is None:
-        return
-    line = json.dumps({"event": kind, "rank": _rank(), **fields}, sort_keys=True)
-    try:
-        with open(d / EVENTS, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-    except OSError:
-        pass
+    if _runtime_dir() is not None:
+        _events.write({contract.ROW_KIND: kind, "rank": _rank(), **fields})
 
 
 # --------------------------------------------------------------------------- the states
@@ -266,7 +254,7 @@ def restore_cuda(torch: Any, recorded: list[str]) -> None:
 
 
 def _state_path(d: Path, digest: str, rank: int) -> Path:
-    return d / RNG_DIR / f"{digest}.rank{rank}.json"
+    return d / contract.RNG_DIR / f"{digest}.rank{rank}.json"
 
 
 def _shown_path(path: str | os.PathLike[str]) -> str:
@@ -354,7 +342,7 @@ def _finish(record: _Record) -> str:
         _state.setdefault("saved", {})[record.path] = final
     if _world() > 1:  # tell the ranks that did not save which step this checkpoint belongs to
         step = record.body["step"]
-        marks = d / RNG_DIR / MARKS_DIR
+        marks = d / contract.RNG_DIR / contract.MARKS_DIR
         marks.mkdir(parents=True, exist_ok=True)
         (marks / f"{step}.{digest}").touch()
         _state["marks_seen"].add(f"{step}.{digest}")
@@ -367,7 +355,7 @@ def _keep_copy(d: Path, f: Any, digest: str) -> None:
         limit = int(os.environ.get(contract.KEEP_CHECKPOINTS_ENV, "-1"))
     except ValueError:
         return
-    target = d / COPIES_DIR / digest
+    target = d / contract.COPIES_DIR / digest
     if limit < 0 or os.fstat(f.fileno()).st_size > limit or target.exists():
         return
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -504,7 +492,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         # Also on disk: a kill between another rank's save and this rank's next look at the marks
         # would lose this rank's state of the checkpointed step; the host finds it here instead.
         body = {"step": _state["step"], "rank": _rank(), "states": states}
-        slot = d / RNG_DIR / RING_DIR / f"rank{_rank()}.{_state['step'] % RING}.json"
+        slot = d / contract.RNG_DIR / contract.RING_DIR / f"rank{_rank()}.{_state['step'] % RING}.json"
         _durable_write(slot, json.dumps(body))
         _write_marked(d)
     window = os.environ.get(contract.STOP_AFTER_STEPS_ENV)
@@ -539,7 +527,7 @@ def _after_barrier() -> None:
 
 def _write_marked(d: Path) -> None:
     """A rank that did not save writes its state of the step another rank checkpointed at."""
-    marks = d / RNG_DIR / MARKS_DIR
+    marks = d / contract.RNG_DIR / contract.MARKS_DIR
     try:
         names = os.listdir(marks)
     except OSError:
@@ -584,8 +572,7 @@ def _trace_row(d: Path, optimizer: Any) -> None:
         "lr": [group.get("lr") for group in optimizer.param_groups],
         "rng": {name: _fingerprint(value) for name, value in sorted(capture_states().items())},
     }
-    with open(d / f"rtrace.rank{_rank()}.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(row, default=str) + "\n")
+    _rtrace.write(row)
 
 
 # --------------------------------------------------------------------------- installation

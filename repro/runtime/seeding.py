@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-from repro.runtime import contract, report
+from repro.runtime import contract, procreport
 
 _local = threading.local()
 _OWN = os.path.dirname(os.path.abspath(__file__))
@@ -80,7 +80,8 @@ def wrap(owner: Any, attr: str, api: str, *, explicit_only: bool = False) -> Non
         caller = sys._getframe(1)
         if not (explicit_only and value is None) and not caller.f_code.co_filename.endswith(_TORCH_WORKER):
             where = user_frame(caller)
-            report.emit("seed", f"{api}:{value!r}:{where}", api=api, value=_seed_value(value), where=where)
+            key = f"{api}:{value!r}:{where}"
+            procreport.emit("seed", key, api=api, value=_seed_value(value), where=where)
         _local.inside = True
         try:
             return original(*args, **kwargs)

@@ -7,54 +7,34 @@ reduced with float64 accumulation and no float64 copy of the parameter: by NumPy
 tensors, on the device for others, which come to the host in one transfer per step
 (`fingerprints`). The same parameters give the same bits every time; ``"f": 2`` names this
 summation order (older traces, summed from a float64 copy by torch, have none; the comparison
-allows for the rounding between the two). Lines are buffered and written at most every second
-or 64 KiB, at exit, and before the runtime ends the process itself (`flush`); a SIGKILL loses
-at most that second.
+allows for the rounding between the two). Lines are buffered (`repro.runtime.jsonl`) and written at most every
+second or 64 KiB, at exit, and before the runtime ends the process itself (`flush`); a SIGKILL
+loses at most that second.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
-import json
-import os
 import sys
-import time
 import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from repro.runtime import jsonl
+
 SUMMATION = 2  # the row's "f": how the sums are taken (repro/compare/trace.py); none before this
 FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 1.0
 
-_buffer: dict[str, Any] = {"path": None, "lines": [], "size": 0, "written": 0.0}
+_appender: list[jsonl.Appender] = []  # the trace's, once installed
 
 
 def flush() -> None:
     """Write the buffered lines (at exit, and before the runtime ends the process itself)."""
-    lines, path = _buffer["lines"], _buffer["path"]
-    if not lines or path is None:
-        return
-    _buffer["lines"], _buffer["size"], _buffer["written"] = [], 0, time.monotonic()
-    try:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write("".join(lines))
-    except OSError:
-        pass
-
-
-def _append(line: str) -> None:
-    _buffer["lines"].append(line)
-    _buffer["size"] += len(line)
-    if _buffer["size"] >= FLUSH_BYTES or time.monotonic() - _buffer["written"] >= FLUSH_SECONDS:
-        flush()
-
-
-def _forget_in_child() -> None:
-    """A forked child (a DataLoader worker) must not write the parent's buffered lines again."""
-    _buffer["lines"], _buffer["size"] = [], 0
+    for appender in _appender:
+        appender.flush()
 
 
 def fingerprints(torch: ModuleType, tensors: list[Any]) -> list[list[float]]:
@@ -91,9 +71,9 @@ def install(torch: ModuleType, path: Path) -> Any:
     """Append each step's fingerprints to ``path`` after every optimizer step; returns the hook's handle."""
     import atexit
 
-    _buffer.update(path=path, written=time.monotonic())
+    appender = jsonl.Appender("trace", path=str(path), flush_seconds=FLUSH_SECONDS, flush_bytes=FLUSH_BYTES)
+    _appender[:] = [appender]  # a forked child (a DataLoader worker) never writes the parent's lines
     atexit.register(flush)
-    os.register_at_fork(after_in_child=_forget_in_child)
     names: dict[int, str] = {}
     steps = [0]
 
@@ -118,7 +98,7 @@ def install(torch: ModuleType, path: Path) -> Any:
         with torch.no_grad():
             values = fingerprints(torch, tensors)
         row = {"step": steps[0], "f": SUMMATION, "params": dict(zip(keys, values, strict=True))}
-        _append(json.dumps(row) + "\n")
+        appender.write(row)
         steps[0] += 1
 
     return importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)

@@ -358,7 +358,8 @@ def _write(dest: Path, found: dict[str, bytes], extra: list[Any], keep_sums: byt
 
 
 def _genuine_rows(stream: str) -> list[dict[str, Any]]:
-    """Rows shaped as the runtime writes them (`repro/runtime/ops.py`, `steptrace.py`, `dataorder.py`)."""
+    """Rows shaped as the runtime writes them (`repro/runtime/opstream.py`, `steptrace.py`,
+    `batchorder.py`)."""
     if stream == ops.OPS_LOG:
         return [
             {"i": i, "step": i // 3, "op": "aten::addmm", "phase": "fwd", "module": "fc",

@@ -242,13 +242,30 @@ def _code_strings(tree: ast.AST) -> list[str]:
     ]
 
 
-def test_each_contract_name_is_spelled_in_at_most_two_modules() -> None:
-    """Environment and file names of the runtime contract live in repro/runtime/contract.py; code elsewhere
-    uses them by name (the injected sitecustomize may spell the two it needs before the package loads)."""
+def _contract_names() -> list[str]:
+    """Every name the runtime contract defines for the host and the runtime to agree on: its
+    environment variables, files and directories, and each stream's file and log name."""
     from repro.runtime import contract
 
-    names = [v for k, v in vars(contract).items() if k.endswith(("_ENV", "_FILE")) and isinstance(v, str)]
-    assert len(names) >= 15
+    names = [
+        v for k, v in vars(contract).items() if k.isupper() and not k.startswith("_") and isinstance(v, str)
+    ]
+    for key, stream in contract.STREAMS.items():  # a log name that is its key is spelled to look it up
+        names += [stream.file] if stream.log == key else [stream.file, stream.log]
+    return sorted(set(names))
+
+
+# Words a contract name shares with text that is not about the runtime's files: a mode, a row key, a
+# record field ("rng"), /proc, pip's --find-links. Each of these streams is checked by its file name.
+_COMMON_WORDS = {"strict", "gpu", "off", "none", "kind", "e", "event", "inductor.", "rng", "proc", "links"}
+
+
+def test_each_contract_name_is_spelled_in_at_most_two_modules() -> None:
+    """The names of the runtime contract (environment variables, files, directories, every stream of
+    `contract.STREAMS`) live in repro/runtime/contract.py; code elsewhere uses them by name (the
+    injected sitecustomize may spell the two it needs before the package loads)."""
+    names = [n for n in _contract_names() if n not in _COMMON_WORDS]
+    assert len(names) >= 30
     strings = {str(p.relative_to(PACKAGE)): _code_strings(ast.parse(p.read_text())) for p in _modules()}
     spelled = {}
     for name in names:
@@ -256,6 +273,16 @@ def test_each_contract_name_is_spelled_in_at_most_two_modules() -> None:
         spelled[name] = sorted(rel for rel, found in strings.items() if any(pattern.search(s) for s in found))
     assert {name: where for name, where in spelled.items() if len(where) > 2} == {}
     assert all("runtime/contract.py" in where for where in spelled.values())
+
+
+def test_one_rank_reader() -> None:
+    """Only repro/runtime/jsonl.py reads the torchrun rank (``RANK``, ``LOCAL_RANK``) from the environment."""
+    readers = [
+        str(p.relative_to(PACKAGE))
+        for p in (PACKAGE / "runtime").rglob("*.py")
+        if {"RANK", "LOCAL_RANK"} & set(_code_strings(ast.parse(p.read_text())))
+    ]
+    assert readers == ["runtime/jsonl.py"]
 
 
 def _package(module: str) -> str:

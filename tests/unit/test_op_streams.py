@@ -1,5 +1,5 @@
 """The op-stream comparison (`repro.compare.ops`) on hand-written streams, the verdict it adds to,
-and the recorder (`repro.runtime.ops`) on a real torch model in its own process."""
+and the recorder (`repro.runtime.opstream`) on a real torch model in its own process."""
 
 from __future__ import annotations
 
@@ -241,7 +241,7 @@ def test_the_recorder_can_end_the_process_after_its_window(tmp_path: Path) -> No
 def test_the_device_digest_changes_with_any_bit_and_only_then() -> None:
     import torch
 
-    from repro.runtime import ops as recorder
+    from repro.runtime import opstream as recorder
 
     def words(x: torch.Tensor) -> list[int]:
         got: list[int] = recorder._device_words(torch, x).tolist()

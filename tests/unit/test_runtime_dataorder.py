@@ -13,9 +13,9 @@ from pathlib import Path
 SCRIPT = textwrap.dedent(
     """
     import torch
-    from repro.runtime import boot, dataorder
+    from repro.runtime import batchorder, boot
     boot.boot()
-    dataorder.INDEX_BUDGET = 24
+    batchorder.INDEX_BUDGET = 24
     from torch.utils.data import DataLoader, TensorDataset
     ds = TensorDataset(torch.arange(24).float())
     first = DataLoader(ds, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True)

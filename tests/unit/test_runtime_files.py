@@ -38,7 +38,7 @@ def test_reads_of_declared_data_are_not_reported_and_other_reads_are(tmp_path: P
     }
     subprocess.run([sys.executable, "-c", CHILD, str(root)], env=env, check=True)
     events = [json.loads(line) for p in runtime.glob("proc.*.jsonl") for line in p.read_text().splitlines()]
-    reads = sorted(e["p"] for e in events if e["e"] == "r")
-    writes = sorted(e["p"] for e in events if e["e"] == "w")
+    reads = sorted(e["p"] for e in events if e["kind"] == "r")
+    writes = sorted(e["p"] for e in events if e["kind"] == "w")
     assert reads == ["config.json", "notes.txt"]  # `data/../notes.txt` left the data: reported
     assert writes == ["out.txt"]

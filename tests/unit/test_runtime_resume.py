@@ -69,7 +69,7 @@ def test_a_saved_checkpoint_is_restored_at_its_first_load_only(runtime: Path, tm
     assert _draws([]) == expected and saves.current_step() == 12
     assert saves._before_load(ckpt) is None  # a later load (an eval of the best model) restores nothing
     events = [json.loads(line) for line in (runtime / saves.EVENTS).read_text().splitlines()]
-    assert events == [{"event": "restored", "rank": 0, "path": "ckpt/last.pt", "hash": digest, "step": 12,
+    assert events == [{"kind": "restored", "rank": 0, "path": "ckpt/last.pt", "hash": digest, "step": 12,
                        "streams": ["python", "numpy", "torch"]}]  # fmt: skip
 
 
@@ -80,7 +80,7 @@ def test_a_checkpoint_without_recorded_state_warns(
     torch.save({"w": torch.ones(2)}, ckpt)
     saves._after_load(ckpt, saves._before_load(ckpt))
     assert "has no recorded RNG state for rank 0; this resume will not be exact" in capsys.readouterr().err
-    assert json.loads((runtime / saves.EVENTS).read_text())["event"] == "missing"
+    assert json.loads((runtime / saves.EVENTS).read_text())["kind"] == "missing"
 
 
 def test_a_run_that_is_not_a_resume_never_restores(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +125,7 @@ def test_the_hooks_wrap_safetensors(runtime: Path, tmp_path: Path) -> None:
     module.load_file(str(tmp_path / "model.safetensors"))
     assert calls == ["save", "load"]
     events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
-    assert [e["event"] for e in events] == ["restored"]
+    assert [e["kind"] for e in events] == ["restored"]
 
 
 def test_a_path_given_by_keyword_is_recorded_and_restored(runtime: Path, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_a_path_given_by_keyword_is_recorded_and_restored(runtime: Path, tmp_pat
     assert calls == ["save", "load"]
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
     events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
-    assert [e["event"] for e in events] == ["restored"]
+    assert [e["kind"] for e in events] == ["restored"]
 
 
 def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path, tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path,
     cloud_io._load(path_or_url=tmp_path / "last.ckpt", map_location="cpu")
     assert calls == ["save", "load"]
     events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
-    assert [e["event"] for e in events] == ["restored"]
+    assert [e["kind"] for e in events] == ["restored"]
     assert "lightning.fabric.utilities.cloud_io" in saves.HOOKS
 
 
@@ -175,7 +175,7 @@ def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Pa
     module.save({"epoch": 4}, io.BytesIO())  # no file behind it: nothing to record
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
     events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
-    assert [e["event"] for e in events] == ["restored"]
+    assert [e["kind"] for e in events] == ["restored"]
 
 
 class FakeCuda:
@@ -222,7 +222,7 @@ def test_fewer_cuda_devices_on_resume_are_reported(runtime: Path, monkeypatch: p
                         [saves._b64(bytes(s.tolist())) for s in FakeCuda(2).states])  # fmt: skip
     assert one.set_calls == [0]
     event = json.loads((runtime / saves.EVENTS).read_text())
-    assert event["event"] == "missing" and "2 CUDA device(s) recorded, 1 here" in event["reason"]
+    assert event["kind"] == "missing" and "2 CUDA device(s) recorded, 1 here" in event["reason"]
 
 
 def test_no_cuda_state_before_cuda_is_initialised(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -344,4 +344,4 @@ def test_a_checkpoint_renamed_while_hashing_is_recorded_under_its_final_name(
     assert body["path"] == "ckpt.pt"
     saves._state["restored"] = False
     saves._after_load(final, saves._before_load(final))
-    assert json.loads((runtime / saves.EVENTS).read_text())["event"] == "restored"
+    assert json.loads((runtime / saves.EVENTS).read_text())["kind"] == "restored"

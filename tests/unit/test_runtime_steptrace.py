@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 import torch
 
 from repro.compare import trace
-from repro.runtime import steptrace
+from repro.runtime import jsonl, steptrace
 
 
 def _old_fingerprint(x: torch.Tensor) -> list[float]:
@@ -63,22 +62,28 @@ def test_one_host_transfer_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls["item"] == 0  # one tolist() of the stacked sums, no per-parameter .item()
 
 
+def _trace_appender(path: Path, monkeypatch: pytest.MonkeyPatch) -> jsonl.Appender:
+    monkeypatch.setattr("repro.runtime.jsonl.time.monotonic", lambda: 1e18)
+    appender = jsonl.Appender(
+        "trace", path=str(path), flush_seconds=steptrace.FLUSH_SECONDS, flush_bytes=steptrace.FLUSH_BYTES
+    )
+    monkeypatch.setattr(steptrace, "_appender", [appender])
+    return appender
+
+
 def test_lines_are_buffered_then_written_whole_and_readable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    monkeypatch.setattr(steptrace, "_buffer", {"path": path, "lines": [], "size": 0, "written": 1e18})
-    monkeypatch.setattr("repro.runtime.steptrace.time.monotonic", lambda: 1e18)  # within the second: held
+    appender = _trace_appender(path, monkeypatch)  # within the second: held
     for step in range(3):
-        steptrace._append(json.dumps({"step": step, "params": {"w": [1.5, 2.5]}}) + "\n")
+        appender.write({"step": step, "params": {"w": [1.5, 2.5]}})
     assert not path.exists()
     steptrace.flush()
     rows = trace.parse(path.read_text())
     assert [r["step"] for r in rows] == [0, 1, 2] and rows[0]["params"] == {"w": [1.5, 2.5]}
-    monkeypatch.setattr(
-        "repro.runtime.steptrace.time.monotonic", lambda: 2e18
-    )  # a second later: written at once
-    steptrace._append(json.dumps({"step": 3, "params": {}}) + "\n")
+    monkeypatch.setattr("repro.runtime.jsonl.time.monotonic", lambda: 2e18)  # a second later: written at once
+    appender.write({"step": 3, "params": {}})
     assert len(trace.parse(path.read_text())) == 4
 
 
@@ -86,13 +91,12 @@ def test_a_forked_child_does_not_write_the_parents_lines_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    monkeypatch.setattr(steptrace, "_buffer", {"path": path, "lines": ["x\n"], "size": 2, "written": 0.0})
+    _trace_appender(path, monkeypatch).write({"step": 0})
     pid = os.fork()
     if pid == 0:  # what a DataLoader worker gets
-        steptrace._forget_in_child()
         steptrace.flush()
         os._exit(0)
     os.waitpid(pid, 0)
     assert not path.exists()
     steptrace.flush()
-    assert path.read_text() == "x\n"
+    assert path.read_text() == '{"step": 0}\n'

@@ -139,7 +139,7 @@ def test_the_run_s_own_streams_are_read_up_to_their_bounds(tmp_path: Path, giant
     found = len(trackers.noted(runtime))
     assert found == 0 if giant else 0 < found < 2000
     events = GIANT if giant else _jsonl([{"event": "restored", "path": f"c{i}.pt"} for i in range(2000)])
-    _runtime_file(tmp_path, checkpoints.EVENTS, events)
+    _runtime_file(tmp_path, checkpoints.RESUME_EVENTS.file, events)
     found = len(checkpoints.read_events(runtime))
     assert found == 0 if giant else 0 < found < 2000
     metrics = GIANT if giant else _jsonl([{"name": "loss", "value": 0.5} for _ in range(2000)])

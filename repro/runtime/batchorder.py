@@ -23,45 +23,27 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import sys
 import warnings
-from pathlib import Path
 from types import CodeType, FrameType, ModuleType
-from typing import Any, TextIO
+from typing import Any
 
-from repro.runtime import contract
+from repro.runtime import jsonl
 
 INDEX_BUDGET = 100_000  # sample indices kept per process (the first steps); digests for all
 EVERY_STEP_UNTIL = 10_000  # steps of a loader that each get a line
 SPARSE_EVERY = 100  # then one line every this many steps
 
-_state: dict[str, Any] = {"loaders": 0, "kept": 0, "file": None}
+_state: dict[str, Any] = {"loaders": 0, "kept": 0}
+_appender = jsonl.Appender("dataorder", dumps=lambda row: json.dumps(row, default=str))  # a row at once
 
 
-def _after_fork() -> None:
-    _state["file"] = None  # a forked child appends through its own handle
-
-
-def _path() -> Path | None:
-    d = os.environ.get(contract.RUNTIME_DIR_ENV)
-    if not d or not os.environ.get(contract.RUN_ID_ENV):
-        return None
-    try:
-        rank = int(os.environ.get("RANK", "-1"))
-    except ValueError:
-        rank = -1
-    return Path(d) / contract.ranked(contract.DATA_ORDER_FILE, rank)
+def _path() -> str | None:
+    return jsonl.stream_path("dataorder")
 
 
 def _write(row: dict[str, Any]) -> None:
-    f: TextIO | None = _state["file"]
-    if f is None:
-        path = _path()
-        if path is None:
-            return
-        f = _state["file"] = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-    f.write(json.dumps(row, default=str) + "\n")
+    _appender.write(row)
 
 
 def _loader_index(loader: Any) -> int:
@@ -130,7 +112,6 @@ def install(module: ModuleType) -> None:
     base = getattr(module, "_BaseDataLoaderIter", None)
     if loader_cls is None or base is None or getattr(base, "_repro_wrapped", False):
         return
-    os.register_at_fork(after_in_child=_after_fork)
     init_loader, init_iter, reset, next_index = (
         loader_cls.__init__, base.__init__, base._reset, base._next_index
     )  # fmt: skip

@@ -34,11 +34,10 @@ import json
 import os
 import sys
 import threading
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import contract
+from repro.runtime import contract, jsonl
 from repro.runtime.seeding import user_frame
 
 KEEP_VALUES = 64  # a floating output this small is kept whole in its row
@@ -62,12 +61,13 @@ def install(torch: ModuleType) -> None:
     directory = os.environ.get(contract.RUNTIME_DIR_ENV)
     if not steps or not directory or _state:
         return
-    rank_text = os.environ.get("RANK", "-1")
-    rank = int(rank_text) if rank_text.lstrip("-").isdigit() else -1
-    path = Path(directory) / contract.ranked(contract.OPS_FILE, rank)
+    appender = jsonl.Appender(
+        "ops", path=jsonl.stream_path("ops", directory), flush_rows=_BUFFER_ROWS, max_bytes=MAX_BYTES,
+        truncated=lambda: {"truncated": True, "step": _state["step"]}, on_end=_stop, dumps=_dumps,
+    )  # fmt: skip
     _state.update(
-        torch=torch, steps=steps, path=path, pid=os.getpid(), thread=threading.get_ident(), step=0,
-        index=0, rows=[], pending=[], written=0, modules=[], names={}, mode=None, loader=0,
+        torch=torch, steps=steps, appender=appender, pid=os.getpid(), thread=threading.get_ident(), step=0,
+        index=0, pending=[], modules=[], names={}, mode=None, loader=0,
     )  # fmt: skip
     import atexit
     import importlib
@@ -234,38 +234,23 @@ def _op_name(func: Any) -> str:
     return name if "::" in name else f"aten::{name}"
 
 
+def _dumps(row: Any) -> str:
+    return json.dumps(row, separators=(",", ":"))
+
+
 def _write(row: dict[str, Any]) -> None:
-    rows = _state["rows"]
-    rows.append(json.dumps(row, separators=(",", ":")))
-    if len(rows) >= _BUFFER_ROWS:
-        _flush()
+    _state["appender"].write(row)
 
 
 def _flush() -> None:
-    rows, _state["rows"] = _state["rows"], []
-    if not rows or _state["written"] < 0:
-        return
-    text = "\n".join(rows) + "\n"
-    if _state["written"] + len(text) > MAX_BYTES:
-        text = json.dumps({"truncated": True, "step": _state["step"]}) + "\n"
-        _state["written"] = -1
-        _stop()
-    else:
-        _state["written"] += len(text)
-    try:
-        with open(_state["path"], "a", encoding="utf-8") as f:
-            f.write(text)
-    except OSError:
-        _state["written"] = -1
-        _stop()
+    _state["appender"].flush()
 
 
 def _give_up(error: Exception) -> None:
     """End the stream with a ``truncated`` row naming the error, and record nothing more."""
-    _state["rows"].append(json.dumps({"truncated": True, "step": _state["step"], "error": repr(error)[:300]}))
     _state["pending"] = []
     _stop()
-    _flush()
+    _state["appender"].end({"truncated": True, "step": _state["step"], "error": repr(error)[:300]})
 
 
 def _stop() -> None:
