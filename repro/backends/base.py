@@ -182,9 +182,6 @@ def runtime_source() -> tuple[Path, Path]:
     return package / "runtime" / "inject", package.parent
 
 
-RANK_LOGS = "ranks"  # under the runtime dir: torchrun's per-rank stdout/stderr files
-
-
 def merge_pythonpath(argv: list[str], runtime_path: str) -> list[str]:
     """Keep the runtime loadable when the command sets PYTHONPATH itself through ``env``.
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from repro.backends.base import (
     PROJECT_ENV,
-    RANK_LOGS,
     RUNTIME_ENV_DIR,
     BuiltImage,
     OnEvent,
@@ -28,6 +27,7 @@ from repro.backends.base import (
 from repro.backends.output import CommandOutput
 from repro.errors import BackendUnavailable, UsageError
 from repro.runtime import contract
+from repro.runtime.contract import RANK_LOGS
 from repro.runtime.terminal import open_pty, read_chunks
 
 # Variables of the calling shell that would defeat the mode (they are set by the run itself).

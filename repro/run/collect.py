@@ -27,10 +27,10 @@ from repro.facts.secrets import Masker, Redactor, run_masker
 from repro.integrations import trackers
 from repro.run.collect_env import _merge_process_env
 from repro.run.collect_outputs import collect_outputs
+from repro.run.collect_ranks import _rank_logs, report_failed_node, report_failed_rank
 from repro.run.collect_reads import record_read, undeclared
 from repro.run.images import record_image
 from repro.run.prepared import Prepared
-from repro.run.ranks import _rank_logs, report_failed_node, report_failed_rank
 from repro.runtime import contract
 from repro.store import budget, limits
 from repro.store.capsule import (

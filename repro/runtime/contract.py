@@ -31,6 +31,9 @@ SEED_ENV = "REPRO_SEED"  # the run's master seed
 MODE_ENV = "REPRO_MODE"  # the determinism mode (also the user's setting, README "Configuration")
 THREADS_ENV = "REPRO_THREADS"  # torch's intra-op threads in a pinned mode
 ALLOW_NONDETERMINISTIC_OPS_ENV = "REPRO_ALLOW_NONDETERMINISTIC_OPS"  # "1": such ops warn instead of failing
+RANK_LOGS = (
+    "ranks"  # under the runtime dir: torchrun's per-rank stdout/stderr files (the launcher's --log-dir)
+)
 OUTPUTS_ENV = "REPRO_OUTPUTS"  # the declared output directories, os.pathsep-separated
 DATA_ENV = "REPRO_DATA"  # the declared input data, relative to the project root, os.pathsep-separated
 BOOT_PID_ENV = "REPRO_BOOT_PID"  # the first booted process; its children know they are not the main one

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from repro.backends.base import RANK_LOGS, RunSpec, launch_argv
+from repro.backends.base import RunSpec, launch_argv
 from repro.backends.slurm.backend import _renumber_rank_logs, failed_task
 from repro.backends.slurm.commands import parse_job, parse_sacct
 from repro.backends.slurm.options import SlurmOptions
 from repro.backends.slurm.script import NODE_LOGS, job_script
+from repro.runtime.contract import RANK_LOGS
 
 
 def _spec(tmp_path: Path, nproc: int = 1) -> RunSpec:

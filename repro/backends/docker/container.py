@@ -18,7 +18,6 @@ from docker.types import DeviceRequest
 
 from repro.backends.base import (
     PROJECT_ENV,
-    RANK_LOGS,
     RUNTIME_ENV_DIR,
     BuiltImage,
     Event,
@@ -35,6 +34,7 @@ from repro.backends.docker.reaper import remove_quietly, start_reaper, stop_quie
 from repro.backends.output import CommandOutput
 from repro.errors import BackendUnavailable, UsageError
 from repro.runtime import contract, terminal
+from repro.runtime.contract import RANK_LOGS
 from repro.runtime.terminal import STREAMS
 
 # Where things appear inside the container.

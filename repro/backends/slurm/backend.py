@@ -32,7 +32,6 @@ from typing import Any
 
 from repro.backends.base import (
     PROJECT_ENV,
-    RANK_LOGS,
     RUNTIME_ENV_DIR,
     BuiltImage,
     Event,
@@ -50,6 +49,7 @@ from repro.collect import produced
 from repro.collect.checkpoints import restored
 from repro.errors import UsageError
 from repro.runtime import contract
+from repro.runtime.contract import RANK_LOGS
 
 _POLL_S = 1.0
 _REQUEUE_SETTLE_S = 15.0  # how long an ended-looking state must hold before a requeueable job counts as ended

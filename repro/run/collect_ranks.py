@@ -5,16 +5,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from repro.backends.base import (
-    RANK_LOGS,
-    RunSpec,
-)
 from repro.collect import produced
-from repro.store.capsule import (
-    Record,
-)
+from repro.runtime.contract import RANK_LOGS
+from repro.store.capsule import Record
+
+if TYPE_CHECKING:
+    from repro.backends.base import RunSpec
 
 
 def _rank_logs(runtime: Path) -> dict[int, dict[str, str]]:
