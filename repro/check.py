@@ -60,7 +60,7 @@ from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, ProgressFactory, RunRequest
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import Trust
 from repro.store.statcache import HashCache

@@ -26,9 +26,10 @@ from pathlib import Path
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
 from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
 from repro.store import atomic, attestation, datablobs, dsse, limits, signing
-from repro.store.capsule import Record, blob_member
+from repro.store.capsule import blob_member
 from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
+from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
 from repro.store.tarwriter import pack

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.store import limits as rules
-from repro.store.capsule import FileEntry, Record
 from repro.store.datablobs import copy_checked, parent_dir
+from repro.store.record import FileEntry, Record
 from repro.store.runs import LoadedRun
 
 

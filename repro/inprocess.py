@@ -42,7 +42,7 @@ from repro.facts.seeds import make_seeds
 from repro.run.prepared import now_iso
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import CommandInfo, Record, RunWarning
+from repro.store.record import CommandInfo, Record, RunWarning
 from repro.store.rundir import RunDir
 from repro.store.runs import Store, new_run_id
 from repro.store.statcache import HashCache

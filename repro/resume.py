@@ -34,7 +34,7 @@ from repro.rerun.inputs import check_recorded_data, shown_inputs
 from repro.run.collect import collect
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.store.runs import Store
 from repro.store.statcache import HashCache
 

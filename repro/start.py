@@ -23,7 +23,7 @@ from repro.run.capture import capture
 from repro.run.execute import backend_options, select_backend, submit_detached
 from repro.run.execute import execute as execute_run
 from repro.run.prepared import Prepared, ProgressFactory, RunRequest, discard
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
 

@@ -20,7 +20,7 @@ from repro.collect import checkpoints
 from repro.compare.verdict import CompareOptions, Known, Side, Tolerance, Verdict, compare_runs
 from repro.errors import UsageError
 from repro.runtime import contract
-from repro.store.capsule import CheckpointInfo, Record
+from repro.store.record import CheckpointInfo, Record
 
 STOP_ENV = contract.STOP_AFTER_STEPS_ENV
 

@@ -18,7 +18,7 @@ import pytest
 import xxhash
 
 from repro.compare.verdict import Side
-from repro.store.capsule import (
+from repro.store.record import (
     CodeInfo,
     CommandInfo,
     DataInfo,

@@ -27,7 +27,7 @@ from repro.backends.slurm import sbatch
 
 if TYPE_CHECKING:
     from repro.backends.base import Backend
-    from repro.store.capsule import Record
+    from repro.store.record import Record
 
 AUTO = "auto"  # not a backend: docker when it can run the command, else local
 

@@ -16,7 +16,7 @@ from repro.cli.events import on_event, progress_factory, raise_for_status, sigte
 from repro.config import Flags
 from repro.errors import Interrupted, UsageError
 from repro.run.prepared import RunRequest
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.signing import Trust
 from repro.ui import check as render
 from repro.ui import records as records_render

@@ -13,7 +13,7 @@ from repro import ui
 from repro.backends import buildlog
 from repro.backends.base import Event, Terminal
 from repro.errors import CommandFailed, Interrupted
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 
 class Relay:

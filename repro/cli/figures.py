@@ -13,7 +13,7 @@ from repro.diff import DiffResult
 from repro.diff.metrics import Curves, curves
 from repro.errors import UsageError
 from repro.facts.determinism import ledger_text
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 from repro.ui import curves as curves_ui
 from repro.ui import report as report_ui

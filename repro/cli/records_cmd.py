@@ -17,7 +17,7 @@ from repro.facts.deps import run_packages
 from repro.get import get_files
 from repro.rerun.inputs import InputSource, locate_inputs
 from repro.store import attestation, datablobs, signing
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, Trust
 from repro.store.statcache import HashCache

@@ -15,7 +15,7 @@ from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
 from repro.run.capture import expand
 from repro.run.prepared import RunRequest
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.ui import records as render
 
 

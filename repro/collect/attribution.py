@@ -102,7 +102,7 @@ def under(rel: str, dirs: list[str]) -> bool:
 def claimed_elsewhere(runs_dir: Path, this_run: str, since_ns: int) -> set[str]:
     """Files other runs in the store wrote while this one ran (running ones and ones sealed since)."""
     from repro.store.blobs import read_list_blob
-    from repro.store.capsule import hydrate, load_record
+    from repro.store.recordio import hydrate, load_record
     from repro.store.rundir import RunDir
 
     claimed: set[str] = set()

@@ -19,7 +19,7 @@ from repro.collect import produced
 from repro.errors import NotFoundError
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import CheckpointInfo, Record
+from repro.store.record import CheckpointInfo, Record
 
 RESUME_EVENTS = contract.STREAMS["resume_events"]  # resume-events.jsonl (repro/runtime/saves.py)
 RESUMED_FROM_ENV = contract.RESUMED_FROM_ENV  # set: the runtime restores the recorded RNG states at load

@@ -44,7 +44,7 @@ from repro.compare import tables, tensorboard
 from repro.compare.logmask import NUM, is_timing_key
 from repro.errors import ConfigError
 from repro.runtime.contract import parse_json
-from repro.store.capsule import ResultInfo, SeriesInfo, SeriesSource
+from repro.store.record import ResultInfo, SeriesInfo, SeriesSource
 
 SOURCES = ("tensorboard", "files", "stdout")
 STEP_KEYS = ("step", "global_step", "iter", "iteration", "epoch")  # the first one a row has is its step

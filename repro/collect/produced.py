@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repro.runtime.contract import parse_json
-from repro.store.capsule import FileEntry
 from repro.store.hashing import copy_hashed, hash_bytes, hash_fd
+from repro.store.record import FileEntry
 
 Kind = Literal["file", "link", "dir", "other"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from repro.facts.secrets import Masker
 from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.store.runs import Store
 
 

@@ -23,7 +23,7 @@ from repro.compare.tensors import (
 )
 from repro.compare.tolerance import Tolerance
 from repro.compare.values import ValueReport
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 
 # How an output was compared: by hash (a file), by link target, by content (tensors, a table, the
 # TensorBoard events of a directory), or with its clock fields left out (a format of `stamps`).

@@ -31,7 +31,7 @@ from repro.compare.comparators import OutputKind, Pair, compare_pair
 from repro.compare.tensors import TensorReport
 from repro.compare.tolerance import Tolerance
 from repro.compare.values import Series, ValueReport, compare_series
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 
 OutputStatus = Literal[
     "same", "changed", "missing", "added"

@@ -60,7 +60,7 @@ from repro.compare.trace import TraceDivergence, compare_trace
 from repro.compare.trace import describe as describe_trace
 from repro.errors import ExitCode, UsageError
 from repro.runtime.contract import Mode
-from repro.store.capsule import FileEntry, RunStatus, SharedWrite
+from repro.store.record import FileEntry, RunStatus, SharedWrite
 from repro.units import plural
 
 __all__ = [

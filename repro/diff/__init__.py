@@ -60,7 +60,7 @@ from repro.diff.sections import (
     diff_seeds,
 )
 from repro.diff.versions import canonical_name, compare_versions, parse_pins
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.units import human_bytes, plural
 
 __all__ = [

@@ -10,7 +10,7 @@ from repro.diff.files import files_summary
 from repro.diff.model import Cause, Change, Section
 from repro.diff.sections import overridden
 from repro.facts.determinism import ledger_text
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 # Cause ranks: lower is more likely. Changed inputs beat dependencies beat seeds beat
 # determinism settings beat hardware; gaps leave room for finer categories.

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from repro.diff.model import Change, DirGroup
 from repro.diff.patches import line_counts
 from repro.diff.reader import SafeReader
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 from repro.units import human_bytes, plural
 
 MAX_GROUPS = 20  # directory groups kept per file section before grouping one level up

@@ -12,7 +12,7 @@ from repro.diff.model import Divergence
 from repro.diff.reader import ReadBlob, SafeReader
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import Record, SeriesSource
+from repro.store.record import Record, SeriesSource
 
 
 def metric_rows(record: Record, read_blob: ReadBlob, cut: list[str] | None = None) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from repro.diff.metrics import metric_rows
 from repro.diff.model import Change, ResultDifference, Section
 from repro.diff.reader import OpenBlob, ReadBlob, SafeReader
 from repro.store import limits
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.units import plural
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from repro.diff.reader import OpenBlob, SafeReader
 from repro.diff.versions import compare_versions, parse_pins
 from repro.errors import CapsuleInvalid
 from repro.facts import hydra
-from repro.store.capsule import DataInput, FileEntry, Record
+from repro.store.record import DataInput, FileEntry, Record
 from repro.units import human_bytes, plural
 
 # --------------------------------------------------------------------------- command

@@ -32,9 +32,9 @@ from repro.facts.secrets.files import (
 )
 from repro.facts.secrets.rules import strip_url_credentials
 from repro.facts.secrets.verdicts import Verdicts
-from repro.store.capsule import CodeInfo, FileEntry, RunWarning
 from repro.store.hashing import hash_bytes
 from repro.store.processes import own_output_files
+from repro.store.record import CodeInfo, FileEntry, RunWarning
 from repro.store.statcache import HashCache, hash_file_cached
 from repro.store.verify import is_capsule_file
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from repro.errors import NotFoundError, UsageError
 from repro.facts import hostpaths
 from repro.facts.dvc import dvc_sources
-from repro.store.capsule import MANIFEST_INLINE, DataInput, encode_manifest
+from repro.store.record import MANIFEST_INLINE, DataInput, encode_manifest
 from repro.store.statcache import HashCache
 from repro.store.treehash import TreeDigest, hash_tree
 

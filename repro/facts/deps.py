@@ -51,8 +51,8 @@ from repro.facts.lockfile import (
 )
 from repro.facts.reach import check_reachable
 from repro.store import atomic
-from repro.store.capsule import DepsInfo
 from repro.store.hashing import hash_bytes
+from repro.store.record import DepsInfo
 from repro.store.runs import STORE_DIR
 
 LOCK_DIR = "lockfiles"

@@ -10,7 +10,7 @@ from typing import Any
 
 from repro.errors import UsageError
 from repro.runtime import contract
-from repro.store.capsule import DeterminismInfo, Record, RunWarning
+from repro.store.record import DeterminismInfo, Record, RunWarning
 
 # ISA pin → (ATen dispatch, oneDNN max ISA, MKL CBWR branch, OpenBLAS core type). README "CPU ISA pins".
 # MKL's AVX2 and AVX512 branches are Intel's: on other vendors' CPUs MKL falls back to its own

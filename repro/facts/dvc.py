@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from repro.store.capsule import DvcSource
 from repro.store.limits import dvc_source_problem, is_safe_relpath
+from repro.store.record import DvcSource
 
 LOCK_NAME = "dvc.lock"
 SUFFIX = ".dvc"

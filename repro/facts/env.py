@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.facts.secrets import Redactor
-from repro.store.capsule import EnvInfo
+from repro.store.record import EnvInfo
 
 # ISA flags that decide which CPU kernels run.
 ISA_FLAGS = (

@@ -15,7 +15,7 @@ from pathlib import Path
 from repro.facts.data import capture_data
 from repro.facts.secrets import config_secrets, credential_in_file, is_secret_file
 from repro.facts.secrets.files import credential_at
-from repro.store.capsule import DataInput
+from repro.store.record import DataInput
 from repro.store.statcache import HashCache
 
 PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest

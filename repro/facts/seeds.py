@@ -7,7 +7,7 @@ import secrets
 from repro import ranges
 from repro.errors import UsageError
 from repro.runtime import contract
-from repro.store.capsule import SeedInfo
+from repro.store.record import SeedInfo
 
 SEED_MAX = 2**31 - 1  # drawn seeds stay below this (any seed in ranges.SEED may be given)
 

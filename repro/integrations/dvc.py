@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from repro.errors import DataUnavailable, ReproError
-from repro.store.capsule import DvcSource, Record
+from repro.store.record import DvcSource, Record
 
 INSTALL_HINT = "install DVC where repro runs: pip install 'repro-capsule[dvc]'"
 _REPO = ".dvc-fetch"  # the throwaway DVC repository's cache, inside the scratch root

@@ -33,7 +33,8 @@ from repro.backends.base import BuiltImage
 from repro.collect import produced
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import RECORD_NAME, Record
+from repro.store.capsule import RECORD_NAME
+from repro.store.record import Record
 from repro.store.tarwriter import pack
 
 Note = Callable[[str], None]

@@ -31,7 +31,8 @@ from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso
 from repro.runtime import contract
 from repro.store import limits
-from repro.store.capsule import IMAGE_MEMBER, EnvInfo, ImageInfo, Record, ResultInfo
+from repro.store.capsule import IMAGE_MEMBER
+from repro.store.record import EnvInfo, ImageInfo, Record, ResultInfo
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store, new_run_id
 from repro.store.verify import open_member

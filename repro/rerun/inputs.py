@@ -23,8 +23,8 @@ from repro.facts.data import Drift, check_data
 from repro.integrations import dvc as dvc_data
 from repro.rerun.request import ReplayRequest, say
 from repro.store import datablobs
-from repro.store.capsule import DataInput, FileEntry, Record
 from repro.store.datablobs import CAPSULE, DATA_REMOTE, STORE, BlobRoots, ReadBlob
+from repro.store.record import DataInput, FileEntry, Record
 from repro.store.runs import LoadedRun, Store
 from repro.store.statcache import HashCache
 from repro.store.treehash import TreeDigest, hash_tree

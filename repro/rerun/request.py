@@ -11,9 +11,7 @@ from repro.compare.verdict import Verdict
 from repro.errors import CapsuleInvalid, UsageError
 from repro.facts.data import Drift
 from repro.store import limits, signing
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 
 

@@ -9,9 +9,7 @@ from pathlib import Path
 from repro.compare.verdict import Side, Tolerance, Verdict
 from repro.diff import results
 from repro.errors import ReproError
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 
 

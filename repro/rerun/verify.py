@@ -36,10 +36,7 @@ from repro.rerun.inputs import replay_data
 from repro.rerun.request import ReplayOutcome, ReplayRequest, resolve_trusted, say
 from repro.rerun.sides import of_run, outputs_only, resumed_note, tolerance, verification
 from repro.runtime import contract
-from repro.store.capsule import (
-    CodeInfo,
-    Record,
-)
+from repro.store.record import CodeInfo, Record
 from repro.store.runs import LoadedRun, Store
 from repro.units import plural
 

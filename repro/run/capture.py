@@ -36,13 +36,7 @@ from repro.run.execute import build_spec
 from repro.run.lock import say_lock_uncommitted, start_lock
 from repro.run.prepared import Prepared, ProgressFactory, RunRequest, now_iso
 from repro.runtime import contract
-from repro.store.capsule import (
-    BackendInfo,
-    CommandInfo,
-    EnvInfo,
-    FileEntry,
-    Record,
-)
+from repro.store.record import BackendInfo, CommandInfo, EnvInfo, FileEntry, Record
 from repro.store.runs import Store, new_run_id
 from repro.store.statcache import HashCache
 

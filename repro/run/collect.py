@@ -33,9 +33,7 @@ from repro.run.images import record_image
 from repro.run.prepared import Prepared
 from repro.runtime import contract
 from repro.store import budget, limits
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.runs import Store
 from repro.units import human_bytes, plural
 

@@ -8,9 +8,7 @@ from typing import Any
 
 from repro.collect import produced
 from repro.runtime import contract
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 
 
 def _merge_process_env(record: Record, runtime: Path) -> None:

@@ -12,12 +12,7 @@ from repro.facts import hydra
 from repro.facts.secrets import Masker, config_bytes_secrets
 from repro.integrations import trackers
 from repro.run.prepared import Prepared
-from repro.store.capsule import (
-    FileEntry,
-    Record,
-    RunWarning,
-    SharedWrite,
-)
+from repro.store.record import FileEntry, Record, RunWarning, SharedWrite
 from repro.store.runs import Store
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from repro.collect import produced
 from repro.runtime.contract import RANK_LOGS
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 if TYPE_CHECKING:
     from repro.backends.base import RunSpec

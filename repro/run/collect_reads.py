@@ -10,9 +10,7 @@ from repro.collect import attribution, produced
 from repro.collect.reports import Reports
 from repro.facts import inputs
 from repro.integrations import trackers
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.runs import Store
 from repro.store.statcache import HashCache
 from repro.units import human_bytes

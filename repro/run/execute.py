@@ -34,9 +34,7 @@ from repro.run.images import record_image
 from repro.run.lock import check_lock, settle_lock, settle_lock_as_stage
 from repro.run.prepared import Prepared, now_iso
 from repro.runtime import contract
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
 

@@ -6,10 +6,7 @@ from repro.backends.base import (
     BuiltImage,
 )
 from repro.store import images as store_images
-from repro.store.capsule import (
-    ImageInfo,
-    Record,
-)
+from repro.store.record import ImageInfo, Record
 from repro.store.runs import Store
 
 

@@ -18,9 +18,7 @@ from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.lockfile import mismatches
 from repro.fetch.locate import cached_pylock
 from repro.run.prepared import Prepared
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.runs import Store
 from repro.units import plural
 

@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING
 from repro.config import Settings
 from repro.facts import deps
 from repro.facts.secrets import Masker
-from repro.store.capsule import (
-    Record,
-)
+from repro.store.record import Record
 from repro.store.rundir import RunDir
 
 if TYPE_CHECKING:

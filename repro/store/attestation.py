@@ -28,7 +28,8 @@ from typing import Any
 
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.store import dsse, limits
-from repro.store.capsule import ATTESTATION_NAME, FORMAT, RECORD_NAME, Record, encode_manifest
+from repro.store.capsule import ATTESTATION_NAME, FORMAT, RECORD_NAME
+from repro.store.record import Record, encode_manifest
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
 from repro.store.tarwriter import capsule_sums

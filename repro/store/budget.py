@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from repro.errors import ReproError
 from repro.store import atomic
-from repro.store.capsule import CheckpointInfo, FileEntry, Record
+from repro.store.record import CheckpointInfo, FileEntry, Record
 from repro.store.runs import Store
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from repro.errors import CapsuleInvalid, UsageError
 from repro.store import limits as rules
-from repro.store.capsule import DataInput, FileEntry, Record, blob_member
+from repro.store.capsule import blob_member
 from repro.store.hashing import copy_hashed
+from repro.store.record import DataInput, FileEntry, Record
 
 ReadBlob = Callable[[str], bytes | None]
 

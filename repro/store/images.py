@@ -19,8 +19,8 @@ from pathlib import Path
 
 from repro.errors import ReproError
 from repro.store import atomic
-from repro.store.capsule import Record
 from repro.store.limits import is_image_id
+from repro.store.record import Record
 from repro.store.runs import Store
 
 LEDGER = "images.jsonl"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.store.capsule import Record
 from repro.store.processes import pid_alive
+from repro.store.record import Record
 from repro.store.rundir import RunDir
 
 

@@ -35,17 +35,10 @@ from typing import Any
 from repro.errors import CapsuleInvalid, NotFoundError, StoreConflict, UsageError
 from repro.store import index
 from repro.store.blobs import BlobStore, read_checked, read_list_blob, replaced_blob, write_atomic
-from repro.store.capsule import (
-    IMAGE_MEMBER,
-    RECORD_NAME,
-    SPILLED_LISTS,
-    Record,
-    blob_member,
-    dump_record,
-    hydrate,
-    load_record,
-)
+from repro.store.capsule import IMAGE_MEMBER, RECORD_NAME, blob_member
 from repro.store.hashing import hash_file
+from repro.store.record import Record
+from repro.store.recordio import SPILLED_LISTS, dump_record, hydrate, load_record
 from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/detached.py)
 from repro.store.rundir import RunDir
 from repro.store.verify import verify_tar
@@ -197,7 +190,7 @@ class Store:
         return self.blobs.partial_blobs()
 
     def dump(self, record: Record) -> bytes:
-        """The record's YAML bytes, its long file lists stored as blobs (`capsule.spilled`)."""
+        """The record's YAML bytes, its long file lists stored as blobs (`recordio.spilled`)."""
         return dump_record(record, self.put_bytes)
 
     # ------------------------------------------------------------------ runs

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from repro.store.capsule import FileEntry
 from repro.store.hashing import _HEX, _hash_open, hash_file
+from repro.store.record import FileEntry
 
 # A stat row is trusted only when the file's ctime is older than the moment it was
 # hashed by more than this: it covers coarse kernel clocks and 2 s FAT/SMB timestamps.

@@ -21,10 +21,10 @@ from repro.store.capsule import (
     RECORD_NAME,
     SIGNATURE_NAME,
     SUMS_NAME,
-    Record,
     blob_member,
-    dump_record,
 )
+from repro.store.record import Record
+from repro.store.recordio import dump_record
 from repro.store.verify import blob_digest
 
 _FIXED_MTIME = 0

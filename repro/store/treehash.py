@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from repro.store import statcache
-from repro.store.capsule import FileEntry
 from repro.store.hashing import _HEX, _O_FLAGS, READ_SIZE, _hash_fd, _hash_stream, hash_bytes
 from repro.store.listing import file_keys, tree_listing
+from repro.store.record import FileEntry
 from repro.store.statcache import HashCache, _key, _Row, _Stat
 
 if TYPE_CHECKING:

@@ -25,11 +25,10 @@ from repro.store.capsule import (
     SIGNATURE_NAME,
     SUMS_NAME,
     UNSUMMED,
-    Record,
     blob_member,
-    hydrate,
-    load_record,
 )
+from repro.store.record import Record
+from repro.store.recordio import hydrate, load_record
 
 
 def _safe_member_name(name: str) -> str:

@@ -16,8 +16,9 @@ from repro.get import GetResult
 from repro.rerun.inputs import InputSource
 from repro.runtime.contract import INDUCTOR_KNOB_PREFIX
 from repro.store.attestation import Summary
-from repro.store.capsule import ATTESTATION_NAME, FileEntry, Record, RunWarning, SeriesInfo
+from repro.store.capsule import ATTESTATION_NAME
 from repro.store.index import RunRow
+from repro.store.record import FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.signing import Seal
 from repro.ui import escape
 from repro.units import plural, shorten

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repro.cli import main
-from repro.store.capsule import (
+from repro.store.record import (
     CodeInfo,
     CommandInfo,
     DataInfo,

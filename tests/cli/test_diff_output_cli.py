@@ -12,7 +12,7 @@ import pytest
 from repro.cli import main
 from repro.compare.verdict import Verdict
 from repro.diff import diff_records
-from repro.store.capsule import CommandInfo, Record, ResultInfo
+from repro.store.record import CommandInfo, Record, ResultInfo
 from repro.store.runs import Store
 from repro.ui import check as check_ui
 from repro.ui import diff as diff_ui

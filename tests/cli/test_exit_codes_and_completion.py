@@ -14,7 +14,7 @@ from click.shell_completion import ShellComplete
 
 from repro.cli import cli as group
 from repro.errors import EXIT_CODES, ExitCode
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import Store
 from tests.conftest import Cli
 

@@ -7,7 +7,8 @@ import tarfile
 from pathlib import Path
 
 from repro.errors import ExitCode
-from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record
+from repro.store.capsule import IMAGE_MEMBER
+from repro.store.record import ImageInfo, Record
 from repro.store.runs import Store
 from repro.store.tarwriter import pack
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from repro.store.capsule import LIST_INLINE, RECORD_NAME, blob_member
+from repro.store.capsule import RECORD_NAME, blob_member
+from repro.store.recordio import LIST_INLINE
 from tests.cli.test_json_answers import valid
 from tests.conftest import Cli, Project
 

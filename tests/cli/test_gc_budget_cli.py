@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.store.capsule import CheckpointInfo, Record
+from repro.store.record import CheckpointInfo, Record
 from repro.store.runs import Store
 
 MB = 1 << 20

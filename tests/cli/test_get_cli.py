@@ -15,7 +15,7 @@ import xxhash
 
 from repro.errors import CapsuleInvalid
 from repro.get import get_files
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.store.runs import LoadedRun
 from tests.cli.test_json_answers import valid
 from tests.conftest import Project

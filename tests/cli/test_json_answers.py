@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from repro import schemas
-from repro.store.capsule import WARNING_CODES
+from repro.store.record import WARNING_CODES
 from tests.conftest import Cli, Project
 
 SCHEMA_DIR = Path(schemas.__file__).parent

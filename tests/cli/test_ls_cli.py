@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import Store
 
 LONG = ["python", "train.py", "--config", "configs/experiments/resnet50_imagenet_long_schedule.yaml",

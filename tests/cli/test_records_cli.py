@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import FileEntry, Record, RunStatus
+from repro.store.record import FileEntry, Record, RunStatus
 from repro.store.runs import Store
 
 

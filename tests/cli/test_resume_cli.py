@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import CheckpointInfo, Record
+from repro.store.record import CheckpointInfo, Record
 from repro.store.runs import Store
 from tests.builders import sealed
 

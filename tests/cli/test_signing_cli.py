@@ -221,7 +221,8 @@ def test_the_signature_covers_a_carried_image(cli, tmp_path: Path) -> None:  # t
     import functools
 
     from repro.store import signing
-    from repro.store.capsule import IMAGE_MEMBER, ImageInfo, Record
+    from repro.store.capsule import IMAGE_MEMBER
+    from repro.store.record import ImageInfo, Record
     from repro.store.tarwriter import pack
 
     store = Store(tmp_path)

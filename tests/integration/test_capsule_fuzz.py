@@ -55,10 +55,10 @@ from repro.store.capsule import (
     RECORD_NAME,
     SIGNATURE_NAME,
     SUMS_NAME,
-    Record,
     blob_member,
 )
 from repro.store.hashing import hash_bytes
+from repro.store.record import Record
 from tests import forging
 from tests.conftest import Project
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import Store
 from tests.conftest import Project, _docker_missing
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import Store
 from tests.builders import training_project
 from tests.conftest import Project, git

@@ -13,7 +13,7 @@ import pytest
 from repro.backends import unpickle
 from repro.cli import main
 from repro.errors import SandboxUnavailable
-from repro.store.capsule import CommandInfo, FileEntry, Record, ResultInfo
+from repro.store.record import CommandInfo, FileEntry, Record, ResultInfo
 from repro.store.runs import Store
 from tests.unit.test_pickled_outputs import dlrm_save
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.store.capsule import Record
 from repro.store.hashing import hash_file
+from repro.store.record import Record
 from repro.store.runs import Store
 from tests.conftest import REPO, Project
 

@@ -56,7 +56,7 @@ def test_third_party_libraries_have_one_home(library: str) -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("module", ["capsule.py", "tarwriter.py", "verify.py"])
+@pytest.mark.parametrize("module", ["capsule.py", "record.py", "recordio.py", "tarwriter.py", "verify.py"])
 def test_the_capsule_format_imports_no_git_docker_or_torch(module: str) -> None:
     assert not _imports(PACKAGE / "store" / module) & {"git", "docker", "torch", "numpy", "click"}
 
@@ -402,7 +402,7 @@ def test_no_function_is_longer_than_eighty_lines() -> None:
 NOT_A_BACKEND = {
     ("export.py", "slurm"): "an export format (`repro export --as slurm`: a batch script)",
     ("cli/options.py", "slurm"): "the keyword `run` receives its Slurm flags by (`SlurmFlags`)",
-    ("store/capsule.py", "local"): "the record format's default: a record that names no backend ran locally",
+    ("store/record.py", "local"): "the record format's default: a record that names no backend ran locally",
     ("store/index.py", "slurm"): "a detached run's `repro ls` row; the store sits below backends/",
     (
         "runtime/node.py",

@@ -12,7 +12,7 @@ import pytest
 
 from repro.errors import CapsuleInvalid, ExitCode, UsageError
 from repro.store import attestation, dsse, signing
-from repro.store.capsule import FileEntry, ImageInfo, Record
+from repro.store.record import FileEntry, ImageInfo, Record
 from repro.store.runs import LoadedRun, Store
 from repro.store.tarwriter import capsule_sums, pack
 from repro.store.verify import read_seal

@@ -12,7 +12,7 @@ from repro.backends import scratch
 from repro.backends.base import merge_pythonpath, runtime_source
 from repro.collect import attribution as outputs
 from repro.collect.reports import read_reports
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.store.runs import Store
 
 

@@ -17,7 +17,7 @@ from repro.backends.slurm.backend import SlurmBackend
 from repro.backends.slurm.options import SlurmOptions
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode
 from repro.run.execute import select_backend
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 
 def test_the_names_the_settings_accept_are_the_registrys(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from repro.errors import CapsuleInvalid
-from repro.store.capsule import FileEntry, Record, blob_member, dump_record, load_record
+from repro.store.capsule import blob_member
 from repro.store.hashing import hash_bytes
+from repro.store.record import FileEntry, Record
+from repro.store.recordio import dump_record, load_record
 from repro.store.tarwriter import pack
 from repro.store.verify import verify_tar
 

@@ -15,7 +15,7 @@ import pytest
 from repro.check import CheckResult
 from repro.compare.verdict import Verdict, compare_runs
 from repro.diff import diff_records
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 from repro.ui import check as check_render
 from repro.ui import diff as diff_render
 from repro.ui import escape

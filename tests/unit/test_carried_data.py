@@ -15,17 +15,9 @@ from repro.errors import CapsuleInvalid, UsageError
 from repro.export import carried_data
 from repro.rerun.inputs import CAPSULE, DATA_REMOTE, DVC, HERE, NOWHERE, STORE, locate_inputs
 from repro.store import datablobs, limits
-from repro.store.capsule import (
-    SUMS_NAME,
-    CodeInfo,
-    CommandInfo,
-    DataInput,
-    DvcSource,
-    FileEntry,
-    Record,
-    blob_member,
-)
+from repro.store.capsule import SUMS_NAME, blob_member
 from repro.store.hashing import hash_bytes
+from repro.store.record import CodeInfo, CommandInfo, DataInput, DvcSource, FileEntry, Record
 from repro.store.runs import LoadedRun, Store
 from repro.store.tarwriter import pack
 from repro.store.treehash import hash_tree

@@ -12,7 +12,7 @@ from repro.compare.verdict import Side, Verdict, compare_runs
 from repro.config import Plan
 from repro.errors import ExitCode, UsageError
 from repro.run.prepared import RunRequest
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.store.runs import Store
 from repro.ui.check import render_junit
 

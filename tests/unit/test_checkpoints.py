@@ -10,7 +10,8 @@ import pytest
 from repro import window
 from repro.collect import checkpoints
 from repro.errors import NotFoundError, UsageError
-from repro.store.capsule import CheckpointInfo, Record, RunWarning, dump_record, load_record
+from repro.store.record import CheckpointInfo, Record, RunWarning
+from repro.store.recordio import dump_record, load_record
 from repro.store.runs import Store
 
 

@@ -13,7 +13,7 @@ from repro.facts.code import MaskedPut, capture_code, restore_code, store_patch,
 from repro.facts.secrets import Masker, credential_in_file
 from repro.facts.secrets.verdicts import Verdicts
 from repro.resume import check_code
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import Store
 from tests.conftest import git
 

@@ -10,7 +10,7 @@ from repro.compare import comparators
 from repro.compare.comparators import COMPARATORS, Pair, Result, compare_pair, register
 from repro.compare.outputs import Outputs, compare_outputs
 from repro.compare.tolerance import Tolerance
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 
 
 def _side(tmp_path: Path, label: str, name: str, data: bytes) -> Outputs:

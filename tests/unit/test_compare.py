@@ -28,7 +28,7 @@ from repro.compare.verdict import (
     worst_status,
 )
 from repro.errors import ExitCode, UsageError
-from repro.store.capsule import FileEntry, SharedWrite
+from repro.store.record import FileEntry, SharedWrite
 from tests.builders import side
 
 # --------------------------------------------------------------------------- helpers

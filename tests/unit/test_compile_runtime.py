@@ -92,7 +92,7 @@ def test_each_run_gets_caches_of_its_own(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_no_compiler_is_the_failure_named_with_its_fix() -> None:
     from repro.run.collect_env import compile_warnings
-    from repro.store.capsule import ImageInfo, Record
+    from repro.store.record import ImageInfo, Record
 
     record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00Z")
     record.deps.image = ImageInfo(base="python:3.11-slim")
@@ -105,7 +105,7 @@ def test_no_compiler_is_the_failure_named_with_its_fix() -> None:
 
 def test_autotuning_turned_off_is_said_in_one_line() -> None:
     from repro.run.collect_env import compile_warnings
-    from repro.store.capsule import Record
+    from repro.store.record import Record
 
     record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00Z")
     record.determinism.knobs["inductor_autotune_turned_off"] = ["max_autotune"]

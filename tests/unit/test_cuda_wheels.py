@@ -152,7 +152,7 @@ def test_a_cuda_image_names_its_cuda_in_tag_and_labels() -> None:
 
 
 def test_show_names_the_cuda_version_of_a_cuda_lock() -> None:
-    from repro.store.capsule import Record
+    from repro.store.record import Record
     from repro.ui.records import show_text
 
     record = Record(id="r1", created="2026-01-01T00:00:00+00:00")

@@ -11,7 +11,8 @@ from repro.diff import diff_records
 from repro.errors import CapsuleInvalid
 from repro.facts import data as data_capture
 from repro.facts.data import capture_data, check_data
-from repro.store.capsule import Record, decode_manifest, dump_record, encode_manifest, load_record
+from repro.store.record import Record, decode_manifest, encode_manifest
+from repro.store.recordio import dump_record, load_record
 from repro.store.runs import Store
 from repro.store.treehash import tree_digest
 

@@ -23,14 +23,7 @@ from repro.diff import (
     split_patch,
 )
 from repro.errors import UsageError
-from repro.store.capsule import (
-    CodeInfo,
-    DepsInfo,
-    FileEntry,
-    ImageInfo,
-    Record,
-    SharedWrite,
-)
+from repro.store.record import CodeInfo, DepsInfo, FileEntry, ImageInfo, Record, SharedWrite
 from repro.ui.diff import render_json, render_markdown, render_text
 from tests.builders import Blobs, data_files, make_record, metrics_blob, other_results, same_as
 

@@ -8,7 +8,7 @@ from repro.compare import dataorder
 from repro.compare.verdict import Verdict
 from repro.compare.verdict import _summary as verdict_summary
 from repro.diff import diff_records, rank_causes
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 from repro.ui import report as report_ui
 from repro.units import plural
 from tests.builders import Blobs, make_record, other_results, same_as

@@ -9,7 +9,7 @@ import pytest
 
 from repro.facts.data import capture_data
 from repro.facts.dvc import MAX_FILE_BYTES, dvc_sources
-from repro.store.capsule import DvcSource
+from repro.store.record import DvcSource
 
 DIR_MD5 = "849835d274483dc683eb416d6e4f887d.dir"
 FILE_MD5 = "401b30e3b8b5d629635a5c613cdb7919"

@@ -14,7 +14,7 @@ from repro.errors import UsageError
 from repro.export import EXPORTERS, exporter
 from repro.facts.determinism import plan
 from repro.facts.seeds import make_seeds
-from repro.store.capsule import ImageInfo, Record
+from repro.store.record import ImageInfo, Record
 
 DIGEST = "registry.example/team/train@sha256:" + "ab" * 32
 

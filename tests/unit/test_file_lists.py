@@ -12,19 +12,10 @@ import yaml
 
 from repro.errors import CapsuleInvalid
 from repro.store import limits
-from repro.store.capsule import (
-    LIST_INLINE,
-    RECORD_NAME,
-    SUMS_NAME,
-    CodeInfo,
-    FileEntry,
-    Record,
-    blob_member,
-    dump_record,
-    encode_entries,
-    load_record,
-)
+from repro.store.capsule import RECORD_NAME, SUMS_NAME, blob_member
 from repro.store.hashing import hash_bytes
+from repro.store.record import CodeInfo, FileEntry, Record
+from repro.store.recordio import LIST_INLINE, dump_record, encode_entries, load_record
 from repro.store.runs import Store
 from repro.store.verify import verify_tar
 from tests import forging
@@ -74,17 +65,17 @@ def test_long_lists_are_blobs_read_back_by_show_and_never_by_ls(tmp_path: Path) 
 
 
 def test_ls_with_the_index_gone_reads_no_code_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from repro.store import capsule
+    from repro.store import recordio
 
     store, record = _sealed(tmp_path)
     read: list[str] = []
-    decode = capsule.decode_entries
+    decode = recordio.decode_entries
 
     def counting(raw: bytes, name: str) -> list[FileEntry]:
         read.append(name)
         return decode(raw, name)
 
-    monkeypatch.setattr(capsule, "decode_entries", counting)
+    monkeypatch.setattr(recordio, "decode_entries", counting)
     (store.dir / "index.sqlite").unlink()
     (row,) = store.rows()
     assert row.status == "succeeded" and "code.files" not in read

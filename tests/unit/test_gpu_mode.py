@@ -19,7 +19,7 @@ from repro.facts.determinism import NCCL_PINS, plan
 from repro.rerun.execute import describe_gpus, gpu_hardware_note, uses_gpu
 from repro.run.collect_env import _merge_process_env
 from repro.run.collect_ranks import _rank_logs, failed_rank
-from repro.store.capsule import EnvInfo, Record
+from repro.store.record import EnvInfo, Record
 
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB"}
 A100 = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory": "81920 MiB"}

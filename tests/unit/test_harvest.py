@@ -10,7 +10,7 @@ import pytest
 from repro.collect import harvest
 from repro.collect.harvest import HarvestSettings, RunSources
 from repro.errors import ConfigError
-from repro.store.capsule import ResultInfo
+from repro.store.record import ResultInfo
 
 NANOGPT_LOG = """\
 tokens per iteration will be: 16,384

@@ -76,7 +76,7 @@ def test_a_replay_shows_what_hashes_as_recorded_and_differing_data_only_from_the
 
 def test_a_resume_shows_a_run_from_elsewhere_only_data_as_recorded(tmp_path: Path) -> None:
     from repro.rerun.inputs import shown_inputs
-    from repro.store.capsule import DataInput, Record
+    from repro.store.record import DataInput, Record
     from repro.store.treehash import hash_tree
 
     (tmp_path / "data").mkdir()

@@ -23,18 +23,9 @@ import yaml
 from repro.errors import CapsuleInvalid, ExitCode
 from repro.facts.determinism import allowed_env, plan
 from repro.store import limits as capsule_rules
-from repro.store.capsule import (
-    RECORD_NAME,
-    SUMS_NAME,
-    CodeInfo,
-    CommandInfo,
-    DataInput,
-    DvcSource,
-    FileEntry,
-    Record,
-    blob_member,
-)
+from repro.store.capsule import RECORD_NAME, SUMS_NAME, blob_member
 from repro.store.hashing import hash_bytes
+from repro.store.record import CodeInfo, CommandInfo, DataInput, DvcSource, FileEntry, Record
 from repro.store.runs import Store
 from repro.store.tarwriter import pack
 from repro.store.verify import verify_tar
@@ -290,7 +281,7 @@ def test_a_deeply_nested_row_is_malformed_never_a_recursion_error(deep: str) -> 
     from repro.compare import dataorder, ops, trace
     from repro.runtime import contract
     from repro.store import dsse
-    from repro.store.capsule import decode_entries
+    from repro.store.recordio import decode_entries
 
     rows = {
         ops.parse: '{"step": 0, "deep": %s}\n',

@@ -21,7 +21,9 @@ from repro.errors import CapsuleInvalid, ExitCode
 from repro.rerun.execute import base_note
 from repro.store import images as store_images
 from repro.store import limits
-from repro.store.capsule import RECORD_NAME, ImageInfo, Record, dump_record, load_record
+from repro.store.capsule import RECORD_NAME
+from repro.store.record import ImageInfo, Record
+from repro.store.recordio import dump_record, load_record
 from repro.store.runs import Store
 
 CONFIG_A = json.dumps({"architecture": "amd64", "config": {"Labels": {"a": "1"}}}).encode()

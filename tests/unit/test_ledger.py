@@ -14,7 +14,7 @@ from repro.backends.base import launch_argv
 from repro.collect.reports import ledger
 from repro.facts.determinism import expectation, explain_failure, plan, state_warnings, verifiable_mode
 from repro.runtime import ledger as runtime_ledger
-from repro.store.capsule import DeterminismInfo
+from repro.store.record import DeterminismInfo
 
 STRICT = (
     "put_ does not have a deterministic implementation, "
@@ -143,7 +143,7 @@ def test_one_process_per_node_still_launches_torchrun() -> None:
 
 def test_diff_names_the_nondeterministic_ops_as_the_cause_of_a_divergence() -> None:
     from repro.diff import diff_records
-    from repro.store.capsule import FileEntry, Record
+    from repro.store.record import FileEntry, Record
 
     a, b = Record(id="a", created="t"), Record(id="b", created="t")
     for r, digest in ((a, "1" * 32), (b, "2" * 32)):

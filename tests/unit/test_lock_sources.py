@@ -39,7 +39,7 @@ def test_a_cpu_lock_with_a_cuda_torch_is_named_with_the_pin_that_avoids_it() -> 
 def test_the_run_says_it_before_the_build_and_records_it() -> None:
     from repro.backends.base import Event
     from repro.run.lock import warn_cuda_in_cpu_lock
-    from repro.store.capsule import Record
+    from repro.store.record import Record
 
     record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00Z")
     record.deps.variant = "cpu"

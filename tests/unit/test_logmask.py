@@ -9,7 +9,7 @@ from repro.compare.stdout import compare_stdout
 from repro.compare.tolerance import STRICT, Tolerance
 from repro.compare.verdict import CompareOptions, Side, compare_runs
 from repro.errors import ConfigError
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 from repro.ui.verdict import render_markdown, render_text
 
 # (a line from one run, the same line from another run whose timings differ)

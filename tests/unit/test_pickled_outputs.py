@@ -15,7 +15,7 @@ from repro.compare import tensors
 from repro.compare.outputs import Outputs, compare_outputs
 from repro.compare.tolerance import STRICT
 from repro.errors import SandboxUnavailable
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 
 torch = pytest.importorskip("torch")
 

@@ -13,7 +13,8 @@ from repro.backends import scratch
 from repro.collect import attribution, checkpoints, produced
 from repro.collect.reports import read_reports
 from repro.compare.verdict import Side, compare_runs
-from repro.store.capsule import FileEntry, Record, SharedWrite, dump_record, load_record
+from repro.store.record import FileEntry, Record, SharedWrite
+from repro.store.recordio import dump_record, load_record
 from repro.store.runs import Store
 
 SECRET = b'{"e": "error", "where": "SECRET-7f3a", "name": "SECRET-7f3a", "value": 1}\n'

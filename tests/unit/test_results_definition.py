@@ -10,7 +10,7 @@ import pytest
 
 from repro.compare.reasons import Code
 from repro.diff import diff_records, results
-from repro.store.capsule import FileEntry, Record
+from repro.store.record import FileEntry, Record
 from repro.ui import report as report_ui
 from repro.ui.diff import render_json, render_markdown, render_text
 from tests.builders import Blobs, make_record, same_as

@@ -10,7 +10,7 @@ import xxhash
 
 from repro.compare.rootpath import PLACEHOLDER, relative, spellings
 from repro.compare.verdict import Side, compare_runs
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 
 
 def test_the_root_is_replaced_only_where_it_is_the_whole_name(tmp_path: Path) -> None:

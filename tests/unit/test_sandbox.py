@@ -8,8 +8,9 @@ import pytest
 
 from repro import config, sandbox
 from repro.errors import BackendUnavailable, ExitCode
-from repro.store.capsule import RECORD_NAME, CodeInfo, CommandInfo, FileEntry, Record
+from repro.store.capsule import RECORD_NAME
 from repro.store.hashing import hash_bytes
+from repro.store.record import CodeInfo, CommandInfo, FileEntry, Record
 from repro.store.rundir import FOREIGN
 from repro.store.runs import Store
 from repro.store.tarwriter import pack

@@ -14,7 +14,7 @@ from repro.backends.slurm import sbatch
 from repro.backends.slurm.options import SlurmOptions
 from repro.backends.slurm.script import job_script
 from repro.errors import CapsuleInvalid, ConfigError, ExitCode, UsageError
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 INJECTED = "debug\ntouch /tmp/repro-injected"
 

@@ -15,7 +15,7 @@ import pytest
 
 from repro.errors import CapsuleInvalid, ExitCode, UsageError
 from repro.store import signing
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.signing import Trust
 from repro.store.tarwriter import pack
 from repro.store.verify import read_seal, verify_tar

@@ -252,7 +252,7 @@ def test_a_damaged_output_is_changed_with_a_note_never_an_error(tmp_path: Path) 
 
 def test_the_clock_is_the_runs_start_or_the_users_value_and_a_hostile_one_is_never_set() -> None:
     from repro.facts.determinism import clock_env, run_environment, source_date_epoch
-    from repro.store.capsule import Record
+    from repro.store.record import Record
 
     assert source_date_epoch("2026-11-25T10:15:00+00:00", {}) == 1795601700
     assert source_date_epoch("2026-11-25T10:15:00+00:00", {"SOURCE_DATE_EPOCH": "1700000000"}) == 1700000000

@@ -11,7 +11,7 @@ from repro.facts import deps
 from repro.facts.seeds import make_seeds
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.rundir import RunDir
 from repro.store.runs import Store
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from repro.compare.tolerance import STRICT, Tolerance
 from repro.compare.trace import compare_trace, describe, parse
 from repro.compare.verdict import Side, compare_runs
-from repro.store.capsule import FileEntry
+from repro.store.record import FileEntry
 
 
 def _trace(*steps: dict[str, list[float]]) -> list[dict[str, object]]:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from repro.errors import NotFoundError, UsageError
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import Store, find_project_root, new_run_id
 from tests.builders import sealed
 
@@ -86,7 +86,7 @@ def test_a_detached_job_is_listed_with_its_last_seen_state(tmp_path: Path) -> No
 
 
 def test_earlier_writers_name_the_latest_run_that_wrote_those_bytes(tmp_path: Path) -> None:
-    from repro.store.capsule import FileEntry
+    from repro.store.record import FileEntry
 
     store = Store(tmp_path)
     assert store.earlier_writers({"model.pt": "h1"}) == {}  # no index yet

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.store import budget
-from repro.store.capsule import CheckpointInfo, FileEntry, Record
+from repro.store.record import CheckpointInfo, FileEntry, Record
 from repro.store.runs import Store
 
 MB = 1 << 20

@@ -14,7 +14,8 @@ from repro.compare import dataorder, ops, resumetrace, trace
 from repro.compare.tolerance import Tolerance
 from repro.integrations import trackers
 from repro.runtime import contract
-from repro.store.capsule import blob_member, load_record
+from repro.store.capsule import blob_member
+from repro.store.recordio import load_record
 
 DATA = Path(__file__).parents[1] / "data" / "streams-before"
 RUN, RESUMED = DATA / "runtime-run", DATA / "runtime-resumed"

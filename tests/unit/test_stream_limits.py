@@ -20,7 +20,7 @@ from repro.compare.verdict import Verdict, compare_runs
 from repro.integrations import trackers
 from repro.rerun.sides import of_run
 from repro.store import limits
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 
 BOUND = 4096  # every bound, lowered for the test

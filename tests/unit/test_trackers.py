@@ -18,7 +18,7 @@ from repro.run.capture import capture
 from repro.run.execute import execute, select_backend
 from repro.run.prepared import RunRequest
 from repro.runtime import links
-from repro.store.capsule import Record, RunWarning
+from repro.store.record import Record, RunWarning
 from repro.store.runs import Store
 from tests.conftest import Project
 

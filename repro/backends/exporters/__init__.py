@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from repro.facts.determinism import run_environment
 from repro.runtime import contract
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 
 def export_env(record: Record) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from repro.backends.exporters import export_env, layout, script_args
-from repro.store.capsule import Record
+from repro.store.record import Record
 
 PYTORCHJOB_API = "kubeflow.org/v1"
 WORKDIR = "/work"  # where the image holds the project's code

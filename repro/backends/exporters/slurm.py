@@ -7,7 +7,8 @@ import shlex
 from repro.backends.exporters import export_env, layout, script_args
 from repro.backends.slurm import sbatch
 from repro.errors import CapsuleInvalid
-from repro.store.capsule import RECORD_NAME, Record
+from repro.store.capsule import RECORD_NAME
+from repro.store.record import Record
 from repro.units import plural
 
 

@@ -26,7 +26,7 @@ from repro.backends.base import Event, OnEvent, RunResult, RunSpec
 from repro.backends.slurm.backend import SlurmBackend
 from repro.backends.slurm.commands import JobState, job_state
 from repro.backends.slurm.options import SlurmOptions
-from repro.store.capsule import Record
+from repro.store.record import Record
 from repro.store.runs import DETACHED as MARKER
 from repro.store.runs import Store
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from repro.backends.slurm import sbatch
 from repro.errors import CapsuleInvalid, UsageError
-from repro.store.capsule import RECORD_NAME, Record
+from repro.store.capsule import RECORD_NAME
+from repro.store.record import Record
 
 
 @dataclass(frozen=True)
