@@ -39,7 +39,9 @@ from repro.store.capsule import IMAGE_MEMBER, RECORD_NAME, blob_member
 from repro.store.hashing import hash_file
 from repro.store.record import Record
 from repro.store.recordio import SPILLED_LISTS, dump_record, hydrate, load_record
-from repro.store.rundir import DETACHED as DETACHED  # a detached run's mark (repro/backends/slurm/detached.py)
+from repro.store.rundir import (
+    DETACHED as DETACHED,  # a detached run's mark (repro/backends/slurm/detached.py)
+)
 from repro.store.rundir import RunDir
 from repro.store.verify import verify_tar
 from repro.units import plural
