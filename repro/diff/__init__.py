@@ -5,7 +5,8 @@
 renders the result as text, Markdown or JSON. The JSON layout is documented in
 ``docs/diff.md`` and versioned by `DIFF_FORMAT`.
 
-The package, by job: ``model`` (the result dataclasses), ``sections`` (one function per
+The package, by job: ``model`` (the result dataclasses), ``input_sections``,
+``environment_sections``, ``setting_sections`` and ``output_sections`` (one function per
 section), ``causes`` (the ranking of likely causes), ``files`` and ``patches`` (file
 lists and unified diffs), ``versions`` (package pins), ``metrics`` (metric series),
 ``changes`` and ``reader`` (shared building blocks). The public names are re-exported
@@ -32,7 +33,9 @@ from repro.diff.causes import (
     RANK_WORLD,
     rank_causes,
 )
+from repro.diff.environment_sections import diff_deps, diff_env
 from repro.diff.files import MAX_GROUPS, group_by_dir
+from repro.diff.input_sections import diff_code, diff_command, diff_data
 from repro.diff.metrics import divergences, first_divergence, metric_rows, series
 from repro.diff.model import (
     DIFF_FORMAT,
@@ -46,19 +49,10 @@ from repro.diff.model import (
     RunSummary,
     Section,
 )
+from repro.diff.output_sections import diff_metrics, diff_outputs
 from repro.diff.patches import reverse_patch, split_patch
 from repro.diff.reader import OpenBlob, ReadBlob, SafeReader
-from repro.diff.sections import (
-    diff_code,
-    diff_command,
-    diff_data,
-    diff_deps,
-    diff_determinism,
-    diff_env,
-    diff_metrics,
-    diff_outputs,
-    diff_seeds,
-)
+from repro.diff.setting_sections import diff_determinism, diff_seeds
 from repro.diff.versions import canonical_name, compare_versions, parse_pins
 from repro.store.record import Record
 from repro.units import human_bytes, plural

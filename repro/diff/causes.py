@@ -8,7 +8,7 @@ from repro.compare import dataorder
 from repro.diff.changes import change_phrase
 from repro.diff.files import files_summary
 from repro.diff.model import Cause, Change, Section
-from repro.diff.sections import overridden
+from repro.diff.setting_sections import overridden
 from repro.facts.determinism import ledger_text
 from repro.store.record import Record
 

@@ -9,7 +9,7 @@ import torch
 
 from repro.compare.reasons import Code
 from repro.compare.verdict import Side, compare_runs
-from repro.diff.sections import _output_change
+from repro.diff.output_sections import _output_change
 from repro.store.record import FileEntry, SharedWrite
 from repro.ui.verdict import render_markdown, render_text
 

@@ -7,7 +7,7 @@ import math
 from repro.compare.outputs import OutputDiff
 from repro.compare.tensors import TensorDiff, TensorMismatch, TensorReport
 from repro.diff.model import Section
-from repro.diff.sections import _output_change
+from repro.diff.output_sections import _output_change
 from repro.ui.diff import _Painter, _section_text
 
 
