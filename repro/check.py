@@ -45,7 +45,7 @@ from repro.compare.verdict import (
 from repro.config import Plan, Settings
 from repro.diff import DiffResult, diff_records
 from repro.errors import ExitCode, UsageError
-from repro.facts import deps
+from repro.facts import lockvariants
 from repro.facts.code import CodeCapture, MaskedPut, capture_code, restore_code, store_patch
 from repro.facts.determinism import clock_env, verifiable_mode
 from repro.facts.secrets import Redactor, run_masker
@@ -402,7 +402,10 @@ def capture_current_code(
         UsageError: git fails to read the repository.
     """
     exclude = [i.path for i in original.data.inputs] + list(settings.data)
-    exclude += list(original.results.output_roots or settings.outputs) + [deps.LOCK_DIR, *extra_exclude]
+    exclude += list(original.results.output_roots or settings.outputs) + [
+        lockvariants.LOCK_DIR,
+        *extra_exclude,
+    ]
     store.ensure()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
         limit = settings.max_code_file_bytes

@@ -28,7 +28,7 @@ from repro.backends.baseimage import DEFAULT_BASE_IMAGE as DEFAULT_BASE_IMAGE
 from repro.collect.harvest import SOURCES, check_settings
 from repro.compare.logmask import check_patterns
 from repro.errors import ConfigError
-from repro.facts.deps import CUDA_INDEX
+from repro.facts.lockvariants import CUDA_INDEX
 from repro.runtime import contract
 from repro.runtime.contract import Mode
 

@@ -32,7 +32,7 @@ from repro.collect import attribution, produced
 from repro.config import Settings, resolve
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
-from repro.facts import deps
+from repro.facts import lockvariants
 from repro.facts.data import capture_data
 from repro.facts.determinism import plan
 from repro.facts.env import host_env
@@ -133,7 +133,7 @@ def _begin(
         with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
             put = code_capture.MaskedPut(store, masker, root, verdicts)
             code = code_capture.capture_code(
-                root, put, exclude=[*data, *outputs, deps.LOCK_DIR], cache=cache,
+                root, put, exclude=[*data, *outputs, lockvariants.LOCK_DIR], cache=cache,
                 max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
                 credential=put.credential,
             )  # fmt: skip

@@ -59,7 +59,7 @@ def build(
     index = app.plan(Flags(cuda_index=cuda_index)).settings.cuda_index
     with build_events(app.store.dir, "build") as sink:
         if lockfile is None:
-            from repro.facts.deps import describe_project_lock, ensure_lock, is_stale
+            from repro.facts.lockplan import describe_project_lock, ensure_lock, is_stale
             from repro.facts.projectlock import find
 
             variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements

@@ -16,7 +16,7 @@ from repro.cli.events import build_events
 from repro.cli.options import json_option
 from repro.config import Flags
 from repro.errors import LockStale, UsageError
-from repro.facts import deps, projectlock
+from repro.facts import lockplan, lockvariants, projectlock
 from repro.units import plural
 
 
@@ -27,7 +27,7 @@ from repro.units import plural
 @click.option("--check", "check_only", is_flag=True,
               help="Compile nothing; exit 1 when the lock is stale (inputs changed), as `uv lock --check`. "
               "For CI.")  # fmt: skip
-@click.option("--variant", type=click.Choice(deps.VARIANTS), default="cpu", show_default=True,
+@click.option("--variant", type=click.Choice(lockvariants.VARIANTS), default="cpu", show_default=True,
               help="cpu: CPU images (the same for everyone; torch a CPU build); cuda: --gpus images "
               "(CUDA torch wheels for the image's platform); local: the local backend's runs (held at the "
               "versions installed here, kept in .repro/locks/).")  # fmt: skip
@@ -91,18 +91,18 @@ def lock(
     start = time.monotonic()
     wanted = (list(packages) if packages else []) if upgrade else None
     with build_events(app.store.dir, "lock") as sink:
-        if project is None and (upgrade or deps.is_stale(root, configured, variant, index)[0]):
+        if project is None and (upgrade or lockplan.is_stale(root, configured, variant, index)[0]):
             how = " --upgrade" + "".join(f" {p}" for p in packages) if upgrade else ""
             sink(Event("stage", f"lock: pip-compile{how} of the {variant} lock"))
 
         def line(text: str) -> None:
             sink(Event("build", text))
 
-        done = deps.relock(root, configured, variant, wanted, line, index, settings.groups)
+        done = lockplan.relock(root, configured, variant, wanted, line, index, settings.groups)
         if project is None:
             sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
         else:
-            sink(Event("info", f"lock: {deps.describe_project_lock(done)}"))
+            sink(Event("info", f"lock: {lockplan.describe_project_lock(done)}"))
         pylock = _write_pylock(root, done, output, sink) if fmt == "pylock" else None
     assert done.path is not None
     seconds = time.monotonic() - start
@@ -133,7 +133,7 @@ def _check(
     Raises:
         LockStale: stale.
     """
-    stale, why = deps.is_stale(root, configured, variant, index, groups)
+    stale, why = lockplan.is_stale(root, configured, variant, index, groups)
     if as_json:
         ui.json_out(_answer("check", variant, stale, why))
     if stale:
@@ -145,13 +145,13 @@ def _check(
         ui.out(f"ok: {why}")
 
 
-def _write_pylock(root: Path, done: deps.Lock, output: Path | None, sink: Any) -> str:
+def _write_pylock(root: Path, done: lockplan.Lock, output: Path | None, sink: Any) -> str:
     """Write the lock as a PEP 751 pylock.toml (core: repro.fetch.locate); its path as shown."""
     from repro.fetch.locate import write_pylock
 
     assert done.path is not None
     sink(Event("info", "lock: naming each locked file's place on the package sources for pylock.toml"))
-    dest = output if output is not None else root / deps.LOCK_DIR / "pylock.toml"
+    dest = output if output is not None else root / lockvariants.LOCK_DIR / "pylock.toml"
     write_pylock(done.path.read_text(), dest)
     return _rel(root, dest)
 

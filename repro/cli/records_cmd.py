@@ -13,7 +13,7 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import EXPORTERS, Exported, ExportRequest, data_roots, exporter
-from repro.facts.deps import run_packages
+from repro.facts.lockplan import run_packages
 from repro.get import get_files
 from repro.rerun.inputs import InputSource, locate_inputs
 from repro.store import attestation, datablobs, signing

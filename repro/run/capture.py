@@ -20,7 +20,7 @@ from repro.config import Plan, Settings
 from repro.errors import NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
-from repro.facts import command_env, deps, hydra
+from repro.facts import command_env, hydra, lockvariants
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
     check_gpu_mode,
@@ -225,7 +225,7 @@ def _capture_files(
         with Verdicts(store.cache_dir / VERDICTS_DB, settings.secret_patterns) as verdicts:
             put = code_capture.MaskedPut(store, masker, root, verdicts)
             code = code_capture.capture_code(
-                root, put, exclude=[*not_code, deps.LOCK_DIR], cache=cache,
+                root, put, exclude=[*not_code, lockvariants.LOCK_DIR], cache=cache,
                 max_file_bytes=settings.max_code_file_bytes, earlier_writers=store.earlier_writers,
                 credential=put.credential,
             )  # fmt: skip

@@ -13,7 +13,7 @@ from repro.backends.base import (
 )
 from repro.config import Plan, Settings
 from repro.facts import code as code_capture
-from repro.facts import deps
+from repro.facts import lockplan, locksource
 from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.lockfile import mismatches
 from repro.fetch.locate import cached_pylock
@@ -23,16 +23,16 @@ from repro.store.runs import Store
 from repro.units import plural
 
 
-def start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> deps.PendingLock:
+def start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> lockplan.PendingLock:
     """The lock of the project's requirements (deps.requirements, else those of the folder the command
     runs from, else the root's), compiled in the background while the run goes on."""
     settings = run_plan.settings
     variant = lock_variant(settings, run_plan.gpus)
-    configured = settings.requirements or deps.nearest_source(root, cwd)
-    plan = deps.plan_lock(root, configured, variant, settings.cuda_index, groups=settings.groups)
-    lock = deps.PendingLock(plan)
+    configured = settings.requirements or locksource.nearest_source(root, cwd)
+    plan = lockplan.plan_lock(root, configured, variant, settings.cuda_index, groups=settings.groups)
+    lock = lockplan.PendingLock(plan)
     if plan.ready is not None and plan.ready.project_lock:
-        on_event(Event("info", f"lock: {deps.describe_project_lock(plan.ready)}"))
+        on_event(Event("info", f"lock: {lockplan.describe_project_lock(plan.ready)}"))
     shown = lock.source.relative_to(root).as_posix() if lock.source is not None else None
     if not lock.done and shown is not None:
         on_event(Event("info", f"compiling the {variant} lock from {shown} in the background "
@@ -56,7 +56,7 @@ def lock_variant(settings: Settings, gpus: str | None) -> str:
 LOCK_NOTICE = "lock-uncommitted"  # the marker, under the store's notices, that it was said
 
 
-def say_lock_uncommitted(store: Store, lock: deps.PendingLock, on_event: OnEvent) -> None:
+def say_lock_uncommitted(store: Store, lock: lockplan.PendingLock, on_event: OnEvent) -> None:
     """Say once per project, at the first run that locks, that git does not track the lock: others
     (and CI) build the environment from the committed one."""
     plan = lock.plan

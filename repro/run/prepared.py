@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repro.config import Settings
-from repro.facts import deps
+from repro.facts import lockplan
 from repro.facts.secrets import Masker
 from repro.store.record import Record
 from repro.store.rundir import RunDir
@@ -44,7 +44,7 @@ class Prepared:
     settings: Settings
     started_ns: int = 0  # when the run began: files other runs claim after this are theirs
     tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
-    lock: deps.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
+    lock: lockplan.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
     masker: Masker | None = None  # None: secrets of this process's environment only
     foreign: bool = False  # made from a run from elsewhere (repro/sandbox.py): host tracking URIs only
 

@@ -254,7 +254,7 @@ class DepsInfo:
     lock_blob: str | None = None
     lock_inputs: str | None = None  # hash of what the lock was compiled from
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
-    variant: str | None = None  # cpu | cuda: which lock of the project (see facts/deps.py)
+    variant: str | None = None  # cpu | cuda: which lock of the project (see facts/lockvariants.py)
     cuda: str | None = None  # a cuda lock: the CUDA version its torch wheels are built for ("12.8")
     project_lock: str | None = None  # the project's own lockfile the lock was read from (uv.lock, …)
     groups: list[str] = field(default_factory=list)  # … for these groups and extras besides the main ones

@@ -158,7 +158,7 @@ def image_pins(lab: Lab) -> Outcome:
         build = cuda_build(lines)
         cuda, source = (build.version if build else "?"), str(lock.relative_to(REPO))
     else:
-        from repro.facts.deps import CUDA_INDEX
+        from repro.facts.lockvariants import CUDA_INDEX
 
         req = (recipe / "requirements.in").read_text()
         torch_pin = next((s.split("==")[1].strip() for s in req.splitlines() if s.startswith("torch==")), "?")

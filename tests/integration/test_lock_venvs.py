@@ -91,7 +91,9 @@ def test_the_local_backends_lock_holds_what_each_environment_has(
     envs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     a, b = envs
-    show = "from repro.facts import deps; print(deps.resolution('local', 'idna\\n').constraints)"
+    show = (
+        "from repro.facts import lockvariants; print(lockvariants.resolution('local', 'idna\\n').constraints)"
+    )
     for python, version in ((a, _installed_idna(a)), (b, OLD)):
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         out = subprocess.run([str(python), "-c", show], env=env, check=True, capture_output=True, text=True)

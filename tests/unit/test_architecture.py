@@ -17,7 +17,7 @@ HOMES = {
     "docker": ("backends/docker/",),
     "git": ("facts/code.py",),
     "click": ("cli/",),
-    "piptools": (),  # only ever run as a subprocess, from facts/deps.py
+    "piptools": (),  # only ever run as a subprocess, from facts/pipcompile.py
     "hydra": ("facts/hydra.py",),
     "mlflow": ("integrations/mlflow/",),
     "dvc": ("integrations/dvc.py",),
@@ -409,7 +409,7 @@ NOT_A_BACKEND = {
         "docker",
     ): "the docker command a node runs; the runtime imports nothing outside itself",
     ("run/lock.py", "local"): "a lock variant: the lock of this interpreter's environment",
-    ("facts/deps.py", "local"): "a lock variant: the lock of this interpreter's environment",
+    ("facts/lockvariants.py", "local"): "a lock variant: the lock of this interpreter's environment",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from repro import config
 from repro.backends import images
 from repro.errors import BuildError, ConfigError, IndexUnreachable
-from repro.facts import deps, lockfile
+from repro.facts import lockfile, lockplan, lockvariants
 from repro.facts.cudawheels import cuda_build
 from repro.facts.reach import check_reachable
 from repro.store import limits
@@ -26,7 +26,7 @@ def closed_port() -> int:
 
 
 def test_cuda_index_defaults_to_the_cu128_index_and_takes_flag_env_file_and_none(tmp_path: Path) -> None:
-    assert config.resolve(tmp_path, environ={}).settings.cuda_index == deps.CUDA_INDEX
+    assert config.resolve(tmp_path, environ={}).settings.cuda_index == lockvariants.CUDA_INDEX
     (tmp_path / "repro.yaml").write_text("cuda:\n  index: https://mirror.example/cu126\n")
     plan = config.resolve(tmp_path, environ={})
     assert plan.settings.cuda_index == "https://mirror.example/cu126"
@@ -46,21 +46,24 @@ def test_the_cuda_index_is_in_the_lock_inputs_and_header(
 ) -> None:
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "requirements.in").write_text("torch\n")
-    default = deps.plan_lock(tmp_path, None, "cuda")
-    other = deps.plan_lock(tmp_path, None, "cuda", "https://mirror.example/cu126")
-    none = deps.plan_lock(tmp_path, None, "cuda", None)
+    default = lockplan.plan_lock(tmp_path, None, "cuda")
+    other = lockplan.plan_lock(tmp_path, None, "cuda", "https://mirror.example/cu126")
+    none = lockplan.plan_lock(tmp_path, None, "cuda", None)
     assert len({default.digest, other.digest, none.digest}) == 3
-    assert deps.plan_lock(tmp_path, None, "cpu", None).digest == deps.plan_lock(tmp_path, None, "cpu").digest
+    assert (
+        lockplan.plan_lock(tmp_path, None, "cpu", None).digest
+        == lockplan.plan_lock(tmp_path, None, "cpu").digest
+    )
     digest = hashlib.sha256(b"torch").hexdigest()
     other.cached.parent.mkdir(parents=True)
     other.cached.write_text(f"torch==2.7.1+cu126 \\\n    --hash=sha256:{digest}\n")
-    lock = deps.complete(deps.plan_lock(tmp_path, None, "cuda", "https://mirror.example/cu126"))
+    lock = lockplan.complete(lockplan.plan_lock(tmp_path, None, "cuda", "https://mirror.example/cu126"))
     assert lock.cuda == "12.6" and lock.path is not None
     text = lock.path.read_text()
     assert "# variant: cuda\n# cuda-index: https://mirror.example/cu126\n" in text
     assert lockfile.inputs_header(text) == other.digest
-    assert deps.is_stale(tmp_path, None, "cuda", "https://mirror.example/cu126")[0] is False
-    stale, why = deps.is_stale(tmp_path, None, "cuda")  # the default index: other inputs
+    assert lockplan.is_stale(tmp_path, None, "cuda", "https://mirror.example/cu126")[0] is False
+    stale, why = lockplan.is_stale(tmp_path, None, "cuda")  # the default index: other inputs
     assert stale and "other inputs" in why
 
 
@@ -72,7 +75,7 @@ def test_an_unreachable_cuda_index_fails_the_lock_within_seconds(
     index = f"http://127.0.0.1:{closed_port()}/whl/cu128"
     start = time.monotonic()
     with pytest.raises(IndexUnreachable) as caught:
-        deps.relock(tmp_path, None, "cuda", cuda_index=index)
+        lockplan.relock(tmp_path, None, "cuda", cuda_index=index)
     assert time.monotonic() - start < 10
     refused = "(cuda.index) does not answer: connection refused"
     assert caught.value.message == f"the CUDA wheel index {index} {refused}"
@@ -130,12 +133,12 @@ def test_a_reused_cuda_lock_with_a_cpu_torch_is_refused_and_stale(
 ) -> None:
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "requirements.in").write_text("torch\n")
-    plan = deps.plan_lock(tmp_path, None, "cuda")
+    plan = lockplan.plan_lock(tmp_path, None, "cuda")
     plan.cached.parent.mkdir(parents=True)
     plan.cached.write_text(f"torch==2.13.0+cpu \\\n    --hash=sha256:{hashlib.sha256(b't').hexdigest()}\n")
     with pytest.raises(BuildError, match=r"torch==2.13.0\+cpu, a CPU build"):
-        deps.plan_lock(tmp_path, None, "cuda")
-    stale, why = deps.is_stale(tmp_path, None, "cuda")
+        lockplan.plan_lock(tmp_path, None, "cuda")
+    stale, why = lockplan.is_stale(tmp_path, None, "cuda")
     assert stale and "CPU build" in why
 
 

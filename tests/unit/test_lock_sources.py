@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.facts.cudawheels import cuda_in_cpu_lock
-from repro.facts.deps import nearest_source
+from repro.facts.locksource import nearest_source
 
 
 def test_the_requirements_of_the_folder_the_command_runs_from_are_found(tmp_path: Path) -> None:

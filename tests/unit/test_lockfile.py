@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro.errors import BuildError, UsageError
-from repro.facts import deps, lockfile
+from repro.facts import lockfile, lockplan, lockvariants, pipcompile
 
 H1, H2 = "1" * 64, "2" * 64
 
@@ -55,46 +55,48 @@ def test_mismatches_name_each_locked_package_that_ran_otherwise() -> None:
 
 def test_the_local_lock_holds_what_is_installed_where_the_source_allows_it() -> None:
     installed = {"torch": "2.13.0+cpu", "numpy": "2.4.6", "six": "1.0"}
-    how = deps.resolution("local", "torch>=2.6\nnumpy<2\nrequests\n", installed)
+    how = lockvariants.resolution("local", "torch>=2.6\nnumpy<2\nrequests\n", installed)
     assert how.constraints == ("torch==2.13.0+cpu",)  # numpy 2.4.6 breaks <2; requests absent
     assert how.index_url is None and how.platform is None and how.unresolvable_here() is None
     assert how.python == f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> None:
-    how = deps.resolution("cuda", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu"})
+    how = lockvariants.resolution("cuda", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu"})
     assert how.constraints == ()  # the host's CPU torch is not what runs on the GPU
-    assert how.index_url == deps.CUDA_INDEX
-    assert (how.platform, how.python) == (deps.IMAGE_PLATFORM, deps.IMAGE_PYTHON)
-    other = deps.Resolution("cuda", "3.12", deps.IMAGE_PLATFORM, deps.CUDA_INDEX)
+    assert how.index_url == lockvariants.CUDA_INDEX
+    assert (how.platform, how.python) == (lockvariants.IMAGE_PLATFORM, lockvariants.IMAGE_PYTHON)
+    other = lockvariants.Resolution("cuda", "3.12", lockvariants.IMAGE_PLATFORM, lockvariants.CUDA_INDEX)
     assert "Python 3.12" in (other.unresolvable_here() or "")  # pip-compile resolves for its own Python
     with pytest.raises(BuildError, match="cannot compile here"):
-        deps._compile("torch\n", other, Path("/nonexistent/lock.txt"), None)
-    assert deps.resolution("cuda", "numpy\n").index_url is None  # no torch: no torch index
+        pipcompile.compile_lock("torch\n", other, Path("/nonexistent/lock.txt"), None)
+    assert lockvariants.resolution("cuda", "numpy\n").index_url is None  # no torch: no torch index
     assert str(
-        deps.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url
+        lockvariants.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url
     ).endswith("cu126")
     with pytest.raises(UsageError):
-        deps.resolution("rocm", "torch\n")
+        lockvariants.resolution("rocm", "torch\n")
 
 
 def test_each_variant_has_its_own_inputs_and_file() -> None:
     text = "torch>=2.6\n"
-    local = deps.inputs_hash(text, deps.resolution("local", text, {"torch": "2.13.0"}))
-    assert local != deps.inputs_hash(text, deps.resolution("local", text, {"torch": "2.14.0"}))
-    cpu = deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.13.0"}))
-    assert cpu == deps.inputs_hash(text, deps.resolution("cpu", text, {"torch": "2.14.0"}))
-    assert len({cpu, local, deps.inputs_hash(text, deps.resolution("cuda", text))}) == 3
-    assert len(set(deps.LOCK_NAMES.values())) == len(deps.VARIANTS)
+    local = lockvariants.inputs_hash(text, lockvariants.resolution("local", text, {"torch": "2.13.0"}))
+    assert local != lockvariants.inputs_hash(
+        text, lockvariants.resolution("local", text, {"torch": "2.14.0"})
+    )
+    cpu = lockvariants.inputs_hash(text, lockvariants.resolution("cpu", text, {"torch": "2.13.0"}))
+    assert cpu == lockvariants.inputs_hash(text, lockvariants.resolution("cpu", text, {"torch": "2.14.0"}))
+    assert len({cpu, local, lockvariants.inputs_hash(text, lockvariants.resolution("cuda", text))}) == 3
+    assert len(set(lockvariants.LOCK_NAMES.values())) == len(lockvariants.VARIANTS)
 
 
 def test_the_image_lock_holds_nothing_installed_and_asks_for_cpu_torch() -> None:
-    how = deps.resolution("cpu", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu", "numpy": "2.4.6"})
+    how = lockvariants.resolution("cpu", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu", "numpy": "2.4.6"})
     assert how.constraints == () and how.torch_build == "cpu"
-    assert deps.resolution("cpu", "numpy\n").torch_build is None  # no torch: nothing to ask of it
-    deps._cpu_build(how, ["numpy==2.4.6", "torch==2.13.0+cpu", "triton==3.1.0"])
+    assert lockvariants.resolution("cpu", "numpy\n").torch_build is None  # no torch: nothing to ask of it
+    pipcompile._cpu_build(how, ["numpy==2.4.6", "torch==2.13.0+cpu", "triton==3.1.0"])
     with pytest.raises(BuildError, match="CPU builds of torch") as e:
-        deps._cpu_build(how, ["torch==2.13.0", "torchvision==0.28.0+cpu"])
+        pipcompile._cpu_build(how, ["torch==2.13.0", "torchvision==0.28.0+cpu"])
     assert "torch==2.13.0" in e.value.message and "whl/cpu" in str(e.value.hint)
 
 
@@ -109,17 +111,17 @@ def test_a_lock_is_reused_while_its_inputs_hold_and_check_says_when_stale(
     root = tmp_path / "proj"
     root.mkdir()
     (root / "requirements.in").write_text("six>=1\n")
-    assert deps.is_stale(root, None) == (True, "no lockfiles/requirements.lock.txt")
-    plan = deps.plan_lock(root, None)
+    assert lockplan.is_stale(root, None) == (True, "no lockfiles/requirements.lock.txt")
+    plan = lockplan.plan_lock(root, None)
     assert plan.ready is None and plan.digest
     plan.cached.parent.mkdir(parents=True)
     plan.cached.write_text(f"six==1.17.0 \\\n    --hash=sha256:{_digest('six')}\n")
-    lock = deps.complete(deps.plan_lock(root, None))  # from the shared cache: no pip-compile
+    lock = lockplan.complete(lockplan.plan_lock(root, None))  # from the shared cache: no pip-compile
     assert lock.requirements == ["six==1.17.0"] and not lock.compiled
     assert lockfile.inputs_header(lock.path.read_text()) == plan.digest  # type: ignore[union-attr]
-    assert deps.is_stale(root, None) == (False, "lockfiles/requirements.lock.txt is current")
+    assert lockplan.is_stale(root, None) == (False, "lockfiles/requirements.lock.txt is current")
     (root / "requirements.in").write_text("six>=1.16\n")
-    stale, why = deps.is_stale(root, None)
+    stale, why = lockplan.is_stale(root, None)
     assert stale and "other inputs" in why
 
 
@@ -134,8 +136,8 @@ def test_a_background_lock_hands_over_its_lines_and_its_errors(
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(f"six==1.17.0 --hash=sha256:{_digest('six')}\n")
 
-    monkeypatch.setattr(deps, "_compile", fake_compile)
-    pending = deps.PendingLock(deps.plan_lock(tmp_path, None))
+    monkeypatch.setattr(lockplan, "compile_lock", fake_compile)
+    pending = lockplan.PendingLock(lockplan.plan_lock(tmp_path, None))
     seen: list[str] = []
     lock = pending.result(seen.append)
     assert seen == ["Resolving six"] and lock.compiled and lock.requirements == ["six==1.17.0"]
@@ -143,10 +145,10 @@ def test_a_background_lock_hands_over_its_lines_and_its_errors(
     def failing(*a: object, **k: object) -> None:
         raise BuildError("pip-compile failed: no six")
 
-    monkeypatch.setattr(deps, "_compile", failing)
+    monkeypatch.setattr(lockplan, "compile_lock", failing)
     (tmp_path / "requirements.in").write_text("six>=99\n")
     with pytest.raises(BuildError, match="no six"):
-        deps.PendingLock(deps.plan_lock(tmp_path, None)).result()
+        lockplan.PendingLock(lockplan.plan_lock(tmp_path, None)).result()
 
 
 def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> None:
@@ -189,5 +191,5 @@ def test_a_run_takes_the_local_lock_only_where_this_interpreter_runs_it() -> Non
     assert lock_variant(Settings(backend="slurm", slurm_environment="docker"), None) == "cpu"
     assert lock_variant(Settings(backend="docker"), None) == "cpu"
     assert lock_variant(Settings(backend="auto"), "all") == "cuda"
-    assert deps.lock_path(Path("/p"), "local") == Path("/p/.repro/locks/requirements-local.lock.txt")
-    assert deps.lock_path(Path("/p"), "cpu") == Path("/p/lockfiles/requirements.lock.txt")
+    assert lockvariants.lock_path(Path("/p"), "local") == Path("/p/.repro/locks/requirements-local.lock.txt")
+    assert lockvariants.lock_path(Path("/p"), "cpu") == Path("/p/lockfiles/requirements.lock.txt")

@@ -167,21 +167,21 @@ wheels = [{{ url = "https://files.example/click-8.1.7-py3-none-any.whl", hash = 
 
 def test_which_file_is_the_lock_and_what_is_written_for_it(tmp_path: Path) -> None:
     from repro.errors import NotFoundError
-    from repro.facts import deps
+    from repro.facts import lockplan
 
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["click>=8"]\n')
     (tmp_path / "uv.lock").write_text(UV_LOCK)
     (tmp_path / "requirements.in").write_text("click\n")
-    found = deps.plan_lock(tmp_path, None).ready  # uv.lock before requirements.in
+    found = lockplan.plan_lock(tmp_path, None).ready  # uv.lock before requirements.in
     assert found is not None and found.project_lock == "uv.lock" and found.requirements == ["click==8.1.7"]
     written = (tmp_path / "lockfiles" / "project.lock.txt").read_text()
     assert "# source: uv.lock" in written and f"click==8.1.7 \\\n    --hash=sha256:{H}" in written
-    assert deps.plan_lock(tmp_path, "requirements.in").ready is None  # named: compiled as before
-    named = deps.plan_lock(tmp_path, "uv.lock", "cuda").ready
+    assert lockplan.plan_lock(tmp_path, "requirements.in").ready is None  # named: compiled as before
+    named = lockplan.plan_lock(tmp_path, "uv.lock", "cuda").ready
     assert named is not None and named.path == tmp_path / "lockfiles" / "project-cuda.lock.txt"
     with pytest.raises(NotFoundError, match="sub/uv.lock"):
-        deps.plan_lock(tmp_path, "sub/uv.lock")
-    assert deps.is_stale(tmp_path, None) == (False, "uv.lock is the lock, current with pyproject.toml")
+        lockplan.plan_lock(tmp_path, "sub/uv.lock")
+    assert lockplan.is_stale(tmp_path, None) == (False, "uv.lock is the lock, current with pyproject.toml")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["click>=8.2"]\n')
-    stale, why = deps.is_stale(tmp_path, None)
+    stale, why = lockplan.is_stale(tmp_path, None)
     assert stale and "uv.lock is stale" in why

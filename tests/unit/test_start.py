@@ -7,7 +7,7 @@ from pathlib import Path
 from repro import start
 from repro.backends.base import Event
 from repro.config import Settings
-from repro.facts import deps
+from repro.facts import lockplan
 from repro.facts.seeds import make_seeds
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared
@@ -16,7 +16,9 @@ from repro.store.rundir import RunDir
 from repro.store.runs import Store
 
 
-def _prepared(tmp_path: Path, lockfile: Path | None = None, lock: deps.PendingLock | None = None) -> Prepared:
+def _prepared(
+    tmp_path: Path, lockfile: Path | None = None, lock: lockplan.PendingLock | None = None
+) -> Prepared:
     record = Record(
         id="20261125-180000-0001", created="2026-11-25T18:00:00+00:00", project="p", repro_version="0"
     )
@@ -26,9 +28,9 @@ def _prepared(tmp_path: Path, lockfile: Path | None = None, lock: deps.PendingLo
     return Prepared(record, spec, run_dir, {}, Settings(), lock=lock)
 
 
-def _ready_lock(tmp_path: Path, source: Path | None) -> deps.PendingLock:
-    ready = deps.Lock(path=None, source=source)
-    return deps.PendingLock(deps.LockPlan(root=tmp_path, variant="cpu", source=source, ready=ready))
+def _ready_lock(tmp_path: Path, source: Path | None) -> lockplan.PendingLock:
+    ready = lockplan.Lock(path=None, source=source)
+    return lockplan.PendingLock(lockplan.LockPlan(root=tmp_path, variant="cpu", source=source, ready=ready))
 
 
 def test_an_image_is_built_exactly_when_the_run_has_dependencies_to_lock(tmp_path: Path) -> None:
