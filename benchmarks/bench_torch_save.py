@@ -3,7 +3,7 @@
     python benchmarks/bench_torch_save.py
 
 In one process: the same save through the plain function and through the runtime's wrapper
-(repro/runtime/saves.py, as `repro run` installs it: RNG states recorded, the file hashed for
+(repro/runtime/resumehooks.py, as `repro run` installs it: RNG states recorded, the file hashed for
 exact resume), to two files, interleaved A B B A A B …. Wall is the time until the save returns to
 the training loop; CPU is the process's, the background hash included (it is waited for, as
 the training would run on meanwhile). Size: REPRO_BENCH_SAVE_MB (1024). Medians. The files go
@@ -40,7 +40,7 @@ def _pair(
     case: str, plain: Callable[[Any, Path], object], wrapped: Callable[[Any, Path], object],
     state: Any, d: Path, suffix: str, repeats: int,
 ) -> Row:  # fmt: skip
-    from repro.runtime import saves
+    from repro.runtime import ckptrecord
 
     walls: dict[str, list[float]] = {"A": [], "B": []}
     cpus: dict[str, list[float]] = {"A": [], "B": []}
@@ -48,7 +48,9 @@ def _pair(
     for i in range(repeats):
         pair = (("A", plain), ("B", wrapped))
         for name, fn in pair if i % 2 == 0 else pair[::-1]:  # A B B A A B …: neither side always first
-            wall, cpu = _timed(lambda fn=fn, name=name, i=i: fn(state, d / f"{name}{i}{suffix}"), saves.wait)
+            wall, cpu = _timed(
+                lambda fn=fn, name=name, i=i: fn(state, d / f"{name}{i}{suffix}"), ckptrecord.wait
+            )
             walls[name].append(wall)
             cpus[name].append(cpu)
             (d / f"{name}{i}{suffix}").unlink()
@@ -74,7 +76,7 @@ def run(repeats: int = 5) -> list[Row]:
 
 
 def _rows(torch: Any, mb: int, repeats: int) -> list[Row]:
-    from repro.runtime import saves
+    from repro.runtime import ckptrecord, resumehooks
 
     tensors = max(mb // 64, 1)
     state = {f"layer{i}.weight": torch.randn(mb * (1 << 18) // tensors) for i in range(tensors)}  # float32
@@ -83,9 +85,9 @@ def _rows(torch: Any, mb: int, repeats: int) -> list[Row]:
         runtime = d / "runtime"
         runtime.mkdir()
         os.environ.update({"REPRO_RUNTIME_DIR": str(runtime), "REPRO_RUN_ID": "bench", "WORLD_SIZE": "1"})
-        sys.addaudithook(saves._on_audit)  # what install_torch adds (renames, writes over a file hashing)
+        sys.addaudithook(ckptrecord.on_audit)  # what install_torch adds (renames, writes over a file hashing)
         module = SimpleNamespace(save=torch.save, load=torch.load)
-        saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+        resumehooks._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
         log(f"torch.save of {mb} MiB, {repeats} interleaved pairs")
         rows.append(
             _pair(f"torch.save of a {mb} MiB state dict", torch.save, module.save, state, d, ".pt", repeats)
@@ -95,7 +97,7 @@ def _rows(torch: Any, mb: int, repeats: int) -> list[Row]:
         except ImportError:
             return rows
         fake = SimpleNamespace(save_file=st.save_file, load_file=st.load_file)
-        saves._wrap_checkpoint_io(fake, "save_file", "load_file", "filename")  # type: ignore[arg-type]
+        resumehooks._wrap_checkpoint_io(fake, "save_file", "load_file", "filename")  # type: ignore[arg-type]
         log(f"safetensors save_file of {mb} MiB, {repeats} interleaved pairs")
         rows.append(_pair(f"safetensors save_file of {mb} MiB", st.save_file, fake.save_file, state, d,
                           ".safetensors", repeats))  # fmt: skip

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from repro.runtime import saves as _runtime
+from repro.runtime import resumestate, rngstates
 
 _META = "__repro_checkpoint__"
 FORMAT = 1
@@ -50,7 +50,7 @@ def save(path: str | os.PathLike[str], **state: Any) -> None:
     """
     torch = _torch()
     payload = {name: obj.state_dict() if hasattr(obj, "state_dict") else obj for name, obj in state.items()}
-    payload[_META] = {"format": FORMAT, "rng": _runtime.capture_states(), "step": _runtime.current_step()}
+    payload[_META] = {"format": FORMAT, "rng": rngstates.capture_states(), "step": resumestate.current_step()}
     target = os.fspath(path)
     folder = os.path.dirname(target)
     if folder:
@@ -77,8 +77,8 @@ def load(path: str | os.PathLike[str], **objects: Any) -> dict[str, Any] | None:
         obj.load_state_dict(payload[name])
     meta = payload.pop(_META, None)
     if isinstance(meta, dict):
-        _runtime.restore_states(meta.get("rng", {}))
-        _runtime.set_step(int(meta.get("step", 0)))
+        rngstates.restore_states(meta.get("rng", {}))
+        resumestate.set_step(int(meta.get("step", 0)))
     return dict(payload)
 
 
@@ -100,7 +100,7 @@ class _Seeded:
         epoch, position, index = key
         torch = _torch()
         in_main = torch.utils.data.get_worker_info() is None
-        saved = _runtime.capture_states() if in_main else None  # the main process's streams go on untouched
+        saved = rngstates.capture_states() if in_main else None  # the main process's streams go on untouched
         seed = _sample_seed(self.seed, epoch, position)
         random.seed(seed)
         np = sys.modules.get("numpy")
@@ -111,7 +111,7 @@ class _Seeded:
             return self.dataset[index]
         finally:
             if saved is not None:
-                _runtime.restore_states(saved)
+                rngstates.restore_states(saved)
 
 
 class ResumableLoader:

@@ -5,7 +5,7 @@ and backend; it runs the recorded command again in the project, where the origin
 outputs (its checkpoints) still are, so the script's own "load if present" logic picks
 its checkpoint up. The RNG states every process recorded at each save of the chain are
 put where the runtime finds them (repro/collect/checkpoints.py), and the runtime restores them
-right after the checkpoint is loaded (repro/runtime/saves.py).
+right after the checkpoint is loaded (repro/runtime/ckptrestore.py).
 
 A run whose repro process died with it (no sealed record) is sealed first, as
 interrupted, from what its run directory kept. Core only: returns the sealed record.

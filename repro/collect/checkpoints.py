@@ -1,6 +1,6 @@
 """The checkpoints of a run, host side: what the runtime recorded at each save, in the record and back.
 
-The injected runtime (repro/runtime/saves.py) writes, for every checkpoint file a process
+The injected runtime (repro/runtime/ckptrecord.py) writes, for every checkpoint file a process
 saves, ``rng/<sha256>.rank<R>.json`` in the run's runtime directory (and, in traced runs, a
 copy of the file under ``ckpt/<sha256>``). ``collect`` folds those into
 ``ResultInfo.checkpoints`` with every state stored as a blob; ``seed_runtime`` writes the
@@ -21,7 +21,7 @@ from repro.runtime import contract
 from repro.store import limits
 from repro.store.record import CheckpointInfo, Record
 
-RESUME_EVENTS = contract.STREAMS["resume_events"]  # resume-events.jsonl (repro/runtime/saves.py)
+RESUME_EVENTS = contract.STREAMS["resume_events"]  # resume-events.jsonl (repro/runtime/resumestate.py)
 RESUMED_FROM_ENV = contract.RESUMED_FROM_ENV  # set: the runtime restores the recorded RNG states at load
 RESUME_TRACE = contract.STREAMS["rtrace"]  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
 

@@ -40,7 +40,7 @@ from repro.runtime import (
     links,
     opstream,
     procreport,
-    saves,
+    resumehooks,
     seeding,
     steptrace,
 )
@@ -77,7 +77,7 @@ def boot() -> None:
     for name in ("safetensors.torch", "safetensors.numpy"):
         _on_import(name, lambda module: _report_writes(module, "save_file", 1, "filename"))
     _on_import("torch.utils.data.dataloader", batchorder.install)  # the samples each DataLoader yielded
-    for name, hook in saves.HOOKS.items():  # exact resume: checkpoints' RNG states (runtime/saves.py)
+    for name, hook in resumehooks.HOOKS.items():  # exact resume: checkpoints' RNG states (resumehooks.py)
         _on_import(name, hook)
     root = os.environ.get(contract.PROJECT_ROOT_ENV)
     if root:

@@ -16,7 +16,7 @@ import os
 import tempfile
 from typing import Any
 
-from repro.runtime import contract, procreport, saves
+from repro.runtime import ckptfiles, contract, procreport
 
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -57,7 +57,7 @@ def _is_write(mode: Any, flags: Any) -> bool:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if saves.hashing():  # the runtime hashing a checkpoint it saw saved or loaded
+    if ckptfiles.hashing():  # the runtime hashing a checkpoint it saw saved or loaded
         return
     if event == "open":
         path = _as_str(args[0])

@@ -256,8 +256,8 @@ def _contract_names() -> list[str]:
 
 
 # Words a contract name shares with text that is not about the runtime's files: a mode, a row key, a
-# record field ("rng"), /proc, pip's --find-links, the word "ranks" (help, batch scripts). Each of these
-# streams is checked by its file name.
+# record field ("rng"), a key of exact resume's process state ("ring"), /proc, pip's --find-links, the word
+# "ranks" (help, batch scripts). Each of these streams is checked by its file name.
 _COMMON_WORDS = {
     "strict",
     "gpu",
@@ -268,6 +268,7 @@ _COMMON_WORDS = {
     "event",
     "inductor.",
     "rng",
+    "ring",
     "proc",
     "links",
     "ranks",

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from repro.runtime import saves
+from repro.runtime import ckptfiles, ckptrecord, ckptrestore, resumehooks, resumestate, resumesteps, rngstates
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(name, value)
     fresh = {"step": 0, "restored": False, "generators": [], "ring": OrderedDict(),
              "marks_seen": set()}  # fmt: skip
-    monkeypatch.setattr(saves, "_state", fresh)
+    monkeypatch.setattr(resumestate, "state", fresh)
     return d
 
 
@@ -43,12 +43,12 @@ def _draws(generators: list[Any]) -> list[Any]:
 
 def test_every_stream_continues_after_restore(runtime: Path) -> None:
     generator = np.random.default_rng(5)
-    saves._state["generators"].append(generator)
-    states = saves.capture_states()
+    resumestate.state["generators"].append(generator)
+    states = rngstates.capture_states()
     json.dumps(states)  # JSON-ready
     expected = _draws([generator])
     _draws([generator])  # move every stream on
-    assert saves.restore_states(states) == ["python", "numpy", "numpy_generators", "torch"]
+    assert rngstates.restore_states(states) == ["python", "numpy", "numpy_generators", "torch"]
     assert _draws([generator]) == expected
 
 
@@ -56,19 +56,19 @@ def test_a_saved_checkpoint_is_restored_at_its_first_load_only(runtime: Path, tm
     ckpt = tmp_path / "ckpt" / "last.pt"
     ckpt.parent.mkdir()
     torch.save({"w": torch.ones(2)}, ckpt)
-    saves._state["step"] = 12
-    digest = saves.record_checkpoint(ckpt)
+    resumestate.state["step"] = 12
+    digest = ckptrecord.record_checkpoint(ckpt)
     assert digest is not None
     body = json.loads((runtime / "rng" / f"{digest}.rank0.json").read_text())
     assert body["path"] == "ckpt/last.pt" and body["step"] == 12
     expected = _draws([])
 
-    saves._state["step"] = 0
+    resumestate.state["step"] = 0
     _draws([])
-    saves._after_load(ckpt, saves._before_load(ckpt))
-    assert _draws([]) == expected and saves.current_step() == 12
-    assert saves._before_load(ckpt) is None  # a later load (an eval of the best model) restores nothing
-    events = [json.loads(line) for line in (runtime / saves.EVENTS).read_text().splitlines()]
+    ckptrestore.after_load(ckpt, ckptrestore.before_load(ckpt))
+    assert _draws([]) == expected and resumestate.current_step() == 12
+    assert ckptrestore.before_load(ckpt) is None  # a later load (an eval of the best model) restores nothing
+    events = [json.loads(line) for line in (runtime / resumestate.EVENTS).read_text().splitlines()]
     assert events == [{"kind": "restored", "rank": 0, "path": "ckpt/last.pt", "hash": digest, "step": 12,
                        "streams": ["python", "numpy", "torch"]}]  # fmt: skip
 
@@ -78,14 +78,14 @@ def test_a_checkpoint_without_recorded_state_warns(
 ) -> None:
     ckpt = tmp_path / "foreign.pt"
     torch.save({"w": torch.ones(2)}, ckpt)
-    saves._after_load(ckpt, saves._before_load(ckpt))
+    ckptrestore.after_load(ckpt, ckptrestore.before_load(ckpt))
     assert "has no recorded RNG state for rank 0; this resume will not be exact" in capsys.readouterr().err
-    assert json.loads((runtime / saves.EVENTS).read_text())["kind"] == "missing"
+    assert json.loads((runtime / resumestate.EVENTS).read_text())["kind"] == "missing"
 
 
 def test_a_run_that_is_not_a_resume_never_restores(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REPRO_RESUMED_FROM")
-    assert saves._before_load(__file__) is None
+    assert ckptrestore.before_load(__file__) is None
 
 
 def _file_module(calls: list[str]) -> tuple[Any, Any]:
@@ -108,7 +108,7 @@ def test_the_hooks_wrap_torch_save_and_load(
     fake_torch = SimpleNamespace(save=save, load=load)
     optim = SimpleNamespace(register_optimizer_step_post_hook=lambda hook: calls.append("hook"))
     monkeypatch.setitem(sys.modules, "torch.optim.optimizer", optim)
-    saves.install_torch(fake_torch)  # type: ignore[arg-type]
+    resumehooks.install_torch(fake_torch)  # type: ignore[arg-type]
     fake_torch.save({"a": 1}, tmp_path / "x.ckpt")
     assert fake_torch.load(tmp_path / "x.ckpt") == b"{'a': 1}"
     assert calls == ["hook", "save", "load"]
@@ -120,11 +120,11 @@ def test_the_hooks_wrap_safetensors(runtime: Path, tmp_path: Path) -> None:
     calls: list[str] = []
     save, load = _file_module(calls)
     module = SimpleNamespace(save_file=save, load_file=load)
-    saves.install_safetensors(module)  # type: ignore[arg-type]
+    resumehooks.install_safetensors(module)  # type: ignore[arg-type]
     module.save_file({"w": 1}, str(tmp_path / "model.safetensors"))
     module.load_file(str(tmp_path / "model.safetensors"))
     assert calls == ["save", "load"]
-    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / resumestate.EVENTS).read_text().splitlines()]
     assert [e["kind"] for e in events] == ["restored"]
 
 
@@ -132,12 +132,12 @@ def test_a_path_given_by_keyword_is_recorded_and_restored(runtime: Path, tmp_pat
     calls: list[str] = []
     save, load = _file_module(calls)
     module = SimpleNamespace(save=save, load=load)
-    saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    resumehooks._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
     module.save({"w": 1}, f=tmp_path / "by-keyword.pt")
     module.load(f=tmp_path / "by-keyword.pt")
     assert calls == ["save", "load"]
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
-    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / resumestate.EVENTS).read_text().splitlines()]
     assert [e["kind"] for e in events] == ["restored"]
 
 
@@ -153,20 +153,20 @@ def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path,
         return Path(path_or_url).read_bytes()
 
     cloud_io = SimpleNamespace(_atomic_save=_atomic_save, _load=_load)
-    saves.install_lightning(cloud_io)  # type: ignore[arg-type]
+    resumehooks.install_lightning(cloud_io)  # type: ignore[arg-type]
     cloud_io._atomic_save({"epoch": 1}, filepath=tmp_path / "last.ckpt")
     cloud_io._load(path_or_url=tmp_path / "last.ckpt", map_location="cpu")
     assert calls == ["save", "load"]
-    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / resumestate.EVENTS).read_text().splitlines()]
     assert [e["kind"] for e in events] == ["restored"]
-    assert "lightning.fabric.utilities.cloud_io" in saves.HOOKS
+    assert "lightning.fabric.utilities.cloud_io" in resumehooks.HOOKS
 
 
 def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Path, tmp_path: Path) -> None:
     import io
 
     module = SimpleNamespace(save=lambda obj, f: f.write(repr(obj).encode()), load=lambda f: f.read())
-    saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    resumehooks._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
     with open(tmp_path / "last.pt", "wb") as f:
         module.save({"epoch": 3}, f)
         assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1  # hashed after a flush, still open
@@ -174,7 +174,7 @@ def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Pa
         assert module.load(reader) == b"{'epoch': 3}"
     module.save({"epoch": 4}, io.BytesIO())  # no file behind it: nothing to record
     assert len(list((runtime / "rng").glob("*.rank0.json"))) == 1
-    events = [json.loads(x) for x in (runtime / saves.EVENTS).read_text().splitlines()]
+    events = [json.loads(x) for x in (runtime / resumestate.EVENTS).read_text().splitlines()]
     assert [e["kind"] for e in events] == ["restored"]
 
 
@@ -207,21 +207,21 @@ def test_cuda_states_of_every_device_are_recorded_and_restored(
 ) -> None:
     recorded_cuda = FakeCuda()
     monkeypatch.setattr(torch, "cuda", recorded_cuda)
-    states = saves.capture_states()
+    states = rngstates.capture_states()
     assert len(states["cuda"]) == 2
     before = [s.clone() for s in recorded_cuda.states]
     recorded_cuda.states = [torch.Generator().manual_seed(9).get_state() for _ in range(2)]
-    assert "cuda" in saves.restore_states(states)
+    assert "cuda" in rngstates.restore_states(states)
     assert recorded_cuda.set_calls == [0, 1]
     assert all(torch.equal(a, b) for a, b in zip(before, recorded_cuda.states, strict=True))
 
 
 def test_fewer_cuda_devices_on_resume_are_reported(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     one = FakeCuda(devices=1)
-    saves.restore_cuda(SimpleNamespace(cuda=one, frombuffer=torch.frombuffer, uint8=torch.uint8),
-                        [saves._b64(bytes(s.tolist())) for s in FakeCuda(2).states])  # fmt: skip
+    rngstates.restore_cuda(SimpleNamespace(cuda=one, frombuffer=torch.frombuffer, uint8=torch.uint8),
+                        [rngstates._b64(bytes(s.tolist())) for s in FakeCuda(2).states])  # fmt: skip
     assert one.set_calls == [0]
-    event = json.loads((runtime / saves.EVENTS).read_text())
+    event = json.loads((runtime / resumestate.EVENTS).read_text())
     assert event["kind"] == "missing" and "2 CUDA device(s) recorded, 1 here" in event["reason"]
 
 
@@ -229,7 +229,7 @@ def test_no_cuda_state_before_cuda_is_initialised(runtime: Path, monkeypatch: py
     cuda = FakeCuda()
     monkeypatch.setattr(cuda, "is_initialized", lambda: False)
     monkeypatch.setattr(torch, "cuda", cuda)
-    assert "cuda" not in saves.capture_states()
+    assert "cuda" not in rngstates.capture_states()
 
 
 def test_a_rank_that_did_not_save_writes_its_state_of_the_checkpointed_step(
@@ -238,28 +238,28 @@ def test_a_rank_that_did_not_save_writes_its_state_of_the_checkpointed_step(
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     optimizer = SimpleNamespace(param_groups=[], state={})
-    saves._after_step(optimizer, (), {})
-    saves._after_step(optimizer, (), {})  # step 2: what rank 0 checkpoints
+    resumesteps.after_step(optimizer, (), {})
+    resumesteps.after_step(optimizer, (), {})  # step 2: what rank 0 checkpoints
     expected = _draws([])
-    saves._after_step(optimizer, (), {})  # rank 1 is a step ahead when it sees the mark
+    resumesteps.after_step(optimizer, (), {})  # rank 1 is a step ahead when it sees the mark
     marks = runtime / "rng" / "marks"
     marks.mkdir(parents=True)
     (marks / "2.abc123").touch()
-    saves._after_step(optimizer, (), {})
+    resumesteps.after_step(optimizer, (), {})
     body = json.loads((runtime / "rng" / "abc123.rank1.json").read_text())
     assert body["step"] == 2 and body["rank"] == 1
-    saves.restore_states(body["states"])
+    rngstates.restore_states(body["states"])
     assert _draws([]) == expected
 
 
 def test_generators_created_after_the_load_get_their_recorded_state(runtime: Path) -> None:
     fake_np = SimpleNamespace(random=SimpleNamespace(default_rng=np.random.default_rng))
-    saves.install_numpy(fake_np)  # type: ignore[arg-type]
+    resumehooks.install_numpy(fake_np)  # type: ignore[arg-type]
     first = fake_np.random.default_rng(1)
     first.random(5)
     recorded = [first.bit_generator.state]
-    saves._state["generators"].clear()
-    saves._state["pending_generators"] = recorded
+    resumestate.state["generators"].clear()
+    resumestate.state["pending_generators"] = recorded
     again = fake_np.random.default_rng(1)
     assert again.bit_generator.state == recorded[0]
 
@@ -269,13 +269,13 @@ def slow_hash(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each background hash takes a while, so the script runs on while it is still going."""
     import time
 
-    original = saves._sha256_of
+    original = ckptfiles.sha256_of
 
     def slow(f: Any) -> str:
         time.sleep(0.3)
         return original(f)
 
-    monkeypatch.setattr(saves, "_sha256_of", slow)
+    monkeypatch.setattr(ckptfiles, "sha256_of", slow)
 
 
 def _recorded(runtime: Path) -> dict[str, dict[str, Any]]:
@@ -289,13 +289,13 @@ def test_a_save_returns_before_its_hash_and_the_states_are_on_disk_at_once(
 
     ckpt = tmp_path / "epoch1.pt"
     ckpt.write_bytes(b"weights of epoch 1")
-    saves._state["step"] = 7
-    saves.record_in_background(ckpt)
+    resumestate.state["step"] = 7
+    ckptrecord.record_in_background(ckpt)
     (quick,) = _recorded(runtime).values()  # under the file's stat while the hash runs
-    assert quick["step"] == 7 and saves._pending
-    saves.wait()
+    assert quick["step"] == 7 and ckptrecord.pending
+    ckptrecord.wait()
     digest = hashlib.sha256(b"weights of epoch 1").hexdigest()
-    assert list(_recorded(runtime)) == [f"{digest}.rank0.json"] and not saves._pending
+    assert list(_recorded(runtime)) == [f"{digest}.rank0.json"] and not ckptrecord.pending
 
 
 def test_a_checkpoint_saved_again_to_its_path_while_hashing_keeps_both_hashes_right(
@@ -306,12 +306,12 @@ def test_a_checkpoint_saved_again_to_its_path_while_hashing_keeps_both_hashes_ri
     calls: list[str] = []
     save, load = _file_module(calls)
     module = SimpleNamespace(save=save, load=load)
-    saves._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
+    resumehooks._wrap_checkpoint_io(module, "save", "load", "f")  # type: ignore[arg-type]
     ckpt = tmp_path / "last.pt"
     for epoch in (1, 2):
-        saves._state["step"] = epoch
+        resumestate.state["step"] = epoch
         module.save({"epoch": epoch}, ckpt)  # the second overwrites the file the first still hashes
-    saves.wait()
+    ckptrecord.wait()
     by_hash = {name.split(".")[0]: body["step"] for name, body in _recorded(runtime).items()}
     assert by_hash == {hashlib.sha256(repr({"epoch": e}).encode()).hexdigest(): e for e in (1, 2)}
 
@@ -323,9 +323,9 @@ def test_a_write_opening_a_checkpoint_still_hashing_waits_for_it(
 
     ckpt = tmp_path / "model.pt"
     ckpt.write_bytes(b"first")
-    saves.record_in_background(ckpt)
-    saves._on_audit("open", (str(ckpt), "wb", 0))  # what the audit hook sees at open(ckpt, "wb")
-    assert not saves._pending
+    ckptrecord.record_in_background(ckpt)
+    ckptrecord.on_audit("open", (str(ckpt), "wb", 0))  # what the audit hook sees at open(ckpt, "wb")
+    assert not ckptrecord.pending
     ckpt.write_bytes(b"second")
     assert list(_recorded(runtime)) == [f"{hashlib.sha256(b'first').hexdigest()}.rank0.json"]
 
@@ -335,13 +335,13 @@ def test_a_checkpoint_renamed_while_hashing_is_recorded_under_its_final_name(
 ) -> None:
     tmp = tmp_path / "ckpt.pt.tmp"
     tmp.write_bytes(b"atomic save")
-    saves.record_in_background(tmp)
+    ckptrecord.record_in_background(tmp)
     final = tmp_path / "ckpt.pt"
-    saves._on_audit("os.replace", (str(tmp), str(final), -1, -1))
+    ckptrecord.on_audit("os.replace", (str(tmp), str(final), -1, -1))
     tmp.replace(final)
-    saves.wait()
+    ckptrecord.wait()
     (body,) = _recorded(runtime).values()
     assert body["path"] == "ckpt.pt"
-    saves._state["restored"] = False
-    saves._after_load(final, saves._before_load(final))
-    assert json.loads((runtime / saves.EVENTS).read_text())["kind"] == "restored"
+    resumestate.state["restored"] = False
+    ckptrestore.after_load(final, ckptrestore.before_load(final))
+    assert json.loads((runtime / resumestate.EVENTS).read_text())["kind"] == "restored"
