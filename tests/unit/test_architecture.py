@@ -388,6 +388,19 @@ def test_the_top_level_holds_at_most_twenty_modules() -> None:
     assert len(list(PACKAGE.glob("*.py"))) <= 20
 
 
+MAX_MODULE_LINES = 600  # a few screens: past that a module holds more than one job
+
+
+def test_no_module_is_longer_than_a_few_screens() -> None:
+    """A module over ``MAX_MODULE_LINES`` lines is split by the jobs it holds (README, Architecture)."""
+    long = [
+        f"{path.relative_to(PACKAGE)} ({n} lines)"
+        for path in _modules()
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long == []
+
+
 def test_no_function_is_longer_than_eighty_lines() -> None:
     long = []
     for path in _modules():
