@@ -153,9 +153,10 @@ def export(
     entry = exporter(as_)
     if not entry.capsule:
         _refuse_capsule_options(as_, sign_path, with_image, attest, with_data)
+    remote = app.settings.data_remote if with_data else None  # repro.yaml is read only when data travels
     request = ExportRequest(
         loaded, app.store, output, image, with_image, sign_path, attest, with_data, allow_secrets_in_outputs,
-        app.settings.data_remote, max_data_size, say=ui.info, warn=ui.warn,
+        remote, max_data_size, say=ui.info, warn=ui.warn,
     )  # fmt: skip
     dest = entry.dest(request)
     done = entry.write(request, dest)
