@@ -121,6 +121,9 @@ def is_safe_id(value: str) -> bool:
 
 MAX_PATH_BYTES = 4096  # PATH_MAX: a longer path cannot be opened, written or restored anywhere
 MAX_PATH_PART_BYTES = 255  # NAME_MAX: the longest file or folder name a file system takes
+# The output directories a run declared reach its process joined in one environment variable, and the
+# kernel takes no variable over 128 KiB (MAX_ARG_STRLEN): a record naming more cannot be run again.
+MAX_OUTPUT_ROOTS_BYTES = 64 << 10
 
 
 def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
@@ -296,6 +299,14 @@ def check_record(record: Any) -> None:
                 RECORD_NAME,
                 hint,
             )
+    roots = record.results.output_roots
+    if sum(len(root) + 1 for root in roots) > MAX_OUTPUT_ROOTS_BYTES:
+        raise CapsuleInvalid(
+            f"capsule field results.output_roots names {len(roots)} output directories, over "
+            f"{MAX_OUTPUT_ROOTS_BYTES >> 10} KiB together; a run declares a few",
+            RECORD_NAME,
+            hint,
+        )
     for name, value, bound in _number_fields(record):
         why = bound.problem(value)
         if why:

@@ -395,6 +395,22 @@ def test_a_nul_in_a_command_or_environment_is_refused(
     assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
 
 
+def test_a_record_naming_more_output_directories_than_a_process_can_take_is_refused(tmp_path: Path) -> None:
+    """200,000 copies of one output directory reach the process in one environment variable, which no
+    kernel takes (`Argument list too long` failed a replay): refused up front."""
+    tar, _ = _genuine(tmp_path)
+
+    def many(data: dict[str, Any]) -> None:
+        data["results"]["output_roots"] = ["outputs"] * 200_000
+
+    forged = _forge(tar, tmp_path / "roots.tar", _edit_record(many))
+    with pytest.raises(
+        CapsuleInvalid, match=r"results\.output_roots names 200000 output directories"
+    ) as caught:
+        verify_tar(forged)
+    assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
+
+
 def test_a_closed_set_field_reads_any_string_and_refuses_other_values() -> None:
     """``code.kind`` and a series' ``source`` are Literal types in the model: a value outside the set reads
     as it did when they were plain strings (shown as written), one that is no string is malformed."""
