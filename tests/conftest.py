@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -11,6 +12,12 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
+
+# A suite started in the background by a shell without job control (`make test &`, nohup) inherits SIGINT
+# ignored, and so would every repro it starts: Ctrl-C would never reach them. The tests that press Ctrl-C
+# need it delivered, as a terminal delivers it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SCRIPTS = Path(__file__).parent / "integration" / "scripts"
 REPO = Path(__file__).resolve().parent.parent
