@@ -326,13 +326,9 @@ class _Attempts:
         data = [i.path for i in first.data.inputs]
         lock = start.restore_lockfile(first, store.read_blob, run_dir)
         outputs, argv = list(first.results.output_roots), first.command.executed()
-        base = self.plan.settings.base_image
-        spec = build_spec(
-            record, scratch, run_dir, data, outputs, lock, base, argv, data_root=store.root,
-            cuda_index=self.plan.settings.cuda_index,
-        )  # fmt: skip
+        spec = build_spec(record, scratch, run_dir, data, outputs, argv, data_root=store.root)
         spec.env.update({**TRACE_ENV, contract.INTERRUPT_AT_STEP_ENV: str(step)})
-        prepared = Prepared(record, spec, run_dir, {}, self.plan.settings)
+        prepared = Prepared(record, spec, run_dir, {}, self.plan.settings, lockfile=lock)
         head = f"check --interrupt: {record.id} is killed after optimizer step {step}"
         return start.execute(prepared, self.where, store, self.on_event, head=head)
 

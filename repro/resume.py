@@ -150,16 +150,17 @@ def _prepare(
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:  # the host decides what it shows
         data = shown_inputs(original, store.root, own=not foreign, cache=cache)
     spec = build_spec(
-        record, root, run_dir, data, outputs, lockfile,
-        settings.base_image, original.command.executed(), data_root=store.root, variables=variables,
-        cuda_index=settings.cuda_index,
+        record, root, run_dir, data, outputs, original.command.executed(), data_root=store.root,
+        variables=variables,
     )  # fmt: skip
     spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
     spec.env.update(env)
     checkpoints.seed_runtime(spec.runtime_dir, original.results.checkpoints, store.read_blob)
     before = attribution.snapshot(root, outputs)
     tree = attribution.snapshot_tree(root, spec.data)
-    return Prepared(record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign)
+    return Prepared(
+        record, spec, run_dir, before, settings, time.time_ns(), tree, foreign=foreign, lockfile=lockfile
+    )
 
 
 def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
@@ -218,7 +219,7 @@ def salvage(store: Store, run_id: str, settings: Settings) -> Record:
     run_dir = store.runs_dir / run_id
     outputs = [str(o) for o in kept.get("outputs", [])]
     data = [str(d) for d in kept.get("data", [])]
-    spec = build_spec(record, store.root, run_dir, data, outputs, None, None, record.command.executed())
+    spec = build_spec(record, store.root, run_dir, data, outputs, record.command.executed())
     before = {k: (int(v[0]), int(v[1]), int(v[2])) for k, v in kept.get("before", {}).items()}
     record.results.finished = now_iso()
     prepared = Prepared(record, spec, run_dir, before, settings)

@@ -71,7 +71,7 @@ def must_build_image(prepared: Prepared) -> bool:
     compiled from the project's requirements.
     """
     lock = prepared.lock
-    return prepared.spec.lockfile is not None or (lock is not None and lock.source is not None)
+    return prepared.lockfile is not None or (lock is not None and lock.source is not None)
 
 
 def restore_lockfile(

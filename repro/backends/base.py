@@ -78,7 +78,8 @@ def terminal_of(on_event: OnEvent) -> Terminal:
 
 @dataclass
 class RunSpec:
-    """Everything a backend needs to execute one run.
+    """Everything every backend needs to execute one run; a backend's own settings are its options
+    (the image's inputs: `repro.backends.images.ImageInputs`; Slurm's allocation: `SlurmOptions`).
 
     Paths in ``env`` are never host paths: each backend adds the path-dependent
     variables itself (PYTHONPATH for the injected runtime, REPRO_RUNTIME_DIR,
@@ -99,13 +100,7 @@ class RunSpec:
     torchrun: bool = False  # launched through torchrun even with one process
     network: bool = False
     gpus: str | None = None  # None, "all" or a count
-    lockfile: Path | None = None  # hash-pinned requirements for image builds
-    base_image: str | None = None  # tag or id; docker resolves and records it
-    cuda_index: str | None = None  # the cuda.index setting: a CUDA image's wheels come from there too
-    shm_size: str = "2g"
     store_dir: Path | None = None  # the store recording the run (labels its containers for `repro gc`)
-    recorded_image: BuiltImage | None = None  # the image a capsule carries
-    image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
     # Streams that get a pseudo-terminal; None: those that end on the terminal the run is shown on
     # (a replay sets the recorded run's).
     terminal: Terminal | None = None

@@ -8,6 +8,10 @@ sha256 (``repro.fetch``: nothing of a package runs on the host), source distribu
 built into wheels in a sandbox container (``repro.backends.sourcebuild``), and every wheel is copied
 into the build context and installed with ``--no-index --require-hashes``.
 
+The run's inputs to its image (`ImageInputs`) live here, beside what turns them into one: the
+runner makes them without the docker SDK and hands them to the backends that build an image
+(the docker backend, Slurm's ``--node-env docker``).
+
 This module imports no docker; ``repro.backends.docker.build`` talks to the engine.
 """
 
@@ -23,12 +27,13 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Protocol, runtime_checkable
 
 import xxhash
 from packaging.tags import Tag
 
 from repro import __version__
+from repro.backends.base import BuiltImage, OpenImage
 from repro.errors import BuildError, NotFoundError
 from repro.facts.cudawheels import cuda_build
 from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
@@ -58,6 +63,47 @@ _INSTALL_MARK = "{{install}}"
 BUILD_STAGE = "wheels"  # the first stage: the wheels are copied in and installed there, never in the image
 INSTALLED = "/opt/repro-install"  # in that stage: one pip --prefix per layer group, copied into the image
 _SHA_CACHE = ".sha256.json"
+SHM_SIZE = "2g"  # the container's /dev/shm: DataLoader workers pass batches through it
+
+
+@dataclass(frozen=True)
+class ImageInputs:
+    """What a run's environment image is made from, and how its container runs: the backends that
+    build an image take these as their own options (`BuildsImage`), every other backend never sees them.
+
+    A capsule that carries its image (``recorded_image`` and ``image_archive``) is replayed in
+    exactly that image: reused when the engine has it, else loaded from the archive; never rebuilt.
+    """
+
+    lockfile: Path | None = None  # hash-pinned requirements the image is built from
+    base_image: str | None = None  # tag or id (None: the default base); docker resolves and records it
+    cuda_index: str | None = None  # the cuda.index setting: a CUDA image's wheels come from there too
+    shm_size: str = SHM_SIZE
+    recorded_image: BuiltImage | None = None  # the image a capsule carries
+    image_archive: OpenImage | None = None  # that image's archive: loaded, never rebuilt, when absent
+
+    def to_json(self) -> dict[str, str | None]:
+        """The inputs a new run's job file keeps (a carried image is a replay's, never kept)."""
+        lockfile = str(self.lockfile) if self.lockfile is not None else None
+        return {"lockfile": lockfile, "base_image": self.base_image, "cuda_index": self.cuda_index,
+                "shm_size": self.shm_size}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, kept: dict[str, Any]) -> ImageInputs:
+        """The inputs `to_json` kept (or a job file's older spec, which held the same keys)."""
+        lockfile = kept.get("lockfile")
+        return cls(
+            Path(lockfile) if lockfile else None, kept.get("base_image"), kept.get("cuda_index"),
+            str(kept.get("shm_size") or SHM_SIZE),
+        )  # fmt: skip
+
+
+@runtime_checkable
+class BuildsImage(Protocol):
+    """A backend that builds (or loads) the run's image: it is handed the run's `ImageInputs` before it
+    prepares (the registry's ``locks_first`` backends)."""
+
+    def use_image(self, inputs: ImageInputs) -> None: ...
 
 
 # --------------------------------------------------------------------------- templates

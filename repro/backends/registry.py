@@ -96,7 +96,7 @@ class Entry:
     keys: tuple[str, ...] = ()  # the section's keys: ``<section>.<key>`` is the setting ``<section>_<key>``
     check: Callable[[Mapping[str, object]], Problem | None] | None = None  # the section's values → a problem
     in_place: bool = False  # runs the command as repro's child, in this interpreter's environment
-    locks_first: bool = False  # the run's lock is settled before the backend prepares (its image needs it)
+    locks_first: bool = False  # the lock is settled before it prepares (its image's `ImageInputs` need it)
     sandbox: bool = False  # the container sandbox a run from elsewhere replays in
     options: Callable[[Section], object] = _none  # its section of the settings → its options
     recorded: Callable[[Record], object] = _none  # a record it ran → the options to ask for the same again

@@ -270,20 +270,21 @@ class Execution:
             data, withheld = self.data.shown(self.user_root)
             self.notes.extend(withheld)
         spec = build_spec(
-            record, root, self.run_dir, data, outputs, lockfile, settings.base_image,
-            original.command.executed(), data_root=self.data_root, variables=self.variables,
-            cuda_index=settings.cuda_index,
+            record, root, self.run_dir, data, outputs, original.command.executed(),
+            data_root=self.data_root, variables=self.variables,
         )  # fmt: skip
         spec.terminal = Terminal.recorded(original.backend.details)  # a TTY where the original had one
         if self.window is not None:
             windows.prepare(self.window, spec, original, self.loaded.read_blob)
-        _carry_image(spec, original, self.loaded)
         _fit_layout(record, settings.backend, self.notes)
         spec.nproc_per_node = record.command.nproc_per_node
         tree = snapshot_tree(root, data)
-        return Prepared(
-            record, spec, self.run_dir, {}, settings, tree_before=tree, foreign=self.loaded.foreign
-        )
+        prepared = Prepared(
+            record, spec, self.run_dir, {}, settings, tree_before=tree, foreign=self.loaded.foreign,
+            lockfile=lockfile,
+        )  # fmt: skip
+        _carry_image(prepared, original, self.loaded)
+        return prepared
 
     def _ready(self, backend: Backend, spec: RunSpec) -> list[str]:
         """Fit the replay to the chosen backend: where its MLflow runs go (said after the status line)."""
@@ -347,12 +348,12 @@ def _restore(record: Record, blob_path: Callable[[str], Path], run_dir: Path, no
     return dest
 
 
-def _carry_image(spec: RunSpec, original: Record, loaded: LoadedRun) -> None:
+def _carry_image(prepared: Prepared, original: Record, loaded: LoadedRun) -> None:
     """Replay in the very image a capsule carries (loaded when the engine lacks it, never rebuilt)."""
     image = original.deps.image
     if loaded.image_archive is None or image is None or not image.id:
         return
-    spec.recorded_image = BuiltImage(
+    prepared.recorded_image = BuiltImage(
         id=image.id,
         tag=image.tag or image.id,
         base=image.base or "",
@@ -362,4 +363,4 @@ def _carry_image(spec: RunSpec, original: Record, loaded: LoadedRun) -> None:
         reused=image.reused,
         build_seconds=image.build_seconds or 0.0,
     )
-    spec.image_archive = functools.partial(open_member, loaded.image_archive, IMAGE_MEMBER)
+    prepared.image_archive = functools.partial(open_member, loaded.image_archive, IMAGE_MEMBER)

@@ -151,10 +151,7 @@ def capture(
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, record.command.argv)
     variables = command_env.select(record.env.variables, allowed=settings.env_allow).env
-    spec = build_spec(
-        record, root, run_dir, data, outputs, None, settings.base_image, argv, variables=variables,
-        cuda_index=settings.cuda_index,
-    )  # fmt: skip
+    spec = build_spec(record, root, run_dir, data, outputs, argv, variables=variables)
     started = time.time_ns()
     tree = attribution.snapshot_tree(root, data)
     before = attribution.snapshot(root, outputs)

@@ -23,6 +23,7 @@ from repro.backends.base import (
     terminal_of,
 )
 from repro.backends.buildlog import BuildLog
+from repro.backends.images import BuildsImage, ImageInputs
 from repro.config import Settings
 from repro.errors import BuildError
 from repro.facts.determinism import (
@@ -82,6 +83,7 @@ def submit_detached(prepared: Prepared, backend: SlurmBackend, store: Store, on_
     record, spec = prepared.record, prepared.spec
     record.backend.name = backend.name
     try:
+        hand_image(prepared, backend)
         image = backend.prepare(spec, on_event)
         if image:
             record_image(record, image, store)
@@ -133,16 +135,12 @@ def build_spec(
     run_dir: Path,
     data: list[str],
     outputs: list[str],
-    lockfile: Path | None,
-    base_image: str | None,
     argv: list[str],
     data_root: Path | None = None,
     variables: Mapping[str, str] | None = None,
-    cuda_index: str | None = None,
 ) -> RunSpec:
-    """What a backend executes. ``variables``: the user's variables for the command
-    (`repro.facts.command_env`), under repro's own, which win. ``cuda_index``: the cuda.index
-    setting, where a CUDA image's wheels are fetched from beside the host's pip sources."""
+    """What every backend executes (an image's inputs are `image_inputs`). ``variables``: the user's
+    variables for the command (`repro.facts.command_env`), under repro's own, which win."""
     layout = RunDir(run_dir)
     layout.runtime.mkdir(parents=True, exist_ok=True)
     env = {**(variables or {}), **run_environment(record)}
@@ -163,11 +161,27 @@ def build_spec(
         torchrun=record.command.torchrun or record.command.nproc_per_node > 1,
         network=record.backend.network,
         gpus=record.backend.gpus,
-        lockfile=lockfile,
-        base_image=base_image,
         store_dir=run_dir.parent.parent,
-        cuda_index=cuda_index,
     )
+
+
+def image_inputs(prepared: Prepared) -> ImageInputs:
+    """What the run's image is made from: its lock, the settings' base image and CUDA index, the
+    image a capsule carries."""
+    settings = prepared.settings
+    return ImageInputs(
+        lockfile=prepared.lockfile,
+        base_image=settings.base_image,
+        cuda_index=settings.cuda_index,
+        recorded_image=prepared.recorded_image,
+        image_archive=prepared.image_archive,
+    )
+
+
+def hand_image(prepared: Prepared, backend: Backend) -> None:
+    """Give a backend that builds an image (the registry's ``locks_first``) the run's `image_inputs`."""
+    if registry.locks_first(backend.name) and isinstance(backend, BuildsImage):
+        backend.use_image(image_inputs(prepared))
 
 
 def execute(
@@ -194,6 +208,7 @@ def execute(
     try:
         if registry.locks_first(backend.name):  # the image is built from the lock: it must be there first
             settle_lock_as_stage(prepared, store, build)
+        hand_image(prepared, backend)
         image = backend.prepare(spec, build)
     except (Exception, KeyboardInterrupt) as e:
         build.failed(e)

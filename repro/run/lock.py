@@ -1,4 +1,4 @@
-"""The run's lock: started while the run is captured, settled into the record (and the spec) before an
+"""The run's lock: started while the run is captured, settled into the record (and the run) before an
 image is built or once the command ended, and checked against what ran."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def warn_cuda_in_cpu_lock(record: Record, on_event: OnEvent) -> None:
 
 
 def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None] | None) -> None:
-    """Wait for the run's lock (once) and put it into the record and the spec.
+    """Wait for the run's lock (once) and put it into the record and ``prepared.lockfile``.
 
     Raises:
         BuildError: the lock could not be compiled.
@@ -132,7 +132,7 @@ def settle_lock(prepared: Prepared, store: Store, on_line: Callable[[str], None]
     record.deps.groups = list(lock.groups)
     pylock = cached_pylock(lock.path.read_text())
     record.deps.pylock_blob = store.put_bytes(pylock.encode()) if pylock is not None else None
-    prepared.spec.lockfile = lock.path
+    prepared.lockfile = lock.path
 
 
 def check_lock(record: Record) -> None:

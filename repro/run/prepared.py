@@ -17,7 +17,7 @@ from repro.store.record import Record
 from repro.store.rundir import RunDir
 
 if TYPE_CHECKING:
-    from repro.backends.base import RunSpec
+    from repro.backends.base import BuiltImage, OpenImage, RunSpec
 
 
 @dataclass
@@ -44,9 +44,12 @@ class Prepared:
     settings: Settings
     started_ns: int = 0  # when the run began: files other runs claim after this are theirs
     tree_before: dict[str, tuple[int, int, int]] | None = None  # the project's files, for unwatched runs
-    lock: lockplan.PendingLock | None = None  # None: the spec's lockfile is final (a replay)
+    lock: lockplan.PendingLock | None = None  # None: ``lockfile`` is final (a replay)
     masker: Masker | None = None  # None: secrets of this process's environment only
     foreign: bool = False  # made from a run from elsewhere (repro/sandbox.py): host tracking URIs only
+    lockfile: Path | None = None  # the run's lock: a re-execution's recorded one, a new run's once settled
+    recorded_image: BuiltImage | None = None  # the image a capsule carries: replayed in, never rebuilt
+    image_archive: OpenImage | None = None  # that image's archive, loaded when the engine lacks the image
 
 
 ProgressFactory = Callable[[str], Callable[[int, int], None] | None]

@@ -24,6 +24,7 @@ from repro.backends.docker.backend import DockerBackend
 from repro.backends.docker.container import FALLBACK_UID, INJECT, LIB, RUNTIME
 from repro.backends.docker.engine import LABEL_RUN, engine, engine_available, find_image
 from repro.backends.docker.gc import remove_images
+from repro.backends.images import ImageInputs
 from repro.config import DEFAULT_BASE_IMAGE
 from repro.errors import BackendUnavailable, ExitCode
 from tests.conftest import QUICKSTART_LOCK, REPO, Project, _docker_missing
@@ -64,8 +65,8 @@ def engine_ready() -> None:
 @pytest.fixture(scope="session")
 def torch_image(engine_ready: None, tmp_path_factory: pytest.TempPathFactory) -> BuiltImage:
     """The torch environment image of the committed quick-start lock, built once per session."""
-    spec = _spec(tmp_path_factory.mktemp("torch-image"), ["python", "-c", "pass"], lockfile=QUICKSTART_LOCK)
-    return DockerBackend().prepare(spec, lambda e: None)
+    spec = _spec(tmp_path_factory.mktemp("torch-image"), ["python", "-c", "pass"])
+    return DockerBackend(ImageInputs(lockfile=QUICKSTART_LOCK)).prepare(spec, lambda e: None)
 
 
 def _spec(root: Path, argv: list[str], **kw: object) -> RunSpec:
@@ -143,23 +144,24 @@ def test_cli_engine_down_exits_3_without_traceback(project: Project, tmp_path: P
 def test_code_change_reuses_image_lockfile_change_builds_new(engine_ready: None, tmp_path: Path) -> None:
     root = tmp_path / "p"
     lock = _tiny_lock(tmp_path / "a.lock", "a")
-    spec = _spec(root, ["python", "-c", "import typing_extensions"], lockfile=lock)
+    spec = _spec(root, ["python", "-c", "import typing_extensions"])
     (root / "train.py").write_text("print(1)\n")
-    first = DockerBackend().prepare(spec, lambda e: None)
+    first = DockerBackend(ImageInputs(lockfile=lock)).prepare(spec, lambda e: None)
     (root / "train.py").write_text("print(2)\n")
-    again = DockerBackend().prepare(spec, lambda e: None)
+    again = DockerBackend(ImageInputs(lockfile=lock)).prepare(spec, lambda e: None)
     assert again.reused is True and again.id == first.id and again.tag == first.tag
     before = _repro_image_ids()
     nonce = f"test {time.time_ns()}"  # new lockfile bytes: never built before
-    changed = _spec(root, spec.argv, lockfile=_tiny_lock(tmp_path / "b.lock", "b", nonce))
+    changed = _spec(root, spec.argv)
+    other = ImageInputs(lockfile=_tiny_lock(tmp_path / "b.lock", "b", nonce))
     events: list[Event] = []
-    built = DockerBackend().prepare(changed, events.append)
+    built = DockerBackend(other).prepare(changed, events.append)
     assert built.reused is False and built.tag != first.tag
     assert built.id not in before
     assert any(e.kind == "build" for e in events)
     assert built.base_id.startswith("sha256:") and built.base == DEFAULT_BASE_IMAGE
     assert f"FROM {built.base_id}" in built.dockerfile_text
-    result = DockerBackend().execute(changed, lambda e: None)
+    result = DockerBackend(other).execute(changed, lambda e: None)
     assert result.exit_code == 0, changed.stderr_path.read_text()
     assert [img.id for img in remove_images([built.id], DEFAULT_BASE_IMAGE).removed] == [built.id]
 
@@ -168,12 +170,10 @@ def test_code_change_reuses_image_lockfile_change_builds_new(engine_ready: None,
 def test_recorded_base_id_is_used_as_is(engine_ready: None, tmp_path: Path) -> None:
     spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
     by_tag = DockerBackend().prepare(spec, lambda e: None)
-    spec.base_image = by_tag.base_id
-    by_id = DockerBackend().prepare(spec, lambda e: None)
+    by_id = DockerBackend(ImageInputs(base_image=by_tag.base_id)).prepare(spec, lambda e: None)
     assert by_id.tag == by_tag.tag and by_id.reused is True
-    spec.base_image = "sha256:" + "0" * 64
     with pytest.raises(BackendUnavailable, match="no base image"):
-        DockerBackend().prepare(spec, lambda e: None)
+        DockerBackend(ImageInputs(base_image="sha256:" + "0" * 64)).prepare(spec, lambda e: None)
 
 
 # --------------------------------------------------------------------------- execution
@@ -364,8 +364,8 @@ def test_cli_build_reuses_and_gc_spares_kept_images(torch_image: BuiltImage, pro
 @pytest.mark.docker
 def test_gc_removes_unreferenced_images_only(engine_ready: None, tmp_path: Path) -> None:
     lock = _tiny_lock(tmp_path / "gc.lock", "a", nonce=f"gc test {time.time_ns()}")
-    spec = _spec(tmp_path / "p", ["python", "-c", "pass"], lockfile=lock)
-    doomed = DockerBackend().prepare(spec, lambda e: None)
+    spec = _spec(tmp_path / "p", ["python", "-c", "pass"])
+    doomed = DockerBackend(ImageInputs(lockfile=lock)).prepare(spec, lambda e: None)
     with engine() as client:
         base_id = find_image(client, DEFAULT_BASE_IMAGE)
     assert base_id is not None

@@ -442,3 +442,21 @@ def test_no_module_outside_backends_names_a_backend() -> None:
         found |= {(rel, s) for s in _code_strings(ast.parse(path.read_text())) if s in names}
     assert sorted(found - set(NOT_A_BACKEND)) == []
     assert sorted(set(NOT_A_BACKEND) - found) == []  # each exception still needed
+
+
+def test_a_backend_s_own_settings_are_its_options_not_the_run_spec() -> None:
+    """`RunSpec` holds what every backend needs: the image's inputs (`ImageInputs`) and Slurm's
+    allocation (`SlurmOptions`) are those backends' own options, never fields of the spec; a backend
+    that builds an image is one the registry settles the lock for (`locks_first`), so it is handed them."""
+    import dataclasses
+
+    from repro.backends import registry
+    from repro.backends.base import RunSpec
+    from repro.backends.images import BuildsImage, ImageInputs
+    from repro.backends.slurm.options import SlurmOptions
+
+    spec = {f.name for f in dataclasses.fields(RunSpec)}
+    own = {f.name for options in (ImageInputs, SlurmOptions) for f in dataclasses.fields(options)}
+    assert sorted(spec & own) == []
+    builders = [entry for entry in registry.ENTRIES if isinstance(entry.make(), BuildsImage)]
+    assert builders and [entry.name for entry in builders if not entry.locks_first] == []

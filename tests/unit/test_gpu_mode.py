@@ -142,8 +142,9 @@ def test_docker_gpus_become_device_requests_on_the_cuda_image(tmp_path: Path) ->
 
     built = BuiltImage("sha256:x", "repro-env:t", "b", "sha256:b", "cuda", "", True, 0.0)
     spec = _spec(tmp_path, gpus="all", nproc_per_node=2, env=plan("gpu", 1, None).env)
-    config = docker_container.container_config(spec, built, 1000, 1000, tmp_path / "tree")
+    config = docker_container.container_config(spec, built, 1000, 1000, tmp_path / "tree", images.SHM_SIZE)
     assert config["host_config"]["device_requests"][0]["Count"] == -1
+    assert config["host_config"]["shm_size"] == "2g"
     assert config["environment"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert "--nproc-per-node=2" in config["command"]
     assert f"--log-dir={docker_container.RUNTIME}/ranks" in config["command"]

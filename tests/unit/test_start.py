@@ -24,8 +24,8 @@ def _prepared(
     )
     record.seeds = make_seeds(7)
     run_dir = tmp_path / "runs" / record.id
-    spec = build_spec(record, tmp_path, run_dir, [], ["outputs"], lockfile, None, ["python", "train.py"])
-    return Prepared(record, spec, run_dir, {}, Settings(), lock=lock)
+    spec = build_spec(record, tmp_path, run_dir, [], ["outputs"], ["python", "train.py"])
+    return Prepared(record, spec, run_dir, {}, Settings(), lock=lock, lockfile=lockfile)
 
 
 def _ready_lock(tmp_path: Path, source: Path | None) -> lockplan.PendingLock:

@@ -22,44 +22,51 @@ from repro.backends.docker.container import (
     writable_dirs,
 )
 from repro.backends.docker.engine import engine
+from repro.backends.images import ImageInputs
 
 
 class DockerBackend:
-    """Runs each command in a container built from the run's pinned inputs."""
+    """Runs each command in a container built from the run's pinned inputs (`ImageInputs`, its options)."""
 
     name = "docker"
 
-    def __init__(self, base_image: str = DEFAULT_BASE_IMAGE) -> None:
-        self.base_image = base_image
+    def __init__(self, inputs: ImageInputs | None = None) -> None:
+        self.inputs = inputs or ImageInputs()
         self._built: dict[tuple[Any, ...], BuiltImage] = {}
 
+    def use_image(self, inputs: ImageInputs) -> None:
+        """The inputs of the run about to be prepared (`repro.backends.images.BuildsImage`)."""
+        self.inputs = inputs
+
     def _key(self, spec: RunSpec) -> tuple[Any, ...]:
-        return (spec.lockfile, spec.base_image or self.base_image, images.template_for(spec.gpus))
+        inputs = self.inputs
+        return (inputs.lockfile, inputs.base_image or DEFAULT_BASE_IMAGE, images.template_for(spec.gpus))
 
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:
         """Build or reuse the run's image.
 
-        A capsule that carries its image (``spec.image_archive``) is replayed in exactly that
+        A capsule that carries its image (``ImageInputs.image_archive``) is replayed in exactly that
         image: reused when the engine has it, else loaded from the archive; never rebuilt.
 
         Raises:
             BackendUnavailable: no engine, no base image, or GPUs asked for and absent.
             BuildError: the wheelhouse or the image build failed, or a carried image does not load.
         """
+        inputs = self.inputs
         with engine(timeout=600) as client:
             if spec.gpus:
                 check_gpus(client)
-            if spec.image_archive is not None and spec.recorded_image:
-                built = carried_image(client, spec.recorded_image, spec.image_archive, on_event)
+            if inputs.image_archive is not None and inputs.recorded_image:
+                built = carried_image(client, inputs.recorded_image, inputs.image_archive, on_event)
                 self._built[self._key(spec)] = built
                 return built
             built = ensure_image(
                 client,
-                spec.lockfile,
-                spec.base_image or self.base_image,
+                inputs.lockfile,
+                inputs.base_image or DEFAULT_BASE_IMAGE,
                 images.template_for(spec.gpus),
                 on_event,
-                spec.cuda_index,
+                inputs.cuda_index,
             )
         self._built[self._key(spec)] = built
         return built
@@ -83,7 +90,7 @@ class DockerBackend:
             path.mkdir(parents=True, exist_ok=True)
         tops = [spec.project_root, spec.data_root or spec.project_root]
         saved = owners.open_for(uid, gid, writable, tops, work / owners.STATE)
-        config = container_config(spec, built, uid, gid, tree)
+        config = container_config(spec, built, uid, gid, tree, self.inputs.shm_size)
         try:
             with engine() as client:
                 result = run_container(client, config, spec, built, on_event)

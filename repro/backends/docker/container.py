@@ -113,7 +113,9 @@ def _device_requests(gpus: str | None) -> list[DeviceRequest] | None:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
 
 
-def container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path) -> dict[str, Any]:
+def container_config(
+    spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path, shm_size: str
+) -> dict[str, Any]:
     env = dict(spec.env)
     env.update(
         {
@@ -140,7 +142,7 @@ def container_config(spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree:
         "host_config": {
             "binds": _volumes(spec, tree),
             "network_mode": "bridge" if spec.network else "none",
-            "shm_size": spec.shm_size,
+            "shm_size": shm_size,
             "device_requests": _device_requests(spec.gpus),
             "auto_remove": False,
             "init": True,  # signals reach the command and DataLoader workers get reaped
@@ -203,7 +205,8 @@ def run_container(
     client: docker.DockerClient, config: dict[str, Any], spec: RunSpec, built: BuiltImage, on_event: OnEvent
 ) -> RunResult:
     api = client.api
-    host_config = api.create_host_config(**config.pop("host_config"))
+    asked = config.pop("host_config")
+    host_config = api.create_host_config(**asked)
     try:
         container = api.create_container(host_config=host_config, **config)
     except docker.errors.APIError as e:
@@ -220,7 +223,7 @@ def run_container(
         "user": config["user"],
         "network": "bridge" if spec.network else "none",
         "gpus": spec.gpus,
-        "shm_size": spec.shm_size,
+        "shm_size": asked["shm_size"],
         "workdir": config["working_dir"],
     }
     details.update((spec.terminal or Terminal()).details())

@@ -42,6 +42,7 @@ from repro.backends.base import (
     merge_pythonpath,
     runtime_source,
 )
+from repro.backends.images import ImageInputs
 from repro.backends.slurm.commands import JobState, cancel, job_state, slurm_version, submit
 from repro.backends.slurm.options import SlurmOptions
 from repro.backends.slurm.script import JOB_DIR, NODE_LOGS, job_script
@@ -119,6 +120,11 @@ class SlurmBackend:
         self.options = options or SlurmOptions()
         self.version: str | None = None
         self.image: str | None = None  # the run's image, when the nodes run it (environment docker)
+        self.inputs = ImageInputs()  # what that image is built from
+
+    def use_image(self, inputs: ImageInputs) -> None:
+        """The inputs of the run's image, built when the nodes run one (`images.BuildsImage`)."""
+        self.inputs = inputs
 
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
         """Check that a controller answers and note its version; with environment docker, build
@@ -137,14 +143,14 @@ class SlurmBackend:
         self.version = slurm_version()
         if self.options.environment != "docker":
             return None
-        if spec.lockfile is None:
+        if self.inputs.lockfile is None:
             raise UsageError(
                 "--node-env docker builds the image from the lock; the project declares no dependencies",
                 hint="add a requirements.in (or pyproject dependencies), or use --node-env python",
             )
         from repro.backends.docker.backend import DockerBackend
 
-        built = DockerBackend().prepare(spec, on_event)
+        built = DockerBackend(self.inputs).prepare(spec, on_event)
         self.image = built.id or built.tag
         return built
 

@@ -1,9 +1,9 @@
 """Detached Slurm runs: submitted, not waited for, sealed by a later `repro ls` once the job ended.
 
 A detached run keeps its directory unsealed with ``detached.json`` beside ``running.json``:
-the record captured so far, the run spec, the job id and what collecting needs (the output
-snapshots). ``settle`` asks Slurm about every such run: a job still queued or running has its
-state written into ``running.json`` (so `repro ls` shows pending or running); an ended job is
+the record captured so far, the run spec and its image's inputs, the job id and what collecting
+needs (the output snapshots). ``settle`` asks Slurm about every such run: a job still queued or
+running has its state written into ``running.json`` (so `repro ls` shows pending or running); an ended job is
 collected and sealed exactly as a run that was waited for. Renaming ``detached.json`` first
 makes one `repro ls` the only one to seal a run, whatever runs at the same time.
 
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.backends.base import Event, OnEvent, RunResult, RunSpec
+from repro.backends.images import ImageInputs
 from repro.backends.slurm.backend import SlurmBackend
 from repro.backends.slurm.commands import JobState, job_state
 from repro.backends.slurm.options import SlurmOptions
@@ -30,7 +31,7 @@ from repro.store.record import Record
 from repro.store.runs import DETACHED as MARKER
 from repro.store.runs import Store
 
-_PATHS = ("project_root", "runtime_dir", "stdout_path", "stderr_path", "data_root", "lockfile")
+_PATHS = ("project_root", "runtime_dir", "stdout_path", "stderr_path", "data_root")
 
 # Seals the run of an ended job: (its run directory, what `submit` was asked to keep, its spec, the
 # job's result) → the sealed record.
@@ -54,6 +55,7 @@ def submit(
         "version": backend.version,
         "options": backend.options.as_dict(),
         "spec": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(spec).items()},
+        "image": backend.inputs.to_json(),  # what the nodes' image (--node-env docker) was built from
         **kept,
     }
     (run_dir / MARKER).write_text(json.dumps(state))
@@ -94,6 +96,7 @@ def _seal(run_dir: Path, state: dict[str, Any], job: JobState, seal: Seal, on_ev
     options = SlurmOptions(**{**state["options"], "sbatch_args": tuple(state["options"]["sbatch_args"])})
     backend = SlurmBackend(options)
     backend.version = state.get("version")
+    backend.use_image(ImageInputs.from_json(state.get("image") or raw))  # older job files: in the spec
     result = backend.finish(
         spec, str(state["job_id"]), job, job.state == "CANCELLED", time.time() - state["submitted"]
     )
