@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 from repro import start
+from repro.backends import registry
 from repro.backends.base import Event
+from repro.backends.images import BuildsImage, ImageInputs
 from repro.config import Settings
 from repro.facts import lockplan
 from repro.facts.seeds import make_seeds
-from repro.run.execute import build_spec
+from repro.run.execute import build_spec, hand_image
 from repro.run.prepared import Prepared
 from repro.store.record import Record
 from repro.store.rundir import RunDir
@@ -67,3 +71,25 @@ def test_the_status_line_and_a_backend_chosen_once(tmp_path: Path) -> None:
     where = start.Start("local")
     chosen = where.backend_for(prepared, events.append)
     assert chosen.name == "local" and where.backend_for(prepared, events.append) is chosen
+
+
+def test_the_backends_that_build_an_image_are_handed_the_run_s_image_inputs(tmp_path: Path) -> None:
+    lockfile = tmp_path / "requirements.lock.txt"
+    prepared = _prepared(tmp_path, lockfile=lockfile)
+    prepared.settings = dataclasses.replace(prepared.settings, base_image="deb:2", cuda_index="file:///w")
+    builders = [entry.make() for entry in registry.ENTRIES if entry.locks_first]
+    assert builders
+    for backend in builders:
+        assert isinstance(backend, BuildsImage)
+        hand_image(prepared, backend)
+        assert vars(backend)["inputs"] == ImageInputs(lockfile, "deb:2", "file:///w")
+    others = [entry.make() for entry in registry.ENTRIES if not entry.locks_first]
+    assert others and not any(isinstance(backend, BuildsImage) for backend in others)
+
+
+def test_a_detached_job_keeps_the_image_inputs_it_was_built_from(tmp_path: Path) -> None:
+    inputs = ImageInputs(tmp_path / "requirements.lock.txt", "deb:2", "file:///w", "4g")
+    kept = json.loads(json.dumps(inputs.to_json()))
+    assert ImageInputs.from_json(kept) == inputs
+    older = {"argv": ["python"], "lockfile": None, "base_image": None, "cuda_index": None, "shm_size": "2g"}
+    assert ImageInputs.from_json(older) == ImageInputs()  # a job file whose spec held them
