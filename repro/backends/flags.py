@@ -31,6 +31,11 @@ class Flag:
     setting: str | None = None  # the key of its backend's repro.yaml section it sets; None: this run only
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The option strings it is given by: ``("--requeue", "--no-requeue")`` for an on/off pair."""
+        return tuple(self.name.split("/"))
+
+    @property
     def label(self) -> str:
         """How messages name it: ``--requeue`` for ``--requeue/--no-requeue``."""
         return self.name.split("/")[0]

@@ -143,11 +143,15 @@ def register(entry: Entry) -> None:
     runner accept it from then on.
 
     Raises:
-        ValueError: a backend of that name is registered already, or the name is `auto`.
+        ValueError: a backend of that name is registered already, or the name is `auto`; a flag of
+            another backend's name.
     """
     global ENTRIES
     if entry.name in _BY_NAME or entry.name == AUTO:
         raise ValueError(f"a backend named {entry.name!r} is registered already")
+    taken = {name for e in ENTRIES if e.flags for flag in e.flags.flags for name in flag.names}
+    if clash := [n for flag in (entry.flags.flags if entry.flags else ()) for n in flag.names if n in taken]:
+        raise ValueError(f"backend {entry.name!r} declares flags another backend has: {', '.join(clash)}")
     ENTRIES = (*ENTRIES, entry)
     _BY_NAME[entry.name] = entry
 

@@ -95,4 +95,9 @@ def test_registering_a_taken_name_is_refused() -> None:
 
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.Entry("local", "x", ENTRY.build, on_host=True))
-    assert NAME not in registry.names()  # registered only where `tests.added_backend` runs as repro
+    from repro.backends.flags import Flag, FlagSection
+
+    taken = FlagSection("Podman options", (Flag("--nodes", "Nodes."), Flag("--rootless/--no-requeue", "x.")))
+    with pytest.raises(ValueError, match="flags another backend has: --nodes, --no-requeue$"):
+        registry.register(registry.Entry("podman", "x", ENTRY.build, on_host=False, flags=taken))
+    assert NAME not in registry.names() and "podman" not in registry.names()  # nothing registered here

@@ -452,7 +452,7 @@ def test_a_backends_flags_are_declared_in_its_package_only() -> None:
         name
         for entry in registry.ENTRIES
         for flag in (entry.flags.flags if entry.flags else ())
-        for name in flag.name.split("/")
+        for name in flag.names
     }
     assert "--nodes" in flags  # the rule guards something
     found = set()

@@ -51,7 +51,7 @@ def test_help_lists_a_backends_flags_under_its_heading() -> None:
     options, slurm = text.split(f"{FLAGS.title}:\n")
     assert "--help" in options and "--nodes" not in options
     assert [line.split()[0] for line in slurm.splitlines() if line.startswith("  --")] == [
-        flag.name.split("/")[0] for flag in FLAGS.flags
+        flag.names[0] for flag in FLAGS.flags
     ]
 
 
