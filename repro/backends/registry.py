@@ -5,8 +5,9 @@ make it (its module is imported only then: the docker SDK stays out of `repro --
 of repro.yaml (``<section>.<key>`` is the setting ``<section>_<key>``, checked by its own rule), its
 options from that section and from a record it ran (Slurm's allocation), how a replay lays out a
 multi-node run on it, whether it runs the code on this machine unsandboxed, runs it in place (this
-interpreter's environment), wants the lock settled before it prepares (its image is built from it), and its
-lines in `repro show`. `repro.config`, the `--backend` option, the pytest plugin, `repro.sandbox`,
+interpreter's environment), wants the lock settled before it prepares (its image is built from it), its
+lines in `repro show`, and its flags of `repro run` (plain data: `repro.backends.flags`).
+`repro.config`, the `--backend` option, the pytest plugin, `repro.sandbox`,
 the verbs and the renderers ask these questions here instead of comparing a backend's name.
 
 Adding a backend touches about three files: its module (a class with the `repro.backends.base.Backend`
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from repro.backends.base import Event, OnEvent
+from repro.backends.flags import FlagSection
 from repro.backends.slurm import sbatch
+from repro.backends.slurm.flags import FLAGS as SLURM_FLAGS
 
 if TYPE_CHECKING:
     from repro.backends.base import Backend
@@ -103,6 +106,7 @@ class Entry:
     interpreter_here: Callable[[Section], bool] = lambda section: False  # a new run's lock is this env's
     nodes: Callable[[Section], int] = lambda section: 1  # the nodes a new run spans
     shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
+    flags: FlagSection | None = None  # its flags of `repro run` (listed under their own heading)
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -127,7 +131,7 @@ ENTRIES: tuple[Entry, ...] = (
         section="slurm", keys=sbatch.FIELDS, check=sbatch.settings_problem, locks_first=True,
         options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
         interpreter_here=lambda section: section.get("environment") == "python",
-        nodes=lambda section: int(section.get("nodes") or 1),
+        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS,
     ),
 )  # fmt: skip
 
@@ -139,11 +143,15 @@ def register(entry: Entry) -> None:
     runner accept it from then on.
 
     Raises:
-        ValueError: a backend of that name is registered already, or the name is `auto`.
+        ValueError: a backend of that name is registered already, or the name is `auto`; a flag of
+            another backend's name.
     """
     global ENTRIES
     if entry.name in _BY_NAME or entry.name == AUTO:
         raise ValueError(f"a backend named {entry.name!r} is registered already")
+    taken = {name for e in ENTRIES if e.flags for flag in e.flags.flags for name in flag.names}
+    if clash := [n for flag in (entry.flags.flags if entry.flags else ()) for n in flag.names if n in taken]:
+        raise ValueError(f"backend {entry.name!r} declares flags another backend has: {', '.join(clash)}")
     ENTRIES = (*ENTRIES, entry)
     _BY_NAME[entry.name] = entry
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,7 +13,7 @@ import click
 
 from repro import ranges, ui
 from repro.backends import registry
-from repro.backends.slurm.sbatch import ENVIRONMENTS as NODE_ENVIRONMENTS
+from repro.backends.flags import Flag, FlagSection, Given
 from repro.config import ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.runtime import contract
@@ -286,63 +287,52 @@ def replay_options(f: F) -> F:
 
 
 @dataclass(frozen=True)
-class SlurmFlags:
-    """The allocation asked of sbatch on the command line; None (or empty) means not given."""
+class BackendFlags:
+    """The backends' flags a command line gave: backend → (`Flag.key` → value), the flags given only."""
 
-    nodes: int | None = None
-    partition: str | None = None
-    time_limit: str | None = None
-    account: str | None = None
-    sbatch_args: tuple[str, ...] = ()
-    requeue: bool | None = None
-    node_env: str | None = None
-    detach: bool = False  # not a setting: this run only
-
-    _NAMES = {
-        "nodes": ("slurm_nodes", "--nodes"), "partition": ("slurm_partition", "--partition"),
-        "time_limit": ("slurm_time", "--time"), "account": ("slurm_account", "--account"),
-        "sbatch_args": ("slurm_sbatch_args", "--sbatch-arg"), "requeue": ("slurm_requeue", "--requeue"),
-        "node_env": ("slurm_environment", "--node-env"),
-    }  # fmt: skip
-
-    def given(self) -> dict[str, tuple[Any, str]]:
-        """Settings field → (value, flag) for the flags that were given."""
-        return {
-            field: (getattr(self, name), flag)
-            for name, (field, flag) in self._NAMES.items()
-            if getattr(self, name) not in (None, ())
-        }
+    given: Mapping[str, Given]
 
     def over(self, plan: Plan) -> Plan:
-        """The plan with these flags on top (they win over repro.yaml's `slurm:` section).
+        """The plan with the flags that set a setting on top (they win over the backend's repro.yaml section).
 
         Raises:
-            UsageError: Slurm options given where the backend is not slurm.
+            UsageError: a backend's flags given where the plan's backend is another.
         """
-        given = self.given()
-        flags = [flag for _, flag in given.values()] + (["--detach"] if self.detach else [])
-        if not flags:
-            return plan
-        owner = registry.section_owner(self._NAMES["nodes"][0])  # the backend whose section they set
-        name = owner.name if owner is not None else "?"
-        if plan.settings.backend != name:
-            raise UsageError(
-                f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend {name}",
-                hint=f"add --backend {name} (or `backend: {name}` in repro.yaml)",
-            )
-        return plan.over(Layer(Rank.FLAG, given))
+        for name, given in self.given.items():
+            if not given:
+                continue
+            entry = registry.get(name)
+            section = _section(entry)
+            if plan.settings.backend != name:
+                flags = [flag.label for flag in section.flags if flag.key in given]
+                raise UsageError(
+                    f"{', '.join(flags)} only appl{'ies' if len(flags) == 1 else 'y'} to --backend {name}",
+                    hint=f"add --backend {name} (or `backend: {name}` in repro.yaml)",
+                )
+            fields = entry.settings()
+            settings = {
+                fields[f"{entry.section}.{flag.setting}"]: (given[flag.key], flag.label)
+                for flag in section.flags
+                if flag.setting is not None and flag.key in given
+            }
+            if settings:
+                plan = plan.over(Layer(Rank.FLAG, settings))
+        return plan
+
+    def options(self, backend: str, options: object) -> object:
+        """Backend ``backend``'s options (from the settings) with its this-run-only flags given on top."""
+        section = _section(registry.find(backend))
+        run_only = section.run_only(self.given.get(backend, {}))
+        return section.options(options, run_only) if run_only else options
+
+    @property
+    def detach(self) -> bool:
+        """Whether a backend's switch asks to submit the run and return at once (`repro ls` seals it)."""
+        return any(_section(registry.get(name)).detach in given for name, given in self.given.items())
 
 
-_SLURM_FIELDS = (
-    "nodes",
-    "partition",
-    "time_limit",
-    "account",
-    "sbatch_args",
-    "requeue",
-    "node_env",
-    "detach",
-)
+def _section(entry: registry.Entry | None) -> FlagSection:
+    return entry.flags if entry is not None and entry.flags is not None else FlagSection("", ())
 
 
 class SectionOption(click.Option):
@@ -371,57 +361,45 @@ class SectionedCommand(click.Command):
                     formatter.write_dl(records)
 
 
-SLURM_SECTION = "Slurm options (with --backend slurm)"
+def _dest(backend: str, flag: Flag) -> str:
+    """The keyword a backend's flag reaches the command under (unique across backends)."""
+    return re.sub(r"\W", "_", f"{backend}_{flag.key}")
 
 
-def slurm_option(*decls: str, **attrs: Any) -> Callable[[F], F]:
-    return click.option(*decls, cls=SectionOption, section=SLURM_SECTION, **attrs)
+def _backend_flag(backend: str, title: str, flag: Flag) -> Callable[[F], F]:
+    """A backend's flag (`repro.backends.flags.Flag`) as a click option, listed under ``title``."""
+    attrs: dict[str, Any] = {"default": None, "help": flag.help}
+    if flag.takes == "count":
+        attrs["type"] = click.IntRange(1)
+    elif flag.takes == "switch":
+        attrs.update(is_flag=True, default=False)
+    elif flag.choices:
+        attrs["type"] = click.Choice(flag.choices)
+    if flag.metavar is not None:
+        attrs["metavar"] = flag.metavar
+    if flag.repeat:
+        attrs.update(multiple=True, default=())
+    return click.option(flag.name, _dest(backend, flag), cls=SectionOption, section=title, **attrs)
 
 
-def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the Slurm options of `run` (listed under their own heading by `SectionedCommand`); the
-    command receives them as `slurm: SlurmFlags`."""
+def backend_flags(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the flags of every backend registered when the command is built, each backend's under its
+    own heading in `--help` (`SectionedCommand`); the command receives them as `backend_flags:
+    BackendFlags`."""
+    declared = [(entry.name, entry.flags) for entry in registry.ENTRIES if entry.flags is not None]
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["slurm"] = SlurmFlags(**{name: kwargs.pop(name) for name in _SLURM_FIELDS})
+        given: dict[str, Given] = {}
+        for name, section in declared:
+            values = {flag: kwargs.pop(_dest(name, flag)) for flag in section.flags}
+            given[name] = {flag.key: value for flag, value in values.items() if flag.given(value)}
+        kwargs["backend_flags"] = BackendFlags(given)
         return f(*args, **kwargs)
 
-    for option in reversed(
-        [
-            slurm_option(
-                "--nodes", type=click.IntRange(1), default=None,
-                help="Nodes to run on; torchrun on each, --nproc-per-node ranks per node.",
-            ),
-            slurm_option("--partition", default=None, help="The partition (sbatch --partition)."),
-            slurm_option(
-                "--time", "time_limit", default=None, metavar="LIMIT",
-                help="The job's time limit (sbatch --time, e.g. 00:30:00).",
-            ),
-            slurm_option("--account", default=None, help="The account to charge (sbatch --account)."),
-            slurm_option(
-                "--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
-                help="One more sbatch argument, as given (repeatable), e.g. --sbatch-arg=--qos=high.",
-            ),
-            slurm_option(
-                "--requeue/--no-requeue", default=None,
-                help="Requeue on preemption or `scontrol requeue`; SIGUSR1 reaches the command "
-                "120 s before the time limit, so it can save a checkpoint; the requeued job continues from "
-                "it as `repro resume` does (the RNG states recorded at that save are restored).",
-            ),
-            slurm_option(
-                "--node-env", type=click.Choice(NODE_ENVIRONMENTS), default=None,
-                help="What runs the command on the nodes: python (this interpreter, on a filesystem "
-                "the nodes share; default) or docker (the run's image, built from its lock).",
-            ),
-            slurm_option(
-                "--detach", is_flag=True, default=False,
-                help="Submit and return at once; `repro ls` shows the run pending or running, "
-                "and seals it once the job ended.",
-            ),
-        ]
-    ):  # fmt: skip
-        wrapper = option(wrapper)
+    for name, section in reversed(declared):
+        for flag in reversed(section.flags):
+            wrapper = _backend_flag(name, section.title, flag)(wrapper)
     return wrapper
 
 

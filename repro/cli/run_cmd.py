@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import click
 from repro import start, ui
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import Relay, progress_factory, raise_for_status, sigterm_interrupts
-from repro.cli.options import SectionedCommand, SlurmFlags, execution_options, json_option, slurm_options
+from repro.cli.options import BackendFlags, SectionedCommand, backend_flags, execution_options, json_option
 from repro.config import Flags, Layer, Plan, Rank
 from repro.errors import Interrupted
 from repro.run.capture import expand
@@ -25,7 +26,7 @@ from repro.ui import records as render
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @execution_options
-@slurm_options
+@backend_flags
 @click.option(
     "--mlflow-log-capsule/--no-mlflow-log-capsule",
     default=None,
@@ -42,7 +43,7 @@ def run(
     app: AppContext,
     command: tuple[str, ...],
     flags: Flags,
-    slurm: SlurmFlags,
+    backend_flags: BackendFlags,
     mlflow_log_capsule: bool | None,
     as_json: bool,
 ) -> None:
@@ -72,17 +73,19 @@ def run(
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    plan = slurm.over(app.plan(flags))
+    plan = backend_flags.over(app.plan(flags))
     if mlflow_log_capsule is not None:
         given = {"mlflow_log_capsule": (mlflow_log_capsule, "--mlflow-log-capsule")}
         plan = plan.over(Layer(Rank.FLAG, given))
     requests = expand(RunRequest(argv=argv, cwd=Path.cwd()), plan)
-    report = submit_and_report if slurm.detach else run_and_report
-    answers = [report(app, request, plan, as_json) for request in requests]
+    if backend_flags.detach:
+        answers = [submit_and_report(app, request, plan, as_json) for request in requests]
+    else:
+        answers = [run_and_report(app, request, plan, as_json, backend_flags) for request in requests]
     if as_json:  # one document: a Hydra multirun answers once, with a run per job
         ui.json_out(answers[0][1] if len(answers) == 1 else render.multirun_dict([a for _, a in answers]))
     for record, _ in answers:
-        if not slurm.detach:
+        if not backend_flags.detach:
             raise_for_status(record)
 
 
@@ -107,16 +110,19 @@ def submit_and_report(
 
 
 def run_and_report(
-    app: AppContext, request: RunRequest, plan: Plan, as_json: bool
+    app: AppContext, request: RunRequest, plan: Plan, as_json: bool, backend_flags: BackendFlags
 ) -> tuple[Record, dict[str, Any]]:
-    """Capture, execute and print the outcome line (not with --json).
+    """Capture, execute (the backend's flags for this run only reach its options) and print the
+    outcome line (not with --json).
 
     Returns the record and its JSON answer (printed by the caller with --json)."""
     store = app.store
     on_event = Relay(stdout_to_stderr=as_json)
+    where = start.Start.from_settings(plan.settings)
+    where = replace(where, options=backend_flags.options(where.backend, where.options))
     try:
         with sigterm_interrupts():
-            record = start.run(request, plan, store, on_event, progress=progress_factory)
+            record = start.run(request, plan, store, on_event, start=where, progress=progress_factory)
     except KeyboardInterrupt as e:
         raise Interrupted("interrupted before the command started; nothing was recorded") from e
     run_dir = store.runs_dir / record.id

@@ -1,6 +1,7 @@
 """A backend registered from outside repro (`tests/added_backend.py`) is a backend like the others:
 `--backend` and `backend:` accept it, a run executes on it and is recorded with its name, `repro show`
-prints its own lines, and a replay runs on it; no file of repro names it."""
+prints its own lines, a replay runs on it, and its own flag is listed in `repro run --help` and reaches
+its options; no file of repro names it."""
 
 from __future__ import annotations
 
@@ -57,6 +58,25 @@ def test_a_run_on_an_added_backend_is_recorded_shown_and_replayed(project: Proje
     assert json.loads(replayed.out)["status"] == "identical"
 
 
+def test_an_added_backends_flag_is_listed_under_its_heading_and_reaches_its_options(project: Project) -> None:
+    help_text = _repro(project, "run", "--help").out
+    assert "Subprocess options (with --backend subprocess):\n  --nice N " in help_text
+    assert help_text.index("Slurm options") < help_text.index("Subprocess options")
+    assert "--nice" not in project.repro("run", "--help").out  # plain repro does not know it
+
+    project.write("nice.py", "import os\nprint('niceness', os.nice(0))\n")
+    project.commit("nice")
+    r = _repro(project, "run", "--backend", NAME, "--nice", "5", "--", "python", "nice.py")
+    assert r.code == 0, r.err
+    assert f"niceness {min(19, os.nice(0) + 5)}" in r.out  # the command ran 5 nicer than repro
+    record = json.loads(_repro(project, "show", "latest", "--json").out)
+    assert record["backend"]["details"][NAME]["nice"] == 5
+
+    r = _repro(project, "run", "--backend", "local", "--nice", "5", "--", "python", "nice.py")
+    assert r.code == 2 and f"--nice only applies to --backend {NAME}" in r.err
+    assert "niceness" not in r.out
+
+
 def test_the_settings_accept_an_added_backend_and_plain_repro_does_not_know_it(project: Project) -> None:
     project.write("train.py", TRAIN)
     project.write("repro.yaml", f"backend: {NAME}\n")
@@ -75,4 +95,9 @@ def test_registering_a_taken_name_is_refused() -> None:
 
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.Entry("local", "x", ENTRY.build, on_host=True))
-    assert NAME not in registry.names()  # registered only where `tests.added_backend` runs as repro
+    from repro.backends.flags import Flag, FlagSection
+
+    taken = FlagSection("Podman options", (Flag("--nodes", "Nodes."), Flag("--rootless/--no-requeue", "x.")))
+    with pytest.raises(ValueError, match="flags another backend has: --nodes, --no-requeue$"):
+        registry.register(registry.Entry("podman", "x", ENTRY.build, on_host=False, flags=taken))
+    assert NAME not in registry.names() and "podman" not in registry.names()  # nothing registered here

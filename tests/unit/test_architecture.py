@@ -415,7 +415,6 @@ def test_no_function_is_longer_than_eighty_lines() -> None:
 # A string equal to a backend's name outside backends/ that is not that backend, with the reason it stays.
 NOT_A_BACKEND = {
     ("export.py", "slurm"): "an export format (`repro export --as slurm`: a batch script)",
-    ("cli/options.py", "slurm"): "the keyword `run` receives its Slurm flags by (`SlurmFlags`)",
     ("store/record.py", "local"): "the record format's default: a record that names no backend ran locally",
     ("store/index.py", "slurm"): "a detached run's `repro ls` row; the store sits below backends/",
     (
@@ -460,3 +459,20 @@ def test_a_backend_s_own_settings_are_its_options_not_the_run_spec() -> None:
     assert sorted(spec & own) == []
     builders = [entry for entry in registry.ENTRIES if isinstance(entry.make(), BuildsImage)]
     assert builders and [entry.name for entry in builders if not entry.locks_first] == []
+
+
+def test_a_backends_flags_are_declared_in_its_package_only() -> None:
+    """`repro run`'s flags of a backend (`--nodes`, `--detach`) come from its registry entry: cli/
+    turns them into click options generically and spells none of them."""
+    flags = {
+        name
+        for entry in registry.ENTRIES
+        for flag in (entry.flags.flags if entry.flags else ())
+        for name in flag.names
+    }
+    assert "--nodes" in flags  # the rule guards something
+    found = set()
+    for path in (PACKAGE / "cli").rglob("*.py"):
+        rel = str(path.relative_to(PACKAGE))
+        found |= {(rel, s) for s in _code_strings(ast.parse(path.read_text())) if s in flags}
+    assert sorted(found) == []
