@@ -464,6 +464,8 @@ def test_a_backend_s_own_settings_are_its_options_not_the_run_spec() -> None:
 def test_a_backends_flags_are_declared_in_its_package_only() -> None:
     """`repro run`'s flags of a backend (`--nodes`, `--detach`) come from its registry entry: cli/
     turns them into click options generically and spells none of them."""
+    from repro.backends import registry
+
     flags = {
         name
         for entry in registry.ENTRIES
