@@ -28,7 +28,7 @@ from repro.facts.lockvariants import (
     lock_path,
     resolution,
 )
-from repro.facts.pipcompile import OnLine, compile_lock
+from repro.facts.pipcompile import OnLine, Probe, compile_lock
 from repro.store import atomic
 from repro.store.hashing import hash_bytes
 from repro.store.record import DepsInfo
@@ -176,8 +176,11 @@ def _install(plan: LockPlan) -> None:
     atomic.write_bytes(plan.lock_path, text.encode())
 
 
-def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] | None = None) -> Lock:
-    """The plan's lock: the reused one, or compiled now (pip-compile's output goes to ``on_line``).
+def complete(
+    plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] | None = None, *, reachable: Probe
+) -> Lock:
+    """The plan's lock: the reused one, or compiled now (pip-compile's output goes to ``on_line``;
+    its index asked first with ``reachable``).
 
     ``upgrade``: None keeps the current pins where the source allows; ``[]`` upgrades every
     package; names upgrade only those.
@@ -190,7 +193,7 @@ def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] |
     if plan.text is None or plan.how is None or plan.digest is None:
         return plan.ready or Lock(path=None, variant=plan.variant)
     previous = plan.lock_path.read_text() if plan.lock_path.is_file() else None
-    compile_lock(plan.text, plan.how, plan.cached, on_line, previous, upgrade)
+    compile_lock(plan.text, plan.how, plan.cached, on_line, previous, upgrade, reachable=reachable)
     _install(plan)
     plan.ready = _lock(plan, compiled=True)
     return plan.ready
@@ -203,6 +206,8 @@ def ensure_lock(
     variant: str = "cpu",
     cuda_index: str | None = CUDA_INDEX,
     groups: tuple[str, ...] | None = None,
+    *,
+    reachable: Probe,
 ) -> Lock:
     """The project's lock of ``variant``: reused when its inputs are unchanged, else compiled.
 
@@ -214,7 +219,7 @@ def ensure_lock(
     if plan.ready is None and on_line:
         assert plan.source is not None
         on_line(f"compiling the {variant} lock from {plan.source.name} (pip-compile --generate-hashes)")
-    return complete(plan, on_line)
+    return complete(plan, on_line, reachable=reachable)
 
 
 def is_stale(
@@ -253,8 +258,9 @@ def is_stale(
 class PendingLock:
     """A lock compiled in a background thread, so the run starts at once; `result()` waits for it."""
 
-    def __init__(self, plan: LockPlan) -> None:
+    def __init__(self, plan: LockPlan, reachable: Probe) -> None:
         self.plan = plan
+        self._reachable = reachable
         self.lines: list[str] = []
         self._sink: OnLine | None = None
         self._lock: Lock | None = plan.ready
@@ -279,7 +285,7 @@ class PendingLock:
 
     def _run(self) -> None:
         try:
-            self._lock = complete(self.plan, self._line)
+            self._lock = complete(self.plan, self._line, reachable=self._reachable)
         except BaseException as e:  # handed to the caller of result()
             self._error = e
 
@@ -309,6 +315,8 @@ def relock(
     on_line: OnLine | None = None,
     cuda_index: str | None = CUDA_INDEX,
     groups: tuple[str, ...] | None = None,
+    *,
+    reachable: Probe,
 ) -> Lock:
     """`repro lock`: the lock of ``variant``, compiled when stale or when upgrading; a project
     lockfile is read as it is (upgrading it is its tool's work).
@@ -334,7 +342,7 @@ def relock(
     if plan.how is None:  # a hash-pinned requirements.txt is the lock as it is
         assert plan.ready is not None
         return plan.ready
-    return complete(plan, on_line, upgrade)
+    return complete(plan, on_line, upgrade, reachable=reachable)
 
 
 def run_packages(deps: DepsInfo, read_blob: Callable[[str | None], bytes | None]) -> list[LockedPackage]:
