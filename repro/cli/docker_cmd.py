@@ -61,7 +61,7 @@ def build(
         if lockfile is None:
             from repro.facts.lockplan import describe_project_lock, ensure_lock, is_stale
             from repro.facts.projectlock import find
-            from repro.facts.reach import check_reachable
+            from repro.fetch.reach import check_reachable
 
             variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
             groups = app.settings.groups

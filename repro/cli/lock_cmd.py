@@ -17,7 +17,7 @@ from repro.cli.options import json_option
 from repro.config import Flags
 from repro.errors import LockStale, UsageError
 from repro.facts import lockplan, lockvariants, projectlock
-from repro.facts.reach import check_reachable
+from repro.fetch.reach import check_reachable
 from repro.units import plural
 
 

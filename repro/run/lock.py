@@ -16,8 +16,8 @@ from repro.facts import code as code_capture
 from repro.facts import lockplan, locksource
 from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.lockfile import mismatches
-from repro.facts.reach import check_reachable
 from repro.fetch.locate import cached_pylock
+from repro.fetch.reach import check_reachable
 from repro.run.prepared import Prepared
 from repro.store.record import Record
 from repro.store.runs import Store

@@ -14,7 +14,7 @@ from repro.backends import images
 from repro.errors import BuildError, ConfigError, IndexUnreachable
 from repro.facts import lockfile, lockplan, lockvariants
 from repro.facts.cudawheels import cuda_build
-from repro.facts.reach import check_reachable
+from repro.fetch.reach import check_reachable
 from repro.store import limits
 
 
