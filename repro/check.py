@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from repro import start
 from repro.backends.base import Event, OnEvent
@@ -66,7 +66,7 @@ from repro.store.signing import Trust
 from repro.store.statcache import HashCache
 
 DEFAULT_RUNS = 2
-KIND = "check"
+KIND: Final = "check"
 
 
 CheckKind = Literal[

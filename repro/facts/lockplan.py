@@ -25,13 +25,14 @@ from repro.facts.lockvariants import (
     Resolution,
     cuda_version,
     inputs_hash,
+    known_variant,
     lock_path,
     resolution,
 )
 from repro.facts.pipcompile import OnLine, Probe, compile_lock
 from repro.store import atomic
 from repro.store.hashing import hash_bytes
-from repro.store.record import DepsInfo
+from repro.store.record import DepsInfo, LockVariant
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Lock:
     inputs_hash: str | None = None
     requirements: list[str] = field(default_factory=list)  # name==version, sorted
     compiled: bool = False  # compiled by this call (not reused)
-    variant: str = "cpu"
+    variant: LockVariant = "cpu"
     cuda: str | None = None  # a cuda lock: the CUDA version its torch is built for ("12.8")
     project_lock: str | None = None  # the project's own lockfile it was read from ("uv.lock"); None: compiled
     groups: list[str] = field(default_factory=list)  # … for these groups and extras besides the main ones
@@ -52,7 +53,7 @@ class LockPlan:
     """Where a project's lock of one variant stands: ready, or to be compiled."""
 
     root: Path
-    variant: str
+    variant: LockVariant
     source: Path | None = None
     text: str | None = None
     how: Resolution | None = None
@@ -84,23 +85,25 @@ def plan_lock(
 
     Raises:
         NotFoundError: a configured requirements file is missing.
-        UsageError: a project lockfile that is stale, or that holds a package from git or a path.
+        UsageError: an unknown variant; a project lockfile that is stale, or that holds a package from
+            git or a path.
         BuildError: a cuda lock whose torch is a CPU build.
     """
+    which = known_variant(variant)
     found = projectlock.find(root, configured)
     if found is not None:
-        return _project_plan(root, found, variant, install, groups)
+        return _project_plan(root, found, which, install, groups)
     source, text = find_source(root, configured)
-    plan = LockPlan(root, variant, source, text)
+    plan = LockPlan(root, which, source, text)
     if source is None or text is None:
-        plan.ready = Lock(path=None, variant=variant)
+        plan.ready = Lock(path=None, variant=which)
         return plan
     if "--hash=" in text:
         pins = pin_list(text)
         digest = hash_bytes(text.encode())
-        plan.ready = Lock(source, source, digest, pins, variant=variant, cuda=cuda_version(variant, pins))
+        plan.ready = Lock(source, source, digest, pins, variant=which, cuda=cuda_version(which, pins))
         return plan
-    plan.how = resolution(variant, text, cuda_index=cuda_index)
+    plan.how = resolution(which, text, cuda_index=cuda_index)
     plan.digest = inputs_hash(text, plan.how)
     if plan.lock_path.is_file() and inputs_header(plan.lock_path.read_text()) == plan.digest:
         plan.ready = _lock(plan, compiled=False)
@@ -111,7 +114,7 @@ def plan_lock(
 
 
 def _project_plan(
-    root: Path, found: Path, variant: str, install: bool, groups: tuple[str, ...] | None
+    root: Path, found: Path, variant: LockVariant, install: bool, groups: tuple[str, ...] | None
 ) -> LockPlan:
     """The plan for a project lockfile: read now, and written (unless ``install`` is false) as
     lockfiles/project.lock.txt (cuda: project-cuda.lock.txt) in the hash-pinned form every lock
