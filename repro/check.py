@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from repro import start
 from repro.backends.base import Event, OnEvent
@@ -66,7 +66,7 @@ from repro.store.signing import Trust
 from repro.store.statcache import HashCache
 
 DEFAULT_RUNS = 2
-KIND = "check"
+KIND: Final = "check"
 
 
 CheckKind = Literal[
@@ -353,10 +353,12 @@ def _started_over(resumed: Record) -> codes.Reason:
 def _resume_traces(store: Store, record: Record) -> dict[int, list[dict[str, Any]]]:
     loaded = store.load_run(record.id)
     traces: dict[int, list[dict[str, Any]]] = {}
+    stream = contract.STREAMS["rtrace"]
     for name, blob in record.results.logs.items():
-        if name.startswith("rtrace.rank") and name[11:].isdigit():
+        rank = stream.log_rank(name)
+        if rank is not None and stream.log_name(rank) == name:  # each rank's, as collected
             text, _ = limits.stream_head(loaded.read_blob(blob), limits.MAX_RESUME_TRACE_BYTES)
-            traces[int(name[11:])] = resumetrace.parse(text)  # a trace cut there compares its steps before
+            traces[rank] = resumetrace.parse(text)  # a trace cut there compares its steps before
     return traces
 
 

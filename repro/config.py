@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
 
@@ -34,7 +34,8 @@ from repro.runtime.contract import Mode
 
 MODES = contract.MODES
 BackendName = str  # what --backend and `backend:` accept: `repro.backends.registry.names()`, checked here
-ISAS = ("auto", "avx2", "avx512", "portable", "default", "none")
+Isa = Literal["auto", "avx2", "avx512", "portable", "default", "none"]  # the CPU kernel pin (`isa:`)
+ISAS: tuple[Isa, ...] = get_args(Isa)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Settings:
     backend: BackendName = "auto"
     mode: Mode | None = None  # None: strict on CPU, gpu when --gpus is given
     threads: int = 1
-    isa: str = "auto"  # auto | avx2 | avx512 | portable | default | none
+    isa: Isa = "auto"
     seed: int | None = None
     data: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ("outputs",)

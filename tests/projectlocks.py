@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.facts.reach import is_local, local_path
+from repro.fetch.reach import is_local, local_path
 from repro.fetch.sources import host_sources
 
 TORCH = "torch==2.13.0"

@@ -37,11 +37,11 @@ from repro.backends.base import BuiltImage, OpenImage
 from repro.errors import BuildError, NotFoundError
 from repro.facts.cudawheels import cuda_build
 from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
-from repro.facts.reach import check_reachable
 from repro.fetch.index import Link
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import candidates, target_tags
 from repro.fetch.pinned import Fetched, fetch_pinned
+from repro.fetch.reach import check_reachable
 from repro.fetch.sources import Sources, host_sources
 from repro.store.limits import TEMPLATES
 

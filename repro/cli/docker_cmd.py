@@ -61,14 +61,16 @@ def build(
         if lockfile is None:
             from repro.facts.lockplan import describe_project_lock, ensure_lock, is_stale
             from repro.facts.projectlock import find
+            from repro.fetch.reach import check_reachable
 
             variant, root, configured = "cuda" if gpus else "cpu", app.store.root, app.settings.requirements
             groups = app.settings.groups
             if find(root, configured) is None and is_stale(root, configured, variant, index)[0]:
                 sink(Event("stage", f"lock: compiling the {variant} lock"))
             found = ensure_lock(
-                root, configured, lambda line: sink(Event("build", line)), variant, index, groups
-            )
+                root, configured, lambda line: sink(Event("build", line)), variant, index, groups,
+                reachable=check_reachable,
+            )  # fmt: skip
             sink(Event("stage-end"))
             if found.project_lock:
                 sink(Event("info", f"lock: {describe_project_lock(found)}"))

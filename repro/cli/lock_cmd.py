@@ -17,6 +17,7 @@ from repro.cli.options import json_option
 from repro.config import Flags
 from repro.errors import LockStale, UsageError
 from repro.facts import lockplan, lockvariants, projectlock
+from repro.fetch.reach import check_reachable
 from repro.units import plural
 
 
@@ -98,7 +99,9 @@ def lock(
         def line(text: str) -> None:
             sink(Event("build", text))
 
-        done = lockplan.relock(root, configured, variant, wanted, line, index, settings.groups)
+        done = lockplan.relock(
+            root, configured, variant, wanted, line, index, settings.groups, reachable=check_reachable
+        )
         if project is None:
             sink(Event("stage-end", f"lock: {plural(len(done.requirements), 'package')} resolved and hashed"))
         else:

@@ -23,7 +23,7 @@ from repro.store.record import CheckpointInfo, Record
 
 RESUME_EVENTS = contract.STREAMS["resume_events"]  # resume-events.jsonl (repro/runtime/resumestate.py)
 RESUMED_FROM_ENV = contract.RESUMED_FROM_ENV  # set: the runtime restores the recorded RNG states at load
-RESUME_TRACE = contract.STREAMS["rtrace"]  # ResultInfo.logs names: rtrace.rank0, rtrace.rank1, …
+RESUME_TRACE = contract.STREAMS["rtrace"]
 
 
 def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, int]], max_bytes: int) -> None:
@@ -55,9 +55,10 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
             info.blob = put(copy.rel, max_bytes)
     record.results.checkpoints = sorted(found.values(), key=lambda c: (c.step, c.path, c.hash))
     for rel in produced.files(runtime, RESUME_TRACE.glob()):
-        kept = put(rel)
-        if kept is not None:
-            record.results.logs[rel.removesuffix(".jsonl")] = kept
+        rank = RESUME_TRACE.file_rank(rel)
+        kept = put(rel) if rank is not None else None
+        if rank is not None and kept is not None:
+            record.results.logs[RESUME_TRACE.log_name(rank)] = kept
     for event in read_events(runtime):
         if contract.row_kind(event) == "missing":
             what = event.get("path") or event.get("stream", "?")

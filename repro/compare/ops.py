@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from repro.compare.reasons import Code, Reason
 from repro.compare.verdict import Verdict, explained
@@ -23,6 +23,7 @@ OPS_LOG = contract.STREAMS["ops"].log  # rank 0's (or the single process's) op s
 
 
 OpDiffKind = Literal["value", "sequence", "length"]
+OpPhase = Literal["fwd", "bwd"]  # the forward or the backward pass, as the op stream says
 
 
 @dataclass
@@ -34,7 +35,7 @@ class OpDifference:
     step: int  # optimizer steps completed before it
     rank: int
     op: str  # aten::add.Tensor; for sequence: the original's op
-    phase: str  # fwd | bwd, as the op stream says
+    phase: OpPhase
     module: str | None  # blocks.2.mlp.fc1
     where: str | None  # train.py:31
     node: str | None = None  # the autograd node run in the backward pass (AddmmBackward0)
@@ -96,11 +97,16 @@ def _well_formed(row: dict[str, Any]) -> bool:
     return (
         isinstance(row.get("op"), str)
         and all(_count(row[k]) for k in ("i", "step") if k in row)
-        and row.get("phase", "fwd") in ("fwd", "bwd")
+        and row.get("phase", "fwd") in get_args(OpPhase)
         and all(isinstance(row.get(k), (str, type(None))) for k in ("module", "where", "node"))
         and (values is None or (isinstance(values, list) and all(_number(v) for v in values)))
         and (row.get("sum") is None or _number(row.get("sum")))
     )
+
+
+def _phase(row: dict[str, Any]) -> OpPhase:
+    """A row's pass (a row without one ran forward; `_well_formed` let no other value through)."""
+    return "bwd" if row.get("phase") == "bwd" else "fwd"
 
 
 def within(rows: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
@@ -129,14 +135,14 @@ def _first_in_rank(
         if a.get("op") != b.get("op"):
             return OpDifference(
                 "sequence", int(a.get("i", 0)), int(a.get("step", 0)), rank, str(a.get("op")),
-                str(a.get("phase", "fwd")), a.get("module"), a.get("where"), a.get("node"),
+                _phase(a), a.get("module"), a.get("where"), a.get("node"),
                 replay_op=str(b.get("op")),
             )  # fmt: skip
         if a.get("out") == b.get("out"):
             continue
         return OpDifference(
             "value", int(a.get("i", 0)), int(a.get("step", 0)), rank, str(a["op"]),
-            str(a.get("phase", "fwd")), a.get("module"), a.get("where"), a.get("node"),
+            _phase(a), a.get("module"), a.get("where"), a.get("node"),
             inputs_same=a.get("in") == b.get("in"), max_abs=_max_abs(a, b), sum_delta=_sum_delta(a, b),
         )  # fmt: skip
     if len(a_rows) != len(b_rows):
@@ -144,7 +150,7 @@ def _first_in_rank(
         extra = longer[len(shorter)]
         return OpDifference(
             "length", len(shorter), int(extra.get("step", 0)), rank, str(extra.get("op")),
-            str(extra.get("phase", "fwd")), extra.get("module"), extra.get("where"), extra.get("node"),
+            _phase(extra), extra.get("module"), extra.get("where"), extra.get("node"),
         )  # fmt: skip
     return None
 

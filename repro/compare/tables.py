@@ -21,10 +21,11 @@ from typing import Any
 
 from repro.compare.logmask import is_timing_key, mask_timings
 from repro.compare.tolerance import Tolerance
-from repro.compare.values import Series, ValueReport, compare_series
+from repro.compare.values import Series, ValueFormat, ValueReport, compare_series
 from repro.runtime.contract import parse_json
 
-TABLE_SUFFIXES = (".json", ".jsonl", ".csv")
+TABLE_FORMATS: dict[str, ValueFormat] = {".json": "json", ".jsonl": "jsonl", ".csv": "csv"}
+TABLE_SUFFIXES = tuple(TABLE_FORMATS)
 MAX_TABLE_BYTES = 64 << 20  # larger files are compared by bytes only
 
 
@@ -135,6 +136,6 @@ def compare_tables(a: Path, b: Path, tol: Tolerance, suffix: str) -> ValueReport
     """
     sa, ignored_a = read_table(a, suffix)
     sb, ignored_b = read_table(b, suffix)
-    report = compare_series(sa, sb, tol, suffix[1:])
+    report = compare_series(sa, sb, tol, TABLE_FORMATS.get(suffix, "csv"))  # another suffix reads as CSV
     report.ignored = sorted(set(ignored_a) | set(ignored_b))
     return report

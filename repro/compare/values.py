@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from repro.compare.tolerance import Tolerance, largest
 from repro.units import shorten
@@ -31,11 +31,14 @@ class ValueDiff:
     within_tolerance: bool
 
 
+ValueFormat = Literal["tensorboard", "json", "jsonl", "csv"]  # where the value series were read
+
+
 @dataclass
 class ValueReport:
     """What differs between the value series of two artifacts."""
 
-    format: str  # tensorboard | json | jsonl | csv
+    format: ValueFormat
     compared: int = 0  # values present on both sides
     differing: int = 0
     first: ValueDiff | None = None  # the decisive difference: first out of tolerance, else first
@@ -95,7 +98,7 @@ def _compare_arrays(a: Any, b: Any, tol: Tolerance) -> tuple[bool, bool, float |
     return False, ok, float(delta.max())
 
 
-def compare_series(a: Series, b: Series, tol: Tolerance, fmt: str) -> ValueReport:
+def compare_series(a: Series, b: Series, tol: Tolerance, fmt: ValueFormat) -> ValueReport:
     """Compare two sets of series by name, values aligned by position (``a`` is the reference)."""
     report = ValueReport(format=fmt)
     report.only_original = [n for n in a if n not in b]

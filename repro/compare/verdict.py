@@ -166,6 +166,10 @@ class CompareOptions:
         return LogMask(mask=self.mask, ignore_lines=self.ignore_lines)
 
 
+# Why equal bytes at another world size are not `identical`.
+WORLD_SIZE_CAVEAT = "at another world size (another reduction order: equal bytes are luck, not proof)"
+
+
 @dataclass(frozen=True)
 class Known:
     """What the caller knows of the two runs beyond their results, weighed by `compare_runs`."""
@@ -306,9 +310,11 @@ def compare_runs(
 
 
 def _weigh(v: Verdict, known: Known) -> None:
-    """What the caller knows, over what the comparison found (the summary keeps what it found)."""
+    """What the caller knows, over what the comparison found (the summary says what it found, under
+    the status decided here)."""
     if known.world_size_changed and v.status == "identical":
-        v.status = "within_tolerance"
+        found = v.summary.removeprefix("identical: ")
+        v.status, v.summary = "within_tolerance", f"within tolerance: {found}, {WORLD_SIZE_CAVEAT}"
     if known.started_over is not None:
         v.reasons.insert(0, known.started_over)
         v.status, v.summary = "diverged", f"diverged: {known.started_over.message}"

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -139,13 +140,16 @@ def top_level_names(text: str) -> list[str]:
     return sorted(set(names))
 
 
+InstalledFrom = Literal["wheel", "source", "unknown"]  # from an index, built in the sandbox, not recorded
+
+
 @dataclass(frozen=True)
 class LockedPackage:
     """One package a run's lock pins, and how it went into the run's image."""
 
     name: str  # PEP 503 normal form
     version: str
-    installed_from: str  # "wheel" (from an index), "source" (built in the sandbox), "unknown"
+    installed_from: InstalledFrom
 
 
 def locked_packages(
@@ -159,8 +163,14 @@ def locked_packages(
     """
     found = pins(lock_text.splitlines()) if lock_text else {}
     found = found or pins(requirements)
-    known = {name: kind for name, kind in installed_from.items() if kind in ("wheel", "source")}
-    return [LockedPackage(name, ver, known.get(name, "unknown")) for name, ver in sorted(found.items())]
+    return [
+        LockedPackage(name, ver, _installed(installed_from.get(name))) for name, ver in sorted(found.items())
+    ]
+
+
+def _installed(recorded: str | None) -> InstalledFrom:
+    """How a package was installed, as recorded: wheel or source; anything else is unknown."""
+    return "wheel" if recorded == "wheel" else "source" if recorded == "source" else "unknown"
 
 
 def compare_versions(old: str, new: str) -> int:

@@ -25,13 +25,14 @@ from repro.facts.lockvariants import (
     Resolution,
     cuda_version,
     inputs_hash,
+    known_variant,
     lock_path,
     resolution,
 )
-from repro.facts.pipcompile import OnLine, compile_lock
+from repro.facts.pipcompile import OnLine, Probe, compile_lock
 from repro.store import atomic
 from repro.store.hashing import hash_bytes
-from repro.store.record import DepsInfo
+from repro.store.record import DepsInfo, LockVariant
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Lock:
     inputs_hash: str | None = None
     requirements: list[str] = field(default_factory=list)  # name==version, sorted
     compiled: bool = False  # compiled by this call (not reused)
-    variant: str = "cpu"
+    variant: LockVariant = "cpu"
     cuda: str | None = None  # a cuda lock: the CUDA version its torch is built for ("12.8")
     project_lock: str | None = None  # the project's own lockfile it was read from ("uv.lock"); None: compiled
     groups: list[str] = field(default_factory=list)  # … for these groups and extras besides the main ones
@@ -52,7 +53,7 @@ class LockPlan:
     """Where a project's lock of one variant stands: ready, or to be compiled."""
 
     root: Path
-    variant: str
+    variant: LockVariant
     source: Path | None = None
     text: str | None = None
     how: Resolution | None = None
@@ -84,23 +85,25 @@ def plan_lock(
 
     Raises:
         NotFoundError: a configured requirements file is missing.
-        UsageError: a project lockfile that is stale, or that holds a package from git or a path.
+        UsageError: an unknown variant; a project lockfile that is stale, or that holds a package from
+            git or a path.
         BuildError: a cuda lock whose torch is a CPU build.
     """
+    which = known_variant(variant)
     found = projectlock.find(root, configured)
     if found is not None:
-        return _project_plan(root, found, variant, install, groups)
+        return _project_plan(root, found, which, install, groups)
     source, text = find_source(root, configured)
-    plan = LockPlan(root, variant, source, text)
+    plan = LockPlan(root, which, source, text)
     if source is None or text is None:
-        plan.ready = Lock(path=None, variant=variant)
+        plan.ready = Lock(path=None, variant=which)
         return plan
     if "--hash=" in text:
         pins = pin_list(text)
         digest = hash_bytes(text.encode())
-        plan.ready = Lock(source, source, digest, pins, variant=variant, cuda=cuda_version(variant, pins))
+        plan.ready = Lock(source, source, digest, pins, variant=which, cuda=cuda_version(which, pins))
         return plan
-    plan.how = resolution(variant, text, cuda_index=cuda_index)
+    plan.how = resolution(which, text, cuda_index=cuda_index)
     plan.digest = inputs_hash(text, plan.how)
     if plan.lock_path.is_file() and inputs_header(plan.lock_path.read_text()) == plan.digest:
         plan.ready = _lock(plan, compiled=False)
@@ -111,7 +114,7 @@ def plan_lock(
 
 
 def _project_plan(
-    root: Path, found: Path, variant: str, install: bool, groups: tuple[str, ...] | None
+    root: Path, found: Path, variant: LockVariant, install: bool, groups: tuple[str, ...] | None
 ) -> LockPlan:
     """The plan for a project lockfile: read now, and written (unless ``install`` is false) as
     lockfiles/project.lock.txt (cuda: project-cuda.lock.txt) in the hash-pinned form every lock
@@ -176,8 +179,11 @@ def _install(plan: LockPlan) -> None:
     atomic.write_bytes(plan.lock_path, text.encode())
 
 
-def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] | None = None) -> Lock:
-    """The plan's lock: the reused one, or compiled now (pip-compile's output goes to ``on_line``).
+def complete(
+    plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] | None = None, *, reachable: Probe
+) -> Lock:
+    """The plan's lock: the reused one, or compiled now (pip-compile's output goes to ``on_line``;
+    its index asked first with ``reachable``).
 
     ``upgrade``: None keeps the current pins where the source allows; ``[]`` upgrades every
     package; names upgrade only those.
@@ -190,7 +196,7 @@ def complete(plan: LockPlan, on_line: OnLine | None = None, upgrade: list[str] |
     if plan.text is None or plan.how is None or plan.digest is None:
         return plan.ready or Lock(path=None, variant=plan.variant)
     previous = plan.lock_path.read_text() if plan.lock_path.is_file() else None
-    compile_lock(plan.text, plan.how, plan.cached, on_line, previous, upgrade)
+    compile_lock(plan.text, plan.how, plan.cached, on_line, previous, upgrade, reachable=reachable)
     _install(plan)
     plan.ready = _lock(plan, compiled=True)
     return plan.ready
@@ -203,6 +209,8 @@ def ensure_lock(
     variant: str = "cpu",
     cuda_index: str | None = CUDA_INDEX,
     groups: tuple[str, ...] | None = None,
+    *,
+    reachable: Probe,
 ) -> Lock:
     """The project's lock of ``variant``: reused when its inputs are unchanged, else compiled.
 
@@ -214,7 +222,7 @@ def ensure_lock(
     if plan.ready is None and on_line:
         assert plan.source is not None
         on_line(f"compiling the {variant} lock from {plan.source.name} (pip-compile --generate-hashes)")
-    return complete(plan, on_line)
+    return complete(plan, on_line, reachable=reachable)
 
 
 def is_stale(
@@ -253,8 +261,9 @@ def is_stale(
 class PendingLock:
     """A lock compiled in a background thread, so the run starts at once; `result()` waits for it."""
 
-    def __init__(self, plan: LockPlan) -> None:
+    def __init__(self, plan: LockPlan, reachable: Probe) -> None:
         self.plan = plan
+        self._reachable = reachable
         self.lines: list[str] = []
         self._sink: OnLine | None = None
         self._lock: Lock | None = plan.ready
@@ -279,7 +288,7 @@ class PendingLock:
 
     def _run(self) -> None:
         try:
-            self._lock = complete(self.plan, self._line)
+            self._lock = complete(self.plan, self._line, reachable=self._reachable)
         except BaseException as e:  # handed to the caller of result()
             self._error = e
 
@@ -309,6 +318,8 @@ def relock(
     on_line: OnLine | None = None,
     cuda_index: str | None = CUDA_INDEX,
     groups: tuple[str, ...] | None = None,
+    *,
+    reachable: Probe,
 ) -> Lock:
     """`repro lock`: the lock of ``variant``, compiled when stale or when upgrading; a project
     lockfile is read as it is (upgrading it is its tool's work).
@@ -334,7 +345,7 @@ def relock(
     if plan.how is None:  # a hash-pinned requirements.txt is the lock as it is
         assert plan.ready is not None
         return plan.ready
-    return complete(plan, on_line, upgrade)
+    return complete(plan, on_line, upgrade, reachable=reachable)
 
 
 def run_packages(deps: DepsInfo, read_blob: Callable[[str | None], bytes | None]) -> list[LockedPackage]:

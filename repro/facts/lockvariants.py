@@ -24,10 +24,11 @@ from repro.errors import UsageError
 from repro.facts.cudawheels import TORCH_FAMILY, cuda_build
 from repro.facts.lockfile import canonical_name, logical_lines
 from repro.store.hashing import hash_bytes
+from repro.store.record import LOCK_VARIANTS, LockVariant
 from repro.store.runs import STORE_DIR
 
 LOCK_DIR = "lockfiles"
-VARIANTS = ("cpu", "cuda", "local")
+VARIANTS = LOCK_VARIANTS
 LOCK_NAMES = {
     "cpu": "requirements.lock.txt",
     "cuda": "requirements-cuda.lock.txt",
@@ -90,6 +91,18 @@ def installed_versions() -> dict[str, str]:
     return found
 
 
+def known_variant(variant: str) -> LockVariant:
+    """``variant`` as one of the lock variants.
+
+    Raises:
+        UsageError: an unknown variant.
+    """
+    for known in VARIANTS:
+        if variant == known:
+            return known
+    raise UsageError(f"unknown lock variant {variant!r}", hint=f"one of: {', '.join(VARIANTS)}")
+
+
 def resolution(
     variant: str,
     source_text: str,
@@ -112,8 +125,7 @@ def resolution(
     if variant == "cuda":
         wants_torch = any(n in TORCH_FAMILY for n in _requirements(source_text))
         return Resolution("cuda", IMAGE_PYTHON, IMAGE_PLATFORM, cuda_index if wants_torch else None)
-    if variant not in VARIANTS:
-        raise UsageError(f"unknown lock variant {variant!r}", hint=f"one of: {', '.join(VARIANTS)}")
+    known_variant(variant)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     if variant == "cpu":
         wants_torch = any(n in TORCH_FAMILY for n in _requirements(source_text))

@@ -16,10 +16,12 @@ from pathlib import Path
 from repro.errors import BuildError, OSFailure, from_os_error
 from repro.facts.lockfile import pin_list
 from repro.facts.lockvariants import Resolution, cuda_version
-from repro.facts.reach import check_reachable
 from repro.store import atomic
 
 OnLine = Callable[[str], None]
+# Asks an index whether it answers, raising IndexUnreachable in seconds where pip would retry for
+# minutes: `repro.fetch.reach.check_reachable`, handed in by whoever compiles a lock.
+Probe = Callable[[str], None]
 COMPILE_HINT = "check the requirements; the packages must be installable for this Python"
 
 
@@ -54,7 +56,15 @@ def compile_lock(
     on_line: OnLine | None,
     previous: str | None = None,
     upgrade: list[str] | None = None,
+    *,
+    reachable: Probe,
 ) -> None:
+    """Compile ``text`` into the lock ``dest`` for ``how``, asking its index first (``reachable``).
+
+    Raises:
+        BuildError: not compilable here; pip-compile failed; a torch build that does not fit.
+        IndexUnreachable: the index does not answer. OSFailure: the disk is full.
+    """
     elsewhere = how.unresolvable_here()
     if elsewhere:
         raise BuildError(
@@ -63,7 +73,7 @@ def compile_lock(
             "(the base image itself will do) and commit lockfiles/",
         )
     if how.index_url:
-        check_reachable(how.index_url)  # seconds, where pip would retry for minutes
+        reachable(how.index_url)  # seconds, where pip would retry for minutes
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         kept = _compile_in_temp(text, how, on_line, previous, upgrade)

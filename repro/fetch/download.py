@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from repro.errors import BuildError, IndexUnreadable
-from repro.facts.reach import is_local, local_path, shown
 from repro.fetch.index import Link, Reader
+from repro.fetch.reach import is_local, local_path, shown
 
 _CHUNK = 1 << 20
 

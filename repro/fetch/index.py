@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from repro.errors import IndexUnreadable
-from repro.facts.reach import is_local, local_path, shown
 from repro.fetch.names import DistName, parse
+from repro.fetch.reach import is_local, local_path, shown
 from repro.fetch.sources import Sources
 
 if TYPE_CHECKING:  # requests and pypi-simple are imported where an index is read: every command starts faster

@@ -19,8 +19,8 @@ from repro.errors import BuildError, IndexUnreadable, ReproError, UsageError, fr
 from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
 from repro.facts.projectlock import file_sha256, kind_of
 from repro.facts.projectlock.pylock import File, dumps
-from repro.facts.reach import local_path
 from repro.fetch.index import Link, Reader
+from repro.fetch.reach import local_path
 from repro.fetch.sources import CONFIG_HINT, Sources, host_sources
 from repro.store import atomic
 

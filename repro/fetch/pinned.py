@@ -12,11 +12,11 @@ from packaging.tags import Tag
 
 from repro.errors import BuildError, IndexUnreadable
 from repro.facts.lockfile import Pinned
-from repro.facts.reach import shown
 from repro.fetch.download import DigestMismatch, fetch
 from repro.fetch.index import Link, Reader
 from repro.fetch.names import Kind
 from repro.fetch.pick import candidates, target_tags
+from repro.fetch.reach import shown
 from repro.fetch.sources import Sources, host_sources
 
 WORKERS = 8  # project pages and files fetched at once

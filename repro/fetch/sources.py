@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from repro.errors import BuildError
-from repro.facts.reach import is_local
+from repro.fetch.reach import is_local
 
 PYPI = "https://pypi.org/simple/"
 CONFIG_HINT = "check the host's pip configuration (`pip config list`, PIP_INDEX_URL, PIP_FIND_LINKS)"

@@ -91,9 +91,10 @@ def locate_inputs(
     roots: BlobRoots,
     read_blob: ReadBlob,
     cache: HashCache | None = None,
+    hashed: Mapping[str, TreeDigest] | None = None,
 ) -> list[InputSource]:
     """For each declared input of ``record``: where a replay with data under ``data_root`` and blobs
-    in ``roots`` will find it.
+    in ``roots`` will find it (``hashed``: inputs already hashed there, by path, not hashed again).
 
     Raises:
         CapsuleInvalid: an input's manifest blob is missing or malformed.
@@ -101,7 +102,8 @@ def locate_inputs(
     found = []
     for item in record.data.inputs:
         refused = hostpaths.refusal(data_root, item.path)
-        source = _locate(record, item, data_root, roots, read_blob, cache, host=refused is None)
+        tree = (hashed or {}).get(item.path) if refused is None else None
+        source = _locate(record, item, data_root, roots, read_blob, cache, refused is None, tree)
         source.refused = refused
         source.read = item.read
         found.append(source)
@@ -130,11 +132,13 @@ def _locate(
     read_blob: ReadBlob,
     cache: HashCache | None,
     host: bool = True,
+    hashed: TreeDigest | None = None,
 ) -> InputSource:
-    """Where ``item`` comes from; ``host``: whether the host's path may be read at all."""
+    """Where ``item`` comes from; ``host``: whether the host's path may be read at all; ``hashed``:
+    the host's copy, already hashed."""
     path = data_root / item.path
     present = host and (path.exists() or path.is_symlink())
-    tree = hash_tree(path, data_root, cache=cache) if present else None
+    tree = (hashed if hashed is not None else hash_tree(path, data_root, cache=cache)) if present else None
     source = _source(record, item, data_root, roots, read_blob, present, tree)
     source.tree = tree
     return source
@@ -221,8 +225,10 @@ def replay_data(
     data_root = (request.data_root or store.root).resolve()
     remote = datablobs.remote_root(settings.data_remote, store.root)
     roots = datablobs.blob_roots(capsule_blobs, store.dir, remote)
-    data_root = _data_from_dvc(request, original, data_root, store, roots, loaded.read_blob, notes, on_event)
-    data = choose_data(original, data_root, store, roots, request, loaded.read_blob)
+    data_root, hashed = _data_from_dvc(
+        request, original, data_root, store, roots, loaded.read_blob, notes, on_event
+    )
+    data = choose_data(original, data_root, store, roots, request, loaded.read_blob, hashed)
     if data.drift:
         notes.append(data.drift.describe() + " (allowed by --allow-data-drift)")
     for note in data.notes():
@@ -240,8 +246,9 @@ def _data_from_dvc(
     read_blob: Callable[[str], bytes | None],
     notes: list[str],
     on_event: OnEvent,
-) -> Path:
-    """Where the replay reads its data: ``data_root``; or, when DVC tracks the recorded inputs and the
+) -> tuple[Path, dict[str, TreeDigest]]:
+    """Where the replay reads its data, and the inputs hashed there to judge it (by path: hashed
+    once, `choose_data` takes them): ``data_root``; or, when DVC tracks the recorded inputs and the
     data there differs (or is absent), a scratch copy of the recorded versions fetched through DVC and
     checked against the manifest. Not with --data-root or --allow-data-drift (the user chose the data),
     nor when blobs at hand (carried in the capsule, kept in the store or the data remote) hold every
@@ -252,17 +259,19 @@ def _data_from_dvc(
         DataDrift: what DVC fetched differs from the manifest (the files named).
     """
     if request.data_root is not None or request.allow_data_drift or not dvc_data.tracked(original):
-        return data_root
+        return data_root, {}
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        if not check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob):
-            return data_root
+        hashed = _hash_inputs(original, data_root, cache)
+        if not check_data(original.data.inputs, data_root, cache=cache, read_blob=read_blob, hashed=hashed):
+            return data_root, hashed
         blobs = datablobs.data_blobs(original, read_blob)
         if blobs and all(roots.find(digest) for digest in blobs):
-            return data_root
+            return data_root, hashed
         scratch = Path(tempfile.mkdtemp(prefix="repro-data-", dir=store.cache_dir))
         atexit.register(shutil.rmtree, scratch, ignore_errors=True)
         fetched = dvc_data.fetch_inputs(original, scratch, data_root)
-        drift = check_data(original.data.inputs, scratch, cache=cache, read_blob=read_blob)
+        hashed = _hash_inputs(original, scratch, cache)
+        drift = check_data(original.data.inputs, scratch, cache=cache, read_blob=read_blob, hashed=hashed)
     if drift:
         where = ", ".join(f"`{r}`" for r in fetched.remotes)
         raise DataDrift(
@@ -270,7 +279,16 @@ def _data_from_dvc(
             hint=f"the DVC remote {where} holds other bytes than the run read; push the recorded data again",
         )  # fmt: skip
     say(fetched.describe(), notes, on_event)
-    return fetched.root
+    return fetched.root, hashed
+
+
+def _hash_inputs(original: Record, root: Path, cache: HashCache) -> dict[str, TreeDigest]:
+    """Each declared input under ``root`` that may be read there and exists, hashed (by path)."""
+    return {
+        item.path: hash_tree(root / item.path, root, cache=cache)
+        for item in original.data.inputs
+        if hostpaths.refusal(root, item.path) is None and (root / item.path).exists()
+    }
 
 
 @dataclass
@@ -325,10 +343,12 @@ def choose_data(
     roots: datablobs.BlobRoots,
     request: ReplayRequest,
     read_blob: Callable[[str], bytes | None],
+    hashed: Mapping[str, TreeDigest] | None = None,
 ) -> DataChoice:
     """Decide where each declared input comes from: the host's data where it is as recorded, else
     the blobs carried in the capsule, kept in the store or in the data remote; when an input is found
-    nowhere, the host's data as before (drift stops the replay unless allowed).
+    nowhere, the host's data as before (drift stops the replay unless allowed). ``hashed``: inputs
+    already hashed under ``data_root`` (by path), not hashed again.
 
     Raises:
         DataDrift: an input differs, no blobs replace it, and drift is not allowed.
@@ -338,7 +358,7 @@ def choose_data(
     if not original.data.inputs:
         return DataChoice()
     with HashCache(store.cache_dir / "hashes.sqlite") as cache:
-        sources = locate_inputs(original, data_root, roots, read_blob, cache)
+        sources = locate_inputs(original, data_root, roots, read_blob, cache, hashed)
     _refuse_missing_read(original, sources, request)
     if any(s.kind in (NOWHERE, DVC) for s in sources):  # DVC: not fetched (--data-root, drift allowed)
         hashed = {s.path: s.tree for s in sources if s.tree is not None}  # judged here, not hashed again

@@ -36,7 +36,7 @@ from repro.rerun.inputs import replay_data
 from repro.rerun.request import ReplayOutcome, ReplayRequest, resolve_trusted, say
 from repro.rerun.sides import of_run, outputs_only, resumed_note, tolerance, verification
 from repro.runtime import contract
-from repro.store.record import CodeInfo, Record
+from repro.store.record import CodeInfo, Record, RecordKind
 from repro.store.runs import LoadedRun, Store
 from repro.units import plural
 
@@ -48,7 +48,7 @@ def verify_run(
     on_event: OnEvent,
     *,
     code: CodeInfo | None = None,
-    kind: str = "replay",
+    kind: RecordKind = "replay",
 ) -> ReplayOutcome:
     """Replay a run and compare it with its record.
 
@@ -118,7 +118,7 @@ def verify_run(
 
 
 def _first_op(
-    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, kind: str, loaded: LoadedRun,
+    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, kind: RecordKind, loaded: LoadedRun,
     record: Record, verdict: Verdict,
 ) -> None:  # fmt: skip
     """Explain a divergence by its first differing op: the replay's op stream against the

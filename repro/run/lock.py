@@ -17,6 +17,7 @@ from repro.facts import lockplan, locksource
 from repro.facts.cudawheels import cuda_in_cpu_lock
 from repro.facts.lockfile import mismatches
 from repro.fetch.locate import cached_pylock
+from repro.fetch.reach import check_reachable
 from repro.run.prepared import Prepared
 from repro.store.record import Record
 from repro.store.runs import Store
@@ -30,7 +31,7 @@ def start_lock(root: Path, cwd: Path, run_plan: Plan, on_event: OnEvent) -> lock
     variant = lock_variant(settings, run_plan.gpus)
     configured = settings.requirements or locksource.nearest_source(root, cwd)
     plan = lockplan.plan_lock(root, configured, variant, settings.cuda_index, groups=settings.groups)
-    lock = lockplan.PendingLock(plan)
+    lock = lockplan.PendingLock(plan, check_reachable)
     if plan.ready is not None and plan.ready.project_lock:
         on_event(Event("info", f"lock: {lockplan.describe_project_lock(plan.ready)}"))
     shown = lock.source.relative_to(root).as_posix() if lock.source is not None else None

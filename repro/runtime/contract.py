@@ -110,6 +110,14 @@ class Stream:
             return self.name(rank).removesuffix(".jsonl")
         return self.log if rank <= 0 else f"{self.log}.rank{rank}"
 
+    def file_rank(self, name: str) -> int | None:
+        """The rank whose file ``name`` is (-1: a process outside torchrun); None: no file of this
+        stream's (a pid-named stream's files carry no rank)."""
+        _, sep, rest = name.rpartition(".rank")
+        digits = rest.split(".")[0]
+        rank = int(digits) if sep and digits.isdigit() else -1
+        return rank if self.ranks != "pid" and self.name(rank) == name else None
+
     def log_rank(self, name: str) -> int | None:
         """The rank whose stream a log name holds (-1: the only process's); None: not this stream's."""
         if name == self.log:

@@ -12,11 +12,16 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from repro.store.processes import pid_alive
 from repro.store.record import Record
 from repro.store.rundir import RunDir
+
+# A run's status in `repro ls`: its record's, or, for a run not sealed yet, whether its process is
+# alive (running, incomplete) or its detached job waits (pending); a run dir that does not read: invalid.
+RowStatus = Literal["succeeded", "failed", "interrupted", "running", "incomplete", "pending", "invalid"]
+ROW_STATUSES: tuple[RowStatus, ...] = get_args(RowStatus)
 
 
 @dataclass
@@ -25,7 +30,7 @@ class RunRow:
 
     id: str
     created: str
-    status: str  # succeeded | failed | interrupted | running | incomplete
+    status: RowStatus
     kind: str
     command: str
     duration_s: float | None
@@ -172,7 +177,12 @@ def row_from_record(record: Record) -> RunRow:
 
 def row_from_db(row: tuple[Any, ...]) -> RunRow:
     run_id, created, status, kind, command, duration, backend, parent, verdict = row
-    return RunRow(run_id, created, status, kind, command, duration, backend, parent, verdict)
+    return RunRow(run_id, created, row_status(status), kind, command, duration, backend, parent, verdict)
+
+
+def row_status(value: Any) -> RowStatus:
+    """``value`` as a row's status; anything else (a damaged index, a job file's stray word): invalid."""
+    return next((known for known in ROW_STATUSES if value == known), "invalid")
 
 
 def unsealed_row(run_dir: Path) -> RunRow:
@@ -181,8 +191,9 @@ def unsealed_row(run_dir: Path) -> RunRow:
     with contextlib.suppress(OSError, ValueError):
         info = json.loads(layout.running.read_text())
     detached = layout.detached.is_file() and info.get("status") in ("pending", "running")
+    status: RowStatus
     if detached:
-        status = str(info["status"])  # as the job's last look found it
+        status = row_status(info["status"])  # as the job's last look found it
     else:
         status = "running" if pid_alive(info.get("pid")) else "incomplete"
     return RunRow(

@@ -21,6 +21,9 @@ RunStatus = Literal["succeeded", "failed", "interrupted", "running"]  # a run's,
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 CodeKind = Literal["git", "snapshot"]  # how the code was captured
 SeriesSource = Literal["log_metric", "tensorboard", "files", "stdout"]  # where a metric series was read
+RecordKind = Literal["run", "replay", "check"]  # what made the record (a resumed run: its original's kind)
+LockVariant = Literal["cpu", "cuda", "local"]  # which lock of the project (see facts/lockvariants.py)
+LOCK_VARIANTS: tuple[LockVariant, ...] = get_args(LockVariant)
 
 # What a record's warnings are about: a stable code for programs beside the sentence for people
 # (README, "Machine-readable output"). Records made before warnings had codes read as "unclassified".
@@ -254,7 +257,7 @@ class DepsInfo:
     lock_blob: str | None = None
     lock_inputs: str | None = None  # hash of what the lock was compiled from
     requirements: list[str] = field(default_factory=list)  # name==version from the lockfile
-    variant: str | None = None  # cpu | cuda: which lock of the project (see facts/lockvariants.py)
+    variant: LockVariant | None = None
     cuda: str | None = None  # a cuda lock: the CUDA version its torch wheels are built for ("12.8")
     project_lock: str | None = None  # the project's own lockfile the lock was read from (uv.lock, …)
     groups: list[str] = field(default_factory=list)  # … for these groups and extras besides the main ones
@@ -414,7 +417,7 @@ class Record:
     id: str
     created: str
     format: str = FORMAT
-    kind: str = "run"  # run | replay | check
+    kind: RecordKind = "run"
     parent: str | None = None  # the run this one replays
     resumed_from: str | None = None  # the interrupted run this one continues (repro resume)
     project: str | None = None
@@ -558,8 +561,11 @@ def _build(tp: Any, value: Any) -> Any:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         return _build(args[0], value)
-    if origin is Literal:  # a closed set of strings in the model: any string reads, as a str field
-        tp = type(get_args(tp)[0])
+    if origin is Literal:  # a closed set of values in the model: another value is refused
+        if value not in get_args(tp) or isinstance(value, bool):
+            allowed = ", ".join(map(str, get_args(tp)))
+            raise ValueError(f"expected one of {allowed}, got {type(value).__name__} {str(value)[:40]!r}")
+        return value
     if tp in _SCALARS and not isinstance(value, _SCALARS[tp]) or (tp is int and isinstance(value, bool)):
         raise TypeError(f"expected {tp.__name__}, got {type(value).__name__} {str(value)[:40]!r}")
     return value

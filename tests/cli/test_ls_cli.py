@@ -120,3 +120,13 @@ def test_an_older_index_is_read_again_with_quoted_commands(store: Store) -> None
         )
     finally:
         db.close()
+
+
+def test_a_status_outside_the_rows_set_reads_as_invalid() -> None:
+    """The index is a cache anyone can write: a status it holds outside the set is shown as invalid."""
+    from repro.store.index import ROW_STATUSES, row_from_db
+
+    row = ("20260101-000000-aaa0", "", "succeeded", "run", "python t.py", 1.0, "local", None, None)
+    assert row_from_db(row).status == "succeeded"
+    assert row_from_db((*row[:2], "\x1b[2Jexploded", *row[3:])).status == "invalid"
+    assert set(ROW_STATUSES) >= {"succeeded", "failed", "interrupted", "running", "incomplete", "pending"}

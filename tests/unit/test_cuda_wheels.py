@@ -14,8 +14,13 @@ from repro.backends import images
 from repro.errors import BuildError, ConfigError, IndexUnreachable
 from repro.facts import lockfile, lockplan, lockvariants
 from repro.facts.cudawheels import cuda_build
-from repro.facts.reach import check_reachable
+from repro.fetch.reach import check_reachable
 from repro.store import limits
+
+
+def _unasked(index: str) -> None:
+    """The index probe of a lock that is reused or compiled by a stand-in: never asked."""
+    raise AssertionError(f"{index} asked, though nothing is compiled")
 
 
 def closed_port() -> int:
@@ -57,7 +62,9 @@ def test_the_cuda_index_is_in_the_lock_inputs_and_header(
     digest = hashlib.sha256(b"torch").hexdigest()
     other.cached.parent.mkdir(parents=True)
     other.cached.write_text(f"torch==2.7.1+cu126 \\\n    --hash=sha256:{digest}\n")
-    lock = lockplan.complete(lockplan.plan_lock(tmp_path, None, "cuda", "https://mirror.example/cu126"))
+    lock = lockplan.complete(
+        lockplan.plan_lock(tmp_path, None, "cuda", "https://mirror.example/cu126"), reachable=_unasked
+    )
     assert lock.cuda == "12.6" and lock.path is not None
     text = lock.path.read_text()
     assert "# variant: cuda\n# cuda-index: https://mirror.example/cu126\n" in text
@@ -75,7 +82,7 @@ def test_an_unreachable_cuda_index_fails_the_lock_within_seconds(
     index = f"http://127.0.0.1:{closed_port()}/whl/cu128"
     start = time.monotonic()
     with pytest.raises(IndexUnreachable) as caught:
-        lockplan.relock(tmp_path, None, "cuda", cuda_index=index)
+        lockplan.relock(tmp_path, None, "cuda", cuda_index=index, reachable=check_reachable)
     assert time.monotonic() - start < 10
     refused = "(cuda.index) does not answer: connection refused"
     assert caught.value.message == f"the CUDA wheel index {index} {refused}"

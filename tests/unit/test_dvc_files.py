@@ -170,3 +170,47 @@ def test_what_repro_show_says_of_an_input_dvc_holds() -> None:
     default = InputSource("data", DVC, 1, 30, present=True)
     said = "data (1 file): in the default DVC remote, fetched through DVC (the host's copy differs)"
     assert default.describe() == said
+
+
+@pytest.mark.parametrize("host", ["as recorded", "changed, kept in the store"])
+def test_a_replay_hashes_the_hosts_copy_of_a_dvc_input_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    """Whether DVC must fetch and where each input then comes from are judged on one hash of the
+    host's copy: the data as recorded (no fetch, read here), or changed with every recorded file kept
+    in the store (no fetch, placed from the store)."""
+    from repro.config import Settings
+    from repro.facts import data as facts_data
+    from repro.rerun import inputs
+    from repro.rerun.request import ReplayRequest
+    from repro.store import datablobs
+    from repro.store.record import Record
+    from repro.store.runs import LoadedRun, Store
+    from repro.store.treehash import hash_tree
+
+    root = _repo(tmp_path / "proj")
+    _write(root, "data.dvc", _dot_dvc())
+    store = Store(root)
+    store.ensure()
+    record = Record(id="20260101-000000-abcd", created="2026-01-01T00:00:00+00:00")
+    record.data.inputs = capture_data(["data"], root, put_bytes=store.put_bytes)
+    assert record.data.inputs[0].dvc  # DVC tracks it: a replay may fetch it
+    if host != "as recorded":
+        for entry in record.data.inputs[0].files:
+            datablobs.put(root / entry.path, entry.hash, store.dir)
+        _write(root, "data/a.csv", "9,9,9\n")
+    calls: list[Path] = []
+
+    def counted(path: Path, *args: object, **kwargs: object) -> object:
+        calls.append(path)
+        return hash_tree(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inputs, "hash_tree", counted)
+    monkeypatch.setattr(facts_data, "hash_tree", counted)
+    loaded = LoadedRun(record, store.dir, store.dir)
+    notes: list[str] = []
+    request = ReplayRequest(ref=record.id)
+    data_root, choice = inputs.replay_data(request, loaded, Settings(), store, None, notes, lambda e: None)
+    assert data_root == root.resolve() and calls == [data_root / "data"]
+    kind = inputs.HERE if host == "as recorded" else inputs.STORE
+    assert [s.kind for s in choice.sources] == [kind] and choice.drift is None

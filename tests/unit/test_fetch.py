@@ -20,12 +20,12 @@ import pytest
 
 from repro.errors import BuildError, ExitCode, IndexUnreadable
 from repro.facts.lockfile import Pinned
-from repro.facts.reach import shown
 from repro.fetch.download import DigestMismatch
 from repro.fetch.index import Reader
 from repro.fetch.names import parse
 from repro.fetch.pick import target_tags
 from repro.fetch.pinned import NotOnIndexes, fetch_pinned
+from repro.fetch.reach import shown
 from repro.fetch.sources import PYPI, Sources, from_settings, parse_config_list
 
 # --------------------------------------------------------------------------- file names

@@ -411,15 +411,29 @@ def test_a_record_naming_more_output_directories_than_a_process_can_take_is_refu
     assert caught.value.exit_code == ExitCode.CAPSULE_INVALID
 
 
-def test_a_closed_set_field_reads_any_string_and_refuses_other_values() -> None:
-    """``code.kind`` and a series' ``source`` are Literal types in the model: a value outside the set reads
-    as it did when they were plain strings (shown as written), one that is no string is malformed."""
+@pytest.mark.parametrize(
+    ("section", "field", "value"),
+    [
+        ("code", "kind", "svn"),
+        ("", "kind", "resume"),
+        ("deps", "variant", "rocm"),
+        ("results", "status", "exploded"),
+        ("code", "kind", {"nested": "mapping"}),
+        ("", "kind", True),
+    ],
+)
+def test_a_closed_set_field_refuses_a_value_outside_its_set(section: str, field: str, value: object) -> None:
+    """The record's closed sets (Literal types: its kind, code.kind, deps.variant, results.status, a
+    series' source) read only their values: anything else from a capsule is malformed, never
+    carried on as if repro had written it."""
     data = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00").to_dict()
-    data["code"]["kind"] = "svn"
+    (data[section] if section else data)[field] = value
+    with pytest.raises(CapsuleInvalid, match="malformed: expected one of "):
+        Record.from_dict(data)
+
+
+def test_a_series_source_outside_its_set_is_refused() -> None:
+    data = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00").to_dict()
     data["results"]["series"] = [{"name": "loss", "source": "a future source"}]
-    record = Record.from_dict(data)
-    assert record.to_dict()["code"]["kind"] == "svn"
-    assert record.to_dict()["results"]["series"][0]["source"] == "a future source"
-    data["code"]["kind"] = {"nested": "mapping"}
-    with pytest.raises(CapsuleInvalid, match="malformed: expected str, got dict"):
+    with pytest.raises(CapsuleInvalid, match="expected one of log_metric, tensorboard, files, stdout"):
         Record.from_dict(data)

@@ -11,6 +11,12 @@ import pytest
 from repro.errors import BuildError, UsageError
 from repro.facts import lockfile, lockplan, lockvariants, pipcompile
 
+
+def _unasked(index: str) -> None:
+    """The index probe of a lock that is reused or compiled by a stand-in: never asked."""
+    raise AssertionError(f"{index} asked, though nothing is compiled")
+
+
 H1, H2 = "1" * 64, "2" * 64
 
 
@@ -69,7 +75,7 @@ def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> Non
     other = lockvariants.Resolution("cuda", "3.12", lockvariants.IMAGE_PLATFORM, lockvariants.CUDA_INDEX)
     assert "Python 3.12" in (other.unresolvable_here() or "")  # pip-compile resolves for its own Python
     with pytest.raises(BuildError, match="cannot compile here"):
-        pipcompile.compile_lock("torch\n", other, Path("/nonexistent/lock.txt"), None)
+        pipcompile.compile_lock("torch\n", other, Path("/nonexistent/lock.txt"), None, reachable=_unasked)
     assert lockvariants.resolution("cuda", "numpy\n").index_url is None  # no torch: no torch index
     assert str(
         lockvariants.resolution("cuda", "torch\n", cuda_index="https://mirror.invalid/cu126").index_url
@@ -116,7 +122,9 @@ def test_a_lock_is_reused_while_its_inputs_hold_and_check_says_when_stale(
     assert plan.ready is None and plan.digest
     plan.cached.parent.mkdir(parents=True)
     plan.cached.write_text(f"six==1.17.0 \\\n    --hash=sha256:{_digest('six')}\n")
-    lock = lockplan.complete(lockplan.plan_lock(root, None))  # from the shared cache: no pip-compile
+    lock = lockplan.complete(
+        lockplan.plan_lock(root, None), reachable=_unasked
+    )  # from the shared cache: no pip-compile
     assert lock.requirements == ["six==1.17.0"] and not lock.compiled
     assert lockfile.inputs_header(lock.path.read_text()) == plan.digest  # type: ignore[union-attr]
     assert lockplan.is_stale(root, None) == (False, "lockfiles/requirements.lock.txt is current")
@@ -131,13 +139,13 @@ def test_a_background_lock_hands_over_its_lines_and_its_errors(
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "requirements.in").write_text("six>=1\n")
 
-    def fake_compile(text, how, dest, on_line, previous=None, upgrade=None):  # type: ignore[no-untyped-def]
+    def fake_compile(text, how, dest, on_line, previous=None, upgrade=None, *, reachable):  # type: ignore[no-untyped-def]
         on_line("Resolving six")
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(f"six==1.17.0 --hash=sha256:{_digest('six')}\n")
 
     monkeypatch.setattr(lockplan, "compile_lock", fake_compile)
-    pending = lockplan.PendingLock(lockplan.plan_lock(tmp_path, None))
+    pending = lockplan.PendingLock(lockplan.plan_lock(tmp_path, None), _unasked)
     seen: list[str] = []
     lock = pending.result(seen.append)
     assert seen == ["Resolving six"] and lock.compiled and lock.requirements == ["six==1.17.0"]
@@ -148,7 +156,7 @@ def test_a_background_lock_hands_over_its_lines_and_its_errors(
     monkeypatch.setattr(lockplan, "compile_lock", failing)
     (tmp_path / "requirements.in").write_text("six>=99\n")
     with pytest.raises(BuildError, match="no six"):
-        lockplan.PendingLock(lockplan.plan_lock(tmp_path, None)).result()
+        lockplan.PendingLock(lockplan.plan_lock(tmp_path, None), _unasked).result()
 
 
 def test_locked_packages_list_the_lock_itself_with_how_each_was_installed() -> None:

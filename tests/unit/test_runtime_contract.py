@@ -20,6 +20,19 @@ def test_file_names_per_rank() -> None:
     assert contract.logged_file(contract.PARAMS_FILE, 3) == "params.rank3.json"
 
 
+def test_a_streams_file_and_log_names_give_back_their_rank() -> None:
+    """The resume trace's files and log names per rank, read back by the collector and the check."""
+    rtrace = contract.STREAMS["rtrace"]
+    assert [rtrace.file_rank(rtrace.name(r)) for r in (0, 3)] == [0, 3]
+    assert [rtrace.log_name(r) for r in (0, 3)] == ["rtrace.rank0", "rtrace.rank3"]
+    assert [rtrace.log_rank(rtrace.log_name(r)) for r in (0, 3)] == [0, 3]
+    for foreign in ("rtrace.jsonl", "rtrace.rank03.jsonl", "rtrace.rankx.jsonl", "ops.rank0.jsonl"):
+        assert rtrace.file_rank(foreign) is None, foreign
+    ops = contract.STREAMS["ops"]
+    assert (ops.file_rank("ops.jsonl"), ops.file_rank("ops.rank2.jsonl")) == (-1, 2)
+    assert contract.STREAMS["report"].file_rank("proc.12.jsonl") is None  # named by pid, not rank
+
+
 def test_metrics_reader_skips_half_written_and_foreign_lines() -> None:
     text = "\n".join(
         [

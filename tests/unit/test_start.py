@@ -20,6 +20,11 @@ from repro.store.rundir import RunDir
 from repro.store.runs import Store
 
 
+def _unasked(index: str) -> None:
+    """The index probe of a lock that is reused or compiled by a stand-in: never asked."""
+    raise AssertionError(f"{index} asked, though nothing is compiled")
+
+
 def _prepared(
     tmp_path: Path, lockfile: Path | None = None, lock: lockplan.PendingLock | None = None
 ) -> Prepared:
@@ -34,7 +39,9 @@ def _prepared(
 
 def _ready_lock(tmp_path: Path, source: Path | None) -> lockplan.PendingLock:
     ready = lockplan.Lock(path=None, source=source)
-    return lockplan.PendingLock(lockplan.LockPlan(root=tmp_path, variant="cpu", source=source, ready=ready))
+    return lockplan.PendingLock(
+        lockplan.LockPlan(root=tmp_path, variant="cpu", source=source, ready=ready), _unasked
+    )
 
 
 def test_an_image_is_built_exactly_when_the_run_has_dependencies_to_lock(tmp_path: Path) -> None:

@@ -143,6 +143,8 @@ def test_what_the_caller_knows_is_weighed_where_the_verdict_is_decided(tmp_path:
     assert compare_runs(s, s, "strict").status == "identical"
     wider = compare_runs(s, s, "strict", known=Known(world_size_changed=True))
     assert wider.status == "within_tolerance" and wider.reproduced
+    assert wider.summary.startswith("within tolerance: 1 output identical, metrics and stdout equal, at ")
+    assert "identical:" not in wider.summary and "another world size" in render_text(wider)
     over = Reason(Code.RESUME_STARTED_OVER, "run r2 loaded no checkpoint: it started over")
     restarted = compare_runs(s, s, "gpu", known=Known(started_over=over))
     assert restarted.status == "diverged" and restarted.reasons[0].code == "resume_started_over"
