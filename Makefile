@@ -33,6 +33,7 @@ test: install ## the whole suite: unit, cli, integration (real training, real Do
 		echo "make test: no Docker engine this user can use; docker tests skip with a reason"; }
 	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
 	@bash scripts/browser-up.sh || echo "test: no headless chromium here; the HTML-report browser test skips"
+	@bash scripts/registry-up.sh || echo "test: no docker-registry/skopeo here; the registry tests skip"
 	$(PY) -m pytest $(TESTS)
 
 test-fast: install ## unit and cli tests only

@@ -1,0 +1,183 @@
+"""Runs shared through a real registry: Debian's distribution server on 127.0.0.1 with basic auth and
+TLS from a test CA. A real training run is pushed, pulled into a fresh directory and replayed
+`identical`; a sibling run uploads only its new blobs (counted on the registry's disk); a blob
+rewritten on the registry's disk is refused; a wrong password is one line; skopeo reads and copies
+what repro pushed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import registryserver
+from tests.conftest import CliResult, Project
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(registryserver.missing() is not None, reason=registryserver.missing() or ""),
+]
+
+
+@dataclass
+class Shared:
+    registry: registryserver.Registry
+    project: Project
+    run_id: str
+    ref: str  # where the run was pushed
+    pushed: CliResult
+    again: CliResult  # the same run pushed a second time
+
+    def repro(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+        return self.project.repro(*args, cwd=cwd, env={**self.registry.env(), **(env or {})})
+
+
+def _train(project: Project, *args: str) -> str:
+    r = project.repro("run", "--backend", "local", "--data", "data", "--", "python", "train.py", *args)
+    assert r.code == 0, r.err
+    return str(json.loads(project.repro("show", "latest", "--json").out)["id"])
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    base = tmp_path_factory.mktemp("registry")
+    with registryserver.running(base / "server") as registry:
+        project = Project.init(base / "proj")
+        project.write(".gitignore", "outputs/\n")
+        project.script("train_unseeded.py", "train.py")
+        project.points()
+        project.commit("train")
+        run_id = _train(project, "--epochs", "2")
+        ref = f"{registry.host}/team/runs:baseline"
+        env = registry.env()
+        pushed = project.repro("push", run_id, ref, env=env)
+        again = project.repro("push", run_id, ref, env=env)
+        yield Shared(registry, project, run_id, ref, pushed, again)
+
+
+def _elsewhere(shared: Shared, where: Path) -> Path:
+    """A fresh project directory holding only the data (as a team-mate's checkout would)."""
+    (where / "data").mkdir(parents=True)
+    shutil.copyfile(shared.project.root / "data" / "points.csv", where / "data" / "points.csv")
+    return where
+
+
+def test_a_pushed_run_pulls_into_a_fresh_directory_and_replays_identical(
+    shared: Shared, tmp_path: Path
+) -> None:
+    assert shared.pushed.code == 0, shared.pushed.err
+    assert f"pushed {shared.run_id} → {shared.ref}@sha256:" in shared.pushed.out
+    fresh = _elsewhere(shared, tmp_path / "fresh")
+    r = shared.repro("pull", f"oci://{shared.ref}", cwd=fresh)
+    assert r.code == 0, r.err
+    assert r.out.startswith(f"pulled {shared.run_id} from {shared.ref}")
+    shown = shared.repro("show", shared.run_id, "--json", cwd=fresh)
+    assert shown.code == 0 and json.loads(shown.out)["id"] == shared.run_id
+    # replay takes the registry reference itself (pulled and checked again; the store keeps one copy)
+    r = shared.repro("replay", f"oci://{shared.ref}", "--backend", "local", "--json", cwd=fresh)
+    assert r.code == 0, r.out + r.err
+    assert json.loads(r.out)["status"] == "identical"
+
+
+def test_a_second_push_uploads_only_blobs_the_registry_lacks(shared: Shared) -> None:
+    assert shared.again.code == 0 and "uploaded 0 blobs (0 B)" in shared.again.out, shared.again.out
+    sibling = _train(shared.project, "--epochs", "3")  # other outputs, the same code and data
+    before = shared.registry.blobs()
+    r = shared.repro("push", sibling, f"{shared.registry.host}/team/runs:longer")
+    assert r.code == 0, r.err
+    layers, uploaded = _counts(r.out)
+    raw = _skopeo("inspect", "--raw", f"docker://{shared.registry.host}/team/runs:longer", shared=shared)
+    manifest = json.loads(raw)
+    assert len(manifest["layers"]) == layers
+    new = [layer for layer in manifest["layers"] if layer["digest"] not in before]
+    assert 0 < uploaded == len(new) < layers  # the code, the data's list and the like were there already
+    # The registry's disk grew by the new layers and the manifest: nothing it held was sent again.
+    grown = shared.registry.stored_bytes() - sum(before.values())
+    assert grown == sum(layer["size"] for layer in new) + len(raw.encode())
+    assert sum(layer["size"] for layer in manifest["layers"] if layer["digest"] in before) > 0
+
+
+def _counts(out: str) -> tuple[int, int]:
+    words = out.split()
+    return int(words[words.index("layers") - 1]), int(words[words.index("uploaded") + 1])
+
+
+def test_a_blob_rewritten_on_the_registry_is_refused_by_its_digest(shared: Shared, tmp_path: Path) -> None:
+    raw = _skopeo("inspect", "--raw", f"docker://{shared.ref}", shared=shared)
+    record = json.loads(raw)["layers"][0]
+    assert record["annotations"]["org.opencontainers.image.title"] == "capsule.yaml"
+    blob = shared.registry.blob_file(record["digest"])
+    original = blob.read_bytes()
+    blob.write_bytes(original.replace(b"epochs", b"epOchs", 1))  # same size, one byte changed
+    try:
+        fresh = _elsewhere(shared, tmp_path / "fresh")
+        r = shared.repro("pull", shared.ref, cwd=fresh)
+    finally:
+        blob.write_bytes(original)
+    assert r.code == 6, r.err
+    assert f"blob {record['digest']}" in r.err and "does not match its digest" in r.err
+    assert not (fresh / ".repro" / "runs" / shared.run_id).exists()
+
+
+def test_a_wrong_password_is_one_line_naming_the_login_command(shared: Shared, tmp_path: Path) -> None:
+    wrong = registryserver.login_file(tmp_path / "auth.json", shared.registry.host, "trainer", "not-it")
+    r = shared.repro("pull", shared.ref, cwd=tmp_path, env={"REGISTRY_AUTH_FILE": str(wrong)})
+    assert r.code == 2
+    error, hint = r.err.splitlines()
+    assert (
+        error == f"repro: error: {shared.registry.host}/team/runs refused the login from {wrong} (HTTP 401)"
+    )
+    assert f"`docker login {shared.registry.host}`" in hint
+    r = shared.repro(
+        "pull", shared.ref, cwd=tmp_path, env={"REGISTRY_AUTH_FILE": str(tmp_path / "none.json")}
+    )
+    assert r.code == 2 and "asks for a login and this host has none for it" in r.err
+
+
+def test_a_registry_whose_certificate_the_host_does_not_trust_is_refused(
+    shared: Shared, tmp_path: Path
+) -> None:
+    r = shared.repro(
+        "pull", shared.ref, cwd=tmp_path, env={"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"}
+    )
+    assert r.code == 3
+    assert "TLS failed ([SSL: CERTIFICATE_VERIFY_FAILED]" in r.err and "Traceback" not in r.err
+
+
+def test_skopeo_and_the_http_api_read_what_repro_pushed(shared: Shared, tmp_path: Path) -> None:
+    import requests
+
+    manifest = json.loads(_skopeo("inspect", "--raw", f"docker://{shared.ref}", shared=shared))
+    assert manifest["artifactType"] == "application/vnd.repro.run.v1"
+    assert manifest["annotations"]["dev.repro.run.id"] == shared.run_id
+    _skopeo("copy", f"docker://{shared.ref}", f"oci:{tmp_path / 'copy'}:baseline", shared=shared)
+    copied = {p.name for p in (tmp_path / "copy" / "blobs" / "sha256").iterdir()}
+    assert {layer["digest"].removeprefix("sha256:") for layer in manifest["layers"]} <= copied
+    url = f"https://{shared.registry.host}/v2/team/runs/tags/list"
+    auth = (registryserver.USER, registryserver.PASSWORD)
+    tags = requests.get(url, auth=auth, verify=str(shared.registry.ca), timeout=30).json()["tags"]
+    assert "baseline" in tags
+
+
+def _skopeo(*args: str, shared: Shared) -> str:
+    env = {**os.environ, **shared.registry.env()}
+    done = subprocess.run(["skopeo", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_show_diff_and_verify_take_a_registry_reference(shared: Shared, tmp_path: Path) -> None:
+    ref = f"oci://{shared.ref}"
+    shown = shared.repro("show", ref, "--json", cwd=tmp_path)
+    assert shown.code == 0 and json.loads(shown.out)["id"] == shared.run_id, shown.err
+    r = shared.repro("diff", shared.run_id, ref, "--exit-code")
+    assert r.code == 0, r.out + r.err  # the run and its pushed copy are the same run
+    r = shared.repro("verify", ref, cwd=tmp_path)
+    assert r.code == 0 and r.out.startswith(f"ok: {shared.run_id}"), r.err
+    assert not (tmp_path / ".repro" / "runs").exists()  # looking imports nothing
