@@ -32,8 +32,9 @@ def push(app: AppContext, run: str, ref: str, with_data: bool, allow_secrets_in_
     repro replay oci://ghcr.io/team/runs:baseline    or replay it straight from the registry
 
     RUN: id, id prefix, latest, latest~N, a run dir or a capsule file. A run whose outputs hold a
-    credential is refused, as `repro export` refuses it. The environment image is not pushed:
-    push it with your container tool.
+    credential is refused, as `repro export` refuses it. A run on the docker backend takes its
+    environment image along: an ordinary OCI image in the same repository, named by digest in the
+    run's manifest, uploaded once for every run of that image (the engine must still hold it).
 
     REF: REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST), with or without oci://. The login is the
     host's own (`docker login`, `podman login`: ~/.docker/config.json, $REGISTRY_AUTH_FILE,
@@ -59,7 +60,7 @@ def push(app: AppContext, run: str, ref: str, with_data: bool, allow_secrets_in_
     ui.out(
         f"pushed {done.run} → {done.ref}: {plural(done.layers, 'layer')} ({human_bytes(done.size)}); "
         f"uploaded {plural(done.uploaded, 'blob')} ({human_bytes(done.uploaded_bytes)}), "
-        f"{done.reused} already there"
+        f"{done.reused} already there" + (f"; image {done.image}" if done.image else "")
     )
 
 

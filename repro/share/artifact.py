@@ -27,9 +27,11 @@ from typing import Any
 
 from repro.errors import CapsuleInvalid
 from repro.share.client import Registry
+from repro.share.image import pull_image, push_image
 from repro.share.reference import Reference
 from repro.store import limits
-from repro.store.capsule import FORMAT, RECORD_NAME
+from repro.store.capsule import FORMAT, IMAGE_MEMBER, RECORD_NAME
+from repro.store.recordio import load_record
 from repro.store.runs import LoadedRun, Store
 from repro.store.tarwriter import members, pack_files
 
@@ -42,6 +44,10 @@ EMPTY = {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
          "digest": EMPTY_DIGEST}  # fmt: skip
 TITLE = "org.opencontainers.image.title"
 RUN_ID = "dev.repro.run.id"
+IMAGE_DIGEST = (
+    "dev.repro.image.manifest"  # the run's image, an ordinary image manifest in the same repository
+)
+IMAGE_ID = "dev.repro.image.id"
 
 
 @dataclass
@@ -55,6 +61,7 @@ class Pushed:
     uploaded_bytes: int
     reused: int  # blobs the registry already held
     size: int  # bytes of every layer
+    image: str | None = None  # the digest of the image manifest pushed with it
 
 
 @dataclass
@@ -75,8 +82,9 @@ def _layer(name: str, source: Path | bytes) -> _Layer:
     return _Layer(name, source, "sha256:" + h.hexdigest(), source.stat().st_size)
 
 
-def manifest(run_id: str, layers: list[tuple[str, str, int]]) -> bytes:
-    """The artifact's manifest for layers (member name, sha256 digest, size); deterministic bytes."""
+def manifest(run_id: str, layers: list[tuple[str, str, int]], image: dict[str, str] | None = None) -> bytes:
+    """The artifact's manifest for layers (member name, sha256 digest, size), with ``image`` the
+    annotations naming the run's image manifest by digest; deterministic bytes."""
     body: dict[str, Any] = {
         "schemaVersion": 2,
         "mediaType": MANIFEST_TYPE,
@@ -91,7 +99,7 @@ def manifest(run_id: str, layers: list[tuple[str, str, int]]) -> bytes:
             }
             for name, digest, size in layers
         ],  # fmt: skip
-        "annotations": {RUN_ID: run_id, "dev.repro.capsule.format": FORMAT},
+        "annotations": {RUN_ID: run_id, "dev.repro.capsule.format": FORMAT, **(image or {})},
     }
     return json.dumps(body, indent=2, sort_keys=True).encode()
 
@@ -119,7 +127,15 @@ def push_run(loaded: LoadedRun, ref: Reference, data: dict[str, Path] | None = N
         if layer.name:
             done.uploaded += 1
             done.uploaded_bytes += layer.size
-    body = manifest(loaded.record.id, [(layer.name, layer.digest, layer.size) for layer in layers])
+    image = loaded.record.deps.image
+    pushed_image = None
+    if image is not None and image.id:
+        with tempfile.TemporaryDirectory(prefix="repro-push-") as work:
+            pushed_image = push_image(registry, image.id, image.tag, Path(work))
+        done.image = pushed_image.digest
+        done.uploaded_bytes += pushed_image.uploaded
+    named = {IMAGE_DIGEST: pushed_image.digest, IMAGE_ID: str(image.id)} if pushed_image and image else {}
+    body = manifest(loaded.record.id, [(layer.name, layer.digest, layer.size) for layer in layers], named)
     registry.put_manifest(ref.reference, body, MANIFEST_TYPE)
     done.ref = ref.with_digest("sha256:" + hashlib.sha256(body).hexdigest())
     return done
@@ -182,6 +198,12 @@ def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
         if not path.exists():  # the same bytes under two names are fetched once
             registry.get_blob(digest, size, path)
         files.append((title, path, digest.removeprefix("sha256:")))
+    image_digest = _image_digest(body)
+    if image_digest is not None:  # by digest, from the repository the user named: never from elsewhere
+        named = Registry(ref.with_digest(image_digest))
+        record_image = _recorded_image(files)
+        archive = pull_image(named, record_image[0], record_image[1], scratch)
+        files.append((IMAGE_MEMBER, archive, _sha256_hex(archive)))
     tar = pack_files(files, scratch / (re.sub(r"[^A-Za-z0-9._-]+", "_", str(ref)) + ".tar"))
     for _, path, _ in files:
         path.unlink(missing_ok=True)
@@ -208,3 +230,34 @@ def open_remote(store: Store, raw: str) -> LoadedRun:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return loaded
+
+
+def _image_digest(body: bytes) -> str | None:
+    """The digest of the image manifest a run's manifest names, if it names one (a sha256 digest)."""
+    found = json.loads(body).get("annotations", {}).get(IMAGE_DIGEST)
+    if found is None:
+        return None
+    if not isinstance(found, str) or not found.startswith("sha256:") or not limits.is_digest(found[7:]):
+        raise CapsuleInvalid(f"the run's manifest names an image {found!r} that is not a sha256 digest")
+    return found
+
+
+def _recorded_image(files: list[tuple[str, Path, str]]) -> tuple[str, str | None]:
+    """The image id and tag the pulled record names (its bytes were checked against their digest).
+
+    Raises:
+        CapsuleInvalid: the record names no image while the manifest does.
+    """
+    path = next(path for name, path, _ in files if name == RECORD_NAME)
+    image = load_record(path.read_bytes()).deps.image
+    if image is None or not image.id:
+        raise CapsuleInvalid("the run's manifest names an image its record does not")
+    return image.id, image.tag
+
+
+def _sha256_hex(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

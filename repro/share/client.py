@@ -95,6 +95,11 @@ class Registry:
                 hint="push the run again from a store that holds it (`repro push RUN REF`)",
             )
 
+    def has_manifest(self, reference: str) -> bool:
+        """Whether the repository holds the manifest ``reference`` (a tag or a digest)."""
+        r = self._call("HEAD", f"manifests/{reference}", ok=(200, 404), headers={"Accept": MANIFEST_TYPES})
+        return r.status_code == 200
+
     def put_manifest(self, reference: str, body: bytes, media_type: str) -> None:
         self._call(
             "PUT", f"manifests/{reference}", ok=(201,), data=body, headers={"Content-Type": media_type}

@@ -45,20 +45,23 @@ def _train(project: Project, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    base = tmp_path_factory.mktemp("registry")
-    with registryserver.running(base / "server") as registry:
-        project = Project.init(base / "proj")
-        project.write(".gitignore", "outputs/\n")
-        project.script("train_unseeded.py", "train.py")
-        project.points()
-        project.commit("train")
-        run_id = _train(project, "--epochs", "2")
-        ref = f"{registry.host}/team/runs:baseline"
-        env = registry.env()
-        pushed = project.repro("push", run_id, ref, env=env)
-        again = project.repro("push", run_id, ref, env=env)
-        yield Shared(registry, project, run_id, ref, pushed, again)
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registryserver.Registry]:
+    with registryserver.running(tmp_path_factory.mktemp("registry")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shared(registry: registryserver.Registry, tmp_path_factory: pytest.TempPathFactory) -> Shared:
+    project = Project.init(tmp_path_factory.mktemp("shared") / "proj")
+    project.write(".gitignore", "outputs/\n")
+    project.script("train_unseeded.py", "train.py")
+    project.points()
+    project.commit("train")
+    run_id = _train(project, "--epochs", "2")
+    ref = f"{registry.host}/team/runs:baseline"
+    pushed = project.repro("push", run_id, ref, env=registry.env())
+    again = project.repro("push", run_id, ref, env=registry.env())
+    return Shared(registry, project, run_id, ref, pushed, again)
 
 
 def _elsewhere(shared: Shared, where: Path) -> Path:
@@ -165,8 +168,10 @@ def test_skopeo_and_the_http_api_read_what_repro_pushed(shared: Shared, tmp_path
     assert "baseline" in tags
 
 
-def _skopeo(*args: str, shared: Shared) -> str:
-    env = {**os.environ, **shared.registry.env()}
+def _skopeo(*args: str, shared: Shared | None = None, registry: registryserver.Registry | None = None) -> str:
+    server = shared.registry if shared is not None else registry
+    assert server is not None
+    env = {**os.environ, **server.env()}
     done = subprocess.run(["skopeo", *args], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -181,3 +186,93 @@ def test_show_diff_and_verify_take_a_registry_reference(shared: Shared, tmp_path
     r = shared.repro("verify", ref, cwd=tmp_path)
     assert r.code == 0 and r.out.startswith(f"ok: {shared.run_id}"), r.err
     assert not (tmp_path / ".repro" / "runs").exists()  # looking imports nothing
+
+
+@pytest.mark.docker
+def test_an_image_goes_as_an_ordinary_image_once_and_comes_back_by_digest(
+    registry: registryserver.Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.share.client import Registry
+    from repro.share.image import pull_image, push_image
+    from repro.share.reference import parse
+
+    for name, value in registry.env().items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "rootfs" / "hello.txt").write_text("a layer of one file\n")
+    subprocess.run(
+        ["tar", "-C", str(tmp_path / "rootfs"), "-cf", str(tmp_path / "rootfs.tar"), "."], check=True
+    )
+    tag = f"repro-test-share-{os.getpid()}-{tmp_path.name.lower()}:v1"
+    image_id = _docker("import", str(tmp_path / "rootfs.tar"), tag).strip()
+    try:
+        ref = parse(f"{registry.host}/team/images:unused")
+        (tmp_path / "w1").mkdir()
+        pushed = push_image(Registry(ref, push=True), image_id, tag, tmp_path / "w1")
+        assert pushed.uploaded == pushed.size > 0
+        (tmp_path / "w2").mkdir()
+        again = push_image(Registry(ref, push=True), image_id, tag, tmp_path / "w2")
+        assert (again.digest, again.uploaded) == (pushed.digest, 0)  # the same manifest, nothing sent
+        inspected = json.loads(_skopeo("inspect", "--no-tags", f"docker://{registry.host}/team/images@{pushed.digest}",
+                                       registry=registry))  # fmt: skip
+        assert len(inspected["Layers"]) == 1  # skopeo reads it as an ordinary image
+        (tmp_path / "pull").mkdir()
+        archive = pull_image(Registry(ref.with_digest(pushed.digest)), image_id, tag, tmp_path / "pull")
+        _docker("rmi", tag)
+        loaded = _docker("load", "-i", str(archive))
+        assert image_id.removeprefix("sha256:") in _docker("images", "--no-trunc", "-q", tag) and loaded
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+@pytest.mark.docker
+def test_a_run_with_an_image_names_it_by_digest_and_brings_it_back(
+    registry: registryserver.Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.share import open_remote
+    from repro.store.record import DepsInfo, ImageInfo
+    from repro.store.runs import Store
+    from repro.store.verify import verify_tar
+    from tests.builders import sealed
+
+    tag, image_id = _tiny_image(tmp_path)
+    try:
+        project = Project.init(tmp_path / "proj")
+        store = Store(project.root)
+        store.ensure()
+        sealed(store, deps=DepsInfo(image=ImageInfo(id=image_id, tag=tag)))
+        ref = f"{registry.host}/team/with-image:v1"
+        env = registry.env()
+        r = project.repro("push", "latest", ref, env=env)
+        assert r.code == 0, r.err
+        manifest = json.loads(_skopeo("inspect", "--raw", f"docker://{ref}", registry=registry))
+        image_digest = manifest["annotations"]["dev.repro.image.manifest"]
+        assert manifest["annotations"]["dev.repro.image.id"] == image_id
+        image = json.loads(_skopeo("inspect", "--no-tags", f"docker://{registry.host}/team/with-image@{image_digest}",
+                                   registry=registry))  # fmt: skip
+        assert len(image["Layers"]) == 1  # an ordinary image, in the repository the run went to
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        elsewhere = Store(Project.init(tmp_path / "elsewhere").root)
+        loaded = open_remote(elsewhere, f"oci://{ref}")
+        assert loaded.image_archive is not None  # carried as a capsule's image is: replay loads it by its id
+        assert (verify_tar(loaded.image_archive).image_size or 0) > 0
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def _tiny_image(tmp_path: Path) -> tuple[str, str]:
+    """A one-layer image made with `docker import` under a name of its own: (tag, id)."""
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "rootfs" / "hello.txt").write_text(f"a layer of one file {tmp_path.name}\n")
+    subprocess.run(
+        ["tar", "-C", str(tmp_path / "rootfs"), "-cf", str(tmp_path / "rootfs.tar"), "."], check=True
+    )
+    tag = f"repro-test-share-{os.getpid()}-{tmp_path.name.lower()}:v1"
+    return tag, _docker("import", str(tmp_path / "rootfs.tar"), tag).strip()
+
+
+def _docker(*args: str) -> str:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
