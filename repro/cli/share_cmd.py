@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from repro import ui
 from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
+from repro.store.runs import LoadedRun
 from repro.units import human_bytes, plural
 
 
@@ -19,10 +22,16 @@ from repro.units import human_bytes, plural
 @click.option("--allow-secrets-in-outputs", is_flag=True,
               help="Push even when the run's outputs hold a credential (refused by default, naming the "
               "files).")  # fmt: skip
+@click.option("--attest", is_flag=True,
+              help="Attach the run's in-toto attestation (as `repro attest` writes it) to the pushed run "
+              "as an OCI referrer (its `subject`), listed under the tag sha256-<digest>.")  # fmt: skip
+@click.option("--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
+              help="With --attest: sign the attestation with this Ed25519 private key "
+              "(`repro keygen --type ed25519`).")  # fmt: skip
 @options.max_data_size
 @pass_app
-def push(app: AppContext, run: str, ref: str, with_data: bool, allow_secrets_in_outputs: bool,
-         max_data_size: int | None) -> None:  # fmt: skip
+def push(app: AppContext, run: str, ref: str, with_data: bool, allow_secrets_in_outputs: bool, attest: bool,
+         sign_path: Path | None, max_data_size: int | None) -> None:  # fmt: skip
     """Push RUN to a registry as an OCI artifact: the record and every blob as content-addressed
     layers, so a sibling run uploads only what the registry does not hold yet.
 
@@ -55,13 +64,31 @@ def push(app: AppContext, run: str, ref: str, with_data: bool, allow_secrets_in_
         remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
         limit = max_data_size or limits.MAX_DATA_BYTES
         data = export.carried_data(loaded, app.store, remote, limit).blobs
+    statement = _attestation(app, loaded, sign_path) if attest else None
     ui.info(f"pushing {loaded.record.id} to {target}")
-    done = push_run(loaded, target, data)
+    done = push_run(loaded, target, data, statement)
     ui.out(
         f"pushed {done.run} → {done.ref}: {plural(done.layers, 'layer')} ({human_bytes(done.size)}); "
         f"uploaded {plural(done.uploaded, 'blob')} ({human_bytes(done.uploaded_bytes)}), "
         f"{done.reused} already there" + (f"; image {done.image}" if done.image else "")
     )
+    if done.attestation:
+        ui.out(f"attestation attached as a referrer: {done.attestation}")
+
+
+def _attestation(app: AppContext, loaded: LoadedRun, sign_path: Path | None) -> bytes:
+    """The run's attestation as one DSSE line, signed with the key at ``sign_path`` when given.
+
+    Raises:
+        UsageError: a run that cannot be attested, or a key that is not an Ed25519 private key.
+    """
+    from repro.store import attestation, signing
+
+    key = signing.load_signing_key(sign_path) if sign_path is not None else None
+    made = attestation.attest(
+        loaded, attestation.capsule_digest(loaded), attestation.replays_of(app.store, loaded.record.id), key
+    )
+    return made.line()
 
 
 @click.command("pull")

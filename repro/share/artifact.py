@@ -29,6 +29,7 @@ from repro.errors import CapsuleInvalid
 from repro.share.client import Registry
 from repro.share.image import pull_image, push_image
 from repro.share.reference import Reference
+from repro.share.referrers import ATTESTATION_TYPE, attach
 from repro.store import limits
 from repro.store.capsule import FORMAT, IMAGE_MEMBER, RECORD_NAME
 from repro.store.recordio import load_record
@@ -62,6 +63,7 @@ class Pushed:
     reused: int  # blobs the registry already held
     size: int  # bytes of every layer
     image: str | None = None  # the digest of the image manifest pushed with it
+    attestation: str | None = None  # the digest of the attestation attached to it as a referrer
 
 
 @dataclass
@@ -104,9 +106,12 @@ def manifest(run_id: str, layers: list[tuple[str, str, int]], image: dict[str, s
     return json.dumps(body, indent=2, sort_keys=True).encode()
 
 
-def push_run(loaded: LoadedRun, ref: Reference, data: dict[str, Path] | None = None) -> Pushed:
+def push_run(
+    loaded: LoadedRun, ref: Reference, data: dict[str, Path] | None = None, attestation: bytes | None = None
+) -> Pushed:
     """Push ``loaded`` (with ``data``: the declared inputs' blobs) to ``ref``; only blobs the registry
-    lacks are sent.
+    lacks are sent. A docker run's image goes along (`push_image`); ``attestation`` (a DSSE line) is
+    attached to the run's manifest as a referrer.
 
     Raises:
         CapsuleInvalid: a blob of the run is missing from the store, or replaced.
@@ -138,6 +143,8 @@ def push_run(loaded: LoadedRun, ref: Reference, data: dict[str, Path] | None = N
     body = manifest(loaded.record.id, [(layer.name, layer.digest, layer.size) for layer in layers], named)
     registry.put_manifest(ref.reference, body, MANIFEST_TYPE)
     done.ref = ref.with_digest("sha256:" + hashlib.sha256(body).hexdigest())
+    if attestation is not None:  # a referrer of the run's manifest, as signing tools attach theirs
+        done.attestation = attach(registry, str(done.ref.digest), len(body), ATTESTATION_TYPE, attestation)
     return done
 
 

@@ -111,15 +111,24 @@ class Registry:
         Raises:
             NotFoundError: no such tag or digest. CapsuleInvalid: over the bound, or not the digest named.
         """
-        headers = {"Accept": MANIFEST_TYPES}
-        with self._call("GET", f"manifests/{self.ref.reference}", stream=True, headers=headers) as r:
+        return self.get_manifest_at(self.ref.reference, MANIFEST_TYPES)
+
+    def get_manifest_at(self, reference: str, accept: str) -> bytes:
+        """The manifest (or index) at ``reference`` of the repository, of a type ``accept`` names; checked
+        against the digest named, when the reference is the one the user named by digest.
+
+        Raises:
+            NotFoundError: no such tag or digest. CapsuleInvalid: over the bound, or not the digest named.
+        """
+        headers = {"Accept": accept}
+        with self._call("GET", f"manifests/{reference}", stream=True, headers=headers) as r:
             body = b""
             for chunk in _chunks(r):
                 body += chunk
                 if len(body) > MAX_MANIFEST_BYTES:
                     raise CapsuleInvalid(f"the manifest of {self.ref} is over {MAX_MANIFEST_BYTES >> 20} MiB")
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        if self.ref.digest and digest != self.ref.digest:
+        if reference.startswith("sha256:") and digest != reference:
             raise CapsuleInvalid(f"the manifest served for {self.ref} has digest {digest}, not the one named")
         return body
 

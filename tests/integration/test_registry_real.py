@@ -276,3 +276,38 @@ def _docker(*args: str) -> str:
     done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_a_signed_attestation_is_attached_as_a_referrer_others_find(shared: Shared, tmp_path: Path) -> None:
+    import requests
+
+    key = tmp_path / "me.key"
+    assert shared.repro("keygen", "--type", "ed25519", str(key)).code == 0
+    ref = f"{shared.registry.host}/team/runs:attested"
+    r = shared.repro("push", shared.run_id, ref, "--attest", "--sign", str(key))
+    assert r.code == 0, r.err
+    assert "uploaded 0 blobs" in r.out  # the run's blobs were there; only the statement is new
+    subject = r.out.split("@", 1)[1].split(":", 2)
+    subject_digest = f"{subject[0]}:{subject[1]}"
+    # The OCI 1.1 referrers tag schema, read by skopeo: the index under sha256-<hex> lists the statement.
+    tag = f"docker://{shared.registry.host}/team/runs:{subject_digest.replace(':', '-')}"
+    index = json.loads(_skopeo("inspect", "--raw", tag, shared=shared))
+    [entry] = index["manifests"]
+    assert entry["artifactType"] == "application/vnd.dsse.envelope.v1+json"
+    api = f"https://{shared.registry.host}/v2/team/runs"
+    session = requests.Session()
+    session.auth = (registryserver.USER, registryserver.PASSWORD)
+    ca = str(shared.registry.ca)  # per request: REQUESTS_CA_BUNDLE in the environment beats a session's
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    referrer = session.get(f"{api}/manifests/{entry['digest']}", headers=accept, verify=ca, timeout=30).json()
+    assert referrer["subject"]["digest"] == subject_digest
+    statement = tmp_path / "run.intoto.jsonl"
+    statement.write_bytes(
+        session.get(f"{api}/blobs/{referrer['layers'][0]['digest']}", verify=ca, timeout=30).content
+    )
+    r = shared.repro("verify-attestation", str(statement), "--key", f"{key}.pub")
+    assert r.code == 0 and r.out.startswith(f"ok: attestation of run {shared.run_id}"), r.out + r.err
+    again = shared.repro("push", shared.run_id, ref, "--attest", "--sign", str(key))
+    assert again.code == 0
+    listed = [m["digest"] for m in json.loads(_skopeo("inspect", "--raw", tag, shared=shared))["manifests"]]
+    assert entry["digest"] in listed and len(set(listed)) == len(listed)  # each statement listed once

@@ -148,3 +148,23 @@ def test_a_manifest_of_a_run_gives_its_members_in_order() -> None:
 def test_a_manifest_that_is_not_a_runs_is_refused(body: bytes, says: str) -> None:
     with pytest.raises(CapsuleInvalid, match=says):
         artifact._titled_layers(body, REF)
+
+
+@pytest.mark.parametrize(
+    "named", ["evil.example:5000/x@sha256:" + "c" * 64, "docker.io/library/python:3.11", "sha256:abc", 7]
+)
+def test_an_image_is_named_only_by_digest_never_by_a_registry(named: object) -> None:
+    body = json.dumps({"annotations": {artifact.IMAGE_DIGEST: named}}).encode()
+    with pytest.raises(CapsuleInvalid, match="not a sha256 digest"):
+        artifact._image_digest(body)
+    assert artifact._image_digest(json.dumps({"annotations": {}}).encode()) is None
+
+
+def test_a_referrer_names_its_subject_and_carries_the_statement() -> None:
+    from repro.share import referrers
+
+    subject = "sha256:" + "d" * 64
+    doc = json.loads(referrers.referrer_manifest(subject, 1234, referrers.ATTESTATION_TYPE, b"{}\n"))
+    assert doc["subject"] == {"mediaType": referrers.MANIFEST_TYPE, "digest": subject, "size": 1234}
+    assert doc["artifactType"] == doc["layers"][0]["mediaType"] == referrers.ATTESTATION_TYPE
+    assert doc["layers"][0]["digest"] == "sha256:" + hashlib.sha256(b"{}\n").hexdigest()
