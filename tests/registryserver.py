@@ -105,7 +105,7 @@ def running(where: Path) -> Iterator[Registry]:
     where.mkdir(parents=True, exist_ok=True)
     ca, cert, key = _certificates(where)
     htpasswd = subprocess.run(
-        ["htpasswd", "-Bbn", USER, PASSWORD], capture_output=True, text=True, check=True
+        ["htpasswd", "-Bbn", "-C", "4", USER, PASSWORD], capture_output=True, text=True, check=True
     )
     (where / "htpasswd").write_text(htpasswd.stdout)
     root = where / "storage"
