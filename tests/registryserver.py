@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 USER, PASSWORD = "trainer", "correct-horse-42"
-_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")  # ", tls" follows when it speaks TLS
 
 
 def missing() -> str | None:
@@ -100,8 +100,8 @@ def _certificates(where: Path) -> tuple[Path, Path, Path]:
 
 
 @contextmanager
-def running(where: Path) -> Iterator[Registry]:
-    """A registry serving from ``where`` until the block ends."""
+def running(where: Path, tls: bool = True) -> Iterator[Registry]:
+    """A registry serving from ``where`` until the block ends (with ``tls=False``, plain HTTP)."""
     where.mkdir(parents=True, exist_ok=True)
     ca, cert, key = _certificates(where)
     htpasswd = subprocess.run(
@@ -113,7 +113,10 @@ def running(where: Path) -> Iterator[Registry]:
         "version": 0.1,
         "log": {"level": "info"},
         "storage": {"filesystem": {"rootdirectory": str(root)}},
-        "http": {"addr": "127.0.0.1:0", "tls": {"certificate": str(cert), "key": str(key)}},
+        "http": {
+            "addr": "127.0.0.1:0",
+            **({"tls": {"certificate": str(cert), "key": str(key)}} if tls else {}),
+        },
         "auth": {"htpasswd": {"realm": "repro-test", "path": str(where / "htpasswd")}},
     }
     (where / "config.yml").write_text(json.dumps(config))  # JSON is YAML

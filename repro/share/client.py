@@ -158,6 +158,8 @@ class Registry:
 
     def _send(self, method: str, url: str, **kw: Any) -> requests.Response:
         headers = dict(kw.pop("headers", {}))
+        if self.scheme == "http" and url.startswith("https://"):  # a loopback registry found to speak HTTP
+            url = "http://" + url.removeprefix("https://")
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token}"
         auth = None if self._token is not None else self._basic
@@ -171,7 +173,7 @@ class Registry:
         except requests.exceptions.SSLError as e:
             if self.scheme == "https" and self.ref.loopback and self._speaks_plain_http():
                 self.scheme = "http"
-                return self._send(method, url.replace("https://", "http://", 1), headers=headers, **kw)
+                return self._send(method, url, headers=headers, **kw)
             raise RegistryUnavailable(
                 f"{self.ref.registry}: TLS failed ({_reason(e)})",
                 hint="trust the registry's CA (SSL_CERT_FILE=ca.pem), or check the registry's address",

@@ -311,3 +311,13 @@ def test_a_signed_attestation_is_attached_as_a_referrer_others_find(shared: Shar
     assert again.code == 0
     listed = [m["digest"] for m in json.loads(_skopeo("inspect", "--raw", tag, shared=shared))["manifests"]]
     assert entry["digest"] in listed and len(set(listed)) == len(listed)  # each statement listed once
+
+
+def test_plain_http_is_spoken_only_to_a_registry_on_this_machine(shared: Shared, tmp_path: Path) -> None:
+    with registryserver.running(tmp_path / "plain", tls=False) as plain:
+        r = shared.project.repro("push", shared.run_id, f"{plain.host}/team/runs:v1", env=plain.env())
+        assert r.code == 0, r.err  # loopback without TLS: HTTPS is tried, then plain HTTP
+        assert plain.stored_bytes() > 0
+    # the same registry named by a name that is not loopback is never spoken to in plain HTTP
+    r = shared.project.repro("push", shared.run_id, "registry.invalid:5000/team/runs:v1", env=plain.env())
+    assert r.code == 3 and "registry.invalid:5000 does not answer" in r.err
