@@ -174,7 +174,7 @@ def _titled_layers(body: bytes, ref: Reference) -> list[tuple[str, str, int]]:
         raise CapsuleInvalid(f"the manifest of {ref} lists no layers, or too many")
     found: list[tuple[str, str, int]] = []
     for entry in raw:
-        title = entry.get("annotations", {}).get(TITLE) if isinstance(entry, dict) else None
+        title = _field(_field(entry, "annotations"), TITLE)
         digest, size = (entry.get("digest"), entry.get("size")) if isinstance(entry, dict) else (None, None)
         if not isinstance(title, str) or not isinstance(digest, str) or not isinstance(size, int) or size < 0:
             raise CapsuleInvalid(f"the manifest of {ref} has a layer without a title, digest or size")
@@ -209,7 +209,7 @@ def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
     if image_digest is not None:  # by digest, from the repository the user named: never from elsewhere
         named = Registry(ref.with_digest(image_digest))
         record_image = _recorded_image(files)
-        archive = pull_image(named, record_image[0], record_image[1], scratch)
+        archive = pull_image(named, record_image, scratch)
         files.append((IMAGE_MEMBER, archive, _sha256_hex(archive)))
     tar = pack_files(files, scratch / (re.sub(r"[^A-Za-z0-9._-]+", "_", str(ref)) + ".tar"))
     for _, path, _ in files:
@@ -241,7 +241,7 @@ def open_remote(store: Store, raw: str) -> LoadedRun:
 
 def _image_digest(body: bytes) -> str | None:
     """The digest of the image manifest a run's manifest names, if it names one (a sha256 digest)."""
-    found = json.loads(body).get("annotations", {}).get(IMAGE_DIGEST)
+    found = _field(_field(json.loads(body), "annotations"), IMAGE_DIGEST)
     if found is None:
         return None
     if not isinstance(found, str) or not found.startswith("sha256:") or not limits.is_digest(found[7:]):
@@ -249,8 +249,8 @@ def _image_digest(body: bytes) -> str | None:
     return found
 
 
-def _recorded_image(files: list[tuple[str, Path, str]]) -> tuple[str, str | None]:
-    """The image id and tag the pulled record names (its bytes were checked against their digest).
+def _recorded_image(files: list[tuple[str, Path, str]]) -> str:
+    """The image id the pulled record names (its bytes were checked against their digest).
 
     Raises:
         CapsuleInvalid: the record names no image while the manifest does.
@@ -259,7 +259,7 @@ def _recorded_image(files: list[tuple[str, Path, str]]) -> tuple[str, str | None
     image = load_record(path.read_bytes()).deps.image
     if image is None or not image.id:
         raise CapsuleInvalid("the run's manifest names an image its record does not")
-    return image.id, image.tag
+    return image.id
 
 
 def _sha256_hex(path: Path) -> str:
@@ -268,3 +268,8 @@ def _sha256_hex(path: Path) -> str:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _field(doc: object, name: str) -> Any:
+    """``doc[name]`` when ``doc`` is a JSON object, else None: a stranger's manifest is any JSON."""
+    return doc.get(name) if isinstance(doc, dict) else None

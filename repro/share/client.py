@@ -48,6 +48,7 @@ class Registry:
         )
         self.scheme = "https"
         self._token: str | None = None
+        self._basic: tuple[str, str] | None = None  # the login, once the registry asked for Basic
 
     # ------------------------------------------------------------------ the API
 
@@ -183,8 +184,6 @@ class Registry:
                 f"{self.ref.registry} does not answer ({_reason(e)})",
                 hint="check the registry's address and that it is up (`curl https://REGISTRY/v2/`)",
             ) from e
-
-    _basic: tuple[str, str] | None = None
 
     def _speaks_plain_http(self) -> bool:
         try:

@@ -20,6 +20,7 @@ from typing import Any
 
 from repro.errors import CapsuleInvalid
 from repro.share.client import Registry
+from repro.store.limits import is_digest
 
 IMAGE_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
@@ -105,7 +106,7 @@ def image_manifest(blobs: list[tuple[str, int, str]]) -> bytes:
     return json.dumps(doc, indent=2, sort_keys=True).encode()
 
 
-def pull_image(registry: Registry, image_id: str, tag: str | None, scratch: Path) -> Path:
+def pull_image(registry: Registry, image_id: str, scratch: Path) -> Path:
     """The image ``registry``'s reference names (by digest), as a `docker save` archive under
     ``scratch``; its config must be ``image_id``.
 
@@ -113,9 +114,17 @@ def pull_image(registry: Registry, image_id: str, tag: str | None, scratch: Path
         CapsuleInvalid: a manifest that is not an image's, a blob that does not match its digest, a
             config that is not the recorded image. NotFoundError, RegistryRefused, RegistryUnavailable.
     """
-    doc = json.loads(registry.get_manifest())
-    config, layers = doc.get("config") or {}, doc.get("layers") or []
-    if config.get("digest") != image_id or not isinstance(layers, list) or len(layers) > MAX_IMAGE_LAYERS:
+    try:
+        doc = json.loads(registry.get_manifest())
+    except ValueError as e:
+        raise CapsuleInvalid(f"the image manifest at {registry.ref} is not JSON") from e
+    config = doc.get("config") if isinstance(doc, dict) else None
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    if not isinstance(config, dict) or not isinstance(layers, list) or len(layers) >= MAX_IMAGE_LAYERS:
+        raise CapsuleInvalid(f"the image manifest at {registry.ref} is malformed")
+    if not all(isinstance(entry, dict) for entry in layers):
+        raise CapsuleInvalid(f"the image manifest at {registry.ref} is malformed")
+    if config.get("digest") != image_id:
         raise CapsuleInvalid(
             f"the image {registry.ref} names is not the recorded image {image_id[:19]}",
             hint="push the run again: its image is pushed with it",
@@ -125,13 +134,20 @@ def pull_image(registry: Registry, image_id: str, tag: str | None, scratch: Path
     names: list[str] = []
     for entry in [config, *layers]:
         digest, size = str(entry.get("digest", "")), entry.get("size")
-        if not digest.startswith("sha256:") or len(digest) != 71 or not isinstance(size, int):
+        hexa = digest.removeprefix("sha256:")
+        if (
+            not digest.startswith("sha256:")
+            or len(hexa) != 64
+            or not is_digest(hexa)
+            or not isinstance(size, int)
+        ):
             raise CapsuleInvalid(f"the image {registry.ref} names a malformed layer")
-        name = digest.removeprefix("sha256:") + (".json" if entry is config else ".tar")
+        name = hexa + (".json" if entry is config else ".tar")  # a file name of hex digits only
         if not (folder / name).exists():
             registry.get_blob(digest, size, folder / name)
         names.append(name)
-    listed = [{"Config": names[0], "RepoTags": [tag] if tag else None, "Layers": names[1:]}]
+    # nameless: the image is loaded under its checked id, never under a name the record carries
+    listed = [{"Config": names[0], "RepoTags": None, "Layers": names[1:]}]
     (folder / "manifest.json").write_text(json.dumps(listed))
     archive = scratch / "docker-image.tar"
     with tarfile.open(archive, "w") as tar:

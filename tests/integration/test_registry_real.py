@@ -217,10 +217,10 @@ def test_an_image_goes_as_an_ordinary_image_once_and_comes_back_by_digest(
                                        registry=registry))  # fmt: skip
         assert len(inspected["Layers"]) == 1  # skopeo reads it as an ordinary image
         (tmp_path / "pull").mkdir()
-        archive = pull_image(Registry(ref.with_digest(pushed.digest)), image_id, tag, tmp_path / "pull")
+        archive = pull_image(Registry(ref.with_digest(pushed.digest)), image_id, tmp_path / "pull")
         _docker("rmi", tag)
-        loaded = _docker("load", "-i", str(archive))
-        assert image_id.removeprefix("sha256:") in _docker("images", "--no-trunc", "-q", tag) and loaded
+        assert f"Loaded image ID: {image_id}" in _docker("load", "-i", str(archive))  # nameless, by its id
+        _docker("tag", image_id, tag)  # so that the cleanup below finds it
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 

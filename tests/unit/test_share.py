@@ -168,3 +168,50 @@ def test_a_referrer_names_its_subject_and_carries_the_statement() -> None:
     assert doc["subject"] == {"mediaType": referrers.MANIFEST_TYPE, "digest": subject, "size": 1234}
     assert doc["artifactType"] == doc["layers"][0]["mediaType"] == referrers.ATTESTATION_TYPE
     assert doc["layers"][0]["digest"] == "sha256:" + hashlib.sha256(b"{}\n").hexdigest()
+
+
+class _Served:
+    """A registry that serves one image manifest and records which blobs were asked for."""
+
+    def __init__(self, manifest: object) -> None:
+        self.manifest = json.dumps(manifest).encode()
+        self.ref = reference.parse("reg.example/runs@sha256:" + "e" * 64)
+        self.asked: list[str] = []
+
+    def get_manifest(self) -> bytes:
+        return self.manifest
+
+    def get_blob(self, digest: str, size: int, dest: Path) -> None:
+        self.asked.append(digest)
+
+
+IMAGE_ID = "sha256:" + "f" * 64
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        [],
+        {"config": "x", "layers": []},
+        {"config": {"digest": "sha256:" + "0" * 64, "size": 2}, "layers": []},  # not the recorded image
+        {"config": {"digest": IMAGE_ID, "size": 2}, "layers": ["x"]},
+        {
+            "config": {"digest": IMAGE_ID, "size": 2},
+            "layers": [{"digest": "sha256:../../" + "a" * 58, "size": 1}],
+        },
+        {
+            "config": {"digest": IMAGE_ID, "size": 2},
+            "layers": [{"digest": "sha256:" + "a" * 64, "size": "1"}],
+        },
+    ],
+)
+def test_an_image_manifest_that_is_not_the_recorded_images_is_refused_before_a_byte_is_written(
+    manifest: object, tmp_path: Path
+) -> None:
+    from repro.share.image import pull_image
+
+    served = _Served(manifest)
+    with pytest.raises(CapsuleInvalid):
+        pull_image(served, IMAGE_ID, tmp_path)  # type: ignore[arg-type]
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+    assert all(".." not in digest for digest in served.asked)
