@@ -12,6 +12,7 @@ from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.compare.verdict import CompareOptions
 from repro.diff import diff_records
+from repro.errors import UsageError
 from repro.ui import diff as diff_ui
 
 
@@ -50,6 +51,19 @@ def _either_path(first: Any, second: Any) -> Any:
     "--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not, as `git diff --exit-code`."
 )
 @click.option("--all", "show_all", is_flag=True, help="Also show sections without differences.")
+@click.option(
+    "--prove",
+    is_flag=True,
+    help="Re-execute RUN_A with differences taken from RUN_B, one at a time and then in combination, "
+    "and report which change the result (README: Proving why two runs differ).",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="With --prove: at most N executions (default: twice the number of swappable differences).",
+)
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -62,6 +76,8 @@ def diff(
     html_path: Path | None,
     exit_code: bool,
     show_all: bool,
+    prove: bool,
+    budget: int | None,
 ) -> None:
     """Show what differs between RUN_A and RUN_B, and the likely causes, ranked.
 
@@ -77,14 +93,22 @@ def diff(
     repro diff A B --json | jq '.likely_causes[0].reason'
     repro diff A B --markdown comment.md        (--markdown - or alone: on stdout)
     repro diff A B --plot curves.png --html report.html
+    repro diff A B --prove --budget 6           (prove which differences change the result)
     """
     options.output_forms(as_json, markdown)
+    if budget is not None and not prove:
+        raise UsageError("--budget bounds the executions of --prove", hint="add --prove")
     store = ctx.obj.store
     a = store.resolve(run_a)
     b = store.resolve(run_b)
     read = _either_blob(a, b)
     compared = CompareOptions.from_settings(ctx.obj.settings)  # stdout as a replay compares it
     result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b), options=compared)
+    if prove:
+        from repro.cli.events import on_event
+        from repro.prove import prove as run_proof
+
+        result.proof = run_proof(result, a, b, store, ctx.obj.plan(), on_event, budget)
     figures.diff_pictures(a, b, result, plot_path, html_path)
     if markdown:
         ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))
