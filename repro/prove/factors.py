@@ -112,7 +112,9 @@ def _determinism(diff: DiffResult, a: Record, b: Record) -> list[Factor]:
     out: list[Factor] = []
     da, db = a.determinism, b.determinism
     changes = diff.section("determinism").changes
-    if any(c.scope in ("mode", "knob", "env") and c.key not in ("threads", "isa") for c in changes):
+    own = ("threads", "isa")  # factors of their own, with the variables that pin them
+    if any(c.scope in ("mode", "knob", "env") and c.key not in own and not _pins_threads_or_isa(c.key)
+           for c in changes):  # fmt: skip
         out.append(Factor("mode", "determinism", da.mode, db.mode))
     if da.threads != db.threads:
         why = None if da.threads and db.threads else "a run in a mode that pins no thread count"
