@@ -12,7 +12,6 @@ from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.compare.verdict import CompareOptions
 from repro.diff import diff_records
-from repro.errors import UsageError
 from repro.ui import diff as diff_ui
 
 
@@ -51,19 +50,7 @@ def _either_path(first: Any, second: Any) -> Any:
     "--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not, as `git diff --exit-code`."
 )
 @click.option("--all", "show_all", is_flag=True, help="Also show sections without differences.")
-@click.option(
-    "--prove",
-    is_flag=True,
-    help="Re-execute RUN_A with differences taken from RUN_B, one at a time and then in combination, "
-    "and report which change the result (README: Proving why two runs differ).",
-)
-@click.option(
-    "--budget",
-    type=click.IntRange(1),
-    default=None,
-    metavar="N",
-    help="With --prove: at most N executions (default: twice the number of swappable differences).",
-)
+@options.prove_options("RUN_A with differences taken from RUN_B")
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -96,8 +83,7 @@ def diff(
     repro diff A B --prove --budget 6           (prove which differences change the result)
     """
     options.output_forms(as_json, markdown)
-    if budget is not None and not prove:
-        raise UsageError("--budget bounds the executions of --prove", hint="add --prove")
+    options.check_budget(prove, budget)
     store = ctx.obj.store
     a = store.resolve(run_a)
     b = store.resolve(run_b)

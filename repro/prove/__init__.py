@@ -71,7 +71,9 @@ def prove(
     elif not proof.explained and not proof.notes:
         cannot = [f.id for f in factors if not f.swappable]
         rest = (
-            f"among the factors that cannot be swapped ({', '.join(cannot)})" if cannot else "nondeterminism"
+            f"among the factors that cannot be swapped ({', '.join(cannot)})"
+            if cannot
+            else "in nondeterminism"
         )
         proof.notes.append(
             f"every swappable factor taken from B together does not give B's result: the rest lies {rest}"

@@ -203,3 +203,5 @@ def test_budget_needs_prove_and_a_proof_needs_run_a_s_data(
     assert code == 5 and out == ""  # nothing executed: every experiment re-executes run A, whose data is gone
     assert f"--prove re-executes run {LESLIE}, and its data data is neither here" in err
     assert "Traceback" not in err
+    code, out, err = repro(capsys, "-C", str(project), "check", "--prove", "--", "python", "train.py")
+    assert code == 2 and "--prove explains a check against a golden run" in err

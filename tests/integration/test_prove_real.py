@@ -195,3 +195,18 @@ def test_the_thread_count_is_proved(runs: tuple[Project, dict[str, str]], tmp_pa
     records = _check_records(project, proof, ids["a"], ids["threads"])
     assert records[("threads",)]["determinism"]["threads"] == 2
     assert "| `threads` | changes the result" in md.read_text()
+
+
+def test_check_against_a_golden_run_explains_its_failure(runs: tuple[Project, dict[str, str]]) -> None:
+    """Today's tree has another activation: `check --against` fails, and --prove names the file."""
+    project, ids = runs
+    model = project.root / "model.py"
+    kept = model.read_text()
+    model.write_text(V2)
+    try:
+        r = project.repro("check", "--against", ids["a"], "--backend", "local", "--prove", "--json")
+    finally:
+        model.write_text(kept)
+    assert r.code == 5, r.err
+    proof = json.loads(r.out)["diff"]["proof"]
+    assert proof["proved"] == ["code:model.py"] and _effects(proof) == {"code:model.py": "changes_result"}

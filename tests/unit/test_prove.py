@@ -162,3 +162,17 @@ def test_the_proof_comes_first_in_the_text_and_the_markdown() -> None:
     document = diff_ui.render_json(result)
     assert document["proof"]["proved"] == ["seed"] and document["proof"]["executions"] == 2
     Draft202012Validator(schemas.load("diff")).validate(document)  # the schema shipped describes it
+
+
+def test_the_html_report_shows_the_proved_causes_above_the_likely_ones() -> None:
+    from repro.ui import report as report_ui
+
+    a = _record(1, ["python", "train.py", "--lr", "0.1"], "m1", "d1")
+    b = _record(2, ["python", "train.py", "--lr", "0.2"], "m1", "d1")
+    b.results.final_metrics = {"loss": 0.5}
+    result = diff_records(a, b, lambda digest: None)
+    log: list[tuple[str, ...]] = []
+    result.proof = search(_factors("param:lr", "seed"), _fake(lambda t: "b" if "seed" in t else "a", log), 4)
+    page = report_ui.render_html(report_ui.from_diff(result, None))
+    assert page.index("<h2>Proved causes</h2>") < page.index("<h2>Likely causes</h2>")
+    assert "<li>param:lr: no effect</li>" in page and "seed turn A&#x27;s result into B&#x27;s" in page
