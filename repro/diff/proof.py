@@ -48,19 +48,21 @@ class Experiment:
     vs_b: str
     divergence: str | None = None  # where it first parts from A: ``step 3 (fc.weight)``, ``loss at step 4``
     seconds: float = 0.0
+    error: str | None = None  # why it could not execute at all (then ``run`` is empty); None: it ran
 
     @property
     def like_a(self) -> bool:
-        return self.vs_a in ("identical", "within_tolerance")
+        return self.error is None and self.vs_a in ("identical", "within_tolerance")
 
     @property
     def like_b(self) -> bool:
-        return self.vs_b in ("identical", "within_tolerance")
+        return self.error is None and self.vs_b in ("identical", "within_tolerance")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, stable key order."""
         return {"run": self.run, "factors": list(self.factors), "vs_a": self.vs_a, "vs_b": self.vs_b,
-                "divergence": self.divergence, "seconds": round(self.seconds, 3)}  # fmt: skip
+                "divergence": self.divergence, "seconds": round(self.seconds, 3),
+                "error": self.error}  # fmt: skip
 
 
 @dataclass

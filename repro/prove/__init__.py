@@ -19,7 +19,7 @@ from repro.compare.verdict import CompareOptions, Verdict, compare_runs
 from repro.config import Plan
 from repro.diff.model import DiffResult
 from repro.diff.proof import Experiment, Factor, Proof
-from repro.errors import CapsuleInvalid, DataUnavailable
+from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, UsageError
 from repro.facts.data import check_data
 from repro.facts.determinism import verifiable_mode
 from repro.prove.factors import find_factors, hybrid
@@ -127,7 +127,10 @@ def _executor(
             taken={"taken_from": b.record.id, "factors": said},
         )  # fmt: skip
         started = time.monotonic()
-        outcome = verify_run(request, store, plan, on_event, kind="replay")
+        try:
+            outcome = verify_run(request, store, plan, on_event, kind="replay")
+        except (DataDrift, DataUnavailable, UsageError) as e:  # this combination cannot run here: said
+            return Experiment(run="", factors=list(taken), vs_a="failed", vs_b="failed", error=e.message)
         made = store.load_run(outcome.replay.id)
         mode = verifiable_mode(b.record.determinism, made.record.determinism)
         vs_b = compare_runs(of_run(b), of_run(made), mode, None, options)

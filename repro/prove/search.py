@@ -10,6 +10,7 @@ execution is the answer), and no combination twice.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from repro.diff.proof import Experiment, Factor, Finding, Proof
@@ -51,6 +52,7 @@ def search(factors: list[Factor], execute: Execute, budget: int) -> Proof:
     made = _Budget(execute, budget)
     for factor in ids:
         made.run([factor])
+    ids = [f for f in ids if (e := made.alone(f)) is None or e.error is None]  # one that cannot run: out
     found = _first_set(ids, made)
     if found is not None:
         found = _smaller(found, ids, made)
@@ -110,6 +112,10 @@ def _finding(factor: Factor, made: _Budget, proved: list[str]) -> Finding:
     alone = made.alone(factor.id)
     if alone is None:
         return Finding(factor, "not_tested")
+    if alone.error is not None:
+        return Finding(
+            dataclasses.replace(factor, why_not=f"its experiment cannot run: {alone.error}"), "cannot_swap"
+        )
     if not alone.like_a:
         return Finding(factor, "changes_result", divergence=alone.divergence)
     if factor.id in proved:

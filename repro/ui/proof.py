@@ -24,7 +24,7 @@ def effect_phrase(f: Finding) -> str:
 
 
 def _verdict(e: Experiment) -> str:
-    return f"vs A {e.vs_a}, vs B {e.vs_b}"
+    return f"could not run: {e.error}" if e.error is not None else f"vs A {e.vs_a}, vs B {e.vs_b}"
 
 
 def headline(proof: Proof) -> str:

@@ -176,3 +176,21 @@ def test_the_html_report_shows_the_proved_causes_above_the_likely_ones() -> None
     page = report_ui.render_html(report_ui.from_diff(result, None))
     assert page.index("<h2>Proved causes</h2>") < page.index("<h2>Likely causes</h2>")
     assert "<li>param:lr: no effect</li>" in page and "seed turn A&#x27;s result into B&#x27;s" in page
+
+
+def test_a_factor_whose_experiment_cannot_run_is_named_and_left_out_of_combinations() -> None:
+    log: list[tuple[str, ...]] = []
+    fake = _fake(
+        lambda t: "b" if {"seed", "param:lr"} <= t else "x" if t & {"seed", "param:lr"} else "a", log
+    )
+
+    def execute(taken: tuple[str, ...]) -> Experiment:
+        if "data:d" in taken:
+            return Experiment("", list(taken), "failed", "failed", error="run B's data/d.csv is not kept")
+        return fake(taken)
+
+    proof = search(_factors("data:d", "seed", "param:lr"), execute, budget=6)
+    assert proof.proved == ["seed", "param:lr"] and all("data:d" not in t for t in log)
+    (cannot,) = proof.of("cannot_swap")
+    assert cannot.factor.why_not == "its experiment cannot run: run B's data/d.csv is not kept"
+    assert proof.to_dict()["experiments"][0]["error"] == "run B's data/d.csv is not kept"
