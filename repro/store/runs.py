@@ -306,13 +306,13 @@ class Store:
         """The runs a listing shows, oldest first: all but helper executions (`mark_helper`)."""
         return [r for r in self.run_ids() if not (self.runs_dir / r / HELPER).exists()]
 
-    def rows(self) -> list[index.RunRow]:
-        """Every run, sealed or not, oldest first; helper executions left out (`mark_helper`).
+    def rows(self, helpers: bool = False) -> list[index.RunRow]:
+        """Every run, sealed or not, oldest first; helper executions (`mark_helper`) only with ``helpers``.
 
         The index is only read (a full disk or a read-only store still lists); runs it
         lacks are read from their records and added to it when it can be written.
         """
-        ids = self.listed_ids()
+        ids = self.run_ids() if helpers else self.listed_ids()
         rows: list[index.RunRow] = []
         known = index.indexed(self.dir)
         unindexed: list[Record] = []
