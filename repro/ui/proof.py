@@ -49,7 +49,9 @@ def text_lines(proof: Proof) -> list[str]:
     if proof.experiments:
         lines.append("  runs made (hidden from `repro ls`; `repro show ID`):")
         for e in proof.experiments:
-            lines.append(f"    {e.run}  {', '.join(e.factors)} from B: {_verdict(e)} ({e.seconds:.1f}s)")
+            lines.append(
+                f"    {e.run or '(not run)'}  {', '.join(e.factors)} from B: {_verdict(e)} ({e.seconds:.1f}s)"
+            )
     if proof.untested:
         lines.append(f"  left untested: {', '.join(proof.untested)}")
     lines += [f"  note: {n}" for n in proof.notes]
@@ -67,7 +69,8 @@ def markdown_lines(proof: Proof, esc: Callable[[Any], str] = str) -> list[str]:
     if proof.experiments:
         lines += ["| run | taken from B | result |", "| --- | --- | --- |"]
         for e in proof.experiments:
-            lines.append(f"| `{e.run}` | {esc(', '.join(e.factors))} | {esc(_verdict(e))} |")
+            run = f"`{e.run}`" if e.run else "(not run)"
+            lines.append(f"| {run} | {esc(', '.join(e.factors))} | {esc(_verdict(e))} |")
         lines.append("")
     if proof.untested:
         lines += [f"Left untested: {esc(', '.join(proof.untested))}", ""]

@@ -194,3 +194,8 @@ def test_a_factor_whose_experiment_cannot_run_is_named_and_left_out_of_combinati
     (cannot,) = proof.of("cannot_swap")
     assert cannot.factor.why_not == "its experiment cannot run: run B's data/d.csv is not kept"
     assert proof.to_dict()["experiments"][0]["error"] == "run B's data/d.csv is not kept"
+    from repro.ui import proof as proof_ui
+
+    said = proof_ui.text_lines(proof)
+    assert "    (not run)  data:d from B: could not run: run B's data/d.csv is not kept (0.0s)" in said
+    assert "  data:d    cannot be swapped: its experiment cannot run: run B's data/d.csv is not kept" in said
