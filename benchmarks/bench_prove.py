@@ -7,8 +7,8 @@ Run A trains an MLP for --steps optimizer steps (strict mode, local backend); ru
 factors: the seed and the learning rate (each changes the result) and N-2 options the script ignores.
 The proof executes each factor alone, then the two causes together: N+1 executions, each a whole
 run (windowed experiments from a checkpoint are not made yet). The peer is the naive experiment: one
-whole bare execution of the script per factor (N executions, no tool, no comparison). Reported: the
-executions and wall seconds of each, and the ratio.
+whole bare execution of the script per factor (N executions at one intra-op thread, as strict mode
+runs them; no tool, no comparison). Reported: the executions, wall and CPU seconds of each, the ratio.
 
 Sizes: --steps (REPRO_BENCH_PROVE_STEPS), --factors (REPRO_BENCH_PROVE_FACTORS, comma-separated).
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -74,12 +75,20 @@ def _run(repro: str, proj: Path, argv: list[str]) -> str:
     return str(json.loads(shown.stdout)["id"])
 
 
-def _wall(cmd: list[str], cwd: Path) -> tuple[float, str]:
+# The peer runs at the one intra-op thread strict mode pins (README: Threads), as the proof's runs do.
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+
+
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(wall, CPU of the children, stdout) of one command that must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=repro_env(), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, env={**repro_env(), **(env or {})}, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)!r} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return time.perf_counter() - start, proc.stdout
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
 
 
 def _case(repro: str, proj: Path, steps: int, factors: int) -> tuple[Sample, Sample, int]:
@@ -89,13 +98,14 @@ def _case(repro: str, proj: Path, steps: int, factors: int) -> tuple[Sample, Sam
     naive = [_argv(steps, 2, 1e-3, 0), _argv(steps, 1, 2e-3, 0)]
     naive += [[*_argv(steps, 1, 1e-3, 0), f"--note-{i}", "b"] for i in range(factors - 2)]
     peer = Sample()
-    peer.add(sum(_wall(argv, proj)[0] for argv in naive), 0.0)
-    wall, out = _wall([repro, "diff", a, b, "--prove", "--json"], proj)
+    timed = [_timed(argv, proj, ONE_THREAD) for argv in naive]
+    peer.add(sum(t[0] for t in timed), sum(t[1] for t in timed))
+    wall, cpu, out = _timed([repro, "diff", a, b, "--prove", "--json"], proj)
     proof = json.loads(out)["proof"]
     if sorted(proof["proved"]) != ["param:lr", "param:seed"]:
         raise RuntimeError(f"the proof found {proof['proved']}, not the seed and the learning rate")
     proved = Sample()
-    proved.add(wall, 0.0)
+    proved.add(wall, cpu)
     return peer, proved, int(proof["executions"])
 
 
