@@ -3,8 +3,8 @@
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
     python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
-                                              # ls, project, ops, save, trace, budget, compile; the other
-                                              # suites' sections of RESULTS.md are kept
+                                              # ls, project, ops, save, trace, budget, compile, prove;
+                                              # the other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_OUTPUTS (5000),
 REPRO_BENCH_LS_RUNS (100), REPRO_BENCH_LS_FILES (20000), REPRO_BENCH_PROJECT_FILES (50000),
@@ -32,6 +32,7 @@ import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_ls_noindex  # noqa: E402
 import bench_ops  # noqa: E402
+import bench_prove  # noqa: E402
 import bench_registry  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
@@ -57,6 +58,7 @@ SUITES = {
     "budget": ("The store's budget: traced runs' checkpoint copies", bench_store_budget.run, 3),
     "compile": ("A first torch.compile under `repro run` against `docker run`", bench_compile.run, 3),
     "registry": ("`repro push`/`pull` on a loopback registry vs a plain tar upload", bench_registry.run, 3),
+    "prove": ("`repro diff --prove` against one bare run per factor", bench_prove.run, 1),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -183,6 +185,8 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_SMALL_N", "5000")
         os.environ.setdefault("REPRO_BENCH_REPEATS", "2")
         os.environ.setdefault("REPRO_BENCH_THREADS_STEPS", "10")
+        os.environ.setdefault("REPRO_BENCH_PROVE_STEPS", "30")
+        os.environ.setdefault("REPRO_BENCH_PROVE_FACTORS", "2")
         os.environ.setdefault("REPRO_BENCH_LS_RUNS", "10")
         os.environ.setdefault("REPRO_BENCH_LS_FILES", "2000")
         os.environ.setdefault("REPRO_BENCH_PROJECT_FILES", "3000")

@@ -13,7 +13,7 @@ from repro.cli import figures, options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
-from repro.config import Flags
+from repro.config import Flags, Plan
 from repro.errors import Interrupted, UsageError
 from repro.run.prepared import RunRequest
 from repro.store.record import Record
@@ -72,6 +72,7 @@ Exit status (stable; README "Exit codes"):
     default=None,
     help="Write a JUnit XML report (one testcase per output, plus metrics and stdout).",
 )
+@options.prove_options("the golden run with differences taken from today's check run (--against)")
 @options.markdown_option("a summary")
 @options.plot_option("run 1's and the first differing run's")
 @options.html_option("the result")
@@ -97,6 +98,8 @@ def check(
     trust: Trust | None,
     plot_path: Path | None,
     html_path: Path | None,
+    prove: bool,
+    budget: int | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
 
@@ -126,7 +129,7 @@ def check(
     --backend local (or REPRO_BACKEND=local) says to run it on this machine, unsandboxed.
     """  # fmt: skip
     flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
-    argv = _command(command, against, interrupts, trust, env, as_json, markdown)
+    argv = _command(command, against, interrupts, trust, env, as_json, markdown, prove, budget)
     plan = app.plan(flags)
     run = RunRequest(argv=argv, cwd=Path.cwd())
 
@@ -136,9 +139,8 @@ def check(
     try:
         with sigterm_interrupts():
             if against:
-                ui.contain_output()  # the golden capsule's command: its output cannot erase repro's lines
                 request = core.AgainstRequest(against, data_root, allow_data_drift, atol, rtol, trust, env)
-                result = core.run_against(request, app.store, plan, on_event)
+                result = _against(app, request, plan, prove, budget)
             elif interrupts:
                 result = core.run_interrupt_check(
                     run, app.store, plan, on_event, interrupts=interrupts, on_record=announce
@@ -159,6 +161,22 @@ def check(
         raise click.exceptions.Exit(code)
 
 
+def _against(
+    app: AppContext, request: core.AgainstRequest, plan: Plan, prove: bool, budget: int | None
+) -> core.CheckResult:
+    """The check against a golden run; with ``prove``, a result that differs explained by experiment:
+    the golden run re-executed with differences taken from today's check run (`repro.prove`)."""
+    ui.contain_output()  # the golden capsule's command: its output cannot erase repro's lines
+    result = core.run_against(request, app.store, plan, on_event)
+    if not prove or result.diff is None or not result.diff.results_differ or len(result.records) < 2:
+        return result
+    from repro.prove import prove as run_proof
+
+    golden, today = (app.store.load_run(r.id) for r in result.records[:2])
+    result.diff.proof = run_proof(result.diff, golden, today, app.store, plan, on_event, budget)
+    return result
+
+
 def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html: Path | None) -> None:
     """--plot and --html: the curves of run 1 and the first run that differs, and the report page."""
     pair, verdict = figures.check_pair(result)
@@ -168,7 +186,7 @@ def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html
 
 def _command(
     command: tuple[str, ...], against: str | None, interrupts: int | None, trust: Trust | None,
-    env: tuple[str, ...], as_json: bool, markdown: str | None,
+    env: tuple[str, ...], as_json: bool, markdown: str | None, prove: bool = False, budget: int | None = None,
 ) -> list[str]:  # fmt: skip
     """The command to check (none with --against).
 
@@ -187,6 +205,9 @@ def _command(
         raise UsageError("--key and --require-signed check the capsule given to --against")
     if env and not against:
         raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
+    options.check_budget(prove, budget)
+    if prove and not against:
+        raise UsageError("--prove explains a check against a golden run", hint="give --against CAPSULE")
     if not against and not argv:
         raise UsageError(
             "no command to check", hint="repro check -- python train.py   (or --against capsule.tar)"

@@ -50,6 +50,7 @@ def _either_path(first: Any, second: Any) -> Any:
     "--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not, as `git diff --exit-code`."
 )
 @click.option("--all", "show_all", is_flag=True, help="Also show sections without differences.")
+@options.prove_options("RUN_A with differences taken from RUN_B")
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -62,6 +63,8 @@ def diff(
     html_path: Path | None,
     exit_code: bool,
     show_all: bool,
+    prove: bool,
+    budget: int | None,
 ) -> None:
     """Show what differs between RUN_A and RUN_B, and the likely causes, ranked.
 
@@ -77,14 +80,21 @@ def diff(
     repro diff A B --json | jq '.likely_causes[0].reason'
     repro diff A B --markdown comment.md        (--markdown - or alone: on stdout)
     repro diff A B --plot curves.png --html report.html
+    repro diff A B --prove --budget 6           (prove which differences change the result)
     """
     options.output_forms(as_json, markdown)
+    options.check_budget(prove, budget)
     store = ctx.obj.store
     a = store.resolve(run_a)
     b = store.resolve(run_b)
     read = _either_blob(a, b)
     compared = CompareOptions.from_settings(ctx.obj.settings)  # stdout as a replay compares it
     result = diff_records(a.record, b.record, read, code=code, open_blob=_either_path(a, b), options=compared)
+    if prove:
+        from repro.cli.events import on_event
+        from repro.prove import prove as run_proof
+
+        result.proof = run_proof(result, a, b, store, ctx.obj.plan(), on_event, budget)
     figures.diff_pictures(a, b, result, plot_path, html_path)
     if markdown:
         ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))

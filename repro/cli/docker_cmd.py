@@ -240,7 +240,7 @@ def _incomplete_runs(store: Any, dry_run: bool) -> int:
     """Remove runs whose repro process died, after bringing back what a docker run left in its
     copy of the project; a run whose copy cannot be recovered yet is kept, and said so."""
     count = 0
-    for run_id in [row.id for row in store.rows() if row.status == "incomplete"]:
+    for run_id in [row.id for row in store.rows(helpers=True) if row.status == "incomplete"]:
         try:
             files = leftover.changed(store, run_id) if dry_run else leftover.recover(store, run_id)
         except ReproError as e:

@@ -538,3 +538,32 @@ def html_option(what: str) -> Callable[[F], F]:
         help=f"Write {what} as one self-contained HTML page (curves, causes, outputs; no external assets), "
         "for a CI artifact.",
     )
+
+
+def prove_options(what: str) -> Callable[[F], F]:
+    """`--prove` and `--budget N`, the same in `diff` and `check --against`: re-execute the first run
+    with differences taken from the second (``what`` names the two), into ``prove`` and ``budget``."""
+    prove = click.option(
+        "--prove",
+        is_flag=True,
+        help=f"Re-execute {what}, one difference at a time and then in combination, and report which "
+        "change the result (README: Proving why two runs differ).",
+    )
+    budget = click.option(
+        "--budget",
+        type=click.IntRange(1),
+        default=None,
+        metavar="N",
+        help="With --prove: at most N executions (default: twice the number of swappable differences).",
+    )
+
+    def decorate(f: F) -> F:
+        return prove(budget(f))
+
+    return decorate
+
+
+def check_budget(prove: bool, budget: int | None) -> None:
+    """Raises: UsageError: --budget without --prove."""
+    if budget is not None and not prove:
+        raise UsageError("--budget bounds the executions of --prove", hint="add --prove")

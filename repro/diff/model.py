@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from repro.diff.proof import Proof
+
 DIFF_FORMAT = "repro.diff/v1"
 
 # Section names, in the order they are compared and shown.
@@ -240,6 +242,7 @@ class DiffResult:
     results_differ: bool
     without_effect: list[Cause] = field(default_factory=list)  # input differences, results identical
     results: list[ResultDifference] = field(default_factory=list)  # how the results differ, decisive first
+    proof: Proof | None = None  # `--prove`: the causes proved by re-executing A with factors from B
 
     @property
     def differs(self) -> bool:
@@ -268,6 +271,7 @@ class DiffResult:
             "without_effect": [c.to_dict(i + 1) for i, c in enumerate(self.without_effect)],
             "results": [r.to_dict() for r in self.results],
             "sections": [s.to_dict() for s in self.sections],
+            **({"proof": self.proof.to_dict()} if self.proof is not None else {}),
         }
 
 

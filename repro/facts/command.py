@@ -78,34 +78,65 @@ def parse_params(args: list[str]) -> dict[str, Any]:
     repeated options become lists; negative numbers are values, not options.
     """
     params: dict[str, Any] = {}
-
-    def put(key: str, value: Any) -> None:
-        if key in params:
+    for key, value, hydra, _ in option_groups(args):
+        if key is None:
+            continue
+        if hydra or key not in params:
+            params[key] = value
+        else:
             old = params[key]
             params[key] = [*old, value] if isinstance(old, list) else [old, value]
-        else:
-            params[key] = value
+    return params
 
+
+def option_groups(args: list[str]) -> list[tuple[str | None, Any, bool, list[str]]]:
+    """The arguments as `parse_params` reads them, one group per option: (its key, its value, whether
+    it is a Hydra override, its tokens); a positional argument is a group of key None. Everything from
+    `--` on is one last group of key None."""
+    groups: list[tuple[str | None, Any, bool, list[str]]] = []
     i = 0
     while i < len(args):
         arg = args[i]
         if arg == "--":
+            groups.append((None, None, False, args[i:]))
             break
         if arg.startswith("-") and len(arg) > 1 and not _NUMBER.match(arg):
             if "=" in arg:
                 name, _, value = arg.partition("=")
-                put(_key(name), parse_value(value))
+                groups.append((_key(name), parse_value(value), False, [arg]))
             elif i + 1 < len(args) and _is_value(args[i + 1]):
-                put(_key(arg), parse_value(args[i + 1]))
+                groups.append((_key(arg), parse_value(args[i + 1]), False, args[i : i + 2]))
                 i += 1
             else:
-                put(_key(arg), True)
+                groups.append((_key(arg), True, False, [arg]))
         else:
             override = hydra_override(arg)
-            if override is not None:
-                params[override[0]] = override[1]
+            key = override[0] if override is not None else None
+            groups.append((key, override[1] if override else None, override is not None, [arg]))
         i += 1
-    return params
+    return groups
+
+
+def swap_param(argv: list[str], other: list[str], key: str) -> list[str] | None:
+    """``argv`` with hyper-parameter ``key`` as ``other`` gives it (its tokens there in place of its
+    tokens here, dropped where ``other`` lacks it); None when neither command line sets it as an option.
+    """
+    head = len(argv) - len(script_args(argv))
+    mine, theirs = option_groups(argv[head:]), option_groups(other[len(other) - len(script_args(other)) :])
+    if not any(g[0] == key for g in mine + theirs):
+        return None
+    taken = [t for g in theirs if g[0] == key for t in g[3]]
+    out: list[str] = list(argv[:head])
+    for k, _, _, tokens in mine:
+        if k == key:
+            out += taken
+            taken = []
+        elif k is None and tokens[:1] == ["--"]:
+            out += taken + tokens
+            taken = []
+        else:
+            out += tokens
+    return out + taken
 
 
 def _is_value(arg: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from repro.backends.base import Event, OnEvent
 from repro.compare.verdict import Verdict
@@ -33,6 +34,12 @@ class ReplayRequest:
     ops: int | None = None  # `--ops`: record the op stream of this many optimizer steps, and explain
     ops_only: bool = False  # an execution for its op stream alone: it stops after those steps
     threads: int | None = None  # `--threads N`: another intra-op thread count than the recorded one
+    # A run to execute instead of the one ``ref`` names, not in the store: a proof's experiment (run A
+    # with some of its factors taken from run B; `repro.prove`).
+    run: LoadedRun | None = None
+    # What the execution took from another run, kept in its record's ``verification``; an execution
+    # with it is a helper (hidden from `repro ls` and `latest`).
+    taken: dict[str, Any] | None = None
 
 
 @dataclass

@@ -96,6 +96,8 @@ def verify_run(
         loaded, record, plan.settings, data_root, variables, notes, window, data, request.max_data_size,
         user_root=request.data_root is not None or not loaded.foreign,
     )  # fmt: skip
+    if request.taken is not None:
+        store.mark_helper(record.id, f"an experiment on run {original.id}")
     root = run.execute(store, on_event, blob_path=store.blob_path if code is not None else None)
     _what_differed(original, record, notes, on_event)
     known = Known(world_size_changed=world_changed)
@@ -104,9 +106,20 @@ def verify_run(
     shutil.rmtree(root, ignore_errors=True)
     for note in notes:
         record.warn("replay_condition", note)
-    record.verification = verification(verdict, original.id)
+    record.verification = {**verification(verdict, original.id), **(request.taken or {})}
     store.seal(record, run.run_dir)
-    if not request.ops_only:  # an execution cut short for its op stream has no verdict to report
+    _after(request, store, plan, on_event, kind, loaded, record, verdict)
+    return ReplayOutcome(original, record, verdict, drift, notes)
+
+
+def _after(
+    request: ReplayRequest, store: Store, plan: Plan, on_event: OnEvent, kind: RecordKind, loaded: LoadedRun,
+    record: Record, verdict: Verdict,
+) -> None:  # fmt: skip
+    """What follows a sealed re-execution: its verdict told to the trackers, and a divergence
+    explained by its first differing op. A helper execution (``request.taken``) tells no tracker."""
+    original = loaded.record
+    if not request.ops_only and request.taken is None:  # a cut-short execution has no verdict to report
         trackers.report_verdict(
             [original, record], verdict.status, store.root, lambda s: on_event(Event("info", s)),
             loaded.foreign,
@@ -114,7 +127,6 @@ def verify_run(
     recorded = ops.streams(original.results.logs, loaded.read_blob)  # the original ran with --ops
     if (request.ops or recorded) and not request.ops_only and verdict.status != "identical":
         _first_op(request, store, plan, on_event, kind, loaded, record, verdict)
-    return ReplayOutcome(original, record, verdict, drift, notes)
 
 
 def _first_op(
@@ -156,7 +168,7 @@ def _replayable(request: ReplayRequest, store: Store, on_event: OnEvent) -> tupl
         UsageError: a run captured in-process; an ``--env`` name no record may set.
         NotFoundError, CapsuleInvalid: see `resolve_trusted`.
     """
-    loaded = resolve_trusted(store, request.ref, request.trust, on_event)
+    loaded = request.run or resolve_trusted(store, request.ref, request.trust, on_event)
     capsule_blobs = loaded.blob_root if loaded.from_capsule else None
     if loaded.from_capsule:
         loaded = store.import_run(loaded)

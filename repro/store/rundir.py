@@ -6,6 +6,8 @@ Layout::
     runs/<id>/running.json              present while the run is in progress (pid, started; a job's state)
     runs/<id>/detached.json             a submitted Slurm job no process waits for
     runs/<id>/foreign.json              the record came from elsewhere (repro/sandbox.py)
+    runs/<id>/helper.json               an execution another command made for itself (`diff --prove`):
+                                        hidden from `repro ls` and `latest`, reachable by its id
     runs/<id>/code/                     a re-execution's restored code (a replay's scratch copy)
     runs/<id>/work/                     what the run needs while it executes; removed when it is sealed
     runs/<id>/work/runtime/             the repro runtime's reports (REPRO_RUNTIME_DIR)
@@ -26,6 +28,7 @@ from repro.store.capsule import RECORD_NAME
 RUNNING = "running.json"
 DETACHED = "detached.json"  # a detached job, sealed by `repro ls` once it ended
 FOREIGN = "foreign.json"  # the store's own mark that the record came from elsewhere
+HELPER = "helper.json"  # the store's own mark of a helper execution, hidden from listings
 WORK = "work"
 PENDING_RECORD = "record.yaml"  # under work/ while the run executes
 PENDING_KEPT = "kept.json"
@@ -58,6 +61,10 @@ class RunDir:
     @property
     def foreign(self) -> Path:
         return self.path / FOREIGN
+
+    @property
+    def helper(self) -> Path:
+        return self.path / HELPER
 
     @property
     def code(self) -> Path:

@@ -43,7 +43,7 @@ from repro.store.recordio import SPILLED_LISTS, dump_record, hydrate, load_recor
 from repro.store.rundir import (
     DETACHED as DETACHED,  # a detached run's mark (repro/backends/slurm/detached.py)
 )
-from repro.store.rundir import RunDir
+from repro.store.rundir import HELPER, RunDir
 from repro.store.verify import verify_tar
 from repro.units import plural
 
@@ -306,13 +306,24 @@ class Store:
         run_dir.path.mkdir(parents=True, exist_ok=True)
         write_atomic(run_dir.foreign, json.dumps({"why": why}).encode())
 
-    def rows(self) -> list[index.RunRow]:
-        """Every run, sealed or not, oldest first.
+    def mark_helper(self, run_id: str, why: str) -> None:
+        """Mark a run as a helper execution of another command: hidden from `rows` and `latest`,
+        reachable by its id. Written before the run starts, so it is never listed."""
+        run_dir = self.run_dir(run_id)
+        run_dir.path.mkdir(parents=True, exist_ok=True)
+        write_atomic(run_dir.helper, json.dumps({"why": why}).encode())
+
+    def listed_ids(self) -> list[str]:
+        """The runs a listing shows, oldest first: all but helper executions (`mark_helper`)."""
+        return [r for r in self.run_ids() if not (self.runs_dir / r / HELPER).exists()]
+
+    def rows(self, helpers: bool = False) -> list[index.RunRow]:
+        """Every run, sealed or not, oldest first; helper executions (`mark_helper`) only with ``helpers``.
 
         The index is only read (a full disk or a read-only store still lists); runs it
         lacks are read from their records and added to it when it can be written.
         """
-        ids = self.run_ids()
+        ids = self.run_ids() if helpers else self.listed_ids()
         rows: list[index.RunRow] = []
         known = index.indexed(self.dir)
         unindexed: list[Record] = []
@@ -362,6 +373,8 @@ class Store:
         sealed = [r for r in self.run_ids() if (self.runs_dir / r / RECORD_NAME).is_file()]
         m = re.fullmatch(r"latest(?:~(\d+))?", ref)
         if m:
+            listed = set(self.listed_ids())
+            sealed = [r for r in sealed if r in listed]
             back = int(m.group(1) or 0)
             if back >= len(sealed):
                 raise NotFoundError(

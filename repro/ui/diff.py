@@ -19,6 +19,7 @@ from repro.diff.metrics import curves_of_rows
 from repro.diff.model import TensorFileChange
 from repro.ui import colour_on, escape, printable
 from repro.ui import curves as curves_ui
+from repro.ui import proof as proof_ui
 from repro.units import shorten
 
 WIDTH = 100
@@ -100,6 +101,9 @@ def render_text(
         for i, cause in enumerate(result.likely_causes, 1):
             lines.append(p.fit(f"  {i}. {cause.reason}"))
         lines.append(p.fit(_results_line(result)))
+    if result.proof is not None:  # proved causes above the likely ones
+        proved = proof_ui.text_lines(result.proof)
+        lines = [p(p.fit(proved[0]), "bold"), *(p.fit(line) for line in proved[1:]), "", *lines]
     for section in result.sections:
         if section.differs or show_all:
             lines.append("")
@@ -259,6 +263,8 @@ def render_markdown(result: DiffResult, *, show_all: bool = False) -> str:
         lines += ["**Likely causes**, most likely first:", ""]
         lines += [f"{i}. {_md(c.reason)}" for i, c in enumerate(result.likely_causes, 1)]
         lines += ["", _md(_results_line(result).strip())]
+    if result.proof is not None:  # proved causes above the likely ones
+        lines[2:2] = [*proof_ui.markdown_lines(result.proof, _md), ""]
     for section in result.sections:
         if section.differs or show_all:
             lines += ["", f"#### {_md(section.title)}", ""]

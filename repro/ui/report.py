@@ -13,6 +13,7 @@ from repro.diff import DiffResult
 from repro.diff.metrics import Curves
 from repro.ui import curves as curves_ui
 from repro.ui import escape
+from repro.ui import proof as proof_ui
 from repro.ui.verdict import output_detail
 
 MAX_PANELS = 24
@@ -31,6 +32,7 @@ class Report:
     outputs: list[tuple[str, str, str]] = field(default_factory=list)  # (path, status, detail)
     curves: Curves | None = None
     notes: list[str] = field(default_factory=list)
+    proved: list[str] = field(default_factory=list)  # `--prove`: the headline, then one line per factor
 
 
 def from_verdict(
@@ -80,7 +82,17 @@ def from_diff(result: DiffResult, curves: Curves | None) -> Report:
         first=first,
         outputs=rows,
         curves=curves,
+        proved=_proved(result),
     )
+
+
+def _proved(result: DiffResult) -> list[str]:
+    proof = result.proof
+    if proof is None:
+        return []
+    return [proof_ui.headline(proof)] + [
+        f"{f.factor.id}: {proof_ui.effect_phrase(f)}" for f in proof.findings
+    ]
 
 
 _STYLE = """
@@ -107,6 +119,9 @@ def render_html(report: Report) -> str:
         f'<p><span class="status {"good" if good else "bad"}" id="verdict">{e(report.status)}</span> '
         f"{e(report.summary)}</p>",
     ]
+    if report.proved:  # proved causes above the likely ones
+        items = "".join(f"<li>{e(c)}</li>" for c in report.proved[1:])
+        parts.append(f'<h2>Proved causes</h2><p id="proved">{e(report.proved[0])}</p><ul>{items}</ul>')
     if report.causes:
         items = "".join(f"<li>{e(c)}</li>" for c in report.causes)
         parts.append(f"<h2>Likely causes</h2><ol>{items}</ol>")

@@ -192,3 +192,16 @@ def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     for option in ("--json", "--markdown", "--code", "--plot", "--exit-code", "--all"):
         assert option in out
+
+
+def test_budget_needs_prove_and_a_proof_needs_run_a_s_data(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--budget", "3")
+    assert code == 2 and out == "" and "--budget bounds the executions of --prove" in err
+    code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--prove")
+    assert code == 5 and out == ""  # nothing executed: every experiment re-executes run A, whose data is gone
+    assert f"--prove re-executes run {LESLIE}, and its data data is neither here" in err
+    assert "Traceback" not in err
+    code, out, err = repro(capsys, "-C", str(project), "check", "--prove", "--", "python", "train.py")
+    assert code == 2 and "--prove explains a check against a golden run" in err

@@ -102,3 +102,18 @@ def test_earlier_writers_name_the_latest_run_that_wrote_those_bytes(tmp_path: Pa
     replay.results.outputs = [FileEntry("model.pt", 1, "h1", True)]  # written in a scratch copy
     store.seal(replay, store.begin_run(replay.id, ["python", "t.py"]))
     assert store.earlier_writers({"model.pt": "h1"}) == {"model.pt": "20260101-000000-aaaa"}
+
+
+def test_a_helper_execution_is_hidden_from_listings_and_latest_and_reached_by_its_id(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    sealed(store, "20260101-000000-aaaa")
+    store.mark_helper("20260102-000000-bbbb", "an experiment on run 20260101-000000-aaaa")
+    sealed(store, "20260102-000000-bbbb")
+    store.mark_helper("20260103-000000-cccc", "an experiment cut short")
+    run_dir = store.begin_run("20260103-000000-cccc", ["python", "t.py"])
+    (run_dir / "running.json").write_text('{"pid": 999999999, "argv": ["python", "t.py"]}')  # it died
+    assert [r.id for r in store.rows()] == ["20260101-000000-aaaa"]
+    assert store.resolve("latest").record.id == "20260101-000000-aaaa"
+    assert store.resolve("20260102-000000-bbbb").record.id == "20260102-000000-bbbb"
+    everything = {r.id: r.status for r in store.rows(helpers=True)}  # what `repro gc` cleans up
+    assert everything["20260103-000000-cccc"] == "incomplete" and len(everything) == 3
