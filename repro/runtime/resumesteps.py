@@ -135,6 +135,10 @@ def _trace_row(d: Path, optimizer: Any) -> None:
         "step": resumestate.state["step"],
         **sums,
         "lr": [group.get("lr") for group in optimizer.param_groups],
-        "rng": {name: _fingerprint(value) for name, value in sorted(rngstates.capture_states().items())},
+        "rng": {
+            name: _fingerprint(value)
+            for name, value in sorted(rngstates.capture_states().items())
+            if name != rngstates.LOADERS  # a position, which a resumed loader may count otherwise
+        },
     }
     _rtrace.write(row)
