@@ -50,9 +50,15 @@ def test_a_killed_trainer_run_resumes_byte_identical_mid_epoch(project: Project)
     assert _final(project) == reference
 
 
-def test_check_interrupt_certifies_the_trainer_script(project: Project) -> None:
+def test_check_interrupt_certifies_the_trainer_script_and_catches_its_control(project: Project) -> None:
+    """The control resume ignores every RNG restore, the Trainer's own `rng_state.pth` included."""
     clm_project(project)
-    r = project.repro("check", "--interrupt", "1", "--json", *ARGS)
+    r = project.repro("check", "--interrupt", "1", "--control", "--json", *ARGS)
     assert r.code == 0, r.out + r.err
     result = json.loads(r.out)
     assert result["status"] == "identical" and result["kind"] == "interrupt"
+    (control,) = result["controls"]
+    assert (
+        control["caught"] is True and control["spoiled"] == "rng" and control["run"] == result["run_ids"][-1]
+    )
+    assert "safetensors" in control["by"]  # an output of the spoiled resume differs: named
