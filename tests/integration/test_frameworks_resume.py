@@ -62,3 +62,20 @@ def test_check_interrupt_certifies_the_trainer_script_and_catches_its_control(pr
         control["caught"] is True and control["spoiled"] == "rng" and control["run"] == result["run_ids"][-1]
     )
     assert "safetensors" in control["by"]  # an output of the spoiled resume differs: named
+
+
+def test_two_torchrun_ranks_pass_check_interrupt_and_catch_their_control(project: Project) -> None:
+    """`torchrun --nproc_per_node=2` (gloo), a `DistributedSampler` with `set_epoch`, per-rank dropout and
+    augmentation: both ranks resume exact; the control, no stream of either rank restored, differs."""
+    project.script("ddp_resumable.py", "train.py")
+    project.points(n=128)
+    project.write(".gitignore", "outputs/\ncheckpoints/\nmodel.pt\n")
+    project.commit("ddp")
+    r = project.repro("check", "--interrupt", "1", "--control", "--json", "--backend", "local", "--seed", "7",
+                      "--data", "data", "--nproc-per-node", "2", "--", "python", "train.py", "--epochs", "4",
+                      "--save", "outputs/model.pt")  # fmt: skip
+    assert r.code == 0, r.out + r.err
+    result = json.loads(r.out)
+    assert result["status"] == "identical" and len(result["run_ids"]) == 5
+    (control,) = result["controls"]
+    assert control["caught"] is True and "max abs" in control["by"]  # a tensor of an output, named
