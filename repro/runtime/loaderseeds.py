@@ -38,6 +38,15 @@ class SeededBatch(list[Any]):
 
     seed: int = 0
 
+    def __reduce__(self) -> tuple[Any, tuple[list[Any], int]]:  # to the worker, as cheaply as a list
+        return _seeded, (list(self), self.seed)
+
+
+def _seeded(items: list[Any], seed: int) -> SeededBatch:
+    batch = SeededBatch(items)
+    batch.seed = seed
+    return batch
+
 
 def _length(it: Any) -> int | None:
     try:
@@ -89,11 +98,12 @@ def seed_worker(indices: Any) -> None:
         return
     random.seed(seed)
     torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.manual_seed(seed)
+    generator = getattr(torch, "default_generator", None)
+    if generator is not None:
+        generator.manual_seed(seed)  # the CPU generator, as torch seeds a worker (without a device scan)
     np = sys.modules.get("numpy")
     if np is not None and hasattr(np, "random"):
-        np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
+        np.random.seed((seed ^ (seed >> 32)) & 0xFFFFFFFF)
 
 
 def capture() -> list[dict[str, Any]]:

@@ -1,22 +1,26 @@
 """Exact resume where people train: a Hugging Face `Trainer` script in the shape of `run_clm.py` (a 2-layer
-GPT-2 from a config, two DataLoader workers augmenting every block, dropout, `save_steps`), SIGKILLed after a
-checkpoint and continued with `repro resume`, ends byte-identical to an uninterrupted run — weights and
-optimizer state — with no change to the script, and passes `repro check --interrupt`."""
+GPT-2 from a config, two DataLoader workers augmenting every block, dropout, `save_steps`) and a 2-rank
+torchrun script, each SIGKILLed (the process group) right after a random optimizer step that follows a
+checkpoint (the Trainer's: 27 steps an epoch, a checkpoint every 4, so it always resumes mid-epoch),
+continued with `repro resume`, end byte-identical to an uninterrupted run — every output, the final
+weights and optimizer state among them — with no change to the script (`repro check --interrupt`), and
+their negative control is caught.
+
+The kill is the runtime's, right after an optimizer step: a SIGKILL from outside may land while the
+`Trainer` writes `checkpoint-N/`, and transformers then resumes from that incomplete directory and fails
+("Can't find a valid checkpoint") — the framework's own limit, not tested here."""
 
 from __future__ import annotations
 
 import json
 import random
-import shutil
 
 import pytest
 
 from tests.conftest import Project
-from tests.integration.test_resume_real import kill_after_checkpoint
 
 pytestmark = pytest.mark.slow
 
-FINAL = ("outputs/model/model.safetensors", "outputs/model/optimizer.pt")
 ARGS = ["--backend", "local", "--seed", "7", "--data", "data", "--outputs", "outputs",
         "--", "python", "run_clm.py", "--augment", "--save_steps", "4"]  # fmt: skip
 
@@ -28,26 +32,6 @@ def clm_project(project: Project) -> None:
     project.write("data/text.txt", " ".join(r.choice(words) for _ in range(400)))
     project.write(".gitignore", "outputs/\ncheckpoints/\n")
     project.commit("clm")
-
-
-def _final(project: Project) -> list[bytes]:
-    return [(project.root / rel).read_bytes() for rel in FINAL]
-
-
-def test_a_killed_trainer_run_resumes_byte_identical_mid_epoch(project: Project) -> None:
-    clm_project(project)
-    assert project.repro("run", *ARGS).code == 0
-    reference = _final(project)
-    shutil.rmtree(project.root / "outputs")
-    shutil.rmtree(project.root / "checkpoints")
-
-    killed = kill_after_checkpoint(project, ARGS)
-    assert not (project.root / FINAL[0]).exists(), "the training ended before the kill"
-    r = project.repro("resume", killed)
-    assert r.code == 0, r.err
-    assert "Checkpoint detected, resuming training at checkpoints/checkpoint-" in r.out + r.err
-    assert "not exact" not in r.err
-    assert _final(project) == reference
 
 
 def test_check_interrupt_certifies_the_trainer_script_and_catches_its_control(project: Project) -> None:
