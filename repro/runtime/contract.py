@@ -42,6 +42,7 @@ KEEP_CHECKPOINTS_ENV = "REPRO_KEEP_CHECKPOINTS"  # bytes of checkpoints kept for
 RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: restore the recorded RNG states at checkpoint load
 RESUME_TRACE_ENV = "REPRO_RESUME_TRACE"  # "1": what decides each optimizer step (rtrace.jsonl)
 INTERRUPT_AT_STEP_ENV = "REPRO_INTERRUPT_AT_STEP"  # N: kill rank 0's process group after step N
+LOADER_SEEDS_ENV = "REPRO_LOADER_SEEDS"  # "1": each DataLoader batch's worker seeded by its place
 RESUME_CONTROL_ENV = "REPRO_RESUME_CONTROL"  # "rng": a resume spoiled on purpose (`check --control`)
 STOP_AFTER_STEPS_ENV = "REPRO_STOP_AFTER_STEPS"  # K: end each process K steps after its restore
 OPS_ENV = "REPRO_OPS"  # K: record the op stream of the first K optimizer steps (ops.jsonl)

@@ -14,18 +14,23 @@ iterator in the middle of its epoch (some but not all batches yielded), its base
 length; after the restore, the first iterator begun whose length is at most that one continues
 it: same base seed, its positions counted from the batches the shorter iterator leaves out.
 
+Only where the run's record asks for it (``contract.LOADER_SEEDS_ENV``, set by repro for a new run in a
+pinned mode and kept in ``determinism.env``): a replay of a run recorded before, or in mode off, draws
+in its workers as torch alone does.
+
 Standard library only; the iterators are torch's, seen through `batchorder`'s hook.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import sys
 import weakref
 from typing import Any
 
-from repro.runtime import resumestate
+from repro.runtime import contract, resumestate
 
 LIVE = 8  # iterators remembered per process (the most recent ones)
 
@@ -55,8 +60,15 @@ def _length(it: Any) -> int | None:
         return None  # an IterableDataset without a length: its position is its own
 
 
+def enabled() -> bool:
+    """Whether this run seeds each batch by its place (its record says so)."""
+    return os.environ.get(contract.LOADER_SEEDS_ENV) == "1"
+
+
 def began(it: Any) -> None:
     """A new iterator, its workers not started yet: continue a recorded epoch when one is pending."""
+    if not enabled():
+        return
     length = _length(it)
     it._repro_pos, it._repro_round, it._repro_start = 0, 0, 0
     for i, entry in enumerate(_pending):
@@ -79,7 +91,7 @@ def new_round(it: Any) -> None:
 
 def seeded(it: Any, indices: Any) -> Any:
     """The batch ``indices`` that a worker process will load, carrying the seed it sets first."""
-    if not isinstance(indices, list) or not int(getattr(it, "_num_workers", 0) or 0):
+    if not isinstance(indices, list) or not int(getattr(it, "_num_workers", 0) or 0) or not enabled():
         return indices  # loaded in this process: its streams are the checkpoint's
     base, pos, round_ = getattr(it, "_base_seed", None), getattr(it, "_repro_pos", None), it._repro_round
     if not isinstance(base, int) or not isinstance(pos, int):
@@ -108,7 +120,9 @@ def seed_worker(indices: Any) -> None:
 
 def capture() -> list[dict[str, Any]]:
     """The iterators in the middle of their epoch, the most recent first."""
-    found = []
+    found: list[dict[str, Any]] = []
+    if not enabled():
+        return found
     for ref in reversed(_live):
         it = ref()
         length = None if it is None else _length(it)

@@ -56,9 +56,12 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(tmp_path: Path, mode: str) -> dict[str, Any]:
-    env = {**os.environ, "REPRO_RUN_ID": "t", "REPRO_RUNTIME_DIR": str(tmp_path / mode)}
+def _run(tmp_path: Path, mode: str, recorded: bool = True) -> dict[str, Any]:
+    env = {**os.environ, "REPRO_RUN_ID": "t", "REPRO_RUNTIME_DIR": str(tmp_path / f"{mode}-{recorded}")}
     env.pop("RANK", None)
+    env.pop("REPRO_LOADER_SEEDS", None)
+    if recorded:  # as a new run in a pinned mode, and its replays, get it from the record
+        env["REPRO_LOADER_SEEDS"] = "1"
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True, text=True, timeout=120
     )
@@ -81,3 +84,20 @@ def test_the_rest_of_an_epoch_is_augmented_as_uninterrupted_once_restored(tmp_pa
     ]
     # the same samples, augmented otherwise: what was restored matters
     assert plain["rest"] != plain["full"][3:]
+
+
+def test_a_run_recorded_without_batch_seeds_draws_in_its_workers_as_torch_does(tmp_path: Path) -> None:
+    """A replay of a run recorded before batches were seeded by their place (or in mode off) gets no
+    such seeds: its workers draw as they did when it was recorded, and a checkpoint keeps no epoch."""
+    old = _run(tmp_path, "restore", recorded=False)
+    assert not old["loaders"]
+    assert old["rest"] != old["full"][3:]
+
+
+def test_a_pinned_mode_records_batch_seeds_and_a_replay_keeps_them() -> None:
+    from repro.facts import determinism
+    from repro.runtime import contract
+
+    assert determinism.plan("strict", 1, None).env[contract.LOADER_SEEDS_ENV] == "1"
+    assert contract.LOADER_SEEDS_ENV not in determinism.plan("off", 1, None).env
+    assert contract.LOADER_SEEDS_ENV in determinism.RECORD_ENV
