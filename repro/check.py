@@ -88,6 +88,7 @@ class CheckResult:
     capsule: str | None = None  # against: the capsule ref as given
     notes: list[str] = field(default_factory=list)
     causes: list[ResumeCause] = field(default_factory=list)  # interrupt: what a resume did not restore
+    controls: list[dict[str, Any]] = field(default_factory=list)  # interrupt --control: each spoiled resume
 
     @property
     def status(self) -> str:
@@ -209,6 +210,7 @@ def run_interrupt_check(
     on_event: OnEvent,
     *,
     interrupts: int,
+    control: bool = False,
     rng: random.Random | None = None,
     on_record: Callable[[Record], None] | None = None,
 ) -> CheckResult:
@@ -217,7 +219,9 @@ def run_interrupt_check(
     uninterrupted run's. Every run executes in a scratch copy of the recorded code, so no
     checkpoint of one run is seen by another. A resume that diverged is explained from the
     resume trace: the first step and what was not restored (``CheckResult.causes``); the
-    check stops there.
+    check stops there. With ``control``, once every resume was identical, one more run is
+    killed and resumed with its RNG states deliberately not restored (`runtime/spoil.py`):
+    it must differ, else the check fails (`control_not_caught`).
 
     Raises:
         UsageError: no command; a command that saves no checkpoint before its last step.
@@ -240,9 +244,8 @@ def run_interrupt_check(
         reference = _resume_traces(store, first)
         total = len(reference.get(0, []))
         saved = [c.step for c in first.results.checkpoints]
-        steps = resumetrace.kill_steps(
-            saved, total, interrupts, first.command.nproc_per_node, rng or random.Random()
-        )
+        rng = rng or random.Random()
+        steps = resumetrace.kill_steps(saved, total, interrupts, first.command.nproc_per_node, rng)
         if not steps:
             raise UsageError(
                 f"{' '.join(first.command.argv)} saved no checkpoint before its last optimizer step "
@@ -261,6 +264,9 @@ def run_interrupt_check(
                     f"stopped after resume {len(result.verdicts)} of {len(steps)}: it diverged"
                 )
                 break
+        if control and len(result.verdicts) == len(steps) and result.reproduced:
+            scratch_dirs.append(_scratch_copy(store, first))
+            _control(attempt, rng.choice(steps), scratch_dirs[-1])
     finally:
         for d in scratch_dirs:
             shutil.rmtree(d, ignore_errors=True)
@@ -290,8 +296,9 @@ class _Attempts:
     on_event: OnEvent
     on_record: Callable[[Record], None] | None
 
-    def run(self, step: int, scratch: Path) -> Verdict | None:
-        """Kill a run after optimizer step ``step``, resume it, compare. None when a run failed."""
+    def run(self, step: int, scratch: Path, spoiled: str = "") -> Verdict | None:
+        """Kill a run after optimizer step ``step``, resume it (with ``spoiled``: a control, its
+        restore of that state spoiled), compare. None when a run failed."""
         from repro.resume import resume
 
         killed = self._killed(step, scratch)
@@ -301,8 +308,9 @@ class _Attempts:
                 f"run {killed.id} ended before optimizer step {step}: nothing was interrupted"
             )
         backend = self.where.chosen.name if self.where.chosen is not None else None
+        env = {**TRACE_ENV, contract.RESUME_CONTROL_ENV: spoiled} if spoiled else TRACE_ENV
         resumed = resume(self.store, killed.id, self.plan, self.on_event, backend=backend,
-                         env=TRACE_ENV, root=scratch)  # fmt: skip
+                         env=env, root=scratch)  # fmt: skip
         _record_run(self.result, resumed, self.on_record)
         if self.result.failed is not None:
             return None
@@ -314,7 +322,7 @@ class _Attempts:
         verdict.notes.append(
             "a resumed run logs only what follows its checkpoint: outputs compared, not logs"
         )
-        if not verdict.reproduced:
+        if not verdict.reproduced and not spoiled:
             self._explain(verdict, resumed)
         return verdict
 
@@ -341,6 +349,30 @@ class _Attempts:
             cause = found[0]
             fields = {"step": cause.step, "rank": cause.rank, "cause": cause.cause, "field": cause.field}
             explained(verdict, codes.Reason(Code.NOT_RESTORED, cause.describe(), fields=fields), first=True)
+
+
+CONTROL_SPOILS = "its RNG states not restored (every stream of every rank, the script's own restores ignored)"
+
+
+def _control(attempt: _Attempts, step: int, scratch: Path) -> None:
+    """The negative control: a resume spoiled on purpose must be reported as not exact."""
+    verdict = attempt.run(step, scratch, spoiled="rng")
+    result = attempt.result
+    if verdict is None:
+        return
+    resumed = result.records[-1].id
+    if not verdict.reproduced:
+        first = verdict.reasons[0].message if verdict.reasons else verdict.summary
+        result.controls.append({"spoiled": "rng", "run": resumed, "step": step, "caught": True, "by": first})
+        return
+    text = (
+        f"control not caught: resume {resumed}, {CONTROL_SPOILS}, ended identical — this check cannot "
+        "detect a broken resume in this script: its outputs are not sensitive to that state"
+    )
+    result.controls.append({"spoiled": "rng", "run": resumed, "step": step, "caught": False, "by": ""})
+    verdict.status = "diverged"
+    explained(verdict, codes.Reason(Code.CONTROL_NOT_CAUGHT, text, fields={"spoiled": "rng"}), first=True)
+    result.verdicts.append(verdict)
 
 
 def _started_over(resumed: Record) -> codes.Reason:

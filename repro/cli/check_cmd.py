@@ -57,6 +57,13 @@ Exit status (stable; README "Exit codes"):
     "a checkpoint and continued with `repro resume`; fail naming what a resume did not restore.",
 )
 @click.option(
+    "--control",
+    is_flag=True,
+    default=False,
+    help="With --interrupt: once every resume is identical, kill and resume once more with the RNG "
+    "states deliberately not restored; fail (exit 5, control_not_caught) if that is not caught.",
+)
+@click.option(
     "--against",
     "against",
     metavar="CAPSULE",
@@ -85,6 +92,7 @@ def check(
     flags: Flags,
     runs: int,
     interrupts: int | None,
+    control: bool,
     against: str | None,
     data_root: Path | None,
     allow_data_drift: bool,
@@ -107,7 +115,7 @@ def check(
     repro check -- python train.py --epochs 1      run twice with one seed; exit 0 if identical, 5 if not
     repro check --runs 3 --junit report.xml -- python train.py
     repro check --against golden/capsule.tar       does today's code still reproduce the capsule?
-    repro check --interrupt 2 -- python train.py   killed twice after a checkpoint, resumed: still identical?
+    repro check --interrupt 2 --control -- python train.py   killed twice, resumed: still identical?
     repro check --markdown summary.md -- python train.py
     repro check --html report.html --plot curves.png -- python train.py
 
@@ -129,7 +137,7 @@ def check(
     --backend local (or REPRO_BACKEND=local) says to run it on this machine, unsandboxed.
     """  # fmt: skip
     flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
-    argv = _command(command, against, interrupts, trust, env, as_json, markdown, prove, budget)
+    argv = _command(command, against, (interrupts, control), trust, env, as_json, markdown, prove, budget)
     plan = app.plan(flags)
     run = RunRequest(argv=argv, cwd=Path.cwd())
 
@@ -143,7 +151,7 @@ def check(
                 result = _against(app, request, plan, prove, budget)
             elif interrupts:
                 result = core.run_interrupt_check(
-                    run, app.store, plan, on_event, interrupts=interrupts, on_record=announce
+                    run, app.store, plan, on_event, interrupts=interrupts, control=control, on_record=announce
                 )
             else:
                 result = core.run_check(
@@ -185,7 +193,7 @@ def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html
 
 
 def _command(
-    command: tuple[str, ...], against: str | None, interrupts: int | None, trust: Trust | None,
+    command: tuple[str, ...], against: str | None, interrupt: tuple[int | None, bool], trust: Trust | None,
     env: tuple[str, ...], as_json: bool, markdown: str | None, prove: bool = False, budget: int | None = None,
 ) -> list[str]:  # fmt: skip
     """The command to check (none with --against).
@@ -198,8 +206,14 @@ def _command(
         argv = argv[1:]
     if against and argv:
         raise UsageError("give either a COMMAND or --against CAPSULE, not both")
+    interrupts, control = interrupt
     if against and interrupts:
         raise UsageError("--interrupt checks a COMMAND; it cannot be combined with --against")
+    if control and not interrupts:
+        raise UsageError(
+            "--control is the negative control of an interrupt check",
+            hint="repro check --interrupt 1 --control -- python train.py",
+        )
     options.output_forms(as_json, markdown)
     if trust is not None and not against:
         raise UsageError("--key and --require-signed check the capsule given to --against")

@@ -56,8 +56,8 @@ class OpDifference:
 
 # A divergence these explain already: the op stream would not say more.
 _EXPLAINED = (
-    Code.RUN_FAILED, Code.ORIGINAL_FAILED, Code.RESUME_STARTED_OVER, Code.NOT_RESTORED,
-    Code.DATA_ORDER_DIFFERS, Code.WORKER_SEEDS_DIFFER, Code.CONCURRENT_WRITE,
+    Code.RUN_FAILED, Code.ORIGINAL_FAILED, Code.RESUME_STARTED_OVER, Code.CONTROL_NOT_CAUGHT,
+    Code.NOT_RESTORED, Code.DATA_ORDER_DIFFERS, Code.WORKER_SEEDS_DIFFER, Code.CONCURRENT_WRITE,
 )  # fmt: skip
 
 

@@ -7,6 +7,8 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 - ``original_failed`` — the original failed and the replay succeeded;
 - ``resume_started_over`` — a resumed run loaded no checkpoint: it started over, so no resume was
   tested (fields: resumed, original);
+- ``control_not_caught`` — ``check --interrupt --control``: a resume spoiled on purpose (its RNG
+  states not restored) ended identical, so the check cannot detect a broken resume (fields: spoiled);
 - ``not_restored`` — a resumed run parted from the uninterrupted one at its resume point: what
   its checkpoint or the runtime did not restore (fields: step, rank, cause, field);
 - ``data_order_differs`` — a DataLoader yielded other samples: the first such batch (fields: step,
@@ -40,6 +42,7 @@ class Code(StrEnum):
     RUN_FAILED = "run_failed"
     ORIGINAL_FAILED = "original_failed"
     RESUME_STARTED_OVER = "resume_started_over"
+    CONTROL_NOT_CAUGHT = "control_not_caught"
     NOT_RESTORED = "not_restored"
     DATA_ORDER_DIFFERS = "data_order_differs"  # a replay whose data order differs says so first
     WORKER_SEEDS_DIFFER = "worker_seeds_differ"

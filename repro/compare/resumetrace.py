@@ -49,13 +49,15 @@ class ResumeCause:
     field: str
     uninterrupted: Any
     resumed: Any
+    path: str = ""  # the first tensor that differs, by its state path (params[2], optimizer.state[3].exp_avg)
 
     def describe(self) -> str:
         meaning = next(m for f, _, m in CAUSES if f == self.field)
         values = ""
         if not self.field.startswith("rng."):
             values = f" ({self.uninterrupted} uninterrupted, {self.resumed} resumed)"
-        return f"{meaning}: {self.field} differs at optimizer step {self.step} on rank {self.rank}{values}"
+        what = self.path or self.field
+        return f"{meaning}: {what} differs at optimizer step {self.step} on rank {self.rank}{values}"
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -80,8 +82,21 @@ def first_cause(
         for name, cause, _ in CAUSES:
             a, b = _get(other, name), _get(row, name)
             if a != b:
-                return ResumeCause(row["step"], rank, cause, name, a, b)
+                return _named(ResumeCause(row["step"], rank, cause, name, a, b), other, row)
     return None
+
+
+def _named(cause: ResumeCause, uninterrupted: dict[str, Any], resumed: dict[str, Any]) -> ResumeCause:
+    """The model or optimizer differs: the first tensor that does, by its path, with its two sums."""
+    prefix = {"params": "params[", "optimizer": "optimizer."}.get(cause.field)
+    ours, theirs = uninterrupted.get("state"), resumed.get("state")
+    if prefix is None or not isinstance(ours, dict) or not isinstance(theirs, dict):
+        return cause
+    for path, value in ours.items():
+        if path.startswith(prefix) and theirs.get(path) != value:
+            cause.path, cause.uninterrupted, cause.resumed = path, value, theirs.get(path)
+            break
+    return cause
 
 
 def kill_steps(checkpoints: list[int], total: int, count: int, world: int, rng: random.Random) -> list[int]:

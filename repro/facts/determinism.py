@@ -40,7 +40,7 @@ NCCL_PINS = {
 RECORD_ENV = frozenset(
     {
         contract.MODE_ENV, contract.THREADS_ENV, contract.TRACE_ENV, contract.OPS_ENV,
-        contract.ALLOW_NONDETERMINISTIC_OPS_ENV, "OMP_NUM_THREADS",
+        contract.ALLOW_NONDETERMINISTIC_OPS_ENV, contract.LOADER_SEEDS_ENV, "OMP_NUM_THREADS",
         "MKL_NUM_THREADS",
         "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "MKL_DYNAMIC", "OMP_DYNAMIC", "ATEN_CPU_CAPABILITY",
         "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
@@ -157,6 +157,8 @@ def plan(
                 }
             )
         knobs = {name: switches[name] for name in _RECORDED_SWITCHES}
+        # DataLoader workers seeded by each batch's place: a mid-epoch resume continues their draws
+        env[contract.LOADER_SEEDS_ENV] = "1"
     if mode == "strict":
         env["CUDA_VISIBLE_DEVICES"] = ""  # strict mode is CPU only: bit-for-bit needs it
         knobs["gpu_visible"] = False

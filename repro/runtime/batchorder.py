@@ -16,6 +16,9 @@ kept within a budget (the first steps). Past `EVERY_STEP_UNTIL` steps a loader w
 (an epoch) also writes the base seed its workers are seeded from::
 
     {"loader": L, "epoch": E, "base_seed": B, "workers": W}
+
+The same hook hands each batch to its worker with the seed the worker loads it with, so that a
+mid-epoch resume continues the workers' streams (`loaderseeds`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import warnings
 from types import CodeType, FrameType, ModuleType
 from typing import Any
 
-from repro.runtime import jsonl
+from repro.runtime import jsonl, loaderseeds
 
 INDEX_BUDGET = 100_000  # sample indices kept per process (the first steps); digests for all
 EVERY_STEP_UNTIL = 10_000  # steps of a loader that each get a line
@@ -122,18 +125,23 @@ def install(module: ModuleType) -> None:
 
     def iter_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
         _as_caller(init_iter, self, loader, *args, **kwargs)
+        _safely(lambda: loaderseeds.began(self))  # a resumed epoch's worker seed, before workers start
         _safely(lambda: _begin(self, loader, _epochs(loader)))
 
     def iter_reset(self: Any, loader: Any, first_iter: bool = False, *args: Any, **kwargs: Any) -> Any:
         result = reset(self, loader, first_iter, *args, **kwargs)
         if not first_iter:  # persistent workers: the same iterator starts another epoch
+            _safely(lambda: loaderseeds.new_round(self))
             _safely(lambda: _begin(self, loader, _epochs(loader)))
         return result
 
     def iter_next_index(self: Any) -> Any:
         indices = next_index(self)  # StopIteration ends the epoch, as before
         _safely(lambda: _batch(self, indices))
-        return indices
+        try:
+            return loaderseeds.seeded(self, indices)  # the seed its worker loads it with
+        except Exception:  # noqa: BLE001
+            return indices
 
     for owner, name, wrapper, original in (
         (loader_cls, "__init__", loader_init, init_loader),
@@ -142,8 +150,24 @@ def install(module: ModuleType) -> None:
         (base, "_next_index", iter_next_index, next_index),
     ):
         setattr(owner, name, functools.update_wrapper(wrapper, original))
+    _seed_in_workers()
     _WRAPPERS.update({loader_init.__code__, iter_init.__code__, _as_caller.__code__})
     base._repro_wrapped = True
+
+
+def _seed_in_workers() -> None:
+    """A worker seeds its streams from the batch it is about to load (`loaderseeds`)."""
+    fetch = sys.modules.get("torch.utils.data._utils.fetch")
+    fetcher = getattr(fetch, "_MapDatasetFetcher", None)
+    if fetcher is None:
+        return
+    original = fetcher.fetch
+
+    def wrapped_fetch(self: Any, possibly_batched_index: Any) -> Any:
+        _safely(lambda: loaderseeds.seed_worker(possibly_batched_index))
+        return original(self, possibly_batched_index)
+
+    fetcher.fetch = functools.update_wrapper(wrapped_fetch, original)
 
 
 def _as_caller(fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -13,7 +13,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import ckptrecord, ckptrestore, contract, passthrough, resumestate, resumesteps
+from repro.runtime import ckptrecord, ckptrestore, contract, passthrough, resumestate, resumesteps, spoil
 
 MAX_GENERATORS = 1000  # default_rng generators tracked per process
 
@@ -57,6 +57,7 @@ def install_torch(torch: ModuleType) -> None:
     if resumestate.runtime_dir() is None:
         return
     _wrap_checkpoint_io(torch, "save", "load", "f")
+    spoil.install_torch(torch)
     optimizer = sys.modules.get("torch.optim.optimizer")
     if optimizer is None:
         import importlib
@@ -84,6 +85,7 @@ def install_numpy(np: ModuleType) -> None:
     """Track every ``default_rng`` generator, so its state is recorded and restored by creation order."""
     if resumestate.runtime_dir() is None:
         return
+    spoil.install_numpy(np)
     original = np.random.default_rng
 
     def default_rng(*args: Any, **kwargs: Any) -> Any:

@@ -26,6 +26,7 @@ from repro.runtime import ckptfiles, ckptrecord, contract, jsonl, resumestate, r
 
 _rtrace = jsonl.Appender("rtrace", dumps=lambda row: json.dumps(row, default=str))
 RING = 8  # optimizer steps of state a non-saving rank keeps in memory
+MAX_NAMED = 1024  # tensors a trace row names by path (parameters first); the sums cover all
 
 
 def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -118,23 +119,34 @@ def _fingerprint(data: Any) -> str:
 
 
 def _trace_row(d: Path, optimizer: Any) -> None:
-    """What decides the step about to be taken: parameters, gradients, optimizer state, LR, RNG streams."""
+    """What decides the step about to be taken: parameters, gradients, optimizer state, LR, RNG streams;
+    each parameter's and optimizer state tensor's sum by its path (``optimizer.state[3].exp_avg``)."""
     torch = sys.modules["torch"]
     sums = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
+    each: dict[str, float] = {}
     with torch.no_grad():
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                sums["params"] += float(p.detach().double().sum().item())
-                if p.grad is not None:
-                    sums["grads"] += float(p.grad.detach().double().sum().item())
-        for per_param in optimizer.state.values():
-            for value in per_param.values():
-                if isinstance(value, torch.Tensor):
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        for i, p in enumerate(params):
+            value = each[f"params[{i}]"] = float(p.detach().double().sum().item())
+            sums["params"] += value
+            if p.grad is not None:
+                sums["grads"] += float(p.grad.detach().double().sum().item())
+        for i, p in enumerate(params):  # the numbering of the optimizer's state_dict
+            for key, value in optimizer.state.get(p, {}).items():
+                if isinstance(value, torch.Tensor) and len(each) < MAX_NAMED:
+                    total = each[f"optimizer.state[{i}].{key}"] = float(value.detach().double().sum().item())
+                    sums["optimizer"] += total
+                elif isinstance(value, torch.Tensor):
                     sums["optimizer"] += float(value.detach().double().sum().item())
     row = {
         "step": resumestate.state["step"],
         **sums,
         "lr": [group.get("lr") for group in optimizer.param_groups],
-        "rng": {name: _fingerprint(value) for name, value in sorted(rngstates.capture_states().items())},
+        "rng": {
+            name: _fingerprint(value)
+            for name, value in sorted(rngstates.capture_states().items())
+            if name != rngstates.LOADERS  # a position, which a resumed loader may count otherwise
+        },
+        "state": each,
     }
     _rtrace.write(row)

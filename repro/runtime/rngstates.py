@@ -1,5 +1,6 @@
 """Every RNG state of this process as JSON-ready data: ``random``, NumPy's global state and every
-``default_rng`` generator, torch's CPU generator and every CUDA device's; captured and put back.
+``default_rng`` generator, torch's CPU generator and every CUDA device's, and the worker base seed
+of each DataLoader iterator in the middle of its epoch; captured and put back.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import random
 import sys
 from typing import Any
 
-from repro.runtime import resumestate
+from repro.runtime import loaderseeds, resumestate
+
+LOADERS = "dataloader"  # not a generator: the base seed of each DataLoader iterator mid-epoch
 
 
 def _b64(data: bytes) -> str:
@@ -31,6 +34,9 @@ def capture_states() -> dict[str, Any]:
         cuda = _cuda_states(torch)
         if cuda is not None:
             states["cuda"] = cuda
+    loaders = loaderseeds.capture()
+    if loaders:
+        states[LOADERS] = loaders  # the worker seed of an epoch in progress (loaderseeds.py)
     return states
 
 
@@ -67,6 +73,9 @@ def restore_states(states: dict[str, Any]) -> list[str]:
         if states.get("cuda") is not None:
             restore_cuda(torch, states["cuda"])
             done.append("cuda")
+    if states.get(LOADERS):
+        loaderseeds.restore(states[LOADERS])
+        done.append(LOADERS)
     return done
 
 

@@ -47,6 +47,11 @@ def _interrupt_text(result: CheckResult, colour: bool, width: int | None) -> str
     head = f"{style(label, hue) if colour else label}  {resumed} "
     parts = [head + "compared with the uninterrupted run"]
     parts += [printable(f"  not restored: {c.describe()}") for c in result.causes]
+    parts += [
+        printable(f"  control caught: resume {c['run']}, its RNG states not restored, differs: {c['by']}")
+        for c in result.controls
+        if c["caught"]
+    ]
     for v in result.verdicts:
         parts += ["", render.render_text(v, colour=colour, width=width)]
     return "\n".join(parts)
@@ -124,6 +129,7 @@ def render_json(result: CheckResult) -> dict[str, Any]:
         data["capsule"] = result.capsule
     if result.kind == "interrupt":
         data["causes"] = [dataclasses.asdict(c) | {"text": c.describe()} for c in result.causes]
+        data["controls"] = result.controls
     if result.diff is not None:
         data["diff"] = diff_render.render_json(result.diff)
     return data

@@ -153,6 +153,9 @@ def test_usage_errors_exit_two(project, cli) -> None:  # type: ignore[no-untyped
     both = cli("check", "--against", "x.tar", "--", "python", "t.py", cwd=project.root)
     assert both.code == 2 and "not both" in both.err
     assert cli("check", "--runs", "1", "--", "python", "t.py", cwd=project.root).code == 2
+    control = cli("check", "--control", "--", "python", "t.py", cwd=project.root)
+    assert control.code == 2 and "--control is the negative control of an interrupt check" in control.err
+    assert "repro check --interrupt 1 --control" in control.err  # the hint
 
 
 def test_a_missing_capsule_is_a_usage_error(project, cli) -> None:  # type: ignore[no-untyped-def]

@@ -53,3 +53,23 @@ def test_a_run_killed_in_a_container_resumes_identical_there(project: Project) -
     assert [s["backend"]["name"] for s in shown] == ["docker"] * 3
     assert shown[1]["results"]["exit_code"] == 137  # SIGKILLed inside its container
     assert shown[2]["resumed_from"] == shown[1]["id"]
+
+
+def test_a_control_that_no_output_notices_fails_the_check(project: Project) -> None:
+    """Nothing random after initialisation: a resume with no RNG state restored ends identical, so this
+    check could not see a broken resume — it says so and fails (exit 5, control_not_caught)."""
+    project.script("fullbatch_resume.py", "train.py")
+    project.write(".gitignore", "outputs/\ncheckpoints/\n")
+    project.commit("train")
+    args = ["--backend", "local", "--seed", "7", "--outputs", "outputs", "--", "python", "train.py"]
+    r = project.repro("check", "--interrupt", "1", "--control", "--json", *args)
+    assert r.code == 5, r.out + r.err
+    result = json.loads(r.out)
+    assert result["status"] == "diverged" and len(result["runs"]) == 2  # the resume, then the control
+    assert result["runs"][0]["status"] == "identical"
+    (control,) = result["controls"]
+    assert control["caught"] is False and control["spoiled"] == "rng"
+    reason = result["runs"][1]["reasons"][0]
+    assert reason["code"] == "control_not_caught"
+    assert "this check cannot detect a broken resume in this script" in reason["message"]
+    assert len(result["run_ids"]) == 5  # uninterrupted, killed, resumed, killed, spoiled resume

@@ -64,3 +64,22 @@ def test_a_model_that_differs_is_blamed_before_what_follows_from_it() -> None:
 
 def test_identical_traces_blame_nothing() -> None:
     assert first_cause([_row(s) for s in range(5)], [_row(3), _row(4)], rank=0) is None
+
+
+def test_the_first_differing_tensor_is_named_by_its_state_path() -> None:
+    state = {
+        "params[0]": 1.0,
+        "params[1]": 0.5,
+        "optimizer.state[0].exp_avg": 2.0,
+        "optimizer.state[1].exp_avg": 1.0,
+    }
+    reference = [_row(4, state=state)]
+    spoiled = {**state, "optimizer.state[1].exp_avg": 1.5}
+    found = first_cause(reference, [_row(4, optimizer=3.5, state=spoiled)], rank=1)
+    assert found is not None and found.path == "optimizer.state[1].exp_avg"
+    assert found.describe() == (
+        "the optimizer state was not restored: optimizer.state[1].exp_avg differs at optimizer step 4 "
+        "on rank 1 (1.0 uninterrupted, 1.5 resumed)"
+    )
+    moved = first_cause(reference, [_row(4, params=1.0, state={**state, "params[1]": 0.0})], rank=0)
+    assert moved is not None and moved.cause == "model" and moved.path == "params[1]"
