@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from repro.backends.base import Backend
     from repro.store.record import Record
 
-AUTO = "auto"  # not a backend: docker when it can run the command, else local
+AUTO = "auto"  # not a backend: docker, else rootless podman, when it can run the command; else local
 
 # A section's first problem: (its key, the message, a hint).
 Problem = tuple[str, str, str]
@@ -50,6 +50,12 @@ def _docker(options: object) -> Backend:
     from repro.backends.docker.backend import DockerBackend
 
     return DockerBackend()
+
+
+def _podman(options: object) -> Backend:
+    from repro.backends.podman.backend import PodmanBackend
+
+    return PodmanBackend()
 
 
 def _slurm(options: object) -> Backend:
@@ -125,6 +131,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "docker", "a container built from the run's lock", _docker, on_host=False, locks_first=True,
         sandbox=True,
+    ),
+    Entry(
+        "podman", "a rootless Podman container built from the run's lock", _podman, on_host=False,
+        locks_first=True,
     ),
     Entry(
         "slurm", "the Slurm cluster, through sbatch", _slurm, on_host=True, spans_nodes=True,
@@ -243,19 +253,27 @@ def on_host() -> tuple[str, ...]:
 
 def auto(on_event: OnEvent, need_lock: bool, base_image: str | None) -> str:
     """What `auto` means here: docker when an engine answers, the run declares dependencies to build an
-    image from and the engine holds ``base_image`` (when one is named); else local, said in one line."""
+    image from and the engine holds ``base_image`` (when one is named); else rootless podman on the same
+    conditions; else local, said in one line."""
     from repro.backends.docker import engine as docker  # the docker SDK is a dependency: no fallback
+    from repro.backends.podman import service as podman
 
-    if not docker.engine_available():
-        on_event(
-            Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)")
-        )
-        return "local"
     if not need_lock:
         on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
         return "local"
-    if base_image and not docker.has_image(base_image):
-        on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
-                               "(`repro base-image` makes one)"))  # fmt: skip
+    if not docker.engine_available():
+        why = "no Docker engine answers (start one, or set DOCKER_HOST)"
+    elif base_image and not docker.has_image(base_image):
+        why = f"the Docker engine has no base image {base_image} (`repro base-image` makes one)"
+    else:
+        return "docker"
+    if not podman.usable():
+        on_event(Event("info", f"backend auto → local: {why}; no rootless Podman here"))
         return "local"
-    return "docker"
+    if base_image and not podman.has_image(base_image):
+        on_event(
+            Event("info", f"backend auto → local: {why}; Podman's storage has no base image {base_image}")
+        )
+        return "local"
+    on_event(Event("info", f"backend auto → podman: {why}"))
+    return "podman"

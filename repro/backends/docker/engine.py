@@ -11,6 +11,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,8 +65,23 @@ def _translated(action: str) -> Iterator[None]:
         raise BackendUnavailable(f"Docker failed while {action}: {e}", hint=ENGINE_HINT) from e
 
 
+# An engine with the Docker API other than DOCKER_HOST's, for the calls inside `served_at`: Podman's
+# service socket, which the podman backend starts for its run.
+_SERVED: ContextVar[str | None] = ContextVar("served", default=None)
+
+
+@contextmanager
+def served_at(url: str) -> Iterator[None]:
+    """Inside the block, `engine` and `engine_available` talk to the Docker API at ``url``."""
+    token = _SERVED.set(url)
+    try:
+        yield
+    finally:
+        _SERVED.reset(token)
+
+
 def _endpoint() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return _SERVED.get() or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
 def _reachable(url: str, timeout: float) -> bool:
@@ -97,6 +113,9 @@ def _reachable(url: str, timeout: float) -> bool:
 def _connect(timeout: float) -> docker.DockerClient:
     if not _reachable(_endpoint(), min(timeout, 5.0)):
         raise docker.errors.DockerException(f"nothing listens at {_endpoint()}")
+    served = _SERVED.get()
+    if served:
+        return docker.DockerClient(base_url=served, timeout=timeout)
     return docker.from_env(timeout=timeout)
 
 
