@@ -65,6 +65,18 @@ def _slurm(options: object) -> Backend:
     return SlurmBackend(options if isinstance(options, SlurmOptions) else None)
 
 
+def _docker_answers() -> bool:
+    from repro.backends.docker.engine import engine_available
+
+    return engine_available()
+
+
+def _podman_usable() -> bool:
+    from repro.backends.podman.service import usable
+
+    return usable()
+
+
 def _slurm_settings(section: Section) -> object:
     from repro.backends.slurm.options import SlurmOptions
 
@@ -113,6 +125,7 @@ class Entry:
     nodes: Callable[[Section], int] = lambda section: 1  # the nodes a new run spans
     shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
     flags: FlagSection | None = None  # its flags of `repro run` (listed under their own heading)
+    available: Callable[[], bool] = lambda: True  # whether it can run here now (a sandbox's engine)
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -130,11 +143,11 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         "docker", "a container built from the run's lock", _docker, on_host=False, locks_first=True,
-        sandbox=True,
+        sandbox=True, available=_docker_answers,
     ),
     Entry(
         "podman", "a rootless Podman container built from the run's lock", _podman, on_host=False,
-        locks_first=True,
+        locks_first=True, sandbox=True, available=_podman_usable,
     ),
     Entry(
         "slurm", "the Slurm cluster, through sbatch", _slurm, on_host=True, spans_nodes=True,
@@ -183,8 +196,28 @@ def in_place(name: str) -> bool:
 
 
 def sandbox() -> str:
-    """The backend a run from elsewhere replays in: the container sandbox."""
+    """The backend a run from elsewhere replays in unless the replaying side names another sandbox:
+    the first container sandbox."""
     return next(entry.name for entry in ENTRIES if entry.sandbox)
+
+
+def sandbox_here() -> str:
+    """The container sandbox a run from elsewhere replays in here: the first whose engine can run now
+    (Docker, then rootless Podman), else the first (whose absence `repro.sandbox` then reports)."""
+    boxes = [entry for entry in ENTRIES if entry.sandbox]
+    return next((entry.name for entry in boxes if entry.available()), boxes[0].name)
+
+
+def is_sandbox(name: str) -> bool:
+    """Whether backend ``name`` is a container sandbox a run from elsewhere may replay in."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.sandbox
+
+
+def available(name: str) -> bool:
+    """Whether backend ``name`` can run here now (its engine answers); unknown names: no."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.available()
 
 
 def section_owner(field: str) -> Entry | None:

@@ -173,6 +173,17 @@ def test_quick_start_runs_rootless_and_replays_identical(rootless: Rootless) -> 
     assert replay["backend"]["name"] == "podman" and replay["deps"]["image"]["reused"] is True  # type: ignore[index]
     assert _services_left() == []  # the API service lived as long as the run
 
+    # The capsule, handed to this user from elsewhere: no Docker engine it may use, so it replays in
+    # rootless Podman, never unsandboxed.
+    tar = rootless.root.parent / "run.tar"
+    assert rootless.repro("export", str(record["id"]), "-o", str(tar)).code == 0
+    elsewhere = rootless.root.parent / "elsewhere"
+    assert _as_user("mkdir", "-p", str(elsewhere / "data")).code == 0
+    assert _as_user("cp", str(rootless.root / "data" / "points.csv"), str(elsewhere / "data")).code == 0
+    r = Rootless(elsewhere, rootless.python, rootless.env).repro("replay", str(tar))
+    assert r.code == 0, r.out + r.err
+    assert r.out.startswith("IDENTICAL") and "unsandboxed" not in r.err
+
 
 def test_auto_without_docker_runs_in_podman_sandboxed(rootless: Rootless) -> None:
     # The user may not open the Docker engine's socket (not in the docker group): auto falls to Podman.

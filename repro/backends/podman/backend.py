@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from repro.backends.base import BuiltImage, Event, OnEvent, RunResult, RunSpec
+from repro.backends.baseimage import DEFAULT_BASE_IMAGE
 from repro.backends.docker.backend import DockerBackend
 from repro.backends.docker.container import HOST_EXTRA
 from repro.backends.docker.engine import served_at
 from repro.backends.images import ImageInputs
-from repro.backends.podman.service import Service
+from repro.backends.podman.service import BASE_HINT, Service, has_image
+from repro.errors import BackendUnavailable
 
 
 class PodmanBackend(DockerBackend):
@@ -49,6 +51,9 @@ class PodmanBackend(DockerBackend):
             BackendUnavailable: no podman, user namespaces disabled, no base image in this storage.
             BuildError: the wheelhouse or the image build failed, or a carried image does not load.
         """
+        base = self.inputs.base_image or DEFAULT_BASE_IMAGE
+        if self.inputs.image_archive is None and not has_image(base):
+            raise BackendUnavailable(f"your Podman storage has no base image {base}", hint=BASE_HINT)
         try:
             with self._served(on_event):
                 return super().prepare(spec, on_event)

@@ -21,6 +21,10 @@ from repro.errors import BackendUnavailable
 
 PODMAN = "podman"
 START_S = 30.0  # how long the service may take to answer
+BASE_HINT = (
+    "load one into your Podman storage: `docker save repro-base:bookworm | podman load` where an "
+    "engine has it, or `podman load -i` an archive an administrator made"
+)
 HINT = "install Debian's podman and uidmap (`scripts/podman-up.sh` as root), or use `--backend docker`"
 USERNS_HINT = (
     "user namespaces are disabled here: `sysctl -w kernel.unprivileged_userns_clone=1` "
@@ -145,5 +149,6 @@ def has_image(ref: str) -> bool:
 
 
 def usable() -> bool:
-    """Whether rootless Podman can run here: the command exists and user namespaces are enabled."""
-    return shutil.which(PODMAN) is not None and userns_disabled() is None
+    """Whether rootless Podman can run here: a user other than root (root has Docker's engine), the
+    command exists, and user namespaces are enabled."""
+    return os.getuid() != 0 and shutil.which(PODMAN) is not None and userns_disabled() is None

@@ -1,0 +1,43 @@
+"""Rootless Podman's API service, where it cannot start: one line and a hint, exit 3 (BackendUnavailable)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repro.backends import registry
+from repro.backends.podman import service
+from repro.errors import BackendUnavailable
+
+
+def test_no_podman_command_is_unavailable_with_the_setup_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service, "PODMAN", "podman-absent-9f3c")
+    with pytest.raises(BackendUnavailable) as caught:
+        service.Service().start()
+    assert "no `podman` command here" in str(caught.value) and "podman-up.sh" in (caught.value.hint or "")
+    assert not service.usable() and not service.has_image("repro-base:bookworm")
+
+
+def test_user_namespaces_disabled_names_the_sysctl(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    off, on = tmp_path / "unprivileged_userns_clone", tmp_path / "max_user_namespaces"
+    off.write_text("0\n")
+    on.write_text("15000\n")
+    monkeypatch.setattr(service, "_SYSCTLS", ((str(on), "user.max_user_namespaces"),
+                                              (str(off), "kernel.unprivileged_userns_clone")))  # fmt: skip
+    monkeypatch.setattr(service.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(service.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert service.userns_disabled() == "kernel.unprivileged_userns_clone"
+    with pytest.raises(BackendUnavailable) as caught:
+        service.Service().start()
+    assert "kernel.unprivileged_userns_clone is 0" in str(caught.value)
+    assert "sysctl -w kernel.unprivileged_userns_clone=1" in (caught.value.hint or "")
+    assert not service.usable()
+    off.write_text("1\n")
+    assert service.userns_disabled() is None
+
+
+def test_podman_is_a_sandbox_after_docker() -> None:
+    assert registry.sandbox() == "docker" and registry.is_sandbox("podman")
+    assert not registry.is_sandbox("local")
+    assert not registry.get("podman").on_host and registry.locks_first("podman")
