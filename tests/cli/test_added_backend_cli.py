@@ -97,7 +97,7 @@ def test_registering_a_taken_name_is_refused() -> None:
         registry.register(registry.Entry("local", "x", ENTRY.build, on_host=True))
     from repro.backends.flags import Flag, FlagSection
 
-    taken = FlagSection("Apptainer options", (Flag("--nodes", "Nodes."), Flag("--rootless/--no-requeue", "x.")))
+    taken = FlagSection("Enroot options", (Flag("--nodes", "Nodes."), Flag("--rootless/--no-requeue", "x.")))
     with pytest.raises(ValueError, match="flags another backend has: --nodes, --no-requeue$"):
-        registry.register(registry.Entry("apptainer", "x", ENTRY.build, on_host=False, flags=taken))
-    assert NAME not in registry.names() and "apptainer" not in registry.names()  # nothing registered here
+        registry.register(registry.Entry("enroot", "x", ENTRY.build, on_host=False, flags=taken))
+    assert NAME not in registry.names() and "enroot" not in registry.names()  # nothing registered here

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,7 @@ def rootless() -> Iterator[Rootless]:
     root = top / "proj"
     shutil.copytree(QUICKSTART, root, ignore=shutil.ignore_patterns(".repro", "outputs"))
     (root / "probe.py").write_text(PROBE)
+    (root / "sleeper.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(300)\n")
     shutil.copyfile(REPO / "tests" / "integration" / "scripts" / "ddp_train.py", root / "train_ddp.py")
     pw = pwd.getpwnam(USER)
     for path in [top, *top.rglob("*")]:
@@ -205,3 +207,43 @@ def test_two_ranks_of_torchrun_in_one_rootless_container(rootless: Rootless) -> 
     record = rootless.record()
     assert record["backend"]["name"] == "podman" and record["env"]["world_size"] == 2  # type: ignore[index]
     assert _foreign_owned(rootless.root) == []
+
+
+def _left_behind() -> bool:
+    return bool(_as_user("podman", "ps", "-aq").out.strip() or _services_left())
+
+
+def _kill_repro() -> list[str]:
+    """SIGKILL the user's `repro run` of sleeper.py (no handler of repro's runs); their pids."""
+    pattern = "repro run --backend podman -- python sleeper.py"
+    found = subprocess.run(["pgrep", "-u", USER, "-f", pattern], capture_output=True, text=True)
+    for pid in found.stdout.split():
+        subprocess.run(["kill", "-KILL", pid], check=False)
+    return found.stdout.split()
+
+
+def test_a_killed_run_leaves_no_container_and_no_service(rootless: Rootless) -> None:
+    env = {**rootless.env, "NO_COLOR": "1", "HOME": pwd.getpwnam(USER).pw_dir}
+    argv = [*rootless.python, "-m", "repro", "run", "--backend", "podman", "--", "python", "sleeper.py"]
+    out = rootless.root.parent / "killed.out"
+    with out.open("wb") as f:
+        proc = subprocess.Popen(
+            ["runuser", "-u", USER, "--", "env", *(f"{k}={v}" for k, v in env.items()), *argv],
+            cwd=rootless.root, stdout=f, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while b"sleeping" not in out.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
+            time.sleep(0.2)
+        assert _as_user("podman", "ps", "-q").out.strip()  # the container runs
+        assert _kill_repro(), "repro's process"
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while _left_behind() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _as_user("podman", "ps", "-aq").out.strip() == ""  # the reaper removed it
+        assert _services_left() == []  # and stopped the API service
+    finally:
+        _kill_repro()
+        proc.kill()

@@ -25,8 +25,8 @@ def test_user_namespaces_disabled_names_the_sysctl(monkeypatch: pytest.MonkeyPat
     on.write_text("15000\n")
     monkeypatch.setattr(service, "_SYSCTLS", ((str(on), "user.max_user_namespaces"),
                                               (str(off), "kernel.unprivileged_userns_clone")))  # fmt: skip
-    monkeypatch.setattr(service.os, "getuid", lambda: 1000)
-    monkeypatch.setattr(service.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("repro.backends.podman.service.os.getuid", lambda: 1000)
+    monkeypatch.setattr("repro.backends.podman.service.shutil.which", lambda name: f"/usr/bin/{name}")
     assert service.userns_disabled() == "kernel.unprivileged_userns_clone"
     with pytest.raises(BackendUnavailable) as caught:
         service.Service().start()

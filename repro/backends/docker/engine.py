@@ -66,18 +66,31 @@ def _translated(action: str) -> Iterator[None]:
 
 
 # An engine with the Docker API other than DOCKER_HOST's, for the calls inside `served_at`: Podman's
-# service socket, which the podman backend starts for its run.
+# service socket, which the podman backend starts for its run; with the service's pid and directory,
+# which a reaper removes after the container when repro was killed.
 _SERVED: ContextVar[str | None] = ContextVar("served", default=None)
+_SERVICE: ContextVar[str | None] = ContextVar("service", default=None)
+SERVICE_ENV = "REPRO_REAP_SERVICE"  # "<pid>:<directory>": what the reaper stops after the container
 
 
 @contextmanager
-def served_at(url: str) -> Iterator[None]:
-    """Inside the block, `engine` and `engine_available` talk to the Docker API at ``url``."""
-    token = _SERVED.set(url)
+def served_at(url: str, service: str | None = None) -> Iterator[None]:
+    """Inside the block, `engine` and `engine_available` talk to the Docker API at ``url``;
+    ``service`` ("<pid>:<directory>") is the process serving it, for the reaper to stop."""
+    token, owned = _SERVED.set(url), _SERVICE.set(service)
     try:
         yield
     finally:
         _SERVED.reset(token)
+        _SERVICE.reset(owned)
+
+
+def reaper_env() -> dict[str, str]:
+    """What a reaper process needs to reach the engine of this block, and the service to stop."""
+    env = {"DOCKER_HOST": _endpoint()}
+    if service := _SERVICE.get():
+        env[SERVICE_ENV] = service
+    return env
 
 
 def _endpoint() -> str:

@@ -40,7 +40,7 @@ class PodmanBackend(DockerBackend):
         self._service.start()
         if fresh:
             on_event(Event("info", f"podman: API service up in {self._service.started_s:.2f}s"))
-        with served_at(self._service.url):
+        with served_at(self._service.url, self._service.owner()):
             yield
 
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage:

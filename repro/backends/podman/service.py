@@ -70,6 +70,12 @@ class Service:
         assert self._dir is not None
         return f"unix://{self._dir / 'podman.sock'}"
 
+    def owner(self) -> str | None:
+        """ "<pid>:<directory>" of the running service (for a reaper to stop it), or None."""
+        if self._proc is None or self._dir is None:
+            return None
+        return f"{self._proc.pid}:{self._dir}"
+
     def start(self) -> None:
         """Start the service and wait until its socket answers (no-op while it runs).
 
