@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -152,10 +154,25 @@ def _foreign_owned(root: Path) -> list[str]:
     return [str(p.relative_to(root)) for p in [root, *root.rglob("*")] if p.lstat().st_uid != uid]
 
 
-def _services_left() -> list[str]:
+def _services_left(root: Path) -> list[str]:
+    """The user's `podman system service` processes started from ``root`` (repro's working directory):
+    other tests' runs, in parallel, have their own."""
     argv = ["pgrep", "-u", USER, "-f", "podman system service"]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    return done.stdout.split()
+    pids = subprocess.run(argv, capture_output=True, text=True).stdout.split()
+    left = []
+    for pid in pids:
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            continue
+        if cwd == root or root in cwd.parents:
+            left.append(pid)
+    return left
+
+
+def _containers(root: Path) -> str:
+    """This project's containers (any state), by the store label repro puts on them."""
+    return _as_user("podman", "ps", "-aq", "--filter", f"label=org.repro.store={root / '.repro'}").out.strip()
 
 
 def test_quick_start_runs_rootless_and_replays_identical(rootless: Rootless) -> None:
@@ -173,7 +190,7 @@ def test_quick_start_runs_rootless_and_replays_identical(rootless: Rootless) -> 
     assert json.loads(r.out)["status"] == "identical"
     replay = rootless.record()
     assert replay["backend"]["name"] == "podman" and replay["deps"]["image"]["reused"] is True  # type: ignore[index]
-    assert _services_left() == []  # the API service lived as long as the run
+    assert _services_left(rootless.root) == []  # the API service lived as long as the run
 
     # The capsule, handed to this user from elsewhere: no Docker engine it may use, so it replays in
     # rootless Podman, never unsandboxed.
@@ -209,8 +226,8 @@ def test_two_ranks_of_torchrun_in_one_rootless_container(rootless: Rootless) -> 
     assert _foreign_owned(rootless.root) == []
 
 
-def _left_behind() -> bool:
-    return bool(_as_user("podman", "ps", "-aq").out.strip() or _services_left())
+def _left_behind(root: Path) -> bool:
+    return bool(_containers(root) or _services_left(root))
 
 
 def _kill_repro() -> list[str]:
@@ -236,14 +253,30 @@ def test_a_killed_run_leaves_no_container_and_no_service(rootless: Rootless) -> 
         while b"sleeping" not in out.read_bytes():
             assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.2)
-        assert _as_user("podman", "ps", "-q").out.strip()  # the container runs
+        assert _containers(rootless.root)  # the container runs
         assert _kill_repro(), "repro's process"
         proc.wait(timeout=30)
         deadline = time.monotonic() + 60
-        while _left_behind() and time.monotonic() < deadline:
+        while _left_behind(rootless.root) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert _as_user("podman", "ps", "-aq").out.strip() == ""  # the reaper removed it
-        assert _services_left() == []  # and stopped the API service
+        assert _containers(rootless.root) == ""  # the reaper removed it
+        assert _services_left(rootless.root) == []  # and stopped the API service
     finally:
         _kill_repro()
         proc.kill()
+
+
+def test_gc_removes_a_container_a_crash_left_in_podman(rootless: Rootless) -> None:
+    store = rootless.root / ".repro"
+    assert _as_user("mkdir", "-p", str(store)).code == 0
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a repro process that is no more
+    name = f"repro-stale-{secrets.token_hex(4)}"
+    host = socket.gethostname()
+    labels = {"org.repro.store": str(store), "org.repro.pid": str(gone.pid), "org.repro.host": host}
+    label_args = [arg for key, value in labels.items() for arg in ("--label", f"{key}={value}")]
+    assert _as_user("podman", "create", "--name", name, *label_args, BASE, "true").code == 0
+    r = rootless.repro("gc")
+    assert r.code == 0, r.out + r.err
+    assert f"removed container {name} (its repro process is gone)" in r.out
+    assert _containers(rootless.root) == "" and _services_left(rootless.root) == []
