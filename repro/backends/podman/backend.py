@@ -36,7 +36,7 @@ class PodmanBackend(DockerBackend):
 
     @contextmanager
     def _served(self, on_event: OnEvent) -> Iterator[None]:
-        fresh = self._service._proc is None
+        fresh = not self._service.running
         self._service.start()
         if fresh:
             on_event(Event("info", f"podman: API service up in {self._service.started_s:.2f}s"))

@@ -70,6 +70,11 @@ class Service:
         assert self._dir is not None
         return f"unix://{self._dir / 'podman.sock'}"
 
+    @property
+    def running(self) -> bool:
+        """Whether the service process is up (started and not exited)."""
+        return self._proc is not None and self._proc.poll() is None
+
     def owner(self) -> str | None:
         """ "<pid>:<directory>" of the running service (for a reaper to stop it), or None."""
         if self._proc is None or self._dir is None:
@@ -82,7 +87,7 @@ class Service:
         Raises:
             BackendUnavailable: no podman here, user namespaces disabled, or the service did not answer.
         """
-        if self._proc is not None and self._proc.poll() is None:
+        if self.running:
             return
         if shutil.which(PODMAN) is None:
             raise BackendUnavailable("no `podman` command here", hint=HINT)
