@@ -230,16 +230,17 @@ def _left_behind(root: Path) -> bool:
     return bool(_containers(root) or _services_left(root))
 
 
-def _kill_repro() -> list[str]:
-    """SIGKILL the user's `repro run` of sleeper.py (no handler of repro's runs); their pids."""
+def _kill_repro(signal: str = "KILL") -> list[str]:
+    """Signal the user's `repro run` of sleeper.py; their pids."""
     pattern = "repro run --backend podman -- python sleeper.py"
     found = subprocess.run(["pgrep", "-u", USER, "-f", pattern], capture_output=True, text=True)
     for pid in found.stdout.split():
-        subprocess.run(["kill", "-KILL", pid], check=False)
+        subprocess.run(["kill", f"-{signal}", pid], check=False)
     return found.stdout.split()
 
 
-def test_a_killed_run_leaves_no_container_and_no_service(rootless: Rootless) -> None:
+@pytest.mark.parametrize("signal", ["INT", "KILL"])  # Ctrl-C; and SIGKILL, which no handler of repro's sees
+def test_a_stopped_or_killed_run_leaves_no_container_and_no_service(rootless: Rootless, signal: str) -> None:
     env = {**rootless.env, "NO_COLOR": "1", "HOME": pwd.getpwnam(USER).pw_dir}
     argv = [*rootless.python, "-m", "repro", "run", "--backend", "podman", "--", "python", "sleeper.py"]
     out = rootless.root.parent / "killed.out"
@@ -254,8 +255,10 @@ def test_a_killed_run_leaves_no_container_and_no_service(rootless: Rootless) -> 
             assert proc.poll() is None and time.monotonic() < deadline, out.read_text()
             time.sleep(0.2)
         assert _containers(rootless.root)  # the container runs
-        assert _kill_repro(), "repro's process"
-        proc.wait(timeout=30)
+        assert _kill_repro(signal), "repro's process"
+        code = proc.wait(timeout=60)
+        if signal == "INT":
+            assert code == 130 and "interrupted: stopping the container" in out.read_text()
         deadline = time.monotonic() + 60
         while _left_behind(rootless.root) and time.monotonic() < deadline:
             time.sleep(0.5)
