@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from repro.backends import registry
+from repro.backends.base import Event
 from repro.backends.podman import service
 from repro.errors import BackendUnavailable
 
@@ -41,3 +42,31 @@ def test_podman_is_a_sandbox_after_docker() -> None:
     assert registry.sandbox() == "docker" and registry.is_sandbox("podman")
     assert not registry.is_sandbox("local")
     assert not registry.get("podman").on_host and registry.locks_first("podman")
+
+
+@pytest.mark.parametrize(
+    ("docker", "docker_base", "podman", "podman_base", "chosen", "line"),
+    [
+        (True, True, True, True, "docker", None),
+        (False, False, True, True, "podman", "backend auto → podman: no Docker engine answers"),
+        (True, False, True, True, "podman", "backend auto → podman: the Docker engine has no base image b:1"),
+        (False, False, True, False, "local", "Podman's storage has no base image b:1"),
+        (False, False, False, False, "local", "set DOCKER_HOST); no rootless Podman here"),
+    ],
+)
+def test_auto_tries_docker_then_rootless_podman_then_says_why_local(
+    monkeypatch: pytest.MonkeyPatch, docker: bool, docker_base: bool, podman: bool, podman_base: bool,
+    chosen: str, line: str | None,
+) -> None:  # fmt: skip
+    from repro.backends.docker import engine
+
+    monkeypatch.setattr(engine, "engine_available", lambda: docker)
+    monkeypatch.setattr(engine, "has_image", lambda ref: docker_base)
+    monkeypatch.setattr(service, "usable", lambda: podman)
+    monkeypatch.setattr(service, "has_image", lambda ref: podman_base)
+    events: list[Event] = []
+    assert registry.auto(events.append, need_lock=True, base_image="b:1") == chosen
+    if line is None:
+        assert events == []  # docker, as before: nothing to tell
+    else:
+        assert len(events) == 1 and line in events[0].text
