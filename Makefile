@@ -34,6 +34,7 @@ test: install ## the whole suite: unit, cli, integration (real training, real Do
 	@bash scripts/podman-up.sh || echo "test: no rootless Podman for an unprivileged user here; the podman tests skip"
 	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
 	@bash scripts/browser-up.sh || echo "test: no headless chromium here; the HTML-report browser test skips"
+	@bash scripts/registry-up.sh || echo "test: no docker-registry/skopeo here; the registry tests skip"
 	$(PY) -m pytest $(TESTS)
 
 test-fast: install ## unit and cli tests only

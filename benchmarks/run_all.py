@@ -32,6 +32,7 @@ import bench_hash_small  # noqa: E402
 import bench_large_data  # noqa: E402
 import bench_ls_noindex  # noqa: E402
 import bench_ops  # noqa: E402
+import bench_registry  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
 import bench_store_budget  # noqa: E402
@@ -55,6 +56,7 @@ SUITES = {
     "trace": ("`--trace` per optimizer step: MLP, CNN, 100M parameters", bench_trace.run, 3),
     "budget": ("The store's budget: traced runs' checkpoint copies", bench_store_budget.run, 3),
     "compile": ("A first torch.compile under `repro run` against `docker run`", bench_compile.run, 3),
+    "registry": ("`repro push`/`pull` on a loopback registry vs a plain tar upload", bench_registry.run, 3),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 

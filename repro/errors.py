@@ -29,12 +29,16 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
         "and `git diff --exit-code` answer); any other command: an unexpected error, or an OS error "
         "such as a full disk, named with its path",
     ),
-    (ExitCode.USAGE, "usage or configuration error; a missing file or an unknown run ref"),
+    (
+        ExitCode.USAGE,
+        "usage or configuration error; a missing file or an unknown run ref; a registry that refuses "
+        "the login",
+    ),
     (
         ExitCode.BACKEND_UNAVAILABLE,
         "backend unavailable (no Docker engine with `--backend docker`, or for a capsule from elsewhere "
         "without `--backend local` and without rootless Podman; no `podman`, its base image or user "
-        "namespaces with `--backend podman`; no GPU when asked for)",
+        "namespaces with `--backend podman`; no GPU when asked for; a registry that does not answer)",
     ),  # fmt: skip
     (
         ExitCode.COMMAND_FAILED,
@@ -210,6 +214,15 @@ class CapsuleInvalid(ReproError):
     def __init__(self, message: str, member: str | None = None, hint: str | None = None) -> None:
         self.member = member
         super().__init__(message, hint=hint or "re-export the capsule from its store with `repro export`")
+
+
+class RegistryRefused(UsageError):
+    """A registry that refuses the host's login for a repository, or asks for one the host does not have."""
+
+
+class RegistryUnavailable(BackendUnavailable):
+    """A registry that does not answer, answers outside the distribution API, or whose TLS certificate
+    this host does not trust."""
 
 
 class Interrupted(ReproError):

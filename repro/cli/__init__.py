@@ -24,11 +24,14 @@ from repro.cli import (
     replay_cmd,
     resume_cmd,
     run_cmd,
+    share_cmd,
 )
 from repro.cli.context import AppContext
 from repro.cli.options import verbosity_options
 from repro.compare import tensors
 from repro.errors import EXIT_CODES, ExitCode, ReproError, from_os_error
+from repro.share import open_remote
+from repro.store.runs import register_remote
 
 
 def _exit_codes_epilog() -> str:
@@ -75,6 +78,7 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
     ctx.obj = AppContext(start=project_dir)
     # A tensor file that only full unpickling reads is loaded in the container sandbox, never here.
     tensors.register_unpickler(unpickle.unpickle_sandboxed)
+    register_remote("oci", open_remote)  # every run ref may name a registry: oci://REGISTRY/REPO:TAG
 
 
 cli.params.extend(verbosity_options())
@@ -85,6 +89,7 @@ for _module in (
     run_cmd,
     records_cmd,
     attest_cmd,
+    share_cmd,
     replay_cmd,
     diff_cmd,
     check_cmd,

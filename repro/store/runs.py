@@ -27,6 +27,7 @@ import secrets
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -131,6 +132,16 @@ class LoadedRun:
             CapsuleInvalid: a list blob missing, replaced, malformed or over its bound.
         """
         return hydrate(self.record, lambda digest: read_list_blob(self.blob_root, digest))
+
+
+# Openers of remote refs by scheme (``oci`` → `repro.share`), registered by the CLI: the store itself
+# speaks to no network. An opener returns the run as a verified capsule, not yet in the store.
+_REMOTES: dict[str, Callable[[Store, str], LoadedRun]] = {}
+
+
+def register_remote(scheme: str, opener: Callable[[Store, str], LoadedRun]) -> None:
+    """Let every command that takes a run ref take ``SCHEME://…`` refs, opened by ``opener``."""
+    _REMOTES[scheme] = opener
 
 
 class Store:
@@ -327,13 +338,17 @@ class Store:
         return rows
 
     def resolve(self, ref: str, lists: tuple[str, ...] = SPILLED_LISTS) -> LoadedRun:
-        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar;
+        """A run from a ref: id, unique id prefix, `latest`, `latest~N`, a run dir, a capsule tar, a
+        remote ref whose scheme has an opener (`register_remote`: ``oci://…``);
         ``lists``: the file lists kept as blobs to read for a stored run (`load_run`).
 
         Raises:
             NotFoundError: nothing matches. UsageError: an ambiguous prefix.
             CapsuleInvalid: a capsule file that fails verification.
         """
+        scheme, sep, _ = ref.partition("://")
+        if sep and scheme in _REMOTES:
+            return _REMOTES[scheme](self, ref)
         path = Path(ref)
         if ref.endswith(".tar") or path.is_file():
             return self.open_capsule(path)

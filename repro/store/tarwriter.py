@@ -157,6 +157,35 @@ def _members(
     return members
 
 
+def members(
+    record: Record, blob_path: Callable[[str], Path], data: dict[str, Path] | None = None
+) -> list[tuple[str, Path | bytes]]:
+    """A capsule's checksummed members without an image, as `pack` writes them (name, bytes or file):
+    what `repro push` sends as layers.
+
+    Raises:
+        CapsuleInvalid: a blob the record refers to is missing from the store.
+    """
+    return _members(record, blob_path, None, data)
+
+
+def pack_files(files: list[tuple[str, Path, str]], dest: Path) -> Path:
+    """Write a capsule tar of members already on disk (name, file, its SHA-256 hex) and their
+    SHA256SUMS: a capsule pulled from a registry, to be read back as any capsule is (`verify_tar`)."""
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            for name, path, _ in files:
+                with open(path, "rb") as f:
+                    tar.addfile(_tarinfo(name, os.fstat(f.fileno()).st_size), f)
+            body = "".join(f"{sha}  {name}\n" for name, _, sha in files).encode()
+            tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
 def capsule_sums(record: Record, blob_path: Callable[[str], Path]) -> bytes:
     """The SHA256SUMS that `pack` writes for ``record`` without an image, computed without
     writing a capsule (the same bytes: `pack` is deterministic).
