@@ -28,9 +28,10 @@ locks: ## refresh lockfiles/ (repro's runtime and dev locks) from pyproject.toml
 	$(PY) $(COMPILE) --output-file $(RUNTIME_LOCK) pyproject.toml
 	$(PY) $(COMPILE) --extra dev --output-file $(DEV_LOCK) pyproject.toml
 
-test: install ## the whole suite: unit, cli, integration (real training, real Docker engine and local Slurm where they run)
+test: install ## the whole suite: unit, cli, integration (real training, real Docker engine, rootless Podman and local Slurm where they run)
 	@bash scripts/docker-up.sh || { test -z "$$CI" || exit 1; \
 		echo "make test: no Docker engine this user can use; docker tests skip with a reason"; }
+	@bash scripts/podman-up.sh || echo "test: no rootless Podman for an unprivileged user here; the podman tests skip"
 	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
 	@bash scripts/browser-up.sh || echo "test: no headless chromium here; the HTML-report browser test skips"
 	@bash scripts/registry-up.sh || echo "test: no docker-registry/skopeo here; the registry tests skip"

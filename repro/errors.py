@@ -37,7 +37,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (
         ExitCode.BACKEND_UNAVAILABLE,
         "backend unavailable (no Docker engine with `--backend docker`, or for a capsule from elsewhere "
-        "without `--backend local`; no GPU when asked for; a registry that does not answer)",
+        "without `--backend local` and without rootless Podman; no `podman`, its base image or user "
+        "namespaces with `--backend podman`; no GPU when asked for; a registry that does not answer)",
     ),  # fmt: skip
     (
         ExitCode.COMMAND_FAILED,

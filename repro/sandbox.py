@@ -6,9 +6,10 @@ imported from one into the store (the store's own mark, `Store.mark_foreign`: ne
 record says), or was made from such a run (its replays, checks, resumes). Its code and command are
 someone else's, so:
 
-- it replays in the container sandbox (docker: no network, no host paths but its scratch copy, a
-  non-root user) whatever backend its record names, and whatever repro.yaml says (a project file
-  can arrive with the capsule, in the same pull request);
+- it replays in the container sandbox (docker, else rootless Podman where no Docker engine answers,
+  or the one the replaying side names: no network, no host paths but its scratch copy, a non-root
+  user) whatever backend its record names, and whatever repro.yaml says (a project file can arrive
+  with the capsule, in the same pull request);
 - it runs on this machine (``local``, or ``slurm``, whose nodes share it) only when the replaying side
   names that backend itself: ``--backend local`` on the command line, or ``REPRO_BACKEND=local`` in
   the environment of the replaying process (a choice of the person or CI job replaying, never of
@@ -48,7 +49,7 @@ def place(plan: Plan, recorded: str, foreign: bool) -> Placement:
     if not foreign:
         return Placement(plan.with_recorded(backend=recorded))
     chosen, source = plan.settings.backend, plan.source("backend")
-    host, sandbox = registry.on_host(), registry.sandbox()  # unsandboxed here; the container sandbox
+    host, sandbox = registry.on_host(), registry.sandbox_here()  # unsandboxed here; the container sandbox
     named = source in CHOSEN_BY_REPLAYER
     if named and chosen in host:
         return Placement(
@@ -57,8 +58,8 @@ def place(plan: Plan, recorded: str, foreign: bool) -> Placement:
             "(it can read, write and reach whatever you can)",
         )
     sandboxed = plan.over(Layer(Rank.FLAG, {"backend": (sandbox, source if named else "the sandbox")}))
-    if named and chosen == sandbox:
-        return Placement(sandboxed, sandboxed=True)
+    if named and registry.is_sandbox(chosen):  # the replaying side's own choice of sandbox
+        return Placement(plan, sandboxed=True)
     ignored = ""
     if chosen in host:
         ignored = f"; {source}'s `backend: {chosen}` counts only for runs made here"
@@ -76,13 +77,18 @@ def require_engine(placement: Placement) -> None:
     """Stop before anything runs when the sandbox a run from elsewhere needs is not here.
 
     Raises:
-        BackendUnavailable: no Docker engine answers.
+        BackendUnavailable: the sandbox's engine cannot run here (no Docker engine answers).
     """
     if not placement.sandboxed:
         return
-    from repro.backends.docker.engine import engine_available
-
-    if not engine_available():
+    chosen = placement.plan.settings.backend
+    if chosen != registry.sandbox() and not registry.available(chosen):
+        raise BackendUnavailable(
+            f"backend {chosen} cannot run here, and a run from elsewhere replays only in a container sandbox",
+            hint="install and set up its engine, or pass --backend local to run its code on this machine, "
+            "unsandboxed",
+        )
+    if not registry.available(chosen):
         raise BackendUnavailable(
             "no Docker engine answers, and a run from elsewhere replays only in the container sandbox",
             hint="start a Docker engine (make docker-up), or pass --backend local to run its code on this "

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from repro.backends.base import Backend
     from repro.store.record import Record
 
-AUTO = "auto"  # not a backend: docker when it can run the command, else local
+AUTO = "auto"  # not a backend: docker, else rootless podman, when it can run the command; else local
 
 # A section's first problem: (its key, the message, a hint).
 Problem = tuple[str, str, str]
@@ -52,11 +52,29 @@ def _docker(options: object) -> Backend:
     return DockerBackend()
 
 
+def _podman(options: object) -> Backend:
+    from repro.backends.podman.backend import PodmanBackend
+
+    return PodmanBackend()
+
+
 def _slurm(options: object) -> Backend:
     from repro.backends.slurm.backend import SlurmBackend
     from repro.backends.slurm.options import SlurmOptions
 
     return SlurmBackend(options if isinstance(options, SlurmOptions) else None)
+
+
+def _docker_answers() -> bool:
+    from repro.backends.docker.engine import engine_available
+
+    return engine_available()
+
+
+def _podman_usable() -> bool:
+    from repro.backends.podman.service import usable
+
+    return usable()
 
 
 def _slurm_settings(section: Section) -> object:
@@ -107,6 +125,7 @@ class Entry:
     nodes: Callable[[Section], int] = lambda section: 1  # the nodes a new run spans
     shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
     flags: FlagSection | None = None  # its flags of `repro run` (listed under their own heading)
+    available: Callable[[], bool] = lambda: True  # whether it can run here now (a sandbox's engine)
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -124,7 +143,11 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         "docker", "a container built from the run's lock", _docker, on_host=False, locks_first=True,
-        sandbox=True,
+        sandbox=True, available=_docker_answers,
+    ),
+    Entry(
+        "podman", "a rootless Podman container built from the run's lock", _podman, on_host=False,
+        locks_first=True, sandbox=True, available=_podman_usable,
     ),
     Entry(
         "slurm", "the Slurm cluster, through sbatch", _slurm, on_host=True, spans_nodes=True,
@@ -173,8 +196,28 @@ def in_place(name: str) -> bool:
 
 
 def sandbox() -> str:
-    """The backend a run from elsewhere replays in: the container sandbox."""
+    """The backend a run from elsewhere replays in unless the replaying side names another sandbox:
+    the first container sandbox."""
     return next(entry.name for entry in ENTRIES if entry.sandbox)
+
+
+def sandbox_here() -> str:
+    """The container sandbox a run from elsewhere replays in here: the first whose engine can run now
+    (Docker, then rootless Podman), else the first (whose absence `repro.sandbox` then reports)."""
+    boxes = [entry for entry in ENTRIES if entry.sandbox]
+    return next((entry.name for entry in boxes if entry.available()), boxes[0].name)
+
+
+def is_sandbox(name: str) -> bool:
+    """Whether backend ``name`` is a container sandbox a run from elsewhere may replay in."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.sandbox
+
+
+def available(name: str) -> bool:
+    """Whether backend ``name`` can run here now (its engine answers); unknown names: no."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.available()
 
 
 def section_owner(field: str) -> Entry | None:
@@ -243,19 +286,27 @@ def on_host() -> tuple[str, ...]:
 
 def auto(on_event: OnEvent, need_lock: bool, base_image: str | None) -> str:
     """What `auto` means here: docker when an engine answers, the run declares dependencies to build an
-    image from and the engine holds ``base_image`` (when one is named); else local, said in one line."""
+    image from and the engine holds ``base_image`` (when one is named); else rootless podman on the same
+    conditions; else local, said in one line."""
     from repro.backends.docker import engine as docker  # the docker SDK is a dependency: no fallback
+    from repro.backends.podman import service as podman
 
-    if not docker.engine_available():
-        on_event(
-            Event("info", "backend auto → local (no Docker engine answers; start one, or set DOCKER_HOST)")
-        )
-        return "local"
     if not need_lock:
         on_event(Event("info", "backend auto → local: no declared dependencies to build an image from"))
         return "local"
-    if base_image and not docker.has_image(base_image):
-        on_event(Event("info", f"backend auto → local: the Docker engine has no base image {base_image} "
-                               "(`repro base-image` makes one)"))  # fmt: skip
+    if not docker.engine_available():
+        why = "no Docker engine answers (start one, or set DOCKER_HOST)"
+    elif base_image and not docker.has_image(base_image):
+        why = f"the Docker engine has no base image {base_image} (`repro base-image` makes one)"
+    else:
+        return "docker"
+    if not podman.usable():
+        on_event(Event("info", f"backend auto → local: {why}; no rootless Podman here"))
         return "local"
-    return "docker"
+    if base_image and not podman.has_image(base_image):
+        on_event(
+            Event("info", f"backend auto → local: {why}; Podman's storage has no base image {base_image}")
+        )
+        return "local"
+    on_event(Event("info", f"backend auto → podman: {why}"))
+    return "podman"

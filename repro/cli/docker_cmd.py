@@ -261,13 +261,16 @@ def _incomplete_runs(store: Any, dry_run: bool) -> int:
 
 
 def _stale_containers(store: Any, dry_run: bool) -> list[str]:
-    """Containers this store's runs left behind, when an engine answers (none otherwise)."""
+    """Containers this store's runs left behind, in the Docker engine when one answers and in this
+    user's rootless Podman (none otherwise)."""
     from repro.backends.docker.engine import engine_available
     from repro.backends.docker.gc import remove_stale_containers
+    from repro.backends.podman.gc import remove_stale_containers as remove_in_podman
 
-    if not store.dir.is_dir() or not engine_available():
+    if not store.dir.is_dir():
         return []
-    return remove_stale_containers(store.dir, dry_run=dry_run)
+    found = remove_stale_containers(store.dir, dry_run=dry_run) if engine_available() else []
+    return [*found, *remove_in_podman(store.dir, dry_run=dry_run)]
 
 
 COMMANDS = [build, base_image, gc]

@@ -113,7 +113,7 @@ _OPS: list[Callable[[Any], Any]] = [
 ]
 
 _EXECUTION: list[Callable[[Any], Any]] = [
-    backend_option("Where to execute (auto: docker when an engine answers, else local)."),
+    backend_option("Where to execute (auto: docker if an engine answers, else rootless podman, else local)."),
     click.option(
         "--seed",
         type=int,

@@ -87,7 +87,7 @@ def test_the_settings_accept_an_added_backend_and_plain_repro_does_not_know_it(p
 
     plain = project.repro("run", "--backend", NAME, "--", "python", "train.py")
     assert plain.code == 2 and f"'{NAME}' is not one of" in plain.err
-    assert "'auto', 'local', 'docker', 'slurm'" in plain.err
+    assert "'auto', 'local', 'docker', 'podman', 'slurm'" in plain.err
 
 
 def test_registering_a_taken_name_is_refused() -> None:
@@ -97,7 +97,7 @@ def test_registering_a_taken_name_is_refused() -> None:
         registry.register(registry.Entry("local", "x", ENTRY.build, on_host=True))
     from repro.backends.flags import Flag, FlagSection
 
-    taken = FlagSection("Podman options", (Flag("--nodes", "Nodes."), Flag("--rootless/--no-requeue", "x.")))
+    taken = FlagSection("Enroot options", (Flag("--nodes", "Nodes."), Flag("--rootless/--no-requeue", "x.")))
     with pytest.raises(ValueError, match="flags another backend has: --nodes, --no-requeue$"):
-        registry.register(registry.Entry("podman", "x", ENTRY.build, on_host=False, flags=taken))
-    assert NAME not in registry.names() and "podman" not in registry.names()  # nothing registered here
+        registry.register(registry.Entry("enroot", "x", ENTRY.build, on_host=False, flags=taken))
+    assert NAME not in registry.names() and "enroot" not in registry.names()  # nothing registered here

@@ -21,12 +21,12 @@ from repro.store.record import Record
 
 
 def test_the_names_the_settings_accept_are_the_registrys(tmp_path: Path) -> None:
-    assert registry.names() == ("auto", "local", "docker", "slurm")
+    assert registry.names() == ("auto", "local", "docker", "podman", "slurm")
     assert registry.names() == (registry.AUTO, *(entry.name for entry in registry.ENTRIES))
     (tmp_path / "repro.yaml").write_text("backend: kubernetes\n")
     with pytest.raises(ConfigError) as caught:
         config.load(tmp_path, environ={})
-    assert caught.value.hint == "choose one of: auto, local, docker, slurm"
+    assert caught.value.hint == "choose one of: auto, local, docker, podman, slurm"
     assert "(from repro.yaml)" in caught.value.message
 
 
@@ -126,8 +126,8 @@ def test_the_pytest_plugin_offers_the_registrys_backends(tmp_path: Path) -> None
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
         cwd=tmp_path, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert "--repro-backend={auto,local,docker,slurm}" in out
-    assert "auto, local, docker, slurm" in " ".join(out.split())
+    assert "--repro-backend={auto,local,docker,podman,slurm}" in out
+    assert "auto, local, docker, podman, slurm" in " ".join(out.split())
 
 
 def test_every_command_offers_the_same_backends() -> None:

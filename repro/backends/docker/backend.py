@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from repro.backends import images, owners, scratch
@@ -71,6 +72,12 @@ class DockerBackend:
         self._built[self._key(spec)] = built
         return built
 
+    def container_config(
+        self, spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path
+    ) -> dict[str, Any]:
+        """The container's configuration (an engine beside Docker's adds its own fields)."""
+        return container_config(spec, built, uid, gid, tree, self.inputs.shm_size)
+
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
         """Run the command in a fresh container, streaming its output; always removes it.
 
@@ -90,7 +97,7 @@ class DockerBackend:
             path.mkdir(parents=True, exist_ok=True)
         tops = [spec.project_root, spec.data_root or spec.project_root]
         saved = owners.open_for(uid, gid, writable, tops, work / owners.STATE)
-        config = container_config(spec, built, uid, gid, tree, self.inputs.shm_size)
+        config = self.container_config(spec, built, uid, gid, tree)
         try:
             with engine() as client:
                 result = run_container(client, config, spec, built, on_event)

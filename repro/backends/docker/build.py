@@ -128,7 +128,7 @@ def check_installed(
     try:
         out = client.containers.run(
             image_id, [VENV_PYTHON, "-I", "-c", imagecheck.PROBE], entrypoint=[], network_disabled=True,
-            remove=True, stdout=True, stderr=True, user="0:0", working_dir="/",
+            network_mode="none", remove=True, stdout=True, stderr=True, user="0:0", working_dir="/",
         )  # fmt: skip
         found, env = imagecheck.parse_probe(out.decode(errors="replace"))
     except (docker.errors.APIError, docker.errors.ContainerError, ValueError, KeyError, IndexError) as e:

@@ -43,6 +43,9 @@ INJECT = "/opt/repro/inject"
 LIB = "/opt/repro/lib"
 RUNTIME = "/opt/repro/run"
 FALLBACK_UID = 1000  # the container user when the host user is root
+# Raw HostConfig fields another engine with the Docker API takes beyond the SDK's checks (Podman's
+# ``UsernsMode: keep-id``): a container config may carry them under this key.
+HOST_EXTRA = "host_extra"
 _GPU_TOOLS = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
 
 
@@ -207,6 +210,7 @@ def run_container(
     api = client.api
     asked = config.pop("host_config")
     host_config = api.create_host_config(**asked)
+    host_config.update(config.pop(HOST_EXTRA, None) or {})
     try:
         container = api.create_container(host_config=host_config, **config)
     except docker.errors.APIError as e:

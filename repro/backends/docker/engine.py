@@ -11,6 +11,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,8 +65,36 @@ def _translated(action: str) -> Iterator[None]:
         raise BackendUnavailable(f"Docker failed while {action}: {e}", hint=ENGINE_HINT) from e
 
 
+# An engine with the Docker API other than DOCKER_HOST's, for the calls inside `served_at`: Podman's
+# service socket, which the podman backend starts for its run; with the service's pid and directory,
+# which a reaper removes after the container when repro was killed.
+_SERVED: ContextVar[str | None] = ContextVar("served", default=None)
+_SERVICE: ContextVar[str | None] = ContextVar("service", default=None)
+SERVICE_ENV = "REPRO_REAP_SERVICE"  # "<pid>:<directory>": what the reaper stops after the container
+
+
+@contextmanager
+def served_at(url: str, service: str | None = None) -> Iterator[None]:
+    """Inside the block, `engine` and `engine_available` talk to the Docker API at ``url``;
+    ``service`` ("<pid>:<directory>") is the process serving it, for the reaper to stop."""
+    token, owned = _SERVED.set(url), _SERVICE.set(service)
+    try:
+        yield
+    finally:
+        _SERVED.reset(token)
+        _SERVICE.reset(owned)
+
+
+def reaper_env() -> dict[str, str]:
+    """What a reaper process needs to reach the engine of this block, and the service to stop."""
+    env = {"DOCKER_HOST": _endpoint()}
+    if service := _SERVICE.get():
+        env[SERVICE_ENV] = service
+    return env
+
+
 def _endpoint() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return _SERVED.get() or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
 def _reachable(url: str, timeout: float) -> bool:
@@ -97,6 +126,9 @@ def _reachable(url: str, timeout: float) -> bool:
 def _connect(timeout: float) -> docker.DockerClient:
     if not _reachable(_endpoint(), min(timeout, 5.0)):
         raise docker.errors.DockerException(f"nothing listens at {_endpoint()}")
+    served = _SERVED.get()
+    if served:
+        return docker.DockerClient(base_url=served, timeout=timeout)
     return docker.from_env(timeout=timeout)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
 
@@ -14,7 +16,7 @@ import requests.exceptions
 from repro.backends.base import (
     runtime_source,
 )
-from repro.backends.docker.engine import engine
+from repro.backends.docker.engine import SERVICE_ENV, engine, reaper_env
 from repro.errors import ReproError
 
 STOP_TIMEOUT_S = 10
@@ -29,6 +31,12 @@ _REAPER = (
 )
 
 
+def _pythonpath() -> str:
+    """repro's own source first, then whatever this process was given (its dependencies, where an
+    interpreter runs with another environment's site-packages)."""
+    return os.pathsep.join(p for p in (str(runtime_source()[1]), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def start_reaper(cid: str) -> subprocess.Popen[bytes] | None:
     try:
         return subprocess.Popen(
@@ -37,7 +45,7 @@ def start_reaper(cid: str) -> subprocess.Popen[bytes] | None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C and a killed process group leave it running
-            env={**os.environ, "PYTHONPATH": str(runtime_source()[1])},
+            env={**os.environ, **reaper_env(), "PYTHONPATH": _pythonpath()},
         )
     except OSError:
         return None  # `repro gc` still finds the container by its labels
@@ -58,6 +66,11 @@ def reap(cid: str) -> None:
     with contextlib.suppress(ReproError, docker.errors.DockerException, requests.exceptions.RequestException):
         with engine(timeout=30) as client:
             client.api.remove_container(cid, force=True, v=True)
+    pid, _, directory = os.environ.get(SERVICE_ENV, "").partition(":")
+    if pid.isdigit():  # the API service repro started for the run (Podman's): it goes too
+        with contextlib.suppress(OSError):
+            os.kill(int(pid), signal.SIGTERM)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def stop_quietly(api: docker.APIClient, cid: str) -> None:

@@ -1,0 +1,1 @@
+"""The podman backend: rootless Podman, through its Docker-compatible API and the docker backend's code."""
