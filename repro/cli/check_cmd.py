@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import click
@@ -141,9 +142,7 @@ def check(
     plan = app.plan(flags)
     run = RunRequest(argv=argv, cwd=Path.cwd())
 
-    def announce(record: Record) -> None:
-        _announce(record, app)
-
+    announce = functools.partial(_announce, app=app)
     try:
         with sigterm_interrupts():
             if against:
