@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TESTS ?= tests
+# pytest-xdist workers for `make test`: more than the cores, since most tests wait on a container, a job or a
+# training process they started; the Slurm tests share one worker (tests/conftest.py), `serial` ones run last.
+JOBS ?= 4
+PARALLEL := -n $(JOBS) --dist loadgroup
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install test test-fast fuzz demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels
@@ -35,7 +39,8 @@ test: install ## the whole suite: unit, cli, integration (real training, real Do
 	@bash scripts/slurm-up.sh || echo "test: no local Slurm cluster here; the slurm tests skip"
 	@bash scripts/browser-up.sh || echo "test: no headless chromium here; the HTML-report browser test skips"
 	@bash scripts/registry-up.sh || echo "test: no docker-registry/skopeo here; the registry tests skip"
-	$(PY) -m pytest $(TESTS)
+	$(PY) -m pytest $(TESTS) $(PARALLEL) -m "not serial" --durations=30 --durations-min=5
+	$(PY) -m pytest $(TESTS) -m serial || [ $$? -eq 5 ]  # 5: no serial test among TESTS
 
 test-fast: install ## unit and cli tests only
 	$(PY) -m pytest tests/unit tests/cli

@@ -166,3 +166,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         reason = _MISSING[marker]
         if reason:
             pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------- parallel runs
+
+# `make test` runs the suite on several pytest-xdist workers (`--dist loadgroup`). The tests of one group
+# run on one worker, one after another: the Slurm tests share a two-node cluster whose queue and timing
+# they assert on. Tests marked `serial` change what every other test uses (`repro gc --images` removes
+# every image no run of its store references, engine-wide): `make test` runs them after the others, alone.
+_GROUPS = ("slurm",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for group in _GROUPS:
+            if item.get_closest_marker(group) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))

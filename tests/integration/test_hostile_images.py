@@ -369,6 +369,7 @@ def test_a_record_cannot_choose_the_base_image(project: Project, tmp_path: Path,
 # --------------------------------------------------------------------------- gc --images
 
 
+@pytest.mark.serial  # removes images engine-wide: not while other tests run in the engine
 def test_gc_images_touches_only_this_stores_images(project: Project, tmp_path: Path, made: list[str]) -> None:
     key = uuid.uuid4().hex[:12]
     _probe_project(project)
