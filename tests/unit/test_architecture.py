@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -30,19 +31,31 @@ HOMES = {
 }
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every rule (the rules only read it)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
+    tree = _tree(path)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module.split(".")[0])
-    return found
+    return frozenset(found)
+
+
+@functools.cache
+def _all_modules() -> tuple[Path, ...]:
+    return tuple(sorted(PACKAGE.rglob("*.py")))
 
 
 def _modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    return list(_all_modules())
 
 
 @pytest.mark.parametrize("library", sorted(HOMES))
@@ -83,7 +96,7 @@ def test_no_print_outside_ui() -> None:
             continue
         calls = [
             n
-            for n in ast.walk(ast.parse(path.read_text()))
+            for n in ast.walk(_tree(path))
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
         ]
         assert not calls, rel
@@ -103,7 +116,7 @@ def test_help_does_not_import_torch_numpy_docker_or_the_index_client() -> None:
 def test_command_modules_import_no_other_command_module() -> None:
     """Shared options live in cli/options.py and shared helpers in cli/events.py, never in a command."""
     for path in sorted((PACKAGE / "cli").glob("*_cmd.py")):
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         sideways = [
             node.module
             for node in ast.walk(tree)
@@ -124,7 +137,7 @@ def _module_name(path: Path) -> str:
 def _repro_imports(path: Path, known: set[str]) -> set[str]:
     """The repro modules a module imports, at the top or inside a function."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
@@ -171,7 +184,7 @@ def test_only_the_slurm_backend_runs_slurm_commands() -> None:
     offenders = []
     for path in _modules():
         rel = str(path.relative_to(PACKAGE))
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Constant):
                 if node.elts[0].value in slurm and not rel.startswith("backends/slurm/"):
                     offenders.append(rel)
@@ -281,7 +294,7 @@ def test_each_contract_name_is_spelled_in_at_most_two_modules() -> None:
     injected sitecustomize may spell the two it needs before the package loads)."""
     names = [n for n in _contract_names() if n not in _COMMON_WORDS]
     assert len(names) >= 30
-    strings = {str(p.relative_to(PACKAGE)): _code_strings(ast.parse(p.read_text())) for p in _modules()}
+    strings = {str(p.relative_to(PACKAGE)): _code_strings(_tree(p)) for p in _modules()}
     spelled = {}
     for name in names:
         pattern = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
@@ -295,7 +308,7 @@ def test_one_rank_reader() -> None:
     readers = [
         str(p.relative_to(PACKAGE))
         for p in (PACKAGE / "runtime").rglob("*.py")
-        if {"RANK", "LOCAL_RANK"} & set(_code_strings(ast.parse(p.read_text())))
+        if {"RANK", "LOCAL_RANK"} & set(_code_strings(_tree(p)))
     ]
     assert readers == ["runtime/jsonl.py"]
 
@@ -324,7 +337,7 @@ def test_backends_sit_on_no_import_cycle_between_packages() -> None:
 
 def _runtime_imports(path: Path) -> set[str]:
     """The modules a module imports when it runs: those imported for type checking alone left out."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     typing_only = {
         id(inner)
         for node in ast.walk(tree)
@@ -359,7 +372,7 @@ def test_the_collect_phase_imports_no_backend() -> None:
 def _calls(path: Path, name: str) -> list[int]:
     """Lines where ``path`` calls a function or reads an attribute called ``name``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
@@ -404,7 +417,7 @@ def test_no_module_is_longer_than_a_few_screens() -> None:
 def test_no_function_is_longer_than_eighty_lines() -> None:
     long = []
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
                 if lines > 80:
@@ -438,7 +451,7 @@ def test_no_module_outside_backends_names_a_backend() -> None:
         rel = str(path.relative_to(PACKAGE))
         if rel.startswith("backends/"):
             continue
-        found |= {(rel, s) for s in _code_strings(ast.parse(path.read_text())) if s in names}
+        found |= {(rel, s) for s in _code_strings(_tree(path)) if s in names}
     assert sorted(found - set(NOT_A_BACKEND)) == []
     assert sorted(set(NOT_A_BACKEND) - found) == []  # each exception still needed
 
@@ -476,5 +489,5 @@ def test_a_backends_flags_are_declared_in_its_package_only() -> None:
     found = set()
     for path in (PACKAGE / "cli").rglob("*.py"):
         rel = str(path.relative_to(PACKAGE))
-        found |= {(rel, s) for s in _code_strings(ast.parse(path.read_text())) if s in flags}
+        found |= {(rel, s) for s in _code_strings(_tree(path)) if s in flags}
     assert sorted(found) == []
