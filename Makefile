@@ -10,7 +10,7 @@ JOBS ?= 4
 PARALLEL := -n $(JOBS) --dist loadgroup
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test test-fast fuzz demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels
+.PHONY: install test test-unit test-fast fuzz demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels
 
 # repro's own dependencies, hash-pinned (Python 3.11, linux x86_64); `make locks` refreshes them.
 DEV_LOCK := lockfiles/dev.lock.txt
@@ -42,8 +42,11 @@ test: install ## the whole suite: unit, cli, integration (real training, real Do
 	$(PY) -m pytest $(TESTS) $(PARALLEL) -m "not serial" --durations=30 --durations-min=5
 	$(PY) -m pytest $(TESTS) -m serial || [ $$? -eq 5 ]  # 5: no serial test among TESTS
 
-test-fast: install ## unit and cli tests only
-	$(PY) -m pytest tests/unit tests/cli
+test-unit: install ## the unit tier alone (under a minute: nothing started, no engine)
+	$(PY) -m pytest tests/unit
+
+test-fast: install ## the unit, process and cli tiers (no integration tests)
+	$(PY) -m pytest tests/unit tests/process tests/cli $(PARALLEL)
 
 fuzz: install ## the hostile-capsule fuzzer over every field and member kind (make test runs a seeded sample)
 	@bash scripts/docker-up.sh || echo "fuzz: no Docker engine here; the docker replays are left out"
