@@ -20,8 +20,14 @@ from repro.runtime import ckptfiles, contract, procreport
 
 _WRITE_MODE = frozenset("wax+")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_READ_MODES = frozenset(("r", "rb", "rt", "br", "tr"))
 _state: dict[str, str] = {}
 _data: dict[str, tuple[str, ...]] = {"files": (), "dirs": ()}  # the declared data, absolute
+# The fast path: a read of declared data named as the script names it, tested on the raw string before
+# any work (no normalisation, no allocation): the data's directories as prefixes, absolute and relative to
+# the working directory the run started in (dropped when the script changes directory), and its files.
+_fast_dirs: tuple[str, ...] = ()
+_fast_files: frozenset[str] = frozenset()
 
 
 def install(root: str) -> None:
@@ -33,6 +39,9 @@ def install(root: str) -> None:
     declared = [p for p in os.environ.get(contract.DATA_ENV, "").split(os.pathsep) if p]
     files = tuple(os.path.normpath(os.path.join(_state["root"], p)) for p in declared)
     _data.update(files=files, dirs=tuple(f + os.sep for f in files))
+    cwd = os.getcwd() + os.sep
+    relative = [f[len(cwd) :] for f in files if f.startswith(cwd)]
+    _fast(tuple(f + os.sep for f in (*files, *relative)), frozenset((*files, *relative)))
     import sys
 
     sys.addaudithook(_audit)
@@ -57,6 +66,26 @@ def _is_write(mode: Any, flags: Any) -> bool:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open":
+        path = args[0]
+        if (
+            path.__class__ is str
+            and args[1] in _READ_MODES
+            and (path.startswith(_fast_dirs) or path in _fast_files)
+            and "/." not in path
+        ):
+            return  # declared data, read: its manifest names it already
+    elif event == "os.chdir":  # relative names mean other files from now on
+        _fast(_data["dirs"], frozenset(_data["files"]))
+    _audit_slow(event, args)
+
+
+def _fast(dirs: tuple[str, ...], files: frozenset[str]) -> None:
+    global _fast_dirs, _fast_files
+    _fast_dirs, _fast_files = dirs, files
+
+
+def _audit_slow(event: str, args: tuple[Any, ...]) -> None:
     if ckptfiles.hashing():  # the runtime hashing a checkpoint it saw saved or loaded
         return
     if event == "open":
