@@ -170,15 +170,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 # --------------------------------------------------------------------------- parallel runs
 
-# `make test` runs the suite on several pytest-xdist workers (`--dist loadgroup`). The tests of one group
-# run on one worker, one after another: the Slurm tests share a two-node cluster whose queue and timing
-# they assert on. Tests marked `serial` change what every other test uses (`repro gc --images` removes
-# every image no run of its store references, engine-wide): `make test` runs them after the others, alone.
-_GROUPS = ("slurm",)
+# `make test` runs the suite on several pytest-xdist workers (`--dist loadgroup`); the tests of one group
+# run on one worker, one after another. A cli or integration module is one group: its module-scoped
+# fixtures (one real run shared by its tests) are made once, not once per worker. The Slurm tests are one
+# group across modules: they share a two-node cluster whose queue and timing they assert on. Tests marked
+# `serial` change what every other test uses (`repro gc --images` removes every image no run of its store
+# references, engine-wide): `make test` runs them after the others, alone. Unit and process tests spread.
+_BY_MODULE = ("cli", "integration")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        for group in _GROUPS:
-            if item.get_closest_marker(group) is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+        if item.get_closest_marker("slurm") is not None:
+            group = "slurm"
+        elif item.path.parent.name in _BY_MODULE and item.path.parent.parent.name == "tests":
+            group = item.path.stem
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
