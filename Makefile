@@ -7,7 +7,7 @@ TESTS ?= tests
 # pytest-xdist workers for `make test`: more than the cores, since most tests wait on a container, a job or a
 # training process they started; the Slurm tests share one worker (tests/conftest.py), `serial` ones run last.
 JOBS ?= 4
-PARALLEL := -n $(JOBS) --dist loadgroup
+PARALLEL := -n $(JOBS)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install test test-unit test-fast fuzz demo lint docker-up slurm-up slurm-down base-image bench locks clean gpu-check gpu-wheels

@@ -170,21 +170,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 # --------------------------------------------------------------------------- parallel runs
 
-# `make test` runs the suite on several pytest-xdist workers (`--dist loadgroup`); the tests of one group
-# run on one worker, one after another. A cli or integration module is one group: its module-scoped
-# fixtures (one real run shared by its tests) are made once, not once per worker. The Slurm tests are one
-# group across modules: they share a two-node cluster whose queue and timing they assert on. Tests marked
-# `serial` change what every other test uses (`repro gc --images` removes every image no run of its store
-# references, engine-wide): `make test` runs them after the others, alone. Unit and process tests spread.
-_BY_MODULE = ("cli", "integration")
+# `make test` runs the suite on several pytest-xdist workers, in work units this scheduler makes: a unit
+# or process test is a unit of its own; a cli or integration module is one unit, so that its module-scoped
+# fixtures (one real run shared by its tests) are made once, not once per worker; the modules named after
+# Slurm are one unit together, since they share a two-node cluster whose queue and timing they assert on.
+# Tests marked `serial` change what every other test uses (`repro gc --images` removes every image no run
+# of its store references, engine-wide): `make test` runs them after the others, alone.
+_BY_MODULE = ("tests/cli/", "tests/integration/")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("slurm") is not None:
-            group = "slurm"
-        elif item.path.parent.name in _BY_MODULE and item.path.parent.parent.name == "tests":
-            group = item.path.stem
-        else:
-            continue
-        item.add_marker(pytest.mark.xdist_group(group))
+def work_unit(nodeid: str) -> str:
+    """The work unit a test belongs to in a parallel run (tests of one unit run on one worker, in order)."""
+    path = nodeid.split("::", 1)[0]
+    if not path.startswith(_BY_MODULE):
+        return nodeid
+    return "slurm" if "slurm" in path.rsplit("/", 1)[-1] else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
