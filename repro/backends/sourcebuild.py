@@ -23,7 +23,6 @@ the sdist's build made of it, as trustworthy as the sdist the lock pins.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import re
 import shutil
@@ -43,6 +42,7 @@ from repro.fetch.binaries import download_wheels
 from repro.fetch.names import parse as parse_dist
 from repro.fetch.pick import target_tags
 from repro.fetch.pinned import Fetched
+from repro.store.hashing import sha256_file
 
 DEFAULT_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 517/518, for an sdist without [build-system]
 MAX_REQUIRES = 32
@@ -216,7 +216,7 @@ def _cached(folder: Path, req: Pinned, sdist: Fetched, python_version: str | Non
     wheel = _pick_wheel(list(folder.iterdir()), req, python_version)
     if wheel is None:
         return None
-    return Built(req.key, wheel, _sha256(wheel), sdist.path.name)
+    return Built(req.key, wheel, sha256_file(wheel), sdist.path.name)
 
 
 def _pick_wheel(files: list[Path], req: Pinned, python_version: str | None) -> Path | None:
@@ -263,7 +263,7 @@ def _build_now(
                 raise SourceBuildFailed(req, _reason(lines, sdist.path.name), log)
             kept = folder / wheel.name
             shutil.copyfile(wheel, kept)
-            built[req.key] = Built(req.key, kept, _sha256(kept), sdist.path.name)
+            built[req.key] = Built(req.key, kept, sha256_file(kept), sdist.path.name)
             on_line(f"built {kept.name} from {sdist.path.name}")
     return built
 
@@ -342,11 +342,3 @@ def _reason(lines: list[str], sdist: str) -> str:
     text = (errors or own or [f"no wheel came out for {sdist}"])[-1]
     clean = "".join(ch if ch.isprintable() else "?" for ch in text).strip(" │╰─>")
     return clean[:200] or f"no wheel came out for {sdist}"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

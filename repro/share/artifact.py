@@ -32,6 +32,7 @@ from repro.share.reference import Reference
 from repro.share.referrers import ATTESTATION_TYPE, attach
 from repro.store import limits
 from repro.store.capsule import FORMAT, IMAGE_MEMBER, RECORD_NAME
+from repro.store.hashing import sha256_file
 from repro.store.recordio import load_record
 from repro.store.runs import LoadedRun, Store
 from repro.store.tarwriter import members, pack_files
@@ -210,7 +211,7 @@ def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
         named = Registry(ref.with_digest(image_digest))
         record_image = _recorded_image(files)
         archive = pull_image(named, record_image, scratch)
-        files.append((IMAGE_MEMBER, archive, _sha256_hex(archive)))
+        files.append((IMAGE_MEMBER, archive, sha256_file(archive)))
     tar = pack_files(files, scratch / (re.sub(r"[^A-Za-z0-9._-]+", "_", str(ref)) + ".tar"))
     for _, path, _ in files:
         path.unlink(missing_ok=True)
@@ -260,14 +261,6 @@ def _recorded_image(files: list[tuple[str, Path, str]]) -> str:
     if image is None or not image.id:
         raise CapsuleInvalid("the run's manifest names an image its record does not")
     return image.id
-
-
-def _sha256_hex(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _field(doc: object, name: str) -> Any:

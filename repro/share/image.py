@@ -20,6 +20,7 @@ from typing import Any
 
 from repro.errors import CapsuleInvalid
 from repro.share.client import Registry
+from repro.store.hashing import sha256_file
 from repro.store.limits import is_digest
 
 IMAGE_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -34,14 +35,6 @@ class PushedImage:
     digest: str  # of its manifest
     size: int  # bytes of its config and layers
     uploaded: int  # of them sent now
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
 
 
 def _unpacked(archive: Path, into: Path) -> tuple[Path, list[Path]]:
@@ -72,10 +65,13 @@ def push_image(registry: Registry, image_id: str, tag: str | None, work: Path) -
     save_image(image_id, tag, archive)
     config, layers = _unpacked(archive, work / "image")
     archive.unlink()
-    config_digest = _sha256(config)
+    config_digest = "sha256:" + sha256_file(config)
     if config_digest != image_id:
         raise CapsuleInvalid(f"the engine saved image {config_digest[:19]} for {image_id[:19]}")
-    blobs = [(config, config_digest, CONFIG_TYPE), *((p, _sha256(p), _layer_type(p)) for p in layers)]
+    blobs = [
+        (config, config_digest, CONFIG_TYPE),
+        *((p, "sha256:" + sha256_file(p), _layer_type(p)) for p in layers),
+    ]
     sent = 0
     for path, digest, _ in blobs:
         if not registry.has_blob(digest):

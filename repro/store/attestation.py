@@ -29,6 +29,7 @@ from typing import Any
 from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.store import dsse, limits
 from repro.store.capsule import ATTESTATION_NAME, FORMAT, RECORD_NAME
+from repro.store.hashing import sha256_file
 from repro.store.record import Record, encode_manifest
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
@@ -173,7 +174,7 @@ def _subjects(record: Record, blob_path: Callable[[str], Path]) -> tuple[list[Su
                 member=str(path),
                 hint="the store was pruned or damaged: this run's outputs cannot be attested",
             )
-        subjects.append(Subject(entry.path, _sha256_file(path)))
+        subjects.append(Subject(entry.path, sha256_file(path)))
     return subjects, left_out
 
 
@@ -407,7 +408,7 @@ def artifact_subject(checked: Checked, path: Path) -> Subject:
     if not path.is_file():
         raise NotFoundError(f"no artifact file at {path}", hint="give the file to check, e.g. model.pt")
     try:
-        sha = _sha256_file(path)
+        sha = sha256_file(path)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or type(e).__name__}") from e
     run = f"run {checked.run_id}" if checked.run_id else "the run"
@@ -426,14 +427,6 @@ def artifact_subject(checked: Checked, path: Path) -> Subject:
         f"{plural(len(checked.subjects), 'file')} {run} produced",
         hint="check the file against the attestation of the run that made it",
     )
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _is_sha256(value: str) -> bool:

@@ -1,4 +1,5 @@
-"""xxh3-128 of bytes, open files and files by path: the one place a file's bytes are read for a digest.
+"""xxh3-128 of bytes, open files and files by path: the one place a file's bytes are read for a digest
+(and a file's SHA-256, where a format outside repro names files by it: attestations, OCI registries).
 
 A big file is read with 1 MiB unbuffered ``readinto`` calls into one reused, page-aligned buffer,
 at the speed of the page cache or the disk; a small file with one ``os.read``. The stat cache
@@ -7,6 +8,7 @@ at the speed of the page cache or the disk; a small file with one ``os.read``. T
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import threading
@@ -141,3 +143,16 @@ def hash_file(path: Path) -> str:
         OSError: the file cannot be opened or read.
     """
     return _hash_open(os.fspath(path))[0]
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 hex digest of a file's bytes, read in 1 MiB chunks.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

@@ -34,7 +34,7 @@ def test_unknown_key_suggests_the_right_one(tmp_path: Path) -> None:
     assert "treads" in str(e.value) and e.value.hint and "threads" in e.value.hint
 
 
-@pytest.mark.parametrize("text", ["backend: kubernetes\n", "threads: zero\n", "mode: fast\n", "- a\n", "a: [\n"])
+@pytest.mark.parametrize("text", ["backend: nomad\n", "threads: zero\n", "mode: fast\n", "- a\n", "a: [\n"])
 def test_bad_values_are_config_errors(tmp_path: Path, text: str) -> None:
     (tmp_path / "repro.yaml").write_text(text)
     with pytest.raises(ConfigError):
