@@ -61,8 +61,10 @@ start_engine() {
         flags="$(dockerd_flags)"
         say "starting dockerd ${flags} (log: $log)"
         mkdir -p "$(dirname "$log")"
+        # Its own session: a Ctrl-C or a kill of the process group that ran this script (make test,
+        # a CI step) does not stop the engine other runs use.
         # shellcheck disable=SC2086
-        nohup dockerd $flags >>"$log" 2>&1 </dev/null &
+        setsid nohup dockerd $flags >>"$log" 2>&1 </dev/null &
     fi
     local i
     for ((i = 0; i < wait_s; i++)); do

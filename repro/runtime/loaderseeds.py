@@ -104,18 +104,26 @@ def seeded(it: Any, indices: Any) -> Any:
 
 
 def seed_worker(indices: Any) -> None:
-    """In a worker, before it loads a batch: its streams from the batch's seed."""
+    """In a worker, before it loads a batch: its streams from the batch's seed.
+
+    Through the functions as they were before the runtime wrapped them (`seeding`): these seeds are
+    the runtime's, not calls of the script's to report among its seeds.
+    """
     seed = getattr(indices, "seed", None)
     if not isinstance(indices, SeededBatch) or not isinstance(seed, int):
         return
-    random.seed(seed)
+    _unwrapped(random.seed)(seed)
     torch = sys.modules.get("torch")
     generator = getattr(torch, "default_generator", None)
     if generator is not None:
         generator.manual_seed(seed)  # the CPU generator, as torch seeds a worker (without a device scan)
     np = sys.modules.get("numpy")
     if np is not None and hasattr(np, "random"):
-        np.random.seed((seed ^ (seed >> 32)) & 0xFFFFFFFF)
+        _unwrapped(np.random.seed)((seed ^ (seed >> 32)) & 0xFFFFFFFF)
+
+
+def _unwrapped(fn: Any) -> Any:
+    return getattr(fn, "__wrapped__", fn)
 
 
 def capture() -> list[dict[str, Any]]:
