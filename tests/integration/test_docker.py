@@ -292,6 +292,7 @@ def test_gpus_asked_for_and_absent_is_backend_unavailable(engine_ready: None, tm
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.serial  # "the engine built nothing" is read engine-wide: not while other tests build
 def test_real_training_twice_identical_bytes_no_rebuild(torch_image: BuiltImage, project: Project) -> None:
     project.script("train_unseeded.py", "train.py")
     project.points()
