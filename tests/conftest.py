@@ -19,6 +19,12 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# A pytest-xdist worker starts with COLUMNS=80 and LINES=24 in its environment, which no shell that runs
+# `make test` sets: every repro and script a test starts would take them for the terminal's size.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 SCRIPTS = Path(__file__).parent / "integration" / "scripts"
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART_LOCK = REPO / "recipes" / "quickstart" / "lockfiles" / "requirements.lock.txt"
