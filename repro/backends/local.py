@@ -30,8 +30,13 @@ from repro.runtime import contract
 from repro.runtime.contract import RANK_LOGS
 from repro.runtime.terminal import open_pty, read_chunks
 
-# Variables of the calling shell that would defeat the mode (they are set by the run itself).
-_SCRUB = ("PYTHONHASHSEED", "PYTHONSTARTUP", contract.BOOT_PID_ENV, "RANK", "WORLD_SIZE", "LOCAL_RANK")
+# Variables of the calling shell that would defeat the mode (they are set by the run itself), and the
+# shell's idea of its width: the command's terminal size is the pseudo-terminal's (a replay's is the
+# recorded one), as in a container, never the width of whatever shell replays it.
+_SCRUB = (
+    "PYTHONHASHSEED", "PYTHONSTARTUP", contract.BOOT_PID_ENV, "RANK", "WORLD_SIZE", "LOCAL_RANK",
+    "COLUMNS", "LINES",
+)  # fmt: skip
 
 
 class LocalBackend:

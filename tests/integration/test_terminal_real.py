@@ -104,8 +104,9 @@ def test_on_a_terminal_the_script_sees_a_tty_and_its_output_is_live(project: Pro
     bar = [text for _, text in split_lines(logs["stderr"].decode()) if text.startswith("train:")]
     assert bar and bar[-1].startswith("train: 100%") and "5/5" in bar[-1]
     assert b"\x1b" not in logs["stderr"]
-    # A replay through pipes (CI) gives the command the terminal the run had: the same stdout.
-    replay = project.repro("replay", "latest", "--json")
+    # A replay through pipes (CI) gives the command the terminal the run had: the same stdout, even
+    # from a shell that exports another width.
+    replay = project.repro("replay", "latest", "--json", env={"COLUMNS": "57", "LINES": "11"})
     assert replay.code == 0, replay.err
     assert json.loads(replay.out)["status"] == "identical"
     again, replayed = _logs(project)
