@@ -411,7 +411,7 @@ def test_an_oms_model_signature_is_attached_and_the_reference_tool_accepts_it(
 def test_plain_http_to_a_registry_named_insecure_in_repro_yaml(shared: Shared, tmp_path: Path) -> None:
     name = socket.gethostname()
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(name, None, socket.AF_INET)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)}
     except OSError:
         addresses = set()
     if not addresses or not all(a.startswith("127.") for a in addresses):
