@@ -628,3 +628,12 @@ def test_an_exported_capsule_carries_its_oms_signature(
     assert cli("verify", str(tar), "--key", f"{key}.pub", "--require-signed").code == 0
     no_attest = cli("export", made.run_id, "-o", str(tmp_path / "n.tar"), "--format", "oms", cwd=made.root)
     assert no_attest.code == ExitCode.USAGE and "--attest" in no_attest.err
+    for hostile in (
+        b"not json",
+        b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}',
+        b"{" * 5000,
+    ):
+        forged = _tar({**members, "MODEL_SIGNATURE.sig": hostile}, tmp_path / "forged.tar")
+        r = cli("verify-attestation", str(forged), "--key", f"{key}.pub")
+        assert r.code == ExitCode.CAPSULE_INVALID and "Traceback" not in r.err, r.err
+        assert len(r.err.strip().splitlines()) <= 2  # one line and its hint
