@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ class Settings:
     mlflow_log_capsule: bool = False  # log the exported capsule to the MLflow runs the command started
     metrics_from: tuple[str, ...] = SOURCES  # where series are harvested with no code change, by precedence
     metrics_patterns: tuple[str, ...] = ()  # regexes for stdout metric lines: named groups, `step` the step
+    insecure_registries: tuple[str, ...] = ()  # registries (host:port or host) plain HTTP may be spoken to
 
     def section(self, backend: str) -> dict[str, Any]:
         """The values of a backend's repro.yaml section (`repro.backends.registry`), by key."""
@@ -128,6 +130,7 @@ _YAML_KEYS: dict[str, str] = {
     "metrics.from": "metrics_from",
     "metrics.patterns": "metrics_patterns",
     "cuda.index": "cuda_index",
+    "registries.insecure": "insecure_registries",
 }
 
 _KEY_OF = {name: key for key, name in _YAML_KEYS.items()}  # a setting's name in repro.yaml
@@ -188,6 +191,9 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         raise ConfigError(f"{source}: {name} has a bad value {value!r} ({e})") from e
 
 
+_REGISTRY_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)(:[0-9]{1,5})?")
+
+
 def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
     def origin(name: str) -> str:
         source = sources.get(name, "default")
@@ -219,6 +225,13 @@ def _validated(settings: Settings, sources: Mapping[str, str]) -> Settings:
             key, why, hint = found
             raise ConfigError(f"{why}{origin(f'{entry.section}_{key}')}", hint=hint)
     check_settings(settings.metrics_from, settings.metrics_patterns)
+    for host in settings.insecure_registries:
+        if not _REGISTRY_HOST.fullmatch(host):
+            raise ConfigError(
+                f"registries.insecure: {host!r} is not a registry's host or host:port"
+                f"{origin('insecure_registries')}",
+                hint="name it as image references do, without a scheme: registry.lan:5000",
+            )
     return _cuda_index(settings, origin("cuda_index"))
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
 from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
-from repro.store import atomic, attestation, datablobs, dsse, limits, signing
-from repro.store.capsule import blob_member
+from repro.store import atomic, attestation, datablobs, dsse, limits, oms, signing
+from repro.store.capsule import ATTESTATION_NAME, MODEL_SIGNATURE_NAME, blob_member
 from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
 from repro.store.record import Record
@@ -78,16 +78,19 @@ def export_run(
     key: SigningKey | None = None,
     attest: bool = False,
     data: CarriedData | None = None,
+    attest_format: str = "intoto",
 ) -> Exported:
     """Write ``loaded`` as a capsule tar at ``dest``; with ``with_image``, its image goes inside;
     with ``key``, a SIGNATURE member seals its SHA256SUMS; with ``attest``, the run's attestation
-    (naming those SHA256SUMS, signed with ``key``) goes inside; with ``data`` (`carried_data`), the
+    (naming those SHA256SUMS, signed with ``key``) goes inside, or with ``attest_format`` "oms" the
+    OpenSSF Model Signing bundle of its model files (MODEL_SIGNATURE.sig); with ``data`` (`carried_data`), the
     declared inputs' files go inside as blobs. ``store`` keeps the note `repro gc` finds if the export
     is killed.
 
     Raises:
         UsageError: ``with_image`` for a run that recorded no image (the local backend);
-            ``attest`` for a run that cannot be attested, or with an HMAC key.
+            ``attest`` for a run that cannot be attested, or with an HMAC key (oms: without an
+            ECDSA P-256 key).
         BackendUnavailable: no Docker engine answers. NotFoundError: the engine lost the image.
         CapsuleInvalid: a blob the record names is missing from the store, or replaced.
         OSFailure: the capsule could not be written (a full disk), naming ``dest``.
@@ -100,7 +103,7 @@ def export_run(
             hint="export it without --with-image, or run it with --backend docker",
         )
     signer = functools.partial(signing.sign, key) if key is not None else None
-    attester = _attester(loaded, store, key) if attest else None
+    attester = _attester(loaded, store, key, attest_format) if attest else None
     image_size: int | None = None
     work = _work_path(dest)
     try:
@@ -197,20 +200,30 @@ def _into_remote(source: Path, digest: str, remote: Path) -> Path:
         raise from_os_error(e, remote / blob_member(digest)) from e
 
 
-def _attester(loaded: LoadedRun, store: Store, key: SigningKey | None) -> Callable[[bytes], bytes]:
-    """What makes the ATTESTATION member from the capsule's SHA256SUMS, once the run and key are
-    found fit for one (before anything is written).
+def _attester(
+    loaded: LoadedRun, store: Store, key: SigningKey | None, attest_format: str
+) -> Callable[[bytes], tuple[str, bytes]]:
+    """What makes the attestation member (its name and bytes) from the capsule's SHA256SUMS, once
+    the run and key are found fit for one (before anything is written).
 
     Raises:
-        UsageError: a run that cannot be attested; an HMAC key.
+        UsageError: a run that cannot be attested; an HMAC key; for oms, no key or not ECDSA P-256.
     """
     attestation.require_attestable(loaded.record)
+    if attest_format == "oms":
+        if key is None:
+            raise UsageError("--attest --format oms signs the model files: it needs --sign KEYFILE",
+                             hint=f"--sign KEYFILE; {oms.KEY_HINT}")  # fmt: skip
+        oms.require_oms_key(key)
+        bundle = oms.sign_run(loaded, key).bundle  # the model files do not depend on SHA256SUMS
+        return lambda sums: (MODEL_SIGNATURE_NAME, bundle)
     if key is not None:
         dsse.require_ed25519(key, "--attest")
     replays = attestation.replays_of(store, loaded.record.id)
 
-    def attester(sums: bytes) -> bytes:
-        return attestation.attest(loaded, hashlib.sha256(sums).hexdigest(), replays, key).line()
+    def attester(sums: bytes) -> tuple[str, bytes]:
+        line = attestation.attest(loaded, hashlib.sha256(sums).hexdigest(), replays, key).line()
+        return ATTESTATION_NAME, line
 
     return attester
 
@@ -302,6 +315,7 @@ class ExportRequest:
     allow_secrets: bool = False  # capsule: export even when an output holds a credential
     data_remote: str | None = None  # the `store.data_remote` setting
     max_data_size: int | None = None
+    attest_format: str = "intoto"  # capsule: its format, intoto (SLSA provenance) or oms (model signature)
     say: Callable[[str], None] = _quiet  # what is being done, for people
     warn: Callable[[str], None] = _quiet  # what people should know of the result
 
@@ -333,7 +347,9 @@ def _write_capsule(request: ExportRequest, dest: Path) -> Exported:
         request.say(f"carrying {plural(data.files, 'data file')} ({human_bytes(data.size)}) in the capsule")
     if request.with_image:
         request.say("saving the environment image into the capsule (docker save)")
-    done = export_run(loaded, dest, request.store, request.with_image, key, request.attest, data)
+    done = export_run(
+        loaded, dest, request.store, request.with_image, key, request.attest, data, request.attest_format
+    )
     done.key_label = key.label if key is not None else None
     done.data_size = data.size if data is not None else None
     return done

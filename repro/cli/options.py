@@ -270,6 +270,33 @@ max_data_size = click.option(
     help="The most declared data carried in a capsule or placed from it (bytes, 500MiB, 4GiB; default 2GiB).",
 )  # fmt: skip
 
+# push and export: what a shared run carries, and how it is vouched for (each defined once)
+with_data = click.option("--with-data", is_flag=True,
+    help="Carry the run's declared data too, as content-addressed blobs checked on arrival: it replays "
+    "where the data is absent or differs.")  # fmt: skip
+allow_secrets_in_outputs = click.option("--allow-secrets-in-outputs", is_flag=True,
+    help="Share the run even when its outputs hold a credential (a token in a saved config or in "
+    "pickled training arguments); refused by default, naming the files.")  # fmt: skip
+attest = click.option("--attest", is_flag=True,
+    help="Carry the run's attestation, signed with the --sign key: --format intoto its SLSA provenance "
+    "(`repro verify-attestation`), --format oms an OpenSSF Model Signing signature of its model files "
+    "(`model_signing verify`).")  # fmt: skip
+attest_format = click.option("--format", "attest_format", type=click.Choice(["intoto", "oms"]),
+    default="intoto", show_default=True,
+    help="intoto: an in-toto SLSA provenance statement in a DSSE envelope (Ed25519 or ECDSA P-256 key); "
+    "oms: an OpenSSF Model Signing v1 bundle over the model files (ECDSA P-256 key).")  # fmt: skip
+sign = click.option("--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
+    envvar="REPRO_SIGNING_KEY", show_envvar=True,
+    help="The private key file that signs (from `repro keygen`): a capsule's SIGNATURE over "
+    "SHA256SUMS (export; an HMAC key too) and the --attest statement (Ed25519, or ECDSA P-256 for "
+    "--format oms).")  # fmt: skip
+
+
+def require_attest_for_format(attest: bool, attest_format: str) -> None:
+    """Raises: UsageError: --format oms without --attest (it says what --attest carries)."""
+    if attest_format != "intoto" and not attest:
+        raise UsageError(f"--format {attest_format} says what --attest carries", hint="add --attest")
+
 
 def ops_options(f: F) -> F:
     """``--ops`` and ``--ops-steps K`` for replay (run and check have them among the execution options)."""

@@ -105,20 +105,11 @@ def _default_names() -> str:
 @click.option("--with-image", is_flag=True,
               help="capsule: carry the environment image inside (docker save): the capsule replays with "
               "no network, wheelhouse or base image.")  # fmt: skip
-@click.option("--sign", "sign_path", type=click.Path(path_type=Path), default=None, metavar="KEYFILE",
-              envvar="REPRO_SIGNING_KEY", show_envvar=True,
-              help="capsule: sign it with this key file (from `repro keygen`; Ed25519: the private key): "
-              "a SIGNATURE member over SHA256SUMS; `repro verify --key` checks it.")  # fmt: skip
-@click.option("--attest", is_flag=True,
-              help="capsule: carry the run's in-toto attestation (ATTESTATION.intoto.jsonl), signed with "
-              "the --sign key (Ed25519); `repro verify-attestation` checks it.")  # fmt: skip
-@click.option("--with-data", is_flag=True,
-              help="capsule: carry the run's declared data inside, as content-addressed blobs checked by "
-              "`repro verify`: the capsule replays where the data is absent or differs.")  # fmt: skip
-@click.option("--allow-secrets-in-outputs", is_flag=True,
-              help="capsule: export even when the run's outputs hold a credential (a token in a saved "
-              "config or in pickled training arguments); by default such a run is refused, naming the "
-              "files.")  # fmt: skip
+@options.sign
+@options.attest
+@options.attest_format
+@options.with_data
+@options.allow_secrets_in_outputs
 @options.max_data_size
 @options.json_option("Print what was written as JSON (schemas/export.json).")
 @pass_app
@@ -131,6 +122,7 @@ def export(
     with_image: bool,
     sign_path: Path | None,
     attest: bool,
+    attest_format: str,
     with_data: bool,
     allow_secrets_in_outputs: bool,
     max_data_size: int | None,
@@ -145,18 +137,20 @@ def export(
     repro export latest -o run.tar --sign team.key         signed: `repro verify run.tar --key team.key`
     repro export latest -o run.tar --sign ed.key           Ed25519: `repro verify run.tar --key ed.key.pub`
     repro export latest -o run.tar --sign ed.key --attest  with its attestation (`repro verify-attestation`)
+    repro export latest -o run.tar --sign ec.key --attest --format oms   with an OpenSSF model signature
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
     loaded = app.store.resolve(ref)
     say_if_replay(loaded.record, "export")
     entry = exporter(as_)
+    options.require_attest_for_format(attest, attest_format)
     if not entry.capsule:
         _refuse_capsule_options(as_, sign_path, with_image, attest, with_data)
     remote = app.settings.data_remote if with_data else None  # repro.yaml is read only when data travels
     request = ExportRequest(
         loaded, app.store, output, image, with_image, sign_path, attest, with_data, allow_secrets_in_outputs,
-        remote, max_data_size, say=ui.info, warn=ui.warn,
+        remote, max_data_size, say=ui.info, warn=ui.warn, attest_format=attest_format,
     )  # fmt: skip
     dest = entry.dest(request)
     done = entry.write(request, dest)
@@ -289,10 +283,11 @@ def _verify_store_run(loaded: LoadedRun, digests: set[str]) -> int:
 
 @click.command("keygen")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--type", "algorithm", type=click.Choice(["hmac", "ed25519"]), default="hmac",
+@click.option("--type", "algorithm", type=click.Choice(["hmac", "ed25519", "ecdsa-p256"]), default="hmac",
               show_default=True,
               help="hmac: a shared secret that signs and checks; ed25519: a private key that signs and "
-              "a public key (PATH.pub) that only checks.")  # fmt: skip
+              "a public key (PATH.pub) that only checks; ecdsa-p256: the same split, the key type "
+              "OpenSSF Model Signing verifiers check (`repro attest --format oms`).")  # fmt: skip
 def keygen(path: Path, algorithm: str) -> None:
     """Write a new signing key at PATH, mode 0600; never overwrites a file.
 
@@ -306,15 +301,20 @@ def keygen(path: Path, algorithm: str) -> None:
     repro keygen --type ed25519 ed.key                    ed.key (private, PEM) and ed.key.pub
     repro export RUN --sign ed.key -o run.tar
     repro verify run.tar --key ed.key.pub --require-signed   the public key checks, never signs
+
+    \b
+    repro keygen --type ecdsa-p256 model.key              model.key and model.key.pub (PEM, P-256)
+    repro attest RUN --format oms --sign model.key -o model.sig
+    model_signing verify key --signature model.sig --public_key model.key.pub MODEL_DIR
     """
     if algorithm == "hmac":
         key = signing.new_key(path)
         ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
         return
-    key = signing.new_key(path, signing.ED25519)
+    key = signing.new_key(path, signing.ED25519 if algorithm == "ed25519" else signing.ECDSA_P256)
     public = signing.public_key_path(path)
     ui.out(
-        f"ed25519 key {key.id}: private key {path} (mode 0600, signs; keep it secret), "
+        f"{key.label}: private key {path} (mode 0600, signs; keep it secret), "
         f"public key {public} (checks only; give it to whoever verifies)"
     )
 

@@ -25,6 +25,8 @@ KINDS: dict[str, str] = {
     "verify": "repro verify --json",
     "export": "repro export --json",
     "get": "repro get --json",
+    "push": "repro push --json",
+    "pull": "repro pull --json",
     "lock": "repro lock --json",
     "build": "repro build --json",
     "capsule": "repro show --json (the record itself)",

@@ -16,8 +16,14 @@ if TYPE_CHECKING:
 
 
 def open_remote(store: Store, ref: str) -> LoadedRun:
-    """The run an ``oci://`` ref names, pulled and verified (`artifact.open_remote`); the HTTP client is
-    imported only when a registry is named, so every other command starts without it."""
+    """The run an ``oci://`` ref names, pulled and verified (`artifact.open_remote`), plain HTTP
+    allowed to the registries the project's repro.yaml names insecure; the HTTP client is imported
+    only when a registry is named, so every other command starts without it.
+
+    Raises:
+        ConfigError: a bad repro.yaml. And as `artifact.open_remote`.
+    """
+    from repro import config
     from repro.share import artifact
 
-    return artifact.open_remote(store, ref)
+    return artifact.open_remote(store, ref, config.load(store.root).insecure_registries)

@@ -29,7 +29,7 @@ from repro.errors import CapsuleInvalid
 from repro.share.client import Registry
 from repro.share.image import pull_image, push_image
 from repro.share.reference import Reference
-from repro.share.referrers import ATTESTATION_TYPE, attach
+from repro.share.referrers import Attached, attach
 from repro.store import limits
 from repro.store.capsule import FORMAT, IMAGE_MEMBER, RECORD_NAME
 from repro.store.hashing import sha256_file
@@ -65,6 +65,7 @@ class Pushed:
     size: int  # bytes of every layer
     image: str | None = None  # the digest of the image manifest pushed with it
     attestation: str | None = None  # the digest of the attestation attached to it as a referrer
+    attestation_format: str | None = None  # intoto or oms
 
 
 @dataclass
@@ -108,17 +109,22 @@ def manifest(run_id: str, layers: list[tuple[str, str, int]], image: dict[str, s
 
 
 def push_run(
-    loaded: LoadedRun, ref: Reference, data: dict[str, Path] | None = None, attestation: bytes | None = None
+    loaded: LoadedRun,
+    ref: Reference,
+    data: dict[str, Path] | None = None,
+    attestation: Attached | None = None,
+    insecure: tuple[str, ...] = (),
 ) -> Pushed:
     """Push ``loaded`` (with ``data``: the declared inputs' blobs) to ``ref``; only blobs the registry
-    lacks are sent. A docker run's image goes along (`push_image`); ``attestation`` (a DSSE line) is
-    attached to the run's manifest as a referrer.
+    lacks are sent. A docker run's image goes along (`push_image`); ``attestation`` (a DSSE line, or
+    an OMS bundle) is attached to the run's manifest as a referrer. ``insecure``: the registries
+    plain HTTP may be spoken to besides those on this machine.
 
     Raises:
         CapsuleInvalid: a blob of the run is missing from the store, or replaced.
         RegistryRefused, RegistryUnavailable: the registry refused or did not answer.
     """
-    registry = Registry(ref, push=True)
+    registry = Registry(ref, push=True, insecure=insecure)
     layers = [_layer(name, src) for name, src in members(loaded.record, loaded.blob_path, data)]
     done = Pushed(ref, loaded.record.id, len(layers), 0, 0, 0, sum(layer.size for layer in layers))
     for layer in [_Layer("", b"{}", EMPTY_DIGEST, 2), *layers]:
@@ -145,7 +151,9 @@ def push_run(
     registry.put_manifest(ref.reference, body, MANIFEST_TYPE)
     done.ref = ref.with_digest("sha256:" + hashlib.sha256(body).hexdigest())
     if attestation is not None:  # a referrer of the run's manifest, as signing tools attach theirs
-        done.attestation = attach(registry, str(done.ref.digest), len(body), ATTESTATION_TYPE, attestation)
+        subject, kind = str(done.ref.digest), attestation.artifact_type
+        done.attestation = attach(registry, subject, len(body), kind, attestation.payload)
+        done.attestation_format = attestation.format
     return done
 
 
@@ -189,7 +197,7 @@ def _titled_layers(body: bytes, ref: Reference) -> list[tuple[str, str, int]]:
     return found
 
 
-def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
+def pull_capsule(ref: Reference, scratch: Path, insecure: tuple[str, ...] = ()) -> tuple[Path, str]:
     """Bring the run ``ref`` names into a capsule tar under ``scratch``, every layer checked against its
     digest; the tar's path and the manifest's digest.
 
@@ -197,7 +205,7 @@ def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
         NotFoundError: no such reference. CapsuleInvalid: not a repro run, or bytes that do not match.
         RegistryRefused, RegistryUnavailable: the registry refused or did not answer.
     """
-    registry = Registry(ref)
+    registry = Registry(ref, insecure=insecure)
     body = registry.get_manifest()
     layers = _titled_layers(body, ref)
     files: list[tuple[str, Path, str]] = []
@@ -208,7 +216,7 @@ def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
         files.append((title, path, digest.removeprefix("sha256:")))
     image_digest = _image_digest(body)
     if image_digest is not None:  # by digest, from the repository the user named: never from elsewhere
-        named = Registry(ref.with_digest(image_digest))
+        named = Registry(ref.with_digest(image_digest), insecure=insecure)
         record_image = _recorded_image(files)
         archive = pull_image(named, record_image, scratch)
         files.append((IMAGE_MEMBER, archive, sha256_file(archive)))
@@ -218,7 +226,7 @@ def pull_capsule(ref: Reference, scratch: Path) -> tuple[Path, str]:
     return tar, "sha256:" + hashlib.sha256(body).hexdigest()
 
 
-def open_remote(store: Store, raw: str) -> LoadedRun:
+def open_remote(store: Store, raw: str, insecure: tuple[str, ...] = ()) -> LoadedRun:
     """The run an ``oci://`` ref names, pulled into a scratch capsule and verified (`Store.open_capsule`);
     not yet in the store.
 
@@ -232,7 +240,7 @@ def open_remote(store: Store, raw: str) -> LoadedRun:
     scratch = Path(tempfile.mkdtemp(prefix="repro-pull-"))
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     try:
-        tar, _ = pull_capsule(ref, scratch)
+        tar, _ = pull_capsule(ref, scratch, insecure)
         loaded = store.open_capsule(tar)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)

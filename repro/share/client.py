@@ -2,7 +2,8 @@
 registry, and the one place its errors (network, TLS, HTTP status) become repro errors.
 
 HTTPS always, verified against the host's trust store (``SSL_CERT_FILE`` when set, else the bundle
-`requests` ships); plain HTTP only to a registry on this machine that does not speak TLS. The login
+`requests` ships); plain HTTP only to a registry on this machine, or one the project's repro.yaml
+names insecure (`registries.insecure`), that does not speak TLS. The login
 comes from the host (`repro.share.auth`), offered as Basic credentials or exchanged for a bearer
 token, whichever the registry's challenge asks for. Every blob read is checked against its digest
 as it streams; a manifest read by digest is checked too.
@@ -33,11 +34,18 @@ MANIFEST_TYPES = (
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
+def plain_http_allowed(ref: Reference, insecure: tuple[str, ...]) -> bool:
+    """The one rule of plain HTTP: a registry on this machine, or one named insecure (as
+    ``host:port``, or ``host`` for every port of it)."""
+    return ref.loopback or ref.registry in insecure or ref.hostname in insecure
+
+
 class Registry:
     """One repository of one registry, spoken to with the host's login for it."""
 
-    def __init__(self, ref: Reference, push: bool = False) -> None:
+    def __init__(self, ref: Reference, push: bool = False, insecure: tuple[str, ...] = ()) -> None:
         self.ref = ref
+        self.plain_ok = plain_http_allowed(ref, insecure)
         self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
         self.login: Login | None = find_login(ref.registry)
         self.session = requests.Session()
@@ -172,12 +180,13 @@ class Registry:
                 method, url, headers=headers, auth=auth, timeout=TIMEOUT_S, verify=self.verify, **kw
             )
         except requests.exceptions.SSLError as e:
-            if self.scheme == "https" and self.ref.loopback and self._speaks_plain_http():
+            if self.scheme == "https" and self.plain_ok and self._speaks_plain_http():
                 self.scheme = "http"
                 return self._send(method, url, headers=headers, **kw)
             raise RegistryUnavailable(
                 f"{self.ref.registry}: TLS failed ({_reason(e)})",
-                hint="trust the registry's CA (SSL_CERT_FILE=ca.pem), or check the registry's address",
+                hint="trust the registry's CA (SSL_CERT_FILE=ca.pem), or check the registry's address (one "
+                "that speaks only plain HTTP: name it in repro.yaml, registries: {insecure: [HOST:PORT]})",
             ) from e
         except requests.exceptions.RequestException as e:
             raise RegistryUnavailable(

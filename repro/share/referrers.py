@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import NotFoundError
@@ -20,6 +21,15 @@ INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 ATTESTATION_TYPE = "application/vnd.dsse.envelope.v1+json"  # an in-toto statement in a DSSE envelope
 EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A statement about a run attached to its pushed manifest as a referrer."""
+
+    format: str  # intoto (SLSA provenance) or oms (an OpenSSF model signature)
+    artifact_type: str  # the referrer's artifactType and its layer's media type
+    payload: bytes
 
 
 def _digest(raw: bytes) -> str:

@@ -34,7 +34,7 @@ from repro.store.record import Record, encode_manifest
 from repro.store.runs import LoadedRun, Store
 from repro.store.signing import SigningKey
 from repro.store.tarwriter import capsule_sums
-from repro.store.verify import verify_tar
+from repro.store.verify import Verified, verify_tar
 from repro.units import plural
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -124,7 +124,7 @@ def attest(loaded: LoadedRun, sums_sha256: str, replays: list[Replay], key: Sign
     require_attestable(record)
     if key is not None:
         dsse.require_ed25519(key, "an attestation")
-    subjects, left_out = _subjects(record, loaded.blob_path)
+    subjects, left_out = output_subjects(record, loaded.blob_path)
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": s.name, "digest": {"sha256": s.sha256}} for s in subjects],
@@ -157,7 +157,7 @@ def require_attestable(record: Record) -> None:
         )
 
 
-def _subjects(record: Record, blob_path: Callable[[str], Path]) -> tuple[list[Subject], list[str]]:
+def output_subjects(record: Record, blob_path: Callable[[str], Path]) -> tuple[list[Subject], list[str]]:
     """Each stored output by name and SHA-256 (read from its blob); the paths of the others."""
     subjects: list[Subject] = []
     left_out: list[str] = []
@@ -313,7 +313,15 @@ def check_capsule(path: Path, key: SigningKey) -> Checked:
         CapsuleInvalid: a capsule that fails verification, no attestation, one that fails `check`,
             or one that names another capsule (exit 6).
     """
-    verified = verify_tar(path)
+    return check_verified(verify_tar(path), path, key)
+
+
+def check_verified(verified: Verified, path: Path, key: SigningKey) -> Checked:
+    """`check_capsule` once the capsule at ``path`` is verified.
+
+    Raises:
+        CapsuleInvalid: no attestation, one that fails `check`, or one that names another capsule.
+    """
     if verified.attestation is None:
         raise CapsuleInvalid(
             f"{path.name} carries no attestation",
@@ -372,7 +380,7 @@ def _parse_subjects(statement: dict[str, Any], where: str) -> list[Subject]:
         name = item.get("name") if isinstance(item, dict) else None
         digest = item.get("digest") if isinstance(item, dict) else None
         sha = digest.get("sha256") if isinstance(digest, dict) else None
-        if not isinstance(name, str) or not (isinstance(sha, str) and _is_sha256(sha)):
+        if not isinstance(name, str) or not (isinstance(sha, str) and is_sha256(sha)):
             raise CapsuleInvalid(f"{where}: a subject without a name and a SHA-256 digest", hint=_HINT)
         subjects.append(Subject(name, sha))
     return subjects
@@ -389,7 +397,7 @@ def _sums(statement: dict[str, Any]) -> str | None:
         digest = item.get("digest") if isinstance(item, dict) else None
         if item.get("name") == "SHA256SUMS" and isinstance(digest, dict):
             sha = digest.get("sha256")
-            return sha if isinstance(sha, str) and _is_sha256(sha) else None
+            return sha if isinstance(sha, str) and is_sha256(sha) else None
     return None
 
 
@@ -429,5 +437,5 @@ def artifact_subject(checked: Checked, path: Path) -> Subject:
     )
 
 
-def _is_sha256(value: str) -> bool:
+def is_sha256(value: str) -> bool:
     return len(value) == 64 and all(c in "0123456789abcdef" for c in value)

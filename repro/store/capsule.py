@@ -19,7 +19,11 @@ SIGNATURE_NAME = "SIGNATURE"
 # `repro export --attest`: the run's in-toto attestation (repro/store/attestation.py), which names the
 # SHA-256 of SHA256SUMS; so, like SIGNATURE, it is not listed there and comes after it.
 ATTESTATION_NAME = "ATTESTATION.intoto.jsonl"
-UNSUMMED = (SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME)  # the members SHA256SUMS does not list
+# `repro export --attest --format oms`: an OpenSSF Model Signing bundle of the run's model files
+# (repro/store/oms.py); it names no capsule member, and stands beside SIGNATURE all the same.
+MODEL_SIGNATURE_NAME = "MODEL_SIGNATURE.sig"
+# the members SHA256SUMS does not list
+UNSUMMED = (SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME, MODEL_SIGNATURE_NAME)
 BLOB_DIR = "blobs"
 # `repro export --with-image`: the environment image as `docker save` wrote it (every layer
 # once). Checksummed like every member; never extracted, streamed to the engine from the tar.

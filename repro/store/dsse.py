@@ -45,9 +45,9 @@ def require_ed25519(key: SigningKey, what: str) -> None:
     Raises:
         UsageError: an HMAC key.
     """
-    if key.algorithm != signing.ED25519:
+    if key.algorithm == signing.HMAC:
         raise UsageError(
-            f"{key.path} is an HMAC key; {what} takes an Ed25519 key, which others can check "
+            f"{key.path} is an HMAC key; {what} takes an Ed25519 or ECDSA P-256 key, which others can check "
             "without being able to sign",
             hint="make one with `repro keygen --type ed25519 PATH`",
         )
@@ -104,14 +104,15 @@ def open_envelope(raw: bytes, where: str, expected_type: str, key: SigningKey) -
         claimed.append(keyid[:40])
         if keyid != key.id:
             continue
-        sig = _base64(entry.get("sig"), signing.ED25519_SIGNATURE_BYTES)
-        if sig is None:
+        sig = _base64(entry.get("sig"))
+        fewest, most = signing.signature_sizes(key.algorithm)
+        if sig is None or not fewest <= len(sig) <= most:
             raise CapsuleInvalid(
-                f"{where}: the signature of key {key.id} is not 64 bytes of base64", hint=DAMAGED_HINT
+                f"{where}: the signature of key {key.id} is not {most} bytes of base64", hint=DAMAGED_HINT
             )
         if not signing.verify_bytes(key, pae(payload_type, payload), sig):
             raise CapsuleInvalid(
-                f"bad signature for ed25519 key {key.id}: {where} changed after it was signed",
+                f"bad signature for {key.label}: {where} changed after it was signed",
                 hint="do not trust it; ask its author for a fresh `repro attest`",
             )
         return Opened(payload_type, payload, key.id)

@@ -482,7 +482,7 @@ class TarBudget:
             raise CapsuleInvalid(f"SHA256SUMS is larger than {MAX_SUMS_BYTES >> 20} MiB", member=name)
         if name == "SIGNATURE" and size > MAX_SIGNATURE_BYTES:
             raise CapsuleInvalid(f"SIGNATURE is larger than {MAX_SIGNATURE_BYTES} bytes", member=name)
-        if name == "ATTESTATION.intoto.jsonl" and size > MAX_ATTESTATION_BYTES:
+        if name in ("ATTESTATION.intoto.jsonl", "MODEL_SIGNATURE.sig") and size > MAX_ATTESTATION_BYTES:
             raise CapsuleInvalid(f"{name} is larger than {MAX_ATTESTATION_BYTES >> 20} MiB", member=name)
 
 

@@ -9,6 +9,8 @@ that changes no other and names its algorithm and key id.
 - ``ed25519`` (RFC 8032, through ``cryptography``): a private key (PKCS#8 PEM, mode 0600) signs,
   its public key (``PATH.pub``, SubjectPublicKeyInfo PEM) checks and can never sign. A checked
   signature proves the holder of the private key sealed these sums; anyone may hold the public key.
+- ``ecdsa-p256`` (ECDSA over NIST P-256 with SHA-256, DER signatures): the same private/public
+  split as Ed25519, in the key type that OpenSSF Model Signing verifiers check (`repro.store.oms`).
 
 This module is the one home of ``cryptography``: the attestation signs and checks through
 `sign_bytes` and `verify_bytes`. No network, no key server.
@@ -34,15 +36,17 @@ from repro.runtime.contract import parse_json
 from repro.store.capsule import SIGNATURE_NAME, SUMS_NAME
 from repro.store.verify import read_seal
 
-Algorithm = Literal["hmac-sha256", "ed25519"]
+Algorithm = Literal["hmac-sha256", "ed25519", "ecdsa-p256"]
 HMAC: Algorithm = "hmac-sha256"
 ED25519: Algorithm = "ed25519"
-ALGORITHMS: tuple[Algorithm, ...] = (HMAC, ED25519)
+ECDSA_P256: Algorithm = "ecdsa-p256"
+ALGORITHMS: tuple[Algorithm, ...] = (HMAC, ED25519, ECDSA_P256)
+ECDSA_SIGNATURE_MAX = 72  # a DER ECDSA-P256 signature: two 32-byte integers with their framing
 KEY_BYTES = 32  # 256 bits: the size of HMAC-SHA256's block output, as RFC 2104 recommends
 ED25519_SIGNATURE_BYTES = 64  # RFC 8032
 KEY_ID_HEX = 16  # a key id: the first 16 hex digits of the key's SHA-256 (names a key, reveals nothing)
 PUBLIC_SUFFIX = ".pub"  # `repro keygen --type ed25519 PATH` writes the public key beside it
-_PEM_MAX = 4096  # a PEM Ed25519 key is about 120 bytes; anything this large is not one
+_PEM_MAX = 4096  # a PEM Ed25519 or P-256 key is 120-250 bytes; anything this large is not one
 _PRIVATE_PEM = b"-----BEGIN PRIVATE KEY-----"
 _PUBLIC_PEM = b"-----BEGIN PUBLIC KEY-----"
 _KEYGEN_HINT = "make one with `repro keygen PATH`, or give the file `repro keygen` wrote"
@@ -51,17 +55,17 @@ _KEYGEN_HINT = "make one with `repro keygen PATH`, or give the file `repro keyge
 @dataclass(frozen=True)
 class SigningKey:
     """A key file and where it came from: an HMAC secret (signs and checks), an Ed25519 private
-    key (``secret`` is its 32-byte seed; signs and checks) or an Ed25519 public key (``secret``
-    empty; checks only)."""
+    key (``secret`` is its 32-byte seed; signs and checks), an ECDSA P-256 private key
+    (``secret`` is its PKCS#8 DER) or either's public key (``secret`` empty; checks only)."""
 
     secret: bytes
     path: Path
     algorithm: Algorithm = HMAC
-    public: bytes = b""  # Ed25519: the raw 32-byte public key
+    public: bytes = b""  # Ed25519: the raw 32-byte public key; ECDSA P-256: SubjectPublicKeyInfo DER
 
     @property
     def id(self) -> str:
-        return key_id(self.public if self.algorithm == ED25519 else self.secret)
+        return key_id(self.secret if self.algorithm == HMAC else self.public)
 
     @property
     def can_sign(self) -> bool:
@@ -70,7 +74,7 @@ class SigningKey:
     @property
     def label(self) -> str:
         """How a message names it: ``ed25519 key 0123…`` or ``key 0123…`` (HMAC, as before)."""
-        return f"ed25519 key {self.id}" if self.algorithm == ED25519 else f"key {self.id}"
+        return f"key {self.id}" if self.algorithm == HMAC else f"{self.algorithm} key {self.id}"
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,8 @@ def key_id(secret: bytes) -> str:
 
 
 def new_key(path: Path, algorithm: Algorithm = HMAC) -> SigningKey:
-    """Write a new random key to ``path`` (mode 0600); for Ed25519 its public key to ``path.pub``
-    too; never overwrite a file.
+    """Write a new random key to ``path`` (mode 0600); for Ed25519 and ECDSA P-256 its public key
+    to ``path.pub`` too; never overwrite a file.
 
     Raises:
         UsageError: the path (or ``path.pub``) exists. NotFoundError: its directory does not.
@@ -108,12 +112,15 @@ def new_key(path: Path, algorithm: Algorithm = HMAC) -> SigningKey:
         _write_new(path, secret, 0o600)
         return SigningKey(secret, path)
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     public_path = public_key_path(path)
     if public_path.exists():  # checked first: a private key is never left without its public half
         _write_new(public_path, b"", 0o644)  # raises the "never overwritten" error
-    private = Ed25519PrivateKey.generate()
+    private = (
+        Ed25519PrivateKey.generate() if algorithm == ED25519 else ec.generate_private_key(ec.SECP256R1())
+    )
     pem = private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -126,7 +133,7 @@ def new_key(path: Path, algorithm: Algorithm = HMAC) -> SigningKey:
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    return SigningKey(private.private_bytes_raw(), path, ED25519, private.public_key().public_bytes_raw())
+    return _load_pem(path, pem)
 
 
 def public_key_path(path: Path) -> Path:
@@ -159,7 +166,8 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def load_key(path: Path) -> SigningKey:
-    """Read a key file: 32 bytes of HMAC secret, or an Ed25519 private or public key in PEM.
+    """Read a key file: 32 bytes of HMAC secret, or an Ed25519 or ECDSA P-256 private or public
+    key in PEM.
 
     Raises:
         NotFoundError: no such file. UsageError: unreadable, or not a key `repro keygen` writes.
@@ -175,7 +183,7 @@ def load_key(path: Path) -> SigningKey:
             f"cannot read key file {path}: {why}", hint="check the path and its permissions"
         ) from e
     if data.lstrip().startswith((_PRIVATE_PEM, _PUBLIC_PEM)) and len(data) <= _PEM_MAX:
-        return _load_ed25519(path, data)
+        return _load_pem(path, data)
     if len(data) != KEY_BYTES:
         size = f"{len(data)} bytes" if len(data) <= KEY_BYTES else f"more than {KEY_BYTES} bytes"
         raise UsageError(f"{path} is not a repro key: {size}, a key is {KEY_BYTES}", hint=_KEYGEN_HINT)
@@ -198,45 +206,69 @@ def load_signing_key(path: Path) -> SigningKey:
 
 
 def load_verifying_key(path: Path) -> SigningKey:
-    """`load_key` for checking an Ed25519 signature: a private key is refused (a verifier never
-    needs it, and one passed around by mistake should not become a habit).
+    """`load_key` for checking an Ed25519 or ECDSA signature: a private key is refused (a verifier
+    never needs it, and one passed around by mistake should not become a habit).
 
     Raises:
-        NotFoundError, UsageError: as `load_key`; an Ed25519 private key.
+        NotFoundError, UsageError: as `load_key`; an Ed25519 or ECDSA private key.
     """
     key = load_key(path)
-    if key.can_sign and key.algorithm == ED25519:
+    if key.can_sign and key.algorithm != HMAC:
         raise UsageError(
-            f"{path} is an Ed25519 private key: a signature is checked with the public key",
-            hint=f"pass {path}.pub (written beside it by `repro keygen --type ed25519`)",
+            f"{path} is an {key.algorithm} private key: a signature is checked with the public key",
+            hint=f"pass {path}.pub (written beside it by `repro keygen --type {key.algorithm}`)",
         )
     return key
 
 
-def _load_ed25519(path: Path, pem: bytes) -> SigningKey:
-    """An Ed25519 key from PEM (PKCS#8 private or SubjectPublicKeyInfo public).
+def _load_pem(path: Path, pem: bytes) -> SigningKey:
+    """An Ed25519 or ECDSA P-256 key from PEM (PKCS#8 private or SubjectPublicKeyInfo public).
 
     Raises:
-        UsageError: not valid PEM, or a key of another algorithm.
+        UsageError: not valid PEM, or a key of another algorithm or curve.
     """
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-    hint = "make one with `repro keygen --type ed25519 PATH`"
+    hint = "make one with `repro keygen --type ed25519 PATH` (or --type ecdsa-p256)"
+    der, spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    pkcs8, bare = serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     try:
         if pem.lstrip().startswith(_PRIVATE_PEM):
             private = serialization.load_pem_private_key(pem, password=None)
             if isinstance(private, ed25519.Ed25519PrivateKey):
                 raw_public = private.public_key().public_bytes_raw()
                 return SigningKey(private.private_bytes_raw(), path, ED25519, raw_public)
+            if isinstance(private, ec.EllipticCurvePrivateKey) and isinstance(private.curve, ec.SECP256R1):
+                secret = private.private_bytes(der, pkcs8, bare)
+                return SigningKey(secret, path, ECDSA_P256, private.public_key().public_bytes(der, spki))
         else:
             public = serialization.load_pem_public_key(pem)
             if isinstance(public, ed25519.Ed25519PublicKey):
                 return SigningKey(b"", path, ED25519, public.public_bytes_raw())
+            if isinstance(public, ec.EllipticCurvePublicKey) and isinstance(public.curve, ec.SECP256R1):
+                return SigningKey(b"", path, ECDSA_P256, public.public_bytes(der, spki))
     except (ValueError, TypeError, UnsupportedAlgorithm) as e:
         raise UsageError(f"{path} is not a readable PEM key: {_first_line(e)}", hint=hint) from e
-    raise UsageError(f"{path} is a PEM key of another algorithm; repro signs with Ed25519", hint=hint)
+    raise UsageError(
+        f"{path} is a PEM key of another algorithm; repro signs with Ed25519 or ECDSA P-256", hint=hint
+    )
+
+
+def public_pem(key: SigningKey) -> bytes:
+    """The public half of an Ed25519 or ECDSA P-256 key as SubjectPublicKeyInfo PEM (as `new_key`
+    writes it to ``PATH.pub``)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    if key.algorithm == ED25519:
+        public = Ed25519PublicKey.from_public_bytes(key.public)
+        spki = serialization.PublicFormat.SubjectPublicKeyInfo
+        return public.public_bytes(serialization.Encoding.PEM, spki)
+    return serialization.load_der_public_key(key.public).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 def _first_line(e: BaseException) -> str:
@@ -260,7 +292,8 @@ def sign(key: SigningKey, sums: bytes) -> bytes:
 
 
 def sign_bytes(key: SigningKey, data: bytes) -> bytes:
-    """The raw signature of ``data``: 64 bytes of Ed25519, or 32 of HMAC-SHA256.
+    """The raw signature of ``data``: 64 bytes of Ed25519, 32 of HMAC-SHA256, or an ECDSA P-256
+    signature over its SHA-256 (DER, at most 72 bytes).
 
     Raises:
         UsageError: a public key (it cannot sign).
@@ -272,9 +305,15 @@ def sign_bytes(key: SigningKey, data: bytes) -> bytes:
         )
     if key.algorithm == HMAC:
         return hmac.new(key.secret, data, hashlib.sha256).digest()
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    return Ed25519PrivateKey.from_private_bytes(key.secret).sign(data)
+    if key.algorithm == ED25519:
+        return Ed25519PrivateKey.from_private_bytes(key.secret).sign(data)
+    private = serialization.load_der_private_key(key.secret, password=None)
+    assert isinstance(private, ec.EllipticCurvePrivateKey)  # `_load_pem` made it
+    return private.sign(data, ec.ECDSA(hashes.SHA256()))
 
 
 def verify_bytes(key: SigningKey, data: bytes, signature: bytes) -> bool:
@@ -282,13 +321,29 @@ def verify_bytes(key: SigningKey, data: bytes, signature: bytes) -> bool:
     if key.algorithm == HMAC:
         return hmac.compare_digest(signature, hmac.new(key.secret, data, hashlib.sha256).digest())
     from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
-        Ed25519PublicKey.from_public_bytes(key.public).verify(signature, data)
+        if key.algorithm == ED25519:
+            Ed25519PublicKey.from_public_bytes(key.public).verify(signature, data)
+            return True
+        public = serialization.load_der_public_key(key.public)
+        if not isinstance(public, ec.EllipticCurvePublicKey):
+            return False
+        public.verify(signature, data, ec.ECDSA(hashes.SHA256()))
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+def signature_sizes(algorithm: Algorithm) -> tuple[int, int]:
+    """The (fewest, most) bytes a raw signature of ``algorithm`` has."""
+    if algorithm == ECDSA_P256:
+        return 8, ECDSA_SIGNATURE_MAX
+    size = ED25519_SIGNATURE_BYTES if algorithm == ED25519 else KEY_BYTES
+    return size, size
 
 
 def _mac(secret: bytes, sums: bytes) -> str:
@@ -316,7 +371,7 @@ def check_seal(where: str, sums: bytes, signature: bytes | None, trust: Trust) -
     seal = Seal(signed=True, key_id=claimed_id, sums_sha256=sums_sha256, algorithm=algorithm)
     if trust.key is None:
         return seal
-    claimed = f"ed25519 key {claimed_id}" if algorithm == ED25519 else f"key {claimed_id}"
+    claimed = f"key {claimed_id}" if algorithm == HMAC else f"{algorithm} key {claimed_id}"
     if claimed_id != trust.key.id or algorithm != trust.key.algorithm:
         raise CapsuleInvalid(
             f"{where} is signed with {claimed}, not with the key given ({trust.key.label}, {trust.key.path})",
@@ -366,7 +421,9 @@ def _parse(signature: bytes) -> tuple[Algorithm, str, bytes]:
         raw = bytes.fromhex(mac) if isinstance(mac, str) and _is_hex(mac, 64) else None
         field = "mac"
     else:
-        raw = decode_base64(body.get("signature"), ED25519_SIGNATURE_BYTES)
+        raw = decode_base64(body.get("signature"))
+        fewest, most = signature_sizes(algorithm)
+        raw = raw if raw is not None and fewest <= len(raw) <= most else None
         field = "signature"
     if not (isinstance(claimed_id, str) and _is_hex(claimed_id, KEY_ID_HEX)) or raw is None:
         raise CapsuleInvalid(f"{SIGNATURE_NAME} is malformed (key_id or {field})", member=SIGNATURE_NAME)

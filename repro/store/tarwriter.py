@@ -15,7 +15,6 @@ from typing import IO
 
 from repro.errors import CapsuleInvalid
 from repro.store.capsule import (
-    ATTESTATION_NAME,
     IMAGE_MEMBER,
     PYLOCK_MEMBER,
     RECORD_NAME,
@@ -65,14 +64,15 @@ def pack(
     dest: Path,
     image_archive: Path | None = None,
     signer: Callable[[bytes], bytes] | None = None,
-    attester: Callable[[bytes], bytes] | None = None,
+    attester: Callable[[bytes], tuple[str, bytes]] | None = None,
     data: dict[str, Path] | None = None,
 ) -> Path:
     """Write a capsule tar: record, referenced blobs, the image archive if given, SHA256SUMS, and
     with ``signer`` a SIGNATURE member made from the SHA256SUMS bytes, with ``attester`` an
-    ATTESTATION member made from them; deterministic bytes. ``data``: the blobs of the declared
-    inputs' files (digest → file), carried among the other blobs, each once. Each blob is checked
-    against its name as it is copied (one read), so ``blob_path`` need not check it first.
+    attestation member (its name and bytes) made from them; deterministic bytes. ``data``: the
+    blobs of the declared inputs' files (digest → file), carried among the other blobs, each
+    once. Each blob is checked against its name as it is copied (one read), so ``blob_path`` need
+    not check it first.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store, or replaced.
@@ -107,8 +107,8 @@ def pack(
                 signature = signer(body)
                 tar.addfile(_tarinfo(SIGNATURE_NAME, len(signature)), io.BytesIO(signature))
             if attester is not None:
-                attestation = attester(body)
-                tar.addfile(_tarinfo(ATTESTATION_NAME, len(attestation)), io.BytesIO(attestation))
+                attested_name, attestation = attester(body)
+                tar.addfile(_tarinfo(attested_name, len(attestation)), io.BytesIO(attestation))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ from repro.store.capsule import (
     BLOB_DIR,
     FORMAT,
     IMAGE_MEMBER,
+    MODEL_SIGNATURE_NAME,
     RECORD_NAME,
     SIGNATURE_NAME,
     SUMS_NAME,
@@ -57,6 +58,7 @@ class Verified:
     sums: bytes = b""  # the SHA256SUMS bytes every member was checked against
     signature: bytes | None = None  # the SIGNATURE member, when the capsule is signed
     attestation: bytes | None = None  # the ATTESTATION member, when the capsule carries one
+    model_signature: bytes | None = None  # the MODEL_SIGNATURE member (an OMS bundle), when carried
 
 
 def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
@@ -127,6 +129,7 @@ def verify_tar(path: Path, extract_to: Path | None = None) -> Verified:
         sums=contents[SUMS_NAME],
         signature=contents.get(SIGNATURE_NAME),
         attestation=contents.get(ATTESTATION_NAME),
+        model_signature=contents.get(MODEL_SIGNATURE_NAME),
     )
 
 

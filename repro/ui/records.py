@@ -404,13 +404,13 @@ def seal_text(seal: Seal) -> str:
     """`repro verify`'s line about a capsule's signature."""
     if not seal.signed:
         return "not signed"
-    if seal.algorithm == "ed25519":
+    if seal.algorithm in ("ed25519", "ecdsa-p256"):
         if seal.checked:
             return (
-                f"signed with ed25519 key {seal.key_id}: signature checked with its public key, "
+                f"signed with {seal.algorithm} key {seal.key_id}: signature checked with its public key, "
                 "sealed by the holder of the private key"
             )
-        return f"signed with ed25519 key {seal.key_id} (not checked: pass --key PUBFILE)"
+        return f"signed with {seal.algorithm} key {seal.key_id} (not checked: pass --key PUBFILE)"
     if seal.checked:
         return f"signed with key {seal.key_id}: signature checked, sealed by a holder of that key"
     return f"signed with key {seal.key_id} (not checked: pass --key KEYFILE)"

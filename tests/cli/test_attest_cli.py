@@ -15,6 +15,7 @@ import io
 import json
 import shutil
 import subprocess
+import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -490,3 +491,149 @@ def test_a_wrong_artifact_prints_no_ok_and_a_private_key_is_refused(
     assert private.code == ExitCode.USAGE and "private" in private.err and private.out == ""
     lines = private.err.strip().splitlines()
     assert len(lines) == 2 and ".pub" in lines[1], private.err
+
+
+def _model_signing() -> str:
+    """The reference OpenSSF Model Signing verifier, installed beside this Python (a dev dependency)."""
+    tool = Path(sys.executable).parent / "model_signing"
+    found = str(tool) if tool.is_file() else shutil.which("model_signing")
+    assert found, "model-signing is a dev dependency: install the dev lock"
+    return found
+
+
+def _reference_verify(signature: Path, public: Path, model: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [_model_signing(), "verify", "key", "--signature", str(signature), "--public_key", str(public)]
+    return subprocess.run([*cmd, str(model)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def oms_signed(made: Attested) -> tuple[Path, Path, Path]:
+    """An ECDSA P-256 key, `repro attest --format oms` with it, and the model files by `repro get`."""
+    key = made.root / "ec.key"
+    p = Project(made.root)
+    made_key = p.repro("keygen", "--type", "ecdsa-p256", str(key))
+    assert made_key.code == 0 and "ecdsa-p256 key" in made_key.out, made_key.err
+    signature = made.root / "model.sig"
+    r = p.repro("attest", made.run_id, "--format", "oms", "--sign", str(key), "-o", str(signature))
+    assert r.code == 0, r.err
+    assert "OpenSSF Model Signing v1" in r.out and "3 files" in r.out
+    model = made.root / "model-files"
+    assert p.repro("get", made.run_id, "-o", str(model)).code == 0
+    return key, signature, model
+
+
+def test_the_reference_tool_accepts_the_oms_signature_until_one_byte_changes(
+    made: Attested, oms_signed: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    key, signature, model = oms_signed
+    pub = Path(f"{key}.pub")
+    ok = _reference_verify(signature, pub, model)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "Verification succeeded" in ok.stdout + ok.stderr
+    changed = tmp_path / "changed"
+    shutil.copytree(model, changed)
+    data = bytearray((changed / "model.pt").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (changed / "model.pt").write_bytes(bytes(data))
+    bad = _reference_verify(signature, pub, changed)
+    assert bad.returncode != 0 and "Verification succeeded" not in bad.stdout + bad.stderr
+    other = tmp_path / "other.key"  # another P-256 key: the reference tool refuses it too
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(other)],
+                   check=True, capture_output=True)  # fmt: skip
+    other_pub = subprocess.run(
+        ["openssl", "ec", "-in", str(other), "-pubout"], check=True, capture_output=True
+    )
+    (tmp_path / "other.pub").write_bytes(other_pub.stdout)
+    assert _reference_verify(signature, tmp_path / "other.pub", model).returncode != 0
+
+
+def test_the_oms_statement_lists_every_model_file(
+    made: Attested, oms_signed: tuple[Path, Path, Path]
+) -> None:
+    _, signature, model = oms_signed
+    bundle = json.loads(signature.read_bytes())
+    assert bundle["mediaType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"
+    envelope = bundle["dsseEnvelope"]
+    statement = _statement(envelope)
+    assert statement["predicateType"] == "https://model_signing/signature/v1.0"
+    names = ["checkpoints/epoch_0.pt", "checkpoints/epoch_1.pt", "model.pt"]
+    resources = statement["predicate"]["resources"]
+    assert resources == [{"name": n, "algorithm": "sha256", "digest": _sha256(model / n)} for n in names]
+    root = hashlib.sha256(b"".join(bytes.fromhex(r["digest"]) for r in resources)).hexdigest()
+    assert statement["subject"] == [{"name": made.run_id, "digest": {"sha256": root}}]
+
+
+def test_repro_checks_oms_signatures_too(
+    cli: Cli, made: Attested, oms_signed: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    key, signature, model = oms_signed
+    pub = f"{key}.pub"
+    ok = cli("verify-attestation", str(signature), "--key", pub, "--artifact", str(model / "model.pt"))
+    assert ok.code == 0, ok.err
+    assert "OpenSSF model signature" in ok.out and "model.pt: attested" in ok.out
+    changed = tmp_path / "model.pt"
+    changed.write_bytes(b"\x00" + (model / "model.pt").read_bytes()[1:])
+    bad = cli("verify-attestation", str(signature), "--key", pub, "--artifact", str(changed))
+    assert bad.code == ExitCode.CAPSULE_INVALID and "not attested" in bad.err
+    tampered = tmp_path / "tampered.sig"
+    body = json.loads(signature.read_bytes())
+    statement = _statement(body["dsseEnvelope"])
+    statement["predicate"]["resources"][0]["digest"] = "0" * 64
+    body["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    tampered.write_text(json.dumps(body))
+    refused = cli("verify-attestation", str(tampered), "--key", pub)
+    assert refused.code == ExitCode.CAPSULE_INVALID and "bad signature" in refused.err
+    ed = cli("verify-attestation", str(signature), "--key", str(made.pub))
+    assert ed.code != 0 and "ECDSA P-256" in ed.err
+    unsigned = cli("attest", made.run_id, "--format", "oms", "-o", str(tmp_path / "x.sig"), cwd=made.root)
+    assert unsigned.code == ExitCode.USAGE and "--sign" in unsigned.err
+    ed_sign = cli(
+        "attest",
+        made.run_id,
+        "--format",
+        "oms",
+        "--sign",
+        str(made.key),
+        "-o",
+        str(tmp_path / "y"),
+        cwd=made.root,
+    )
+    assert ed_sign.code == ExitCode.USAGE and "ecdsa-p256" in ed_sign.err
+
+
+def test_an_exported_capsule_carries_its_oms_signature(
+    cli: Cli, made: Attested, oms_signed: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    key, signature, model = oms_signed
+    tar = tmp_path / "oms.tar"
+    r = cli(
+        "export",
+        made.run_id,
+        "-o",
+        str(tar),
+        "--sign",
+        str(key),
+        "--attest",
+        "--format",
+        "oms",
+        cwd=made.root,
+    )
+    assert r.code == 0, r.err
+    members = _members(tar)
+    assert set(members) - set(_members(made.capsule)) == {"SIGNATURE", "MODEL_SIGNATURE.sig"}
+    (tmp_path / "carried.sig").write_bytes(members["MODEL_SIGNATURE.sig"])
+    assert _reference_verify(tmp_path / "carried.sig", Path(f"{key}.pub"), model).returncode == 0
+    ok = cli("verify-attestation", str(tar), "--key", f"{key}.pub", "--artifact", str(model / "model.pt"))
+    assert ok.code == 0 and "OpenSSF model signature" in ok.out, ok.err
+    assert cli("verify", str(tar), "--key", f"{key}.pub", "--require-signed").code == 0
+    no_attest = cli("export", made.run_id, "-o", str(tmp_path / "n.tar"), "--format", "oms", cwd=made.root)
+    assert no_attest.code == ExitCode.USAGE and "--attest" in no_attest.err
+    for hostile in (
+        b"not json",
+        b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}',
+        b"{" * 5000,
+    ):
+        forged = _tar({**members, "MODEL_SIGNATURE.sig": hostile}, tmp_path / "forged.tar")
+        r = cli("verify-attestation", str(forged), "--key", f"{key}.pub")
+        assert r.code == ExitCode.CAPSULE_INVALID and "Traceback" not in r.err, r.err
+        assert len(r.err.strip().splitlines()) <= 2  # one line and its hint

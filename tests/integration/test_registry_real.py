@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,8 +259,28 @@ def test_a_run_with_an_image_names_it_by_digest_and_brings_it_back(
         loaded = open_remote(elsewhere, f"oci://{ref}")
         assert loaded.image_archive is not None  # carried as a capsule's image is: replay loads it by its id
         assert (verify_tar(loaded.image_archive).image_size or 0) > 0
+        _docker_pull(registry, f"{registry.host}/team/with-image@{image_digest}", image_id, tmp_path)
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def _docker_pull(registry: registryserver.Registry, ref: str, image_id: str, tmp_path: Path) -> None:
+    """`docker pull` of the image part, by digest, with the test login (DOCKER_CONFIG); the engine
+    speaks to a registry on 127.0.0.0/8 without checking its certificate (it is insecure by default
+    there), so the test CA need not be installed into the engine."""
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    registryserver.login_file(
+        config / "config.json", registry.host, registryserver.USER, registryserver.PASSWORD
+    )
+    env = {**os.environ, "DOCKER_CONFIG": str(config)}
+    done = subprocess.run(["docker", "pull", ref], capture_output=True, text=True, env=env, timeout=300)
+    try:
+        assert done.returncode == 0, done.stderr
+        pulled = _docker("image", "inspect", "--format", "{{.Id}}", ref).strip()
+        assert pulled == image_id  # the engine's own id of what it pulled: the run's recorded image
+    finally:
+        subprocess.run(["docker", "rmi", ref], capture_output=True)
 
 
 def _tiny_image(tmp_path: Path) -> tuple[str, str]:
@@ -321,3 +343,97 @@ def test_plain_http_is_spoken_only_to_a_registry_on_this_machine(shared: Shared,
     # the same registry named by a name that is not loopback is never spoken to in plain HTTP
     r = shared.project.repro("push", shared.run_id, "registry.invalid:5000/team/runs:v1", env=plain.env())
     assert r.code == 3 and "registry.invalid:5000 does not answer" in r.err
+
+
+def test_push_and_pull_answer_in_json(shared: Shared, tmp_path: Path) -> None:
+    from jsonschema import Draft202012Validator
+
+    from repro import schemas
+
+    pushed = shared.repro("push", shared.run_id, f"{shared.registry.host}/team/runs:json", "--json")
+    assert pushed.code == 0, pushed.err
+    answer = json.loads(pushed.out)
+    Draft202012Validator(schemas.load("push")).validate(answer)
+    assert answer["id"] == shared.run_id and answer["uploaded"] == 0 and answer["reused"] == answer["layers"]
+    assert answer["ref"] == f"{shared.registry.host}/team/runs:json@{answer['digest']}"
+    assert answer["digest"] in shared.pushed.out  # the same run: the same manifest as the first push
+    fresh = _elsewhere(shared, tmp_path / "fresh")
+    pulled = shared.repro("pull", f"oci://{shared.registry.host}/team/runs:json", "--json", cwd=fresh)
+    assert pulled.code == 0, pulled.err
+    got = json.loads(pulled.out)
+    Draft202012Validator(schemas.load("pull")).validate(got)
+    where = f"{shared.registry.host}/team/runs:json"
+    assert got == {"format": "repro.pull/v1", "id": shared.run_id, "ref": where, "image": False}
+
+
+def test_an_oms_model_signature_is_attached_and_the_reference_tool_accepts_it(
+    shared: Shared, tmp_path: Path
+) -> None:
+    import requests
+
+    key = tmp_path / "ec.key"
+    assert shared.repro("keygen", "--type", "ecdsa-p256", str(key)).code == 0
+    ref = f"{shared.registry.host}/team/runs:signed"
+    r = shared.repro("push", shared.run_id, ref, "--attest", "--format", "oms", "--sign", str(key), "--json")
+    assert r.code == 0, r.err
+    answer = json.loads(r.out)
+    assert answer["referrer_format"] == "oms" and answer["referrer"]
+    tag = f"docker://{shared.registry.host}/team/runs:{answer['digest'].replace(':', '-')}"
+    listed = json.loads(_skopeo("inspect", "--raw", tag, shared=shared))["manifests"]
+    entry = next(m for m in listed if m["digest"] == answer["referrer"])
+    assert entry["artifactType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"
+    api = f"https://{shared.registry.host}/v2/team/runs"
+    auth, ca = (registryserver.USER, registryserver.PASSWORD), str(shared.registry.ca)
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    referrer = requests.get(
+        f"{api}/manifests/{entry['digest']}", headers=accept, auth=auth, verify=ca, timeout=30
+    )
+    layer = referrer.json()["layers"][0]["digest"]
+    signature = tmp_path / "model.sig"
+    signature.write_bytes(requests.get(f"{api}/blobs/{layer}", auth=auth, verify=ca, timeout=30).content)
+    model = tmp_path / "model"
+    assert shared.repro("get", shared.run_id, "-o", str(model)).code == 0
+    tool = Path(sys.executable).parent / "model_signing"
+    verify = [
+        str(tool),
+        "verify",
+        "key",
+        "--signature",
+        str(signature),
+        "--public_key",
+        f"{key}.pub",
+        str(model),
+    ]
+    done = subprocess.run(verify, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_plain_http_to_a_registry_named_insecure_in_repro_yaml(shared: Shared, tmp_path: Path) -> None:
+    name = socket.gethostname()
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)}
+    except OSError:
+        addresses = set()
+    if not addresses or not all(a.startswith("127.") for a in addresses):
+        pytest.skip(f"this machine's name {name!r} does not resolve to loopback only")
+    with registryserver.running(tmp_path / "plain", tls=False) as plain:
+        host = f"{name}:{plain.host.rsplit(':', 1)[1]}"  # a name, not a loopback address: not trusted as one
+        login = registryserver.login_file(
+            tmp_path / "auth.json", host, registryserver.USER, registryserver.PASSWORD
+        )
+        env = {"REGISTRY_AUTH_FILE": str(login)}
+        refused = shared.project.repro("push", shared.run_id, f"{host}/team/runs:v1", env=env)
+        assert refused.code == 3 and "TLS failed" in refused.err and "registries" in refused.err
+        assert plain.stored_bytes() == 0
+        project = Project.init(tmp_path / "proj")
+        project.write("repro.yaml", f"registries:\n  insecure: [{host}]\n")
+        capsule = tmp_path / "run.tar"
+        assert shared.project.repro("export", shared.run_id, "-o", str(capsule)).code == 0
+        pushed = project.repro("push", str(capsule), f"{host}/team/runs:v1", env=env)
+        assert pushed.code == 0, pushed.err
+        assert plain.stored_bytes() > 0
+        pulled = project.repro("pull", f"{host}/team/runs:v1", env=env)
+        assert pulled.code == 0, pulled.err
+    project.write("repro.yaml", "registries:\n  insecure: [http://registry.lan]\n")
+    bad = project.repro("pull", f"{host}/team/runs:v1", env=env)
+    assert bad.code == 2 and "registries.insecure" in bad.err

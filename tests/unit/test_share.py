@@ -215,3 +215,35 @@ def test_an_image_manifest_that_is_not_the_recorded_images_is_refused_before_a_b
         pull_image(served, IMAGE_ID, tmp_path)  # type: ignore[arg-type]
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
     assert all(".." not in digest for digest in served.asked)
+
+
+@pytest.mark.parametrize(
+    ("raw", "insecure", "plain"),
+    [
+        ("localhost:5000/r:v1", (), True),
+        ("127.0.0.1:5000/r:v1", (), True),
+        ("registry.lan:5000/r:v1", (), False),
+        ("registry.lan:5000/r:v1", ("registry.lan:5000",), True),
+        ("registry.lan:5000/r:v1", ("registry.lan",), True),  # a host alone: every port of it
+        ("registry.lan:5000/r:v1", ("registry.lan:5001",), False),
+        ("registry.lan.evil.example:5000/r:v1", ("registry.lan",), False),
+    ],
+)
+def test_plain_http_only_to_this_machine_or_a_registry_named_insecure(
+    raw: str, insecure: tuple[str, ...], plain: bool
+) -> None:
+    from repro.share.client import plain_http_allowed
+
+    assert plain_http_allowed(reference.parse(raw), insecure) is plain
+
+
+def test_registries_insecure_in_repro_yaml_is_read_and_checked(tmp_path: Path) -> None:
+    from repro import config
+    from repro.errors import ConfigError
+
+    (tmp_path / "repro.yaml").write_text("registries:\n  insecure: [registry.lan:5000, '[::1]:5000']\n")
+    assert config.load(tmp_path).insecure_registries == ("registry.lan:5000", "[::1]:5000")
+    for bad in ("http://registry.lan", "registry.lan/team", "registry.lan:port"):
+        (tmp_path / "repro.yaml").write_text(f"registries:\n  insecure: ['{bad}']\n")
+        with pytest.raises(ConfigError, match="registries.insecure"):
+            config.load(tmp_path)

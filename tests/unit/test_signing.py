@@ -156,11 +156,11 @@ def test_a_malformed_ed25519_signature_is_refused(signature: object) -> None:
         signing.check_seal("run.tar", SUMS, json.dumps(body).encode(), Trust())
 
 
-def test_a_pem_that_is_not_an_ed25519_key_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_pem_that_is_not_an_ed25519_or_p256_key_is_a_usage_error(tmp_path: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    ec_pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+    ec_pem = ec.generate_private_key(ec.SECP384R1()).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     for content, match in [
@@ -172,3 +172,28 @@ def test_a_pem_that_is_not_an_ed25519_key_is_a_usage_error(tmp_path: Path) -> No
         with pytest.raises(UsageError, match=match) as e:
             signing.load_key(tmp_path / "k")
         assert e.value.exit_code == ExitCode.USAGE
+
+
+def test_an_ecdsa_p256_key_signs_capsules_checked_by_its_public_half(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = signing.new_key(tmp_path / "ec.key", signing.ECDSA_P256)
+    assert (tmp_path / "ec.key").stat().st_mode & 0o777 == 0o600
+    public = signing.load_verifying_key(tmp_path / "ec.key.pub")
+    assert public.algorithm == signing.ECDSA_P256 and public.id == key.id and not public.can_sign
+    pem = serialization.load_pem_public_key((tmp_path / "ec.key.pub").read_bytes())
+    assert isinstance(pem, ec.EllipticCurvePublicKey) and pem.curve.name == "secp256r1"
+    seal = signing.sign(signing.load_signing_key(tmp_path / "ec.key"), SUMS)
+    body = json.loads(seal)
+    assert body["algorithm"] == "ecdsa-p256" and body["key_id"] == key.id
+    pem.verify(base64.b64decode(body["signature"]), SUMS, ec.ECDSA(hashes.SHA256()))  # independently
+    checked = signing.check_seal("run.tar", SUMS, seal, Trust(public, require=True))
+    assert checked.checked and checked.algorithm == "ecdsa-p256"
+    with pytest.raises(CapsuleInvalid, match="bad signature for ecdsa-p256 key"):
+        signing.check_seal("run.tar", SUMS + b"x", seal, Trust(public))
+    other = signing.new_key(tmp_path / "other.key", signing.ECDSA_P256)
+    with pytest.raises(CapsuleInvalid, match="not with the key given"):
+        signing.check_seal("run.tar", SUMS, signing.sign(other, SUMS), Trust(public))
+    with pytest.raises(UsageError, match="private key: a signature is checked with the public key"):
+        signing.load_verifying_key(tmp_path / "ec.key")
