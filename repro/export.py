@@ -47,7 +47,7 @@ class Exported:
     size: int
     image_size: int | None = None  # bytes of the image archive inside, when carried
     key_id: str | None = None  # the key it was signed with, when signed
-    attested: bool = False  # it carries the run's attestation
+    attested: str | None = None  # the format of the attestation it carries (intoto or oms), if any
     key_label: str | None = None  # that key, as named to people
     data_size: int | None = None  # bytes of declared data carried inside, when carried
 
@@ -124,7 +124,7 @@ def export_run(
         ours = e.filename is None or Path(os.fsdecode(e.filename)).is_relative_to(work)
         raise from_os_error(_unnamed(e) if ours else e, dest) from e
     key_id = key.id if key is not None else None
-    return Exported(dest, dest.stat().st_size, image_size, key_id, attest)
+    return Exported(dest, dest.stat().st_size, image_size, key_id, attest_format if attest else None)
 
 
 def refuse_secrets_in_outputs(loaded: LoadedRun, store: Store) -> None:

@@ -192,7 +192,9 @@ def _say_exported(record: Record, as_: str, dest: Path, done: Exported, as_json:
     size = f", image {ui.human_bytes(done.image_size)}" if done.image_size is not None else ""
     size += f", data {ui.human_bytes(done.data_size)}" if done.data_size is not None else ""
     signed = f", signed with {done.key_label}" if done.key_label is not None else ""
-    attested = ", with its attestation" if done.attested else ""
+    attested = {"intoto": ", with its attestation", "oms": ", with its OpenSSF model signature"}.get(
+        done.attested or "", ""
+    )
     attested += ", its lock as pylock.toml" if record.deps.pylock_blob else ""
     ui.out(f"exported {record.id} → {dest} ({ui.human_bytes(done.size)}{size}){signed}{attested}")
 

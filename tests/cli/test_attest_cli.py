@@ -619,6 +619,7 @@ def test_an_exported_capsule_carries_its_oms_signature(
         cwd=made.root,
     )
     assert r.code == 0, r.err
+    assert "with its OpenSSF model signature" in r.out and "with its attestation" not in r.out
     members = _members(tar)
     assert set(members) - set(_members(made.capsule)) == {"SIGNATURE", "MODEL_SIGNATURE.sig"}
     (tmp_path / "carried.sig").write_bytes(members["MODEL_SIGNATURE.sig"])
