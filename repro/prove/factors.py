@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable
 
+from repro.collect.checkpoints import SPOILED
 from repro.diff.model import DiffResult
 from repro.diff.proof import Factor
 from repro.facts.command import swap_param
@@ -47,7 +48,30 @@ def find_factors(diff: DiffResult, a: Record, b: Record, kept: Callable[[DataInp
         found.append(Factor("seed", "seeds", a.seeds.master, b.seeds.master))
     found += _determinism(diff, a, b)
     found += _environment(diff)
+    found += _resume(a, b)
     return found
+
+
+# The ``rng`` factor: a resume that put back no RNG state (`repro.runtime.spoil`), taken by a windowed
+# experiment, itself a resume from a checkpoint, whose restore is spoiled the same way.
+RNG = "rng"
+RNG_WHY = (
+    "a resume's RNG states are taken only by windowed experiments (replays from a checkpoint): both runs "
+    "need a per-step trace (repro run --trace) and a checkpoint kept in the store"
+)
+
+
+def _resume(a: Record, b: Record) -> list[Factor]:
+    if resume_spoiled(a) == resume_spoiled(b):
+        return []
+    said = {True: "not restored at the resume", False: "restored"}
+    why = RNG_WHY if resume_spoiled(b) else "run A resumed without its RNG states: no experiment does that"
+    return [Factor(RNG, "resume", said[resume_spoiled(a)], said[resume_spoiled(b)], why_not=why)]
+
+
+def resume_spoiled(r: Record) -> bool:
+    """Whether ``r`` resumed with its RNG states deliberately not restored (its record says so)."""
+    return any(w.code == "resume_not_exact" and SPOILED in w.message for w in r.warnings)
 
 
 def _command(diff: DiffResult, a: Record, b: Record) -> list[Factor]:
@@ -225,4 +249,5 @@ _TAKE: dict[str, Callable[[Record, Record, str], None]] = {
     "threads": _threads,
     "isa": _isa,
     "env": _variable,
+    RNG: lambda record, b, _: None,  # the experiment's restore is spoiled by its request (`repro.prove`)
 }
