@@ -63,15 +63,14 @@ def prove(
     a, b = (store.import_run(run) if run.from_capsule else run for run in (a, b))
     remote = plan.settings.data_remote
     factors = find_factors(diff, a.record, b.record, _at_hand(store, b, remote))
-    limit = default_budget(factors) if budget is None else budget
     if not diff.results_differ:
-        proof = Proof(budget=limit, findings=[])
+        proof = Proof(budget=default_budget(factors) if budget is None else budget, findings=[])
         proof.notes.append("the results are identical: there is nothing to explain, no experiment was made")
         return proof
     b_trace = chain_trace(store, b)
     window = windowing.choose(a.record, b.record, of_run(a).trace, b_trace, steps)
-    if window.windowed:
-        factors = [_in_window(f) for f in factors]
+    factors = [_in_window(f) for f in factors] if window.windowed else factors
+    limit = default_budget(factors) if budget is None else budget
     swappable = [f for f in factors if f.swappable]
     _require_a_data(store, a, remote)
     on_event(Event("info", f"proving: {plural(len(swappable), 'factor')} to swap, at most "
@@ -83,6 +82,11 @@ def prove(
     mode = verifiable_mode(a.record.determinism, b.record.determinism)
     if mode != "strict":
         proof.compared_by = f"the {mode} mode's tolerance (results within it count as equal)"
+    if window.agree:
+        logged = " (a resumed run logs what follows its checkpoint)" if b.record.resumed_from else ""
+        proof.notes.append(
+            f"{window.why}: the runs trained alike; the results differ in what was logged{logged}"
+        )
     if not swappable:
         proof.notes.append("no difference between the runs can be swapped by a re-execution here")
     elif not proof.explained and not proof.notes:

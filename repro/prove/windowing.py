@@ -29,6 +29,7 @@ class Windowing:
     steps: int = 0
     diverged_at: int | None = None  # the first optimizer step where A's and B's traces part
     why: str = ""  # whole runs: why no window
+    agree: bool = False  # the two traces agree at every step: the runs trained alike
 
     @property
     def windowed(self) -> bool:
@@ -68,6 +69,9 @@ def choose(
         return Windowing(why=f"run {(a if not a.results.checkpoints else b).id} saved no checkpoint")
     parted = compare_trace(a_trace, b_trace, STRICT)
     diverged = parted.step if parted is not None else min(len(a_trace), len(b_trace))
+    if parted is None:
+        return Windowing(diverged_at=None, agree=True, why=f"the per-step traces of A and B agree at all "
+                                                           f"{len(a_trace)} optimizer steps")  # fmt: skip
     kept = [c for c in a.results.checkpoints if c.blob and 0 < c.step <= diverged and c.step < len(a_trace)]
     if not kept:
         return Windowing(

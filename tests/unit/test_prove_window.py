@@ -55,6 +55,8 @@ def test_whole_runs_where_no_window_applies_and_why() -> None:
         "part at optimizer step 2, before any": choose(_run("A", [3]), _run("B", [3]), same, other, None),
         "whose bytes": choose(_run("A", [1], kept=False), _run("B", [1]), same, other, None),
     }  # fmt: skip
+    alike = choose(_run("A", [1]), _run("B", [1]), same, same, None)
+    assert alike.agree and "agree at all 4 optimizer steps" in alike.why and not alike.windowed
     for why, w in cases.items():
         assert not w.windowed and why in w.why and w.describe().startswith("whole runs: ")
         assert w.to_dict()["windowed"] is False and why in str(w.to_dict()["why_not"])
