@@ -564,7 +564,7 @@ def prove_options(what: str) -> Callable[[F], F]:
         default=None,
         metavar="K",
         help="With --prove, where both runs saved checkpoints: each experiment replays K optimizer steps "
-        "from one they share (default: up to where they first part, plus 10%% of the steps, at least 2).",
+        "from one they share (default: up to where they first part, plus 10% of the steps, at least 2).",
     )
 
     def decorate(f: F) -> F:
