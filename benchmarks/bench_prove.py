@@ -34,6 +34,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -42,6 +43,7 @@ from _common import INFO, Row, interleaved, log, print_rows, recorded, repro_exe
 SCRIPT = '''"""An MLP on synthetic data; its learning rate decays and its labels smooth late in the run."""
 import argparse
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -123,7 +125,7 @@ def _naive(proj: Path, steps: int, factors: int) -> Callable[[], tuple[float, fl
 
 
 def _proof(
-    repro: str, proj: Path, pair: tuple[str, str], seen: dict[str, dict]
+    repro: str, proj: Path, pair: tuple[str, str], seen: dict[str, dict[str, Any]]
 ) -> Callable[[], tuple[float, float]]:
     """`repro diff A B --prove`; the proof it printed is kept in ``seen`` (by run A) and checked."""
 
@@ -141,7 +143,7 @@ def _proof(
 def _case(repro: str, proj: Path, steps: int, factors: int, repeats: int) -> list[Row]:
     """Rows for B differing in ``factors``: the proof over whole runs, and windowed, each vs the peer."""
     whole, windowed = (_pair(repro, proj, steps, factors, traced) for traced in (False, True))
-    seen: dict[str, dict] = {}
+    seen: dict[str, dict[str, Any]] = {}
     peer, by_whole, by_window = interleaved(
         repeats,
         [_naive(proj, steps, factors), _proof(repro, proj, whole, seen), _proof(repro, proj, windowed, seen)],
