@@ -13,6 +13,7 @@ from repro.diff.model import DiffResult
 from repro.diff.proof import Factor
 from repro.facts.command import swap_param
 from repro.facts.determinism import with_threads
+from repro.runtime import contract
 from repro.store.record import DataInput, Record
 
 # Differences of the machine a run ran on: a re-execution runs here, whatever either record says.
@@ -26,6 +27,7 @@ _COMMAND_WHY = {
 _ISA_VARIABLES = (
     "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE",
 )  # fmt: skip
+_RECORDING = (contract.OPS_ENV, contract.OPS_STOP_ENV)
 _DEPS_WHY = (
     "experiments re-execute in this machine's environment: B's packages need B's image, which a proof "
     "does not build"
@@ -214,7 +216,9 @@ def _mode(record: Record, b: Record, _: str) -> None:
 
 
 def _pins_threads_or_isa(name: str) -> bool:
-    return name in _ISA_VARIABLES or name.endswith("_THREADS")
+    """A variable that is no part of the ``mode`` factor: a pin of a factor of its own (threads, ISA),
+    or one that only records (`--ops`: the op stream), never changing a result."""
+    return name in _ISA_VARIABLES or name.endswith("_THREADS") or name in _RECORDING
 
 
 def _threads(record: Record, b: Record, _: str) -> None:

@@ -106,3 +106,13 @@ def test_the_check_page_shows_the_proof_above_the_likely_causes_and_the_schema_h
     from repro.ui import diff as diff_ui
 
     Draft202012Validator(schemas.load("diff")).validate(diff_ui.render_json(result))
+
+
+def test_recording_the_op_stream_is_no_factor_of_the_mode() -> None:
+    from repro.prove.factors import find_factors
+
+    a, b = Record(id="a", created="2026-01-01T00:00:00Z"), Record(id="b", created="2026-01-01T00:00:00Z")
+    a.determinism.env = {"REPRO_OPS": "2"}  # run A recorded with --ops
+    assert [f.id for f in find_factors(diff_records(a, b, lambda d: None), a, b, lambda i: True)] == []
+    a.determinism.env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    assert [f.id for f in find_factors(diff_records(a, b, lambda d: None), a, b, lambda i: True)] == ["mode"]
