@@ -38,10 +38,7 @@ from repro.units import plural
 
 __all__ = ["default_budget", "prove"]
 
-_SEED_IN_WINDOW = (
-    "a window restores the RNG states recorded with its checkpoint: the seed plays no part in it "
-    "(--steps applies only where both runs saved checkpoints; whole runs need runs without them)"
-)
+_SEED_IN_WINDOW = "a window restores the RNG states recorded with its checkpoint: the seed plays no part"
 
 
 def default_budget(factors: list[Factor]) -> int:
@@ -173,7 +170,7 @@ def _executor(
             ref=a.record.id, run=dataclasses.replace(a, record=record),
             env=tuple(f.partition(":")[2] for f in taken if f.startswith("env:")),
             taken={"taken_from": b.record.id, "factors": said, "window": window.to_dict()},
-            from_checkpoint=f"step:{checkpoint.step}" if checkpoint is not None else None,
+            from_checkpoint=checkpoint.hash if checkpoint is not None else None,
             steps=window.steps if checkpoint is not None else None, spoil=RNG if RNG in taken else "",
         )  # fmt: skip
         started = time.monotonic()
