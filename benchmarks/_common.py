@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,48 @@ def run_timed(
         )
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def timed_output(
+    cmd: list[str], cwd: Path, env: dict[str, str] | None = None, codes: tuple[int, ...] = (0,)
+) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the children, stdout) of one command that must exit with one of
+    ``codes``; ``env`` is added to `repro_env`.
+
+    Raises:
+        RuntimeError: another exit status.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env={**repro_env(), **(env or {})}, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in codes:
+        raise RuntimeError(f"{' '.join(cmd)!r} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
+
+
+def recorded(
+    repro: str, proj: Path, argv: list[str], flags: Sequence[str] = (), env: dict[str, str] | None = None
+) -> str:
+    """Record ``argv`` with `repro run --backend local` (and ``flags``) in ``proj``; its run id."""
+    cmd = [repro, "run", "--backend", "local", *flags, "--", *argv]
+    subprocess.run(cmd, cwd=proj, env={**repro_env(), **(env or {})}, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    shown = subprocess.run(
+        [repro, "show", "latest", "--json"], cwd=proj, env=repro_env(), capture_output=True
+    )
+    return str(json.loads(shown.stdout)["id"])
+
+
+def interleaved(repeats: int, measures: Sequence[Callable[[], tuple[float, float]]]) -> list[Sample]:
+    """Each measure once per round, in turn (a, b, a, b …, so a load that comes and goes falls on
+    all of them alike): the median `Sample` of each, in the order given."""
+    taken: list[list[tuple[float, float]]] = [[] for _ in measures]
+    for _ in range(repeats):
+        for kept, measure in zip(taken, measures, strict=True):
+            kept.append(measure())
+    return [median_sample(kept) for kept in taken]
 
 
 def time_inprocess(fn: Callable[[], object]) -> tuple[float, float]:

@@ -17,17 +17,26 @@ Sizes: --steps (REPRO_BENCH_OPS_STEPS), --repeats (REPRO_BENCH_REPEATS).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import INFO, Row, Sample, log, median_sample, print_rows, repro_env, repro_exe, scratch
+from _common import (
+    INFO,
+    Row,
+    Sample,
+    interleaved,
+    log,
+    print_rows,
+    recorded,
+    repro_exe,
+    scratch,
+    timed_output,
+)
 
 SCRIPT = '''"""A convolutional stem and residual MLP blocks on synthetic images."""
 import argparse
@@ -90,32 +99,18 @@ if __name__ == "__main__":
 '''
 
 
-def _timed(cmd: list[str], cwd: Path, codes: tuple[int, ...]) -> tuple[float, float]:
-    """(wall, CPU of the children) of one command that must exit with one of ``codes``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=repro_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in codes:
-        raise RuntimeError(f"{' '.join(cmd)!r} exited {proc.returncode}: {proc.stderr.decode()[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def _case(repro: str, proj: Path, steps: int, repeats: int, noisy: bool) -> tuple[Sample, Sample]:
     argv = ["python", "train.py", "--steps", str(steps), *(["--noisy-block", "2"] if noisy else [])]
-    subprocess.run([repro, "run", "--backend", "local", "--", *argv], cwd=proj, env=repro_env(), check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    shown = subprocess.run(
-        [repro, "show", "latest", "--json"], cwd=proj, env=repro_env(), capture_output=True
-    )
-    ref = str(json.loads(shown.stdout)["id"])  # the replays below become `latest`
+    ref = recorded(repro, proj, argv)  # by its id: the replays below become `latest`
     codes = (5,) if noisy else (0,)
-    plain, ops = [], []
-    for _ in range(repeats):
-        plain.append(_timed([repro, "replay", ref, "--backend", "local"], proj, codes))
-        ops.append(_timed([repro, "replay", ref, "--backend", "local", "--ops"], proj, codes))
-    return median_sample(plain), median_sample(ops)
+
+    def replay(*more: str) -> Callable[[], tuple[float, float]]:
+        return lambda: timed_output([repro, "replay", ref, "--backend", "local", *more], proj, codes=codes)[
+            :2
+        ]
+
+    plain, ops = interleaved(repeats, [replay(), replay("--ops")])
+    return plain, ops
 
 
 def run(repeats: int = 3, steps: int | None = None) -> list[Row]:

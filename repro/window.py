@@ -29,6 +29,7 @@ STOP_ENV = contract.STOP_AFTER_STEPS_ENV
 class Window:
     checkpoint: CheckpointInfo
     steps: int  # optimizer steps replayed after the checkpoint
+    spoil: str = ""  # "rng": the restore at the checkpoint is spoiled on purpose (`repro.runtime.spoil`)
 
     @property
     def first(self) -> int:
@@ -36,7 +37,9 @@ class Window:
 
     def describe(self) -> str:
         last = self.first + self.steps - 1
-        return f"window: optimizer steps {self.first}..{last}, from checkpoint {self.checkpoint.path}"
+        spoiled = f", its restore spoiled ({self.spoil} not put back)" if self.spoil else ""
+        where = self.checkpoint.path
+        return f"window: optimizer steps {self.first}..{last}, from checkpoint {where}{spoiled}"
 
 
 def choose(original: Record, ref: str, steps: int | None, trace_length: int) -> Window:
@@ -81,6 +84,8 @@ def prepare(
     target.write_bytes(raw)
     checkpoints.seed_runtime(spec.runtime_dir, [info], read_blob)
     spec.env.update({checkpoints.RESUMED_FROM_ENV: original.id, STOP_ENV: str(window.steps)})
+    if window.spoil:
+        spec.env[contract.RESUME_CONTROL_ENV] = window.spoil
 
 
 def compare(original: Side, replay: Side, window: Window, mode: str, tol: Tolerance | None,

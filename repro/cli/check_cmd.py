@@ -109,6 +109,7 @@ def check(
     html_path: Path | None,
     prove: bool,
     budget: int | None,
+    prove_steps: int | None,
 ) -> None:
     """Fail when a training command does not reproduce: the CI gate.
 
@@ -137,8 +138,8 @@ def check(
     is untrusted, as in `repro replay`: its command runs in the docker sandbox unless
     --backend local (or REPRO_BACKEND=local) says to run it on this machine, unsandboxed.
     """  # fmt: skip
-    flags = dataclasses.replace(flags, compare_stdout=compare_stdout)
-    argv = _command(command, against, (interrupts, control), trust, env, as_json, markdown, prove, budget)
+    flags, proving = dataclasses.replace(flags, compare_stdout=compare_stdout), (budget, prove_steps)
+    argv = _command(command, against, (interrupts, control), trust, env, as_json, markdown, prove, proving)
     plan = app.plan(flags)
     run = RunRequest(argv=argv, cwd=Path.cwd())
 
@@ -147,7 +148,7 @@ def check(
         with sigterm_interrupts():
             if against:
                 request = core.AgainstRequest(against, data_root, allow_data_drift, atol, rtol, trust, env)
-                result = _against(app, request, plan, prove, budget)
+                result = _against(app, request, plan, prove, proving)
             elif interrupts:
                 result = core.run_interrupt_check(
                     run, app.store, plan, on_event, interrupts=interrupts, control=control, on_record=announce
@@ -169,7 +170,11 @@ def check(
 
 
 def _against(
-    app: AppContext, request: core.AgainstRequest, plan: Plan, prove: bool, budget: int | None
+    app: AppContext,
+    request: core.AgainstRequest,
+    plan: Plan,
+    prove: bool,
+    proving: tuple[int | None, int | None],
 ) -> core.CheckResult:
     """The check against a golden run; with ``prove``, a result that differs explained by experiment:
     the golden run re-executed with differences taken from today's check run (`repro.prove`)."""
@@ -180,7 +185,7 @@ def _against(
     from repro.prove import prove as run_proof
 
     golden, today = (app.store.load_run(r.id) for r in result.records[:2])
-    result.diff.proof = run_proof(result.diff, golden, today, app.store, plan, on_event, budget)
+    result.diff.proof = run_proof(result.diff, golden, today, app.store, plan, on_event, *proving)
     return result
 
 
@@ -188,12 +193,14 @@ def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html
     """--plot and --html: the curves of run 1 and the first run that differs, and the report page."""
     pair, verdict = figures.check_pair(result)
     causes = [c.reason for c in result.diff.likely_causes] if result.diff else []
-    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes)
+    proof = result.diff.proof if result.diff else None
+    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes, proof)
 
 
 def _command(
     command: tuple[str, ...], against: str | None, interrupt: tuple[int | None, bool], trust: Trust | None,
-    env: tuple[str, ...], as_json: bool, markdown: str | None, prove: bool = False, budget: int | None = None,
+    env: tuple[str, ...], as_json: bool, markdown: str | None, prove: bool = False,
+    proving: tuple[int | None, int | None] = (None, None),
 ) -> list[str]:  # fmt: skip
     """The command to check (none with --against).
 
@@ -218,7 +225,7 @@ def _command(
         raise UsageError("--key and --require-signed check the capsule given to --against")
     if env and not against:
         raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
-    options.check_budget(prove, budget)
+    options.check_budget(prove, *proving)
     if prove and not against:
         raise UsageError("--prove explains a check against a golden run", hint="give --against CAPSULE")
     if not against and not argv:

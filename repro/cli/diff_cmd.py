@@ -65,6 +65,7 @@ def diff(
     show_all: bool,
     prove: bool,
     budget: int | None,
+    prove_steps: int | None,
 ) -> None:
     """Show what differs between RUN_A and RUN_B, and the likely causes, ranked.
 
@@ -81,9 +82,10 @@ def diff(
     repro diff A B --markdown comment.md        (--markdown - or alone: on stdout)
     repro diff A B --plot curves.png --html report.html
     repro diff A B --prove --budget 6           (prove which differences change the result)
+    repro diff A B --prove --steps 20           (experiments: 20 steps from a shared checkpoint)
     """
     options.output_forms(as_json, markdown)
-    options.check_budget(prove, budget)
+    options.check_budget(prove, budget, prove_steps)
     store = ctx.obj.store
     a = store.resolve(run_a)
     b = store.resolve(run_b)
@@ -94,7 +96,7 @@ def diff(
         from repro.cli.events import on_event
         from repro.prove import prove as run_proof
 
-        result.proof = run_proof(result, a, b, store, ctx.obj.plan(), on_event, budget)
+        result.proof = run_proof(result, a, b, store, ctx.obj.plan(), on_event, budget, prove_steps)
     figures.diff_pictures(a, b, result, plot_path, html_path)
     if markdown:
         ui.write_document(markdown, diff_ui.render_markdown(result, show_all=show_all))

@@ -11,6 +11,7 @@ from repro.check import CheckResult
 from repro.compare.verdict import Verdict
 from repro.diff import DiffResult
 from repro.diff.metrics import Curves, curves
+from repro.diff.proof import Proof
 from repro.errors import UsageError
 from repro.facts.determinism import ledger_text
 from repro.store.record import Record
@@ -76,9 +77,11 @@ def verdict_pictures(
     title: str,
     paths: tuple[Path | None, Path | None],
     causes: Sequence[str] = (),
+    proof: Proof | None = None,
 ) -> None:
-    """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared. A plot
-    that cannot be drawn (no matplotlib, no metric series) is a warning: the verdict keeps its exit."""
+    """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared (``proof``:
+    `check --against --prove`'s, shown above the likely causes). A plot that cannot be drawn (no
+    matplotlib, no metric series) is a warning: the verdict keeps its exit."""
     plot_path, html_path = paths
     if not (plot_path or html_path):
         return
@@ -91,6 +94,7 @@ def verdict_pictures(
         else:
             ops = [op for r in pair or () for op in r.determinism.nondeterministic_ops]
             report = report_ui.from_verdict(title, verdict, found, causes, ledger_text(ops) if ops else None)
+        report.proved = report_ui.proved_lines(proof)
         write_html(report, html_path)
 
 

@@ -24,6 +24,11 @@ from repro.store.record import CheckpointInfo, Record
 RESUME_EVENTS = contract.STREAMS["resume_events"]  # resume-events.jsonl (repro/runtime/resumestate.py)
 RESUMED_FROM_ENV = contract.RESUMED_FROM_ENV  # set: the runtime restores the recorded RNG states at load
 RESUME_TRACE = contract.STREAMS["rtrace"]
+# What a resume spoiled on purpose (`repro.runtime.spoil`) says in its record: the proof's ``rng`` factor.
+SPOILED = (
+    f"its RNG states were deliberately not restored at the resume ({contract.RESUME_CONTROL_ENV}=rng): "
+    "this resume is not exact"
+)
 
 
 def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, int]], max_bytes: int) -> None:
@@ -68,6 +73,8 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
                 f"rank {event.get('rank', 0)} loaded checkpoint {what} but {reason}: "
                 "this resume is not exact",
             )
+        elif contract.row_kind(event) == "control":
+            record.warn("resume_not_exact", f"rank {event.get('rank', 0)}: {SPOILED}")
 
 
 STARTED_OVER_HINT = (

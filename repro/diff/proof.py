@@ -49,6 +49,7 @@ class Experiment:
     divergence: str | None = None  # where it first parts from A: ``step 3 (fc.weight)``, ``loss at step 4``
     seconds: float = 0.0
     error: str | None = None  # why it could not execute at all (then ``run`` is empty); None: it ran
+    op: str | None = None  # `--ops`: the first op whose result differs from A's, where the streams say
 
     @property
     def like_a(self) -> bool:
@@ -61,7 +62,7 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         """Plain data, stable key order."""
         return {"run": self.run, "factors": list(self.factors), "vs_a": self.vs_a, "vs_b": self.vs_b,
-                "divergence": self.divergence, "seconds": round(self.seconds, 3),
+                "divergence": self.divergence, "op": self.op, "seconds": round(self.seconds, 3),
                 "error": self.error}  # fmt: skip
 
 
@@ -73,11 +74,13 @@ class Finding:
     effect: Effect
     together_with: list[str] = field(default_factory=list)  # only_together: the others of the set found
     divergence: str | None = None  # changes_result: where taking it alone first parts from A
+    op: str | None = None  # changes_result, `--ops`: the first op of that experiment that differs from A's
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, stable key order."""
         return {"factor": self.factor.to_dict(), "effect": self.effect,
-                "together_with": list(self.together_with), "divergence": self.divergence}  # fmt: skip
+                "together_with": list(self.together_with), "divergence": self.divergence,
+                "op": self.op}  # fmt: skip
 
 
 @dataclass
@@ -93,6 +96,9 @@ class Proof:
     untested: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     compared_by: str = "identical bytes (strict mode)"  # or the tolerance a non-strict mode uses
+    # How the experiments executed: `repro.prove.windowing.Windowing.to_dict` (windowed replays from a
+    # shared checkpoint, or whole runs and why); None where none was made.
+    window: dict[str, Any] | None = None
 
     def of(self, effect: Effect) -> list[Finding]:
         """The findings with that effect, in factor order."""
@@ -104,6 +110,7 @@ class Proof:
             "budget": self.budget,
             "executions": len(self.experiments),
             "compared_by": self.compared_by,
+            "window": self.window,
             "proved": list(self.proved),
             "explained": self.explained,
             "findings": [f.to_dict() for f in self.findings],

@@ -12,17 +12,21 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
+from repro import window as windows
 from repro.backends.base import Event, OnEvent
+from repro.compare import reasons
 from repro.compare.trace import TraceDivergence
-from repro.compare.verdict import CompareOptions, Verdict, compare_runs
+from repro.compare.verdict import CompareOptions, Side, Verdict, compare_runs
 from repro.config import Plan
 from repro.diff.model import DiffResult
 from repro.diff.proof import Experiment, Factor, Proof
-from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, UsageError
+from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, NotFoundError, UsageError
 from repro.facts.data import check_data
 from repro.facts.determinism import verifiable_mode
-from repro.prove.factors import find_factors, hybrid
+from repro.prove import windowing
+from repro.prove.factors import RNG, RNG_WHY, find_factors, hybrid
 from repro.prove.search import search
 from repro.rerun.request import ReplayRequest
 from repro.rerun.sides import of_run
@@ -34,6 +38,8 @@ from repro.units import plural
 
 __all__ = ["default_budget", "prove"]
 
+_SEED_IN_WINDOW = "a window restores the RNG states recorded with its checkpoint: the seed plays no part"
+
 
 def default_budget(factors: list[Factor]) -> int:
     """Twice the number of factors an experiment can take: each alone, then their combinations."""
@@ -42,10 +48,11 @@ def default_budget(factors: list[Factor]) -> int:
 
 def prove(
     diff: DiffResult, a: LoadedRun, b: LoadedRun, store: Store, plan: Plan, on_event: OnEvent,
-    budget: int | None = None,
+    budget: int | None = None, steps: int | None = None,
 ) -> Proof:  # fmt: skip
     """Re-execute A with factors from B until the set that turns A's result into B's is found, or the
-    budget (default `default_budget`) is spent.
+    budget (default `default_budget`) is spent. Where both runs have checkpoints, each experiment is a
+    windowed replay of ``steps`` optimizer steps from one both share (`windowing`), else a whole run.
 
     A capsule is imported into the store first. Raises: UsageError, DataDrift, BackendUnavailable:
     as `repro replay` (a run captured in-process, data that cannot be placed, no engine).
@@ -53,19 +60,30 @@ def prove(
     a, b = (store.import_run(run) if run.from_capsule else run for run in (a, b))
     remote = plan.settings.data_remote
     factors = find_factors(diff, a.record, b.record, _at_hand(store, b, remote))
-    limit = default_budget(factors) if budget is None else budget
     if not diff.results_differ:
-        proof = Proof(budget=limit, findings=[])
+        proof = Proof(budget=default_budget(factors) if budget is None else budget, findings=[])
         proof.notes.append("the results are identical: there is nothing to explain, no experiment was made")
         return proof
+    b_trace = chain_trace(store, b)
+    window = windowing.choose(a.record, b.record, of_run(a).trace, b_trace, steps)
+    factors = [_in_window(f) for f in factors] if window.windowed else factors
+    limit = default_budget(factors) if budget is None else budget
     swappable = [f for f in factors if f.swappable]
     _require_a_data(store, a, remote)
     on_event(Event("info", f"proving: {plural(len(swappable), 'factor')} to swap, at most "
-                           f"{plural(limit, 'execution')}"))  # fmt: skip
-    proof = search(factors, _executor(a, b, store, plan, on_event, {f.id: f for f in factors}), limit)
+                           f"{plural(limit, 'execution')}; {window.describe()}"))  # fmt: skip
+    b_side = dataclasses.replace(of_run(b), trace=b_trace)
+    execute = _executor(a, (b, b_side), store, plan, on_event, {f.id: f for f in factors}, window)
+    proof = search(factors, execute, limit)
+    proof.window = window.to_dict()
     mode = verifiable_mode(a.record.determinism, b.record.determinism)
     if mode != "strict":
         proof.compared_by = f"the {mode} mode's tolerance (results within it count as equal)"
+    if window.agree:
+        logged = " (a resumed run logs what follows its checkpoint)" if b.record.resumed_from else ""
+        proof.notes.append(
+            f"{window.why}: the runs trained alike; the results differ in what was logged{logged}"
+        )
     if not swappable:
         proof.notes.append("no difference between the runs can be swapped by a re-execution here")
     elif not proof.explained and not proof.notes:
@@ -111,10 +129,37 @@ def _require_a_data(store: Store, a: LoadedRun, remote: str | None) -> None:
         )
 
 
+def _in_window(f: Factor) -> Factor:
+    """A factor as a windowed experiment takes it: the seed plays no part, a resume's RNG states do."""
+    if f.id == "seed":
+        return dataclasses.replace(f, why_not=_SEED_IN_WINDOW)
+    if f.id == RNG and f.why_not == RNG_WHY:
+        return dataclasses.replace(f, why_not=None)
+    return f
+
+
+def chain_trace(store: Store, run: LoadedRun, depth: int = 0) -> list[dict[str, Any]]:
+    """A run's per-step trace as one uninterrupted run's: a resumed run's rows (counted from its resume)
+    after those of the runs it continues, placed at the last checkpoint the run before it saved."""
+    rows = of_run(run).trace
+    if not run.record.resumed_from or depth > 32:
+        return rows
+    try:
+        before = store.load_run(run.record.resumed_from)
+    except NotFoundError:
+        return rows
+    at = max((c.step for c in before.record.results.checkpoints), default=0)
+    earlier = [r for r in chain_trace(store, before, depth + 1) if int(r.get("step", 0)) < at]
+    return earlier + [{**r, "step": int(r.get("step", 0)) + at} for r in rows]
+
+
 def _executor(
-    a: LoadedRun, b: LoadedRun, store: Store, plan: Plan, on_event: OnEvent, factors: dict[str, Factor]
-) -> Callable[[tuple[str, ...]], Experiment]:
+    a: LoadedRun, b_run: tuple[LoadedRun, Side], store: Store, plan: Plan, on_event: OnEvent,
+    factors: dict[str, Factor], window: windowing.Windowing,
+) -> Callable[[tuple[str, ...]], Experiment]:  # fmt: skip
     options = CompareOptions.from_settings(plan.settings)
+    checkpoint = window.checkpoint
+    b, b_side = b_run
 
     def execute(taken: tuple[str, ...]) -> Experiment:
         told = f"experiment: run {a.record.id} with {', '.join(taken)} from run {b.record.id}"
@@ -124,7 +169,9 @@ def _executor(
         request = ReplayRequest(
             ref=a.record.id, run=dataclasses.replace(a, record=record),
             env=tuple(f.partition(":")[2] for f in taken if f.startswith("env:")),
-            taken={"taken_from": b.record.id, "factors": said},
+            taken={"taken_from": b.record.id, "factors": said, "window": window.to_dict()},
+            from_checkpoint=checkpoint.hash if checkpoint is not None else None,
+            steps=window.steps if checkpoint is not None else None, spoil=RNG if RNG in taken else "",
         )  # fmt: skip
         started = time.monotonic()
         try:
@@ -133,13 +180,29 @@ def _executor(
             return Experiment(run="", factors=list(taken), vs_a="failed", vs_b="failed", error=e.message)
         made = store.load_run(outcome.replay.id)
         mode = verifiable_mode(b.record.determinism, made.record.determinism)
-        vs_b = compare_runs(of_run(b), of_run(made), mode, None, options)
+        if checkpoint is not None:
+            shown = windows.Window(checkpoint, window.steps)
+            vs_b = windows.compare(b_side, of_run(made), shown, mode, None, options)
+        else:
+            vs_b = compare_runs(b_side, of_run(made), mode, None, options)
         return Experiment(
             run=made.record.id, factors=list(taken), vs_a=outcome.verdict.status, vs_b=vs_b.status,
             divergence=where(outcome.verdict), seconds=time.monotonic() - started,
+            op=None if checkpoint is not None else first_op(outcome.verdict),
         )  # fmt: skip
 
     return execute
+
+
+def first_op(verdict: Verdict) -> str | None:
+    """The first differing op `--ops` found (a run A recorded with ``--ops``), shortly: ``aten::add in
+    Net (optimizer step 0)``; None where none was named."""
+    found = next((r for r in verdict.reasons if r.code == reasons.Code.OP_DIFFERS), None)
+    if found is None:
+        return None
+    f = found.fields
+    module = f" in {f['module']}" if f.get("module") else ""
+    return f"{f.get('op')}{module} (optimizer step {f.get('step')})"
 
 
 def where(verdict: Verdict) -> str | None:

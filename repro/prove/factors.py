@@ -8,10 +8,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable
 
+from repro.collect.checkpoints import SPOILED
 from repro.diff.model import DiffResult
 from repro.diff.proof import Factor
 from repro.facts.command import swap_param
 from repro.facts.determinism import with_threads
+from repro.runtime import contract
 from repro.store.record import DataInput, Record
 
 # Differences of the machine a run ran on: a re-execution runs here, whatever either record says.
@@ -25,6 +27,7 @@ _COMMAND_WHY = {
 _ISA_VARIABLES = (
     "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_CBWR", "OPENBLAS_CORETYPE",
 )  # fmt: skip
+_RECORDING = (contract.OPS_ENV, contract.OPS_STOP_ENV)
 _DEPS_WHY = (
     "experiments re-execute in this machine's environment: B's packages need B's image, which a proof "
     "does not build"
@@ -47,7 +50,30 @@ def find_factors(diff: DiffResult, a: Record, b: Record, kept: Callable[[DataInp
         found.append(Factor("seed", "seeds", a.seeds.master, b.seeds.master))
     found += _determinism(diff, a, b)
     found += _environment(diff)
+    found += _resume(a, b)
     return found
+
+
+# The ``rng`` factor: a resume that put back no RNG state (`repro.runtime.spoil`), taken by a windowed
+# experiment, itself a resume from a checkpoint, whose restore is spoiled the same way.
+RNG = "rng"
+RNG_WHY = (
+    "a resume's RNG states are taken only by windowed experiments (replays from a checkpoint): both runs "
+    "need a per-step trace (repro run --trace) and a checkpoint kept in the store"
+)
+
+
+def _resume(a: Record, b: Record) -> list[Factor]:
+    if resume_spoiled(a) == resume_spoiled(b):
+        return []
+    said = {True: "not restored at the resume", False: "restored"}
+    why = RNG_WHY if resume_spoiled(b) else "run A resumed without its RNG states: no experiment does that"
+    return [Factor(RNG, "resume", said[resume_spoiled(a)], said[resume_spoiled(b)], why_not=why)]
+
+
+def resume_spoiled(r: Record) -> bool:
+    """Whether ``r`` resumed with its RNG states deliberately not restored (its record says so)."""
+    return any(w.code == "resume_not_exact" and SPOILED in w.message for w in r.warnings)
 
 
 def _command(diff: DiffResult, a: Record, b: Record) -> list[Factor]:
@@ -190,7 +216,9 @@ def _mode(record: Record, b: Record, _: str) -> None:
 
 
 def _pins_threads_or_isa(name: str) -> bool:
-    return name in _ISA_VARIABLES or name.endswith("_THREADS")
+    """A variable that is no part of the ``mode`` factor: a pin of a factor of its own (threads, ISA),
+    or one that only records (`--ops`: the op stream), never changing a result."""
+    return name in _ISA_VARIABLES or name.endswith("_THREADS") or name in _RECORDING
 
 
 def _threads(record: Record, b: Record, _: str) -> None:
@@ -225,4 +253,5 @@ _TAKE: dict[str, Callable[[Record, Record, str], None]] = {
     "threads": _threads,
     "isa": _isa,
     "env": _variable,
+    RNG: lambda record, b, _: None,  # the experiment's restore is spoiled by its request (`repro.prove`)
 }

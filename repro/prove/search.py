@@ -117,7 +117,7 @@ def _finding(factor: Factor, made: _Budget, proved: list[str]) -> Finding:
             dataclasses.replace(factor, why_not=f"its experiment cannot run: {alone.error}"), "cannot_swap"
         )
     if not alone.like_a:
-        return Finding(factor, "changes_result", divergence=alone.divergence)
+        return Finding(factor, "changes_result", divergence=alone.divergence, op=alone.op)
     if factor.id in proved:
         return Finding(factor, "only_together", together_with=[f for f in proved if f != factor.id])
     return Finding(factor, "no_effect")

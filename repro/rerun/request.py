@@ -27,6 +27,7 @@ class ReplayRequest:
     nproc_per_node: int | None = None
     from_checkpoint: str | None = None  # replay only a window after this recorded checkpoint
     steps: int | None = None  # … of this many optimizer steps (default: to the next checkpoint)
+    spoil: str = ""  # a window whose restore is spoiled (`repro.runtime.spoil`): `diff --prove`'s rng factor
     network: bool = False  # the capsule's own `backend.network` is never obeyed
     trust: signing.Trust | None = None  # a capsule's signature, checked before anything is extracted
     env: tuple[str, ...] = ()  # recorded variables to set again beyond the safe set (`--env NAME`)

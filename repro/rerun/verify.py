@@ -81,6 +81,7 @@ def verify_run(
     window = None
     if request.from_checkpoint:
         window = windows.choose(original, request.from_checkpoint, request.steps, len(of_run(loaded).trace))
+        window.spoil = request.spoil
         notes.append(window.describe())
     record, variables = new_record(request, original, plan.settings, notes, on_event)
     record.kind = kind

@@ -13,7 +13,8 @@ from repro.units import plural
 def effect_phrase(f: Finding) -> str:
     """``changes the result (first at step 3 (fc.weight))``, ``no effect``, ``only together with seed``…"""
     if f.effect == "changes_result":
-        return "changes the result" + (f" (first at {f.divergence})" if f.divergence else "")
+        first = [x for x in (f.divergence and f"first at {f.divergence}", f.op and f"first op {f.op}") if x]
+        return "changes the result" + (f" ({'; '.join(first)})" if first else "")
     if f.effect == "only_together":
         return "only together with " + ", ".join(f.together_with)
     if f.effect == "no_effect":
@@ -25,6 +26,17 @@ def effect_phrase(f: Finding) -> str:
 
 def _verdict(e: Experiment) -> str:
     return f"could not run: {e.error}" if e.error is not None else f"vs A {e.vs_a}, vs B {e.vs_b}"
+
+
+def window_phrase(window: dict[str, Any]) -> str:
+    """How the experiments executed: ``windowed: 7 optimizer steps from checkpoints/epoch1.pt (step 8)``
+    or ``whole runs: …`` and why."""
+    if not window.get("windowed"):
+        return f"experiments: whole runs ({window.get('why_not')})"
+    return (
+        f"experiments: windowed, {plural(int(window['steps']), 'optimizer step')} from checkpoint "
+        f"{window['checkpoint']} (step {window['from_step']}), where A and B still agree"
+    )
 
 
 def headline(proof: Proof) -> str:
@@ -43,6 +55,8 @@ def text_lines(proof: Proof) -> list[str]:
         headline(proof),
         f"  ({made} of a budget of {proof.budget}; results compared by {proof.compared_by})",
     ]
+    if proof.window is not None:
+        lines.append(f"  {window_phrase(proof.window)}")
     width = max((len(f.factor.id) for f in proof.findings), default=0)
     for f in proof.findings:
         lines.append(f"  {f.factor.id.ljust(width)}  {effect_phrase(f)}")
@@ -62,6 +76,8 @@ def markdown_lines(proof: Proof, esc: Callable[[Any], str] = str) -> list[str]:
     """The proof as Markdown: a headline, a table of factors, the runs made. ``esc`` escapes a cell."""
     lines = [f"**{esc(headline(proof).capitalize())}** ({plural(len(proof.experiments), 'execution')} "
              f"of a budget of {proof.budget}; results compared by {esc(proof.compared_by)})", ""]  # fmt: skip
+    if proof.window is not None:
+        lines += [f"*{esc(window_phrase(proof.window))}*", ""]
     if proof.findings:
         lines += ["| factor | effect |", "| --- | --- |"]
         lines += [f"| `{f.factor.id}` | {esc(effect_phrase(f))} |" for f in proof.findings]

@@ -11,6 +11,7 @@ from repro.compare.reasons import Code
 from repro.compare.verdict import Verdict
 from repro.diff import DiffResult
 from repro.diff.metrics import Curves
+from repro.diff.proof import Proof
 from repro.ui import curves as curves_ui
 from repro.ui import escape
 from repro.ui import proof as proof_ui
@@ -82,17 +83,18 @@ def from_diff(result: DiffResult, curves: Curves | None) -> Report:
         first=first,
         outputs=rows,
         curves=curves,
-        proved=_proved(result),
+        proved=proved_lines(result.proof),
     )
 
 
-def _proved(result: DiffResult) -> list[str]:
-    proof = result.proof
+def proved_lines(proof: Proof | None) -> list[str]:
+    """A proof as the page shows it: its headline, how the experiments ran, then one line per factor."""
     if proof is None:
         return []
-    return [proof_ui.headline(proof)] + [
-        f"{f.factor.id}: {proof_ui.effect_phrase(f)}" for f in proof.findings
-    ]
+    lines = [proof_ui.headline(proof)]
+    if proof.window is not None:
+        lines.append(proof_ui.window_phrase(proof.window))
+    return lines + [f"{f.factor.id}: {proof_ui.effect_phrase(f)}" for f in proof.findings]
 
 
 _STYLE = """

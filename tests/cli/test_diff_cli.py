@@ -199,6 +199,8 @@ def test_budget_needs_prove_and_a_proof_needs_run_a_s_data(
 ) -> None:
     code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--budget", "3")
     assert code == 2 and out == "" and "--budget bounds the executions of --prove" in err
+    code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--steps", "4")
+    assert code == 2 and out == "" and "--steps sets the window of --prove's experiments" in err
     code, out, err = repro(capsys, "-C", str(project), "diff", LESLIE, DAVE, "--prove")
     assert code == 5 and out == ""  # nothing executed: every experiment re-executes run A, whose data is gone
     assert f"--prove re-executes run {LESLIE}, and its data data is neither here" in err

@@ -103,7 +103,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, dict[str, s
     project.write("model.py", V1)
     project.write("data/train.csv", _data(1))  # read by the run, kept in the store
     project.commit("train")
-    ids = {"a": _run(project, "--seed", "1", "--", "python", "train.py", "--lr", "0.05")}
+    ids = {"a": _run(project, "--seed", "1", "--ops", "--", "python", "train.py", "--lr", "0.05")}
     ids["threads"] = _run(
         project, "--seed", "1", "--threads", "2", "--", "python", "train.py", "--lr", "0.05"
     )
@@ -192,6 +192,9 @@ def test_the_thread_count_is_proved(runs: tuple[Project, dict[str, str]], tmp_pa
     md = tmp_path / "proof.md"
     proof = _prove(project, ids["a"], ids["threads"], "--markdown", str(md))
     assert _effects(proof) == {"threads": "changes_result"} and proof["proved"] == ["threads"]
+    (finding,) = proof["findings"]  # run A recorded its op stream: the first op that differs is named
+    assert finding["op"] and finding["op"].endswith("(optimizer step 0)"), finding
+    assert proof["window"]["windowed"] is False and "not traced" in proof["window"]["why_not"]
     records = _check_records(project, proof, ids["a"], ids["threads"])
     assert records[("threads",)]["determinism"]["threads"] == 2
     assert "| `threads` | changes the result" in md.read_text()
