@@ -10,7 +10,7 @@ import click
 
 from repro import check as core
 from repro import ranges, ui
-from repro.cli import figures, options
+from repro.cli import figures, options, prove_options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
 from repro.cli.events import on_event, progress_factory, raise_for_status, sigterm_interrupts
@@ -80,7 +80,7 @@ Exit status (stable; README "Exit codes"):
     default=None,
     help="Write a JUnit XML report (one testcase per output, plus metrics and stdout).",
 )
-@options.prove_options("the golden run with differences taken from today's check run (--against)")
+@prove_options.prove_options("the golden run with differences taken from today's check run (--against)")
 @options.markdown_option("a summary")
 @options.plot_option("run 1's and the first differing run's")
 @options.html_option("the result")
@@ -225,7 +225,7 @@ def _command(
         raise UsageError("--key and --require-signed check the capsule given to --against")
     if env and not against:
         raise UsageError("--env sets a recorded variable again: give it with --against CAPSULE")
-    options.check_budget(prove, *proving)
+    prove_options.check_budget(prove, *proving)
     if prove and not against:
         raise UsageError("--prove explains a check against a golden run", hint="give --against CAPSULE")
     if not against and not argv:

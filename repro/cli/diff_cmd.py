@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from repro import ui
-from repro.cli import figures, options
+from repro.cli import figures, options, prove_options
 from repro.cli.completion import complete_ref
 from repro.compare.verdict import CompareOptions
 from repro.diff import diff_records
@@ -50,7 +50,7 @@ def _either_path(first: Any, second: Any) -> Any:
     "--exit-code", is_flag=True, help="Exit 1 when the runs differ, 0 when not, as `git diff --exit-code`."
 )
 @click.option("--all", "show_all", is_flag=True, help="Also show sections without differences.")
-@options.prove_options("RUN_A with differences taken from RUN_B")
+@prove_options.prove_options("RUN_A with differences taken from RUN_B")
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -85,7 +85,7 @@ def diff(
     repro diff A B --prove --steps 20           (experiments: 20 steps from a shared checkpoint)
     """
     options.output_forms(as_json, markdown)
-    options.check_budget(prove, budget, prove_steps)
+    prove_options.check_budget(prove, budget, prove_steps)
     store = ctx.obj.store
     a = store.resolve(run_a)
     b = store.resolve(run_b)
