@@ -89,6 +89,14 @@ def _slurm_recorded(record: Record) -> object:
     return SlurmOptions.recorded(record)
 
 
+def _slurm_contained(options: object, box: str) -> object:
+    from dataclasses import replace
+
+    from repro.backends.slurm.options import SlurmOptions
+
+    return replace(options if isinstance(options, SlurmOptions) else SlurmOptions(), environment=box)
+
+
 def _slurm_shown(details: Mapping[str, Any]) -> Lines:
     from repro.backends.slurm.shown import slurm_lines
 
@@ -126,6 +134,9 @@ class Entry:
     shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
     flags: FlagSection | None = None  # its flags of `repro run` (listed under their own heading)
     available: Callable[[], bool] = lambda: True  # whether it can run here now (a sandbox's engine)
+    # Its options running a run from elsewhere in container sandbox <box> (a host backend's nodes running
+    # the run's image); None: it cannot, and such a run runs unsandboxed on it, when the replayer says so.
+    contained: Callable[[object, str], object] | None = None
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -154,7 +165,7 @@ ENTRIES: tuple[Entry, ...] = (
         section="slurm", keys=sbatch.FIELDS, check=sbatch.settings_problem, locks_first=True,
         options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
         interpreter_here=lambda section: section.get("environment") == "python",
-        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS,
+        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS, contained=_slurm_contained,
     ),
 )  # fmt: skip
 
@@ -254,14 +265,24 @@ def locks_first(name: str) -> bool:
     return entry is None or entry.locks_first
 
 
-def recorded_options(name: str, record: Record) -> object:
-    """The options to run ``record`` on backend ``name`` as it ran (None: that backend takes none).
+def recorded_options(name: str, record: Record, foreign: bool = False) -> object:
+    """The options to run ``record`` on backend ``name`` as it ran (None: that backend takes none); a run
+    from elsewhere (``foreign``) on a backend that can contain it: in the container sandbox here.
 
     Raises:
         CapsuleInvalid: recorded options of a shape the backend refuses (a forged record).
     """
     entry = _BY_NAME.get(name)
-    return entry.recorded(record) if entry is not None else None
+    if entry is None:
+        return None
+    options = entry.recorded(record)
+    return entry.contained(options, sandbox_here()) if foreign and entry.contained else options
+
+
+def contains(name: str) -> bool:
+    """Whether host backend ``name`` runs a run from elsewhere in the container sandbox (on its nodes)."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.contained is not None
 
 
 def get(name: str) -> Entry:

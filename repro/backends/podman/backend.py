@@ -20,7 +20,7 @@ from repro.backends.docker.backend import DockerBackend
 from repro.backends.docker.container import HOST_EXTRA
 from repro.backends.docker.engine import served_at
 from repro.backends.images import ImageInputs
-from repro.backends.podman.service import BASE_HINT, Service, has_image
+from repro.backends.podman.service import BASE_HINT, Service, has_image, save_archive
 from repro.errors import BackendUnavailable
 
 
@@ -60,6 +60,19 @@ class PodmanBackend(DockerBackend):
         except BaseException:
             self._service.stop()
             raise
+
+    def stop(self) -> None:
+        """Stop the API service this backend started (idempotent)."""
+        self._service.stop()
+
+    def archive(self, built: BuiltImage, folder: Path, on_event: OnEvent) -> Path:
+        """The image saved as an archive in ``folder`` (`podman save`; kept, and reused, by its id), for
+        other machines' Podman storage to load.
+
+        Raises:
+            BuildError: podman could not save it.
+        """
+        return save_archive(built.id or built.tag, folder, on_event)
 
     def container_config(
         self, spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path

@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from repro.errors import BackendUnavailable
+from repro.backends.base import Event, OnEvent
+from repro.errors import BackendUnavailable, BuildError
 
 PODMAN = "podman"
 START_S = 30.0  # how long the service may take to answer
@@ -163,3 +164,32 @@ def usable() -> bool:
     """Whether rootless Podman can run here: a user other than root (root has Docker's engine), the
     command exists, and user namespaces are enabled."""
     return os.getuid() != 0 and shutil.which(PODMAN) is not None and userns_disabled() is None
+
+
+def save_archive(image: str, folder: Path, on_event: OnEvent) -> Path:
+    """``podman save`` of ``image`` into ``folder``/<id>.tar, unless saved there before; its path.
+
+    Raises:
+        BuildError: podman could not save it.
+    """
+    dest = folder / f"{image.removeprefix('sha256:')[:64]}.tar"
+    if dest.is_file():
+        return dest
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [PODMAN, "save", "--format=docker-archive", "-o", str(tmp), image],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise BuildError(f"`podman save` of the run's image failed: {done.stderr.strip()[-300:]}")
+        os.replace(tmp, dest)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"`podman save` of the run's image failed: {e}") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+    size, took = dest.stat().st_size / 1e6, time.monotonic() - began
+    on_event(Event("info", f"podman: saved the image for the nodes ({size:.0f} MB in {took:.1f}s)"))
+    return dest
