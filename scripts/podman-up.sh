@@ -7,6 +7,7 @@
 # when the kernel mounts it rootless (else Podman's vfs); and load the base image the Docker engine holds into
 # that storage (`docker save | podman load`, as the user). Exit 3 with one line where it cannot.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 user="${REPRO_PODMAN_USER:-repro-podman}"
 base="${REPRO_BASE_IMAGE:-repro-base:bookworm}"
@@ -22,14 +23,12 @@ install_packages() {
     [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null 2>&1 || missing+=(catatonit)
     command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
     [ ${#missing[@]} -eq 0 ] && return 0
-    if ! command -v apt-get >/dev/null 2>&1; then
+    if ! apt_can_install; then
         say "${missing[*]} missing and no apt here: install Debian's podman and uidmap"
         exit 3
     fi
     say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 }
 
 userns_enabled() {
