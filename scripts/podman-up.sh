@@ -43,6 +43,17 @@ userns_enabled() {
     fi
 }
 
+ensure_tun() {
+    # A rootless container's network (`--network`: slirp4netns) opens /dev/net/tun as the user; Debian
+    # makes it 0666, some images and sandboxes leave it 0600 root.
+    if [ ! -c /dev/net/tun ]; then
+        mkdir -p /dev/net
+        mknod -m 0666 /dev/net/tun c 10 200 2>/dev/null || say "no /dev/net/tun: rootless --network will fail"
+    fi
+    [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ] && chmod 0666 /dev/net/tun
+    return 0
+}
+
 ensure_user() {
     id -u "$user" >/dev/null 2>&1 || { say "creating user $user"; useradd -m -s /bin/bash "$user"; }
     grep -q "^$user:" /etc/subuid || usermod --add-subuids 200000-265535 "$user"
@@ -84,6 +95,7 @@ ensure_base_image() {
 is_root || { say "not a root shell: the tests' user and packages need root; the podman tests skip"; exit 3; }
 install_packages
 userns_enabled || exit 3
+ensure_tun
 ensure_user
 ensure_storage
 ensure_base_image

@@ -63,11 +63,26 @@ def _probe_project(project: Project) -> None:
     project.commit("probe")
 
 
-def test_a_docker_replay_stays_off_the_network_and_away_from_host_paths(
-    project: Project, tmp_path: Path
-) -> None:
+@pytest.fixture(params=["docker", pytest.param("podman", marks=[pytest.mark.podman, pytest.mark.slow])])
+def box(request: pytest.FixtureRequest) -> Iterator[tuple[Project, str]]:
+    """A project and the container backend it runs on: Docker as root, or rootless Podman as the
+    unprivileged user `scripts/podman-up.sh` makes (the same assertions hold for both)."""
+    if request.param == "docker":
+        yield request.getfixturevalue("project"), "docker"
+        return
+    from tests.integration.test_podman import rootless_project
+
+    for project in rootless_project():
+        project.write(".gitignore", "outputs/\n")
+        project.commit("init")
+        yield project, "podman"
+
+
+def test_a_container_replay_stays_off_the_network_and_away_from_host_paths(box: tuple[Project, str]) -> None:
+    project, backend = box
+    tmp_path = project.root.parent  # the user's own directory (rootless: the test's tmp_path is root's)
     _probe_project(project)
-    r = project.repro("run", "--backend", "docker", "probe.py")
+    r = project.repro("run", "--backend", backend, "probe.py")
     assert r.code == 0, r.err
     run = json.loads((project.root / "outputs" / "probe.json").read_text())
     assert run["interfaces"] == ["lo"] and run["no_new_privs"] == "1"
@@ -87,12 +102,12 @@ def test_a_docker_replay_stays_off_the_network_and_away_from_host_paths(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     bad = forge(tar, tmp_path / "asks.tar", asks)
-    r = project.repro("replay", str(bad), "--json", cwd=elsewhere)
+    r = project.repro("replay", str(bad), "--backend", backend, "--json", cwd=elsewhere)
     assert r.code == 0, r.out + r.err  # no network and no LD_PRELOAD: the probe saw what the run saw
     assert json.loads(r.out)["status"] == "identical"
     assert "asked for a network" in r.err and "LD_PRELOAD" in r.err
 
-    r = project.repro("replay", str(bad), "--network", "--json", cwd=elsewhere)
+    r = project.repro("replay", str(bad), "--backend", backend, "--network", "--json", cwd=elsewhere)
     assert r.code == 5, r.out + r.err  # with --network the container has an interface besides lo
     assert "outputs/probe.json" in r.out
     replay = json.loads(project.repro("show", "latest", "--json", cwd=elsewhere).out)

@@ -80,6 +80,8 @@ class PodmanBackend(DockerBackend):
         config = super().container_config(spec, built, uid, gid, tree)
         if os.getuid() != 0:  # rootless: this user is the container's user, not a sub-id
             config[HOST_EXTRA] = {"UsernsMode": "keep-id"}
+            if spec.network:  # a user-mode network stack of its own (a bridge needs a rootless netns)
+                config["host_config"]["network_mode"] = "slirp4netns"
         return config
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:
