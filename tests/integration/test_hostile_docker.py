@@ -25,6 +25,7 @@ from repro.backends.docker.engine import LABEL_HOST, LABEL_PID, LABEL_STORE, eng
 from repro.config import DEFAULT_BASE_IMAGE
 from tests.conftest import Project
 from tests.forging import forge
+from tests.integration.test_podman import box as box  # noqa: F401 - the fixture: docker, rootless podman
 
 pytestmark = pytest.mark.docker  # skipped, with the reason, where no engine with the base image answers
 
@@ -61,21 +62,6 @@ def test_label() -> Iterator[str]:
 def _probe_project(project: Project) -> None:
     project.write("probe.py", PROBE)
     project.commit("probe")
-
-
-@pytest.fixture(params=["docker", pytest.param("podman", marks=[pytest.mark.podman, pytest.mark.slow])])
-def box(request: pytest.FixtureRequest) -> Iterator[tuple[Project, str]]:
-    """A project and the container backend it runs on: Docker as root, or rootless Podman as the
-    unprivileged user `scripts/podman-up.sh` makes (the same assertions hold for both)."""
-    if request.param == "docker":
-        yield request.getfixturevalue("project"), "docker"
-        return
-    from tests.integration.test_podman import rootless_project
-
-    for project in rootless_project():
-        project.write(".gitignore", "outputs/\n")
-        project.commit("init")
-        yield project, "podman"
 
 
 def test_a_container_replay_stays_off_the_network_and_away_from_host_paths(box: tuple[Project, str]) -> None:

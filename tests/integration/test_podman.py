@@ -399,3 +399,16 @@ def rootless_project() -> Iterator[RootlessProject]:
     finally:
         _as_user("podman", "unshare", "rm", "-rf", str(top), timeout=300)
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(params=["docker", pytest.param("podman", marks=[pytest.mark.podman, pytest.mark.slow])])
+def box(request: pytest.FixtureRequest) -> Iterator[tuple[Project, str]]:
+    """A project and the container backend it runs on: Docker as root, or rootless Podman as the
+    unprivileged user `scripts/podman-up.sh` makes (the hostile-capsule tests assert the same of both)."""
+    if request.param == "docker":
+        yield request.getfixturevalue("project"), "docker"
+        return
+    for project in rootless_project():
+        project.write(".gitignore", "outputs/\n")
+        project.commit("init")
+        yield project, "podman"
