@@ -79,7 +79,7 @@ def _missing() -> str | None:
         pwd.getpwnam(USER)
     except KeyError:
         return f"no user {USER} (`bash scripts/podman-up.sh` as root makes it)"
-    if _as_user("podman", "image", "exists", BASE, timeout=60).code != 0:
+    if _as_user("podman", "image", "exists", BASE, timeout=300).code != 0:  # waits on a busy storage
         return f"{USER}'s Podman storage has no {BASE} (`bash scripts/podman-up.sh` loads it)"
     if _python_for_user() is None:
         return f"no Python with repro's dependencies that {USER} may run"
