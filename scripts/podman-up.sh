@@ -2,10 +2,11 @@
 # Make rootless Podman usable for the podman backend's tests, and give an unprivileged user the base image.
 #
 # Fast and idempotent when everything is there. As root with apt: install Debian's podman, uidmap (newuidmap,
-# newgidmap), catatonit (the container's init) and slirp4netns where missing; create the unprivileged user
-# $REPRO_PODMAN_USER (default repro-podman) with sub-ids; give that user's Podman storage the overlay driver
-# when the kernel mounts it rootless (else Podman's vfs); and load the base image the Docker engine holds into
-# that storage (`docker save | podman load`, as the user). Exit 3 with one line where it cannot.
+# newgidmap), catatonit (the container's init), slirp4netns and mmdebstrap where missing; open /dev/net/tun
+# to users (rootless --network); create the unprivileged user $REPRO_PODMAN_USER (default repro-podman) with
+# sub-ids; give that user's Podman storage the overlay driver when the kernel mounts it rootless (else
+# Podman's vfs); and load the base image the Docker engine holds into that storage (`docker save | podman
+# load`, as the user). Exit 3 with one line where it cannot.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
@@ -22,6 +23,7 @@ install_packages() {
     command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
     [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null 2>&1 || missing+=(catatonit)
     command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+    command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)  # `repro base-image` without root
     [ ${#missing[@]} -eq 0 ] && return 0
     if ! apt_can_install; then
         say "${missing[*]} missing and no apt here: install Debian's podman and uidmap"
