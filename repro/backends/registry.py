@@ -315,6 +315,20 @@ def save_image(record: Record, dest: Path) -> int:
     return (entry.save_image if entry is not None else _docker_save)(record, dest)
 
 
+def base_image_importer() -> tuple[Callable[[Path, str, list[str]], str], str]:
+    """Where `repro base-image` puts the image it makes, and how it says so: Docker's engine, or this
+    user's rootless Podman where the image is made without root (`baseimage.rootless`)."""
+    from repro.backends import baseimage
+
+    if baseimage.rootless():
+        from repro.backends.podman.service import import_rootfs as into_podman
+
+        return into_podman, "mmdebstrap, then podman import"
+    from repro.backends.docker.build import import_rootfs as into_docker
+
+    return into_docker, "debootstrap, then docker import"
+
+
 def contains(name: str) -> bool:
     """Whether host backend ``name`` runs a run from elsewhere in the container sandbox (on its nodes)."""
     entry = _BY_NAME.get(name)

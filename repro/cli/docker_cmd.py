@@ -103,22 +103,24 @@ def build(
 )
 @click.pass_obj
 def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> None:
-    """Make a minimal Debian base image from packages (debootstrap + import; needs root).
+    """Make a minimal Debian base image from packages (debootstrap + docker import, as root; without
+    root: mmdebstrap --mode=unshare + podman import, into your rootless Podman storage).
 
     For engines that reach no container registry: only the Debian mirror is used. The image holds
     python3 and venv, and g++ with the Python headers for torch.compile; its labels name them.
     Prints the new image's id; debootstrap's output goes to repro's cache (logs/), -v shows it.
     """
     from repro.backends.baseimage import make_base_image
-    from repro.backends.docker.build import import_rootfs
+    from repro.backends.registry import base_image_importer
     from repro.config import DEFAULT_BASE_IMAGE
     from repro.facts.lockfile import cache_dir
 
     if tag is None:
         tag = _settings_base(app) or DEFAULT_BASE_IMAGE
-    ui.info(f"making base image {tag} from Debian {suite} (debootstrap; a few minutes)")
+    import_rootfs, how = base_image_importer()
+    ui.info(f"making base image {tag} from Debian {suite} ({how}; a few minutes)")
     with build_events(cache_dir(), "base-image") as sink:  # no project needed: the log goes to repro's cache
-        sink(Event("stage", f"base image: debootstrap {suite}, then docker import"))
+        sink(Event("stage", f"base image: Debian {suite}: {how}"))
         made = make_base_image(
             import_rootfs,
             tag=tag,

@@ -227,3 +227,23 @@ def save_archive(image: str, folder: Path, on_event: OnEvent) -> Path:
     size, took = dest.stat().st_size / 1e6, time.monotonic() - began
     on_event(Event("info", f"podman: saved the image for the nodes ({size:.0f} MB in {took:.1f}s)"))
     return dest
+
+
+def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
+    """``podman import`` of a root filesystem tar as image ``tag`` in this user's storage; its id.
+
+    Raises:
+        BackendUnavailable: no usable podman here.
+        BuildError: podman rejected the archive.
+    """
+    if not usable():
+        raise BackendUnavailable("rootless Podman is not usable here to import the base image", hint=HINT)
+    argv = [PODMAN, "import", *(f"--change={change}" for change in changes), str(archive), tag]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"`podman import` of {archive.name} failed: {e}") from e
+    found = image_id(tag) if done.returncode == 0 else None
+    if found is None:
+        raise BuildError(f"`podman import` of {archive.name} failed: {done.stderr.strip()[-300:]}")
+    return found
