@@ -23,8 +23,9 @@ from repro.errors import BackendUnavailable, BuildError, NotFoundError
 PODMAN = "podman"
 START_S = 30.0  # how long the service may take to answer
 BASE_HINT = (
-    "load one into your Podman storage: `docker save repro-base:bookworm | podman load` where an "
-    "engine has it, or `podman load -i` an archive an administrator made"
+    "make one without root: `repro base-image` (with Debian's mmdebstrap), or load one into your Podman "
+    "storage: `docker save repro-base:bookworm | podman load` where an engine has it, or `podman load -i` "
+    "an archive an administrator made"
 )
 HINT = "install Debian's podman and uidmap (`scripts/podman-up.sh` as root), or use `--backend docker`"
 USERNS_HINT = (
