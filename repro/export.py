@@ -331,7 +331,7 @@ def _write_capsule(request: ExportRequest, dest: Path) -> Exported:
         data = carried_data(loaded, request.store, remote, request.max_data_size or limits.MAX_DATA_BYTES)
         request.say(f"carrying {plural(data.files, 'data file')} ({human_bytes(data.size)}) in the capsule")
     if request.with_image:
-        request.say("saving the environment image into the capsule (docker save)")
+        request.say("saving the environment image into the capsule (docker save or podman save)")
     done = export_run(loaded, dest, request.store, request.with_image, key, request.attest, data)
     done.key_label = key.label if key is not None else None
     done.data_size = data.size if data is not None else None
