@@ -39,3 +39,11 @@ def node_image(
     from repro.backends.docker.backend import DockerBackend
 
     return DockerBackend(inputs).prepare(spec, on_event), None
+
+
+def unused_archives(store_dir: Path, needed: set[str]) -> list[Path]:
+    """The image archives in the store's ``node-images`` whose image no run in ``needed`` uses."""
+    folder = store_dir / NODE_IMAGES
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.tar") if f"sha256:{p.stem}" not in needed and p.is_file())
