@@ -91,7 +91,7 @@ def export_run(
         UsageError: ``with_image`` for a run that recorded no image (the local backend);
             ``attest`` for a run that cannot be attested, or with an HMAC key (oms: without an
             ECDSA P-256 key).
-        BackendUnavailable: no Docker engine answers. NotFoundError: the engine lost the image.
+        BackendUnavailable: the run's engine (Docker, Podman) is not usable. NotFoundError: it lost the image.
         CapsuleInvalid: a blob the record names is missing from the store, or replaced.
         OSFailure: the capsule could not be written (a full disk), naming ``dest``.
     """
@@ -110,11 +110,10 @@ def export_run(
         with _working_dir(store, dest, work):
             archive = None
             if with_image:
-                from repro.backends.docker.archive import save_image
+                from repro.backends import registry
 
-                assert image is not None and image.id
                 archive = work / "image.tar"
-                image_size = save_image(image.id, image.tag, archive)
+                image_size = registry.save_image(loaded.record, archive)
             carried = data.blobs if data is not None else None
             written = pack(
                 loaded.record, loaded.unchecked_path, work / "capsule.tar", archive, signer, attester, carried
@@ -346,7 +345,7 @@ def _write_capsule(request: ExportRequest, dest: Path) -> Exported:
         data = carried_data(loaded, request.store, remote, request.max_data_size or limits.MAX_DATA_BYTES)
         request.say(f"carrying {plural(data.files, 'data file')} ({human_bytes(data.size)}) in the capsule")
     if request.with_image:
-        request.say("saving the environment image into the capsule (docker save)")
+        request.say("saving the environment image into the capsule (docker save or podman save)")
     done = export_run(
         loaded, dest, request.store, request.with_image, key, request.attest, data, request.attest_format
     )

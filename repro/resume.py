@@ -93,7 +93,7 @@ def resume(
     record.env.variables.update(passed.env)
     if foreign:  # as a replay does: repro's own list of variables, never a record's
         record.determinism.env, _ = allowed_env(original.determinism.env)
-    where = start.Start(backend, registry.recorded_options(backend, original))
+    where = start.Start(backend, registry.recorded_options(backend, original, foreign))
     prepared = _prepare(store, original, record, settings, root, passed.env, env or {}, foreign)
 
     def ready(chosen: Backend) -> list[str]:

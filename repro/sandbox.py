@@ -51,6 +51,12 @@ def place(plan: Plan, recorded: str, foreign: bool) -> Placement:
     chosen, source = plan.settings.backend, plan.source("backend")
     host, sandbox = registry.on_host(), registry.sandbox_here()  # unsandboxed here; the container sandbox
     named = source in CHOSEN_BY_REPLAYER
+    if named and chosen in host and registry.contains(chosen):
+        return Placement(
+            plan,
+            f"{source} {chosen}: this run from elsewhere runs in the container sandbox ({sandbox}) on the "
+            "nodes, on the host's network (its ranks meet over it)",
+        )
     if named and chosen in host:
         return Placement(
             plan,

@@ -2,6 +2,7 @@
 # Make sure a headless browser is here for the HTML-report test (tests/integration/test_report_browser.py):
 # Debian's chromium, installed with apt as root when missing. Fast and idempotent when present.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 say() { echo "browser-up: $*" >&2; }
 
@@ -9,13 +10,11 @@ if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null
     say "chromium is here"
     exit 0
 fi
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! apt_can_install; then
     say "no chromium, and no root apt-get to install it (Debian: apt-get install chromium)"
     exit 1
 fi
 say "installing Debian's chromium (headless HTML-report test)"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null || say "apt-get update failed; trying the cached package lists"
-apt-get install -y -qq --no-install-recommends chromium >/dev/null
+apt_install chromium
 command -v chromium >/dev/null 2>&1
 say "chromium $(chromium --version 2>/dev/null | awk '{print $2}') installed"

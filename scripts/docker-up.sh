@@ -8,6 +8,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$here/scripts/lib/apt.sh"
 repro="${REPRO_BIN:-$here/.venv/bin/repro}"
 base="${REPRO_BASE_IMAGE:-repro-base:bookworm}"
 log="${REPRO_DOCKERD_LOG:-/var/log/repro-dockerd.log}"
@@ -26,15 +27,13 @@ install_packages() {
     command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
     command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
     [ ${#missing[@]} -eq 0 ] && return 0
-    if ! is_root || ! command -v apt-get >/dev/null 2>&1; then
+    if ! apt_can_install; then
         say "no Docker engine answers and ${missing[*]} cannot be installed here (needs root and apt)"
         say "install Docker yourself, or point DOCKER_HOST at an engine"
         exit 3
     fi
     say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 }
 
 dockerd_flags() {

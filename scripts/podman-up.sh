@@ -2,11 +2,13 @@
 # Make rootless Podman usable for the podman backend's tests, and give an unprivileged user the base image.
 #
 # Fast and idempotent when everything is there. As root with apt: install Debian's podman, uidmap (newuidmap,
-# newgidmap), catatonit (the container's init) and slirp4netns where missing; create the unprivileged user
-# $REPRO_PODMAN_USER (default repro-podman) with sub-ids; give that user's Podman storage the overlay driver
-# when the kernel mounts it rootless (else Podman's vfs); and load the base image the Docker engine holds into
-# that storage (`docker save | podman load`, as the user). Exit 3 with one line where it cannot.
+# newgidmap), catatonit (the container's init), slirp4netns and mmdebstrap where missing; open /dev/net/tun
+# to users (rootless --network); create the unprivileged user $REPRO_PODMAN_USER (default repro-podman) with
+# sub-ids; give that user's Podman storage the overlay driver when the kernel mounts it rootless (else
+# Podman's vfs); and load the base image the Docker engine holds into that storage (`docker save | podman
+# load`, as the user). Exit 3 with one line where it cannot.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 user="${REPRO_PODMAN_USER:-repro-podman}"
 base="${REPRO_BASE_IMAGE:-repro-base:bookworm}"
@@ -21,15 +23,14 @@ install_packages() {
     command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
     [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null 2>&1 || missing+=(catatonit)
     command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+    command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)  # `repro base-image` without root
     [ ${#missing[@]} -eq 0 ] && return 0
-    if ! command -v apt-get >/dev/null 2>&1; then
+    if ! apt_can_install; then
         say "${missing[*]} missing and no apt here: install Debian's podman and uidmap"
         exit 3
     fi
     say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 }
 
 userns_enabled() {
@@ -42,6 +43,17 @@ userns_enabled() {
         say "user namespaces are disabled: sysctl user.max_user_namespaces is 0"
         return 1
     fi
+}
+
+ensure_tun() {
+    # A rootless container's network (`--network`: slirp4netns) opens /dev/net/tun as the user; Debian
+    # makes it 0666, some images and sandboxes leave it 0600 root.
+    if [ ! -c /dev/net/tun ]; then
+        mkdir -p /dev/net
+        mknod -m 0666 /dev/net/tun c 10 200 2>/dev/null || say "no /dev/net/tun: rootless --network will fail"
+    fi
+    [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ] && chmod 0666 /dev/net/tun
+    return 0
 }
 
 ensure_user() {
@@ -85,6 +97,7 @@ ensure_base_image() {
 is_root || { say "not a root shell: the tests' user and packages need root; the podman tests skip"; exit 3; }
 install_packages
 userns_enabled || exit 3
+ensure_tun
 ensure_user
 ensure_storage
 ensure_base_image

@@ -3,6 +3,7 @@
 # docker-registry (the CNCF distribution server), skopeo (the independent reader) and htpasswd, installed
 # with apt as root when missing. Each test module starts and stops its own registry on 127.0.0.1.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 say() { echo "registry-up: $*" >&2; }
 
@@ -14,12 +15,10 @@ if [ ${#missing[@]} -eq 0 ]; then
     say "docker-registry, skopeo and htpasswd are here"
     exit 0
 fi
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! apt_can_install; then
     say "missing ${missing[*]}, and no root apt-get to install them (Debian: apt-get install ${missing[*]})"
     exit 1
 fi
 say "installing ${missing[*]} (registry tests)"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null || say "apt-get update failed; trying the cached package lists"
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt_install "${missing[@]}"
 say "installed ${missing[*]}"

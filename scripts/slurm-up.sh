@@ -8,6 +8,7 @@
 # per-node spool directory and pid file (%n), and wait until both nodes are idle.
 # Logs: /var/log/repro-slurm/. Stop it with scripts/slurm-down.sh.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 conf="${SLURM_CONF:-/etc/slurm/slurm.conf}"
 state="${REPRO_SLURM_STATE:-/var/lib/repro-slurm}"
@@ -31,7 +32,7 @@ if nodes_idle; then
     exit 0
 fi
 
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! apt_can_install; then
     say "no local Slurm cluster answers, and one can only be set up as root with apt"
     say "the slurm-marked tests skip; on a real cluster, run repro where sbatch works"
     exit 3
@@ -40,10 +41,7 @@ fi
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 \
     || ! command -v munged >/dev/null 2>&1 || ! command -v sbatch >/dev/null 2>&1; then
     say "installing slurm-wlm and munge"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
-        slurm-wlm munge >/dev/null
+    apt_install slurm-wlm munge
 fi
 
 if [ -f "$conf" ] && ! grep -qF "$marker" "$conf"; then

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,6 +51,12 @@ class BaseImage:
     seconds: float
 
 
+def rootless() -> bool:
+    """Whether this process makes base images without root: mmdebstrap in a user namespace, imported
+    into this user's rootless Podman."""
+    return hasattr(os, "geteuid") and os.geteuid() != 0 and shutil.which("mmdebstrap") is not None
+
+
 def check_prerequisites() -> str:
     """The debootstrap executable's path, if this process may run it.
 
@@ -58,8 +65,9 @@ def check_prerequisites() -> str:
     """
     if hasattr(os, "geteuid") and os.geteuid() != 0:
         raise BackendUnavailable(
-            "making a base image needs root (debootstrap creates device files and owners)",
-            hint='run it as root: `sudo "$(command -v repro)" base-image`',
+            "making a base image needs root (debootstrap creates device files and owners), or mmdebstrap",
+            hint='run it as root: `sudo "$(command -v repro)" base-image`, or install Debian\'s mmdebstrap '
+            "to make one rootless (into your Podman storage)",
         )
     path = shutil.which("debootstrap")
     if path is None:
@@ -104,6 +112,33 @@ def bootstrap(root: Path, suite: str, mirror: str, on_line: Callable[[str], None
                     shutil.rmtree(child, ignore_errors=True)
                 else:
                     child.unlink(missing_ok=True)
+
+
+def bootstrap_rootless(archive: Path, suite: str, mirror: str, on_line: Callable[[str], None] | None) -> Path:
+    """``mmdebstrap --mode=unshare``: the same minimal Debian as `bootstrap`, made without root (owners
+    and device files inside a user namespace) straight into the tar ``archive``; returns a directory
+    beside it holding what `base_labels` reads (python3's link, dpkg's status).
+
+    Raises:
+        BuildError: mmdebstrap failed.
+    """
+    prune = " ".join(f'"$1"/{rel}/*' for rel in _PRUNE)
+    argv = ["mmdebstrap", "--mode=unshare", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+            f"--customize-hook=rm -rf {prune}", suite, str(archive), mirror]  # fmt: skip
+    _run(argv, on_line, "mmdebstrap")
+    facts = archive.parent / "facts"
+    wanted = {"./usr/bin/python3", "./var/lib/dpkg/status"}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if member.name not in wanted:
+                continue
+            dest = facts / member.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if member.issym():
+                os.symlink(member.linkname, dest)
+            elif member.isreg() and (body := tar.extractfile(member)) is not None:
+                dest.write_bytes(body.read())
+    return facts
 
 
 def compiler_version(root: Path) -> str | None:
@@ -155,25 +190,31 @@ def make_base_image(
     mirror: str | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> BaseImage:
-    """debootstrap a minimal Debian, import it with ``import_rootfs`` as ``tag`` and return its id.
+    """debootstrap a minimal Debian (without root: mmdebstrap), import it with ``import_rootfs`` as ``tag``
+    and return its id.
 
     The engine is the caller's (`repro.backends.docker.build.import_rootfs`): this module makes the
     root filesystem and never talks to Docker itself.
 
     Raises:
-        BackendUnavailable: not root, no debootstrap, or no engine answers.
+        BackendUnavailable: not root and no mmdebstrap, no debootstrap, or no engine answers.
         BuildError: debootstrap, tar or the import failed.
     """
     start = time.monotonic()
     mirror = mirror or os.environ.get("REPRO_DEBIAN_MIRROR") or DEFAULT_MIRROR
-    check_prerequisites()
+    unprivileged = rootless()
+    if not unprivileged:
+        check_prerequisites()
     scratch = Path(os.environ.get("REPRO_TMPDIR") or tempfile.gettempdir())
     with tempfile.TemporaryDirectory(prefix="repro-base-", dir=scratch) as tmp:
-        root = Path(tmp) / "rootfs"
-        root.mkdir()
-        bootstrap(root, suite, mirror, on_line)
         archive = Path(tmp) / "rootfs.tar"
-        _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(archive), "."], on_line, "tar")
+        if unprivileged:
+            root = bootstrap_rootless(archive, suite, mirror, on_line)
+        else:
+            root = Path(tmp) / "rootfs"
+            root.mkdir()
+            bootstrap(root, suite, mirror, on_line)
+            _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(archive), "."], on_line, "tar")
         if on_line:
             on_line(f"importing {archive.stat().st_size // (1 << 20)} MiB rootfs as {tag}")
         changes = [*IMAGE_CHANGES, *base_labels(root)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repro.backends.base import Event, OnEvent
@@ -89,6 +90,37 @@ def _slurm_recorded(record: Record) -> object:
     return SlurmOptions.recorded(record)
 
 
+def _docker_save(record: Record, dest: Path) -> int:
+    from repro.backends.docker.archive import save_image
+
+    image = record.deps.image
+    assert image is not None and image.id
+    return save_image(image.id, image.tag, dest)
+
+
+def _podman_save(record: Record, dest: Path) -> int:
+    from repro.backends.podman.service import save_to
+
+    image = record.deps.image
+    assert image is not None and image.id
+    return save_to(image.id, dest, image.tag)
+
+
+def _slurm_save(record: Record, dest: Path) -> int:
+    slurm = record.backend.details.get("slurm")
+    options = slurm.get("options") if isinstance(slurm, dict) else None
+    engine = options.get("environment") if isinstance(options, dict) else None
+    return _podman_save(record, dest) if engine == "podman" else _docker_save(record, dest)
+
+
+def _slurm_contained(options: object, box: str) -> object:
+    from dataclasses import replace
+
+    from repro.backends.slurm.options import SlurmOptions
+
+    return replace(options if isinstance(options, SlurmOptions) else SlurmOptions(), environment=box)
+
+
 def _slurm_shown(details: Mapping[str, Any]) -> Lines:
     from repro.backends.slurm.shown import slurm_lines
 
@@ -126,6 +158,10 @@ class Entry:
     shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
     flags: FlagSection | None = None  # its flags of `repro run` (listed under their own heading)
     available: Callable[[], bool] = lambda: True  # whether it can run here now (a sandbox's engine)
+    # Its options running a run from elsewhere in container sandbox <box> (a host backend's nodes running
+    # the run's image); None: it cannot, and such a run runs unsandboxed on it, when the replayer says so.
+    contained: Callable[[object, str], object] | None = None
+    save_image: Callable[[Record, Path], int] = _docker_save  # its run's image into an archive; its size
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -147,14 +183,15 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         "podman", "a rootless Podman container built from the run's lock", _podman, on_host=False,
-        locks_first=True, sandbox=True, available=_podman_usable,
+        locks_first=True, sandbox=True, available=_podman_usable, save_image=_podman_save,
     ),
     Entry(
         "slurm", "the Slurm cluster, through sbatch", _slurm, on_host=True, spans_nodes=True,
         section="slurm", keys=sbatch.FIELDS, check=sbatch.settings_problem, locks_first=True,
         options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
         interpreter_here=lambda section: section.get("environment") == "python",
-        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS,
+        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS, contained=_slurm_contained,
+        save_image=_slurm_save,
     ),
 )  # fmt: skip
 
@@ -254,14 +291,48 @@ def locks_first(name: str) -> bool:
     return entry is None or entry.locks_first
 
 
-def recorded_options(name: str, record: Record) -> object:
-    """The options to run ``record`` on backend ``name`` as it ran (None: that backend takes none).
+def recorded_options(name: str, record: Record, foreign: bool = False) -> object:
+    """The options to run ``record`` on backend ``name`` as it ran (None: that backend takes none); a run
+    from elsewhere (``foreign``) on a backend that can contain it: in the container sandbox here.
 
     Raises:
         CapsuleInvalid: recorded options of a shape the backend refuses (a forged record).
     """
     entry = _BY_NAME.get(name)
-    return entry.recorded(record) if entry is not None else None
+    if entry is None:
+        return None
+    options = entry.recorded(record)
+    return entry.contained(options, sandbox_here()) if foreign and entry.contained else options
+
+
+def save_image(record: Record, dest: Path) -> int:
+    """Save the image ``record`` ran in, from the engine that holds it, as an archive at ``dest``; its size.
+
+    Raises:
+        BackendUnavailable: that engine is not usable here. NotFoundError: it lost the image.
+    """
+    entry = _BY_NAME.get(record.backend.name)
+    return (entry.save_image if entry is not None else _docker_save)(record, dest)
+
+
+def base_image_importer() -> tuple[Callable[[Path, str, list[str]], str], str]:
+    """Where `repro base-image` puts the image it makes, and how it says so: Docker's engine, or this
+    user's rootless Podman where the image is made without root (`baseimage.rootless`)."""
+    from repro.backends import baseimage
+
+    if baseimage.rootless():
+        from repro.backends.podman.service import import_rootfs as into_podman
+
+        return into_podman, "mmdebstrap, then podman import"
+    from repro.backends.docker.build import import_rootfs as into_docker
+
+    return into_docker, "debootstrap, then docker import"
+
+
+def contains(name: str) -> bool:
+    """Whether host backend ``name`` runs a run from elsewhere in the container sandbox (on its nodes)."""
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.contained is not None
 
 
 def get(name: str) -> Entry:

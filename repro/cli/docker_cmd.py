@@ -103,22 +103,24 @@ def build(
 )
 @click.pass_obj
 def base_image(app: Any, tag: str | None, suite: str, mirror: str | None) -> None:
-    """Make a minimal Debian base image from packages (debootstrap + import; needs root).
+    """Make a minimal Debian base image from packages (debootstrap + docker import, as root; without
+    root: mmdebstrap --mode=unshare + podman import, into your rootless Podman storage).
 
     For engines that reach no container registry: only the Debian mirror is used. The image holds
     python3 and venv, and g++ with the Python headers for torch.compile; its labels name them.
     Prints the new image's id; debootstrap's output goes to repro's cache (logs/), -v shows it.
     """
     from repro.backends.baseimage import make_base_image
-    from repro.backends.docker.build import import_rootfs
+    from repro.backends.registry import base_image_importer
     from repro.config import DEFAULT_BASE_IMAGE
     from repro.facts.lockfile import cache_dir
 
     if tag is None:
         tag = _settings_base(app) or DEFAULT_BASE_IMAGE
-    ui.info(f"making base image {tag} from Debian {suite} (debootstrap; a few minutes)")
+    import_rootfs, how = base_image_importer()
+    ui.info(f"making base image {tag} from Debian {suite} ({how}; a few minutes)")
     with build_events(cache_dir(), "base-image") as sink:  # no project needed: the log goes to repro's cache
-        sink(Event("stage", f"base image: debootstrap {suite}, then docker import"))
+        sink(Event("stage", f"base image: Debian {suite}: {how}"))
         made = make_base_image(
             import_rootfs,
             tag=tag,
@@ -160,7 +162,8 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
     kept checkpoint copies and outputs of older runs over store.max_bytes (then says the bytes
     and files freed);
     with --images, images this store's runs made that no run still in the store uses (never
-    another store's, the base image, one built on top of it or tagged outside repro-env).
+    another store's, the base image, one built on top of it or tagged outside repro-env), and the
+    image archives Slurm jobs' nodes loaded them from.
     Works on a full disk.
 
     Files a docker run killed with its repro wrote in its copy of the project (checkpoints)
@@ -210,6 +213,14 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
 def _unused_images(store: Any, base: str, dry_run: bool) -> None:
     """Remove the images this store made that none of its runs uses any more, and say what was
     removed, what was kept and why, and the space freed."""
+    from repro.backends.slurm.images import unused_archives
+
+    verb = "would remove" if dry_run else "removed"
+    for archive in unused_archives(store.dir, store_images.needed(store)):  # a Slurm job's nodes loaded it
+        size = ui.human_bytes(_size(archive))
+        ui.out(f"{verb} image archive {archive.name} ({size}, for a Slurm job's nodes)")
+        if not dry_run:
+            archive.unlink(missing_ok=True)
     unused = store_images.unused(store)
     if not unused:
         ui.info("no unused images of this store")
@@ -219,7 +230,6 @@ def _unused_images(store: Any, base: str, dry_run: bool) -> None:
     sweep = remove_images(unused, base, dry_run=dry_run)
     if not dry_run:
         store_images.forget(store.dir, {img.id for img in sweep.removed} | set(sweep.gone))
-    verb = "would remove" if dry_run else "removed"
     for img in sweep.removed:
         ui.out(f"{verb} image {_image_name(img.id, img.tags)} ({ui.human_bytes(img.size)} of its own)")
     for img, why in sweep.kept:

@@ -247,7 +247,7 @@ class Execution:
                 place_data(self.data, original, self.data_root, root, self.loaded.read_blob, self.max_data)
                 self.data_root = root
             prepared = self._prepare(root)
-            where = start.Start(wanted, registry.recorded_options(wanted, original))
+            where = start.Start(wanted, registry.recorded_options(wanted, original, self.loaded.foreign))
         except BaseException:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise

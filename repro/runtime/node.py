@@ -25,6 +25,8 @@ from typing import Any
 from repro.runtime import contract
 from repro.runtime.launch import launch_argv
 
+ENGINES = ("docker", "podman")  # what runs a run's image on a node
+
 
 def _meminfo_bytes() -> int | None:
     try:
@@ -90,19 +92,68 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--log-dir", required=True, help="torchrun's per-rank logs go under <log-dir>/node<k>")
     p.add_argument("--master", default=None, help="ADDR:PORT of the first node (several nodes)")
     p.add_argument("--image", default=None, help="run the command in this image (docker run)")
+    p.add_argument("--engine", default="docker", choices=ENGINES, help="what runs the image")
+    p.add_argument("--archive", default=None, help="podman: load the image from this archive where missing")
+    p.add_argument("--storage", default=None, help="podman: this node's storage (--root/--runroot under it)")
+    p.add_argument("--shm-size", default="2g", help="podman: the container's /dev/shm")
     p.add_argument("--bind", default="", help="comma-separated host paths mounted at the same paths")
     p.add_argument("--pass-env", default="", help="comma-separated variables passed into the container")
     return p.parse_args(argv[:cut]), argv[cut + 1 :]
 
 
-def container_argv(image: str, binds: list[str], names: list[str], node_rank: int) -> list[str]:
-    """``docker run`` for this node's share of the run: host network (the ranks meet across
-    nodes), this user, the project, runtime and data at their host paths, the run's variables."""
+def _podman(storage: str | None) -> list[str]:
+    """``podman`` with this node's own storage: the image is loaded once per node, not per job."""
+    if not storage:
+        return ["podman"]
+    return ["podman", f"--root={storage}/root", f"--runroot={storage}/run"]
+
+
+def node_storage(base: str | None) -> str | None:
+    """This node's Podman storage under ``base``: one directory per Slurm node name."""
+    node = os.environ.get("SLURMD_NODENAME") or platform.node()
+    return f"{base}/{node}" if base else None
+
+
+def load_once(image: str, archive: str | None, storage: str | None) -> bool:
+    """Load ``archive`` into this node's Podman storage unless it holds ``image`` already; whether it
+    loaded. The archive is the one repro saved of the image it built: the image must then be there
+    under that id, or the task stops.
+
+    Raises:
+        SystemExit: the archive did not load, or loaded another image.
+    """
+    podman = _podman(storage)
+    exists = [*podman, "image", "exists", image]
+    if subprocess.run(exists, stdin=subprocess.DEVNULL, capture_output=True).returncode == 0:
+        return False
+    if not archive:
+        raise SystemExit(f"repro: this node's Podman storage has no image {image[:19]} and no archive")
+    done = subprocess.run([*podman, "load", "-q", "-i", archive], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0 or subprocess.run(exists, capture_output=True).returncode != 0:
+        raise SystemExit(f"repro: could not load the run's image on this node: {done.stderr.strip()[-300:]}")
+    return True
+
+
+def container_argv(
+    image: str, binds: list[str], names: list[str], node_rank: int,
+    engine: str = "docker", storage: str | None = None, shm_size: str = "2g",
+) -> list[str]:  # fmt: skip
+    """``docker run`` (or rootless ``podman run``) for this node's share of the run: host network (the
+    ranks meet across nodes), this user, the project, runtime and data at their host paths, the run's
+    variables."""
     attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
     name = f"repro-{os.environ.get(contract.RUN_ID_ENV, 'run')}-node{node_rank}-{attempt}"
-    argv = ["docker", "run", "--rm", "--init", f"--name={name}", "--network=host", "--ipc=host",
-            f"--user={os.getuid()}:{os.getgid()}", f"--workdir={os.getcwd()}",
-            "--label=org.repro.slurm=1"]  # fmt: skip
+    argv = _podman(storage) if engine == "podman" else ["docker"]
+    argv += ["run", "--rm", "--init", f"--name={name}", "--network=host",
+             f"--user={os.getuid()}:{os.getgid()}", f"--workdir={os.getcwd()}",
+             "--label=org.repro.slurm=1"]  # fmt: skip
+    if engine == "podman":  # the node's ranks share the container's IPC; rootless: no host /dev/mqueue
+        argv.append(f"--shm-size={shm_size}")
+        if os.getuid() != 0:  # this user inside: files written are the user's, never a sub-id's
+            argv.append("--userns=keep-id")
+    else:
+        argv.append("--ipc=host")
     argv += [f"--volume={path}:{path}" for path in binds if path]
     argv += [f"--env={n}" for n in names if n]  # the value comes from this process's environment
     return [*argv, image]
@@ -113,8 +164,12 @@ def main(argv: list[str] | None = None) -> None:
     node_rank = int(os.environ.get("SLURM_NODEID", "0"))
     facts = Path(args.facts)
     facts.mkdir(parents=True, exist_ok=True)
+    noted = node_facts(node_rank)
+    storage = node_storage(args.storage) if args.engine == "podman" else None
+    if args.image and args.engine == "podman":
+        noted["image_loaded"] = load_once(args.image, args.archive, storage)
     tmp = facts / f".node{node_rank}.json.tmp"
-    tmp.write_text(json.dumps(node_facts(node_rank), sort_keys=True))
+    tmp.write_text(json.dumps(noted, sort_keys=True))
     os.replace(tmp, facts / f"node{node_rank}.json")
     master = None
     if args.master:
@@ -128,7 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     if run and run[0] in ("python", "python3"):
         run[0] = python
     if args.image:
-        run = container_argv(args.image, args.bind.split(","), args.pass_env.split(","), node_rank) + run
+        binds, names = args.bind.split(","), args.pass_env.split(",")
+        run = container_argv(args.image, binds, names, node_rank, args.engine, storage, args.shm_size) + run
     os.environ.pop(contract.BOOT_PID_ENV, None)
     sys.stdout.flush()
     try:

@@ -67,11 +67,15 @@ def uses(store_dir: Path) -> list[ImageUse]:
 
 def unused(store: Store) -> list[str]:
     """Ids of the images this store made that no run still in the store refers to, oldest first."""
-    ledger = uses(store.dir)
+    wanted = needed(store)
+    made = dict.fromkeys(use.id for use in uses(store.dir) if use.made)
+    return [image_id for image_id in made if image_id not in wanted]
+
+
+def needed(store: Store) -> set[str]:
+    """Ids of the images a run still in the store uses (its notes, or its sealed record)."""
     alive = set(store.run_ids())
-    needed = {use.id for use in ledger if use.run in alive} | _recorded(store, alive)
-    made = dict.fromkeys(use.id for use in ledger if use.made)
-    return [image_id for image_id in made if image_id not in needed]
+    return {use.id for use in uses(store.dir) if use.run in alive} | _recorded(store, alive)
 
 
 def _recorded(store: Store, run_ids: set[str]) -> set[str]:

@@ -25,6 +25,7 @@ from repro.backends.docker.engine import LABEL_HOST, LABEL_PID, LABEL_STORE, eng
 from repro.config import DEFAULT_BASE_IMAGE
 from tests.conftest import Project
 from tests.forging import forge
+from tests.integration.test_podman import box as box  # noqa: F401 - the fixture: docker, rootless podman
 
 pytestmark = pytest.mark.docker  # skipped, with the reason, where no engine with the base image answers
 
@@ -63,11 +64,11 @@ def _probe_project(project: Project) -> None:
     project.commit("probe")
 
 
-def test_a_docker_replay_stays_off_the_network_and_away_from_host_paths(
-    project: Project, tmp_path: Path
-) -> None:
+def test_a_container_replay_stays_off_the_network_and_away_from_host_paths(box: tuple[Project, str]) -> None:
+    project, backend = box
+    tmp_path = project.root.parent  # the user's own directory (rootless: the test's tmp_path is root's)
     _probe_project(project)
-    r = project.repro("run", "--backend", "docker", "probe.py")
+    r = project.repro("run", "--backend", backend, "probe.py")
     assert r.code == 0, r.err
     run = json.loads((project.root / "outputs" / "probe.json").read_text())
     assert run["interfaces"] == ["lo"] and run["no_new_privs"] == "1"
@@ -87,12 +88,12 @@ def test_a_docker_replay_stays_off_the_network_and_away_from_host_paths(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     bad = forge(tar, tmp_path / "asks.tar", asks)
-    r = project.repro("replay", str(bad), "--json", cwd=elsewhere)
+    r = project.repro("replay", str(bad), "--backend", backend, "--json", cwd=elsewhere)
     assert r.code == 0, r.out + r.err  # no network and no LD_PRELOAD: the probe saw what the run saw
     assert json.loads(r.out)["status"] == "identical"
     assert "asked for a network" in r.err and "LD_PRELOAD" in r.err
 
-    r = project.repro("replay", str(bad), "--network", "--json", cwd=elsewhere)
+    r = project.repro("replay", str(bad), "--backend", backend, "--network", "--json", cwd=elsewhere)
     assert r.code == 5, r.out + r.err  # with --network the container has an interface besides lo
     assert "outputs/probe.json" in r.out
     replay = json.loads(project.repro("show", "latest", "--json", cwd=elsewhere).out)

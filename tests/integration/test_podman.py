@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult
+from tests.conftest import CliResult, Project
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -78,7 +79,7 @@ def _missing() -> str | None:
         pwd.getpwnam(USER)
     except KeyError:
         return f"no user {USER} (`bash scripts/podman-up.sh` as root makes it)"
-    if _as_user("podman", "image", "exists", BASE, timeout=60).code != 0:
+    if _as_user("podman", "image", "exists", BASE, timeout=300).code != 0:  # waits on a busy storage
         return f"{USER}'s Podman storage has no {BASE} (`bash scripts/podman-up.sh` loads it)"
     if _python_for_user() is None:
         return f"no Python with repro's dependencies that {USER} may run"
@@ -283,3 +284,131 @@ def test_gc_removes_a_container_a_crash_left_in_podman(rootless: Rootless) -> No
     assert r.code == 0, r.out + r.err
     assert f"removed container {name} (its repro process is gone)" in r.out
     assert _containers(rootless.root) == "" and _services_left(rootless.root) == []
+
+
+def _archive_names(capsule: Path) -> list[str]:
+    """The names (RepoTags) the image archive inside ``capsule`` carries."""
+    from repro.store.capsule import IMAGE_MEMBER
+
+    with tarfile.open(capsule) as outer:
+        inner = outer.extractfile(IMAGE_MEMBER)
+        assert inner is not None
+        with tarfile.open(fileobj=inner, mode="r|") as archive:
+            for member in archive:
+                if member.name == "manifest.json":
+                    body = archive.extractfile(member)
+                    assert body is not None
+                    return [tag for image in json.loads(body.read()) for tag in image.get("RepoTags") or []]
+    return []
+
+
+def test_a_capsule_with_its_image_replays_elsewhere_loaded_only_as_repro_rebuilt_it(
+    rootless: Rootless,
+) -> None:
+    assert rootless.repro("run", "--backend", "podman", "--", "python", "probe.py").code == 0
+    image = rootless.record()["deps"]["image"]  # type: ignore[index]
+    tar = rootless.root.parent / "with-image.tar"
+    r = rootless.repro("export", "latest", "-o", str(tar), "--with-image")
+    assert r.code == 0, r.out + r.err
+    assert _archive_names(tar)  # the archive names its image: a load as it is would apply that name
+
+    # Elsewhere: another Podman storage, which holds neither the image nor the base image.
+    elsewhere = rootless.root.parent / "with-image-elsewhere"
+    storage = rootless.root.parent / "with-image-storage"
+    assert _as_user("mkdir", "-p", str(elsewhere / "data"), str(storage)).code == 0
+    assert _as_user("cp", str(rootless.root / "data" / "points.csv"), str(elsewhere / "data")).code == 0
+    conf = storage / "config" / "containers" / "storage.conf"  # rootless Podman reads the user's own
+    assert _as_user("mkdir", "-p", str(conf.parent)).code == 0
+    roots = f'graphroot = "{storage}/graph"\nrunroot = "{storage}/run"\n'
+    conf.write_text(f'[storage]\ndriver = "overlay"\n{roots}')
+    other = {"XDG_CONFIG_HOME": str(storage / "config")}
+    try:
+        env = {**rootless.env, **other}
+        there = Rootless(elsewhere, rootless.python, env)
+        r = there.repro("replay", str(tar), "--json")
+        assert r.code == 0, r.out + r.err
+        assert json.loads(r.out)["status"] == "identical"
+        replay = there.record()["deps"]["image"]  # type: ignore[index]
+        assert replay["id"] == image["id"] and replay["loaded"] is True
+        listed = _as_user("podman", "images", "--format", "{{.Repository}}:{{.Tag}}", env=other)
+        names = {line.rsplit("/", 1)[-1] for line in listed.out.split()}
+        assert names == {f"repro-env:sha256-{str(image['id'])[7:31]}"}, listed.out + listed.err
+        assert _foreign_owned(elsewhere) == []
+    finally:  # that storage's images and layers, removed as Podman removes them
+        _as_user("podman", "system", "reset", "--force", env=other, timeout=600)
+        tar.unlink(missing_ok=True)
+
+
+class RootlessProject(Project):
+    """A `Project` the unprivileged user owns, with `repro` run as that user: what the docker backend's
+    tests do as root, done without root on Podman. Files the test writes are handed to the user."""
+
+    backend = "podman"
+
+    def __init__(self, root: Path, python: list[str], env: dict[str, str]) -> None:
+        super().__init__(root)
+        self.user = Rootless(root, python, env)
+
+    @classmethod
+    def made(cls, top: Path) -> RootlessProject:
+        """A new git repository at ``top``/proj, ``top`` a directory of the user's."""
+        reason = _missing()
+        if reason:
+            pytest.skip(reason)
+        found = _python_for_user()
+        assert found is not None
+        give(top)
+        project = cls(top / "proj", *found)
+        assert _as_user("mkdir", "-p", str(project.root)).code == 0
+        assert _as_user("git", "init", "-q", "-b", "main", cwd=project.root).code == 0
+        return project
+
+    def write(self, rel: str, text: str) -> Path:
+        path = super().write(rel, text)
+        give(self.root)
+        return path
+
+    def commit(self, message: str = "work") -> str:
+        give(self.root)
+        author = ["-c", "user.name=t", "-c", "user.email=t@e"]
+        assert _as_user("git", "add", "-A", cwd=self.root).code == 0
+        assert _as_user("git", *author, "commit", "-qm", message, cwd=self.root).code == 0
+        return _as_user("git", "rev-parse", "HEAD", cwd=self.root).out.strip()
+
+    def repro(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+              timeout: float = 600) -> CliResult:  # fmt: skip
+        if cwd is not None:
+            give(cwd)
+        home = {"NO_COLOR": "1", "HOME": pwd.getpwnam(USER).pw_dir}
+        return _as_user(*self.user.python, "-m", "repro", *args, cwd=cwd or self.root,
+                        env={**self.user.env, **home, **(env or {})}, timeout=timeout)  # fmt: skip
+
+
+def give(path: Path) -> None:
+    """Hand ``path`` and what is under it to the unprivileged user (links themselves, not their targets)."""
+    pw = pwd.getpwnam(USER)
+    for item in [path, *path.rglob("*")] if path.is_dir() else [path]:
+        os.chown(item, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+
+
+def rootless_project() -> Iterator[RootlessProject]:
+    """A `RootlessProject` in a directory of its own, removed after (Podman's files under it too)."""
+    top = Path(tempfile.mkdtemp(prefix="repro-podman-hostile-"))
+    try:
+        yield RootlessProject.made(top)
+    finally:
+        _as_user("podman", "unshare", "rm", "-rf", str(top), timeout=300)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(params=["docker", pytest.param("podman", marks=[pytest.mark.podman, pytest.mark.slow])])
+def box(request: pytest.FixtureRequest) -> Iterator[tuple[Project, str]]:
+    """A project and the container backend it runs on: Docker as root, or rootless Podman as the
+    unprivileged user `scripts/podman-up.sh` makes (the hostile-capsule tests assert the same of both)."""
+    if request.param == "docker":
+        yield request.getfixturevalue("project"), "docker"
+        return
+    for project in rootless_project():
+        project.write(".gitignore", "outputs/\n")
+        project.commit("init")
+        yield project, "podman"

@@ -19,6 +19,8 @@ import pytest
 from tests.builders import training_project
 from tests.conftest import SCRIPTS, Project
 from tests.forging import forge
+from tests.integration.test_podman import box as box  # noqa: F401 - the fixture: docker, rootless podman
+from tests.integration.test_podman import give
 
 MARK = "SECRET-4b1d-do-not-store"
 # One JSON line: whichever reader followed a link to it (raw bytes, JSON, JSON lines) would carry the mark.
@@ -97,10 +99,18 @@ def test_a_hostile_runs_links_are_recorded_as_links_and_never_read(
 
 @pytest.mark.docker
 def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
-    project: Project, secret: Path, tmp_path: Path
+    box: tuple[Project, str], secret: Path
 ) -> None:
+    project, backend = box  # root with Docker, or a user with rootless Podman and no Docker
+    tmp_path = project.root.parent
+    if backend == "podman":  # the user's own key, outside the project: a link followed would read it
+        secret = tmp_path / "host-keys" / "id_rsa"
+        secret.parent.mkdir()
+        secret.write_text(SECRET)
+        secret.chmod(0o600)
+        give(secret.parent)
     training_project(project, "linked_train.py")
-    r = project.repro("run", "--backend", "docker", "--data", "data", "train.py", "--epochs", "2")
+    r = project.repro("run", "--backend", backend, "--data", "data", "train.py", "--epochs", "2")
     assert r.code == 0, r.err
     genuine = tmp_path / "genuine.tar"
     assert project.repro("export", "latest", "-o", str(genuine)).code == 0
@@ -109,7 +119,7 @@ def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
     colleague.mkdir()
     elsewhere.mkdir()
     data = ("--data-root", str(project.root))
-    r = project.repro("replay", str(genuine), "--backend", "docker", *data, "--json", cwd=colleague)
+    r = project.repro("replay", str(genuine), "--backend", backend, *data, "--json", cwd=colleague)
     assert r.code == 0, r.out + r.err  # checkpoints/last.json -> ckpt_1.json compared by its target
     assert json.loads(r.out)["status"] == "identical"
 
@@ -123,7 +133,7 @@ def test_a_forged_capsules_links_stay_links_when_replayed_in_the_container(
     forged = forge(genuine, tmp_path / "forged.tar", code={"train.py": hostile.encode()})
     assert project.repro("verify", str(forged)).code == 0  # consistent: anyone can recompute the sums
 
-    r = project.repro("replay", str(forged), "--backend", "docker", *data, "--json", cwd=elsewhere)
+    r = project.repro("replay", str(forged), "--backend", backend, *data, "--json", cwd=elsewhere)
     assert r.code == 5, r.out + r.err  # diverged: it made outputs the original did not; nothing failed
     assert MARK not in r.out + r.err and "Traceback" not in r.err
     verdict = json.loads(r.out)

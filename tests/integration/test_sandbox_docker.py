@@ -19,6 +19,7 @@ from repro.store.runs import Store
 from tests.builders import hand_trained
 from tests.conftest import Project
 from tests.forging import forge
+from tests.integration.test_podman import box as box  # noqa: F401 - the fixture: docker, rootless podman
 
 pytestmark = pytest.mark.docker
 
@@ -30,7 +31,8 @@ import os
 import socket
 from pathlib import Path
 
-found = {{"hostname": socket.gethostname(), "container": Path("/.dockerenv").exists(),
+found = {{"hostname": socket.gethostname(),
+          "container": Path("/.dockerenv").exists() or Path("/run/.containerenv").exists(),
           "ld_preload": os.environ.get("LD_PRELOAD"), "pythonpath": os.environ.get("PYTHONPATH"),
           "interfaces": sorted(os.listdir("/sys/class/net"))}}
 try:
@@ -53,8 +55,10 @@ print(json.dumps(found))
 
 
 def test_a_capsule_saying_local_replays_in_the_container_and_leaves_the_host_alone(
-    project: Project, tmp_path: Path
+    box: tuple[Project, str],
 ) -> None:
+    project, backend = box  # root with Docker, or a user with rootless Podman and no Docker
+    tmp_path = project.root.parent
     project.write("train.py", TRAIN)
     project.commit("train")
     assert project.repro("run", "--backend", "local", "--", "python", "train.py", "--epochs", "2").code == 0
@@ -80,7 +84,7 @@ def test_a_capsule_saying_local_replays_in_the_container_and_leaves_the_host_alo
     assert not marker.exists()
     store = Store(elsewhere)
     replay = store.load_run(json.loads(r.out)["replay_id"]).record
-    assert replay.backend.name == "docker" and replay.backend.network is False
+    assert replay.backend.name == backend and replay.backend.network is False
     entry = next(o for o in replay.results.outputs if o.path == "outputs/found.json")
     found = json.loads(store.read_blob(entry.hash) or b"{}")
     assert found["container"] is True and found["hostname"] == "repro" and found["interfaces"] == ["lo"]

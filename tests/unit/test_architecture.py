@@ -434,6 +434,7 @@ NOT_A_BACKEND = {
         "runtime/node.py",
         "docker",
     ): "the docker command a node runs; the runtime imports nothing outside itself",
+    ("runtime/node.py", "podman"): "the podman command a node runs (rootless, its own storage per node)",
     ("run/lock.py", "local"): "a lock variant: the lock of this interpreter's environment",
     ("facts/lockvariants.py", "local"): "a lock variant: the lock of this interpreter's environment",
 }

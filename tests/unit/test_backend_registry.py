@@ -50,9 +50,9 @@ def test_a_backends_section_of_repro_yaml_becomes_its_options(tmp_path: Path) ->
     [
         ("slurm:\n  partition: 'gpu;rm'\n", "Slurm: partition 'gpu;rm' is not a partition", "see README"),
         (
-            "slurm:\n  environment: podman\n",
-            "unknown slurm.environment 'podman'",
-            "choose one of: python, docker",
+            "slurm:\n  environment: apptainer\n",
+            "unknown slurm.environment 'apptainer'",
+            "choose one of: python, docker, podman",
         ),
         ("slurm:\n  queue: gpu\n", "unknown setting 'slurm.queue'", "did you mean"),
     ],
@@ -86,7 +86,7 @@ def test_slurm_options_go_into_the_record_and_come_back_from_it() -> None:
 @pytest.mark.parametrize(
     "forged",
     [{"partition": "debug\ntouch /tmp/x"}, {"sbatch_args": ["--wrap=id"]}, {"sbatch_args": "--qos=x"},
-     {"environment": "podman"}],
+     {"environment": "apptainer"}],
 )  # fmt: skip
 def test_forged_slurm_options_in_a_record_are_refused(forged: dict[str, object]) -> None:
     with pytest.raises(CapsuleInvalid) as caught:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from repro.backends import baseimage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,3 +58,37 @@ def test_a_root_without_a_compiler_has_no_compiler_label(tmp_path: Path) -> None
     (tmp_path / "var/lib/dpkg/status").write_text(STATUS.split("\n\n")[-1])
     assert baseimage.compiler_version(tmp_path) is None
     assert not any(baseimage.COMPILER_LABEL in label for label in baseimage.base_labels(tmp_path))
+
+
+def test_without_root_mmdebstrap_makes_the_tar_and_the_labels_are_read_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import tarfile
+
+    asked: list[list[str]] = []
+
+    def fake_run(argv: list[str], on_line: object, what: str) -> None:  # what mmdebstrap writes: a tar
+        asked.append(argv)
+        with tarfile.open(argv[-2], "w") as tar:
+            link = tarfile.TarInfo("./usr/bin/python3")
+            link.type, link.linkname = tarfile.SYMTYPE, "python3.11"
+            tar.addfile(link)
+            status = tarfile.TarInfo("./var/lib/dpkg/status")
+            status.size = len(STATUS.encode())
+            tar.addfile(status, io.BytesIO(STATUS.encode()))
+
+    imported: list[list[str]] = []
+
+    def fake_import(archive: Path, tag: str, changes: list[str]) -> str:
+        imported.append(changes)
+        return "sha256:ab"
+
+    monkeypatch.setattr(baseimage, "_run", fake_run)
+    monkeypatch.setattr(baseimage, "rootless", lambda: True)
+    monkeypatch.setenv("REPRO_TMPDIR", str(tmp_path))
+    made = baseimage.make_base_image(fake_import)
+    assert made.id == "sha256:ab" and asked[0][:2] == ["mmdebstrap", "--mode=unshare"]
+    assert f"--include={','.join(baseimage.PACKAGES)}" in asked[0] and asked[0][-3] == "bookworm"
+    assert f'LABEL {baseimage.COMPILER_LABEL}="g++ 12.2.0"' in imported[0]
+    assert f"LABEL {baseimage.PYTHON_LABEL}=3.11" in imported[0]

@@ -52,8 +52,7 @@ def test_nothing_to_say_when_a_docker_run_from_elsewhere_replays_in_docker(tmp_p
 
 @pytest.mark.parametrize(
     ("backend", "environ", "said"),
-    [("local", {}, "--backend local"), (None, {"REPRO_BACKEND": "local"}, "REPRO_BACKEND local"),
-     ("slurm", {}, "--backend slurm")],
+    [("local", {}, "--backend local"), (None, {"REPRO_BACKEND": "local"}, "REPRO_BACKEND local")],
 )  # fmt: skip
 def test_the_replaying_side_names_a_host_backend_and_is_told_in_one_line(
     tmp_path: Path, backend: str | None, environ: dict[str, str], said: str
@@ -62,6 +61,25 @@ def test_the_replaying_side_names_a_host_backend_and_is_told_in_one_line(
     assert placed.plan.settings.backend == (backend or "local") and not placed.sandboxed
     assert placed.note is not None and placed.note.startswith(said) and "unsandboxed" in placed.note
     assert "\n" not in placed.note
+
+
+def test_a_run_from_elsewhere_named_onto_slurm_runs_in_the_container_sandbox_on_its_nodes(
+    tmp_path: Path,
+) -> None:
+    from repro.backends import registry
+    from repro.backends.slurm.options import SlurmOptions
+    from repro.store.record import BackendInfo
+
+    placed = sandbox.place(_plan(tmp_path, "slurm"), "slurm", foreign=True)
+    assert placed.plan.settings.backend == "slurm" and placed.note is not None
+    assert "container sandbox" in placed.note and "unsandboxed" not in placed.note and "\n" not in placed.note
+    record = _record("20260101-000000-bbbb", tmp_path)
+    record.backend = BackendInfo(name="slurm", details={"slurm": {"options": {"environment": "python"}}})
+    own = registry.recorded_options("slurm", record)
+    theirs = registry.recorded_options("slurm", record, foreign=True)
+    assert isinstance(own, SlurmOptions) and own.environment == "python"  # a run made here: as it ran
+    assert isinstance(theirs, SlurmOptions) and theirs.environment == registry.sandbox_here()
+    assert registry.recorded_options("local", record, foreign=True) is None
 
 
 def test_no_engine_for_the_sandbox_is_exit_3_naming_backend_local(

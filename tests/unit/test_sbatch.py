@@ -41,7 +41,7 @@ def test_known_shapes_pass(field: str, value: object) -> None:
      ("sbatch_args", ["--output=/etc/x"], "not one"), ("sbatch_args", ["-p", "x"], "--name=value"),
      ("sbatch_args", ["--qos=high\n--uid=0"], "control character"), ("sbatch_args", ["--mem=lots"], "shape"),
      ("sbatch_args", ["--exclusive=all"], "shape"), ("sbatch_args", "--qos=x", "a list"),
-     ("environment", "podman", "not python or docker")],
+     ("environment", "apptainer", "not python, docker, podman")],
 )  # fmt: skip
 def test_other_shapes_are_refused_with_what_is_wrong(field: str, value: object, said: str) -> None:
     found = sbatch.problem(field, value)

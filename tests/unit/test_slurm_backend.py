@@ -138,3 +138,24 @@ def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_pat
     assert argv[:3] == ["docker", "run", "--rm"] and argv[-1] == "sha256:abc"
     assert "--name=repro-r1-node1-2" in argv and "--network=host" in argv
     assert "--volume=/p:/p" in argv and "--volume=/lib:/lib" in argv and "--env=REPRO_SEED" in argv
+
+
+def test_with_podman_each_node_loads_the_archive_into_its_own_storage_and_runs_rootless(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from repro.runtime.node import container_argv, node_storage
+
+    archive = tmp_path / "store" / "node-images" / "abc.tar"
+    options = SlurmOptions(environment="podman", nodes=2)
+    text = job_script(_spec(tmp_path), options, "py", {"REPRO_SEED": "1"}, "r1", "sha256:abc", archive)
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--engine=podman" in srun and f"--archive={archive}" in srun
+    assert "--storage=/tmp/repro-podman-" in srun
+    monkeypatch.setenv("SLURMD_NODENAME", "n2")
+    storage = node_storage("/tmp/repro-podman-7")
+    assert storage == "/tmp/repro-podman-7/n2"  # one storage per node, so each loads the image once
+    monkeypatch.setattr("os.getuid", lambda: 1001)
+    argv = container_argv("sha256:abc", ["/p"], ["REPRO_SEED"], 0, engine="podman", storage=storage)
+    assert argv[:4] == ["podman", f"--root={storage}/root", f"--runroot={storage}/run", "run"]
+    assert "--userns=keep-id" in argv and "--network=host" in argv and "--ipc=host" not in argv
+    assert argv[-1] == "sha256:abc"

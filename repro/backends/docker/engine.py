@@ -29,6 +29,7 @@ BASE_HINT = (
     'make it with `sudo "$(command -v repro)" base-image` (Debian packages, no registry), '
     "or set image.base in repro.yaml (REPRO_BASE_IMAGE) to an image the engine has"
 )
+PODMAN_HINT = "see `podman info` (scripts/podman-up.sh sets Podman up, as root), or use `--backend docker`"
 GPU_HINT = "install the NVIDIA Container Toolkit for this engine, or run without --gpus"
 LABEL_RUN = "org.repro.run-id"
 # Who owns a container: the store it records into, and the repro process (pid on host) that
@@ -39,30 +40,32 @@ LABEL_HOST = "org.repro.host"
 TAIL = 20
 
 
+def _named() -> tuple[str, str]:
+    """What errors call the engine of this block (Podman's service inside `served_at`), and their hint."""
+    if _SERVED.get():
+        return "rootless Podman", PODMAN_HINT
+    return "the Docker engine", ENGINE_HINT
+
+
 @contextmanager
 def _translated(action: str) -> Iterator[None]:
     """Turn docker SDK and transport errors raised inside the block into repro errors."""
+    name, hint = _named()
     try:
         yield
     except ReproError:
         raise
     except (requests.exceptions.ConnectionError, ConnectionError) as e:
-        raise BackendUnavailable(
-            f"the Docker engine stopped answering while {action}", hint=ENGINE_HINT
-        ) from e
+        raise BackendUnavailable(f"{name} stopped answering while {action}", hint=hint) from e
     except requests.exceptions.Timeout as e:
-        raise BackendUnavailable(f"the Docker engine timed out while {action}", hint=ENGINE_HINT) from e
+        raise BackendUnavailable(f"{name} timed out while {action}", hint=hint) from e
     except docker.errors.APIError as e:
         explanation = str(e.explanation or e)
         if "could not select device driver" in explanation or "nvidia" in explanation.lower():
-            raise BackendUnavailable(
-                f"the Docker engine cannot give GPUs: {explanation}", hint=GPU_HINT
-            ) from e
-        raise BackendUnavailable(
-            f"the Docker engine refused {action}: {explanation}", hint=ENGINE_HINT
-        ) from e
+            raise BackendUnavailable(f"{name} cannot give GPUs: {explanation}", hint=GPU_HINT) from e
+        raise BackendUnavailable(f"{name} refused {action}: {explanation}", hint=hint) from e
     except docker.errors.DockerException as e:
-        raise BackendUnavailable(f"Docker failed while {action}: {e}", hint=ENGINE_HINT) from e
+        raise BackendUnavailable(f"{name} failed while {action}: {e}", hint=hint) from e
 
 
 # An engine with the Docker API other than DOCKER_HOST's, for the calls inside `served_at`: Podman's

@@ -20,7 +20,7 @@ from repro.backends.docker.backend import DockerBackend
 from repro.backends.docker.container import HOST_EXTRA
 from repro.backends.docker.engine import served_at
 from repro.backends.images import ImageInputs
-from repro.backends.podman.service import BASE_HINT, Service, has_image
+from repro.backends.podman.service import BASE_HINT, Service, has_image, save_archive
 from repro.errors import BackendUnavailable
 
 
@@ -61,12 +61,27 @@ class PodmanBackend(DockerBackend):
             self._service.stop()
             raise
 
+    def stop(self) -> None:
+        """Stop the API service this backend started (idempotent)."""
+        self._service.stop()
+
+    def archive(self, built: BuiltImage, folder: Path, on_event: OnEvent) -> Path:
+        """The image saved as an archive in ``folder`` (`podman save`; kept, and reused, by its id), for
+        other machines' Podman storage to load.
+
+        Raises:
+            BuildError: podman could not save it.
+        """
+        return save_archive(built.id or built.tag, folder, on_event)
+
     def container_config(
         self, spec: RunSpec, built: BuiltImage, uid: int, gid: int, tree: Path
     ) -> dict[str, Any]:
         config = super().container_config(spec, built, uid, gid, tree)
         if os.getuid() != 0:  # rootless: this user is the container's user, not a sub-id
             config[HOST_EXTRA] = {"UsernsMode": "keep-id"}
+            if spec.network:  # a user-mode network stack of its own (a bridge needs a rootless netns)
+                config["host_config"]["network_mode"] = "slirp4netns"
         return config
 
     def execute(self, spec: RunSpec, on_event: OnEvent) -> RunResult:

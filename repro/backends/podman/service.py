@@ -17,13 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from repro.errors import BackendUnavailable
+from repro.backends.base import Event, OnEvent
+from repro.errors import BackendUnavailable, BuildError, NotFoundError
 
 PODMAN = "podman"
 START_S = 30.0  # how long the service may take to answer
 BASE_HINT = (
-    "load one into your Podman storage: `docker save repro-base:bookworm | podman load` where an "
-    "engine has it, or `podman load -i` an archive an administrator made"
+    "make one without root: `repro base-image` (with Debian's mmdebstrap), or load one into your Podman "
+    "storage: `docker save repro-base:bookworm | podman load` where an engine has it, or `podman load -i` "
+    "an archive an administrator made"
 )
 HINT = "install Debian's podman and uidmap (`scripts/podman-up.sh` as root), or use `--backend docker`"
 USERNS_HINT = (
@@ -163,3 +165,86 @@ def usable() -> bool:
     """Whether rootless Podman can run here: a user other than root (root has Docker's engine), the
     command exists, and user namespaces are enabled."""
     return os.getuid() != 0 and shutil.which(PODMAN) is not None and userns_disabled() is None
+
+
+def image_id(ref: str) -> str | None:
+    """The id (``sha256:…``) of the image ``ref`` names in this user's Podman storage, or None."""
+    try:
+        done = subprocess.run(
+            [PODMAN, "image", "inspect", "--format", "{{.Id}}", ref],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.strip()
+    return f"sha256:{found.removeprefix('sha256:')}" if done.returncode == 0 and found else None
+
+
+def save_to(image: str, dest: Path, tag: str | None = None) -> int:
+    """``podman save`` of ``image`` (docker-archive, as ``docker save`` writes; under ``tag`` when it
+    names that image) at ``dest``; its size.
+
+    Raises:
+        BackendUnavailable: no usable podman here.
+        NotFoundError: this user's Podman storage has no such image.
+        BuildError: podman could not save it.
+    """
+    if not usable():
+        raise BackendUnavailable("rootless Podman is not usable here to save the run's image", hint=HINT)
+    if not has_image(image):
+        raise NotFoundError(
+            f"your Podman storage has no image {image[:19]} to export",
+            hint="replay the run once on Podman (it rebuilds the image), then export again",
+        )
+    ref = tag if tag and image_id(tag) == image else image
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        done = subprocess.run(
+            [PODMAN, "save", "--format=docker-archive", "-o", str(tmp), ref],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise BuildError(f"`podman save` of the run's image failed: {done.stderr.strip()[-300:]}")
+        os.replace(tmp, dest)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"`podman save` of the run's image failed: {e}") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest.stat().st_size
+
+
+def save_archive(image: str, folder: Path, on_event: OnEvent) -> Path:
+    """``podman save`` of ``image`` into ``folder``/<id>.tar, unless saved there before; its path.
+
+    Raises:
+        BuildError: podman could not save it.
+    """
+    dest = folder / f"{image.removeprefix('sha256:')[:64]}.tar"
+    if dest.is_file():
+        return dest
+    folder.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    save_to(image, dest)
+    size, took = dest.stat().st_size / 1e6, time.monotonic() - began
+    on_event(Event("info", f"podman: saved the image for the nodes ({size:.0f} MB in {took:.1f}s)"))
+    return dest
+
+
+def import_rootfs(archive: Path, tag: str, changes: list[str]) -> str:
+    """``podman import`` of a root filesystem tar as image ``tag`` in this user's storage; its id.
+
+    Raises:
+        BackendUnavailable: no usable podman here.
+        BuildError: podman rejected the archive.
+    """
+    if not usable():
+        raise BackendUnavailable("rootless Podman is not usable here to import the base image", hint=HINT)
+    argv = [PODMAN, "import", *(f"--change={change}" for change in changes), str(archive), tag]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"`podman import` of {archive.name} failed: {e}") from e
+    found = image_id(tag) if done.returncode == 0 else None
+    if found is None:
+        raise BuildError(f"`podman import` of {archive.name} failed: {done.stderr.strip()[-300:]}")
+    return found

@@ -44,7 +44,9 @@ from repro.backends.base import (
 )
 from repro.backends.images import ImageInputs
 from repro.backends.slurm.commands import JobState, cancel, job_state, slurm_version, submit
+from repro.backends.slurm.images import node_image
 from repro.backends.slurm.options import SlurmOptions
+from repro.backends.slurm.sbatch import CONTAINERS
 from repro.backends.slurm.script import JOB_DIR, NODE_LOGS, job_script
 from repro.collect import produced
 from repro.collect.checkpoints import restored
@@ -119,7 +121,8 @@ class SlurmBackend:
     def __init__(self, options: SlurmOptions | None = None) -> None:
         self.options = options or SlurmOptions()
         self.version: str | None = None
-        self.image: str | None = None  # the run's image, when the nodes run it (environment docker)
+        self.image: str | None = None  # the run's image, when the nodes run it (environment docker, podman)
+        self.archive: Path | None = None  # where the nodes load it from (podman: into each node's storage)
         self.inputs = ImageInputs()  # what that image is built from
 
     def use_image(self, inputs: ImageInputs) -> None:
@@ -127,12 +130,13 @@ class SlurmBackend:
         self.inputs = inputs
 
     def prepare(self, spec: RunSpec, on_event: OnEvent) -> BuiltImage | None:
-        """Check that a controller answers and note its version; with environment docker, build
-        or reuse the run's image (the nodes use this machine's engine, or one that has the image).
+        """Check that a controller answers and note its version; with environment docker or podman,
+        build or reuse the run's image (docker: the nodes use this machine's engine, or one that has
+        the image; podman: each node loads it from an archive in the store into its own storage).
 
         Raises:
-            BackendUnavailable: no Slurm commands, no controller answers, no Docker engine.
-            UsageError: GPUs asked for (not supported on this backend yet); docker without a lock.
+            BackendUnavailable: no Slurm commands, no controller answers, no Docker engine or Podman.
+            UsageError: GPUs asked for (not supported on this backend yet); a container without a lock.
             BuildError: the image could not be built.
         """
         if spec.gpus:
@@ -141,17 +145,18 @@ class SlurmBackend:
                 hint="ask for GPUs with --sbatch-arg=--gpus-per-node=N",
             )
         self.version = slurm_version()
-        if self.options.environment != "docker":
+        engine = self.options.environment
+        if engine not in CONTAINERS:
             return None
         if self.inputs.lockfile is None:
             raise UsageError(
-                "--node-env docker builds the image from the lock; the project declares no dependencies",
+                f"--node-env {engine} builds the image from the lock; the project declares no dependencies",
                 hint="add a requirements.in (or pyproject dependencies), or use --node-env python",
             )
-        from repro.backends.docker.backend import DockerBackend
-
-        built = DockerBackend(self.inputs).prepare(spec, on_event)
+        built, self.archive = node_image(engine, self.inputs, spec, on_event)
         self.image = built.id or built.tag
+        on_event(Event("info", f"--node-env {engine}: each node runs the ranks in the run's image, on the "
+                               "host's network (their rendezvous needs it)"))  # fmt: skip
         return built
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
@@ -198,7 +203,8 @@ class SlurmBackend:
             spec, argv=merge_pythonpath(spec.argv, os.pathsep.join(str(p) for p in runtime_source()))
         )
         env = self.environment(spec)
-        script.write_text(job_script(spec, self.options, sys.executable, env, run_id, self.image))
+        text = job_script(spec, self.options, sys.executable, env, run_id, self.image, self.archive)
+        script.write_text(text)
         job_id = submit(script, self.options)
         on_event(Event("info", f"submitted batch job {job_id} ({self.options.nodes} node(s) × "
                                f"{spec.nproc_per_node} process(es))"))  # fmt: skip
@@ -261,6 +267,7 @@ class SlurmBackend:
             code = (failed or {}).get("exit_code") or state.exit_code or 1
         details: dict[str, Any] = {
             "python": sys.executable if self.options.environment == "python" else "python in the run's image",
+            "network": "host" if self.options.environment in CONTAINERS else None,  # the ranks' rendezvous
             "project_root": str(spec.project_root),
             "slurm": {
                 "job_id": job_id, "state": state.state, "version": self.version,

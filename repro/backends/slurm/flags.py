@@ -37,7 +37,8 @@ FLAGS = FlagSection(
         Flag(
             "--node-env",
             "What runs the command on the nodes: python (this interpreter, on a filesystem "
-            "the nodes share; default) or docker (the run's image, built from its lock).",
+            "the nodes share; default), docker (the run's image, built from its lock) or podman (that "
+            "image in rootless Podman, loaded once per node from an archive in the store).",
             choices=ENVIRONMENTS, setting="environment",
         ),
         Flag(

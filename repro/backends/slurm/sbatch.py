@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 MAX_NODES = 10_000
 FIELDS = ("nodes", "partition", "time", "account", "sbatch_args", "requeue", "environment")
 # What runs the command on the nodes: this interpreter (on a shared filesystem), or the run's image.
-ENVIRONMENTS = ("python", "docker")
+ENVIRONMENTS = ("python", "docker", "podman")  # what runs the command on the nodes
+CONTAINERS = ("docker", "podman")  # the environments that run it in the run's image
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}"
 _NAMES = rf"{_NAME}(?:,{_NAME}){{0,15}}"
@@ -68,7 +69,7 @@ def problem(field: str, value: object) -> str | None:
         return None if isinstance(value, bool) else f"requeue must be true or false, not {_shown(value)}"
     if field == "environment":
         ok = value in ENVIRONMENTS
-        return None if ok else f"environment {_shown(value)} is not python or docker"
+        return None if ok else f"environment {_shown(value)} is not {', '.join(ENVIRONMENTS)}"
     if field == "sbatch_args":
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             return f"sbatch_args must be a list of --name=value arguments, not {_shown(value)}"

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 
 from repro.backends.base import (
     RunSpec,
@@ -18,6 +20,7 @@ from repro.runtime import contract
 
 JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output
 NODE_LOGS = "ranks-by-node"  # torchrun's per-rank logs, one directory per node, before renumbering
+NODE_STORAGE = "/tmp"  # node-local: each node's Podman storage, one directory per node name, below it
 _SCRUB = ("RANK", "WORLD_SIZE", "LOCAL_RANK", contract.BOOT_PID_ENV, "PYTHONSTARTUP")
 
 
@@ -28,11 +31,13 @@ def job_script(
     env: dict[str, str],
     run_id: str,
     image: str | None = None,
+    archive: Path | None = None,
 ) -> str:
     """The batch script of one run (pure: the same inputs give the same text).
 
-    With ``image`` every node's task runs the command in that image (``docker run``, host
-    network, the project, the runtime and the data mounted at their own paths).
+    With ``image`` every node's task runs the command in that image (``docker run``, or rootless
+    ``podman run`` with the image loaded from ``archive`` into the node's own storage; host network,
+    the project, the runtime and the data mounted at their own paths).
     """
     checked(options)
     q = shlex.quote
@@ -54,7 +59,7 @@ def job_script(
         'echo "repro: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart ${SLURM_RESTART_COUNT:-0},'
         ' first node $head (${addr:-$head}:$port)"',
     ]  # fmt: skip
-    command = " ".join(q(a) for a in _launch(spec, options, python, env, image))
+    command = " ".join(q(a) for a in _launch(spec, options, python, env, image, archive))
     command += ' --master="${addr:-$head}:$port" -- ' + " ".join(q(a) for a in spec.argv)
     if not options.requeue:
         return "\n".join([*lines, command, ""])
@@ -111,8 +116,9 @@ def _directives(spec: RunSpec, options: SlurmOptions, run_id: str) -> list[str]:
 
 
 def _launch(
-    spec: RunSpec, options: SlurmOptions, python: str, env: dict[str, str], image: str | None
-) -> list[str]:
+    spec: RunSpec, options: SlurmOptions, python: str, env: dict[str, str], image: str | None,
+    archive: Path | None = None,
+) -> list[str]:  # fmt: skip
     """``srun`` starting one `repro.runtime.node` task per node (in ``image`` when given)."""
     job_dir = spec.runtime_dir / JOB_DIR
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={options.nodes}", "--ntasks-per-node=1"]
@@ -129,4 +135,7 @@ def _launch(
         )
         names = sorted({*env, RESUMED_FROM_ENV} if options.requeue else set(env))
         launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(names)}"]
+        if options.environment == "podman":
+            launcher += ["--engine=podman", f"--storage={NODE_STORAGE}/repro-podman-{os.getuid()}"]
+            launcher += [f"--archive={archive}"] if archive else []
     return [*srun, *launcher]
