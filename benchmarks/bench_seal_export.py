@@ -11,6 +11,7 @@ Size: REPRO_BENCH_OUTPUTS (5000).
 
 from __future__ import annotations
 
+import compileall
 import os
 import sys
 from pathlib import Path
@@ -72,6 +73,9 @@ def run(repeats: int = 3) -> list[Row]:
             Row(export_case, "`tar cf` of the same files", None, None, "<= 4x", "within", 4.0, skipped=why),
         ]
     env = repro_env()
+    # repro runs as an installed package does: with its bytecode compiled (pip does that on
+    # install), not recompiled from source by every new process where PYTHONDONTWRITEBYTECODE is set.
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "repro"), quiet=1)
     with scratch("repro-bench-seal-") as proj:
         (proj / "repro.yaml").write_text("# benchmark project: no data, no dependencies\n")
         (proj / "requirements.in").write_text("")

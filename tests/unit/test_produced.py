@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,12 @@ def test_directories_kept_open_for_a_batch_read_what_one_path_at_a_time_reads(
     assert alone[len(rels)] is None and alone[len(rels) + 1] == produced.link_entry("out/a/leak", str(secret))
     opened: list[str] = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(str(p)) or real_open(p, *a, **k))
+
+    def counted(path: object, *args: Any, **kwargs: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", counted)
     with produced.Dirs() as dirs:
         assert [produced.entry(root, rel, None, 1 << 20, dirs=dirs) for rel in asked] == alone
     assert opened.count("out") == 1 and opened.count("b") == 1  # each directory opened once
