@@ -75,6 +75,7 @@ class Row:
     threshold: float
     note: str = ""
     skipped: str | None = None
+    judge_cpu: bool = False  # the verdict reads the CPU ratio (in-process timings on a loaded machine)
 
     def ratio(self, cpu: bool = False) -> float | None:
         if self.peer_s is None or self.repro_s is None:
@@ -87,7 +88,7 @@ class Row:
         return r / p if p else float("inf")
 
     def met(self) -> bool | None:
-        ratio = self.ratio()
+        ratio = self.ratio(cpu=self.judge_cpu)
         if ratio is None or self.target == INFO:
             return None
         if self.ratio_kind == "speedup":

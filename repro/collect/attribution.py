@@ -72,6 +72,8 @@ def changed_since(root: Path, before: dict[str, Stat], skip: list[str]) -> set[s
 def located(root: Path, rel: str, declared: list[str]) -> tuple[Path, str]:
     """Where the output ``rel`` is read from: under the declared output dir holding it (a root the
     host chose, opened as given even when it is a link), else under the project root."""
+    if not declared:
+        return root, rel
     holders = [d.strip("/") for d in declared if d.strip("/") and under(rel, [d])]
     if not holders:
         return root, rel
@@ -142,11 +144,12 @@ def select(
     changed = {rel for rel, stat in after.items() if before.get(rel) != stat and rel not in claimed}
     patterns = [*DEFAULT_EXCLUDES, *exclude]
     found = set()
-    for reported in written | changed:
-        rel = produced.inside(reported)
-        if rel is None or under(rel, data) or excluded(rel, patterns):
-            continue
-        item = produced.find(*located(root, rel, declared))
-        if item is not None and item.kind in ("file", "link"):  # a link is recorded as one, never read
-            found.add(rel)
+    with produced.Dirs() as dirs:
+        for reported in written | changed:
+            rel = produced.inside(reported)
+            if rel is None or under(rel, data) or excluded(rel, patterns):
+                continue
+            item = produced.find(*located(root, rel, declared), dirs=dirs)
+            if item is not None and item.kind in ("file", "link"):  # a link is recorded as one, never read
+                found.add(rel)
     return sorted(found)

@@ -129,11 +129,56 @@ def _parent(root: Path, rel: str) -> Iterator[tuple[int, str]]:
         os.close(fd)
 
 
-def find(root: Path, rel: str) -> Found | None:
+class Dirs:
+    """Directories opened once for many paths (a run's thousands of outputs): each reached from its
+    root without following a link, as `_parent` reaches it, and kept open until `close` (at most
+    `MAX_OPEN` at a time). Used as a context manager."""
+
+    MAX_OPEN = 256
+
+    def __init__(self) -> None:
+        self.fds: dict[tuple[str, tuple[str, ...]], int] = {}
+
+    def __enter__(self) -> Dirs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+    @contextlib.contextmanager
+    def parent(self, root: Path, rel: str) -> Iterator[tuple[int, str]]:
+        """`_parent`, from the directories already open."""
+        norm = inside(rel)
+        if norm is None:
+            raise FileNotFoundError(errno.ENOENT, f"{rel!r} is not a path inside {root}")
+        *dirs, name = norm.split("/")
+        yield self._open(str(root), tuple(dirs)), name
+
+    def _open(self, root: str, dirs: tuple[str, ...]) -> int:
+        fd = self.fds.get((root, dirs))
+        if fd is not None:
+            return fd
+        if len(self.fds) >= self.MAX_OPEN:
+            self.close()
+        fd = os.open(dirs[-1], _DIR, dir_fd=self._open(root, dirs[:-1])) if dirs else os.open(root, _ROOT)
+        self.fds[(root, dirs)] = fd
+        return fd
+
+
+def _parent_of(root: Path, rel: str, dirs: Dirs | None) -> contextlib.AbstractContextManager[tuple[int, str]]:
+    return dirs.parent(root, rel) if dirs is not None else _parent(root, rel)
+
+
+def find(root: Path, rel: str, dirs: Dirs | None = None) -> Found | None:
     """What ``rel`` is under ``root`` (its own ``lstat``); None when absent, outside the root, or
-    only reachable through a link."""
+    only reachable through a link. ``dirs``: directories kept open for a batch of paths."""
     try:
-        with _parent(root, rel) as (fd, name):
+        with _parent_of(root, rel, dirs) as (fd, name):
             return _found(inside(rel) or rel, name, fd, os.stat(name, dir_fd=fd, follow_symlinks=False))
     except OSError:
         return None
@@ -146,14 +191,14 @@ def is_file(root: Path, rel: str) -> bool:
 
 
 @contextlib.contextmanager
-def open_file(root: Path, rel: str) -> Iterator[int]:
+def open_file(root: Path, rel: str, dirs: Dirs | None = None) -> Iterator[int]:
     """An open descriptor of the regular file ``rel`` under ``root``, reached without following a link.
 
     Raises:
         NotRegular: ``rel`` is a link (``found.target`` names where to), a directory or a special file.
         OSError: it is absent, outside the root, or behind a link.
     """
-    with _parent(root, rel) as (dir_fd, name):
+    with _parent_of(root, rel, dirs) as (dir_fd, name):
         try:
             fd = os.open(name, _FILE, dir_fd=dir_fd)
         except OSError as e:
@@ -347,18 +392,24 @@ def link_entry(rel: str, target: str) -> FileEntry:
 
 
 def entry(
-    root: Path, rel: str, put_fd: Callable[[int], tuple[str, int]] | None, max_bytes: int, as_rel: str = ""
+    root: Path,
+    rel: str,
+    put_fd: Callable[[int], tuple[str, int]] | None,
+    max_bytes: int,
+    as_rel: str = "",
+    dirs: Dirs | None = None,
 ) -> FileEntry | None:
     """The record of the output ``rel`` under ``root`` (recorded as ``as_rel``, default ``rel``): a
     regular file hashed, its bytes kept through ``put_fd`` up to ``max_bytes``; a link by its target;
-    None when it is neither (gone, a directory, a special file, behind a link).
+    None when it is neither (gone, a directory, a special file, behind a link). ``dirs``:
+    directories kept open for a batch of outputs.
 
     Raises:
         OSError: the file could be opened but not read, or its bytes not stored.
     """
     name = as_rel or rel
     try:
-        with open_file(root, rel) as fd:
+        with open_file(root, rel, dirs) as fd:
             size = os.fstat(fd).st_size
             if put_fd is not None and size <= max_bytes:
                 digest, size = put_fd(fd)

@@ -1,12 +1,14 @@
 """The per-step fingerprint trace: where two runs first parted, down to the parameter.
 
 With `repro run --trace`, the injected runtime writes one line per optimizer step to
-``trace.jsonl``: for every parameter, its float64 sum and sum of absolute values after
-the step. Rows name their summation order (``"f": 2``; none in traces of older repro versions,
-whose sums were taken in another order): two traces summed alike must agree to the bit; a
-trace compared with one summed otherwise agrees up to rounding of the summation. Comparing
-two traces finds the first optimizer step and the first parameter whose fingerprint
-differs — usually far more telling than the final weights, where every parameter differs.
+``trace.jsonl``: for every parameter, after the step, ``[sum, bits]`` (rows with ``"f": 3``):
+``bits`` an exact digest of its bytes, which decides whether two runs hold the same weights,
+``sum`` the sum of its values, which a tolerance compares. Rows of older repro versions
+(``"f": 2``, or none) hold ``[sum, sum of |x|]`` in float64, summed in another order: two such
+traces summed alike must agree to the bit; traces written otherwise agree up to the rounding of
+their sums. Comparing two traces finds the first optimizer step and the first parameter whose
+fingerprint differs — usually far more telling than the final weights, where every parameter
+differs.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from repro.runtime import contract
 from repro.store import limits
 
 TRACE_LOG = contract.STREAMS["trace"].log  # the name of the trace in ResultInfo.logs
-SUMMATION_KEY = "f"  # a row's summation order (repro/runtime/steptrace.py); absent: the first one
+SUMMATION_KEY = "f"  # what a row's entries hold (repro/runtime/steptrace.py); absent: the first kind
+BITS = 3  # from this "f" on, an entry is [sum, bits]; before it, [sum, sum of |x|]
 ORDER_RTOL = 1e-12  # of sum |x|: more than two summation orders of the same float64 values part by
+FLOAT32_RTOL = 1e-6  # of sum |x|: more than float32- and float64-accumulated sums of the same values part by
 
 
 TraceDiffKind = Literal["value", "missing", "length"]
@@ -63,14 +67,14 @@ def compare_trace(
     for a, b in zip(original, replay, strict=False):
         step = int(a.get("step", 0))
         pa, pb = a["params"], b["params"]
-        reordered = a.get(SUMMATION_KEY, 1) != b.get(SUMMATION_KEY, 1)
+        kinds = (a.get(SUMMATION_KEY, 1), b.get(SUMMATION_KEY, 1))
         for name in [*pa, *(n for n in pb if n not in pa)]:
             va, vb = pa.get(name), pb.get(name)
             if va is None or vb is None:
                 return TraceDivergence(step, name, va, vb, False, "missing", **counts)
-            if va == vb or (reordered and _same_weights(va, vb)):
+            if va == vb or _same_weights(va, vb, kinds):
                 continue
-            close = all(tol.close(float(x), float(y)) for x, y in zip(va, vb, strict=False))
+            close = _close(va, vb, kinds, tol)
             found = TraceDivergence(step, name, va, vb, close, "value", **counts)
             if not close:
                 return found
@@ -81,13 +85,36 @@ def compare_trace(
     return first
 
 
-def _same_weights(a: list[float], b: list[float]) -> bool:
-    """Fingerprints of traces summed in different orders (an older repro's) that the same weights give."""
+def _same_weights(a: list[Any], b: list[Any], kinds: tuple[Any, Any]) -> bool:
+    """Fingerprints of different entries, or of sums taken in different orders, that the same weights give."""
     try:
+        if kinds[0] == kinds[1]:  # the same kind: only the bits may show the same weights
+            return _has_bits(kinds[0]) and int(a[1]) == int(b[1])
+        if _has_bits(kinds[0]) or _has_bits(kinds[1]):  # an older trace against a new one: the sums
+            scale = abs(float((b if _has_bits(kinds[0]) else a)[1]))
+            return abs(float(a[0]) - float(b[0])) <= FLOAT32_RTOL * scale
         scale = max(abs(float(a[1])), abs(float(b[1])))
         return all(abs(float(x) - float(y)) <= ORDER_RTOL * scale for x, y in zip(a, b, strict=True))
     except (IndexError, TypeError, ValueError):
         return False
+
+
+def _close(a: list[Any], b: list[Any], kinds: tuple[Any, Any], tol: Tolerance) -> bool:
+    """Whether fingerprints that are not of the same weights are within tolerance (their sums)."""
+    try:
+        if _has_bits(kinds[0]) and _has_bits(kinds[1]):
+            if tol.atol == 0 and tol.rtol == 0:  # exact: other bits are other weights
+                return False
+            return tol.close(float(a[0]), float(b[0]))
+        if _has_bits(kinds[0]) or _has_bits(kinds[1]):
+            return tol.close(float(a[0]), float(b[0]))
+        return all(tol.close(float(x), float(y)) for x, y in zip(a, b, strict=False))
+    except (IndexError, TypeError, ValueError):
+        return False
+
+
+def _has_bits(kind: Any) -> bool:
+    return isinstance(kind, int) and kind >= BITS
 
 
 def describe(d: TraceDivergence) -> str:

@@ -42,7 +42,7 @@ def collect_outputs(
         claimed=claimed - reports.written,
     )  # fmt: skip
     jobs = hydra.job_dirs(found)
-    bookkeeping = {rel for rel in found if hydra.is_bookkeeping(rel, jobs)}
+    bookkeeping = {rel for rel in found if hydra.is_bookkeeping(rel, jobs)} if jobs else set()
     limit = prepared.settings.max_output_bytes
     res.outputs = _store_outputs(spec, store, [f for f in found if f not in bookkeeping], limit, record)
     _hydra_bookkeeping(record, spec, store, masker, sorted(bookkeeping), len(jobs) == 1, limit)
@@ -94,17 +94,18 @@ def _store_outputs(
     """Hash each output file and keep its bytes (up to the size limit); a link is recorded by its
     target, never read through (`repro.collect.produced`)."""
     entries: list[FileEntry] = []
-    for rel in found:
-        root, inner = attribution.located(spec.project_root, rel, spec.outputs)
-        entry = produced.entry(root, inner, store.put_fd, max_bytes, as_rel=rel)
-        if entry is None:
-            continue  # gone since it was selected
-        if entry.link is None and not entry.stored:
-            record.warn(
-                "output_too_large",
-                f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored",
-            )
-        entries.append(entry)
+    with produced.Dirs() as dirs:  # each directory opened once for all the outputs in it
+        for rel in found:
+            root, inner = attribution.located(spec.project_root, rel, spec.outputs)
+            entry = produced.entry(root, inner, store.put_fd, max_bytes, as_rel=rel, dirs=dirs)
+            if entry is None:
+                continue  # gone since it was selected
+            if entry.link is None and not entry.stored:
+                record.warn(
+                    "output_too_large",
+                    f"output {rel} is over the size limit ({entry.size} bytes): hashed, not stored",
+                )
+            entries.append(entry)
     return entries
 
 

@@ -206,7 +206,7 @@ def _pin_torch(torch: ModuleType, switches: dict[str, Any]) -> None:
 
 
 def _trace_steps(torch: ModuleType) -> None:
-    """After every optimizer step, each parameter's float64 sum and |x| sum to trace.jsonl (steptrace)."""
+    """After every optimizer step, each parameter's sum and digest of its bytes to trace.jsonl (steptrace)."""
     steptrace.install(torch, Path(str(jsonl.stream_path("trace", os.environ[contract.RUNTIME_DIR_ENV]))))
     _state["knobs"]["trace"] = True
 

@@ -1,30 +1,32 @@
 """`repro run --trace`, inside the training process: each parameter's fingerprint after every step.
 
 Standard library only; torch is handed in. After every optimizer step one JSON line goes to
-``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "f": 2, "params":
-{name: [sum, sum of |x|]}}``, both in float64 (repro/compare/trace.py reads it). The sums are
-reduced with float64 accumulation and no float64 copy of the parameter: by NumPy for CPU
-tensors, on the device for others, which come to the host in one transfer per step
-(`fingerprints`). The same parameters give the same bits every time; ``"f": 2`` names this
-summation order (older traces, summed from a float64 copy by torch, have none; the comparison
-allows for the rounding between the two). Lines are buffered (`repro.runtime.jsonl`) and written at most every
-second or 64 KiB, at exit, and before the runtime ends the process itself (`flush`); a SIGKILL
-loses at most that second.
+``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "f": 3, "params":
+{name: [sum, bits]}}`` (repro/compare/trace.py reads it): ``bits`` is an exact digest of the
+parameter's bytes, which any changed bit changes; ``sum`` the sum of its values, which tolerances
+compare. Both are taken in one pass each over the parameter, with no copy: by NumPy through
+views kept from step to step for CPU tensors, on the device for others, which come to the
+host in one transfer per step (`fingerprints`). ``"f"`` names what an entry holds: ``2`` (and
+none, before it) was ``[sum, sum of |x|]`` in float64, which the comparison still reads. Lines are buffered
+(`repro.runtime.jsonl`) and written at most every second or 64 KiB, at exit, and before the
+runtime ends the process itself (`flush`); a SIGKILL loses at most that second.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import struct
 import sys
 import warnings
+import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from repro.runtime import jsonl
 
-SUMMATION = 2  # the row's "f": how the sums are taken (repro/compare/trace.py); none before this
+SUMMATION = 3  # the row's "f": what each entry holds (repro/compare/trace.py); none before the second
 FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 1.0
 
@@ -37,34 +39,102 @@ def flush() -> None:
         appender.flush()
 
 
-def fingerprints(torch: ModuleType, tensors: list[Any]) -> list[list[float]]:
-    """[sum, sum of |x|] of each tensor, accumulated in float64, with one host transfer for all.
+def fingerprints(
+    torch: ModuleType, tensors: list[Any], views: Views | None = None
+) -> list[list[float | int]]:
+    """[sum, bits] of each tensor, with one host transfer for all on a device.
 
-    A CPU float32/float64 tensor is summed by NumPy (float64 accumulation over a small cast
-    buffer, pairwise: no float64 copy of the tensor, as fast as torch's float32 sum); any other
-    (a GPU's, bfloat16) by torch on its device with ``dtype=float64``, every sum stacked into one
-    tensor that comes to the host at once.
+    ``bits`` is the sum, modulo 2**64, of the tensor's bytes read as little-endian 64-bit words
+    (the last one zero-padded): a change of any bit of one element changes it, a one-ulp step of
+    one weight included. ``sum`` is the float sum of the values (float32 accumulation below
+    float64), for tolerances and people. A contiguous CPU float32/float64 tensor is read by NumPy
+    through views of it (`Views`: made once, when given, and kept while the tensor lives), two
+    reductions and no copy; any other (a GPU's, bfloat16) by torch on its device, every result
+    stacked into one tensor that comes to the host at once.
     """
     np = sys.modules.get("numpy")
-    f64 = torch.float64
-    out: list[list[float] | None] = []
-    on_device: list[Any] = []
+    views = views if views is not None else Views()
+    host: list[list[float | int] | None] = []
+    sums, words = [], []
     for x in tensors:
-        x = x.detach()
-        if np is not None and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-            a = x.numpy()
-            out.append([float(a.sum(dtype=np.float64)), float(np.abs(a).sum(dtype=np.float64))])
+        v = views.by_id.get(id(x))
+        if v is None or v.ref() is not x or v.key != (x.data_ptr(), x.numel()):
+            v = views.add(np, torch, x) if np is not None else None
+        if v is not None:
+            bits = int(v.reduce(v.words))
+            if v.tail.size:
+                bits = (bits + int.from_bytes(v.tail.tobytes(), "little")) % _WORDS
+            host.append([float(v.reduce(v.values)), bits])
             continue
-        if not x.is_floating_point():  # complex: as x.double() sees it (its real part)
-            x = x.double()
-        on_device += [torch.sum(x, dtype=f64), torch.sum(x.abs(), dtype=f64)]
-        out.append(None)
-    if on_device:
-        if len({s.device for s in on_device}) > 1:
-            on_device = [s.cpu() for s in on_device]
-        flat = iter(torch.stack(on_device).tolist())
-        out = [v if v is not None else [next(flat), next(flat)] for v in out]
-    return [v for v in out if v is not None]
+        host.append(None)
+        with torch.no_grad():
+            if not x.is_floating_point():  # complex: as x.double() sees it (its real part)
+                x = x.double()
+            sums.append(x.sum(dtype=torch.float64))
+            words.append(_words(torch, x))
+    if sums:
+        if len({s.device for s in sums}) > 1:
+            sums, words = [s.cpu() for s in sums], [w.cpu() for w in words]
+        found = torch.cat([torch.stack(sums).view(torch.int64), torch.stack(words)]).cpu().tolist()
+        n = len(sums)
+        floats = struct.unpack(f"<{n}d", struct.pack(f"<{n}q", *found[:n]))
+        pairs = iter([total, bits % _WORDS] for total, bits in zip(floats, found[n:], strict=True))
+        host = [v if v is not None else next(pairs) for v in host]
+    return [v for v in host if v is not None]
+
+
+_WORDS = 1 << 64
+
+
+class _HostView:
+    """NumPy views of one contiguous CPU tensor: its values, its whole 64-bit words, its last bytes."""
+
+    def __init__(self, np: Any, x: Any, ref: Any) -> None:
+        self.ref, self.key = ref, (x.data_ptr(), x.numel())
+        self.values = x.numpy().reshape(-1)
+        raw = self.values.view(np.uint8)
+        whole = raw.size - raw.size % 8
+        self.words, self.tail = raw[:whole].view(np.uint64), raw[whole:]
+        self.reduce = np.add.reduce
+
+
+class Views:
+    """The NumPy views `fingerprints` reads CPU tensors through, by tensor, made at the first step
+    and checked at every one (the same tensor, storage and size); a tensor's views go
+    when the tensor does."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, _HostView] = {}
+
+    def add(self, np: Any, torch: ModuleType, x: Any) -> _HostView | None:
+        """The views of a contiguous CPU float32/float64 tensor, made now; None for any other."""
+        if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or not x.is_contiguous():
+            return None
+        key = id(x)
+
+        def gone(ref: Any) -> None:
+            if (v := self.by_id.get(key)) is not None and v.ref is ref:
+                del self.by_id[key]
+
+        try:
+            ref = weakref.ref(x, gone)
+        except TypeError:  # a tensor that takes no weak reference: read it by torch
+            return None
+        view = self.by_id[key] = _HostView(np, x.detach(), ref)
+        return view
+
+
+def _words(torch: ModuleType, x: Any) -> Any:
+    """The 0-d int64 sum (wrapping: modulo 2**64) of a tensor's bytes as 64-bit words, on its device."""
+    size = x.element_size()
+    whole_rows = x.dim() and (x.shape[-1] * size) % 8 == 0 and (x.storage_offset() * size) % 8 == 0
+    if whole_rows and x.is_contiguous():
+        return x.view(torch.int64).sum()  # in place: the common case, a weight or an even bias
+    raw = x.reshape(-1).contiguous().view(torch.uint8)
+    pad = -raw.numel() % 8
+    if pad or raw.storage_offset() % 8:
+        raw = torch.cat([raw, raw.new_zeros(pad)])
+    return raw.view(torch.int64).sum()
 
 
 def install(torch: ModuleType, path: Path) -> Any:
@@ -89,14 +159,23 @@ def install(torch: ModuleType, path: Path) -> Any:
             names.setdefault(0, "")
         return names.get(id(param), fallback)
 
+    known: dict[tuple[int, ...], list[str]] = {}  # the parameters' names, by their ids in order
+    views = Views()
+
     def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        keys, tensors = [], []
-        for g, group in enumerate(optimizer.param_groups):
-            for i, p in enumerate(group["params"]):
-                keys.append(name_of(p, f"group{g}.param{i}"))
-                tensors.append(p)
+        tensors = [p for group in optimizer.param_groups for p in group["params"]]
+        ids = tuple(map(id, tensors))
+        keys = known.get(ids)
+        if keys is None:
+            if len(known) > 64:  # parameter sets that change every step: no cache
+                known.clear()
+            keys = known[ids] = [
+                name_of(p, f"group{g}.param{i}")
+                for g, group in enumerate(optimizer.param_groups)
+                for i, p in enumerate(group["params"])
+            ]
         with torch.no_grad():
-            values = fingerprints(torch, tensors)
+            values = fingerprints(torch, tensors, views)
         row = {"step": steps[0], "f": SUMMATION, "params": dict(zip(keys, values, strict=True))}
         appender.write(row)
         steps[0] += 1

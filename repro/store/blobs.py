@@ -35,9 +35,8 @@ class BlobStore:
     def put_bytes(self, data: bytes) -> str:
         """Store bytes once; returns their digest."""
         digest = hash_bytes(data)
-        target = self.blob_path(digest)
-        if not target.is_file():
-            write_atomic(target, data)
+        if not os.path.isfile(f"{self.dir}/{blob_member(digest)}"):  # one stat, no Path: once per output
+            write_atomic(self.blob_path(digest), data)
         return digest
 
     def put_file(self, path: Path, digest: str | None = None) -> str:

@@ -1,10 +1,17 @@
 """Writing a capsule tar: the record, its blobs, the image archive and the data it carries, then
 ``SHA256SUMS`` (and an optional SIGNATURE and ATTESTATION after it), in a fixed order with fixed
 metadata, so the same run always gives the same bytes.
+
+The stream is written by `_TarStream`, not member by member through `tarfile`: each member's
+header is built from one template (the bytes `tarfile` writes for it in PAX format: a plain
+ustar header for an ASCII name of up to 100 bytes; `tarfile`'s own for any other), a small file
+is read whole and hashed in one go, and headers and data are gathered into large blocks, so a
+capsule of thousands of small blobs costs a few system calls per member.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -27,6 +34,9 @@ from repro.store.recordio import dump_record
 from repro.store.verify import blob_digest
 
 _FIXED_MTIME = 0
+_BLOCK = tarfile.BLOCKSIZE
+_RECORD = tarfile.RECORDSIZE
+_GATHER = 1 << 20  # bytes gathered before a write; files up to this size are read whole
 
 
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
@@ -39,23 +49,80 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     return info
 
 
-class _Hashing:
-    """A file read once: tarfile copies it into the capsule while its SHA-256 is computed (and its
-    xxh3-128, for a blob, to check the bytes against the blob's name on the same read)."""
+def _header(name: str, size: int) -> bytes:
+    """The header `tarfile` writes for ``_tarinfo(name, size)`` in PAX format, built from its own
+    header of another member for an ASCII name of up to 100 bytes (a plain ustar header: only the
+    name, the size and the checksum differ); `tarfile`'s own for any other."""
+    raw = name.encode("ascii", "replace")
+    if not name.isascii() or len(raw) > 100 or not 0 <= size < 8**11:
+        return _tarinfo(name, size).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
+    middle, tail = _template()
+    head = b"".join((raw.ljust(100, b"\0"), middle, b"%011o\0" % size, tail))
+    checksum = sum(head)  # the checksum field holds eight spaces here, as tarfile counts it
+    return b"".join((head[:148], b"%06o\0" % checksum, head[155:]))
 
-    def __init__(self, f: IO[bytes], blob: bool) -> None:
+
+@functools.lru_cache(maxsize=1)
+def _template() -> tuple[bytes, bytes]:
+    """What lies between the name and the size field of `tarfile`'s header, and after the size (the
+    checksum field as eight spaces)."""
+    ref = _tarinfo("a", 0).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
+    return ref[100:124], ref[136:148] + b" " * 8 + ref[156:]
+
+
+class _TarStream:
+    """A tar file written as one stream: members gathered into large writes, then the two zero
+    blocks and the padding to a whole record that `tarfile` ends an archive with."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self.pending, self.offset = out, bytearray(), 0
+
+    def _put(self, data: bytes | bytearray | memoryview) -> None:
+        self.pending += data
+        self.offset += len(data)
+        if len(self.pending) >= _GATHER:
+            self.out.write(self.pending)
+            self.pending.clear()
+
+    def add_bytes(self, name: str, data: bytes) -> None:
+        self._put(_header(name, len(data)))
+        self._put(data)
+        self._put(bytes(-len(data) % _BLOCK))
+
+    def add_file(self, name: str, path: Path, blob: bool) -> tuple[str, str | None]:
+        """Copy a file in; its SHA-256 and, for a blob, its xxh3-128 (hex), from the same read.
+
+        Raises:
+            OSError: it could not be read, or it shrank while it was copied.
+        """
         import xxhash
 
-        self.f = f
-        self.sha = hashlib.sha256()
-        self.xxh = xxhash.xxh3_128() if blob else None
+        sha = hashlib.sha256()
+        xxh = xxhash.xxh3_128() if blob else None
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            self._put(_header(name, size))
+            left = size
+            while left:
+                chunk = os.read(fd, min(left, _GATHER))
+                if not chunk:
+                    raise OSError(f"{path}: unexpected end of data (the file shrank while it was read)")
+                sha.update(chunk)
+                if xxh is not None:
+                    xxh.update(chunk)
+                self._put(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+        self._put(bytes(-size % _BLOCK))
+        return sha.hexdigest(), xxh.hexdigest() if xxh is not None else None
 
-    def read(self, size: int = -1) -> bytes:
-        data = self.f.read(size)
-        self.sha.update(data)
-        if self.xxh is not None:
-            self.xxh.update(data)
-        return data
+    def close(self) -> None:
+        self._put(bytes(2 * _BLOCK))
+        self._put(bytes(-self.offset % _RECORD))
+        self.out.write(self.pending)
+        self.pending.clear()
 
 
 def pack(
@@ -82,33 +149,30 @@ def pack(
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+        with open(tmp, "wb") as f:
+            tar = _TarStream(f)
             for name, src in members:
                 if isinstance(src, bytes):
-                    tar.addfile(_tarinfo(name, len(src)), io.BytesIO(src))
+                    tar.add_bytes(name, src)
                     sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
-                else:
-                    digest = blob_digest(name)
-                    with open(src, "rb") as f:
-                        reader = _Hashing(f, blob=digest is not None)
-                        tar.addfile(_tarinfo(name, os.fstat(f.fileno()).st_size), reader)
-                    if reader.xxh is not None and reader.xxh.hexdigest() != digest:
-                        raise CapsuleInvalid(
-                            f"blob {digest} does not match its content-address name "
-                            f"(replaced or corrupt): {src}",
-                            member=str(src),
-                            hint="the store was changed by hand or damaged; re-import the run's capsule, "
-                            "or `repro verify RUN` to check every blob",
-                        )
-                    sums.append(f"{reader.sha.hexdigest()}  {name}")
+                    continue
+                digest = blob_digest(name)
+                sha, xxh = tar.add_file(name, src, blob=digest is not None)
+                if xxh is not None and xxh != digest:
+                    raise CapsuleInvalid(
+                        f"blob {digest} does not match its content-address name (replaced or corrupt): {src}",
+                        member=str(src),
+                        hint="the store was changed by hand or damaged; re-import the run's capsule, "
+                        "or `repro verify RUN` to check every blob",
+                    )
+                sums.append(f"{sha}  {name}")
             body = ("\n".join(sums) + "\n").encode()
-            tar.addfile(_tarinfo(SUMS_NAME, len(body)), io.BytesIO(body))
+            tar.add_bytes(SUMS_NAME, body)
             if signer is not None:
-                signature = signer(body)
-                tar.addfile(_tarinfo(SIGNATURE_NAME, len(signature)), io.BytesIO(signature))
+                tar.add_bytes(SIGNATURE_NAME, signer(body))
             if attester is not None:
-                attested_name, attestation = attester(body)
-                tar.addfile(_tarinfo(attested_name, len(attestation)), io.BytesIO(attestation))
+                tar.add_bytes(*attester(body))
+            tar.close()
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,6 +72,40 @@ def test_a_link_anywhere_on_the_way_is_never_read_through(tmp_path: Path, secret
             pass
     assert raised.value.found.kind == "link" and raised.value.found.target == str(secret)
     assert produced.read_json(root, "leak") == {} and produced.json_lines(root, "leak", 1 << 20) == []
+
+
+def test_directories_kept_open_for_a_batch_read_what_one_path_at_a_time_reads(
+    tmp_path: Path, secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    rels = [f"out/{d}/f{i}.txt" for d in ("a", "b", "c/d") for i in range(3)] + ["top.txt"]
+    for i, rel in enumerate(rels):
+        _write(root, rel, f"file {i}".encode())
+    (root / "out" / "linked").symlink_to(secret.parent)
+    (root / "out" / "a" / "leak").symlink_to(secret)
+    asked = [*rels, "out/linked/id_rsa", "out/a/leak", "out/missing/x", "../elsewhere/id_rsa", "out/a"]
+    alone = [produced.entry(root, rel, None, 1 << 20) for rel in asked]
+    assert alone[len(rels)] is None and alone[len(rels) + 1] == produced.link_entry("out/a/leak", str(secret))
+    opened: list[str] = []
+    real_open = os.open
+
+    def counted(path: object, *args: Any, **kwargs: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", counted)
+    with produced.Dirs() as dirs:
+        assert [produced.entry(root, rel, None, 1 << 20, dirs=dirs) for rel in asked] == alone
+    assert opened.count("out") == 1 and opened.count("b") == 1  # each directory opened once
+    assert dirs.fds == {}  # and closed with the block
+    monkeypatch.setattr(
+        produced.Dirs, "MAX_OPEN", 2
+    )  # all closed, then opened again, when that many are open
+    with produced.Dirs() as dirs:
+        assert [produced.find(root, rel, dirs) for rel in asked] == [
+            produced.find(root, rel) for rel in asked
+        ]
+        assert len(dirs.fds) <= 2
 
 
 def test_a_fifo_is_never_opened_for_reading(tmp_path: Path) -> None:

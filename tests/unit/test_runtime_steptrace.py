@@ -12,41 +12,74 @@ from repro.compare import trace
 from repro.runtime import jsonl, steptrace
 
 
-def _old_fingerprint(x: torch.Tensor) -> list[float]:
+def _float64_sums(x: torch.Tensor) -> list[float]:
     """What the trace recorded before: a float64 copy, then its sums (older records hold these)."""
     d = x.detach().double()
     return [d.sum().item(), d.abs().sum().item()]
 
 
-def test_fingerprints_are_float64_sums_the_same_bits_every_time() -> None:
+def _word_sum(x: torch.Tensor) -> int:
+    """The bits by their definition: the tensor's bytes as little-endian 64-bit words, summed mod 2**64."""
+    flat = x.detach().contiguous().reshape(-1)
+    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    data += bytes(-len(data) % 8)
+    return sum(int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data), 8)) % (1 << 64)
+
+
+def test_fingerprints_are_a_sum_and_the_word_sum_of_the_bytes_the_same_every_time() -> None:
     torch.manual_seed(3)
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3), torch.nn.Flatten(), torch.nn.Linear(16 * 30 * 30, 10)
     )
-    tensors = [*model.parameters(), torch.randn(4_000_001), torch.randn(64, 64).t(), torch.randn(8).double()]
+    tensors = [*model.parameters(), torch.randn(400_001), torch.randn(64, 63).t(), torch.randn(7).double()]
     found = steptrace.fingerprints(torch, tensors)
     assert found == steptrace.fingerprints(torch, [t.clone() for t in tensors])
-    for (total, absolute), x in zip(found, tensors, strict=True):
-        old = _old_fingerprint(x)
-        assert total == pytest.approx(old[0], rel=1e-9, abs=1e-9) and absolute == pytest.approx(
-            old[1], rel=1e-12
-        )
+    for (total, bits), x in zip(found, tensors, strict=True):
+        exact_sum, abs_sum = _float64_sums(x)
+        assert abs(total - exact_sum) <= trace.FLOAT32_RTOL * abs_sum  # what an older trace is compared to
+        assert isinstance(bits, int) and bits == _word_sum(x)
     assert steptrace.fingerprints(torch, []) == []
 
 
-def test_one_changed_bit_of_one_weight_changes_the_fingerprint() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_one_ulp_of_any_one_weight_changes_the_fingerprint(dtype: torch.dtype) -> None:
     torch.manual_seed(4)
-    x = torch.randn(1_000_000)
+    x = torch.randn(100_003).to(dtype)  # odd: the last word is a padded one
     before = steptrace.fingerprints(torch, [x])
-    x[123_456] = torch.nextafter(x[123_456], torch.tensor(float("inf")))  # one float32 ulp
-    assert steptrace.fingerprints(torch, [x]) != before  # float64 accumulation keeps it
+    for i in (0, 12_345, 100_002):
+        up = x.clone()
+        up[i] = torch.nextafter(up[i], torch.tensor(float("inf"), dtype=dtype))  # one ulp
+        assert steptrace.fingerprints(torch, [up]) != before
+        flipped = x.clone()
+        flipped[i] = -flipped[i]
+        assert steptrace.fingerprints(torch, [flipped]) != before
 
 
-def test_tensors_numpy_cannot_read_are_summed_by_torch_in_order() -> None:
-    tensors = [torch.randn(100), torch.randn(50).bfloat16(), torch.randn(7), torch.randn(3).half()]
+def test_tensors_numpy_cannot_read_are_read_by_torch_alike() -> None:
+    tensors = [torch.randn(100), torch.randn(51).bfloat16(), torch.randn(7), torch.randn(3).half()]
     found = steptrace.fingerprints(torch, tensors)
-    assert found[1] == _old_fingerprint(tensors[1]) and found[3] == _old_fingerprint(tensors[3])
-    assert found[0] == pytest.approx(_old_fingerprint(tensors[0]), rel=1e-9)
+    assert [bits for _, bits in found] == [_word_sum(x) for x in tensors]
+    assert found[1][0] == _float64_sums(tensors[1])[0] and found[3][0] == _float64_sums(tensors[3])[0]
+
+
+def test_views_kept_between_steps_follow_the_tensor_they_read() -> None:
+    views = steptrace.Views()
+    layer = torch.nn.Linear(64, 32)
+    first = steptrace.fingerprints(torch, [layer.weight, layer.bias], views)
+    assert len(views.by_id) == 2
+    with torch.no_grad():
+        layer.weight.add_(1.0)  # in place: read through the same views
+    moved = steptrace.fingerprints(torch, [layer.weight, layer.bias], views)
+    assert moved[0] != first[0] and moved[1] == first[1] and moved[0][1] == _word_sum(layer.weight)
+    layer.weight.data = torch.zeros(32, 64)  # another storage: new views
+    assert steptrace.fingerprints(torch, [layer.weight], views) == [[0.0, 0]]
+    layer.weight.data = layer.weight.data[:16]  # the same storage, fewer elements
+    assert steptrace.fingerprints(torch, [layer.weight], views)[0][1] == _word_sum(layer.weight)
+    del layer
+    import gc
+
+    gc.collect()
+    assert views.by_id == {}  # a tensor's views go with it
 
 
 def test_one_host_transfer_per_step(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -74,16 +74,34 @@ def test_a_trace_of_an_older_summation_order_agrees_up_to_its_rounding_only() ->
     torch.manual_seed(0)
     weights = [torch.randn(300_000), torch.randn(1000)]
     sums = {f"p{i}": [float(w.double().sum()), float(w.double().abs().sum())] for i, w in enumerate(weights)}
-    old: list[dict[str, object]] = [{"step": 0, "params": sums}]
+    old: list[dict[str, object]] = [{"step": 0, "f": 2, "params": sums}]
     values = steptrace.fingerprints(torch, weights)
     new = [{"step": 0, "f": steptrace.SUMMATION, "params": {f"p{i}": v for i, v in enumerate(values)}}]
-    assert compare_trace(old, new, STRICT) is None  # the same weights, summed in another order
+    assert compare_trace(old, new, STRICT) is None and compare_trace(new, old, STRICT) is None
     moved = weights[0].clone()
-    moved[5] += 1e-3  # a real difference
+    moved[5] += 1.0  # a real difference (float32 rounding of a sum of 300k values is ~0.01)
     values = steptrace.fingerprints(torch, [moved, weights[1]])
     new = [{"step": 0, "f": steptrace.SUMMATION, "params": {f"p{i}": v for i, v in enumerate(values)}}]
     d = compare_trace(old, new, STRICT)
     assert d is not None and d.param == "p0"
     nudged = {**sums, "p0": [sums["p0"][0] + 1e-9, sums["p0"][1]]}
-    alike: list[dict[str, object]] = [{"step": 0, "params": nudged}]
+    alike: list[dict[str, object]] = [{"step": 0, "f": 2, "params": nudged}]
     assert compare_trace(old, alike, STRICT) is not None  # summed alike: to the bit
+
+
+def _bits_trace(entry: list[object]) -> list[dict[str, object]]:
+    first = {"step": 0, "f": 3, "params": {"w": [1.0, 7], "b": [0.5, 9]}}
+    return [first, {"step": 1, "f": 3, "params": {"w": entry}}]
+
+
+def test_the_bits_decide_whether_weights_are_the_same_the_sums_how_close() -> None:
+    a = _bits_trace([2.0, 1 << 63])
+    assert compare_trace(a, _bits_trace([2.0, 1 << 63]), STRICT) is None
+    assert compare_trace(a, _bits_trace([2.0000001, 1 << 63]), STRICT) is None  # a sum taken otherwise
+    d = compare_trace(a, _bits_trace([2.0, (1 << 63) + 1]), STRICT)  # one ulp the sum lost
+    assert d is not None and (d.step, d.param, d.within_tolerance) == (1, "w", False)
+    gpu = Tolerance(atol=1e-6, rtol=1e-5)
+    d = compare_trace(a, _bits_trace([2.000001, 5]), gpu)
+    assert d is not None and d.within_tolerance
+    d = compare_trace(a, _bits_trace([2.5, 5]), gpu)
+    assert d is not None and not d.within_tolerance
