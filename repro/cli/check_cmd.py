@@ -188,7 +188,9 @@ def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html
     """--plot and --html: the curves of run 1 and the first run that differs, and the report page."""
     pair, verdict = figures.check_pair(result)
     causes = [c.reason for c in result.diff.likely_causes] if result.diff else []
-    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes)
+    causes += [c.describe() for c in result.causes]
+    states = [(s.run, s.control or "—", r.text()) for s in result.states for r in s.ranks]
+    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes, states)
 
 
 def _command(

@@ -76,9 +76,11 @@ def verdict_pictures(
     title: str,
     paths: tuple[Path | None, Path | None],
     causes: Sequence[str] = (),
+    states: Sequence[tuple[str, str, str]] = (),
 ) -> None:
-    """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared. A plot
-    that cannot be drawn (no matplotlib, no metric series) is a warning: the verdict keeps its exit."""
+    """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared (``states``:
+    `check --interrupt`'s per-rank state comparison of each resume). A plot that cannot be drawn (no
+    matplotlib, no metric series) is a warning: the verdict keeps its exit."""
     plot_path, html_path = paths
     if not (plot_path or html_path):
         return
@@ -91,6 +93,7 @@ def verdict_pictures(
         else:
             ops = [op for r in pair or () for op in r.determinism.nondeterministic_ops]
             report = report_ui.from_verdict(title, verdict, found, causes, ledger_text(ops) if ops else None)
+        report.states = list(states)
         write_html(report, html_path)
 
 

@@ -91,6 +91,7 @@ def _batch(it: Any, indices: Any) -> None:
     steps: dict[int, list[Any]] = _state.setdefault("steps", {})
     step, digest = steps.get(loader, [0, ""])
     text = json.dumps(indices, default=str, separators=(",", ":"))
+    _state["last"] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     digest = hashlib.blake2b((digest + text).encode(), digest_size=8).hexdigest()
     steps[loader] = [step + 1, digest]
     if step >= EVERY_STEP_UNTIL and step % SPARSE_EVERY:
@@ -102,6 +103,12 @@ def _batch(it: Any, indices: Any) -> None:
         _state["kept"] += count
         row["indices"] = indices
     _write(row)
+
+
+def last_batch() -> str | None:
+    """A fingerprint of the indices this process's DataLoaders took last (the batches ahead of the step)."""
+    last = _state.get("last")
+    return last if isinstance(last, str) else None
 
 
 _WRAPPERS: set[CodeType] = set()  # the code of this module's wrappers: frames a warning never names

@@ -13,7 +13,16 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import ckptrecord, ckptrestore, contract, passthrough, resumestate, resumesteps, spoil
+from repro.runtime import (
+    ckptrecord,
+    ckptrestore,
+    contract,
+    passthrough,
+    resumestate,
+    resumesteps,
+    spoil,
+    statewatch,
+)
 
 MAX_GENERATORS = 1000  # default_rng generators tracked per process
 
@@ -58,6 +67,7 @@ def install_torch(torch: ModuleType) -> None:
         return
     _wrap_checkpoint_io(torch, "save", "load", "f")
     spoil.install_torch(torch)
+    statewatch.install(torch)  # schedulers' and samplers' epochs, for the resume trace
     optimizer = sys.modules.get("torch.optim.optimizer")
     if optimizer is None:
         import importlib

@@ -22,7 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repro.runtime import ckptfiles, ckptrecord, contract, jsonl, resumestate, rngstates, steptrace
+from repro.runtime import (
+    batchorder,
+    ckptfiles,
+    ckptrecord,
+    contract,
+    jsonl,
+    resumestate,
+    rngstates,
+    statewatch,
+    steptrace,
+)
 
 _rtrace = jsonl.Appender("rtrace", dumps=lambda row: json.dumps(row, default=str))
 RING = 8  # optimizer steps of state a non-saving rank keeps in memory
@@ -142,6 +152,9 @@ def _trace_row(d: Path, optimizer: Any) -> None:
         "step": resumestate.state["step"],
         **sums,
         "lr": [group.get("lr") for group in optimizer.param_groups],
+        "scheduler": statewatch.scheduler_epochs(optimizer),
+        "sampler": statewatch.sampler_epochs(),
+        "dataloader": batchorder.last_batch(),
         "rng": {
             name: _fingerprint(value)
             for name, value in sorted(rngstates.capture_states().items())
