@@ -131,8 +131,13 @@ def install(module: ModuleType) -> None:
         _number(self)
 
     def iter_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        before = None
+        try:
+            before = loaderseeds.before_begin()
+        except Exception:  # noqa: BLE001
+            pass
         _as_caller(init_iter, self, loader, *args, **kwargs)
-        _safely(lambda: loaderseeds.began(self))  # a resumed epoch's worker seed, before workers start
+        _safely(lambda: loaderseeds.began(self, before))  # a resumed epoch's seed, before workers start
         _safely(lambda: _begin(self, loader, _epochs(loader)))
 
     def iter_reset(self: Any, loader: Any, first_iter: bool = False, *args: Any, **kwargs: Any) -> Any:
@@ -143,7 +148,15 @@ def install(module: ModuleType) -> None:
         return result
 
     def iter_next_index(self: Any) -> Any:
-        indices = next_index(self)  # StopIteration ends the epoch, as before
+        now = None
+        try:
+            now = loaderseeds.enter_epoch(self)  # a resumed epoch: its order, the batches taken left out
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            indices = next_index(self)  # StopIteration ends the epoch, as before
+        finally:
+            _safely(lambda: loaderseeds.leave_epoch(now))
         _safely(lambda: _batch(self, indices))
         try:
             return loaderseeds.seeded(self, indices)  # the seed its worker loads it with
