@@ -47,10 +47,23 @@ def _interrupt_text(result: CheckResult, colour: bool, width: int | None) -> str
     head = f"{style(label, hue) if colour else label}  {resumed} "
     parts = [head + "compared with the uninterrupted run"]
     parts += [printable(f"  not restored: {c.describe()}") for c in result.causes]
+    parts += [printable(f"  {line}") for line in _state_lines(result)]
     parts += [printable(f"  {_control_line(c)}") for c in result.controls if c["caught"]]
     for v in result.verdicts:
         parts += ["", render.render_text(v, colour=colour, width=width)]
     return "\n".join(parts)
+
+
+def _state_lines(result: CheckResult) -> list[str]:
+    """Each ordinary resume's state against the uninterrupted run's, per rank (controls have theirs)."""
+    lines = []
+    for s in (s for s in result.states if not s.control and s.ranks):
+        if all(r.first is None for r in s.ranks):
+            steps = ", ".join(f"rank {r.rank}: {r.steps}" for r in s.ranks)
+            lines.append(f"resume {s.run}: every rank's state the same from the resume point (steps {steps})")
+        else:
+            lines += [f"resume {s.run}: {r.text()}" for r in s.ranks]
+    return lines
 
 
 SPOILED = {"rng": "its RNG states not restored", "sampler": "its samplers' epoch reset"}

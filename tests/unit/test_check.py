@@ -151,3 +151,22 @@ def test_an_interrupt_check_gives_every_resumes_state_per_rank_in_json() -> None
     from tests.cli.test_json_answers import valid  # the answer against its schema
 
     valid("check", json.dumps(data))
+
+
+def test_the_text_of_an_interrupt_check_gives_each_resumes_state_per_rank() -> None:
+    from repro.compare.resumetrace import RankState, ResumeCause, ResumeComparison
+    from repro.ui.check import render_text
+
+    result = CheckResult(kind="interrupt", mode="strict")
+    cause = ResumeCause(9, 1, "rng:torch", "rng.torch", "a", "b")
+    result.states = [
+        ResumeComparison("run-b", 8, "", [RankState(0, 4), RankState(1, 4)]),
+        ResumeComparison("run-c", 8, "", [RankState(0, 4), RankState(1, 4, cause)]),
+        ResumeComparison("run-d", 8, "rng", [RankState(0, 4, cause)]),
+    ]
+    result.verdicts = [Verdict(status="identical", mode="strict", original="run-a", replay="run-b")]
+    lines = render_text(result, colour=False, width=None).splitlines()
+    same = "every rank's state the same from the resume point (steps rank 0: 4, rank 1: 4)"
+    assert f"  resume run-b: {same}" in lines
+    assert "  resume run-c: rank 1: rng.torch differs at optimizer step 9" in lines
+    assert not any("run-d" in line for line in lines)  # a control's state is on its own line
