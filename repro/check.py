@@ -29,7 +29,7 @@ from repro.collect import checkpoints
 from repro.compare import ops, resumetrace
 from repro.compare import reasons as codes
 from repro.compare.reasons import Code
-from repro.compare.resumetrace import ResumeCause
+from repro.compare.resumetrace import ResumeCause, ResumeComparison
 from repro.compare.verdict import (
     REPRODUCED,
     CompareOptions,
@@ -89,6 +89,7 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     causes: list[ResumeCause] = field(default_factory=list)  # interrupt: what a resume did not restore
     controls: list[dict[str, Any]] = field(default_factory=list)  # interrupt --control: each spoiled resume
+    states: list[ResumeComparison] = field(default_factory=list)  # interrupt: each resume, per rank
 
     @property
     def status(self) -> str:
@@ -220,8 +221,11 @@ def run_interrupt_check(
     checkpoint of one run is seen by another. A resume that diverged is explained from the
     resume trace: the first step and what was not restored (``CheckResult.causes``); the
     check stops there. With ``control``, once every resume was identical, one more run is
-    killed and resumed with its RNG states deliberately not restored (`runtime/spoil.py`):
-    it must differ, else the check fails (`control_not_caught`).
+    killed and resumed with its RNG states deliberately not restored (`runtime/spoil.py`), and,
+    where the run has a distributed sampler, one more with its samplers' epoch reset
+    (`runtime/statewatch.py`): each must differ, else the check fails (`control_not_caught`).
+    Every resumed run's state is compared with the uninterrupted run's, per rank
+    (``CheckResult.states``).
 
     Raises:
         UsageError: no command; a command that saves no checkpoint before its last step.
@@ -265,8 +269,12 @@ def run_interrupt_check(
                 )
                 break
         if control and len(result.verdicts) == len(steps) and result.reproduced:
-            scratch_dirs.append(_scratch_copy(store, first))
-            _control(attempt, rng.choice(steps), scratch_dirs[-1])
+
+            def scratch() -> Path:
+                scratch_dirs.append(_scratch_copy(store, first))
+                return scratch_dirs[-1]
+
+            _controls(attempt, rng.choice(steps), scratch)
     finally:
         for d in scratch_dirs:
             shutil.rmtree(d, ignore_errors=True)
@@ -314,6 +322,8 @@ class _Attempts:
         _record_run(self.result, resumed, self.on_record)
         if self.result.failed is not None:
             return None
+        ranks = resumetrace.compare_ranks(self.reference, _resume_traces(self.store, resumed))
+        self.result.states.append(ResumeComparison(resumed.id, step, spoiled, ranks))
         original, again = (outputs_only(of_run(self.store.load_run(r.id))) for r in (self.first, resumed))
         known = Known(started_over=_started_over(resumed) if resumed.results.resume_started_over else None)
         options = CompareOptions.from_settings(self.plan.settings)
@@ -351,28 +361,46 @@ class _Attempts:
             explained(verdict, codes.Reason(Code.NOT_RESTORED, cause.describe(), fields=fields), first=True)
 
 
-CONTROL_SPOILS = "its RNG states not restored (every stream of every rank, the script's own restores ignored)"
+CONTROL_SPOILS = {
+    "rng": "its RNG states not restored (every stream of every rank, the script's own restores ignored)",
+    "sampler": "its samplers' epoch reset (every DistributedSampler.set_epoch ignored, on every rank)",
+}
 
 
-def _control(attempt: _Attempts, step: int, scratch: Path) -> None:
-    """The negative control: a resume spoiled on purpose must be reported as not exact."""
-    verdict = attempt.run(step, scratch, spoiled="rng")
+def _controls(attempt: _Attempts, step: int, scratch: Callable[[], Path]) -> None:
+    """The negative controls: the RNG one always; where the run has a distributed sampler, the
+    sampler-epoch one too. Each spoiled resume must be reported as not exact."""
+    spoils = ["rng"]
+    if any(row.get("sampler") for rows in attempt.reference.values() for row in rows):
+        spoils.append("sampler")
+    for spoiled in spoils:
+        if not _control(attempt, step, scratch(), spoiled):
+            return
+
+
+def _control(attempt: _Attempts, step: int, scratch: Path, spoiled: str) -> bool:
+    """One spoiled resume, which must differ; False when a run of it failed."""
+    verdict = attempt.run(step, scratch, spoiled=spoiled)
     result = attempt.result
     if verdict is None:
-        return
+        return False
     resumed = result.records[-1].id
+    firsts = [r.first for r in result.states[-1].ranks if r.first is not None] if result.states else []
+    state = min(firsts, key=lambda c: (c.step, c.rank)).named() if firsts else ""
+    entry = {"spoiled": spoiled, "run": resumed, "step": step, "state": state}
     if not verdict.reproduced:
         first = verdict.reasons[0].message if verdict.reasons else verdict.summary
-        result.controls.append({"spoiled": "rng", "run": resumed, "step": step, "caught": True, "by": first})
-        return
+        result.controls.append({**entry, "caught": True, "by": first})
+        return True
     text = (
-        f"control not caught: resume {resumed}, {CONTROL_SPOILS}, ended identical — this check cannot "
-        "detect a broken resume in this script: its outputs are not sensitive to that state"
+        f"control not caught: resume {resumed}, {CONTROL_SPOILS[spoiled]}, ended identical — this check "
+        "cannot detect a broken resume in this script: its outputs are not sensitive to that state"
     )
-    result.controls.append({"spoiled": "rng", "run": resumed, "step": step, "caught": False, "by": ""})
+    result.controls.append({**entry, "caught": False, "by": ""})
     verdict.status = "diverged"
-    explained(verdict, codes.Reason(Code.CONTROL_NOT_CAUGHT, text, fields={"spoiled": "rng"}), first=True)
+    explained(verdict, codes.Reason(Code.CONTROL_NOT_CAUGHT, text, fields={"spoiled": spoiled}), first=True)
     result.verdicts.append(verdict)
+    return True
 
 
 def _started_over(resumed: Record) -> codes.Reason:

@@ -55,14 +55,16 @@ Exit status (stable; README "Exit codes"):
     default=None,
     metavar="N",
     help="Certify exact resume: run once uninterrupted, then N times SIGKILLed at a random point after "
-    "a checkpoint and continued with `repro resume`; fail naming what a resume did not restore.",
+    "a checkpoint and continued with `repro resume`; compare every rank's training state at the "
+    "resume point and fail naming the first that differs (`rank 1: sampler.epoch 2 vs 1`).",
 )
 @click.option(
     "--control",
     is_flag=True,
     default=False,
     help="With --interrupt: once every resume is identical, kill and resume once more with the RNG "
-    "states deliberately not restored; fail (exit 5, control_not_caught) if that is not caught.",
+    "states deliberately not restored (and, where the run has a DistributedSampler, once more with its "
+    "epoch reset); fail (exit 5, control_not_caught) if one is not caught.",
 )
 @click.option(
     "--against",
@@ -193,8 +195,10 @@ def _pictures(app: AppContext, result: core.CheckResult, plot: Path | None, html
     """--plot and --html: the curves of run 1 and the first run that differs, and the report page."""
     pair, verdict = figures.check_pair(result)
     causes = [c.reason for c in result.diff.likely_causes] if result.diff else []
+    causes += [c.describe() for c in result.causes]
     proof = result.diff.proof if result.diff else None
-    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes, proof)
+    states = [(s.run, s.control or "—", r.text()) for s in result.states for r in s.ranks]
+    figures.verdict_pictures(app.store, pair, verdict, "repro check", (plot, html), causes, proof, states)
 
 
 def _command(

@@ -78,9 +78,11 @@ def verdict_pictures(
     paths: tuple[Path | None, Path | None],
     causes: Sequence[str] = (),
     proof: Proof | None = None,
+    states: Sequence[tuple[str, str, str]] = (),
 ) -> None:
     """`--plot` and `--html` of a replay or a check: the pair of runs its verdict compared (``proof``:
-    `check --against --prove`'s, shown above the likely causes). A plot that cannot be drawn (no
+    `check --against --prove`'s, shown above the likely causes; ``states``: `check --interrupt`'s
+    per-rank state comparison of each resume). A plot that cannot be drawn (no
     matplotlib, no metric series) is a warning: the verdict keeps its exit."""
     plot_path, html_path = paths
     if not (plot_path or html_path):
@@ -95,6 +97,7 @@ def verdict_pictures(
             ops = [op for r in pair or () for op in r.determinism.nondeterministic_ops]
             report = report_ui.from_verdict(title, verdict, found, causes, ledger_text(ops) if ops else None)
         report.proved = report_ui.proved_lines(proof)
+        report.states = list(states)
         write_html(report, html_path)
 
 

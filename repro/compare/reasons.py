@@ -8,9 +8,10 @@ message is for people and may be reworded. Codes, most decisive first in a verdi
 - ``resume_started_over`` — a resumed run loaded no checkpoint: it started over, so no resume was
   tested (fields: resumed, original);
 - ``control_not_caught`` — ``check --interrupt --control``: a resume spoiled on purpose (its RNG
-  states not restored) ended identical, so the check cannot detect a broken resume (fields: spoiled);
+  states not restored, or its samplers' epoch reset) ended identical, so the check cannot detect a
+  broken resume (fields: spoiled: rng | sampler);
 - ``not_restored`` — a resumed run parted from the uninterrupted one at its resume point: what
-  its checkpoint or the runtime did not restore (fields: step, rank, cause, field);
+  its checkpoint or the runtime did not restore, by its state path (fields: step, rank, cause, field);
 - ``data_order_differs`` — a DataLoader yielded other samples: the first such batch (fields: step,
   rank, loader, epoch, kind, original, replay; loader counts from 0 by creation order);
 - ``worker_seeds_differ`` — a DataLoader's workers got another base seed (fields: epoch, rank, loader,

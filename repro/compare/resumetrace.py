@@ -2,9 +2,11 @@
 
 Pure functions over the resume trace the runtime writes with ``REPRO_RESUME_TRACE=1``
 (``rtrace.rank<R>.jsonl``: before every optimizer step, the parameter, gradient and
-optimizer-state sums, the learning rates and a fingerprint of each RNG stream). At the
-first step where a resumed run's row differs from the uninterrupted run's, the first
-field that differs — in the order that separates causes — names what was not restored.
+optimizer-state sums, the learning rates, each scheduler's ``last_epoch``, each distributed
+sampler's epoch, a fingerprint of the batch indices the DataLoaders took last and of each RNG
+stream). At the first step where a resumed run's row differs from the uninterrupted run's, the
+first field that differs — in the order that separates causes — names what was not restored, by
+its state path (``rank 1: optimizer.state[3].exp_avg``, ``sampler.epoch 2 vs 1``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from typing import Any
 from repro.runtime import contract
 
 # (field, cause, what it means), in the order that tells causes apart: the model and the
-# optimizer come straight from the checkpoint; the LR from the scheduler; the RNG streams
-# from the runtime's restore; gradients that differ with all of those equal mean another batch.
+# optimizer come straight from the checkpoint; the scheduler's count and LR from the scheduler; a
+# sampler's epoch from the script's `set_epoch`; the RNG streams from the runtime's restore; the
+# batches the loader took from all of those and its position; gradients that differ with all of
+# those equal mean another batch.
 CAUSES: tuple[tuple[str, str, str], ...] = (
     ("params", "model", "the model's parameters were not restored"),
     ("optimizer", "optimizer", "the optimizer state was not restored"),
+    ("scheduler", "scheduler", "the learning-rate scheduler state was not restored"),
     ("lr", "scheduler", "the learning-rate scheduler state was not restored"),
+    ("sampler", "sampler", "the sampler's epoch was not restored (DistributedSampler.set_epoch)"),
     ("rng.python", "rng:python", "the `random` RNG state was not restored"),
     ("rng.numpy", "rng:numpy", "NumPy's global RNG state was not restored"),
     (
@@ -35,8 +41,22 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
         "torch's CPU RNG state was not restored (sampler order, worker seeds, dropout)",
     ),
     ("rng.cuda", "rng:cuda", "a CUDA device's RNG state was not restored"),
+    ("dataloader", "dataloader", "the DataLoader's position or order was not restored"),
     ("grads", "batch", "the batch differs: the DataLoader position or sampler order was not restored"),
 )
+
+
+_NAMES = {"scheduler": "scheduler{} last_epoch", "sampler": "sampler{}.epoch", "lr": "lr{}"}
+
+
+def _pair(a: Any, b: Any) -> tuple[str, Any, Any]:
+    """The first entry of two lists that differs, by index (none when one value only)."""
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return (f"[{i}]" if max(len(a), len(b)) > 1 else ""), x, y
+        return "", len(a), len(b)
+    return "", a, b
 
 
 @dataclass
@@ -45,19 +65,32 @@ class ResumeCause:
 
     step: int
     rank: int
-    cause: str  # model | optimizer | scheduler | rng:<stream> | batch
+    cause: str  # model | optimizer | scheduler | sampler | rng:<stream> | dataloader | batch
     field: str
     uninterrupted: Any
     resumed: Any
     path: str = ""  # the first tensor that differs, by its state path (params[2], optimizer.state[3].exp_avg)
 
+    def state_path(self) -> str:
+        """The state that differs by its path, with its two values: ``sampler.epoch 2 vs 1``."""
+        if self.field.startswith("rng."):
+            return f"{self.field} differs"
+        if self.field == "dataloader":
+            return "dataloader: next batch indices differ"
+        if self.field in ("scheduler", "sampler", "lr"):
+            index, a, b = _pair(self.uninterrupted, self.resumed)
+            name = _NAMES[self.field]
+            return f"{name.format(index)} {a} vs {b}"
+        what = self.path or self.field
+        return f"{what} differs (sum {self.uninterrupted} vs {self.resumed})"
+
+    def named(self) -> str:
+        """``rank 1: optimizer.state[3].exp_avg differs (sum 1.0 vs 1.5)``."""
+        return f"rank {self.rank}: {self.state_path()}"
+
     def describe(self) -> str:
         meaning = next(m for f, _, m in CAUSES if f == self.field)
-        values = ""
-        if not self.field.startswith("rng."):
-            values = f" ({self.uninterrupted} uninterrupted, {self.resumed} resumed)"
-        what = self.path or self.field
-        return f"{meaning}: {what} differs at optimizer step {self.step} on rank {self.rank}{values}"
+        return f"{self.named()} at optimizer step {self.step} — {meaning}"
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -97,6 +130,56 @@ def _named(cause: ResumeCause, uninterrupted: dict[str, Any], resumed: dict[str,
             cause.path, cause.uninterrupted, cause.resumed = path, value, theirs.get(path)
             break
     return cause
+
+
+@dataclass
+class RankState:
+    """One rank's state at the resume point and after: the steps compared, the first difference."""
+
+    rank: int
+    steps: int  # optimizer steps of the resumed run compared with the uninterrupted run's
+    first: ResumeCause | None = None
+
+    def text(self) -> str:
+        if self.first is not None:
+            return f"{self.first.named()} at optimizer step {self.first.step}"
+        if not self.steps:
+            return f"rank {self.rank}: no optimizer step to compare"
+        return f"rank {self.rank}: same state at {self.steps} optimizer step(s) from the resume point"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"rank": self.rank, "steps": self.steps, "same": self.first is None}
+        if self.first is not None:
+            f = self.first
+            data.update(step=f.step, cause=f.cause, path=f.state_path(), field=f.field)
+        data["text"] = self.text()
+        return data
+
+
+def compare_ranks(
+    uninterrupted: dict[int, list[dict[str, Any]]], resumed: dict[int, list[dict[str, Any]]]
+) -> list[RankState]:
+    """Each rank's resumed trace against the uninterrupted one's, step by step: the whole state compared."""
+    states = []
+    for rank in sorted(set(uninterrupted) | set(resumed)):
+        reference, ours = uninterrupted.get(rank, []), resumed.get(rank, [])
+        steps = {row["step"] for row in reference} & {row["step"] for row in ours}
+        states.append(RankState(rank, len(steps), first_cause(reference, ours, rank)))
+    return states
+
+
+@dataclass
+class ResumeComparison:
+    """One resumed run of a check, every rank's state compared with the uninterrupted run's."""
+
+    run: str
+    step: int  # the optimizer step it was killed after
+    control: str  # "" for an ordinary resume; else what its resume spoiled (rng | sampler)
+    ranks: list[RankState]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "killed_after": self.step, "control": self.control or None,
+                "ranks": [r.to_dict() for r in self.ranks]}  # fmt: skip
 
 
 def kill_steps(checkpoints: list[int], total: int, count: int, world: int, rng: random.Random) -> list[int]:

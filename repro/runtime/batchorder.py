@@ -91,6 +91,7 @@ def _batch(it: Any, indices: Any) -> None:
     steps: dict[int, list[Any]] = _state.setdefault("steps", {})
     step, digest = steps.get(loader, [0, ""])
     text = json.dumps(indices, default=str, separators=(",", ":"))
+    _state["last"] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     digest = hashlib.blake2b((digest + text).encode(), digest_size=8).hexdigest()
     steps[loader] = [step + 1, digest]
     if step >= EVERY_STEP_UNTIL and step % SPARSE_EVERY:
@@ -102,6 +103,12 @@ def _batch(it: Any, indices: Any) -> None:
         _state["kept"] += count
         row["indices"] = indices
     _write(row)
+
+
+def last_batch() -> str | None:
+    """A fingerprint of the indices this process's DataLoaders took last (the batches ahead of the step)."""
+    last = _state.get("last")
+    return last if isinstance(last, str) else None
 
 
 _WRAPPERS: set[CodeType] = set()  # the code of this module's wrappers: frames a warning never names
@@ -124,8 +131,13 @@ def install(module: ModuleType) -> None:
         _number(self)
 
     def iter_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        before = None
+        try:
+            before = loaderseeds.before_begin()
+        except Exception:  # noqa: BLE001
+            pass
         _as_caller(init_iter, self, loader, *args, **kwargs)
-        _safely(lambda: loaderseeds.began(self))  # a resumed epoch's worker seed, before workers start
+        _safely(lambda: loaderseeds.began(self, before))  # a resumed epoch's seed, before workers start
         _safely(lambda: _begin(self, loader, _epochs(loader)))
 
     def iter_reset(self: Any, loader: Any, first_iter: bool = False, *args: Any, **kwargs: Any) -> Any:
@@ -136,7 +148,15 @@ def install(module: ModuleType) -> None:
         return result
 
     def iter_next_index(self: Any) -> Any:
-        indices = next_index(self)  # StopIteration ends the epoch, as before
+        now = None
+        try:
+            now = loaderseeds.enter_epoch(self)  # a resumed epoch: its order, the batches taken left out
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            indices = next_index(self)  # StopIteration ends the epoch, as before
+        finally:
+            _safely(lambda: loaderseeds.leave_epoch(now))
         _safely(lambda: _batch(self, indices))
         try:
             return loaderseeds.seeded(self, indices)  # the seed its worker loads it with

@@ -23,6 +23,7 @@ Standard library only; the iterators are torch's, seen through `batchorder`'s ho
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import random
@@ -65,22 +66,88 @@ def enabled() -> bool:
     return os.environ.get(contract.LOADER_SEEDS_ENV) == "1"
 
 
-def began(it: Any) -> None:
+def _generator() -> Any:
+    return getattr(sys.modules.get("torch"), "default_generator", None)
+
+
+def before_begin() -> Any:
+    """torch's RNG state before a new iterator draws its worker seed, while a recorded epoch waits."""
+    generator = _generator()
+    if generator is None or not _pending or not enabled():
+        return None
+    return generator.get_state()
+
+
+def began(it: Any, before: Any = None) -> None:
     """A new iterator, its workers not started yet: continue a recorded epoch when one is pending."""
     if not enabled():
         return
     length = _length(it)
     it._repro_pos, it._repro_round, it._repro_start = 0, 0, 0
+    generator = _generator()
+    if generator is not None:
+        it._repro_rng = generator.get_state()  # where its sampler draws its order from: the epoch's
     for i, entry in enumerate(_pending):
         if length is not None and length <= int(entry.get("length", -1)):
-            it._base_seed = int(entry["base_seed"])
-            it._repro_pos = it._repro_start = int(entry["length"]) - length  # what a shorter one skips
-            it._repro_round = int(entry.get("round", 0))
+            _continue(it, entry, length, before)
             del _pending[i]
             resumestate.event("restored", stream="dataloader", position=it._repro_pos, length=length)
             break
     _live.append(weakref.ref(it))
     del _live[:-LIVE]
+
+
+def _continue(it: Any, entry: dict[str, Any], length: int, before: Any) -> None:
+    """``it`` continues the recorded epoch: its worker seed, its batches' places, and (where the state
+    it was drawn from is recorded) its sampler's order; torch's stream goes on as if it drew nothing.
+
+    A shorter iterator (a skipping batch sampler, Accelerate's ``skip_first_batches``) begins at
+    the place of its first batch; a loop that takes the rest of the epoch from a whole new iterator
+    and counts the batches it took (Lightning's fit loop: ``taken``) has those left out."""
+    it._base_seed, it._repro_round = int(entry["base_seed"]), int(entry.get("round", 0))
+    it._repro_pos = it._repro_start = int(entry["length"]) - length  # what a shorter one skips
+    taken, rng, generator = entry.get("taken"), entry.get("rng"), _generator()
+    if before is None or generator is None:
+        return
+    generator.set_state(before)  # its worker seed is the recorded one: undrawn
+    if isinstance(rng, str):
+        it._repro_rng = before.new_tensor(list(base64.b64decode(rng)))
+        it._repro_epoch = True
+        if isinstance(taken, int) and length == int(entry["length"]):
+            it._repro_skip = taken
+
+
+def enter_epoch(it: Any) -> Any:
+    """Before a continuing iterator's first batch: torch's state set to the one its epoch's order was
+    drawn from, and the batches already taken left out; returns the state to go back to after."""
+    if not getattr(it, "_repro_epoch", False):
+        return None
+    it._repro_epoch = False
+    generator = _generator()
+    now = generator.get_state()
+    generator.set_state(it._repro_rng)
+    taken = int(getattr(it, "_repro_skip", 0))
+    try:
+        for _ in range(taken):
+            next(it._sampler_iter)
+    except StopIteration:
+        pass
+    it._repro_pos += taken
+    if taken:
+        resumestate.event("restored", stream="dataloader", position=taken, length=_length(it))
+    return now
+
+
+def leave_epoch(now: Any) -> None:
+    """After that first batch: torch's stream where it was (the order drawn from the epoch's state)."""
+    if now is not None:
+        _generator().set_state(now)
+
+
+def taken(count: int) -> None:
+    """The batches of the recorded epoch that the resumed loop counts as taken (Lightning's progress)."""
+    if _pending and count > 0:
+        _pending[0]["taken"] = count
 
 
 def new_round(it: Any) -> None:
@@ -141,7 +208,11 @@ def capture() -> list[dict[str, Any]]:
         if 0 < yielded < length:
             round_ = int(getattr(it, "_repro_round", 0))
             full = length + int(getattr(it, "_repro_start", 0))  # the epoch's batches, skipped ones too
-            found.append({"base_seed": seed, "round": round_, "yielded": yielded, "length": full})
+            entry: dict[str, Any] = {"base_seed": seed, "round": round_, "yielded": yielded, "length": full}
+            rng = getattr(it, "_repro_rng", None)
+            if rng is not None:  # torch's state its order was drawn from
+                entry["rng"] = base64.b64encode(bytes(rng.tolist())).decode("ascii")
+            found.append(entry)
     return found
 
 

@@ -10,22 +10,38 @@ import atexit
 import functools
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import ckptrecord, ckptrestore, contract, passthrough, resumestate, resumesteps, spoil
+from repro.runtime import (
+    ckptrecord,
+    ckptrestore,
+    contract,
+    loaderseeds,
+    passthrough,
+    resumestate,
+    resumesteps,
+    spoil,
+    statewatch,
+)
 
 MAX_GENERATORS = 1000  # default_rng generators tracked per process
 
 
 def _wrap_checkpoint_io(
-    module: ModuleType, save_name: str, load_name: str, path_name: str, load_path_name: str = ""
+    module: ModuleType,
+    save_name: str,
+    load_name: str,
+    path_name: str,
+    load_path_name: str = "",
+    loaded: Callable[[Any], None] | None = None,
 ) -> None:
     """Wrap MODULE's save (path second, as ``torch.save(obj, f)``) and load (path first) functions.
 
     PATH_NAME is the path parameter's keyword name (LOAD_PATH_NAME the load's, when it differs);
     a save records the RNG states linked to the file, a load in a resumed process restores
-    them right after it.
+    them right after it (and then hands what it loaded to ``loaded``).
     """
     save, load = getattr(module, save_name), getattr(module, load_name)
 
@@ -46,6 +62,8 @@ def _wrap_checkpoint_io(
         digest = ckptrestore.before_load(f)
         result = passthrough.call(load, *args, **kwargs)
         ckptrestore.after_load(f, digest)
+        if loaded is not None and digest is not None:
+            loaded(result)
         return result
 
     setattr(module, save_name, functools.update_wrapper(wrapped_save, save))
@@ -58,6 +76,7 @@ def install_torch(torch: ModuleType) -> None:
         return
     _wrap_checkpoint_io(torch, "save", "load", "f")
     spoil.install_torch(torch)
+    statewatch.install(torch)  # schedulers' and samplers' epochs, for the resume trace
     optimizer = sys.modules.get("torch.optim.optimizer")
     if optimizer is None:
         import importlib
@@ -118,7 +137,17 @@ def install_lightning(module: ModuleType) -> None:
         or not hasattr(module, "_load")
     ):
         return
-    _wrap_checkpoint_io(module, "_atomic_save", "_load", "filepath", "path_or_url")
+    _wrap_checkpoint_io(module, "_atomic_save", "_load", "filepath", "path_or_url", _lightning_progress)
+
+
+def _lightning_progress(checkpoint: Any) -> None:
+    """A fit resumed mid-epoch takes the rest of the epoch from a new iterator, counting the batches it
+    took (its training batch progress): the recorded epoch that iterator continues leaves those out."""
+    try:
+        progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]
+        loaderseeds.taken(int(progress["ready"]))
+    except (KeyError, TypeError, ValueError):
+        pass
 
 
 HOOKS = {

@@ -6,8 +6,9 @@ of the last few optimizer steps in memory and write the one of the step the chec
 at as soon as they see the saver's mark (``rng/marks/<step>.<sha256>``), at most a step later;
 their states of the last few steps are also kept in ``rng/ring/``, where the host finds one a
 kill left unwritten. For `repro check --interrupt`: with ``REPRO_RESUME_TRACE=1`` every optimizer
-step first appends what decides it (parameter, gradient and optimizer-state sums, learning rates,
-a fingerprint of each RNG stream) to ``rtrace.rank<R>.jsonl``; ``REPRO_INTERRUPT_AT_STEP=N``
+step appends what decides it (parameter, gradient and optimizer-state sums, learning rates, each
+scheduler's ``last_epoch``, each distributed sampler's epoch, a fingerprint of the batch indices
+taken last and of each RNG stream) to ``rtrace.rank<R>.jsonl``; ``REPRO_INTERRUPT_AT_STEP=N``
 SIGKILLs rank 0's process group (its DataLoader workers included) right after optimizer step N.
 For `repro replay --from`: ``REPRO_STOP_AFTER_STEPS=K`` ends each process K optimizer steps after
 its restore.
@@ -22,7 +23,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repro.runtime import ckptfiles, ckptrecord, contract, jsonl, resumestate, rngstates, steptrace
+from repro.runtime import (
+    batchorder,
+    ckptfiles,
+    ckptrecord,
+    contract,
+    jsonl,
+    resumestate,
+    rngstates,
+    statewatch,
+    steptrace,
+)
 
 _rtrace = jsonl.Appender("rtrace", dumps=lambda row: json.dumps(row, default=str))
 RING = 8  # optimizer steps of state a non-saving rank keeps in memory
@@ -30,6 +41,7 @@ MAX_NAMED = 1024  # tensors a trace row names by path (parameters first); the su
 
 
 def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    _write_trace_row(optimizer)
     resumestate.state["step"] += 1
     d = resumestate.runtime_dir()
     if d is None:
@@ -118,9 +130,29 @@ def _fingerprint(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _grads(torch: Any, optimizer: Any) -> float:
+    with torch.no_grad():
+        return sum(
+            float(p.grad.detach().double().sum().item())
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if p.grad is not None
+        )
+
+
+def _write_trace_row(optimizer: Any) -> None:
+    """The row of the step just taken, its gradients read now: an optimizer stepped with a closure
+    (Lightning's) computes them inside the step, after the row's other fields were read."""
+    row = resumestate.state.pop("trace_row", None)
+    if row is not None:
+        row["grads"] = _grads(sys.modules["torch"], optimizer)
+        _rtrace.write(row)
+
+
 def _trace_row(d: Path, optimizer: Any) -> None:
-    """What decides the step about to be taken: parameters, gradients, optimizer state, LR, RNG streams;
-    each parameter's and optimizer state tensor's sum by its path (``optimizer.state[3].exp_avg``)."""
+    """What decides the step about to be taken: parameters, optimizer state, LR, scheduler and sampler
+    epochs, the batches taken, RNG streams (gradients once the step is taken); each parameter's and
+    optimizer state tensor's sum by its path (``optimizer.state[3].exp_avg``)."""
     torch = sys.modules["torch"]
     sums = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
     each: dict[str, float] = {}
@@ -129,8 +161,6 @@ def _trace_row(d: Path, optimizer: Any) -> None:
         for i, p in enumerate(params):
             value = each[f"params[{i}]"] = float(p.detach().double().sum().item())
             sums["params"] += value
-            if p.grad is not None:
-                sums["grads"] += float(p.grad.detach().double().sum().item())
         for i, p in enumerate(params):  # the numbering of the optimizer's state_dict
             for key, value in optimizer.state.get(p, {}).items():
                 if isinstance(value, torch.Tensor) and len(each) < MAX_NAMED:
@@ -142,6 +172,9 @@ def _trace_row(d: Path, optimizer: Any) -> None:
         "step": resumestate.state["step"],
         **sums,
         "lr": [group.get("lr") for group in optimizer.param_groups],
+        "scheduler": statewatch.scheduler_epochs(optimizer),
+        "sampler": statewatch.sampler_epochs(),
+        "dataloader": batchorder.last_batch(),
         "rng": {
             name: _fingerprint(value)
             for name, value in sorted(rngstates.capture_states().items())
@@ -149,4 +182,4 @@ def _trace_row(d: Path, optimizer: Any) -> None:
         },
         "state": each,
     }
-    _rtrace.write(row)
+    resumestate.state["trace_row"] = row  # written once the step is taken, with its gradients

@@ -47,14 +47,33 @@ def _interrupt_text(result: CheckResult, colour: bool, width: int | None) -> str
     head = f"{style(label, hue) if colour else label}  {resumed} "
     parts = [head + "compared with the uninterrupted run"]
     parts += [printable(f"  not restored: {c.describe()}") for c in result.causes]
-    parts += [
-        printable(f"  control caught: resume {c['run']}, its RNG states not restored, differs: {c['by']}")
-        for c in result.controls
-        if c["caught"]
-    ]
+    parts += [printable(f"  {line}") for line in _state_lines(result)]
+    parts += [printable(f"  {_control_line(c)}") for c in result.controls if c["caught"]]
     for v in result.verdicts:
         parts += ["", render.render_text(v, colour=colour, width=width)]
     return "\n".join(parts)
+
+
+def _state_lines(result: CheckResult) -> list[str]:
+    """Each ordinary resume's state against the uninterrupted run's, per rank (controls have theirs)."""
+    lines = []
+    for s in (s for s in result.states if not s.control and s.ranks):
+        if all(r.first is None for r in s.ranks):
+            steps = ", ".join(f"rank {r.rank}: {r.steps}" for r in s.ranks)
+            lines.append(f"resume {s.run}: every rank's state the same from the resume point (steps {steps})")
+        else:
+            lines += [f"resume {s.run}: {r.text()}" for r in s.ranks]
+    return lines
+
+
+SPOILED = {"rng": "its RNG states not restored", "sampler": "its samplers' epoch reset"}
+
+
+def _control_line(c: dict[str, Any]) -> str:
+    """A caught control: what it spoiled, the output that differs and the first state that does."""
+    state = f"; {c['state']}" if c.get("state") else ""
+    what = SPOILED.get(c["spoiled"], c["spoiled"])
+    return f"control caught: resume {c['run']}, {what}, differs: {c['by']}{state}"
 
 
 def render_text(result: CheckResult, *, colour: bool = True, width: int | None = render.WIDTH) -> str:
@@ -130,6 +149,7 @@ def render_json(result: CheckResult) -> dict[str, Any]:
     if result.kind == "interrupt":
         data["causes"] = [dataclasses.asdict(c) | {"text": c.describe()} for c in result.causes]
         data["controls"] = result.controls
+        data["states"] = [s.to_dict() for s in result.states]
     if result.diff is not None:
         data["diff"] = diff_render.render_json(result.diff)
     return data

@@ -34,6 +34,7 @@ class Report:
     curves: Curves | None = None
     notes: list[str] = field(default_factory=list)
     proved: list[str] = field(default_factory=list)  # `--prove`: the headline, then one line per factor
+    states: list[tuple[str, str, str]] = field(default_factory=list)  # (resumed run, control, rank's state)
 
 
 def from_verdict(
@@ -130,6 +131,11 @@ def render_html(report: Report) -> str:
     if report.first:
         rows = "".join(f"<tr><th>{e(k)}</th><td><code>{e(v)}</code></td></tr>" for k, v in report.first)
         parts.append(f"<h2>First difference</h2><table>{rows}</table>")
+    if report.states:
+        cells = ((f"<code>{e(r)}</code>", e(c), e(t)) for r, c, t in report.states)
+        rows = "".join(f"<tr><td>{r}</td><td>{c}</td><td>{t}</td></tr>" for r, c, t in cells)
+        head = "<tr><th>resumed run</th><th>control</th><th>state at the resume point, per rank</th></tr>"
+        parts.append(f'<h2>Resume state, per rank</h2><table id="states">{head}{rows}</table>')
     parts += _curves_html(report.curves)
     if report.outputs:
         cells = ((f"<code>{e(p)}</code>", e(s), e(d)) for p, s, d in report.outputs)

@@ -46,11 +46,16 @@ def test_check_interrupt_certifies_the_trainer_script_and_catches_its_control(pr
         control["caught"] is True and control["spoiled"] == "rng" and control["run"] == result["run_ids"][-1]
     )
     assert "safetensors" in control["by"]  # an output of the spoiled resume differs: named
+    assert control["state"].startswith("rank 0: rng.")  # and the first state that differs, by its path
+    ordinary, spoiled = result["states"]
+    assert [r["same"] for r in ordinary["ranks"]] == [True] and ordinary["control"] is None
+    assert spoiled["control"] == "rng" and spoiled["ranks"][0]["same"] is False
 
 
 def test_two_torchrun_ranks_pass_check_interrupt_and_catch_their_control(project: Project) -> None:
     """`torchrun --nproc_per_node=2` (gloo), a `DistributedSampler` with `set_epoch`, per-rank dropout and
-    augmentation: both ranks resume exact; the control, no stream of either rank restored, differs."""
+    augmentation: both ranks resume exact, every rank's state the same from the resume point; both
+    controls differ — no stream of either rank restored, and every sampler's epoch reset."""
     project.script("ddp_resumable.py", "train.py")
     project.points(n=128)
     project.write(".gitignore", "outputs/\ncheckpoints/\nmodel.pt\n")
@@ -60,6 +65,11 @@ def test_two_torchrun_ranks_pass_check_interrupt_and_catch_their_control(project
                       "--save", "outputs/model.pt")  # fmt: skip
     assert r.code == 0, r.out + r.err
     result = json.loads(r.out)
-    assert result["status"] == "identical" and len(result["run_ids"]) == 5
-    (control,) = result["controls"]
-    assert control["caught"] is True and "max abs" in control["by"]  # a tensor of an output, named
+    assert result["status"] == "identical" and len(result["run_ids"]) == 7
+    rng, sampler = result["controls"]
+    assert rng["caught"] is True and "max abs" in rng["by"]  # a tensor of an output, named
+    assert rng["spoiled"] == "rng" and ": rng." in rng["state"]
+    assert sampler["caught"] is True and sampler["spoiled"] == "sampler"
+    assert sampler["state"].startswith("rank 0: sampler.epoch ") and sampler["state"].endswith(" vs 0")
+    ordinary = result["states"][0]
+    assert [(r["rank"], r["same"]) for r in ordinary["ranks"]] == [(0, True), (1, True)]

@@ -1,6 +1,7 @@
 """Worker streams a mid-epoch resume continues, in a real process with real worker processes: the rest of
 an epoch loaded by a new, shorter iterator (as Accelerate's ``skip_first_batches`` makes one) is augmented
-as in the uninterrupted epoch once the checkpoint's states are restored; without them it is not."""
+as in the uninterrupted epoch once the checkpoint's states are restored; without them it is not. A loop
+that refetches the whole epoch and counts the batches it took (Lightning's) gets the same rest."""
 
 from __future__ import annotations
 
@@ -44,14 +45,24 @@ SCRIPT = textwrap.dedent(
         if k == 2:
             states = rngstates.capture_states()  # a checkpoint after 3 of 6 batches
     order = [int(row[0]) for batch in full for row in batch]
-    if sys.argv[1] == "restore":
+    if sys.argv[1] in ("restore", "refetch"):
         rngstates.restore_states(states)
+    if sys.argv[1] == "refetch":  # a loop that counts 3 batches taken and refetches the whole epoch
+        from repro.runtime import loaderseeds
+        loaderseeds.taken(3)
     torch.manual_seed(123)  # the resumed process's RNG is elsewhere when its iterator begins
-    rest = DataLoader(Noisy(), batch_sampler=Rest(order, 3), num_workers=2)
+    if sys.argv[1] == "refetch":
+        rest = DataLoader(Noisy(), batch_size=4, shuffle=True, num_workers=2)
+    else:
+        rest = DataLoader(Noisy(), batch_sampler=Rest(order, 3), num_workers=2)
     again = [batch.tolist() for batch in rest]
+    after = torch.rand(()).item()
+    torch.manual_seed(123)
+    untouched = after == torch.rand(()).item()  # the iterator took nothing from torch's stream
     persistent = DataLoader(Noisy(), batch_size=4, num_workers=2, persistent_workers=True)
     epochs = [[batch.tolist() for batch in persistent] for _ in range(2)]
-    print(json.dumps({"full": full, "rest": again, "loaders": states.get("dataloader"), "epochs": epochs}))
+    print(json.dumps({"full": full, "rest": again, "loaders": states.get("dataloader"), "epochs": epochs,
+                      "untouched": untouched}))
     """
 )
 
@@ -72,9 +83,11 @@ def _run(tmp_path: Path, mode: str, recorded: bool = True) -> dict[str, Any]:
 
 def test_the_rest_of_an_epoch_is_augmented_as_uninterrupted_once_restored(tmp_path: Path) -> None:
     restored = _run(tmp_path, "restore")
-    assert restored["loaders"] == [{"base_seed": restored["loaders"][0]["base_seed"], "round": 0,
-                                    "yielded": 3, "length": 6}]  # fmt: skip
+    (entry,) = restored["loaders"]
+    assert isinstance(entry.pop("rng"), str)  # torch's state the epoch's order was drawn from
+    assert entry == {"base_seed": entry["base_seed"], "round": 0, "yielded": 3, "length": 6}
     assert restored["rest"] == restored["full"][3:]  # same samples, same augmentation, bit for bit
+    assert restored["untouched"] is True
     first, second = restored["epochs"]
     assert first != second  # a persistent iterator's epochs draw afresh
 
@@ -101,3 +114,12 @@ def test_a_pinned_mode_records_batch_seeds_and_a_replay_keeps_them() -> None:
     assert determinism.plan("strict", 1, None).env[contract.LOADER_SEEDS_ENV] == "1"
     assert contract.LOADER_SEEDS_ENV not in determinism.plan("off", 1, None).env
     assert contract.LOADER_SEEDS_ENV in determinism.RECORD_ENV
+
+
+def test_a_loop_that_refetches_the_whole_epoch_gets_its_rest_in_the_same_order_and_augmentation(
+    tmp_path: Path,
+) -> None:
+    """Lightning's fit loop resumed mid-epoch begins a new iterator over the whole epoch and counts the
+    batches it took: that iterator draws the recorded order and leaves those batches out."""
+    refetched = _run(tmp_path, "refetch")
+    assert refetched["rest"] == refetched["full"][3:] and refetched["untouched"] is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -130,3 +131,42 @@ def test_junit_picks_each_testcase_reason_by_code_not_by_wording(tmp_path: Path)
         "run 1 vs run 2: metrics": "[metric_differs] reworded",
         "run 1 vs run 2: stdout": "[log_differs] reworded",
     }
+
+
+def test_an_interrupt_check_gives_every_resumes_state_per_rank_in_json() -> None:
+    from repro.compare.resumetrace import RankState, ResumeCause, ResumeComparison
+    from repro.ui.check import render_json
+
+    cause = ResumeCause(9, 1, "sampler", "sampler", [2], [0])
+    result = CheckResult(kind="interrupt", mode="strict")
+    result.states = [
+        ResumeComparison("run-b", 8, "", [RankState(0, 4), RankState(1, 4)]),
+        ResumeComparison("run-d", 8, "sampler", [RankState(0, 4), RankState(1, 4, cause)]),
+    ]
+    data = render_json(result)
+    ordinary, spoiled = data["states"]
+    assert ordinary["control"] is None and [r["same"] for r in ordinary["ranks"]] == [True, True]
+    assert spoiled["control"] == "sampler" and spoiled["ranks"][1]["path"] == "sampler.epoch 2 vs 0"
+    assert spoiled["ranks"][1]["text"] == "rank 1: sampler.epoch 2 vs 0 at optimizer step 9"
+    from tests.cli.test_json_answers import valid  # the answer against its schema
+
+    valid("check", json.dumps(data))
+
+
+def test_the_text_of_an_interrupt_check_gives_each_resumes_state_per_rank() -> None:
+    from repro.compare.resumetrace import RankState, ResumeCause, ResumeComparison
+    from repro.ui.check import render_text
+
+    result = CheckResult(kind="interrupt", mode="strict")
+    cause = ResumeCause(9, 1, "rng:torch", "rng.torch", "a", "b")
+    result.states = [
+        ResumeComparison("run-b", 8, "", [RankState(0, 4), RankState(1, 4)]),
+        ResumeComparison("run-c", 8, "", [RankState(0, 4), RankState(1, 4, cause)]),
+        ResumeComparison("run-d", 8, "rng", [RankState(0, 4, cause)]),
+    ]
+    result.verdicts = [Verdict(status="identical", mode="strict", original="run-a", replay="run-b")]
+    lines = render_text(result, colour=False, width=None).splitlines()
+    same = "every rank's state the same from the resume point (steps rank 0: 4, rank 1: 4)"
+    assert f"  resume run-b: {same}" in lines
+    assert "  resume run-c: rank 1: rng.torch differs at optimizer step 9" in lines
+    assert not any("run-d" in line for line in lines)  # a control's state is on its own line

@@ -6,11 +6,12 @@ import random
 
 import pytest
 
-from repro.compare.resumetrace import first_cause, kill_steps
+from repro.compare.resumetrace import compare_ranks, first_cause, kill_steps
 
 
 def _row(step: int, **changes: object) -> dict[str, object]:
     row: dict[str, object] = {"step": step, "params": 1.5, "grads": 0.25, "optimizer": 3.0, "lr": [0.01],
+                              "scheduler": [step], "sampler": [2], "dataloader": f"b{step}",
                               "rng": {"python": "a", "numpy": "b", "torch": "c"}}  # fmt: skip
     for name, value in changes.items():
         if name.startswith("rng_"):
@@ -43,7 +44,11 @@ def test_no_checkpoint_before_the_end_gives_no_kill_point() -> None:
     [
         ({"params": 9.0}, "model", "the model's parameters were not restored"),
         ({"optimizer": 0.0}, "optimizer", "the optimizer state was not restored"),
-        ({"lr": [0.02]}, "scheduler", "learning-rate scheduler state was not restored: lr differs"),
+        ({"lr": [0.02]}, "scheduler", "rank 0: lr 0.01 vs 0.02 at optimizer step 7"),
+        ({"scheduler": [6]}, "scheduler", "rank 0: scheduler last_epoch 7 vs 6 at optimizer step 7"),
+        ({"sampler": [1]}, "sampler", "rank 0: sampler.epoch 2 vs 1 at optimizer step 7"),
+        ({"dataloader": "b2"}, "dataloader", "rank 0: dataloader: next batch indices differ"),
+        ({"rng_torch": "z"}, "rng:torch", "rank 0: rng.torch differs at optimizer step 7"),
         ({"rng_torch": "z"}, "rng:torch", "torch's CPU RNG state was not restored"),
         ({"rng_numpy": "z"}, "rng:numpy", "NumPy's global RNG state was not restored"),
         ({"grads": 1.0}, "batch", "the batch differs"),
@@ -54,7 +59,8 @@ def test_the_first_differing_field_names_the_cause(change: dict[str, object], ca
     resumed = [_row(6), _row(7, **change), _row(8, params=2.0)]
     found = first_cause(reference, resumed, rank=0)
     assert found is not None and found.step == 7 and found.cause == cause
-    assert text in found.describe() and "at optimizer step 7 on rank 0" in found.describe()
+    assert text in found.describe() and found.describe().startswith("rank 0: ")
+    assert "at optimizer step 7 — " in found.describe()
 
 
 def test_a_model_that_differs_is_blamed_before_what_follows_from_it() -> None:
@@ -78,8 +84,30 @@ def test_the_first_differing_tensor_is_named_by_its_state_path() -> None:
     found = first_cause(reference, [_row(4, optimizer=3.5, state=spoiled)], rank=1)
     assert found is not None and found.path == "optimizer.state[1].exp_avg"
     assert found.describe() == (
-        "the optimizer state was not restored: optimizer.state[1].exp_avg differs at optimizer step 4 "
-        "on rank 1 (1.0 uninterrupted, 1.5 resumed)"
+        "rank 1: optimizer.state[1].exp_avg differs (sum 1.0 vs 1.5) at optimizer step 4 — "
+        "the optimizer state was not restored"
     )
     moved = first_cause(reference, [_row(4, params=1.0, state={**state, "params[1]": 0.0})], rank=0)
     assert moved is not None and moved.cause == "model" and moved.path == "params[1]"
+
+
+def test_the_sampler_epoch_is_blamed_before_the_batches_it_orders() -> None:
+    found = first_cause([_row(5)], [_row(5, sampler=[0], dataloader="other", grads=2.0)], rank=1)
+    assert found is not None and found.named() == "rank 1: sampler.epoch 2 vs 0"
+
+
+def test_of_several_schedulers_the_one_that_differs_is_named_by_its_place() -> None:
+    found = first_cause([_row(5, scheduler=[5, 17])], [_row(5, scheduler=[5, 16])], rank=0)
+    assert found is not None and found.state_path() == "scheduler[1] last_epoch 17 vs 16"
+
+
+def test_each_rank_is_compared_on_the_steps_both_runs_took() -> None:
+    reference = {0: [_row(s) for s in range(6)], 1: [_row(s) for s in range(6)]}
+    resumed = {0: [_row(4), _row(5)], 1: [_row(4), _row(5, rng_torch="z")]}
+    zero, one = compare_ranks(reference, resumed)
+    same = "rank 0: same state at 2 optimizer step(s) from the resume point"
+    assert zero.to_dict() == {"rank": 0, "steps": 2, "same": True, "text": same}
+    assert one.to_dict()["same"] is False and one.to_dict()["path"] == "rng.torch differs"
+    assert one.text() == "rank 1: rng.torch differs at optimizer step 5"
+    (lost,) = compare_ranks({}, {2: [_row(1)]})
+    assert lost.steps == 0 and lost.text() == "rank 2: no optimizer step to compare"

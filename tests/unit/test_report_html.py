@@ -76,3 +76,16 @@ def test_the_first_difference_names_the_tensor_and_the_nondeterministic_ops() ->
     verdict.status = "identical"
     page = report.render_html(report.from_verdict("t", verdict, None, ops="index_add_ ×3 at train.py:12"))
     assert "index_add_" not in page  # the result came back: the ops did not matter
+
+
+def test_an_interrupt_check_shows_each_resumes_state_per_rank_escaped() -> None:
+    page = report.from_verdict("repro check", _verdict(), None)
+    page.states = [("run-c", "—", "rank 0: same state at 4 optimizer step(s) from the resume point"),
+                   ("run-d", "sampler", "rank 1: sampler.epoch 2 vs 0 at optimizer step 9 <b>")]  # fmt: skip
+    html = report.render_html(page)
+    table = html.split('<table id="states">', 1)[1].split("</table>", 1)[0]
+    assert "Resume state, per rank" in html and table.count("<tr>") == 3
+    assert "rank 1: sampler.epoch 2 vs 0 at optimizer step 9 &lt;b&gt;" in table
+    assert "<code>run-d</code>" in table
+    plain = report.render_html(report.from_verdict("repro check", _verdict(), None))
+    assert '<table id="states">' not in plain
