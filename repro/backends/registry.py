@@ -126,6 +126,7 @@ class Entry:
     shown: Callable[[Mapping[str, Any]], Lines] = _nothing  # its lines in `repro show`, from its details
     flags: FlagSection | None = None  # its flags of `repro run` (listed under their own heading)
     available: Callable[[], bool] = lambda: True  # whether it can run here now (a sandbox's engine)
+    cpus_elsewhere: bool = False  # its runs get their CPUs elsewhere (a Slurm job: one a rank), not here
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -154,7 +155,7 @@ ENTRIES: tuple[Entry, ...] = (
         section="slurm", keys=sbatch.FIELDS, check=sbatch.settings_problem, locks_first=True,
         options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
         interpreter_here=lambda section: section.get("environment") == "python",
-        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS,
+        nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS, cpus_elsewhere=True,
     ),
 )  # fmt: skip
 
@@ -239,6 +240,12 @@ def nodes(name: str, section: Callable[[str], Section]) -> int:
     """The nodes a new run on backend ``name`` spans (`auto`: one)."""
     entry = _BY_NAME.get(name)
     return entry.nodes(_section(entry, section)) if entry is not None else 1
+
+
+def cpus_here(name: str) -> bool:
+    """Whether a run on backend ``name`` uses this machine's CPUs (`auto`: local or a container here)."""
+    entry = _BY_NAME.get(name)
+    return entry is None or not entry.cpus_elsewhere
 
 
 def interpreter_here(name: str, section: Callable[[str], Section]) -> bool:

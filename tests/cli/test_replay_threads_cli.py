@@ -27,6 +27,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Project:
     project = Project.init(tmp_path_factory.mktemp("threads") / "proj")
     project.write(".gitignore", "outputs/\n")
     project.write("train.py", TRAIN)
+    project.write("repro.yaml", "threads: 1\n")  # the replay at 2 threads differs from it by N alone
     project.commit("train")
     r = project.repro("run", "--backend", "local", "--seed", "1", "--", "python", "train.py")
     assert r.code == 0, r.err
