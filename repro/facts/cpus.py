@@ -58,7 +58,9 @@ def _quota(root: Path) -> int | None:
         return None
     limits: list[float] = []
     for line in lines:
-        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
         if controllers == "":  # cgroup v2: one hierarchy
             limits += _walk(root / "sys/fs/cgroup", path, _v2_limit)
         elif controllers in _V1_CONTROLLERS:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.facts.cpus import usable_cpus
+from repro.backends.registry import cpus_here
+from repro.facts.cpus import default_threads, usable_cpus
 
 
 def _root(tmp_path: Path, allowed: str, cgroup: str, files: dict[str, str]) -> Path:
@@ -72,3 +73,16 @@ def test_a_container_showing_the_hosts_cgroup_path_reads_its_own_root(tmp_path: 
 
 def test_unreadable_files_leave_the_real_affinity(tmp_path: Path) -> None:
     assert usable_cpus(tmp_path) >= 1
+
+
+def test_the_default_thread_count_shares_the_cpus_among_a_nodes_ranks(tmp_path: Path) -> None:
+    root = _root(tmp_path, "0-15", "0::/\n", {"cpu.max": "800000 100000\n"})  # 16 in the mask, 8 by quota
+    assert default_threads(1, here=True, root=root) == 8
+    assert default_threads(3, here=True, root=root) == 2  # torchrun --nproc-per-node 3
+    assert default_threads(16, here=True, root=root) == 1
+    assert default_threads(1, here=False, root=root) == 1  # a Slurm job: one CPU a rank
+
+
+def test_backends_that_run_here_use_this_machines_cpus() -> None:
+    assert cpus_here("local") and cpus_here("docker") and cpus_here("auto")
+    assert not cpus_here("slurm")
