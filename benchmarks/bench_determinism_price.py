@@ -151,10 +151,11 @@ def row(workload: str, setting: Setting, pairs: Pairs) -> str:
     ratios = pairs.ratios()
     low, high = bootstrap_ci(ratios)
     seen = ", ".join(f"{mode} {n}" for mode, n in sorted(pairs.threads))
+    results = len(set(pairs.weights))
     return (
         f"| {workload} | {setting.label} ({seen}) | {statistics.median(pairs.off_s):.3f} | "
         f"{statistics.median(pairs.strict_s):.3f} | ×{geomean(ratios):.2f} | ×{low:.2f}–×{high:.2f} | "
-        f"{len(set(pairs.weights))} of {len(pairs.weights)} |"
+        f"{len(pairs.weights)} runs, {results} result{'s' if results > 1 else ''} |"
     )
 
 
@@ -187,7 +188,7 @@ def main() -> None:
           f"warm-up steps; {usable_cpus()} usable CPUs; load average {load:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end")  # fmt: skip
     print("| workload | threads | off (s, median) | strict (s, median) | strict/off (geomean) | 95% CI "
-          "| strict results (distinct of runs) |")  # fmt: skip
+          "| strict runs' weights |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
