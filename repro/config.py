@@ -43,7 +43,7 @@ ISAS: tuple[Isa, ...] = get_args(Isa)
 class Settings:
     backend: BackendName = "auto"
     mode: Mode | None = None  # None: strict on CPU, gpu when --gpus is given
-    threads: int = 1
+    threads: int | None = None  # None: the CPUs the run may use (`repro.facts.cpus.default_threads`)
     isa: Isa = "auto"
     seed: int | None = None
     data: tuple[str, ...] = ()
@@ -255,7 +255,7 @@ def _cuda_index(settings: Settings, origin: str) -> Settings:
 # Numeric settings and their ranges (repro/ranges.py), each with the hint a bad value gets.
 _BOUNDED: dict[str, tuple[ranges.Bound, str]] = {
     "seed": (ranges.SEED, "--seed N (or seed: in repro.yaml, REPRO_SEED_DEFAULT) with N in 0..4294967295"),
-    "threads": (ranges.THREADS, "1 (the default) gives the same bits on every machine; see README: Threads"),
+    "threads": (ranges.THREADS, "N in 1..1024, or leave it out: the CPUs the run may use (README: Threads)"),
     "slurm_nodes": (ranges.NODES, "--nodes N, or slurm.nodes in repro.yaml"),
     "max_output_bytes": (ranges.BYTES, "store.max_output_bytes in repro.yaml: a size in bytes"),
     "max_code_file_bytes": (ranges.BYTES, "store.max_code_file_bytes in repro.yaml: a size in bytes"),

@@ -150,7 +150,7 @@ def _begin(
     record.redactions += env_hits
     record.deps.freeze = _installed()
     record.seeds = make_seeds(seed if seed is not None else settings.seed, 1)
-    record.determinism = plan("off", settings.threads, None)
+    record.determinism = plan("off", settings.threads or 1, None)  # off pins no thread count
     record.determinism.knobs = _apply_seed(record.seeds.master)
     record.backend.name = record.backend.requested = "in-process"
     record.results.started = now_iso()

@@ -162,6 +162,7 @@ class Entry:
     # the run's image); None: it cannot, and such a run runs unsandboxed on it, when the replayer says so.
     contained: Callable[[object, str], object] | None = None
     save_image: Callable[[Record, Path], int] = _docker_save  # its run's image into an archive; its size
+    cpus_elsewhere: bool = False  # its runs get their CPUs elsewhere (a Slurm job: one a rank), not here
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -191,7 +192,7 @@ ENTRIES: tuple[Entry, ...] = (
         options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
         interpreter_here=lambda section: section.get("environment") == "python",
         nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS, contained=_slurm_contained,
-        save_image=_slurm_save,
+        save_image=_slurm_save, cpus_elsewhere=True,
     ),
 )  # fmt: skip
 
@@ -276,6 +277,12 @@ def nodes(name: str, section: Callable[[str], Section]) -> int:
     """The nodes a new run on backend ``name`` spans (`auto`: one)."""
     entry = _BY_NAME.get(name)
     return entry.nodes(_section(entry, section)) if entry is not None else 1
+
+
+def cpus_here(name: str) -> bool:
+    """Whether a run on backend ``name`` uses this machine's CPUs (`auto`: local or a container here)."""
+    entry = _BY_NAME.get(name)
+    return entry is None or not entry.cpus_elsewhere
 
 
 def interpreter_here(name: str, section: Callable[[str], Section]) -> bool:

@@ -147,9 +147,10 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         type=int,
         default=None,
         metavar="N",
-        help="Intra-op CPU threads in strict/gpu mode (default 1). Recorded; a replay runs "
-        "with the recorded N. N>1 is faster on idle cores but may give other bits than 1 "
-        "thread (see README: Threads).",
+        help="Intra-op CPU threads in strict/gpu mode (default: the CPUs the run may use, its "
+        "affinity mask capped by its cgroup CPU quota, shared by its ranks; 1 on Slurm). Recorded; "
+        "a replay runs with the recorded N, on fewer CPUs too. Runs at other N may differ in bits "
+        "(see README: Threads).",
     ),
     click.option(
         "--isa",

@@ -21,6 +21,7 @@ from repro.config import Settings
 from repro.errors import UsageError
 from repro.facts import command_env
 from repro.facts.code import restore_code
+from repro.facts.cpus import usable_cpus
 from repro.facts.determinism import allowed_env, expectation, with_threads
 from repro.facts.env import host_env
 from repro.facts.secrets import REDACTED, Redactor, redacted_options
@@ -157,15 +158,21 @@ def new_record(
     expect = expectation(original.determinism)
     if expect:
         say(expect, notes, on_event)
-    _fit_threads(request, original, record, notes, on_event)
+    _fit_threads(request, original, record, notes, on_event, settings.backend)
     return record, passed.env
 
 
 def _fit_threads(
-    request: ReplayRequest, original: Record, record: Record, notes: list[str], on_event: OnEvent
+    request: ReplayRequest,
+    original: Record,
+    record: Record,
+    notes: list[str],
+    on_event: OnEvent,
+    backend: str,
 ) -> None:
     """Replay at the thread count asked for (``--threads``), said in the verdict's notes; without it,
-    at the recorded one, and a ``REPRO_THREADS`` of this shell is said to be ignored.
+    at the recorded one, and a ``REPRO_THREADS`` of this shell is said to be ignored, as is a replay on
+    ``backend`` here with fewer CPUs than the recorded threads (slower, same bits).
 
     Raises:
         UsageError: --threads for a run whose mode pins no thread count (off).
@@ -178,6 +185,8 @@ def _fit_threads(
             on_event(
                 Event("info", said + f"{plural(recorded, 'thread')} (--threads N replays at another count)")
             )
+        if recorded is not None:
+            _say_fewer_cpus(recorded, original.command.nproc_per_node, backend, on_event)
         return
     if recorded is None:
         raise UsageError(
@@ -191,6 +200,22 @@ def _fit_threads(
             f"original at {recorded} (--threads)",
             notes, on_event,
         )  # fmt: skip
+
+
+def _say_fewer_cpus(recorded: int, per_node: int, backend: str, on_event: OnEvent) -> None:
+    """One line when this machine gives the replay's processes fewer CPUs than the recorded threads:
+    the count stays (it is part of the bits), the replay is slower."""
+    if not registry.cpus_here(backend):
+        return
+    usable = usable_cpus()
+    if recorded * per_node > usable:
+        on_event(Event("info", f"the run ran at {plural(recorded, 'intra-op thread')}{_ranks(per_node)} and "
+                               f"this machine lets the replay use {plural(usable, 'CPU')}: it keeps "
+                               f"{recorded} (the same bits) and will be slower"))  # fmt: skip
+
+
+def _ranks(per_node: int) -> str:
+    return f" in each of {per_node} processes" if per_node > 1 else ""
 
 
 def fit_world_size(request: ReplayRequest, original: Record, record: Record, notes: list[str]) -> bool:

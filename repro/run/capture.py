@@ -21,6 +21,7 @@ from repro.errors import NotFoundError, UsageError
 from repro.facts import code as code_capture
 from repro.facts import command as cmd
 from repro.facts import command_env, hydra, lockvariants
+from repro.facts.cpus import default_threads
 from repro.facts.data import capture_data
 from repro.facts.determinism import (
     check_gpu_mode,
@@ -146,7 +147,8 @@ def capture(
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
     lock = start_lock(root, cwd, run_plan, on_event)
     say_lock_uncommitted(store, lock, on_event)
-    _capture_environment(record, run_plan, env, env_hits, nproc * nodes)
+    threads = settings.threads or default_threads(nproc, registry.cpus_here(settings.backend))
+    _capture_environment(record, run_plan, env, env_hits, nproc * nodes, threads)
 
     record.results.output_excludes = list(settings.outputs_exclude)
     run_dir = store.begin_run(record.id, record.command.argv)
@@ -239,16 +241,16 @@ def _capture_files(
 
 
 def _capture_environment(
-    record: Record, run_plan: Plan, env: EnvInfo, env_hits: list[str], world_size: int
+    record: Record, run_plan: Plan, env: EnvInfo, env_hits: list[str], world_size: int, threads: int
 ) -> None:
-    """This machine (``env``, what its redaction hid), the seeds, the determinism plan and the
-    backend asked for."""
+    """This machine (``env``, what its redaction hid), the seeds, the determinism plan (at ``threads``)
+    and the backend asked for."""
     settings = run_plan.settings
     record.env = env
     record.redactions += env_hits
     record.seeds = make_seeds(settings.seed, world_size)
     isa = resolve_isa(settings.isa, env.cpu_flags)
-    record.determinism = plan(run_plan.mode, settings.threads, isa, settings.allow_nondeterministic_ops)
+    record.determinism = plan(run_plan.mode, threads, isa, settings.allow_nondeterministic_ops)
     record.determinism.source_date_epoch = source_date_epoch(record.created, os.environ)
     if settings.trace:
         record.determinism.env[contract.TRACE_ENV] = "1"  # kept with the mode, so a replay traces too

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from repro.facts.cpus import usable_cpus
+from repro.units import plural
 from tests.conftest import Project
 
 TRAIN = """\
@@ -27,6 +29,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Project:
     project = Project.init(tmp_path_factory.mktemp("threads") / "proj")
     project.write(".gitignore", "outputs/\n")
     project.write("train.py", TRAIN)
+    project.write("repro.yaml", "threads: 1\n")  # the replay at 2 threads differs from it by N alone
     project.commit("train")
     r = project.repro("run", "--backend", "local", "--seed", "1", "--", "python", "train.py")
     assert r.code == 0, r.err
@@ -59,3 +62,29 @@ def test_without_the_flag_the_recorded_count_stays_and_repro_threads_is_said_ign
 def test_threads_out_of_range_is_a_usage_error(ran: Project) -> None:
     r = ran.repro("replay", "latest", "--threads", "0")
     assert r.code == 2 and "--threads" in r.err
+
+
+def test_a_replay_on_fewer_cpus_keeps_the_recorded_count_and_says_it_will_be_slower(ran: Project) -> None:
+    more = usable_cpus() + 1  # a run recorded on a machine that let it use one CPU more than this one
+    r = ran.repro(
+        "run", "--backend", "local", "--seed", "1", "--threads", str(more), "--", "python", "train.py"
+    )
+    assert r.code == 0, r.err
+    r = ran.repro("replay", "latest", "--json")
+    assert r.code == 0 and json.loads(r.out)["status"] == "identical", r.out + r.err
+    said = [line for line in r.err.splitlines() if "will be slower" in line]
+    assert len(said) == 1 and f"it keeps {more} (the same bits)" in said[0], r.err
+    assert f"use {plural(usable_cpus(), 'CPU')}" in said[0]
+    assert json.loads(ran.repro("show", "latest", "--json").out)["determinism"]["threads"] == more
+
+
+def test_a_run_without_threads_runs_at_the_cpus_it_may_use(ran: Project) -> None:
+    first = json.loads(ran.repro("ls", "--json").out)["runs"][-1]["id"]
+    recorded = json.loads(ran.repro("show", first, "--json").out)["determinism"]
+    assert recorded["threads"] == 1  # repro.yaml's
+    ran.write("repro.yaml", "")
+    r = ran.repro("run", "--backend", "local", "--seed", "1", "--", "python", "train.py")
+    ran.write("repro.yaml", "threads: 1\n")
+    assert r.code == 0, r.err
+    det = json.loads(ran.repro("show", "latest", "--json").out)["determinism"]
+    assert det["threads"] == usable_cpus() and det["env"]["OMP_NUM_THREADS"] == str(usable_cpus())

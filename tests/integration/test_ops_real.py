@@ -24,6 +24,7 @@ def _line(text: str) -> int:
 @pytest.fixture
 def mlp(project: Project) -> Project:
     project.script("ops_mlp.py", "train.py")
+    project.write("repro.yaml", "threads: 1\n")  # the replays at 2 threads differ from these by N alone
     project.commit("train")
     return project
 
@@ -121,7 +122,7 @@ def test_check_with_ops_explains_a_repeat_that_diverged(mlp: Project) -> None:
 
 
 def test_the_readmes_example_a_run_at_one_thread_replayed_at_two(mlp: Project) -> None:
-    """README "The first differing operation", as written: `repro run --ops` at strict mode's 1 thread,
+    """README "The first differing operation", as written: `repro run --ops --threads 1`,
     `repro replay latest --threads 2`. Where the bits differ, the op named is the first row at which the
     two recorded streams differ (walked here, row by row); where they do not, no op is named."""
     script = mlp.root / "train.py"  # threads as repro pins them, not as the script sets them
@@ -129,7 +130,10 @@ def test_the_readmes_example_a_run_at_one_thread_replayed_at_two(mlp: Project) -
     assert own in script.read_text()
     script.write_text(script.read_text().replace(own, "pass"))
     mlp.commit("threads from repro")
-    assert mlp.repro("run", "--backend", "local", "--ops", "--", "python", "train.py").code == 0
+    assert (
+        mlp.repro("run", "--backend", "local", "--ops", "--threads", "1", "--", "python", "train.py").code
+        == 0
+    )
     r = mlp.repro("replay", "latest", "--threads", "2", "--json")
     verdict = _verdict(r)
     assert any(n.startswith("thread count differs: the replay ran at 2") for n in verdict["notes"])

@@ -101,6 +101,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, dict[str, s
     project.write(".gitignore", "data/\ncheckpoints/\nmodel.pt\n")
     project.write("train.py", TRAIN)
     project.write("model.py", V1)
+    project.write("repro.yaml", "threads: 1\n")  # the runs at 2 threads differ from these by N alone
     project.write("data/train.csv", _data(1))  # read by the run, kept in the store
     project.commit("train")
     ids = {"a": _run(project, "--seed", "1", "--ops", "--", "python", "train.py", "--lr", "0.05")}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import xxhash
 
+from repro.facts.cpus import usable_cpus
 from tests.conftest import Project, git
 
 TRAIN = ["--", "python", "train.py", "--epochs", "1"]
@@ -67,7 +68,7 @@ def test_record_holds_commit_patch_data_hashes_lock_seed_params(project: Project
     assert record["command"]["params"] == {"lr": 0.02, "batch_size": 8, "epochs": 1, "workers": 0}
     assert record["command"]["argv"][:2] == ["python", "train.py"]
     assert any(p.startswith("torch==2.13.0") for p in record["deps"]["freeze"])
-    assert record["determinism"]["mode"] == "strict" and record["determinism"]["threads"] == 1
+    assert record["determinism"]["mode"] == "strict" and record["determinism"]["threads"] == usable_cpus()
     assert record["determinism"]["knobs"]["deterministic_algorithms"] is True
     assert record["results"]["final_metrics"]["loss"] > 0
     assert {o["path"] for o in record["results"]["outputs"]} == {"outputs/model.pt", "outputs/summary.txt"}

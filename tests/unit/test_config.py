@@ -10,7 +10,7 @@ from repro.errors import ConfigError
 
 def test_defaults_without_a_project_file(tmp_path: Path) -> None:
     s = config.load(tmp_path, environ={})
-    assert s.backend == "auto" and s.threads == 1 and s.outputs == ("outputs",)
+    assert s.backend == "auto" and s.threads is None and s.outputs == ("outputs",)
 
 
 def test_yaml_then_env_then_flags(tmp_path: Path) -> None:

@@ -314,6 +314,17 @@ def test_world_size_and_determinism_knobs(blobs: Blobs) -> None:
     assert result.likely_causes[0].reason.startswith("world size changed: world_size 1 → 2")
 
 
+def test_another_thread_count_is_the_likely_cause_before_the_hardware(blobs: Blobs) -> None:
+    """Strict's default is the CPUs a run may use: the same run on a bigger machine ran at another N."""
+    a = make_record(blobs, "a")
+    a.determinism.threads, a.env.cpu_count = 2, 2
+    b = same_as(a, "b")
+    b.determinism.threads, b.env.cpu_count = 16, 16
+    result = diff_records(a, other_results(b), blobs)
+    assert result.likely_causes[0].section == "determinism"
+    assert "threads 2 → 16" in result.likely_causes[0].reason
+
+
 # --------------------------------------------------------------------------- data at scale
 
 
