@@ -90,6 +90,12 @@ def _slurm_recorded(record: Record) -> object:
     return SlurmOptions.recorded(record)
 
 
+def _slurm_task_cpus(section: Section, per_node: int) -> int:
+    from repro.backends.slurm.options import SlurmOptions
+
+    return SlurmOptions.from_settings(section).task_cpus(per_node)
+
+
 def _docker_save(record: Record, dest: Path) -> int:
     from repro.backends.docker.archive import save_image
 
@@ -162,7 +168,9 @@ class Entry:
     # the run's image); None: it cannot, and such a run runs unsandboxed on it, when the replayer says so.
     contained: Callable[[object, str], object] | None = None
     save_image: Callable[[Record, Path], int] = _docker_save  # its run's image into an archive; its size
-    cpus_elsewhere: bool = False  # its runs get their CPUs elsewhere (a Slurm job: one a rank), not here
+    # The CPUs each node's task of its runs gets when they are not this machine's, from its settings and
+    # the ranks a node (a Slurm job's --cpus-per-task); None: its runs use this machine's CPUs.
+    task_cpus: Callable[[Section, int], int] | None = None
 
     def make(self, options: object = None) -> Backend:
         """The backend, with ``options`` when it takes some (others ignore them)."""
@@ -192,7 +200,7 @@ ENTRIES: tuple[Entry, ...] = (
         options=_slurm_settings, recorded=_slurm_recorded, shown=_slurm_shown,
         interpreter_here=lambda section: section.get("environment") == "python",
         nodes=lambda section: int(section.get("nodes") or 1), flags=SLURM_FLAGS, contained=_slurm_contained,
-        save_image=_slurm_save, cpus_elsewhere=True,
+        save_image=_slurm_save, task_cpus=_slurm_task_cpus,
     ),
 )  # fmt: skip
 
@@ -282,7 +290,16 @@ def nodes(name: str, section: Callable[[str], Section]) -> int:
 def cpus_here(name: str) -> bool:
     """Whether a run on backend ``name`` uses this machine's CPUs (`auto`: local or a container here)."""
     entry = _BY_NAME.get(name)
-    return entry is None or not entry.cpus_elsewhere
+    return entry is None or entry.task_cpus is None
+
+
+def task_cpus(name: str, section: Callable[[str], Section], per_node: int) -> int | None:
+    """The CPUs each node's task of a new run on backend ``name`` gets, with ``per_node`` ranks a node,
+    where they are not this machine's (a Slurm job's); None: this machine's."""
+    entry = _BY_NAME.get(name)
+    if entry is None or entry.task_cpus is None:
+        return None
+    return entry.task_cpus(_section(entry, section), per_node)
 
 
 def interpreter_here(name: str, section: Callable[[str], Section]) -> bool:

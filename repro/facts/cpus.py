@@ -108,10 +108,9 @@ def _ratio(quota: int, period: int) -> float | None:
     return quota / period if quota > 0 and period > 0 else None
 
 
-def default_threads(per_node: int, here: bool, root: Path = Path("/")) -> int:
-    """Strict and gpu mode's intra-op threads when none is given: this machine's usable CPUs shared by
-    the run's ``per_node`` processes (torchrun's ranks); 1 for a run whose CPUs are not this machine's
-    (``here`` false: a Slurm job, which gives each rank one CPU unless told otherwise)."""
-    if not here:
-        return 1
-    return max(1, usable_cpus(root) // max(1, per_node))
+def default_threads(per_node: int, task_cpus: int | None, root: Path = Path("/")) -> int:
+    """Strict and gpu mode's intra-op threads when none is given: the CPUs of a node's task shared by
+    its ``per_node`` processes (torchrun's ranks). The task's CPUs are this machine's usable ones, or
+    ``task_cpus`` where they are elsewhere (a Slurm job: its --cpus-per-task, one a rank unless asked)."""
+    cpus = usable_cpus(root) if task_cpus is None else task_cpus
+    return max(1, cpus // max(1, per_node))

@@ -147,7 +147,8 @@ def capture(
     masker = _capture_files(record, store, settings, configs, [*data, *outputs], masker, progress)
     lock = start_lock(root, cwd, run_plan, on_event)
     say_lock_uncommitted(store, lock, on_event)
-    threads = settings.threads or default_threads(nproc, registry.cpus_here(settings.backend))
+    task_cpus = registry.task_cpus(settings.backend, settings.section, nproc)
+    threads = settings.threads or default_threads(nproc, task_cpus)
     _capture_environment(record, run_plan, env, env_hits, nproc * nodes, threads)
 
     record.results.output_excludes = list(settings.outputs_exclude)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.backends.registry import cpus_here
+from repro.backends.registry import cpus_here, task_cpus
 from repro.facts.cpus import default_threads, usable_cpus
 
 
@@ -77,12 +77,24 @@ def test_unreadable_files_leave_the_real_affinity(tmp_path: Path) -> None:
 
 def test_the_default_thread_count_shares_the_cpus_among_a_nodes_ranks(tmp_path: Path) -> None:
     root = _root(tmp_path, "0-15", "0::/\n", {"cpu.max": "800000 100000\n"})  # 16 in the mask, 8 by quota
-    assert default_threads(1, here=True, root=root) == 8
-    assert default_threads(3, here=True, root=root) == 2  # torchrun --nproc-per-node 3
-    assert default_threads(16, here=True, root=root) == 1
-    assert default_threads(1, here=False, root=root) == 1  # a Slurm job: one CPU a rank
+    assert default_threads(1, None, root=root) == 8
+    assert default_threads(3, None, root=root) == 2  # torchrun --nproc-per-node 3
+    assert default_threads(16, None, root=root) == 1
+    assert default_threads(2, 2, root=root) == 1  # a Slurm job: one CPU a rank
+    assert default_threads(2, 32, root=root) == 16  # a job's own --cpus-per-task, not this machine's
 
 
 def test_backends_that_run_here_use_this_machines_cpus() -> None:
     assert cpus_here("local") and cpus_here("docker") and cpus_here("auto")
     assert not cpus_here("slurm")
+    assert task_cpus("local", lambda name: {}, 2) is None
+
+
+def test_a_slurm_jobs_threads_follow_its_cpus_per_task() -> None:
+    def section(args: list[str]) -> dict[str, object]:
+        return {"nodes": 1, "partition": None, "time": None, "account": None, "sbatch_args": args,
+                "requeue": False, "environment": "python"}  # fmt: skip
+
+    assert task_cpus("slurm", lambda name: section([]), 2) == 2  # one a rank, as repro asks
+    assert task_cpus("slurm", lambda name: section(["--mem=4G", "--cpus-per-task=8"]), 2) == 8
+    assert default_threads(2, task_cpus("slurm", lambda name: section(["--cpus-per-task=8"]), 2)) == 4

@@ -39,6 +39,18 @@ def test_the_batch_script_asks_for_the_allocation_and_runs_one_launcher_per_node
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
+def test_the_job_step_gets_the_cpus_per_task_asked_or_one_a_rank(tmp_path: Path) -> None:
+    def srun(options: SlurmOptions, nproc: int) -> str:
+        text = job_script(_spec(tmp_path, nproc=nproc), options, "python", {}, "r1")
+        return next(line for line in text.splitlines() if line.startswith("srun "))
+
+    assert "--cpus-per-task=2 " in srun(SlurmOptions(), 2)  # one a rank
+    assert "--cpus-per-task" not in srun(SlurmOptions(), 1)
+    asked = SlurmOptions(sbatch_args=("--cpus-per-task=4", "--cpus-per-task=16"))  # sbatch reads the last
+    assert asked.task_cpus(2) == 16 and "--cpus-per-task=16 " in srun(asked, 2)
+    assert SlurmOptions(sbatch_args=("--qos=x",)).task_cpus(3) == 3
+
+
 def test_requeue_traps_the_warning_signal_and_requeues_after_the_command_saved(tmp_path: Path) -> None:
     text = job_script(_spec(tmp_path), SlurmOptions(requeue=True), "python", {}, "r1")
     assert "#SBATCH --requeue" in text and "#SBATCH --signal=B:USR1@120" in text

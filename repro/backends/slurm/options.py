@@ -65,6 +65,15 @@ class SlurmOptions:
             )
         return replace(options, sbatch_args=tuple(options.sbatch_args))
 
+    def task_cpus(self, per_node: int) -> int:
+        """The CPUs each node's task gets: the ``--cpus-per-task`` of the extra sbatch arguments (the last
+        one, as sbatch reads them), else one a rank, as repro asks."""
+        for arg in reversed(self.sbatch_args):
+            name, _, value = arg.partition("=")
+            if name == "--cpus-per-task" and value.isdigit() and int(value) > 0:
+                return int(value)
+        return max(per_node, 1)
+
     def as_dict(self) -> dict[str, Any]:
         """What the record keeps of them (``backend.details["slurm"]["options"]``)."""
         return {
