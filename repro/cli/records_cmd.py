@@ -16,7 +16,7 @@ from repro.export import EXPORTERS, Exported, ExportRequest, data_roots, exporte
 from repro.facts.lockplan import run_packages
 from repro.get import get_files
 from repro.rerun.inputs import InputSource, locate_inputs
-from repro.store import attestation, datablobs, signing
+from repro.store import attestation, datablobs, oms, signing
 from repro.store.record import Record
 from repro.store.runs import LoadedRun
 from repro.store.signing import Seal, Trust
@@ -60,7 +60,8 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
 @pass_app
 def show(app: AppContext, ref: str, as_json: bool) -> None:
     """Show a run's record, its lock listed in full (wheels and source builds); for a capsule that
-    carries an attestation (`export --attest`), what it names (checked by `verify-attestation`).
+    carries an attestation or an OpenSSF model signature (`export --attest [--format oms]`), what it
+    names (checked by `verify-attestation`).
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
     # The text names the first outputs and counts the code files: a code list kept as a blob is not read.
@@ -69,8 +70,9 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
         ui.json_out(loaded.record.to_dict())
         return
     carried = attestation.summary(loaded.attestation) if loaded.attestation is not None else None
+    signature = oms.summary(loaded.model_signature) if loaded.model_signature is not None else None
     packages = run_packages(loaded.record.deps, loaded.read_blob)
-    ui.out(render.show_text(loaded.record, packages, carried, _data_sources(app, loaded)))
+    ui.out(render.show_text(loaded.record, packages, carried, _data_sources(app, loaded), signature))
 
 
 def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:

@@ -183,6 +183,25 @@ def check_capsule(path: Path, key: SigningKey) -> tuple[Checked, str]:
     return check(verified.model_signature, f"{path.name}:{MODEL_SIGNATURE_NAME}", key), WHAT
 
 
+def summary(raw: bytes) -> attestation.Summary:
+    """How many files an OMS bundle lists and the key hint it names, unchecked (`repro show`); never
+    raises."""
+    where = MODEL_SIGNATURE_NAME
+    try:
+        body = dsse.json_object(raw, where)
+        envelope = body.get("dsseEnvelope")
+        if not isinstance(envelope, dict):
+            return attestation.Summary(problem=f"{where}: no DSSE envelope")
+        payload = dsse.json_object(dsse.decode_payload(envelope, where), where)
+    except CapsuleInvalid as e:
+        return attestation.Summary(problem=e.message)
+    resources = _dig(payload, "predicate", "resources")
+    hint = _dig(body, "verificationMaterial", "publicKey", "hint")
+    return attestation.Summary(
+        len(resources) if isinstance(resources, list) else 0, [hint[:16]] if isinstance(hint, str) else []
+    )
+
+
 def _parse_statement(payload: dict[str, Any], where: str, key: SigningKey) -> Checked:
     """The files an OMS v1 statement lists, checked against its subject's digest.
 

@@ -86,6 +86,7 @@ class LoadedRun:
     image_archive: Path | None = None  # the capsule tar, when it carries its environment image
     sums_sha256: str | None = None  # SHA-256 of the SHA256SUMS a capsule was verified against
     attestation: bytes | None = None  # the attestation a capsule carries (`repro export --attest`)
+    model_signature: bytes | None = None  # the OMS bundle a capsule carries (`--attest --format oms`)
     marked_foreign: bool = False  # the store marks it as from elsewhere (`Store.mark_foreign`)
 
     @property
@@ -417,6 +418,7 @@ class Store:
             image_archive=carried,
             sums_sha256=sums,
             attestation=verified.attestation,
+            model_signature=verified.model_signature,
         )
 
     def import_run(self, loaded: LoadedRun) -> LoadedRun:

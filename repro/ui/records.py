@@ -16,7 +16,7 @@ from repro.get import GetResult
 from repro.rerun.inputs import InputSource
 from repro.runtime.contract import INDUCTOR_KNOB_PREFIX
 from repro.store.attestation import Summary
-from repro.store.capsule import ATTESTATION_NAME
+from repro.store.capsule import ATTESTATION_NAME, MODEL_SIGNATURE_NAME
 from repro.store.index import RunRow
 from repro.store.record import FileEntry, Record, RunWarning, SeriesInfo
 from repro.store.signing import Seal
@@ -142,18 +142,21 @@ def show_text(
     packages: list[LockedPackage] | None = None,
     attestation: Summary | None = None,
     sources: list[InputSource] | None = None,
+    model_signature: Summary | None = None,
 ) -> str:
     """A human summary of a record, one fact per line (its strings through `escape.terminal`: a
     capsule's control characters and colours are shown, never obeyed); ``packages``: its lock, listed
     in full; ``sources``: where a replay finds each input."""
     record = escape.scrub_terminal(record)
     sources, packages = escape.scrub_terminal(sources), escape.scrub_terminal(packages)
-    attestation = escape.scrub_terminal(attestation)
+    attestation, model_signature = escape.scrub_terminal(attestation), escape.scrub_terminal(model_signature)
     lines = _run_lines(record) + _code_lines(record) + _input_lines(record, packages)
     lines += [("replay data", source.describe()) for source in sources or []]
     lines += _determinism_lines(record) + _where_lines(record) + _result_lines(record)
     if attestation is not None:
         lines.append(("attestation", attestation_text(attestation)))
+    if model_signature is not None:
+        lines.append(("model signature", model_signature_text(model_signature)))
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{ui.style(k.ljust(width), 'dim')}  {ui.printable(v)}" for k, v in lines)
 
@@ -386,6 +389,18 @@ def lock_lines(packages: list[LockedPackage], in_image: bool, width: int = 100) 
         rows = textwrap.wrap(", ".join(names), width, break_on_hyphens=False) or [""]
         lines += [(_KIND_LABEL[kind] if i == 0 else "", row) for i, row in enumerate(rows)]
     return lines
+
+
+def model_signature_text(summary: Summary) -> str:
+    """`repro show CAPSULE`'s line about the OpenSSF model signature it carries (read, not checked)."""
+    head = MODEL_SIGNATURE_NAME
+    if summary.problem is not None:
+        return f"{head}: unreadable ({summary.problem})"
+    key = f"key hint {summary.key_ids[0]}…" if summary.key_ids else "no key hint"
+    return (
+        f"{head}: OpenSSF model signature v1, {plural(summary.subjects, 'file')}, {key} "
+        "(not checked: `repro verify-attestation CAPSULE --key PUBFILE`)"
+    )
 
 
 def attestation_text(summary: Summary) -> str:

@@ -627,6 +627,12 @@ def test_an_exported_capsule_carries_its_oms_signature(
     ok = cli("verify-attestation", str(tar), "--key", f"{key}.pub", "--artifact", str(model / "model.pt"))
     assert ok.code == 0 and "OpenSSF model signature" in ok.out, ok.err
     assert cli("verify", str(tar), "--key", f"{key}.pub", "--require-signed").code == 0
+    shown = cli("show", str(tar))
+    files = len(
+        _statement(json.loads(members["MODEL_SIGNATURE.sig"])["dsseEnvelope"])["predicate"]["resources"]
+    )
+    assert shown.code == 0 and f"MODEL_SIGNATURE.sig: OpenSSF model signature v1, {files} file" in shown.out
+    assert "not checked" in shown.out
     no_attest = cli("export", made.run_id, "-o", str(tmp_path / "n.tar"), "--format", "oms", cwd=made.root)
     assert no_attest.code == ExitCode.USAGE and "--attest" in no_attest.err
     for hostile in (
@@ -638,3 +644,5 @@ def test_an_exported_capsule_carries_its_oms_signature(
         r = cli("verify-attestation", str(forged), "--key", f"{key}.pub")
         assert r.code == ExitCode.CAPSULE_INVALID and "Traceback" not in r.err, r.err
         assert len(r.err.strip().splitlines()) <= 2  # one line and its hint
+        shown = cli("show", str(forged))  # read, not checked: said to be unreadable, never a traceback
+        assert shown.code == 0 and "MODEL_SIGNATURE.sig: " in shown.out and "Traceback" not in shown.err
