@@ -120,17 +120,17 @@ def pull(app: AppContext, ref: str, as_json: bool) -> None:
     plain HTTP only to a registry on this machine, or one named in repro.yaml's
     registries.insecure, that does not speak TLS.
     """
-    from repro.share import open_remote
+    from repro.share import open_pulled
     from repro.share.reference import parse
 
     target = parse(ref)
-    opened = open_remote(app.store, ref)
+    opened, digest = open_pulled(app.store, ref)
     carried_image = opened.image_archive is not None
     loaded = app.store.import_run(opened)
     if as_json:
-        ui.json_out(share.pull_dict(loaded.record.id, target, carried_image))
+        ui.json_out(share.pull_dict(loaded.record.id, target, digest, carried_image))
         return
-    ui.out(f"pulled {loaded.record.id} from {ref.removeprefix('oci://')} into the store")
+    ui.out(f"pulled {loaded.record.id} from {ref.removeprefix('oci://')} ({digest}) into the store")
     ui.info(f"`repro replay {loaded.record.id}` replays it; `repro show {loaded.record.id}` shows it")
 
 

@@ -23,7 +23,16 @@ def open_remote(store: Store, ref: str) -> LoadedRun:
     Raises:
         ConfigError: a bad repro.yaml. And as `artifact.open_remote`.
     """
+    return open_pulled(store, ref)[0]
+
+
+def open_pulled(store: Store, ref: str) -> tuple[LoadedRun, str]:
+    """`open_remote`'s run and the digest of the manifest it came from (`repro pull`).
+
+    Raises:
+        ConfigError: a bad repro.yaml. And as `artifact.open_pulled`.
+    """
     from repro import config
     from repro.share import artifact
 
-    return artifact.open_remote(store, ref, config.load(store.root).insecure_registries)
+    return artifact.open_pulled(store, ref, config.load(store.root).insecure_registries)

@@ -231,6 +231,15 @@ def open_remote(store: Store, raw: str, insecure: tuple[str, ...] = ()) -> Loade
     not yet in the store.
 
     Raises:
+        As `open_pulled`.
+    """
+    return open_pulled(store, raw, insecure)[0]
+
+
+def open_pulled(store: Store, raw: str, insecure: tuple[str, ...] = ()) -> tuple[LoadedRun, str]:
+    """`open_remote`'s run and the digest of the manifest it came from (what the tag named then).
+
+    Raises:
         UsageError: not a registry reference. NotFoundError, CapsuleInvalid, RegistryRefused,
             RegistryUnavailable: as `pull_capsule`.
     """
@@ -240,12 +249,12 @@ def open_remote(store: Store, raw: str, insecure: tuple[str, ...] = ()) -> Loade
     scratch = Path(tempfile.mkdtemp(prefix="repro-pull-"))
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     try:
-        tar, _ = pull_capsule(ref, scratch, insecure)
+        tar, digest = pull_capsule(ref, scratch, insecure)
         loaded = store.open_capsule(tar)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return loaded
+    return loaded, digest
 
 
 def _image_digest(body: bytes) -> str | None:

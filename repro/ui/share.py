@@ -43,6 +43,6 @@ def push_dict(done: Pushed) -> dict[str, Any]:
     return schemas.answer("push", body)
 
 
-def pull_dict(run_id: str, ref: Reference, image: bool) -> dict[str, Any]:
+def pull_dict(run_id: str, ref: Reference, digest: str, image: bool) -> dict[str, Any]:
     """`repro pull --json` (schemas/pull.json)."""
-    return schemas.answer("pull", {"id": run_id, "ref": str(ref), "image": image})
+    return schemas.answer("pull", {"id": run_id, "ref": str(ref), "digest": digest, "image": image})
