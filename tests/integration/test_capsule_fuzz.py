@@ -52,6 +52,7 @@ from repro.store.capsule import (
     ATTESTATION_NAME,
     BLOB_DIR,
     IMAGE_MEMBER,
+    MODEL_SIGNATURE_NAME,
     RECORD_NAME,
     SIGNATURE_NAME,
     SUMS_NAME,
@@ -68,7 +69,9 @@ SAMPLE = int(os.environ.get("REPRO_FUZZ_SAMPLE", "150"))
 EXPENSIVE_EVERY = 1 if FULL else 8  # one sampled case in this many also replays and checks locally
 
 CLASSES = ("traversal", "links", "non_canonical", "huge", "deep", "wrong_type", "control", "markup")
-MEMBER_KINDS = (RECORD_NAME, SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME, BLOB_DIR, IMAGE_MEMBER)
+MEMBER_KINDS = (
+    RECORD_NAME, SUMS_NAME, SIGNATURE_NAME, ATTESTATION_NAME, MODEL_SIGNATURE_NAME, BLOB_DIR, IMAGE_MEMBER
+)  # fmt: skip
 # The streams of rows a capsule carries as blobs, and where in each a row is altered.
 STREAMS = (ops.OPS_LOG, trace.TRACE_LOG, dataorder.DATA_ORDER_LOG)
 ROWS = ("first", "middle", "last")
