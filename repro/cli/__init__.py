@@ -13,25 +13,10 @@ import textwrap
 import click
 
 from repro import __version__, ui
-from repro.backends import unpickle
-from repro.cli import (
-    attest_cmd,
-    check_cmd,
-    diff_cmd,
-    docker_cmd,
-    lock_cmd,
-    records_cmd,
-    replay_cmd,
-    resume_cmd,
-    run_cmd,
-    share_cmd,
-)
 from repro.cli.context import AppContext
-from repro.cli.options import verbosity_options
-from repro.compare import tensors
+from repro.cli.lazy import LazyGroup
+from repro.cli.verbosity import verbosity_options
 from repro.errors import EXIT_CODES, ExitCode, ReproError, from_os_error
-from repro.share import open_remote
-from repro.store.runs import register_remote
 
 
 def _exit_codes_epilog() -> str:
@@ -44,7 +29,16 @@ def _exit_codes_epilog() -> str:
     return "\n".join(rows)
 
 
+def _prepare(command: click.Command) -> None:
+    """Each command takes -q/-v as the group does."""
+    command.params.extend(verbosity_options())
+
+
+# The commands are the table's (repro/cli/lazy.py); a command's module is imported when
+# that command runs, so `repro --help`, `repro ls` and completion do not pay for the others.
 @click.group(
+    cls=LazyGroup,
+    prepare=_prepare,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=_exit_codes_epilog(),
 )
@@ -76,30 +70,22 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
     Colour follows NO_COLOR and FORCE_COLOR.
     """
     ctx.obj = AppContext(start=project_dir)
+    _register_hooks()
+
+
+def _register_hooks() -> None:
+    """What every command may need, before it runs: the sandboxed unpickler, the oci:// remote."""
+    from repro.backends import unpickle
+    from repro.compare import tensors
+    from repro.share import open_remote
+    from repro.store.runs import register_remote
+
     # A tensor file that only full unpickling reads is loaded in the container sandbox, never here.
     tensors.register_unpickler(unpickle.unpickle_sandboxed)
     register_remote("oci", open_remote)  # every run ref may name a registry: oci://REGISTRY/REPO:TAG
 
 
 cli.params.extend(verbosity_options())
-
-# Each module defines click commands and a `COMMANDS` list of them, registered in this order; each
-# takes -q/-v as the group does.
-for _module in (
-    run_cmd,
-    records_cmd,
-    attest_cmd,
-    share_cmd,
-    replay_cmd,
-    diff_cmd,
-    check_cmd,
-    resume_cmd,
-    docker_cmd,
-    lock_cmd,
-):
-    for _command in _module.COMMANDS:
-        _command.params.extend(verbosity_options())
-        cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -135,6 +135,3 @@ def verify_attestation(file: Path, key_path: Path, artifacts: tuple[Path, ...]) 
     ui.out(f"ok: {what} of {run}, signed with {key.label}; {plural(len(checked.subjects), 'file')} attested")
     for path, subject in found:
         ui.out(f"{path}: attested, {subject.name} (sha256 {subject.sha256[:16]}…)")
-
-
-COMMANDS = [attest, verify_attestation]

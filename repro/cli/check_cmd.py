@@ -259,6 +259,3 @@ def _report(result: core.CheckResult, junit: Path | None, markdown: str | None, 
     if result.kind == "repeat" and result.records:
         ids = " ".join(r.id for r in result.records)
         ui.info(f"{plural(len(result.records), 'run')} recorded (seed {result.seed}): {ids}")
-
-
-COMMANDS = [check]

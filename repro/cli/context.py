@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from repro import config
-from repro.config import Flags, Plan, Settings
-from repro.store.runs import Store
+if TYPE_CHECKING:  # the core is imported by the command that uses it, not by the group
+    from repro.config import Flags, Plan, Settings
+    from repro.store.runs import Store
 
 
 class AppContext:
@@ -18,6 +19,8 @@ class AppContext:
 
     @cached_property
     def store(self) -> Store:
+        from repro.store.runs import Store
+
         return Store.open(self.start)
 
     @cached_property
@@ -32,6 +35,8 @@ class AppContext:
         Raises:
             ConfigError: a bad value, naming where it came from.
         """
+        from repro import config
+
         return config.resolve(self.store.root, flags, cwd=self.start)
 
 

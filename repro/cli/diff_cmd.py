@@ -107,6 +107,3 @@ def diff(
         ui.out(diff_ui.render_text(result, colour=colour, show_all=show_all, width=width))
     if exit_code and result.differs:
         ctx.exit(1)
-
-
-COMMANDS = [diff]

@@ -281,6 +281,3 @@ def _stale_containers(store: Any, dry_run: bool) -> list[str]:
         return []
     found = remove_stale_containers(store.dir, dry_run=dry_run) if engine_available() else []
     return [*found, *remove_in_podman(store.dir, dry_run=dry_run)]
-
-
-COMMANDS = [build, base_image, gc]

@@ -178,6 +178,3 @@ def _answer(
     body = {"action": action, "variant": variant, "stale": stale, "reason": reason, "path": path,
             "packages": packages, "compiled": compiled}  # fmt: skip
     return schemas.answer("lock", body | {"seconds": None if seconds is None else round(seconds, 3)})
-
-
-COMMANDS = [lock]

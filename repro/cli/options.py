@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from repro import ranges, ui
+from repro import ranges
 from repro.backends import registry
 from repro.backends.flags import Flag, FlagSection, Given
 from repro.config import ISAS, MODES, Flags, Layer, Plan, Rank
@@ -502,33 +502,6 @@ def trust(key_path: Path | None, require: bool) -> signing.Trust | None:
     if key_path is None:
         return None
     return signing.Trust(signing.load_key(key_path), require)
-
-
-QUIET_HELP = (
-    "Only results, warnings and errors from repro: no progress or notices (the command's own output "
-    "still shows)."
-)
-VERBOSE_HELP = "Also show every raw line of image builds and lock compiles (always kept in a log file)."
-
-
-def _verbosity(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    """-q / -v, given before or after the subcommand; the two together are a usage error."""
-    if not value:
-        return
-    if param.name == "quiet":
-        ui.quiet = True
-    else:
-        ui.verbose = True
-    if ui.quiet and ui.verbose:
-        raise click.UsageError("-q/--quiet and -v/--verbose contradict each other; give one", ctx=ctx)
-
-
-def verbosity_options() -> list[click.Option]:
-    """-q/--quiet and -v/--verbose, as every command takes them (`repro -q run …` or `repro run -q …`)."""
-    return [
-        click.Option(flags, is_flag=True, expose_value=False, callback=_verbosity, help=text)
-        for flags, text in ((["-q", "--quiet"], QUIET_HELP), (["-v", "--verbose"], VERBOSE_HELP))
-    ]
 
 
 def _plot_format(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:

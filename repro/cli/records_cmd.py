@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,16 +14,14 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import EXPORTERS, Exported, ExportRequest, data_roots, exporter
-from repro.facts.lockplan import run_packages
-from repro.get import get_files
-from repro.rerun.inputs import InputSource, locate_inputs
-from repro.store import attestation, datablobs, oms, signing
-from repro.store.record import Record
-from repro.store.runs import LoadedRun
-from repro.store.signing import Seal, Trust
-from repro.store.statcache import HashCache
-from repro.store.verify import verify_tar
+from repro.store import signing
 from repro.ui import records as render
+
+if TYPE_CHECKING:  # what only one command needs is imported in it (`repro ls` pays for none of it)
+    from repro.rerun.inputs import InputSource
+    from repro.store.record import Record
+    from repro.store.runs import LoadedRun
+    from repro.store.signing import Seal, Trust
 
 
 @click.command("ls")
@@ -64,6 +63,9 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     names (checked by `verify-attestation`).
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
+    from repro.facts.lockplan import run_packages
+    from repro.store import attestation, oms
+
     # The text names the first outputs and counts the code files: a code list kept as a blob is not read.
     loaded = app.store.resolve(ref) if as_json else app.store.resolve(ref, lists=("results.outputs",))
     if as_json:
@@ -77,6 +79,10 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
 
 def _data_sources(app: AppContext, loaded: LoadedRun) -> list[InputSource]:
     """Where a replay here would find each declared input of the run."""
+    from repro.rerun.inputs import locate_inputs
+    from repro.store import datablobs
+    from repro.store.statcache import HashCache
+
     remote = datablobs.remote_root(app.settings.data_remote, app.store.root)
     roots = data_roots(loaded, app.store, remote)
     if not app.store.cache_dir.is_dir():  # looking creates no store
@@ -220,6 +226,8 @@ def get(app: AppContext, ref: str, paths: tuple[str, ...], dest: Path, force: bo
     repro get run.tar checkpoints -o out/ --force  a folder of a capsule's outputs, replacing
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
+    from repro.get import get_files
+
     loaded = app.store.resolve(ref, lists=("results.outputs",))
     say_if_replay(loaded.record, "get")
     done = get_files(loaded, list(paths), dest, force)
@@ -253,6 +261,8 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
 
 
 def _verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
+    from repro.store.verify import verify_tar
+
     path = Path(ref)
     image_size: int | None = None
     seal: Seal | None = None
@@ -321,6 +331,3 @@ def keygen(path: Path, algorithm: str) -> None:
         f"{key.label}: private key {path} (mode 0600, signs; keep it secret), "
         f"public key {public} (checks only; give it to whoever verifies)"
     )
-
-
-COMMANDS = [ls, show, export, get, verify, keygen]

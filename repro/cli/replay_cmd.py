@@ -170,6 +170,3 @@ def _report(outcome: ReplayOutcome, markdown: str | None, as_json: bool) -> None
         ui.info(
             f"replay recorded as {outcome.replay.id}; `repro diff {outcome.original.id} {outcome.replay.id}`"
         )
-
-
-COMMANDS = [replay]

@@ -57,6 +57,3 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
         for warning in record.warnings:
             ui.warn(warning.message)
     raise_for_status(record)
-
-
-COMMANDS = [resume]

@@ -131,6 +131,3 @@ def run_and_report(
         for warning in record.warnings:
             ui.warn(warning.message)
     return record, render.run_summary_dict(record, run_dir)
-
-
-COMMANDS = [run]

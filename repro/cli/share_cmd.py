@@ -132,6 +132,3 @@ def pull(app: AppContext, ref: str, as_json: bool) -> None:
         return
     ui.out(f"pulled {loaded.record.id} from {ref.removeprefix('oci://')} ({digest}) into the store")
     ui.info(f"`repro replay {loaded.record.id}` replays it; `repro show {loaded.record.id}` shows it")
-
-
-COMMANDS = [push, pull]

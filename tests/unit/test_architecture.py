@@ -125,8 +125,25 @@ def test_command_modules_import_no_other_command_module() -> None:
         assert sideways == [], path.name
 
 
-def test_commands_are_registered_by_plain_imports() -> None:
-    assert "importlib" not in _imports(PACKAGE / "cli" / "__init__.py")
+def test_commands_are_registered_through_the_one_table() -> None:
+    """cli/lazy.py's table is the one place that names the command modules (each imported when its
+    command runs): the group imports none of them, and no other cli module imports by name."""
+    tree = _tree(PACKAGE / "cli" / "__init__.py")
+    eager = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("_cmd")
+    ]
+    eager += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "repro.cli"
+        for alias in node.names
+        if alias.name.endswith("_cmd")
+    ]
+    assert eager == []
+    by_name = sorted(p.name for p in (PACKAGE / "cli").glob("*.py") if "importlib" in _imports(p))
+    assert by_name == ["lazy.py"]
 
 
 def _module_name(path: Path) -> str:

@@ -137,7 +137,7 @@ def test_every_command_offers_the_same_backends() -> None:
 
     offered = {}
     for name in ("run", "check", "replay", "resume"):
-        command = cli.commands[name]
+        command = cli.load(name)
         option = next(p for p in command.params if p.name == "backend")
         assert isinstance(option.type, click.Choice)
         offered[name] = tuple(option.type.choices)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from repro.cli import cli
+from repro.cli.lazy import TABLE
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "ci"
 SEPARATORS = {";", "&&", "||", "|", "then", "do", "else", "fi", "done", "(", ")", ">", ">>", "<"}
@@ -65,8 +66,8 @@ def check_call(args: list[str]) -> None:
     """
     assert args, "repro with no command"
     name, rest = args[0], args[1:]
-    assert name in cli.commands, f"`repro {name}` is not a repro command"
-    command = cli.commands[name]
+    assert name in TABLE, f"`repro {name}` is not a repro command"
+    command = cli.load(name)
     try:
         ctx = command.make_context(name, list(rest))
     except click.ClickException as e:

@@ -1,0 +1,46 @@
+"""The command line's fixed cost: importing it, asking for help or completing a command name loads
+no command module and nothing heavy; running a command loads that command's module only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "numpy", "docker", "requests", "yaml", "repro.run.capture", "repro.start", "repro.config")
+
+
+def _loaded_after(code: str, cwd: Path, env: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """Run ``code`` in a fresh interpreter; which heavy modules and command modules it imported."""
+    probe = (
+        f"{code}\nimport json, sys\n"
+        f"print(json.dumps({{'heavy': [m for m in {HEAVY!r} if m in sys.modules], "
+        "'commands': sorted(m for m in sys.modules if m.startswith('repro.cli.') and m.endswith('_cmd'))}))"
+    )
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=cwd, env=environ, capture_output=True, text=True, check=True
+    )
+    answer: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_importing_the_cli_loads_no_command_and_nothing_heavy(tmp_path: Path) -> None:
+    assert _loaded_after("import repro.cli", tmp_path) == {"heavy": [], "commands": []}
+
+
+def test_help_and_completion_of_command_names_load_no_command(tmp_path: Path) -> None:
+    code = "from repro.cli import main\nmain(['--help'])"
+    assert _loaded_after(code, tmp_path) == {"heavy": [], "commands": []}
+    completing = {"_REPRO_COMPLETE": "bash_complete", "COMP_WORDS": "repro ve", "COMP_CWORD": "1"}
+    code = "from repro.cli import cli\ntry:\n    cli.main(prog_name='repro')\nexcept SystemExit:\n    pass"
+    assert _loaded_after(code, tmp_path, completing) == {"heavy": [], "commands": []}
+
+
+def test_a_command_loads_its_own_module_only(tmp_path: Path) -> None:
+    loaded = _loaded_after("from repro.cli import main\nmain(['ls'])", tmp_path)
+    assert loaded["commands"] == ["repro.cli.records_cmd"]
+    assert not {"torch", "docker", "requests", "repro.run.capture", "repro.start"} & set(loaded["heavy"])
