@@ -1,7 +1,11 @@
-"""`repro ls` with its index missing or garbage: rebuilt from 100 records of runs with 20k untracked
-files each, against a bare `python -c pass`.
+"""The command line's start-up (`repro --help`, `repro ls` of a project with one run), and `repro ls`
+with its index missing or garbage: rebuilt from 100 records of runs with 20k untracked files each,
+all against a bare `python -c pass`.
 
     python benchmarks/bench_ls_noindex.py
+
+The start-up rows are the fixed cost every command pays before it does its work (importing the
+command line and the one command's module): medians of at least 11 interleaved runs.
 
 One genuine run in a git project with 20,000 untracked files is made; its record is copied under 99
 more run ids (each copy a whole record, its file lists kept as the same blobs). `repro ls` then
@@ -20,9 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, log, median_sample, print_rows, repro_env, repro_exe, run_timed, scratch
+from _common import Row, interleaved, log, median_sample, print_rows, repro_env, repro_exe, run_timed, scratch
 
 TRAIN = "from pathlib import Path\nPath('model.txt').write_text('weights\\n')\nprint('done')\n"
+
+HELP_CASE, LS_CASE = "repro --help (start-up)", "repro ls, a project with one run (start-up)"
 
 
 def _git(proj: Path, *args: str) -> None:
@@ -55,6 +61,31 @@ def _make_runs(proj: Path, repro: str, env: dict[str, str], runs: int, files: in
         (runs_dir / run_id / "capsule.yaml").write_text(record.replace(first.name, run_id))
 
 
+def _startup(repro: str, env: dict[str, str], repeats: int) -> list[Row]:
+    """`repro --help` and `repro ls` in a project with one run, each against `python -c pass`."""
+    peer = "bare `python -c pass`"
+    with scratch("repro-bench-startup-") as proj:
+        (proj / "repro.yaml").write_text("# benchmark project: no data, no dependencies\n")
+        (proj / "requirements.in").write_text("")
+        (proj / "train.py").write_text(TRAIN)
+        run_timed([repro, "run", "--backend", "local", "--", "python", "train.py"], cwd=proj, env=env)
+        bare = ["python", "-c", "pass"]
+        py, helps, py2, lss = interleaved(
+            max(11, repeats),
+            [
+                lambda: run_timed(bare, cwd=proj, env=env),
+                lambda: run_timed([repro, "--help"], cwd=proj, env=env),
+                lambda: run_timed(bare, cwd=proj, env=env),
+                lambda: run_timed([repro, "ls"], cwd=proj, env=env),
+            ],
+        )
+    note = "medians of interleaved runs: the fixed cost of every command (imports), before its work"
+    return [
+        Row(HELP_CASE, peer, py, helps, "< +0.15 s", "overhead", 0.15, note=note),
+        Row(LS_CASE, peer, py2, lss, "< +0.25 s", "overhead", 0.25, note=note),
+    ]
+
+
 def run(repeats: int = 3) -> list[Row]:
     runs = int(os.environ.get("REPRO_BENCH_LS_RUNS", "100"))
     files = int(os.environ.get("REPRO_BENCH_LS_FILES", "20000"))
@@ -65,10 +96,13 @@ def run(repeats: int = 3) -> list[Row]:
     if repro is None or shutil.which("git") is None:
         why = "the repro command is not installed (make install)" if repro is None else "git is not installed"
         return [
+            Row(HELP_CASE, peer, None, None, "< +0.15 s", "overhead", 0.15, skipped=why),
+            Row(LS_CASE, peer, None, None, "< +0.25 s", "overhead", 0.25, skipped=why),
             Row(case_gone, peer, None, None, "< +2 s", "overhead", 2.0, skipped=why),
             Row(case_garbage, peer, None, None, "< +2 s", "overhead", 2.0, skipped=why),
         ]
     env = repro_env()
+    startup = _startup(repro, env, repeats)
     with scratch("repro-bench-ls-") as proj:
         _make_runs(proj, repro, env, runs, files)
         index = proj / ".repro" / "index.sqlite"
@@ -83,6 +117,7 @@ def run(repeats: int = 3) -> list[Row]:
         size = max(p.stat().st_size for p in (proj / ".repro" / "runs").glob("*/capsule.yaml"))
     note = f"medians of interleaved runs; each capsule.yaml {size / 1024:.0f} KiB, its file lists blobs"
     return [
+        *startup,
         Row(case_gone, peer, median_sample(py), median_sample(ours_gone), "< +2 s", "overhead", 2.0,
             note=note),
         Row(case_garbage, peer, median_sample(py2), median_sample(ours_garbage), "< +2 s", "overhead", 2.0,

@@ -50,7 +50,7 @@ SUITES = {
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
     "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
     "reads": ("Small declared files read by DataLoader workers and by open()", bench_dataloader_reads.run, 3),
-    "ls": ("`repro ls` with its index gone: 100 runs of 20k untracked files", bench_ls_noindex.run, 3),
+    "ls": ("Start-up; `repro ls`, index gone: 100 runs of 20k untracked files", bench_ls_noindex.run, 3),
     "project": ("A project of 50k files outside git: `repro run` and `repro show`", bench_big_project.run, 3),
     "ops": ("`repro replay --ops` against the plain replay of the same run", bench_ops.run, 3),
     "save": ("Checkpoint saves of 1 GiB inside a run: torch.save, safetensors", bench_torch_save.run, 5),

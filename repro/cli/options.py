@@ -7,21 +7,21 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from repro import ranges
 from repro.backends import registry
 from repro.backends.flags import Flag, FlagSection, Given
-from repro.config import ISAS, MODES, Flags, Layer, Plan, Rank
 from repro.errors import UsageError
 from repro.runtime import contract
-from repro.store import signing
+
+if TYPE_CHECKING:  # the core is imported where an option needs it, so `repro ls` does not pay for it
+    from repro.config import Plan
+    from repro.store import signing
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_FLAG_FIELDS = tuple(name for name in Flags.__dataclass_fields__ if name != "compare_stdout")
 
 
 class GpuRequest(click.ParamType[str]):
@@ -112,7 +112,8 @@ _OPS: list[Callable[[Any], Any]] = [
     ),
 ]
 
-_EXECUTION: list[Callable[[Any], Any]] = [
+
+_EXECUTION_HEAD: list[Callable[[Any], Any]] = [
     backend_option("Where to execute (auto: docker if an engine answers, else rootless podman, else local)."),
     click.option(
         "--seed",
@@ -122,7 +123,7 @@ _EXECUTION: list[Callable[[Any], Any]] = [
     ),
     click.option(
         "--mode",
-        type=click.Choice(MODES),
+        type=click.Choice(contract.MODES),
         default=None,
         help="Determinism: strict (CPU, bit-for-bit; default), gpu (near-exact), off.",
     ),
@@ -152,13 +153,23 @@ _EXECUTION: list[Callable[[Any], Any]] = [
         "a replay runs with the recorded N, on fewer CPUs too. Runs at other N may differ in bits "
         "(see README: Threads).",
     ),
-    click.option(
+]
+
+
+def _isa_option() -> Callable[[Any], Any]:
+    """`--isa` (its choices are the settings', imported when a command that has it is defined)."""
+    from repro.config import ISAS
+
+    return click.option(
         "--isa",
         type=click.Choice(ISAS),
         default=None,
         help="CPU kernel ISA pin for strict replay across hosts (auto: avx2 when present; "
         "portable: MKL's compatible branch, pins meant for Intel and AMD alike; README: CPU ISA pins).",
-    ),
+    )
+
+
+_EXECUTION_TAIL: list[Callable[[Any], Any]] = [
     click.option(
         "--nproc-per-node",
         type=click.IntRange(1),
@@ -194,13 +205,16 @@ _EXECUTION: list[Callable[[Any], Any]] = [
 
 def execution_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared execution options; the command receives them as `flags: Flags`."""
+    from repro.config import Flags
+
+    fields = tuple(name for name in Flags.__dataclass_fields__ if name != "compare_stdout")
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["flags"] = Flags(**{name: kwargs.pop(name) for name in _FLAG_FIELDS})
+        kwargs["flags"] = Flags(**{name: kwargs.pop(name) for name in fields})
         return f(*args, **kwargs)
 
-    for option in reversed(_EXECUTION):
+    for option in reversed([*_EXECUTION_HEAD, _isa_option(), *_EXECUTION_TAIL]):
         wrapper = option(wrapper)
     return wrapper
 
@@ -326,6 +340,8 @@ class BackendFlags:
         Raises:
             UsageError: a backend's flags given where the plan's backend is another.
         """
+        from repro.config import Layer, Rank
+
         for name, given in self.given.items():
             if not given:
                 continue
@@ -501,6 +517,8 @@ def trust(key_path: Path | None, require: bool) -> signing.Trust | None:
         )
     if key_path is None:
         return None
+    from repro.store import signing
+
     return signing.Trust(signing.load_key(key_path), require)
 
 

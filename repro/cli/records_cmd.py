@@ -14,7 +14,6 @@ from repro.cli.context import AppContext, pass_app
 from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import EXPORTERS, Exported, ExportRequest, data_roots, exporter
-from repro.store import signing
 from repro.ui import records as render
 
 if TYPE_CHECKING:  # what only one command needs is imported in it (`repro ls` pays for none of it)
@@ -261,6 +260,7 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
 
 
 def _verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
+    from repro.store import signing
     from repro.store.verify import verify_tar
 
     path = Path(ref)
@@ -269,7 +269,7 @@ def _verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> No
     if path.is_file() or ref.endswith(".tar"):
         verified = verify_tar(path)
         record, count, image_size = verified.record, len(verified.members), verified.image_size
-        seal = signing.check_seal(path.name, verified.sums, verified.signature, trust or Trust())
+        seal = signing.check_seal(path.name, verified.sums, verified.signature, trust or signing.Trust())
     else:
         if trust is not None:
             raise UsageError(
@@ -321,6 +321,8 @@ def keygen(path: Path, algorithm: str) -> None:
     repro attest RUN --format oms --sign model.key -o model.sig
     model_signing verify key --signature model.sig --public_key model.key.pub MODEL_DIR
     """
+    from repro.store import signing
+
     if algorithm == "hmac":
         key = signing.new_key(path)
         ui.out(f"key {key.id} written to {path} (mode 0600); keep it secret: it signs as well as verifies")
