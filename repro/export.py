@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
-from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
 from repro.store import atomic, attestation, datablobs, dsse, limits, oms, signing
 from repro.store.capsule import ATTESTATION_NAME, MODEL_SIGNATURE_NAME, blob_member
 from repro.store.hashing import hash_file
@@ -134,6 +133,8 @@ def refuse_secrets_in_outputs(loaded: LoadedRun, store: Store) -> None:
         SecretsInOutputs: naming the files and what each holds.
         CapsuleInvalid: an output blob whose bytes do not match its name.
     """
+    from repro.facts.secrets.outputs import OUTPUT_VERDICTS_DB, output_secrets
+
     entries = [(e.path, e.hash) for e in loaded.record.results.outputs if e.stored and e.hash]
     found = output_secrets(entries, loaded.blob_path, store.cache_dir / OUTPUT_VERDICTS_DB)
     if found:

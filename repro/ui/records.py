@@ -6,22 +6,24 @@ import os
 import shlex
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro import schemas, ui
 from repro.backends import registry
 from repro.facts.determinism import ledger_text
-from repro.facts.lockfile import LockedPackage
-from repro.get import GetResult
-from repro.rerun.inputs import InputSource
 from repro.runtime.contract import INDUCTOR_KNOB_PREFIX
-from repro.store.attestation import Summary
 from repro.store.capsule import ATTESTATION_NAME, MODEL_SIGNATURE_NAME
-from repro.store.index import RunRow
-from repro.store.record import FileEntry, Record, RunWarning, SeriesInfo
-from repro.store.signing import Seal
 from repro.ui import escape
 from repro.units import plural, shorten
+
+if TYPE_CHECKING:  # types only: `repro ls` renders its table without importing the core behind them
+    from repro.facts.lockfile import LockedPackage
+    from repro.get import GetResult
+    from repro.rerun.inputs import InputSource
+    from repro.store.attestation import Summary
+    from repro.store.index import RunRow
+    from repro.store.record import FileEntry, Record, RunWarning, SeriesInfo
+    from repro.store.signing import Seal
 
 _STATUS_COLOUR = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "incomplete": "yellow",
                   "running": "blue", "invalid": "red"}  # fmt: skip
