@@ -54,7 +54,7 @@ def test_gpus_takes_the_same_values_everywhere(command: str, cli: Cli) -> None:
     tail = ["--", "python", "t.py"] if command != "build" else []
     for given, parsed in ((["--gpus", "2"], "2"), (["--gpus", "all"], "all"), (["--gpus", "0, 1"], "0,1"),
                           (["--gpus"], "all"), ([], None)):  # fmt: skip
-        ctx = group.commands[command].make_context(command, [*given, *tail])
+        ctx = group.load(command).make_context(command, [*given, *tail])
         assert ctx.params["gpus"] == parsed, (command, given)
     for bad in ("0", "two", "1,,2", ""):
         r = cli(command, "--gpus", bad, *tail)

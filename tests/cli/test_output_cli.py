@@ -9,13 +9,13 @@ import pytest
 
 from repro import ui
 from repro.backends.base import Event
-from repro.cli import cli as group
 from repro.cli.events import Relay
+from repro.cli.lazy import TABLE
 from repro.errors import ExitCode
 from tests.conftest import Cli
 
 
-@pytest.mark.parametrize("name", sorted(group.commands))
+@pytest.mark.parametrize("name", sorted(TABLE))
 def test_every_command_takes_q_and_v_after_its_name(cli: Cli, tmp_path: Path, name: str) -> None:
     r = cli(name, "--help", cwd=tmp_path)
     assert r.code == 0, r.err
