@@ -174,6 +174,17 @@ class LazyGroup(click.Group):
             self.add_command(command, name)
         return self.commands[name]
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, an unknown name answered with the close ones among all commands ("Did you mean")."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as e:
+            raise click.exceptions.NoSuchCommand(
+                args[0], possibilities=self.list_commands(ctx), ctx=ctx
+            ) from e
+
     def summary(self, name: str, limit: int) -> str:
         """A command's short help as click writes it, from the table when it is not loaded."""
         if name in self.commands or name not in TABLE:

@@ -61,6 +61,12 @@ def test_every_command_of_a_module_is_in_the_table() -> None:
         assert defined <= listed, path.name
 
 
+def test_a_mistyped_command_is_answered_with_the_close_ones(cli_run) -> None:  # type: ignore[no-untyped-def]
+    result = cli_run("lss")
+    assert result.code == 2
+    assert "No such command 'lss'. Did you mean 'ls'?" in result.err
+
+
 def test_command_names_complete_from_the_table_with_their_summaries() -> None:
     shell = ShellComplete(cli, {}, "repro", "_REPRO_COMPLETE")
     items = shell.get_completions([], "ve")
