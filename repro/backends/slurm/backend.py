@@ -160,10 +160,13 @@ class SlurmBackend:
         return built
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
-        """The variables the job exports: the run's own, and where the runtime and project are."""
+        """The variables the job exports: the run's own, and where the runtime and project are; the
+        submitting shell's own PYTHONPATH only where the ranks run with this interpreter (in the run's
+        image, the image's packages alone: a host path on it could reach host packages the image
+        does not hold)."""
         inject, package_parent = runtime_source()
         env = dict(spec.env)
-        extra = os.environ.get("PYTHONPATH")
+        extra = None if self.image else os.environ.get("PYTHONPATH")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(inject), str(package_parent), extra) if p)
         env[RUNTIME_ENV_DIR] = str(spec.runtime_dir)
         env[PROJECT_ENV] = str(spec.project_root)
