@@ -3,8 +3,7 @@ directories of a real `repro check --interrupt` run) are still read by the host'
 
 from __future__ import annotations
 
-import tarfile
-from collections.abc import Iterator
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -18,28 +17,29 @@ from repro.store.capsule import blob_member
 from repro.store.recordio import load_record
 
 DATA = Path(__file__).parents[1] / "data" / "streams-before"
+CAPSULE = DATA / "capsule"  # the capsule's members as its tar held them
 RUN, RESUMED = DATA / "runtime-run", DATA / "runtime-resumed"
 
 
 @pytest.fixture(scope="module")
-def capsule() -> Iterator[tuple[dict[str, str], tarfile.TarFile]]:
-    with tarfile.open(DATA / "run.tar") as tar:
-        member = tar.extractfile("capsule.yaml")
-        assert member is not None
-        record = load_record(member.read())
-        assert isinstance(record.results.metrics, str)
-        yield {**record.results.logs, "metrics": record.results.metrics}, tar
+def capsule() -> dict[str, str]:
+    record = load_record((CAPSULE / "capsule.yaml").read_bytes())
+    assert isinstance(record.results.metrics, str)
+    return {**record.results.logs, "metrics": record.results.metrics}
 
 
-def _blob(capsule: tuple[dict[str, str], tarfile.TarFile], log: str) -> str:
-    logs, tar = capsule
-    member = tar.extractfile(blob_member(logs[log]))
-    assert member is not None
-    return member.read().decode()
+def _blob(logs: dict[str, str], log: str) -> str:
+    return (CAPSULE / blob_member(logs[log])).read_text()
 
 
-def test_the_capsule_streams_are_read(capsule: tuple[dict[str, str], tarfile.TarFile]) -> None:
-    assert {"trace", "ops", "dataorder", "metrics"} <= set(capsule[0])
+def test_the_members_are_the_ones_its_sums_name() -> None:
+    for line in (CAPSULE / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        assert hashlib.sha256((CAPSULE / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_the_capsule_streams_are_read(capsule: dict[str, str]) -> None:
+    assert {"trace", "ops", "dataorder", "metrics"} <= set(capsule)
     assert len(trace.parse(_blob(capsule, "trace"))) == 12
     assert len(dataorder.parse(_blob(capsule, "dataorder"))) == 14
     rows = ops.parse(_blob(capsule, "ops"))
@@ -80,7 +80,7 @@ def test_links_are_read() -> None:
     assert [(r["kind"], r["name"]) for r in rows] == [("framework", "lightning")]
 
 
-def test_the_streams_compare(capsule: tuple[dict[str, str], tarfile.TarFile]) -> None:
+def test_the_streams_compare(capsule: dict[str, str]) -> None:
     """The capsule's trace and data order against the runtime directory's copies: the same run."""
     stored, kept = trace.parse(_blob(capsule, "trace")), trace.parse((RUN / contract.TRACE_FILE).read_text())
     assert trace.compare_trace(stored, kept, Tolerance()) is None
