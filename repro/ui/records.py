@@ -395,24 +395,23 @@ def lock_lines(packages: list[LockedPackage], in_image: bool, width: int = 100) 
 
 def model_signature_text(summary: Summary) -> str:
     """`repro show CAPSULE`'s line about the OpenSSF model signature it carries (read, not checked)."""
-    head = MODEL_SIGNATURE_NAME
-    if summary.problem is not None:
-        return f"{head}: unreadable ({summary.problem})"
     key = f"key hint {summary.key_ids[0]}…" if summary.key_ids else "no key hint"
-    return (
-        f"{head}: OpenSSF model signature v1, {plural(summary.subjects, 'file')}, {key} "
-        "(not checked: `repro verify-attestation CAPSULE --key PUBFILE`)"
-    )
+    return _carried_text(MODEL_SIGNATURE_NAME, summary, "OpenSSF model signature v1", key)
 
 
 def attestation_text(summary: Summary) -> str:
     """`repro show CAPSULE`'s line about the attestation it carries (read, not checked)."""
-    head = ATTESTATION_NAME
-    if summary.problem is not None:
-        return f"{head}: unreadable ({summary.problem})"
     signed = f"signed with key {', '.join(summary.key_ids)}" if summary.key_ids else "not signed"
+    return _carried_text(ATTESTATION_NAME, summary, "in-toto + SLSA provenance v1", signed)
+
+
+def _carried_text(member: str, summary: Summary, what: str, signer: str) -> str:
+    """A capsule's signed ``member``: ``what`` it is, the files it names and ``signer``, or why it cannot be
+    read; never checked here."""
+    if summary.problem is not None:
+        return f"{member}: unreadable ({summary.problem})"
     return (
-        f"{head}: in-toto + SLSA provenance v1, {plural(summary.subjects, 'file')}, {signed} "
+        f"{member}: {what}, {plural(summary.subjects, 'file')}, {signer} "
         "(not checked: `repro verify-attestation CAPSULE --key PUBFILE`)"
     )
 
