@@ -122,8 +122,9 @@ def _launch(
     """``srun`` starting one `repro.runtime.node` task per node (in ``image`` when given)."""
     job_dir = spec.runtime_dir / JOB_DIR
     srun = ["srun", "--kill-on-bad-exit=1", f"--nodes={options.nodes}", "--ntasks-per-node=1"]
-    if options.task_cpus(spec.nproc_per_node) > 1:  # a step does not inherit the job's count
-        srun.append(f"--cpus-per-task={options.task_cpus(spec.nproc_per_node)}")
+    cpus = options.task_cpus(spec.nproc_per_node)
+    if cpus > 1:  # a step does not inherit the job's count
+        srun.append(f"--cpus-per-task={cpus}")
     srun += [f"--output={job_dir}/node%n.out", f"--error={job_dir}/node%n.err", "--open-mode=append"]
     launcher = [python, "-S", "-m", "repro.runtime.node", f"--nodes={options.nodes}",
                 f"--nproc-per-node={spec.nproc_per_node}", f"--facts={job_dir}",
