@@ -257,8 +257,8 @@ def test_failing_command_exit_status_and_stderr(engine_ready: None, tmp_path: Pa
 @pytest.mark.docker
 def test_ctrl_c_stops_and_removes_the_container(engine_ready: None, tmp_path: Path) -> None:
     code = (
-        "import time\nprint('ready', flush=True)\n"
-        "try:\n    time.sleep(120)\n"
+        # "ready" is printed inside the try: a Ctrl-C that lands just after it is still caught
+        "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(120)\n"
         "except KeyboardInterrupt:\n    open('outputs/saved.txt', 'w').write('saved on Ctrl-C')\n    raise\n"
     )
     spec = _spec(tmp_path / "p", ["python", "-c", code])
