@@ -22,10 +22,12 @@ REPORTS = contract.STREAMS["report"]  # proc.<pid>.jsonl
 
 @dataclass(frozen=True)
 class Writer:
-    """One process that wrote a file: its pid and torchrun rank (-1: no rank)."""
+    """One process that wrote a file: its pid, torchrun rank (-1: no rank) and the start of a requeued
+    job it belongs to (0: the first)."""
 
     pid: int
     rank: int
+    attempt: int = 0
 
 
 @dataclass
@@ -43,13 +45,20 @@ class Reports:
     writers: dict[str, set[Writer]] = field(default_factory=dict)  # project file → processes that wrote it
 
     def shared(self, paths: set[str] | None = None) -> dict[str, list[Writer]]:
-        """Files (of ``paths``, default all) more than one process wrote: which bytes they hold
-        depends on which process wrote last."""
-        return {
-            p: sorted(w, key=lambda w: (w.rank, w.pid))
-            for p, w in sorted(self.writers.items())
-            if len(w) > 1 and (paths is None or p in paths)
-        }
+        """Files (of ``paths``, default all) more than one process of one start of the job wrote:
+        which bytes they hold depends on which process wrote last. A requeued job's later start
+        writing a file again replaces the earlier start's bytes, in order: not shared."""
+        found: dict[str, list[Writer]] = {}
+        for p, writers in sorted(self.writers.items()):
+            if paths is not None and p not in paths:
+                continue
+            starts: dict[int, list[Writer]] = {}
+            for w in writers:
+                starts.setdefault(w.attempt, []).append(w)
+            at_once = [w for group in starts.values() if len(group) > 1 for w in group]
+            if at_once:
+                found[p] = sorted(at_once, key=lambda w: (w.rank, w.pid))
+        return found
 
 
 def report_files(runtime_dir: Path) -> list[str]:
@@ -73,8 +82,13 @@ def written_by(runtime_dir: Path) -> set[str]:
 def _writer(rel: str, events: list[dict[str, Any]]) -> Writer:
     """The process a report is from: the pid in its name, the rank it booted with."""
     digits = rel.removeprefix(REPORTS.file).removesuffix(".jsonl")
-    rank = next((e.get("rank") for e in events if contract.row_kind(e) == "boot"), -1)
-    return Writer(int(digits) if digits.isdigit() else -1, rank if isinstance(rank, int) else -1)
+    boot = next((e for e in events if contract.row_kind(e) == "boot"), {})
+    rank, attempt = boot.get("rank", -1), boot.get("attempt", 0)
+    return Writer(
+        int(digits) if digits.isdigit() else -1,
+        rank if isinstance(rank, int) else -1,
+        attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
+    )
 
 
 def read_reports(runtime_dir: Path) -> Reports:

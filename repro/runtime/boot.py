@@ -90,8 +90,14 @@ def _report_in(main: bool) -> None:
     """The proof that the runtime ran in this process (the runner looks for the main one)."""
     procreport.emit(
         "boot", pid=os.getpid(), ppid=os.getppid(), rank=_state.get("rank", -1), main=main,
-        mode=_state.get("mode"), seed=_state.get("seed"),
+        mode=_state.get("mode"), seed=_state.get("seed"), attempt=_attempt(),
     )  # fmt: skip
+
+
+def _attempt() -> int:
+    """Which start of a requeued job this process belongs to (0: the first, or no requeue)."""
+    value = os.environ.get(contract.ATTEMPT_ENV, "")
+    return int(value) if value.isdigit() else 0
 
 
 # --------------------------------------------------------------------------- import hooks

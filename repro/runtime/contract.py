@@ -40,6 +40,7 @@ BOOT_PID_ENV = "REPRO_BOOT_PID"  # the first booted process; its children know t
 TRACE_ENV = "REPRO_TRACE"  # "1": parameter sums after every optimizer step (trace.jsonl)
 KEEP_CHECKPOINTS_ENV = "REPRO_KEEP_CHECKPOINTS"  # bytes of checkpoints kept for exact resume (-1: all)
 RESUMED_FROM_ENV = "REPRO_RESUMED_FROM"  # set: restore the recorded RNG states at checkpoint load
+ATTEMPT_ENV = "REPRO_ATTEMPT"  # which start of a requeued job (0: the first); two starts never write at once
 RESUME_TRACE_ENV = "REPRO_RESUME_TRACE"  # "1": what decides each optimizer step (rtrace.jsonl)
 INTERRUPT_AT_STEP_ENV = "REPRO_INTERRUPT_AT_STEP"  # N: kill rank 0's process group after step N
 LOADER_SEEDS_ENV = "REPRO_LOADER_SEEDS"  # "1": each DataLoader batch's worker seeded by its place

@@ -153,12 +153,55 @@ def test_a_requeued_job_continues_as_repro_resume_and_ends_with_the_weights_of_a
     slurm = requeued.backend.details["slurm"]
     assert slurm["restarts"] == 1 and slurm["options"]["requeue"] is True
     assert [(e["rank"], e["path"]) for e in slurm["restored"]] == [(0, "checkpoints/requeued/last.pt")]
-    assert not [w for w in requeued.warnings if w.code == "resume_not_exact"], requeued.warnings
+    assert not [w for w in requeued.warnings if w.code in ("resume_not_exact", "shared_writes")], (
+        requeued.warnings
+    )
     assert requeued.results.status == "succeeded" and requeued.resumed_from is None  # one run, one job
     assert _output_hash(requeued, "outputs/model.pt") == _output_hash(straight, "outputs/model.pt")
     r = project.repro("show", run_id)
     assert "1 restart" in r.out and "restart(s)" not in r.out
     assert "restored checkpoints/requeued/last.pt" in r.out
+
+
+@pytest.mark.serial  # a requeue: alone, as above
+def test_a_requeued_two_node_ddp_job_restores_every_ranks_rng_and_ends_with_the_uninterrupted_weights(
+    project: Project, nodes: list[str]
+) -> None:
+    """DDP (gloo) with a `DistributedSampler`, per-rank dropout and augmentation, one rank on each node;
+    rank 0 alone saves the checkpoint and both ranks load it. Requeued after the first checkpoint, every
+    rank restores its own RNG streams recorded at that save: the weights of an uninterrupted 2-rank run."""
+    if len(nodes) < 2:
+        pytest.skip("the cluster has fewer than two nodes")
+    project.script("ddp_resumable.py", "train.py")
+    project.points(n=64)
+    project.write(".gitignore", "outputs/\ncheckpoints/\n")
+    project.commit("ddp")
+    train = ["python", "train.py", "--epochs", "2", "--save", "outputs/model.pt"]
+    r = project.repro("run", "--backend", "local", "--nproc-per-node", "2", "--seed", "7", "--data", "data",
+                      "--", *train, "--resume", "checkpoints/straight.pt")  # fmt: skip
+    assert r.code == 0, r.err
+    straight = _record(project)
+
+    proc = _slurm_run(project, "--requeue", "--nodes", "2", "--seed", "7", "--", *train,
+                      "--resume", "checkpoints/requeued.pt", "--epoch-sleep", "3")  # fmt: skip
+    run_id, job = _job_of_running_run(project)
+    _wait_for((project.root / "checkpoints/requeued.pt").is_file, 120, "the first checkpoint")
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    _wait_for(lambda: _job_state(job) == "PENDING", 30, "the requeued job to be pending")
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    requeued = _record(project, run_id)
+    slurm = requeued.backend.details["slurm"]
+    assert slurm["restarts"] == 1 and requeued.env.world_size == 2
+    assert sorted((e["rank"], e["path"]) for e in slurm["restored"]) == [
+        (0, "checkpoints/requeued.pt"), (1, "checkpoints/requeued.pt")
+    ]  # fmt: skip
+    assert not [w for w in requeued.warnings if w.code in ("resume_not_exact", "shared_writes")], (
+        requeued.warnings
+    )
+    assert requeued.results.status == "succeeded"
+    assert _output_hash(requeued, "outputs/model.pt") == _output_hash(straight, "outputs/model.pt")
 
 
 def test_a_two_node_ddp_run_puts_one_rank_on_each_node_and_replays_identical_on_one_machine(

@@ -144,3 +144,24 @@ def test_every_process_reports_in_with_its_reads_writes_and_seeds(tmp_path: Path
     assert "input.txt" in reports.read and "out/final.txt" in reports.read
     assert reports.written_outside == {str(outside / "elsewhere.txt")}
     assert reports.script_seeds == [{"api": "random.seed", "value": 7, "where": "job.py:4"}]
+
+
+def test_a_file_written_again_by_a_requeued_jobs_next_start_is_not_written_at_once(tmp_path: Path) -> None:
+    """Rank 0 of the first start saves the checkpoint, rank 0 of the restarted job saves it again: in
+    order, not at once. Two processes of one start writing one file are still named."""
+    from repro.runtime import contract
+
+    def report(pid: int, rank: int, attempt: int | None, *paths: str) -> None:
+        boot = {contract.ROW_KIND: "boot", "pid": pid, "rank": rank, "main": False}
+        if attempt is not None:
+            boot["attempt"] = attempt
+        rows = [boot, *({contract.ROW_KIND: "w", "p": p} for p in paths)]
+        (tmp_path / f"proc.{pid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    report(101, 0, None, "ckpt/last.pt", "log.txt")  # a first start records no attempt
+    report(202, 0, 1, "ckpt/last.pt")
+    report(203, 1, 1, "log.txt")
+    report(204, 1, 1, "log.txt")
+    shared = read_reports(tmp_path).shared()
+    assert list(shared) == ["log.txt"]
+    assert [(w.pid, w.rank, w.attempt) for w in shared["log.txt"]] == [(203, 1, 1), (204, 1, 1)]

@@ -68,12 +68,14 @@ def test_a_restarted_job_resumes_its_own_run_or_the_one_it_resumes(
     text = job_script(_spec(tmp_path), SlurmOptions(requeue=True), "python", {}, "r1")
     lines = text.splitlines()
     start = lines.index('if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then')
-    snippet = "\n".join([*lines[start : start + 3], 'printf %s "${REPRO_RESUMED_FROM:-}"'])
+    snippet = "\n".join(
+        [*lines[start : start + 4], 'printf "%s %s" "${REPRO_RESUMED_FROM:-}" "$REPRO_ATTEMPT"']
+    )
     env = {"PATH": "/usr/bin:/bin", "REPRO_RUN_ID": "r1", "SLURM_RESTART_COUNT": restart}
     if before:
         env["REPRO_RESUMED_FROM"] = before
     out = subprocess.run(["bash", "-c", snippet], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout == after
+    assert out.stdout == f"{after} {restart or 0}"  # each start of the job knows which it is
     plain = job_script(_spec(tmp_path), SlurmOptions(), "python", {}, "r1")
     assert "REPRO_RESUMED_FROM" not in plain  # a job that is never requeued never restarts
 
@@ -142,7 +144,8 @@ def test_with_an_image_each_node_runs_the_command_in_a_container_at_the_same_pat
     assert "--image=sha256:abc" in srun and "--pass-env=REPRO_SEED" in srun and str(tmp_path / "proj") in srun
     requeue = SlurmOptions(environment="docker", requeue=True)
     text = job_script(_spec(tmp_path), requeue, "py", {"REPRO_SEED": "1"}, "r1", image="sha256:abc")
-    assert "--pass-env=REPRO_RESUMED_FROM,REPRO_SEED" in text  # a restart's resume reaches the container
+    # a restart's resume, and which start it is, reach the container
+    assert "--pass-env=REPRO_ATTEMPT,REPRO_RESUMED_FROM,REPRO_SEED" in text
 
     monkeypatch.setenv("REPRO_RUN_ID", "r1")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")

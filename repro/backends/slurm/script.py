@@ -51,6 +51,7 @@ def job_script(
             'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
             f'    export {RESUMED_FROM_ENV}="${{{RESUMED_FROM_ENV}:-${contract.RUN_ID_ENV}}}"',
             "fi",
+            f'export {contract.ATTEMPT_ENV}="${{SLURM_RESTART_COUNT:-0}}"',
         ]
     lines += [
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
@@ -134,7 +135,7 @@ def _launch(
         binds = sorted(
             {str(spec.project_root), str(package_parent), str(spec.data_root or spec.project_root)}
         )
-        names = sorted({*env, RESUMED_FROM_ENV} if options.requeue else set(env))
+        names = sorted({*env, RESUMED_FROM_ENV, contract.ATTEMPT_ENV} if options.requeue else set(env))
         launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(names)}"]
         if options.environment == "podman":
             launcher += ["--engine=podman", f"--storage={NODE_STORAGE}/repro-podman-{os.getuid()}"]

@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -16,6 +17,7 @@ parser.add_argument("--epochs", type=int, default=4)
 parser.add_argument("--data", default="data/points.csv")
 parser.add_argument("--resume", default="checkpoints/ddp.pt")
 parser.add_argument("--save", default="model.pt")
+parser.add_argument("--epoch-sleep", type=float, default=0.0, help="seconds of extra work per epoch")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -62,6 +64,7 @@ for epoch in range(start, args.epochs):
             args.resume,
         )
     dist.barrier()
+    time.sleep(args.epoch_sleep)
 
 if rank == 0:
     torch.save(model.module.state_dict(), args.save)
