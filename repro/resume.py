@@ -13,7 +13,9 @@ interrupted, from what its run directory kept. Core only: returns the sealed rec
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,19 +26,23 @@ from repro.backends import leftover, registry
 from repro.backends.base import Backend, Event, OnEvent, RunResult
 from repro.collect import attribution, checkpoints
 from repro.config import Plan, Settings
-from repro.errors import NotFoundError, UsageError
+from repro.errors import CapsuleInvalid, NotFoundError, UsageError
 from repro.facts import command_env
 from repro.facts.code import SOURCE_SUFFIXES, capture_code, stored_digest
 from repro.facts.determinism import allowed_env
 from repro.facts.secrets import Redactor, run_masker
-from repro.rerun.execute import base_note, rerun_record
-from repro.rerun.inputs import check_recorded_data, shown_inputs
+from repro.get import get_files
+from repro.rerun.execute import Execution, base_note, contain, refuse_hidden_secrets, rerun_record
+from repro.rerun.inputs import check_recorded_data, replay_data, shown_inputs
+from repro.rerun.request import ReplayRequest, say
 from repro.run.collect import collect
 from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso
+from repro.store import limits
 from repro.store.record import FileEntry, Record
 from repro.store.runs import Store
 from repro.store.statcache import HashCache
+from repro.units import plural
 
 RESUMABLE = ("interrupted", "failed")
 
@@ -74,6 +80,8 @@ def resume(
         BackendUnavailable, BuildError: the backend cannot run it (a run from elsewhere: no Docker
             engine and no host backend named, `repro.sandbox`).
     """
+    if capsule_ref(ref):
+        return resume_capsule(store, ref, plan, on_event, backend=backend, env=env, on_start=on_start)
     found = find_resumable(store, ref, plan.settings)
     original = found.record
     foreign = store.is_foreign(original.id)
@@ -111,6 +119,111 @@ def resume(
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
     store.seal(record, prepared.run_dir)
     return record
+
+
+def capsule_ref(ref: str) -> bool:
+    """Whether ``ref`` names a capsule file (the rule `Store.resolve` follows)."""
+    return ref.endswith(".tar") or Path(ref).is_file()
+
+
+def resume_capsule(
+    store: Store,
+    ref: str,
+    plan: Plan,
+    on_event: OnEvent,
+    *,
+    backend: str | None = None,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[Record], None] | None = None,
+) -> Record:
+    """Continue the interrupted run a capsule file holds, in this project, as a new run of its store.
+
+    As `repro replay CAPSULE` does: the capsule is verified and imported (marked as from elsewhere);
+    its code is restored into a copy beside the new run, its carried data placed there, and the
+    killed run's kept outputs (its checkpoints) written into that copy at their recorded paths; the
+    RNG states recorded at each save are put where the runtime finds them. It runs in the container
+    sandbox unless a host backend is named, without a network, with repro's own set of variables.
+    The new outputs are kept with the new run (`repro get`); the copy is removed.
+
+    Raises:
+        UsageError: the capsule's run succeeded, is a replay, was captured in-process, or carries
+            none of its outputs. CapsuleInvalid: the capsule fails verification, or names an unsafe
+            output path. DataDrift: its data is neither carried nor here as recorded.
+        BackendUnavailable: no Docker engine and no host backend named.
+    """
+    loaded = store.resolve(ref)  # the file is verified (every member against SHA256SUMS) on opening
+    original = loaded.record
+    _refuse_unresumable(original, Path(ref).name)
+    capsule_blobs = loaded.blob_root
+    loaded = store.import_run(loaded)  # every blob re-hashed on the way in
+    plan, chosen = _placed(plan, original, True, backend, on_event)
+    settings = dataclasses.replace(plan.settings, backend=chosen)
+    notes: list[str] = []
+    refuse_hidden_secrets(original)
+    request = ReplayRequest(ref=ref)
+    data_root, data = replay_data(request, loaded, settings, store, capsule_blobs, notes, on_event)
+    record = resumed_record(original, settings)
+    for note in contain(record, original, network=False):
+        say(note, notes, on_event)
+    passed = command_env.select(original.env.variables, allowed=settings.env_allow)
+    record.env.variables.update(passed.env)
+
+    def setup(root: Path, prepared: Prepared) -> None:
+        placed = get_files(loaded, [], root, force=True)  # every path checked: plain, relative, inside
+        seeded = checkpoints.seed_runtime(
+            prepared.spec.runtime_dir, original.results.checkpoints, loaded.read_blob
+        )
+        prepared.spec.env[checkpoints.RESUMED_FROM_ENV] = original.id
+        prepared.spec.env.update(env or {})
+        on_event(Event("info", _restored_line(placed.written, seeded)))
+        if on_start is not None:
+            on_start(record)
+
+    run = Execution(loaded, record, settings, data_root, passed.env, notes, None, data, request.max_data_size,
+                    setup=setup, head="resuming")  # fmt: skip
+    root = run.execute(store, on_event, blob_path=None)
+    record = run.record
+    record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
+    for note in notes:
+        record.warn("replay_condition", note)
+    store.seal(record, run.run_dir)
+    shutil.rmtree(root, ignore_errors=True)
+    return record
+
+
+def _restored_line(written: list[FileEntry], seeded: int) -> str:
+    """What a resume from a capsule put in place before its command starts, in one line."""
+    shown = ", ".join(e.path for e in written[:3]) + (
+        f" (+{len(written) - 3} more)" if len(written) > 3 else ""
+    )
+    return (
+        f"restored its code and {plural(len(written), 'kept output')} ({shown or 'none'}) into a copy beside "
+        f"the new run, and {plural(seeded, 'RNG state')} recorded at its saves"
+    )
+
+
+def _refuse_unresumable(original: Record, name: str) -> None:
+    """Raises: UsageError: the capsule's run is not one to continue, or carries none of its outputs."""
+    if original.kind == "replay":
+        raise UsageError(f"{name} holds replay {original.id}; resume the run it replays, {original.parent}")
+    if original.captured_in_process:
+        raise UsageError(
+            f"{name} holds run {original.id}, captured in-process: there is no command to resume"
+        )
+    if original.results.status not in RESUMABLE:
+        raise UsageError(
+            f"{name} holds run {original.id}, which {original.results.status}: there is nothing to resume",
+            hint="`repro resume CAPSULE` continues an interrupted, failed or killed run; "
+            f"`repro replay {name}` re-executes a finished one",
+        )
+    for info in original.results.checkpoints:  # recorded relative only when inside the project
+        if not (Path(info.path).is_absolute() or limits.is_safe_relpath(info.path)):
+            raise CapsuleInvalid(f"{name} names a checkpoint outside the project: {info.path!r}")
+    if original.results.outputs and not any(e.stored for e in original.results.outputs):
+        raise UsageError(
+            f"{name} holds run {original.id} without its outputs (its checkpoints): nothing to resume from",
+            hint="export the run again from its store, with the outputs kept (store.max_output_bytes)",
+        )
 
 
 def _placed(
@@ -182,6 +295,19 @@ def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
             hint="`repro resume` continues an interrupted, failed or killed run",
         )
     return Found(record)
+
+
+def seal_dead(store: Store, ref: str, settings: Callable[[], Settings]) -> Record | None:
+    """The run ``ref`` names when it was never sealed and none of its processes runs: sealed now as
+    interrupted (`salvage`), what it left (its checkpoints) among its outputs; None for any other ref
+    (``settings`` is read only then).
+
+    What `repro export` does first, so that a killed run travels to be resumed elsewhere.
+    """
+    unsealed = _unsealed(store, ref)
+    if unsealed is None or store.is_running(unsealed) or store.load_pending(unsealed) is None:
+        return None
+    return salvage(store, unsealed, settings())
 
 
 def _unsealed(store: Store, ref: str) -> str | None:

@@ -148,6 +148,7 @@ def export(
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
+    _seal_killed(app, ref)
     loaded = app.store.resolve(ref)
     say_if_replay(loaded.record, "export")
     entry = exporter(as_)
@@ -167,6 +168,16 @@ def export(
         ui.json_out(render.export_dict(loaded.record.id, as_, dest, done.size, None, None))
     else:
         ui.out(f"exported {loaded.record.id} → {dest} ({as_})")
+
+
+def _seal_killed(app: AppContext, ref: str) -> None:
+    """A run killed with its repro process is sealed as interrupted before it is exported (its
+    checkpoints among its outputs), so that it can be resumed elsewhere (`repro resume CAPSULE`)."""
+    from repro.resume import seal_dead
+
+    sealed = seal_dead(app.store, ref, lambda: app.settings)
+    if sealed is not None:
+        ui.info(f"run {sealed.id} was never sealed (its repro process died): sealed as interrupted")
 
 
 def _refuse_capsule_options(

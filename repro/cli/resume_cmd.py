@@ -26,6 +26,8 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     \b
     repro resume latest          the newest run, even one whose repro process was killed with it
     repro resume 20260101-1200   a run id or prefix
+    repro resume run.tar         a capsule of a killed run (`repro export RUN -o run.tar --with-data`),
+                                 continued in this directory, on another machine
 
     The recorded command runs again, with the same code, seed, mode, data and backend, in the
     project where the original's outputs (its checkpoints) are, so the script's own
@@ -39,6 +41,13 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     A docker run killed with its repro process left its checkpoints in the container's
     copy of the project: they are moved into the project first (once no process or
     container of the run still runs) and recorded as the killed run's outputs.
+
+    A capsule is resumed as `repro replay CAPSULE` replays one: verified, imported (a run from
+    elsewhere), its code restored into a copy beside the new run with its carried data and the
+    killed run's kept outputs (its checkpoints) at their recorded paths, run in the docker sandbox
+    (--backend local runs it unsandboxed) with no network and repro's own set of variables. The new
+    outputs stay with the new run: `repro get RUN -o .` writes them here. A capsule of a run that
+    succeeded, or one without its outputs, is refused (exit 2); an unsafe output path, exit 6.
     """
     store = app.store
     on_event = Relay(stdout_to_stderr=as_json)
@@ -56,4 +65,6 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
         ui.summary(f"{line} · resume of {record.resumed_from}{over}")
         for warning in record.warnings:
             ui.warn(warning.message)
+        if core.capsule_ref(ref):  # the copy it ran in is gone: its outputs are in the store
+            ui.info(f"its outputs are kept with the run: `repro get {record.id} -o .` writes them here")
     raise_for_status(record)

@@ -254,6 +254,10 @@ class Execution:
     # The data root is one the user chose: named with --data-root, or the project of a run this store
     # made itself (a run from elsewhere, a capsule, never chooses which host paths differ).
     user_root: bool = False
+    # What a resume adds to the prepared run before it starts (its checkpoints placed, its RNG
+    # states seeded: `repro.resume`), and the line that starts it.
+    setup: Callable[[Path, Prepared], None] | None = None
+    head: str = "replaying"
     run_dir: Path = field(init=False)
 
     def execute(self, store: Store, on_event: OnEvent, blob_path: Callable[[str], Path] | None) -> Path:
@@ -272,6 +276,8 @@ class Execution:
                 place_data(self.data, original, self.data_root, root, self.loaded.read_blob, self.max_data)
                 self.data_root = root
             prepared = self._prepare(root)
+            if self.setup is not None:
+                self.setup(root, prepared)
             where = start.Start(wanted, registry.recorded_options(wanted, original, self.loaded.foreign))
         except BaseException:
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -280,7 +286,7 @@ class Execution:
         if original.determinism.applied is False:
             shown_mode += " (not applied in the original: the repro runtime did not load)"
         start.execute(
-            prepared, where, store, on_event, head=f"replaying {original.id} as {record.id}",
+            prepared, where, store, on_event, head=f"{self.head} {original.id} as {record.id}",
             mode=shown_mode, ready=lambda backend: self._ready(backend, prepared.spec),
         )  # fmt: skip
         return root
