@@ -67,6 +67,10 @@ def test_a_docker_run_killed_with_repro_resumes_from_its_checkpoint_bit_identica
     assert moved["resumed_from"] == killed and moved["backend"] == "docker"
     assert "restored its code and" in r.err and "checkpoints/last.pt" in r.err
     assert "=> resuming from checkpoints/last.pt" in r.err and "not exact" not in r.err
+    rows = json.loads(project.repro("ls", "--json", cwd=elsewhere).out)["runs"]
+    assert [(row["id"], row["kind"], row["parent"]) for row in rows if row["id"] == moved["id"]] == [
+        (moved["id"], "resume", killed)
+    ]
     resumed = Store(elsewhere).resolve(moved["id"]).record
     assert resumed.resumed_from == killed and resumed.backend.network is False
     assert next(o.hash for o in resumed.results.outputs if o.path == "model.pt") == hash_bytes(reference)
