@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from repro.collect.checkpoints import lightning_loops
 from tests.conftest import Project
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -100,13 +101,16 @@ def test_a_trainer_script_killed_mid_epoch_in_a_container_resumes_byte_identical
 def test_a_lightning_fit_killed_mid_epoch_in_a_container_resumes_byte_identical(
     project: Project, image: str
 ) -> None:
-    """Lightning's own checkpoint files are left out (README: its loop counters may differ)."""
+    """Lightning's own checkpoint files are left out: its loop counters may differ, which the resumed
+    run's record says (the runtime saw Lightning's fit-loop state loaded in the container)."""
     _project(project, "lightning_steps.py", "train.py",
              'outputs:\n  dirs: [outputs]\n  exclude: ["checkpoints/*"]\n')  # fmt: skip
     project.points(n=96)
     project.commit("lightning")
     result = _certified(project, image, "python", "train.py", "--every", "5")
     assert _outputs(result) == {"outputs/model.pt": "same"}
+    shown = json.loads(project.repro("show", result["run_ids"][-1], "--json").out)
+    assert {"code": "resume_lightning_loops", "message": lightning_loops(exact=True)} in shown["warnings"]
 
 
 def test_an_accelerate_loop_killed_mid_epoch_in_a_container_resumes_byte_identical(
