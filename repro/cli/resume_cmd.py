@@ -36,7 +36,9 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
     bit for bit where an uninterrupted one ends (strict mode). Exit status 4 when the
     command fails; `repro ls` shows the new run as "resume of REF". A resumed run that
     loaded no checkpoint started over (a script that resumes only with a flag, such as
-    nanoGPT's --init_from=resume): it says so at the end and in its record.
+    nanoGPT's --init_from=resume): it says so at the end and in its record. So does a
+    resumed Lightning fit about Lightning's own loop counters, which its checkpoint files
+    may hold otherwise than an uninterrupted fit's (weights, optimizer and RNG exact).
 
     A docker run killed with its repro process left its checkpoints in the container's
     copy of the project: they are moved into the project first (once no process or

@@ -64,7 +64,15 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
         kept = put(rel) if rank is not None else None
         if rank is not None and kept is not None:
             record.results.logs[RESUME_TRACE.log_name(rank)] = kept
-    for event in read_events(runtime):
+    _event_warnings(record, read_events(runtime))
+
+
+def _event_warnings(record: Record, events: list[dict[str, Any]]) -> None:
+    """What the resume events say is not exact, as the record's warnings: a checkpoint loaded without
+    its states, a spoiled resume (`resume_not_exact`), Lightning's loop counters
+    (`resume_lightning_loops`)."""
+    lightning = False
+    for event in events:
         if contract.row_kind(event) == "missing":
             what = event.get("path") or event.get("stream", "?")
             reason = event.get("reason") or "no RNG state was recorded for it"
@@ -75,6 +83,22 @@ def collect(record: Record, runtime: Path, put_fd: Callable[[int], tuple[str, in
             )
         elif contract.row_kind(event) == "control":
             record.warn("resume_not_exact", f"rank {event.get('rank', 0)}: {SPOILED}")
+        elif contract.row_kind(event) == "inexact" and event.get("state") == contract.LIGHTNING_LOOPS:
+            lightning = True
+    if lightning:
+        exact = not any(w.code == "resume_not_exact" for w in record.warnings)
+        record.warn("resume_lightning_loops", lightning_loops(exact))
+
+
+def lightning_loops(exact: bool) -> str:
+    """The one line a resumed Lightning fit says about the loop counters Lightning itself restores."""
+    line = (
+        "Lightning's own loop counters in its checkpoint files may differ: "
+        "loops.fit_loop.epoch_loop.batch_progress.is_last_batch in the checkpoint saved at the end "
+        "when the resumed epoch is the last, loops.fit_loop.epoch_progress.total.ready by 1 after a "
+        "resume from an epoch's last batch"
+    )
+    return f"{line}; weights, optimizer and RNG are exact" if exact else line
 
 
 STARTED_OVER_HINT = (

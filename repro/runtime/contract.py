@@ -60,6 +60,9 @@ RNG_DIR = "rng"  # RNG states at each checkpoint save: rng/<checkpoint>.rank<R>.
 RING_DIR = "ring"  # under rng/: each rank's states of its last optimizer steps (several ranks)
 COPIES_DIR = "ckpt"  # copies of the checkpoints kept for an exact resume
 MARKS_DIR = "marks"  # under rng/: which checkpoint each rank saved at which step
+# A resume event ``inexact`` names, under "state", what a framework restores in its own way that repro's
+# runtime leaves as it is: Lightning's loop counters in the checkpoints its resumed fit writes.
+LIGHTNING_LOOPS = "lightning_loops"
 
 
 # --------------------------------------------------------------------------- streams

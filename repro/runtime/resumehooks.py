@@ -142,10 +142,18 @@ def install_lightning(module: ModuleType) -> None:
 
 def _lightning_progress(checkpoint: Any) -> None:
     """A fit resumed mid-epoch takes the rest of the epoch from a new iterator, counting the batches it
-    took (its training batch progress): the recorded epoch that iterator continues leaves those out."""
+    took (its training batch progress): the recorded epoch that iterator continues leaves those out.
+
+    A checkpoint with the fit loop's state puts Lightning's own loop counters back as Lightning keeps
+    them, which can differ from an uninterrupted fit's in the checkpoints it writes next: said as a
+    resume event (``inexact``), which the record turns into a warning."""
     try:
-        progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]
-        loaderseeds.taken(int(progress["ready"]))
+        fit = checkpoint["loops"]["fit_loop"]
+    except (KeyError, TypeError):
+        return
+    resumestate.event("inexact", state=contract.LIGHTNING_LOOPS)
+    try:
+        loaderseeds.taken(int(fit["epoch_loop.batch_progress"]["current"]["ready"]))
     except (KeyError, TypeError, ValueError):
         pass
 

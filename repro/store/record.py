@@ -56,6 +56,7 @@ WARNING_CODES: dict[str, str] = {
     "base_image_changed": "the run was built on another base image than its original",
     "resume_not_exact": "a checkpoint was loaded without its recorded RNG states: the resume is not exact",
     "resume_started_over": "a resumed run loaded no checkpoint: it started over",
+    "resume_lightning_loops": "a resumed Lightning fit: its loop counters in its checkpoint files may differ",
     "repro_died": "the repro process died with the run; sealed later as interrupted",
     "in_process": "captured in-process (repro.capture): weaker than repro run, not replayable",
     "cuda_in_cpu_lock": "a CPU run's lock holds a CUDA torch: a CUDA-sized image",

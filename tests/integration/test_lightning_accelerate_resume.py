@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from repro.collect.checkpoints import lightning_loops
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
@@ -58,6 +59,11 @@ def test_a_lightning_fit_killed_mid_epoch_resumes_byte_identical(project: Projec
     result = _certified(project, "--every", "5")
     (verdict,) = result["runs"]
     assert [(o["path"], o["status"]) for o in verdict["outputs"]] == [("outputs/model.pt", "same")]
+    # The resumed runs' records say that Lightning's loop counters are its own; exact only when unspoiled
+    _, _, resumed, _, spoiled = result["run_ids"]
+    for run, exact in ((resumed, True), (spoiled, False)):
+        shown = json.loads(project.repro("show", run, "--json").out)
+        assert {"code": "resume_lightning_loops", "message": lightning_loops(exact)} in shown["warnings"]
 
 
 def test_an_accelerate_loop_killed_mid_epoch_resumes_byte_identical(project: Project) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from repro.backends.local import run_processes
+from repro.collect.checkpoints import lightning_loops
 from tests.conftest import Project
 
 pytestmark = pytest.mark.slow
@@ -186,6 +187,12 @@ def test_a_killed_lightning_fit_resumed_from_last_ckpt_is_bit_identical(project:
     assert "Restored all states from the checkpoint at checkpoints/last.ckpt" in r.err
     assert "not exact" not in r.err
     assert (project.root / "model.pt").read_bytes() == reference
+    # Lightning's own loop counters are Lightning's: said at the end of the resume, and in `repro show`
+    note = lightning_loops(exact=True)
+    assert f"repro: warning: {note}" in r.err.splitlines(), r.err[-2000:]
+    shown = json.loads(project.repro("show", "latest", "--json").out)
+    assert {"code": "resume_lightning_loops", "message": note} in shown["warnings"]
+    assert note in project.repro("show", "latest").out
 
 
 def readme_example() -> str:

@@ -157,3 +157,58 @@ def test_a_resume_that_loaded_no_checkpoint_started_over(
     fresh = Record(id="r0", created="now")  # not a resume: never judged
     checkpoints.judge_resume(fresh, runtime, booted)
     assert fresh.results.resume_started_over is False
+
+
+def _resumed(tmp_path: Path, events: list[dict[str, object]]) -> Record:
+    """A resumed run's record, collected from a runtime directory holding EVENTS."""
+    store = Store(tmp_path)
+    store.ensure()
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    (runtime / "resume-events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    record = Record(id="r2", created="now", resumed_from="r1")
+    checkpoints.collect(record, runtime, store.put_fd, max_bytes=0)
+    return record
+
+
+def test_a_resumed_lightning_fit_says_its_loop_counters_may_differ_once_and_in_show(tmp_path: Path) -> None:
+    """Each rank that loaded Lightning's fit-loop state says so; the record says it once, as a warning
+    (`repro resume` prints its warnings at the end; `repro show` lists them; a check keeps them as notes)."""
+    from repro.ui.records import show_text
+
+    loaded = {"kind": "restored", "path": "checkpoints/last.ckpt", "hash": "a" * 64, "step": 7}
+    record = _resumed(tmp_path, [
+        {**loaded, "rank": 0}, {"kind": "inexact", "rank": 0, "state": "lightning_loops"},
+        {**loaded, "rank": 1}, {"kind": "inexact", "rank": 1, "state": "lightning_loops"},
+    ])  # fmt: skip
+    (warning,) = record.warnings
+    assert warning.code == "resume_lightning_loops"
+    assert warning.message.startswith("Lightning's own loop counters in its checkpoint files may differ: ")
+    assert (
+        "batch_progress.is_last_batch" in warning.message
+        and "epoch_progress.total.ready by 1" in warning.message
+    )
+    assert warning.message.endswith("; weights, optimizer and RNG are exact")
+    assert "not exact" not in warning.message
+    assert load_record(dump_record(record)).warnings == [warning]
+    shown = show_text(record).splitlines()
+    assert any(line.split(None, 1) == ["warning", warning.message] for line in shown), shown
+
+
+def test_the_lightning_note_claims_nothing_exact_in_a_resume_that_is_not(tmp_path: Path) -> None:
+    """A spoiled resume (`check --control`) is not exact: the note names the counters only."""
+    record = _resumed(tmp_path, [
+        {"kind": "control", "rank": 0, "spoiled": "rng"},
+        {"kind": "inexact", "rank": 0, "state": "lightning_loops"},
+    ])  # fmt: skip
+    assert [w.code for w in record.warnings] == ["resume_not_exact", "resume_lightning_loops"]
+    assert record.warnings[1].message == checkpoints.lightning_loops(exact=False)
+    assert "are exact" not in record.warnings[1].message
+
+
+def test_a_resume_without_lightning_or_with_an_unknown_inexact_state_has_no_such_note(tmp_path: Path) -> None:
+    record = _resumed(tmp_path, [
+        {"kind": "restored", "rank": 0, "path": "checkpoints/last.pt", "hash": "b" * 64, "step": 3},
+        {"kind": "inexact", "rank": 0, "state": "something_else"},
+    ])  # fmt: skip
+    assert record.warnings == []

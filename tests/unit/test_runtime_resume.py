@@ -162,6 +162,30 @@ def test_lightning_saves_and_loads_are_wrapped_by_parameter_names(runtime: Path,
     assert "lightning.fabric.utilities.cloud_io" in resumehooks.HOOKS
 
 
+@pytest.mark.parametrize(
+    ("loaded", "inexact"),
+    [
+        ({"loops": {"fit_loop": {"epoch_loop.batch_progress": {"current": {"ready": 3}}}}}, True),
+        ({"state_dict": {}}, False),  # weights only (`load_from_checkpoint`): no loop state put back
+    ],
+)
+def test_a_resumed_lightning_fit_loop_is_said_to_keep_its_own_counters(
+    runtime: Path, tmp_path: Path, loaded: dict[str, Any], inexact: bool
+) -> None:
+    """Loading a checkpoint with Lightning's fit-loop state in a resume: an ``inexact`` event naming
+    Lightning's loop counters (the record's warning), beside the restore."""
+    cloud_io = SimpleNamespace(
+        _atomic_save=lambda checkpoint, filepath: Path(filepath).write_bytes(b"ckpt"),
+        _load=lambda path_or_url, map_location=None: loaded,
+    )
+    resumehooks.install_lightning(cloud_io)  # type: ignore[arg-type]
+    cloud_io._atomic_save({}, filepath=tmp_path / "last.ckpt")
+    assert cloud_io._load(tmp_path / "last.ckpt") is loaded
+    events = [json.loads(x) for x in (runtime / resumestate.EVENTS).read_text().splitlines()]
+    expected = [{"kind": "inexact", "rank": 0, "state": "lightning_loops"}] if inexact else []
+    assert [e["kind"] for e in events][:1] == ["restored"] and events[1:] == expected
+
+
 def test_a_checkpoint_saved_to_an_open_file_is_recorded_and_restored(runtime: Path, tmp_path: Path) -> None:
     import io
 
