@@ -371,4 +371,4 @@ def test_the_ids_an_engine_says_it_loaded_are_read_from_either_engine_s_words(sa
     class Client:
         api = Api()
 
-    assert load_image(Client(), [b""], lambda event: None) == [image]  # type: ignore[arg-type]
+    assert load_image(Client(), [b""], lambda event: None) == [image]
