@@ -2,12 +2,18 @@
 image, and against `repro run --backend docker` (and `docker run`); the start-up latency of
 `podman system service`, which repro starts for each run.
 
-    python benchmarks/bench_podman.py [--repeats 5]
+    python benchmarks/bench_podman.py [--repeats 5] [--build-repeats 2]
 
 Run as root: the Podman side runs as the unprivileged user `scripts/podman-up.sh` makes
 ($REPRO_PODMAN_USER, default repro-podman), the Docker side as root; as another user, both as that user.
 The project has an empty lock (the image is the base image plus repro's layer), no data; the command is
 `python -c pass`. Each round runs every case once, in turn (interleaved); medians are printed.
+
+Then a 1 GiB image build (`--build-repeats`, 0 skips it): an image `FROM` the base image whose one layer is
+a file of 1 GiB of random bytes made in the build (offline, `--network none`, no cache), built the way repro
+builds (`podman system service` started for it, the build sent through its Docker-compatible API socket by
+the Docker SDK: the service's start-up is in the time) against `podman build` of the same Dockerfile; the
+two interleaved, each image removed after it is timed.
 """
 
 from __future__ import annotations
@@ -47,6 +53,28 @@ while True:
         s.close()
 print(time.monotonic() - began)
 p.terminate(); p.wait()
+"""
+
+
+BUILD_GIB = 1
+DOCKERFILE = f"FROM {{base}}\nRUN head -c {BUILD_GIB}G /dev/urandom > /blob && ls -l /blob\n"
+API_BUILD = """\
+import io, sys, time
+from repro.backends.docker.engine import engine, served_at
+from repro.backends.podman.service import Service
+began = time.monotonic()
+service = Service()
+service.start()
+try:
+    with served_at(service.url), engine(timeout=1800) as client:
+        stream = client.api.build(fileobj=io.BytesIO(sys.argv[1].encode()), tag=sys.argv[2], rm=True,
+                                  nocache=True, network_mode="none", decode=True)
+        for chunk in stream:
+            if chunk.get("error"):
+                sys.exit(chunk["error"])
+finally:
+    service.stop()
+print(time.monotonic() - began)
 """
 
 
@@ -93,7 +121,8 @@ def _image(repro: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of the run overhead (0: none)")
+    parser.add_argument("--build-repeats", type=int, default=2, help="rounds of the 1 GiB build (0: none)")
     args = parser.parse_args()
     if shutil.which("podman") is None:
         sys.exit("bench_podman: no podman here (scripts/podman-up.sh, as root)")
@@ -101,6 +130,9 @@ def main() -> None:
     owner = USER if os.getuid() == 0 else None
     home = pwd.getpwnam(owner).pw_dir if owner else os.environ.get("HOME", "/tmp")
     user_env = {"PATH": os.environ["PATH"], "HOME": home, "NO_COLOR": "1", **path}
+    if not args.repeats:
+        _builds(args.build_repeats, python, user_env)
+        return
     root_env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO)}
     pod_proj, dock_proj = _project(owner), _project(None)
     pod_repro = _as_user(["env", *(f"{k}={v}" for k, v in user_env.items()), *python, "-m", "repro"])
@@ -151,9 +183,46 @@ def main() -> None:
         pod, dock = med["repro run --backend podman"], med["repro run --backend docker"]
         print(f"repro on podman / repro on docker:       {pod / dock:.2f}x")
         print(f"repro on docker / docker run:            {dock / med['docker run --rm (same image)']:.2f}x")
+    if args.build_repeats:
+        _builds(args.build_repeats, python, user_env)
     for proj in (pod_proj, dock_proj):
         subprocess.run(_as_user(["podman", "unshare", "rm", "-rf", str(proj)]), capture_output=True)
         shutil.rmtree(proj, ignore_errors=True)
+
+
+def _builds(repeats: int, python: list[str], user_env: dict[str, str]) -> None:
+    """The 1 GiB build through the API socket (as repro builds) against `podman build`, interleaved."""
+    base = os.environ.get("REPRO_BASE_IMAGE", "repro-base:bookworm")
+    dockerfile = DOCKERFILE.format(base=base)
+    tag = f"repro-bench-build:{os.getpid()}"
+    env = {**os.environ, **user_env}
+    context = Path(tempfile.mkdtemp(prefix="repro-bench-build-"))
+    (context / "Dockerfile").write_text(dockerfile)
+    os.chmod(context, 0o755)
+    os.chmod(context / "Dockerfile", 0o644)
+    user = ["env", *(f"{k}={v}" for k, v in user_env.items())]
+    api = _as_user([*user, *python, "-c", API_BUILD, dockerfile, tag])
+    cli = _as_user(["podman", "build", "--no-cache", "--network=none", "-q", "-t", tag, str(context)])
+    remove = _as_user(["podman", "rmi", "-f", tag])
+    cases: dict[str, Callable[[], float]] = {
+        f"{BUILD_GIB} GiB build, API socket (repro)": lambda: _timed(api, Path("/"), env),
+        f"{BUILD_GIB} GiB build, podman build": lambda: _timed(cli, Path("/"), env),
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    try:
+        for _ in range(repeats):
+            for name, case in cases.items():
+                times[name].append(case())
+                subprocess.run(remove, capture_output=True)
+    finally:
+        subprocess.run(remove, capture_output=True)
+        shutil.rmtree(context, ignore_errors=True)
+    med = {name: statistics.median(runs) for name, runs in times.items()}
+    print()
+    for name, runs in times.items():
+        print(f"{name:34} {med[name]:9.2f}   {' '.join(f'{r:.2f}' for r in runs)}")
+    api_s, cli_s = med.values()
+    print(f"\nbuild through the API socket / podman build: {api_s / cli_s:.2f}x")
 
 
 if __name__ == "__main__":

@@ -163,7 +163,8 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
     and files freed);
     with --images, images this store's runs made that no run still in the store uses (never
     another store's, the base image, one built on top of it or tagged outside repro-env), and the
-    image archives Slurm jobs' nodes loaded them from.
+    image archives Slurm jobs' nodes loaded them from (and those images from the nodes' Podman
+    storages this machine sees).
     Works on a full disk.
 
     Files a docker run killed with its repro wrote in its copy of the project (checkpoints)
@@ -213,14 +214,8 @@ def gc(app: Any, with_images: bool, dry_run: bool) -> None:
 def _unused_images(store: Any, base: str, dry_run: bool) -> None:
     """Remove the images this store made that none of its runs uses any more, and say what was
     removed, what was kept and why, and the space freed."""
-    from repro.backends.slurm.images import unused_archives
-
     verb = "would remove" if dry_run else "removed"
-    for archive in unused_archives(store.dir, store_images.needed(store)):  # a Slurm job's nodes loaded it
-        size = ui.human_bytes(_size(archive))
-        ui.out(f"{verb} image archive {archive.name} ({size}, for a Slurm job's nodes)")
-        if not dry_run:
-            archive.unlink(missing_ok=True)
+    _node_images(store, dry_run)
     unused = store_images.unused(store)
     if not unused:
         ui.info("no unused images of this store")
@@ -240,6 +235,23 @@ def _unused_images(store: Any, base: str, dry_run: bool) -> None:
         ui.out(f"would free at least {ui.human_bytes(sum(img.size for img in sweep.removed))}")
     if not sweep.removed and not sweep.kept:
         ui.info("no unused images of this store")
+
+
+def _node_images(store: Any, dry_run: bool) -> None:
+    """The image archives a Slurm job's nodes loaded that no run uses, and their images in the nodes'
+    Podman storages this machine sees (each node loads one again from an archive where it needs it)."""
+    from repro.backends.slurm.images import prune_node_storages, unused_archives
+
+    verb = "would remove" if dry_run else "removed"
+    archives = unused_archives(store.dir, store_images.needed(store))
+    for archive in archives:
+        size = ui.human_bytes(_size(archive))
+        ui.out(f"{verb} image archive {archive.name} ({size}, for a Slurm job's nodes)")
+        if not dry_run:
+            archive.unlink(missing_ok=True)
+    for done in prune_node_storages([f"sha256:{a.stem}" for a in archives], dry_run):
+        where = f"image {done.image[:19]} in node {done.node}'s Podman storage"
+        ui.out(f"{verb} {where}" if done.removed else f"kept {where}: {done.why}")
 
 
 def _image_name(image_id: str, tags: list[str]) -> str:

@@ -131,7 +131,8 @@ TABLE: dict[str, Entry] = {
         "kept checkpoint copies and outputs of older runs over store.max_bytes (then says the "
         "bytes and files freed); with --images, images this store's runs made that no run still "
         "in the store uses (never another store's, the base image, one built on top of it or "
-        "tagged outside repro-env), and the image archives Slurm jobs' nodes loaded them from.",
+        "tagged outside repro-env), and the image archives Slurm jobs' nodes loaded them from "
+        "(and those images from the nodes' Podman storages this machine sees).",
     ),
     "lock": Entry(
         "lock_cmd",

@@ -15,7 +15,7 @@ import json
 import shutil
 import tarfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -99,6 +99,12 @@ def _saved_with_tags(image_id: str, repo_tags: list[str]) -> bytes:
     """`docker save` of one image, its manifest and legacy `repositories` rewritten to name ``repo_tags``."""
     with engine(timeout=600) as client:
         raw = b"".join(client.api.get_image(image_id, chunk_size=1 << 20))
+    return with_tags(raw, repo_tags)
+
+
+def with_tags(raw: bytes, repo_tags: list[str]) -> bytes:
+    """An image archive (as `docker save` or `podman save` writes it), its manifest and legacy
+    `repositories` rewritten to name ``repo_tags``."""
     members: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         for info in tar:
@@ -155,21 +161,58 @@ def _new_project(path: Path) -> Project:
 # --------------------------------------------------------------------------- carried images
 
 
+class DockerImages:
+    """The engine a tag-swap scenario runs against: Docker's, as root (see `tests.integration.test_podman`
+    for rootless Podman's)."""
+
+    def tags(self) -> dict[str, str]:
+        return _tags()
+
+    def exists(self, ref: str) -> bool:
+        return _exists(ref)
+
+    def build(self, dockerfile: str, tag: str, label: str) -> str:
+        return _build(dockerfile, tag, label)
+
+    def remove(self, *refs: str) -> None:
+        _remove(*refs)
+
+    def saved_with_tags(self, image_id: str, repo_tags: list[str]) -> bytes:
+        return _saved_with_tags(image_id, repo_tags)
+
+
 def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path, made: list[str]) -> None:
     key = uuid.uuid4().hex[:12]
     _probe_project(project, nonce=f"carried test {key}")  # an image of its own, not one others share
     assert project.repro("run", "--backend", "docker", "probe.py").code == 0
     original = show_json(project)
-    genuine = original["deps"]["image"]
-    made.append(genuine["id"])
+    made.append(original["deps"]["image"]["id"])
     tar = tmp_path / "export" / "probe.tar"
     r = project.repro("export", "latest", "-o", str(tar), "--with-image")
     assert r.code == 0, r.err
+    swap_tags(DockerImages(), project, original, tar, lambda name: _new_project(tmp_path / name), made)
+
+
+def swap_tags(
+    images: DockerImages,
+    project: Project,
+    original: dict[str, Any],
+    tar: Path,
+    new_project: Callable[[str], Project],
+    made: list[str],
+) -> None:
+    """A capsule's image archive replaced by an attacker's that names the base image, the genuine image's
+    tag and others: refused while the record is the genuine one; loaded nameless, under repro's own tag
+    only, when the record is edited to match; no tag moved either way. ``tar`` is ``original``'s
+    ``export --with-image`` from ``project``, whose image only this test uses."""
+    key = uuid.uuid4().hex[:12]
+    genuine = original["deps"]["image"]
+    work = tar.parent
 
     # The attacker's image: built on the base, saved under the base image's name and others.
     hostile_tag = f"repro-hostile-test:{key}"
     steps = "RUN ln -s /usr/bin/python3 /usr/local/bin/python && echo owned > /hostile\n"
-    hostile = _build(f"FROM {DEFAULT_BASE_IMAGE}\n{steps}", hostile_tag, f"hostile-{key}")
+    hostile = images.build(f"FROM {DEFAULT_BASE_IMAGE}\n{steps}", hostile_tag, f"hostile-{key}")
     made.append(hostile)
     names = [
         DEFAULT_BASE_IMAGE,
@@ -177,41 +220,44 @@ def test_a_replaced_image_archive_moves_no_tag(project: Project, tmp_path: Path,
         f"repro-victim-test:{key}",
         f"localhost:5000/team/train:{key}",
     ]
-    archive = _saved_with_tags(hostile, names)
-    _remove(hostile_tag, genuine["id"])  # the victim's engine has neither: the replay must load
-    assert not _exists(hostile)
-    before = _tags()
+    archive = images.saved_with_tags(hostile, names)
+    images.remove(hostile_tag, genuine["id"])  # the victim's engine has neither: the replay must load
+    assert not images.exists(hostile)
+    before = images.tags()
+
+    def unmoved() -> bool:
+        return _unmoved(before, images.tags())
 
     # 1. The archive replaced, the record left as it was: refused before anything is loaded.
-    swapped = forge(tar, tmp_path / "swapped.tar", lambda rec: None, replace={IMAGE_MEMBER: archive})
-    r = project.repro("replay", str(swapped), cwd=_new_project(tmp_path / "one").root)
+    swapped = forge(tar, work / "swapped.tar", lambda rec: None, replace={IMAGE_MEMBER: archive})
+    r = project.repro("replay", str(swapped), cwd=new_project("one").root)
     assert r.code == 6, r.out + r.err
     assert "not the recorded image" in r.err and "Traceback" not in r.err
-    assert _unmoved(before) and not _exists(hostile)
-    assert not any(_exists(n) for n in names[2:])
+    assert unmoved() and not images.exists(hostile)
+    assert not any(images.exists(n) for n in names[2:])
 
     # 2. The record edited to match, naming the base image as its tag: loaded nameless, checked
     # against the recorded id, tagged in repro's namespace only, and the run contained in it.
     def claim(rec: dict[str, Any]) -> None:
         rec["deps"]["image"].update(id=hostile, tag=DEFAULT_BASE_IMAGE, base=DEFAULT_BASE_IMAGE)
 
-    matched = forge(tar, tmp_path / "matched.tar", claim, replace={IMAGE_MEMBER: archive})
-    elsewhere = _new_project(tmp_path / "two")
+    matched = forge(tar, work / "matched.tar", claim, replace={IMAGE_MEMBER: archive})
+    elsewhere = new_project("two")
     r = project.repro("replay", str(matched), "--json", cwd=elsewhere.root)
     assert r.code == 5, r.out + r.err  # it ran in the attacker's image (/hostile), so outputs differ
     assert "outputs/probe.json" in r.out
-    new = {t: i for t, i in _tags().items() if t not in before and i == hostile}
+    new = {t: i for t, i in images.tags().items() if t not in before and i == hostile}
     assert new == {f"repro-env:sha256-{hostile[7:31]}": hostile}, new
-    assert _unmoved(before)
-    assert not any(_exists(n) for n in names[2:])
+    assert unmoved()
+    assert not any(images.exists(n) for n in names[2:])
     replay = show_json(elsewhere)
     assert replay["deps"]["image"]["id"] == hostile and replay["deps"]["image"]["loaded"] is True
     assert replay["deps"]["image"]["tag"] == f"repro-env:sha256-{hostile[7:31]}"
 
     # The genuine capsule still replays in its own image, loaded and named by its id.
-    r = project.repro("replay", str(tar), "--json", cwd=_new_project(tmp_path / "three").root)
+    r = project.repro("replay", str(tar), "--json", cwd=new_project("three").root)
     assert r.code == 0 and json.loads(r.out)["status"] == "identical", r.out + r.err
-    assert _tags()[f"repro-env:sha256-{genuine['id'][7:31]}"] == genuine["id"] and _unmoved(before)
+    assert images.tags()[f"repro-env:sha256-{genuine['id'][7:31]}"] == genuine["id"] and unmoved()
 
     # Later builds start from the real base: replaying the original rebuilds it identical.
     r = project.repro("replay", original["id"], "--json")
@@ -261,9 +307,9 @@ def test_a_member_name_the_engine_would_clean_is_refused(
     assert _tags()[victim_tag] == victim and _unmoved(before) and not _exists(genuine)
 
 
-def _unmoved(before: dict[str, str]) -> bool:
+def _unmoved(before: dict[str, str], after: dict[str, str] | None = None) -> bool:
     """Every tag that existed before and still exists names the same image (others' work may come and go)."""
-    after = _tags()
+    after = _tags() if after is None else after
     return all(after[t] == i for t, i in before.items() if t in after) and DEFAULT_BASE_IMAGE in after
 
 

@@ -1,6 +1,8 @@
 """The podman backend as a user without root and without Docker: rootless Podman, driven by `repro` run
 as the unprivileged user `scripts/podman-up.sh` makes (this suite runs as root in CI; `runuser` drops to
-that user, in a project it owns). One image build is shared by every run here: the quick-start's lock.
+that user, in a project it owns). One image build is shared by the runs here: the quick-start's lock;
+the tests that carry an image archive share one smaller image (a one-wheel lock, no torch), exported with
+its image once (`tiny`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import CliResult, Project
+from tests.integration.test_hostile_images import PROBE as IMAGE_PROBE
+from tests.integration.test_hostile_images import TEST_LABEL, DockerImages, _tiny_lock, swap_tags, with_tags
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -302,21 +307,40 @@ def _archive_names(capsule: Path) -> list[str]:
     return []
 
 
-def test_a_capsule_with_its_image_replays_elsewhere_loaded_only_as_repro_rebuilt_it(
-    rootless: Rootless,
-) -> None:
-    assert rootless.repro("run", "--backend", "podman", "--", "python", "probe.py").code == 0
-    image = rootless.record()["deps"]["image"]  # type: ignore[index]
-    tar = rootless.root.parent / "with-image.tar"
-    r = rootless.repro("export", "latest", "-o", str(tar), "--with-image")
+@pytest.fixture(scope="module")
+def tiny(rootless: Rootless) -> Iterator[tuple[RootlessProject, dict[str, Any], Path]]:
+    """A project of the user's whose lock is one small wheel (no torch), run once on Podman, and its
+    `export --with-image`: the one image archive this module saves, shared by the tests that carry one."""
+    top = rootless.root.parent / "tiny"
+    top.mkdir()
+    project = RootlessProject.made(top)
+    project.write(".gitignore", "outputs/\n")
+    project.write("probe.py", IMAGE_PROBE)
+    project.write("requirements.txt", _tiny_lock() + f"# podman tiny {secrets.token_hex(6)}\n")
+    project.commit("probe")  # a lock of its own: this module's image, which only it uses
+    r = project.repro("run", "--backend", "podman", "probe.py")
     assert r.code == 0, r.out + r.err
+    record = project.user.record()
+    tar = top / "with-image.tar"
+    r = project.repro("export", "latest", "-o", str(tar), "--with-image")
+    assert r.code == 0, r.out + r.err
+    try:
+        yield project, record, tar
+    finally:
+        PodmanImages().remove(str(record["deps"]["image"]["id"]))  # type: ignore[index]
+
+
+def test_a_capsule_with_its_image_replays_elsewhere_loaded_only_as_repro_rebuilt_it(
+    rootless: Rootless, tiny: tuple[RootlessProject, dict[str, Any], Path]
+) -> None:
+    _, record, tar = tiny
+    image = record["deps"]["image"]
     assert _archive_names(tar)  # the archive names its image: a load as it is would apply that name
 
     # Elsewhere: another Podman storage, which holds neither the image nor the base image.
     elsewhere = rootless.root.parent / "with-image-elsewhere"
     storage = rootless.root.parent / "with-image-storage"
-    assert _as_user("mkdir", "-p", str(elsewhere / "data"), str(storage)).code == 0
-    assert _as_user("cp", str(rootless.root / "data" / "points.csv"), str(elsewhere / "data")).code == 0
+    assert _as_user("mkdir", "-p", str(elsewhere), str(storage)).code == 0
     conf = storage / "config" / "containers" / "storage.conf"  # rootless Podman reads the user's own
     assert _as_user("mkdir", "-p", str(conf.parent)).code == 0
     roots = f'graphroot = "{storage}/graph"\nrunroot = "{storage}/run"\n'
@@ -334,9 +358,79 @@ def test_a_capsule_with_its_image_replays_elsewhere_loaded_only_as_repro_rebuilt
         names = {line.rsplit("/", 1)[-1] for line in listed.out.split()}
         assert names == {f"repro-env:sha256-{str(image['id'])[7:31]}"}, listed.out + listed.err
         assert _foreign_owned(elsewhere) == []
-    finally:  # that storage's images and layers, removed as Podman removes them
-        _as_user("podman", "system", "reset", "--force", env=other, timeout=600)
-        tar.unlink(missing_ok=True)
+    finally:  # that storage's files, as the user's namespace owns them (no `system reset`: it would
+        # also empty the runtime directory every Podman of this user shares)
+        _as_user("podman", "unshare", "rm", "-rf", str(storage), timeout=600)
+
+
+class PodmanImages(DockerImages):
+    """The user's rootless Podman storage, for the tag-swap scenario the docker engine's tests run:
+    the podman command, as the user (names shown as Docker shows them: no ``localhost/``)."""
+
+    def _podman(self, *args: str, check: bool = True) -> CliResult:
+        done = _as_user("podman", *args, timeout=900)
+        assert done.code == 0 or not check, done.err
+        return done
+
+    def tags(self) -> dict[str, str]:
+        listed = self._podman("images", "--all", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}")
+        found = {}
+        for line in listed.out.splitlines():
+            image, _, name = line.partition(" ")
+            if name != "<none>:<none>":
+                found[name.removeprefix("localhost/").removeprefix("docker.io/library/")] = image
+        return found
+
+    def exists(self, ref: str) -> bool:
+        return self._podman("image", "exists", ref, check=False).code == 0
+
+    def build(self, dockerfile: str, tag: str, label: str) -> str:
+        context = Path(tempfile.mkdtemp(prefix="repro-podman-build-"))
+        try:
+            (context / "Dockerfile").write_text(dockerfile)
+            give(context)
+            self._podman(
+                "build", "-q", "--network=none", f"--label={TEST_LABEL}={label}", "-t", tag, str(context)
+            )
+        finally:
+            shutil.rmtree(context, ignore_errors=True)
+        return "sha256:" + self._podman("image", "inspect", "--format", "{{.Id}}", tag).out.strip()
+
+    def remove(self, *refs: str) -> None:
+        for ref in refs:
+            self._podman("rmi", "-f", ref, check=False)
+
+    def saved_with_tags(self, image_id: str, repo_tags: list[str]) -> bytes:
+        folder = Path(tempfile.mkdtemp(prefix="repro-podman-save-"))
+        try:
+            give(folder)
+            self._podman("save", "--format=docker-archive", "-o", str(folder / "image.tar"), image_id)
+            return with_tags((folder / "image.tar").read_bytes(), repo_tags)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_an_archive_naming_the_base_image_moves_no_tag_in_podman(
+    rootless: Rootless, tiny: tuple[RootlessProject, dict[str, Any], Path]
+) -> None:
+    project, record, tar = tiny
+    made: list[str] = []
+    images = PodmanImages()
+    work = rootless.root.parent / "tag-swap"
+    work.mkdir()
+
+    def new_project(name: str) -> Project:
+        (work / name).mkdir()
+        other = RootlessProject.made(work / name)
+        other.write(".gitignore", "outputs/\n")
+        other.commit("init")
+        return other
+
+    genuine = str(record["deps"]["image"]["id"])
+    try:
+        swap_tags(images, project, record, tar, new_project, made)
+    finally:  # not the genuine image: the module's other tests share it (the fixture removes it)
+        images.remove(*[image for image in reversed(made) if image != genuine])
 
 
 class RootlessProject(Project):

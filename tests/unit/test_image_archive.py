@@ -348,3 +348,27 @@ def test_a_ledger_that_cannot_be_written_loses_the_note_not_the_run(tmp_path: Pa
     missing = tmp_path / "no-store-here"
     store_images.note(missing, store_images.ImageUse(ID_A, None, made=True))
     assert not missing.exists() and store_images.uses(missing) == []
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Loaded image ID: {id}",  # Docker
+        "Loaded image: {id}",  # Podman's Docker-compatible API, for a nameless archive
+    ],
+)
+def test_the_ids_an_engine_says_it_loaded_are_read_from_either_engine_s_words(said: str) -> None:
+    """What the engine says it loaded is what repro removes again when the load was not the recorded
+    image: read from Docker's words and Podman's alike."""
+    from repro.backends.docker.archive import load_image
+
+    image = "sha256:" + hashlib.sha256(b"loaded").hexdigest()
+
+    class Api:
+        def load_image(self, archive: object) -> Iterator[dict[str, str]]:
+            yield {"stream": said.format(id=image) + "\n"}
+
+    class Client:
+        api = Api()
+
+    assert load_image(Client(), [b""], lambda event: None) == [image]

@@ -23,7 +23,7 @@ from repro.backends.base import (
 from repro.backends.docker.engine import engine, find_image
 from repro.errors import BuildError, CapsuleInvalid, NotFoundError
 
-_LOADED = re.compile(r"Loaded image ID: (sha256:[0-9a-f]{64})")
+_LOADED = re.compile(r"Loaded image(?: ID)?: (sha256:[0-9a-f]{64})")  # Docker; Podman says "image:"
 
 
 def carried_image(

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from repro.backends.base import (
     runtime_source,
 )
 from repro.backends.slurm import sbatch
+from repro.backends.slurm.images import storage_base
 from repro.backends.slurm.options import SlurmOptions, checked
 from repro.collect.checkpoints import RESUMED_FROM_ENV
 from repro.errors import UsageError
@@ -20,7 +20,6 @@ from repro.runtime import contract
 
 JOB_DIR = "slurm"  # under the runtime dir: the batch script, the job's and each node's output
 NODE_LOGS = "ranks-by-node"  # torchrun's per-rank logs, one directory per node, before renumbering
-NODE_STORAGE = "/tmp"  # node-local: each node's Podman storage, one directory per node name, below it
 _SCRUB = ("RANK", "WORLD_SIZE", "LOCAL_RANK", contract.BOOT_PID_ENV, "PYTHONSTARTUP")
 
 
@@ -138,6 +137,6 @@ def _launch(
         names = sorted({*env, RESUMED_FROM_ENV, contract.ATTEMPT_ENV} if options.requeue else set(env))
         launcher += [f"--image={image}", f"--bind={','.join(binds)}", f"--pass-env={','.join(names)}"]
         if options.environment == "podman":
-            launcher += ["--engine=podman", f"--storage={NODE_STORAGE}/repro-podman-{os.getuid()}"]
+            launcher += ["--engine=podman", f"--storage={storage_base()}"]
             launcher += [f"--archive={archive}"] if archive else []
     return [*srun, *launcher]
