@@ -115,7 +115,7 @@ def export_run(
                 image_size = registry.save_image(loaded.record, archive)
             carried = data.blobs if data is not None else None
             written = pack(
-                loaded.record, loaded.unchecked_path, work / "capsule.tar", archive, signer, attester, carried
+                loaded.record, loaded.unchecked_file, work / "capsule.tar", archive, signer, attester, carried
             )
             os.replace(written, dest)
     except OSError as e:  # name the destination: a failed write() names no file, the rest our own
