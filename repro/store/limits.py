@@ -131,7 +131,9 @@ def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
     no longer than a file system takes (`MAX_PATH_BYTES`, each part `MAX_PATH_PART_BYTES`)."""
     if not isinstance(value, str) or not value or "\0" in value or "\\" in value:
         return False
-    if len(value) > MAX_PATH_BYTES or any(
+    if len(value) > MAX_PATH_BYTES:
+        return False
+    if (not value.isascii() or len(value) > MAX_PATH_PART_BYTES) and any(  # an ASCII part: a byte a character
         len(part.encode("utf-8", "surrogateescape")) > MAX_PATH_PART_BYTES for part in value.split("/")
     ):
         return False
