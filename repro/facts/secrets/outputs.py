@@ -112,7 +112,7 @@ class _Cache:
         """What each of ``digests`` the cache knows holds; those it does not know are left out."""
         if self._conn is None:
             return {}
-        ordered, known = sorted(digests), {}
+        ordered, known = sorted(digests), dict[str, str]()
         try:
             for i in range(0, len(ordered), _BATCH):
                 batch = ordered[i : i + _BATCH]
