@@ -11,7 +11,6 @@ capsule of thousands of small blobs costs a few system calls per member.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import os
@@ -30,6 +29,7 @@ from repro.store.capsule import (
     SUMS_NAME,
     blob_member,
 )
+from repro.store.hashing import hash_bytes
 from repro.store.record import Record
 from repro.store.recordio import dump_record
 
@@ -54,16 +54,14 @@ def _header(name: str, size: int) -> bytes:
     header of another member for an ASCII name of up to 100 bytes (a plain ustar header: only the
     name, the size and the checksum differ; the checksum is the template's sum plus theirs);
     `tarfile`'s own for any other."""
-    if not name.isascii() or len(name) > 100 or not 0 <= size < 8**11:
-        return _tarinfo(name, size).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
-    raw = name.encode("ascii")
-    middle, mtime, tail, base = _template()
-    size_field = b"%011o\0" % size
-    checksum = base + sum(raw) + sum(size_field)
-    return b"".join((raw.ljust(100, b"\0"), middle, size_field, mtime, b"%06o\0 " % checksum, tail))
+    if size < _MAX_SIZE and len(name) <= 100 and name.isascii() and size >= 0:
+        raw = name.encode("ascii")
+        size_field = b"%011o\0" % size
+        checksum = _SUM + sum(raw) + sum(size_field)
+        return b"".join((raw, _NULS[len(raw) :], _MIDDLE, size_field, _MTIME, b"%06o\0 " % checksum, _TAIL))
+    return _tarinfo(name, size).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
 
 
-@functools.lru_cache(maxsize=1)
 def _template() -> tuple[bytes, bytes, bytes, int]:
     """The parts of `tarfile`'s header that are the same for every member: what lies between the
     name and the size field, the mtime field, what follows the checksum field; and the sum of
@@ -73,15 +71,10 @@ def _template() -> tuple[bytes, bytes, bytes, int]:
     return middle, mtime, tail, sum(middle) + sum(mtime) + 8 * ord(" ") + sum(tail)
 
 
+_MIDDLE, _MTIME, _TAIL, _SUM = _template()
+_NULS = bytes(100)
+_MAX_SIZE = 8**11  # the largest size a plain ustar header holds, plus one
 _ZEROS = bytes(_BLOCK)
-
-
-def _xxh3_hex(data: bytes) -> str:
-    """The xxh3-128 of ``data`` (hex): a blob's content-address name."""
-    import xxhash
-
-    digest: str = xxhash.xxh3_128_hexdigest(data)
-    return digest
 
 
 class _NotAFile(OSError):
@@ -136,7 +129,7 @@ class _TarStream:
         if len(pending) >= _GATHER:
             self.out.write(pending)
             pending.clear()
-        return hashlib.sha256(data).hexdigest(), _xxh3_hex(data) if blob else None
+        return hashlib.sha256(data).hexdigest(), hash_bytes(data) if blob else None
 
     def _add_large(
         self, name: str, fd: int, size: int, path: Path | str, blob: bool
@@ -264,7 +257,7 @@ def _entries(
     lists: dict[str, bytes] = {}
 
     def keep(raw: bytes) -> str:
-        digest = _xxh3_hex(raw)
+        digest = hash_bytes(raw)
         lists[digest] = raw
         return digest
 
