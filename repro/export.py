@@ -22,17 +22,19 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro.errors import CapsuleInvalid, SecretsInOutputs, UsageError, from_os_error
-from repro.store import atomic, attestation, datablobs, dsse, limits, oms, signing
+from repro.store import atomic
 from repro.store.capsule import ATTESTATION_NAME, MODEL_SIGNATURE_NAME, blob_member
-from repro.store.hashing import hash_file
 from repro.store.processes import pid_alive
-from repro.store.record import Record
-from repro.store.runs import LoadedRun, Store
-from repro.store.signing import SigningKey
-from repro.store.tarwriter import pack
 from repro.units import human_bytes, plural
+
+if TYPE_CHECKING:  # a plain export imports none of what signing, attesting or carrying data needs
+    from repro.store import datablobs
+    from repro.store.record import Record
+    from repro.store.runs import LoadedRun, Store
+    from repro.store.signing import SigningKey
 
 NOTES_DIR = "exports"  # under .repro/: one note per export in progress
 _WORK = re.compile(r"^\.(?P<name>.+)\.repro-export-(?P<pid>\d+)$")  # the working directory's name
@@ -101,7 +103,13 @@ def export_run(
             "it has no image to carry",
             hint="export it without --with-image, or run it with --backend docker",
         )
-    signer = functools.partial(signing.sign, key) if key is not None else None
+    from repro.store.tarwriter import pack
+
+    signer = None
+    if key is not None:
+        from repro.store import signing
+
+        signer = functools.partial(signing.sign, key)
     attester = _attester(loaded, store, key, attest_format) if attest else None
     image_size: int | None = None
     work = _work_path(dest)
@@ -115,7 +123,7 @@ def export_run(
                 image_size = registry.save_image(loaded.record, archive)
             carried = data.blobs if data is not None else None
             written = pack(
-                loaded.record, loaded.unchecked_path, work / "capsule.tar", archive, signer, attester, carried
+                loaded.record, loaded.unchecked_file, work / "capsule.tar", archive, signer, attester, carried
             )
             os.replace(written, dest)
     except OSError as e:  # name the destination: a failed write() names no file, the rest our own
@@ -152,6 +160,9 @@ def carried_data(loaded: LoadedRun, store: Store, remote: Path | None, limit: in
         CapsuleInvalid: a manifest blob is missing; a kept blob does not match its name.
         OSFailure: a blob could not be written to the remote.
     """
+    from repro.store import datablobs
+    from repro.store.hashing import hash_file
+
     record = loaded.record
     if not record.data.inputs:
         raise UsageError(
@@ -183,6 +194,8 @@ def carried_data(loaded: LoadedRun, store: Store, remote: Path | None, limit: in
 
 def data_roots(loaded: LoadedRun, store: Store, remote: Path | None) -> datablobs.BlobRoots:
     """Where the blobs of ``loaded``'s data may lie: its capsule, the store, the data remote."""
+    from repro.store import datablobs
+
     return datablobs.blob_roots(loaded.blob_root if loaded.from_capsule else None, store.dir, remote)
 
 
@@ -192,6 +205,8 @@ def _into_remote(source: Path, digest: str, remote: Path) -> Path:
     Raises:
         CapsuleInvalid: it changed while it was copied. OSFailure: the remote could not be written.
     """
+    from repro.store import datablobs
+
     try:
         return datablobs.put(source, digest, remote)
     except CapsuleInvalid:
@@ -209,6 +224,8 @@ def _attester(
     Raises:
         UsageError: a run that cannot be attested; an HMAC key; for oms, no key or not ECDSA P-256.
     """
+    from repro.store import attestation, dsse, oms
+
     attestation.require_attestable(loaded.record)
     if attest_format == "oms":
         if key is None:
@@ -337,11 +354,17 @@ class Exporter:
 def _write_capsule(request: ExportRequest, dest: Path) -> Exported:
     """The capsule tar (`export_run`), after the checks its options call for."""
     loaded = request.loaded
-    key = signing.load_signing_key(request.sign_path) if request.sign_path is not None else None
+    key = None
+    if request.sign_path is not None:
+        from repro.store import signing
+
+        key = signing.load_signing_key(request.sign_path)
     if not request.allow_secrets:
         refuse_secrets_in_outputs(loaded, request.store)
     data = None
     if request.with_data:
+        from repro.store import datablobs, limits
+
         remote = datablobs.remote_root(request.data_remote, request.store.root)
         data = carried_data(loaded, request.store, remote, request.max_data_size or limits.MAX_DATA_BYTES)
         request.say(f"carrying {plural(data.files, 'data file')} ({human_bytes(data.size)}) in the capsule")

@@ -119,6 +119,8 @@ def raise_for_status(record: Record) -> None:
 
 def say_if_replay(record: Record, verb: str) -> None:
     """Say in one line when the run a command acts on is a replay, naming the original."""
+    if not record.parent:  # no original to name: the renderers are not imported (`repro export` of a run)
+        return
     from repro.ui.records import replay_note
 
     note = replay_note(record, verb)

@@ -11,10 +11,8 @@ from repro import ui
 from repro.cli import options
 from repro.cli.completion import complete_ref
 from repro.cli.context import AppContext, pass_app
-from repro.cli.events import say_if_replay
 from repro.errors import CapsuleInvalid, UsageError
 from repro.export import EXPORTERS, Exported, ExportRequest, data_roots, exporter
-from repro.ui import records as render
 
 if TYPE_CHECKING:  # what only one command needs is imported in it (`repro ls` pays for none of it)
     from repro.rerun.inputs import InputSource
@@ -34,6 +32,8 @@ def ls(app: AppContext, as_json: bool, last: int | None, reverse: bool) -> None:
     Commands are quoted as a shell reads them, so one can be pasted back. On a terminal the
     command column is cut to its width (COLUMNS wins); piped or redirected, lines are whole.
     """
+    from repro.ui import records as render
+
     if app.store.detached_runs():  # Slurm jobs submitted with --detach: seal those that ended
         from repro.cli.events import on_event
         from repro.run.execute import settle_detached
@@ -64,6 +64,7 @@ def show(app: AppContext, ref: str, as_json: bool) -> None:
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
     from repro.facts.lockplan import run_packages
     from repro.store import attestation, oms
+    from repro.ui import records as render
 
     # The text names the first outputs and counts the code files: a code list kept as a blob is not read.
     loaded = app.store.resolve(ref) if as_json else app.store.resolve(ref, lists=("results.outputs",))
@@ -148,6 +149,8 @@ def export(
     repro export latest --as slurm -o job.sbatch          sbatch job.sbatch   (from the project's checkout)
     repro export latest --as k8s --image reg/x@sha256:… -o job.yaml   kubectl apply -f job.yaml
     """
+    from repro.cli.events import say_if_replay
+
     _seal_killed(app, ref)
     loaded = app.store.resolve(ref)
     say_if_replay(loaded.record, "export")
@@ -165,6 +168,8 @@ def export(
     if entry.capsule:
         _say_exported(loaded.record, as_, dest, done, as_json)
     elif as_json:
+        from repro.ui import records as render
+
         ui.json_out(render.export_dict(loaded.record.id, as_, dest, done.size, None, None))
     else:
         ui.out(f"exported {loaded.record.id} → {dest} ({as_})")
@@ -201,6 +206,8 @@ def _refuse_capsule_options(
 def _say_exported(record: Record, as_: str, dest: Path, done: Exported, as_json: bool) -> None:
     """What `repro export` wrote as a capsule: a line for people, or its JSON answer."""
     if as_json:
+        from repro.ui import records as render
+
         ui.json_out(
             render.export_dict(
                 record.id, as_, done.path, done.size, done.image_size, done.key_id, done.data_size
@@ -236,7 +243,9 @@ def get(app: AppContext, ref: str, paths: tuple[str, ...], dest: Path, force: bo
     repro get run.tar checkpoints -o out/ --force  a folder of a capsule's outputs, replacing
 
     REF: id, id prefix, latest, latest~N, a run dir or a capsule file."""
+    from repro.cli.events import say_if_replay
     from repro.get import get_files
+    from repro.ui import records as render
 
     loaded = app.store.resolve(ref, lists=("results.outputs",))
     say_if_replay(loaded.record, "get")
@@ -262,6 +271,8 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
     key <id>" or "not signed"; with --key the signature is checked: a holder of that key
     sealed it and no member changed since (exit 6 otherwise). A missing file is exit 2.
     """
+    from repro.ui import records as render
+
     try:
         _verify(app, ref, as_json, trust)
     except CapsuleInvalid as e:
@@ -273,6 +284,7 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
 def _verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     from repro.store import signing
     from repro.store.verify import verify_tar
+    from repro.ui import records as render
 
     path = Path(ref)
     image_size: int | None = None

@@ -192,15 +192,20 @@ def parse_json(text: str | bytes) -> Any:
 
 
 def _deeper_than(value: Any, bound: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        if not children:
-            continue
+    """Whether a container deeper than ``bound`` holds anything; walked a level at a time (one
+    comprehension a level: a list of 5,000 rows costs a few milliseconds, not a loop each)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:
         if depth > bound:
-            return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+            return any(level)
+        level = [
+            c
+            for item in level
+            for c in (item.values() if isinstance(item, dict) else item)
+            if isinstance(c, (dict, list))
+        ]
+        depth += 1
     return False
 
 

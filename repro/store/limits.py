@@ -11,7 +11,6 @@ here once; `capsule.py` (the record) and `verify.py` (the tar) apply them.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -131,16 +130,17 @@ def is_safe_relpath(value: str, allow_dot: bool = False) -> bool:
     no longer than a file system takes (`MAX_PATH_BYTES`, each part `MAX_PATH_PART_BYTES`)."""
     if not isinstance(value, str) or not value or "\0" in value or "\\" in value:
         return False
-    if len(value) > MAX_PATH_BYTES or any(
-        len(part.encode("utf-8", "surrogateescape")) > MAX_PATH_PART_BYTES for part in value.split("/")
-    ):
+    if len(value) > MAX_PATH_BYTES:
         return False
     if value == ".":
         return allow_dot
-    trimmed = value[:-1] if value.endswith("/") else value
-    if trimmed.startswith("/") or posixpath.normpath(trimmed) != trimmed:
-        return False
-    return ".." not in trimmed.split("/")
+    # Normalised and inside: no empty part (`/a`, `a//b`, `a//`), no `.` and no `..` (one `/` may end it).
+    parts = (value[:-1] if value.endswith("/") else value).split("/")
+    if "" in parts or "." in parts or ".." in parts:
+        return parts == ["."]  # `./`: what normpath leaves as it is
+    if value.isascii() and len(value) <= MAX_PATH_PART_BYTES:  # no part can be longer (a byte a character)
+        return True
+    return all(len(part.encode("utf-8", "surrogateescape")) <= MAX_PATH_PART_BYTES for part in parts)
 
 
 def member_name_problem(name: str) -> str | None:

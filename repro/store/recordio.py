@@ -41,18 +41,17 @@ def decode_entries(raw: bytes, name: str) -> list[FileEntry]:
     if not isinstance(rows, list):
         raise CapsuleInvalid(f"the list blob of {name} is not a list")
     entries: list[FileEntry] = []
-    for row in rows:
-        if not (isinstance(row, list) and len(row) == 5):
+    for row in rows:  # JSON gives exact types: `type(x) is int` is an int and not a bool
+        if not (type(row) is list and len(row) == 5):
             raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
         path, size, digest, stored, link = row
         if not (
-            isinstance(path, str)
-            and isinstance(size, int)
-            and not isinstance(size, bool)
+            type(path) is str
+            and type(size) is int
             and size >= 0
-            and isinstance(digest, str)
-            and isinstance(stored, bool)
-            and (link is None or isinstance(link, str))
+            and type(digest) is str
+            and type(stored) is bool
+            and (link is None or type(link) is str)
         ):
             raise CapsuleInvalid(f"the list blob of {name} holds a malformed entry: {str(row)[:80]!r}")
         entries.append(FileEntry(path, size, digest, stored, link))

@@ -121,9 +121,12 @@ class LoadedRun:
         return read_checked(self.blob_root / blob_member(digest), digest)
 
     def unchecked_path(self, digest: str) -> Path:
-        """Where a blob of the run lies, for a reader that checks its bytes as it reads them
-        (`tarwriter.pack`)."""
+        """Where a blob of the run lies, for a reader that checks its bytes as it reads them."""
         return self.blob_root / blob_member(digest)
+
+    def unchecked_file(self, digest: str) -> str:
+        """`unchecked_path` as a string, for a reader of thousands of blobs (`tarwriter.pack`)."""
+        return f"{self.blob_root}{os.sep}{blob_member(digest)}"
 
     def read_lists(self) -> Record:
         """The record with the file lists it keeps as blobs read in (each blob size-bounded and

@@ -11,10 +11,10 @@ capsule of thousands of small blobs costs a few system calls per member.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import os
+import stat
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,9 +29,9 @@ from repro.store.capsule import (
     SUMS_NAME,
     blob_member,
 )
+from repro.store.hashing import hash_bytes
 from repro.store.record import Record
 from repro.store.recordio import dump_record
-from repro.store.verify import blob_digest
 
 _FIXED_MTIME = 0
 _BLOCK = tarfile.BLOCKSIZE
@@ -52,22 +52,33 @@ def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
 def _header(name: str, size: int) -> bytes:
     """The header `tarfile` writes for ``_tarinfo(name, size)`` in PAX format, built from its own
     header of another member for an ASCII name of up to 100 bytes (a plain ustar header: only the
-    name, the size and the checksum differ); `tarfile`'s own for any other."""
-    raw = name.encode("ascii", "replace")
-    if not name.isascii() or len(raw) > 100 or not 0 <= size < 8**11:
-        return _tarinfo(name, size).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
-    middle, tail = _template()
-    head = b"".join((raw.ljust(100, b"\0"), middle, b"%011o\0" % size, tail))
-    checksum = sum(head)  # the checksum field holds eight spaces here, as tarfile counts it
-    return b"".join((head[:148], b"%06o\0" % checksum, head[155:]))
+    name, the size and the checksum differ; the checksum is the template's sum plus theirs);
+    `tarfile`'s own for any other."""
+    if size < _MAX_SIZE and len(name) <= 100 and name.isascii() and size >= 0:
+        raw = name.encode("ascii")
+        size_field = b"%011o\0" % size
+        checksum = _SUM + sum(raw) + sum(size_field)
+        return b"".join((raw, _NULS[len(raw) :], _MIDDLE, size_field, _MTIME, b"%06o\0 " % checksum, _TAIL))
+    return _tarinfo(name, size).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
 
 
-@functools.lru_cache(maxsize=1)
-def _template() -> tuple[bytes, bytes]:
-    """What lies between the name and the size field of `tarfile`'s header, and after the size (the
-    checksum field as eight spaces)."""
+def _template() -> tuple[bytes, bytes, bytes, int]:
+    """The parts of `tarfile`'s header that are the same for every member: what lies between the
+    name and the size field, the mtime field, what follows the checksum field; and the sum of
+    those with the checksum field as eight spaces (as tarfile counts it)."""
     ref = _tarinfo("a", 0).tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
-    return ref[100:124], ref[136:148] + b" " * 8 + ref[156:]
+    middle, mtime, tail = ref[100:124], ref[136:148], ref[156:512]
+    return middle, mtime, tail, sum(middle) + sum(mtime) + 8 * ord(" ") + sum(tail)
+
+
+_MIDDLE, _MTIME, _TAIL, _SUM = _template()
+_NULS = bytes(100)
+_MAX_SIZE = 8**11  # the largest size a plain ustar header holds, plus one
+_ZEROS = bytes(_BLOCK)
+
+
+class _NotAFile(OSError):
+    """What a blob's path names is not a regular file (a directory, a FIFO planted in the store)."""
 
 
 class _TarStream:
@@ -87,35 +98,59 @@ class _TarStream:
     def add_bytes(self, name: str, data: bytes) -> None:
         self._put(_header(name, len(data)))
         self._put(data)
-        self._put(bytes(-len(data) % _BLOCK))
+        self._put(_ZEROS[: -len(data) % _BLOCK])
 
-    def add_file(self, name: str, path: Path, blob: bool) -> tuple[str, str | None]:
-        """Copy a file in; its SHA-256 and, for a blob, its xxh3-128 (hex), from the same read.
+    def add_file(self, name: str, path: Path | str, blob: bool) -> tuple[str, str | None]:
+        """Copy a file in; its SHA-256 and, for a blob, its xxh3-128 (hex), from the same read (a
+        file of up to a gathered block is read whole, in one call).
 
         Raises:
             OSError: it could not be read, or it shrank while it was copied.
         """
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted in the store opens, and is refused
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise _NotAFile(f"{path}: not a regular file")
+            size = st.st_size
+            if size > _GATHER:
+                return self._add_large(name, fd, size, path, blob)
+            data = os.read(fd, size)
+            if len(data) != size:
+                raise OSError(f"{path}: unexpected end of data (the file shrank while it was read)")
+        finally:
+            os.close(fd)
+        header, pad = _header(name, size), -size % _BLOCK
+        pending = self.pending
+        pending += header
+        pending += data
+        pending += _ZEROS[:pad]
+        self.offset += len(header) + size + pad
+        if len(pending) >= _GATHER:
+            self.out.write(pending)
+            pending.clear()
+        return hashlib.sha256(data).hexdigest(), hash_bytes(data) if blob else None
+
+    def _add_large(
+        self, name: str, fd: int, size: int, path: Path | str, blob: bool
+    ) -> tuple[str, str | None]:
+        """`add_file` of a file over a gathered block: copied in chunks, each hashed as it passes."""
         import xxhash
 
         sha = hashlib.sha256()
         xxh = xxhash.xxh3_128() if blob else None
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            self._put(_header(name, size))
-            left = size
-            while left:
-                chunk = os.read(fd, min(left, _GATHER))
-                if not chunk:
-                    raise OSError(f"{path}: unexpected end of data (the file shrank while it was read)")
-                sha.update(chunk)
-                if xxh is not None:
-                    xxh.update(chunk)
-                self._put(chunk)
-                left -= len(chunk)
-        finally:
-            os.close(fd)
-        self._put(bytes(-size % _BLOCK))
+        self._put(_header(name, size))
+        left = size
+        while left:
+            chunk = os.read(fd, min(left, _GATHER))
+            if not chunk:
+                raise OSError(f"{path}: unexpected end of data (the file shrank while it was read)")
+            sha.update(chunk)
+            if xxh is not None:
+                xxh.update(chunk)
+            self._put(chunk)
+            left -= len(chunk)
+        self._put(_ZEROS[: -size % _BLOCK])
         return sha.hexdigest(), xxh.hexdigest() if xxh is not None else None
 
     def close(self) -> None:
@@ -127,7 +162,7 @@ class _TarStream:
 
 def pack(
     record: Record,
-    blob_path: Callable[[str], Path],
+    blob_path: Callable[[str], Path | str],
     dest: Path,
     image_archive: Path | None = None,
     signer: Callable[[bytes], bytes] | None = None,
@@ -139,34 +174,18 @@ def pack(
     attestation member (its name and bytes) made from them; deterministic bytes. ``data``: the
     blobs of the declared inputs' files (digest → file), carried among the other blobs, each
     once. Each blob is checked against its name as it is copied (one read), so ``blob_path`` need
-    not check it first.
+    not check it first, nor that it exists.
 
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store, or replaced.
     """
-    members = _members(record, blob_path, image_archive, data or {})
-    sums: list[str] = []
+    entries = _entries(record, blob_path, image_archive, data or {}, check=False)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
             tar = _TarStream(f)
-            for name, src in members:
-                if isinstance(src, bytes):
-                    tar.add_bytes(name, src)
-                    sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
-                    continue
-                digest = blob_digest(name)
-                sha, xxh = tar.add_file(name, src, blob=digest is not None)
-                if xxh is not None and xxh != digest:
-                    raise CapsuleInvalid(
-                        f"blob {digest} does not match its content-address name (replaced or corrupt): {src}",
-                        member=str(src),
-                        hint="the store was changed by hand or damaged; re-import the run's capsule, "
-                        "or `repro verify RUN` to check every blob",
-                    )
-                sums.append(f"{sha}  {name}")
-            body = ("\n".join(sums) + "\n").encode()
+            body = "".join(_stream(tar, record, entries)).encode()
             tar.add_bytes(SUMS_NAME, body)
             if signer is not None:
                 tar.add_bytes(SIGNATURE_NAME, signer(body))
@@ -179,46 +198,83 @@ def pack(
     return dest
 
 
-def _members(
-    record: Record,
-    blob_path: Callable[[str], Path],
-    image_archive: Path | None,
-    data: dict[str, Path] | None = None,
-) -> list[tuple[str, Path | bytes]]:
-    """A capsule's checksummed members in `pack`'s order: the record's bytes, each blob's file (the
-    record's and the carried data's, in digest order), the image archive.
+def _stream(tar: _TarStream, record: Record, entries: list[_Entry]) -> list[str]:
+    """Write ``entries`` into ``tar``; their SHA256SUMS lines. Each blob is checked against its name.
 
     Raises:
-        CapsuleInvalid: a blob the record refers to is missing from the store.
+        CapsuleInvalid: a blob missing (or not a regular file), or replaced.
     """
-    import xxhash
+    sums: list[str] = []
+    for name, src, digest in entries:
+        if isinstance(src, bytes):
+            tar.add_bytes(name, src)
+            sums.append(f"{hashlib.sha256(src).hexdigest()}  {name}\n")
+            continue
+        try:
+            sha, xxh = tar.add_file(name, src, blob=digest is not None)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, _NotAFile) as e:
+            if digest is None:
+                raise
+            raise _missing(record, digest) from e
+        if xxh != digest:
+            raise CapsuleInvalid(
+                f"blob {digest} does not match its content-address name (replaced or corrupt): {src}",
+                member=str(src),
+                hint="the store was changed by hand or damaged; re-import the run's capsule, "
+                "or `repro verify RUN` to check every blob",
+            )
+        sums.append(f"{sha}  {name}\n")
+    return sums
 
+
+def _missing(record: Record, digest: str) -> CapsuleInvalid:
+    return CapsuleInvalid(
+        f"blob {digest} of run {record.id} is missing from the store",
+        member=blob_member(digest),
+        hint="the store was pruned or damaged; the run cannot be exported whole",
+    )
+
+
+# A capsule member: its name, its bytes or the file holding them, and the digest it is checked
+# against (a blob's; None for the other files).
+_Entry = tuple[str, "Path | str | bytes", "str | None"]
+
+
+def _entries(
+    record: Record,
+    blob_path: Callable[[str], Path | str],
+    image_archive: Path | None,
+    data: dict[str, Path],
+    check: bool = True,
+) -> list[_Entry]:
+    """A capsule's checksummed members in `pack`'s order: the record's bytes, each blob's file (the
+    record's and the carried data's, in digest order), the image archive. With ``check``, each blob
+    file is first found to exist (`pack` finds that as it opens it).
+
+    Raises:
+        CapsuleInvalid: with ``check``, a blob the record refers to is missing from the store.
+    """
     lists: dict[str, bytes] = {}
 
     def keep(raw: bytes) -> str:
-        digest: str = xxhash.xxh3_128_hexdigest(raw)
+        digest = hash_bytes(raw)
         lists[digest] = raw
         return digest
 
-    members: list[tuple[str, Path | bytes]] = [(RECORD_NAME, dump_record(record, keep))]
-    data = data or {}
+    entries: list[_Entry] = [(RECORD_NAME, dump_record(record, keep), None)]
     for digest in sorted(record.blobs() | set(data)):
         if digest in lists:  # a file list: the very bytes the record names
-            members.append((blob_member(digest), lists[digest]))
+            entries.append((blob_member(digest), lists[digest], None))
             continue
         path = data[digest] if digest in data else blob_path(digest)
-        if not path.is_file():
-            raise CapsuleInvalid(
-                f"blob {digest} of run {record.id} is missing from the store",
-                member=blob_member(digest),
-                hint="the store was pruned or damaged; the run cannot be exported whole",
-            )
-        members.append((blob_member(digest), path))
-    if record.deps.pylock_blob and blob_path(record.deps.pylock_blob).is_file():
-        members.append((PYLOCK_MEMBER, blob_path(record.deps.pylock_blob)))  # the lock, for `pip`/`uv` users
+        if check and not os.path.isfile(path):
+            raise _missing(record, digest)
+        entries.append((blob_member(digest), path, digest))
+    if record.deps.pylock_blob and os.path.isfile(pylock := blob_path(record.deps.pylock_blob)):
+        entries.append((PYLOCK_MEMBER, pylock, None))  # the lock, for `pip`/`uv` users
     if image_archive is not None:
-        members.append((IMAGE_MEMBER, image_archive))
-    return members
+        entries.append((IMAGE_MEMBER, image_archive, None))
+    return entries
 
 
 def members(
@@ -230,7 +286,10 @@ def members(
     Raises:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
-    return _members(record, blob_path, None, data)
+    return [
+        (name, Path(src) if isinstance(src, str) else src)
+        for name, src, _ in _entries(record, blob_path, None, data or {})
+    ]
 
 
 def pack_files(files: list[tuple[str, Path, str]], dest: Path) -> Path:
@@ -258,7 +317,7 @@ def capsule_sums(record: Record, blob_path: Callable[[str], Path]) -> bytes:
         CapsuleInvalid: a blob the record refers to is missing from the store.
     """
     lines: list[str] = []
-    for name, src in _members(record, blob_path, None):
+    for name, src, _ in _entries(record, blob_path, None, {}):
         if isinstance(src, bytes):
             lines.append(f"{hashlib.sha256(src).hexdigest()}  {name}")
             continue

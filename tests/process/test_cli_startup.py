@@ -44,3 +44,45 @@ def test_a_command_loads_its_own_module_only(tmp_path: Path) -> None:
     loaded = _loaded_after("from repro.cli import main\nmain(['ls'])", tmp_path)
     assert loaded["commands"] == ["repro.cli.records_cmd"]
     assert not {"torch", "docker", "requests", "repro.run.capture", "repro.start"} & set(loaded["heavy"])
+
+
+# What a plain `repro export` of a run never needs: signing, attesting, carried data, masking,
+# credential files, the record renderers.
+EXPORT_SPARES = (
+    "repro.store.signing",
+    "repro.store.attestation",
+    "repro.store.oms",
+    "repro.store.datablobs",
+    "repro.facts.secrets.mask",
+    "repro.facts.secrets.files",
+    "repro.facts.secrets.redact",
+    "repro.ui.records",
+    "torch",
+    "numpy",
+    "docker",
+)
+
+
+def test_a_plain_export_loads_no_signing_masking_or_rendering_code(tmp_path: Path) -> None:
+    from repro.store.record import FileEntry, Record
+    from repro.store.runs import Store
+
+    store = Store(tmp_path)
+    record = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00")
+    record.command.argv = ["python", "train.py"]
+    record.results.outputs = [
+        FileEntry(f"outputs/sample_{i}.txt", 9, store.put_bytes(f"sample {i}\n".encode()), stored=True)
+        for i in range(40)
+    ]
+    store.seal(record, store.begin_run(record.id, record.command.argv))
+    code = (
+        "import json, sys\nfrom repro.cli import main\n"
+        "assert main(['export', 'latest', '-o', 'run.tar']) == 0\n"
+        f"print(json.dumps([m for m in {EXPORT_SPARES!r} if m in sys.modules]))"
+    )
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert (tmp_path / "run.tar").stat().st_size > 40 * 1024

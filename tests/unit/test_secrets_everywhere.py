@@ -232,6 +232,25 @@ def test_outputs_holding_a_token_are_named_once_and_cached(tmp_path: Path) -> No
     assert output_secrets(entries, lambda d: blobs / d, db) == found
 
 
+def test_the_verdicts_of_many_outputs_are_read_back_across_lookup_batches(tmp_path: Path) -> None:
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    entries = []
+    for i in range(1200):  # more digests than one lookup names
+        data = f"sample {i}\n".encode() + (
+            b'{"hub_token": "hf_' + _r(34).encode() + b'"}' if i == 777 else b""
+        )
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        (blobs / digest).write_bytes(data)
+        entries.append((f"outputs/sample_{i:05d}.txt", digest))
+    db = tmp_path / OUTPUT_VERDICTS_DB
+    found = output_secrets(entries, lambda d: blobs / d, db)
+    assert [f.path for f in found] == ["outputs/sample_00777.txt"]
+    for _, digest in entries:
+        (blobs / digest).unlink()  # every verdict now comes from the cache
+    assert output_secrets(entries, lambda d: blobs / d, db) == found
+
+
 def test_a_token_cut_by_a_chunk_boundary_is_found(tmp_path: Path) -> None:
     token = "ghp_" + _r(36)
     path = tmp_path / "big.bin"

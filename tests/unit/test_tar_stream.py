@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from repro.errors import CapsuleInvalid
 from repro.store import tarwriter
+from repro.store.record import FileEntry, Record
+from repro.store.runs import Store
+from repro.store.tarwriter import pack
+from repro.store.verify import verify_tar
 
 NAMES = [
     "capsule.yaml",
@@ -62,3 +67,62 @@ def test_a_file_that_shrinks_while_it_is_copied_is_an_error(
     monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, n)[:0])
     with pytest.raises(OSError, match="shrank"):
         tarwriter._TarStream(io.BytesIO()).add_file("f", path, blob=False)
+
+
+def _sealed_run(tmp_path: Path, outputs: int) -> tuple[Store, Record, list[str]]:
+    store = Store(tmp_path)
+    record = Record(id="20260101-000000-aaaa", created="2026-01-01T00:00:00+00:00")
+    record.command.argv = ["python", "train.py"]
+    digests = [store.put_bytes(f"sample {i}\n".encode() * 64) for i in range(outputs)]
+    record.results.outputs = [
+        FileEntry(f"outputs/sample_{i:05d}.txt", 640 + 64 * len(str(i)), d, stored=True)
+        for i, d in enumerate(digests)
+    ]
+    store.seal(record, store.begin_run(record.id, record.command.argv))
+    return store, record, digests
+
+
+def test_a_capsule_of_many_blobs_is_the_archive_tarfile_writes(tmp_path: Path) -> None:
+    store, record, _ = _sealed_run(tmp_path, 300)
+    loaded = store.load_run(record.id)
+    written = pack(loaded.record, loaded.unchecked_file, tmp_path / "run.tar")
+    reference = io.BytesIO()
+    with (
+        tarfile.open(written) as tar,
+        tarfile.open(fileobj=reference, mode="w", format=tarfile.PAX_FORMAT) as ref,
+    ):
+        for member in tar.getmembers():
+            data = tar.extractfile(member).read()  # type: ignore[union-attr]
+            ref.addfile(tarwriter._tarinfo(member.name, len(data)), io.BytesIO(data))
+    assert written.read_bytes() == reference.getvalue()
+    assert verify_tar(written).record.id == record.id
+
+
+@pytest.mark.parametrize("planted", ["missing", "directory", "fifo"])
+def test_a_blob_that_is_not_a_regular_file_is_missing_and_nothing_is_left(
+    tmp_path: Path, planted: str
+) -> None:
+    store, record, digests = _sealed_run(tmp_path, 3)
+    loaded = store.load_run(record.id)
+    blob = Path(loaded.unchecked_file(digests[1]))
+    blob.unlink()
+    if planted == "directory":
+        blob.mkdir()
+    elif planted == "fifo":
+        os.mkfifo(blob)  # opening it for reading must not wait for a writer
+    out = tmp_path / "out"
+    with pytest.raises(CapsuleInvalid, match="missing from the store") as caught:
+        pack(loaded.record, loaded.unchecked_file, out / "run.tar")
+    assert caught.value.member is not None and digests[1] in caught.value.member
+    assert list(out.iterdir()) == []
+
+
+def test_a_blob_replaced_under_its_name_is_refused(tmp_path: Path) -> None:
+    store, record, digests = _sealed_run(tmp_path, 3)
+    loaded = store.load_run(record.id)
+    blob = Path(loaded.unchecked_file(digests[2]))
+    blob.chmod(0o644)
+    blob.write_bytes(b"something else entirely")
+    with pytest.raises(CapsuleInvalid, match="content-address name"):
+        pack(loaded.record, loaded.unchecked_file, tmp_path / "run.tar")
+    assert not (tmp_path / "run.tar").exists()

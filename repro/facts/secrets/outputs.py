@@ -9,21 +9,25 @@ A file over `MAX_SCAN` bytes (weights) is not read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from repro.facts.secrets.mask import Masker
-from repro.facts.secrets.rules import shape_in_bytes
 from repro.facts.secrets.verdicts import RULES_ID
+
+if TYPE_CHECKING:
+    from repro.facts.secrets.mask import Masker
 
 OUTPUT_VERDICTS_DB = "output-verdicts.sqlite"  # in the store's cache directory
 MAX_SCAN = 1 << 30
 _CHUNK = 1 << 20
 _OVERLAP = 1 << 16  # the longest credential shape a chunk boundary may cut
 KNOWN_VALUE = "a secret of the run's environment"
+_BATCH = 500  # digests a lookup names (SQLite allows 999 parameters in old builds)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class OutputSecret:
 def scan_file(path: Path, masker: Masker | None = None) -> str | None:
     """What credential a file holds (a shape, or a value ``masker`` knows), or None; read in chunks
     that overlap, so a token cut by a chunk boundary is found."""
+    from repro.facts.secrets.rules import shape_in_bytes
+
     tail = b""
     try:
         if path.stat().st_size > MAX_SCAN:
@@ -60,23 +66,28 @@ def output_secrets(
     cache_db: Path | None,
     masker: Masker | None = None,
 ) -> list[OutputSecret]:
-    """The outputs (``entries``: path, digest) holding a credential, each content read once ever.
+    """The outputs (``entries``: path, digest) holding a credential, each content read once ever
+    (the verdicts of a run's outputs are looked up in batches, not one query each).
 
     Raises:
         CapsuleInvalid: from ``blob_path``, a blob whose bytes do not match its name.
     """
     found: list[OutputSecret] = []
+    entries = list(entries)
     with _Cache(cache_db) as cache:
+        known = cache.get_many({digest for _, digest in entries})
+        new: dict[str, str] = {}
         for rel, digest in entries:
-            kind = cache.get(digest)
+            kind = known.get(digest)
             if kind is None:
                 path = blob_path(digest)
                 if not path.is_file():
                     continue
                 kind = scan_file(path, masker) or ""
-                cache.put(digest, kind)
+                new[digest] = known[digest] = kind
             if kind:
                 found.append(OutputSecret(rel, kind))
+        cache.put_many(new)
     return found
 
 
@@ -97,24 +108,34 @@ class _Cache:
         except (sqlite3.Error, OSError):
             self._close()
 
-    def get(self, digest: str) -> str | None:
+    def get_many(self, digests: set[str]) -> dict[str, str]:
+        """What each of ``digests`` the cache knows holds; those it does not know are left out."""
         if self._conn is None:
-            return None
+            return {}
+        ordered, known = sorted(digests), dict[str, str]()
         try:
-            row = self._conn.execute(
-                "SELECT kind FROM outputs WHERE hash = ? AND rules = ?", (digest, RULES_ID)
-            ).fetchone()
+            for i in range(0, len(ordered), _BATCH):
+                batch = ordered[i : i + _BATCH]
+                marks = ",".join("?" * len(batch))
+                query = f"SELECT hash, kind FROM outputs WHERE rules = ? AND hash IN ({marks})"
+                rows = self._conn.execute(query, (RULES_ID, *batch))
+                known.update((str(h), str(k)) for h, k in rows)
         except sqlite3.Error:
-            return None
-        return None if row is None else str(row[0])
+            return known
+        return known
 
-    def put(self, digest: str, kind: str) -> None:
-        if self._conn is None:
+    def put_many(self, verdicts: dict[str, str]) -> None:
+        """Keep ``verdicts`` (digest → what it holds), in one transaction (one sync, not one each)."""
+        if self._conn is None or not verdicts:
             return
+        rows = [(digest, RULES_ID, kind) for digest, kind in verdicts.items()]
         try:
-            self._conn.execute("INSERT OR REPLACE INTO outputs VALUES (?, ?, ?)", (digest, RULES_ID, kind))
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR REPLACE INTO outputs VALUES (?, ?, ?)", rows)
+            self._conn.execute("COMMIT")
         except sqlite3.Error:
-            pass
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
 
     def _close(self) -> None:
         conn, self._conn = self._conn, None

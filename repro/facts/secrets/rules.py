@@ -22,6 +22,7 @@ in URLs and DSNs (`scheme://user:pass@host`, a token as user), and the key field
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -305,10 +306,20 @@ ASSIGNMENT = Shape(
     reach=600,
 )
 
-_TEXT_SHAPES = [(s, s.compiled()) for s in SHAPES]
-_BYTE_SHAPES = [(s, s.compiled_bytes()) for s in SHAPES]
-_ASSIGN_TEXT = ASSIGNMENT.compiled()
-_ASSIGN_BYTES = ASSIGNMENT.compiled_bytes()
+
+@functools.cache
+def _text_shapes(assignments: bool) -> list[tuple[Shape, re.Pattern[str]]]:
+    """The shapes compiled for text (with `ASSIGNMENT` last when asked), once, when first used: a
+    command that never masks (`repro export`) does not pay for compiling them."""
+    return [(s, s.compiled()) for s in (*SHAPES, *([ASSIGNMENT] if assignments else []))]
+
+
+@functools.cache
+def _byte_shapes(assignments: bool) -> list[tuple[Shape, re.Pattern[bytes]]]:
+    """`_text_shapes` for bytes."""
+    return [(s, s.compiled_bytes()) for s in (*SHAPES, *([ASSIGNMENT] if assignments else []))]
+
+
 _WINDOWED = 1 << 16  # texts larger than this are masked around their needles only
 
 
@@ -335,7 +346,7 @@ def mask_shapes(text: str, assignments: bool = False) -> tuple[str, list[str]]:
     """
     low = text.lower()
     kinds: list[str] = []
-    shapes = _TEXT_SHAPES + ([(ASSIGNMENT, _ASSIGN_TEXT)] if assignments else [])
+    shapes = _text_shapes(assignments)
     for shape, pattern in shapes:
         if any(n in low for n in shape.needles):
             text, n = pattern.subn(_masked, text)
@@ -353,7 +364,7 @@ def mask_shapes_bytes(data: bytes, assignments: bool = False) -> bytes:
     """
     low = data.lower()
     counts: dict[bytes, int] = {}
-    shapes = _BYTE_SHAPES + ([(ASSIGNMENT, _ASSIGN_BYTES)] if assignments else [])
+    shapes = _byte_shapes(assignments)
     for shape, pattern in shapes:
         needles = [n.encode() for n in shape.needles]
         for n in needles:
@@ -404,7 +415,7 @@ def secret_parts(text: str, assignments: bool = False) -> set[str]:
     ``assignments``: also the values of `api_key: x` and the like (printed text)."""
     low = text.lower()
     found: set[str] = set()
-    for shape, pattern in _TEXT_SHAPES + ([(ASSIGNMENT, _ASSIGN_TEXT)] if assignments else []):
+    for shape, pattern in _text_shapes(assignments):
         if any(n in low for n in shape.needles):
             for m in pattern.finditer(text):
                 found.add(m.group(_secret_group(m)))
@@ -416,7 +427,7 @@ def shape_in_bytes(data: bytes) -> str | None:
     shapes alone, not `api_key: x` assignments (outputs are judged this way: a tokenizer's
     `pad_token` is not a credential, an `hf_…` anywhere is)."""
     low = data.lower()
-    for shape, pattern in _BYTE_SHAPES:
+    for shape, pattern in _byte_shapes(False):
         if any(n.encode() in low for n in shape.needles) and pattern.search(data) is not None:
             return shape.kind
     return armour_in(data)
