@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro import sandbox, start
+from repro import killed, sandbox, start
 from repro.backends import leftover, registry
 from repro.backends.base import Backend, Event, OnEvent, RunResult
 from repro.collect import attribution, checkpoints
@@ -282,7 +282,7 @@ def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
     Raises:
         NotFoundError: no such run. UsageError: it succeeded, is a replay, or is still running.
     """
-    unsealed = _unsealed(store, ref)
+    unsealed = killed.unsealed(store, ref)
     if unsealed is not None:
         record = salvage(store, unsealed, settings)
         return Found(record, salvaged=True)
@@ -295,31 +295,6 @@ def find_resumable(store: Store, ref: str, settings: Settings) -> Found:
             hint="`repro resume` continues an interrupted, failed or killed run",
         )
     return Found(record)
-
-
-def seal_dead(store: Store, ref: str, settings: Callable[[], Settings]) -> Record | None:
-    """The run ``ref`` names when it was never sealed and none of its processes runs: sealed now as
-    interrupted (`salvage`), what it left (its checkpoints) among its outputs; None for any other ref
-    (``settings`` is read only then).
-
-    What `repro export` does first, so that a killed run travels to be resumed elsewhere.
-    """
-    unsealed = _unsealed(store, ref)
-    if unsealed is None or store.is_running(unsealed) or store.load_pending(unsealed) is None:
-        return None
-    return salvage(store, unsealed, settings())
-
-
-def _unsealed(store: Store, ref: str) -> str | None:
-    """The unsealed run a ref names: an id, a unique prefix, or `latest` when the newest is unsealed."""
-    ids = store.run_ids()
-    if ref == "latest":
-        candidates = ids[-1:]
-    else:
-        candidates = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
-    if len(candidates) != 1 or store.has_record(candidates[0]):
-        return None
-    return candidates[0]
 
 
 def salvage(store: Store, run_id: str, settings: Settings) -> Record:

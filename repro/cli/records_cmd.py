@@ -178,11 +178,15 @@ def export(
 def _seal_killed(app: AppContext, ref: str) -> None:
     """A run killed with its repro process is sealed as interrupted before it is exported (its
     checkpoints among its outputs), so that it can be resumed elsewhere (`repro resume CAPSULE`)."""
-    from repro.resume import seal_dead
+    from repro.killed import dead
 
-    sealed = seal_dead(app.store, ref, lambda: app.settings)
-    if sealed is not None:
-        ui.info(f"run {sealed.id} was never sealed (its repro process died): sealed as interrupted")
+    found = dead(app.store, ref)
+    if found is None:
+        return
+    from repro.resume import salvage
+
+    sealed = salvage(app.store, found, app.settings)
+    ui.info(f"run {sealed.id} was never sealed (its repro process died): sealed as interrupted")
 
 
 def _refuse_capsule_options(

@@ -47,8 +47,9 @@ def test_a_command_loads_its_own_module_only(tmp_path: Path) -> None:
 
 
 # What a plain `repro export` of a run never needs: signing, attesting, carried data, masking,
-# credential files, the record renderers.
+# credential files, the record renderers, the resume machinery that seals a killed run.
 EXPORT_SPARES = (
+    "repro.resume",
     "repro.store.signing",
     "repro.store.attestation",
     "repro.store.oms",
