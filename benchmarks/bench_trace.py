@@ -156,10 +156,7 @@ def run(repeats: int = 3) -> list[Row]:
             log(f"{name}: {params / 1e6:.2f}M parameters, {4 * repeats} blocks of {block} steps each way")
             row = _compare(torch, model, batch, d / "trace.jsonl", 4 * repeats, block, sgd=sgd)
             row.case = f"--trace per step, {name} ({params / 1e6:.2f}M parameters)"
-            row.note = (
-                "median of interleaved blocks' mean step, one process, 1 thread; judged by CPU time "
-                "(the machine's load: see its line)"
-            )
+            row.note = "median of interleaved blocks' mean step, one process, 1 thread; judged by CPU time"
             rows.append(row)
             if sgd:
                 rows.append(_fingerprint_row(torch, model, 4 * repeats * steps))
