@@ -5,9 +5,11 @@
 In one process, with strict mode's switches (one thread, deterministic algorithms): the same
 training step timed without and with the runtime's trace hook (repro/runtime/steptrace.py, as
 `--trace` installs it), installed and removed between blocks of steps, interleaved A B A B.
-Per-step medians; each traced block's first step, where the hook names the parameters once
-per run (a walk over the process's objects), is left out. The 100M-parameter figure is a few
-steps of a wide MLP (CPU): the trace's milliseconds per step, on top of that step.
+The median over blocks of each block's mean step (a block is a multiple of the trace's
+`SUM_EVERY` steps, so its steps with sums count as often as in a run); each traced block's first
+step, where the hook names the parameters once per run (a walk over the process's objects), is
+left out. The 100M-parameter figure is
+`SUM_EVERY` steps of a wide MLP (CPU): the trace's milliseconds per step, on top of that step.
 """
 
 from __future__ import annotations
@@ -72,12 +74,17 @@ def _compare(
     traced: list[tuple[float, float]] = []
     _step_times(torch, model, batch, warm, sgd)
     for _ in range(blocks):
-        plain += _step_times(torch, model, batch, steps, sgd)
+        plain.append(_mean(_step_times(torch, model, batch, steps, sgd)))
         handle = steptrace.install(torch, trace)
-        traced += _step_times(torch, model, batch, steps + 1, sgd)[1:]  # the first names the parameters
+        traced.append(_mean(_step_times(torch, model, batch, steps + 1, sgd)[1:]))  # the first names them
         handle.remove()
     steptrace.flush()
     return _row(plain, traced)
+
+
+def _mean(times: list[tuple[float, float]]) -> tuple[float, float]:
+    """A block's mean step: (wall, CPU seconds)."""
+    return statistics.fmean(w for w, _ in times), statistics.fmean(c for _, c in times)
 
 
 def _float64_sums(torch: Any, tensors: list[Any]) -> list[list[float]]:
@@ -136,16 +143,20 @@ def run(repeats: int = 3) -> list[Row]:
     torch.set_num_threads(1)  # strict mode's switches
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
-    steps = int(os.environ.get("REPRO_BENCH_TRACE_STEPS", "10"))  # per block; 4 x repeats blocks each way
+    from repro.runtime.steptrace import SUM_EVERY
+
+    every = SUM_EVERY  # per block a multiple of it; 4 x repeats blocks each way
+    steps = -(-int(os.environ.get("REPRO_BENCH_TRACE_STEPS", "16")) // every) * every
     rows = []
     with scratch("repro-bench-trace-") as d:
         for name, (model, batch, sgd) in _models(torch).items():
             params = sum(p.numel() for p in model.parameters())
-            block = max(steps, 300 // (4 * repeats)) if sgd else steps  # the small MLP: 300 steps each way
+            # the small MLP: about 300 steps each way
+            block = max(steps, 300 // (4 * repeats) // every * every) if sgd else steps
             log(f"{name}: {params / 1e6:.2f}M parameters, {4 * repeats} blocks of {block} steps each way")
             row = _compare(torch, model, batch, d / "trace.jsonl", 4 * repeats, block, sgd=sgd)
             row.case = f"--trace per step, {name} ({params / 1e6:.2f}M parameters)"
-            row.note = "per-step medians of interleaved blocks, one process, 1 thread; judged by CPU time"
+            row.note = "median of interleaved blocks' mean step, one process, 1 thread; judged by CPU time"
             rows.append(row)
             if sgd:
                 rows.append(_fingerprint_row(torch, model, 4 * repeats * steps))
@@ -156,13 +167,12 @@ def run(repeats: int = 3) -> list[Row]:
         params = sum(p.numel() for p in model.parameters())
         log(f"{params / 1e6:.0f}M parameters, a few steps each way")
         torch.set_num_threads(os.cpu_count() or 1)
-        row = _compare(
-            torch, model, lambda: (torch.randn(8, width), torch.randint(0, 10, (8,))), d / "big.jsonl", 1, 3
-        )
+        wide = lambda: (torch.randn(8, width), torch.randint(0, 10, (8,)))  # noqa: E731
+        row = _compare(torch, model, wide, d / "big.jsonl", 1, every)
         extra = (row.repro_s.cpu - row.peer_s.cpu) * 1000 if row.repro_s and row.peer_s else float("nan")
         row.case = f"--trace per step, {params / 1e6:.0f}M-parameter MLP (CPU, SGD, batch 8)"
         row.target, row.threshold = INFO, 0.0
-        row.note = f"the trace adds {extra:.0f} ms per step; 3 steps each way, all cores"
+        row.note = f"the trace adds {extra:.0f} ms per step (a mean over {every}, one with sums); all cores"
         rows.append(row)
     return rows
 

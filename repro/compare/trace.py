@@ -1,14 +1,16 @@
 """The per-step fingerprint trace: where two runs first parted, down to the parameter.
 
 With `repro run --trace`, the injected runtime writes one line per optimizer step to
-``trace.jsonl``: for every parameter, after the step, ``[sum, bits]`` (rows with ``"f": 3``):
-``bits`` an exact digest of its bytes, which decides whether two runs hold the same weights,
-``sum`` the sum of its values, which a tolerance compares. Rows of older repro versions
-(``"f": 2``, or none) hold ``[sum, sum of |x|]`` in float64, summed in another order: two such
-traces summed alike must agree to the bit; traces written otherwise agree up to the rounding of
-their sums. Comparing two traces finds the first optimizer step and the first parameter whose
-fingerprint differs — usually far more telling than the final weights, where every parameter
-differs.
+``trace.jsonl``: for every parameter, after the step, ``[sum, bits]``: ``bits`` an exact digest of
+its bytes, which decides whether two runs hold the same weights, at every step; ``sum`` the sum of
+its values, which a tolerance compares, at every 8th step (rows with ``"f": 4``; ``null`` at the
+others) or every step (``"f": 3``). A difference of the digests at a step without sums is judged
+by the tolerance at the next step that has them. Rows of older repro versions (``"f": 2``, or none)
+hold ``[sum, sum of |x|]`` in float64, summed in another order: two such traces summed alike must
+agree to the bit; traces written otherwise agree up to the rounding of their sums, compared at the
+steps where both have sums. Comparing two traces finds the first optimizer step and the first
+parameter whose fingerprint differs — usually far more telling than the final weights, where every
+parameter differs.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ class TraceDivergence:
 
     step: int
     param: str
-    original: list[float] | None  # [sum, sum of |x|]; None where that side has no such entry
-    replay: list[float] | None
+    original: list[Any] | None  # [sum, bits] or [sum, sum of |x|]; None where that side has no such entry
+    replay: list[Any] | None
     within_tolerance: bool
     kind: TraceDiffKind = "value"
     original_steps: int = 0
@@ -86,13 +88,19 @@ def compare_trace(
 
 
 def _same_weights(a: list[Any], b: list[Any], kinds: tuple[Any, Any]) -> bool:
-    """Fingerprints of different entries, or of sums taken in different orders, that the same weights give."""
+    """Fingerprints of different entries, or of sums taken in different orders, that the same weights
+    give; an older trace's sums against a step of a new one without them count as the same (the
+    steps with sums decide)."""
     try:
-        if kinds[0] == kinds[1]:  # the same kind: only the bits may show the same weights
-            return _has_bits(kinds[0]) and int(a[1]) == int(b[1])
+        if _has_bits(kinds[0]) and _has_bits(kinds[1]):  # only the bits may show the same weights
+            return int(a[1]) == int(b[1])
         if _has_bits(kinds[0]) or _has_bits(kinds[1]):  # an older trace against a new one: the sums
+            if a[0] is None or b[0] is None:
+                return True
             scale = abs(float((b if _has_bits(kinds[0]) else a)[1]))
             return abs(float(a[0]) - float(b[0])) <= FLOAT32_RTOL * scale
+        if kinds[0] == kinds[1]:  # two older traces summed alike: to the bit
+            return False
         scale = max(abs(float(a[1])), abs(float(b[1])))
         return all(abs(float(x) - float(y)) <= ORDER_RTOL * scale for x, y in zip(a, b, strict=True))
     except (IndexError, TypeError, ValueError):
@@ -100,14 +108,13 @@ def _same_weights(a: list[Any], b: list[Any], kinds: tuple[Any, Any]) -> bool:
 
 
 def _close(a: list[Any], b: list[Any], kinds: tuple[Any, Any], tol: Tolerance) -> bool:
-    """Whether fingerprints that are not of the same weights are within tolerance (their sums)."""
+    """Whether fingerprints that are not of the same weights are within tolerance (their sums); a
+    step without sums is, till the next step with them says otherwise."""
     try:
-        if _has_bits(kinds[0]) and _has_bits(kinds[1]):
-            if tol.atol == 0 and tol.rtol == 0:  # exact: other bits are other weights
-                return False
-            return tol.close(float(a[0]), float(b[0]))
+        if _has_bits(kinds[0]) and _has_bits(kinds[1]) and tol.atol == 0 and tol.rtol == 0:
+            return False  # exact: other bits are other weights
         if _has_bits(kinds[0]) or _has_bits(kinds[1]):
-            return tol.close(float(a[0]), float(b[0]))
+            return a[0] is None or b[0] is None or tol.close(float(a[0]), float(b[0]))
         return all(tol.close(float(x), float(y)) for x, y in zip(a, b, strict=False))
     except (IndexError, TypeError, ValueError):
         return False
@@ -125,7 +132,6 @@ def describe(d: TraceDivergence) -> str:
         side = "replay" if d.original is not None else "original"
         return f"parameter {d.param} is missing from the {side}'s trace at optimizer step {d.step}"
     assert d.original is not None and d.replay is not None
-    return (
-        f"parameter {d.param} first differs at optimizer step {d.step} "
-        f"(sum {d.original[0]!r} → {d.replay[0]!r})"
-    )
+    sums = d.original[0], d.replay[0]
+    what = f"sum {sums[0]!r} → {sums[1]!r}" if None not in sums else "its bytes; no sums at this step"
+    return f"parameter {d.param} first differs at optimizer step {d.step} ({what})"

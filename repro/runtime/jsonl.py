@@ -91,11 +91,17 @@ class Appender:
         """Append one row (buffered or at once, as the stream does); never raises."""
         if self.ended:
             return
-        self._forked()
         try:
             line = self.dumps(row) + "\n"
         except (TypeError, ValueError):
             return
+        self.write_line(line)
+
+    def write_line(self, line: str) -> None:
+        """Append one row already written out as a JSON line (ending in a newline); never raises."""
+        if self.ended:
+            return
+        self._forked()
         if not self.buffered:
             self._emit(line)
             return

@@ -1,21 +1,28 @@
 """`repro run --trace`, inside the training process: each parameter's fingerprint after every step.
 
 Standard library only; torch is handed in. After every optimizer step one JSON line goes to
-``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "f": 3, "params":
+``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "f": 4, "params":
 {name: [sum, bits]}}`` (repro/compare/trace.py reads it): ``bits`` is an exact digest of the
-parameter's bytes, which any changed bit changes; ``sum`` the sum of its values, which tolerances
-compare. Both are taken in one pass each over the parameter, with no copy: by NumPy through
-views kept from step to step for CPU tensors, on the device for others, which come to the
-host in one transfer per step (`fingerprints`). ``"f"`` names what an entry holds: ``2`` (and
-none, before it) was ``[sum, sum of |x|]`` in float64, which the comparison still reads. Lines are buffered
-(`repro.runtime.jsonl`) and written at most every second or 64 KiB, at exit, and before the
-runtime ends the process itself (`flush`); a SIGKILL loses at most that second.
+parameter's bytes, which any changed bit changes, taken at every step; ``sum`` the sum of its
+values, which tolerances compare, taken at every `SUM_EVERY`-th step (0, 8, 16, ...) and
+``null`` at the others: a second pass over every parameter, it cost as much as the digest.
+Each is one pass over the parameter, with no copy: by NumPy through views kept from step to
+step for CPU tensors, on the device for others, which come to the host in one transfer per step
+(`fingerprints`). ``"f"`` names what an entry holds: ``3`` was a sum at every step, ``2`` (and
+none, before it) ``[sum, sum of |x|]`` in float64, which the comparison still reads. A line is
+the %-format of a template made once per parameter set (`_template`; ``json.dumps`` where a sum
+is not finite). Lines are buffered (`repro.runtime.jsonl`) and written at most every second or
+64 KiB, at exit, and before the runtime ends the process itself (`flush`); a SIGKILL loses at
+most that second.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import json
+import math
+import os
 import struct
 import sys
 import warnings
@@ -24,9 +31,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from repro.runtime import jsonl
+from repro.runtime import contract, jsonl
 
-SUMMATION = 3  # the row's "f": what each entry holds (repro/compare/trace.py); none before the second
+SUMMATION = 4  # the row's "f": what each entry holds (repro/compare/trace.py); none before the second
+SUM_EVERY = 8  # a parameter's sum is taken at the steps this divides; its digest at every step
+# (every step in a process resumed from a checkpoint, a window's replay: its rows are renumbered)
 FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 1.0
 
@@ -52,35 +61,56 @@ def fingerprints(
     reductions and no copy; any other (a GPU's, bfloat16) by torch on its device, every result
     stacked into one tensor that comes to the host at once.
     """
+    flat = _flat(torch, tensors, views if views is not None else Views())
+    return [[flat[i], flat[i + 1]] for i in range(0, len(flat), 2)]
+
+
+def _flat(torch: ModuleType, tensors: list[Any], views: Views, sums: bool = True) -> list[Any]:
+    """`fingerprints` as one flat list, ``[sum, bits, sum, bits, ...]``: what a trace line is made of;
+    without ``sums``, each sum is None and only the digests are taken."""
     np = sys.modules.get("numpy")
-    views = views if views is not None else Views()
-    host: list[list[float | int] | None] = []
-    sums, words = [], []
+    by_id = views.by_id
+    reduce: Any = np.add.reduce if np is not None else None  # called only for a view NumPy made
+    out: list[Any] = []
+    rest: list[int] = []  # where a tensor NumPy does not read goes in ``out``
     for x in tensors:
-        v = views.by_id.get(id(x))
-        if v is None or v.ref() is not x or v.key != (x.data_ptr(), x.numel()):
+        v = by_id.get(id(x))
+        if v is None or v.key != (x.data_ptr(), x.numel()) or v.ref() is not x:
             v = views.add(np, torch, x) if np is not None else None
-        if v is not None:
-            bits = int(v.reduce(v.words))
-            if v.tail.size:
-                bits = (bits + int.from_bytes(v.tail.tobytes(), "little")) % _WORDS
-            host.append([float(v.reduce(v.values)), bits])
-            continue
-        host.append(None)
+            if v is None:
+                rest.append(len(out))
+                out += (0.0, 0)
+                continue
+        bits = int(reduce(v.words))
+        if v.tailed:
+            bits = (bits + int.from_bytes(v.tail.tobytes(), "little")) % _WORDS
+        out += (float(reduce(v.values)) if sums else None, bits)
+    if rest:
         with torch.no_grad():
-            if not x.is_floating_point():  # complex: as x.double() sees it (its real part)
-                x = x.double()
-            sums.append(x.sum(dtype=torch.float64))
-            words.append(_words(torch, x))
-    if sums:
-        if len({s.device for s in sums}) > 1:
-            sums, words = [s.cpu() for s in sums], [w.cpu() for w in words]
-        found = torch.cat([torch.stack(sums).view(torch.int64), torch.stack(words)]).cpu().tolist()
-        n = len(sums)
-        floats = struct.unpack(f"<{n}d", struct.pack(f"<{n}q", *found[:n]))
-        pairs = iter([total, bits % _WORDS] for total, bits in zip(floats, found[n:], strict=True))
-        host = [v if v is not None else next(pairs) for v in host]
-    return [v for v in host if v is not None]
+            found = _by_torch(torch, [tensors[i // 2] for i in rest], sums)
+        for i, (total, bits) in zip(rest, found, strict=True):
+            out[i], out[i + 1] = total, bits
+    return out
+
+
+def _by_torch(torch: ModuleType, tensors: list[Any], sums: bool = True) -> list[tuple[float | None, int]]:
+    """[sum, bits] of tensors NumPy does not read, taken on their device, come to the host at once
+    (the sums None without ``sums``)."""
+    totals, words = [], []
+    for x in tensors:
+        if not x.is_floating_point():  # complex: as x.double() sees it (its real part)
+            x = x.double()
+        if sums:
+            totals.append(x.sum(dtype=torch.float64).view(torch.int64))
+        words.append(_words(torch, x))
+    if len({w.device for w in words}) > 1:
+        totals, words = [t.cpu() for t in totals], [w.cpu() for w in words]
+    found = torch.stack(totals + words).cpu().tolist()
+    n = len(totals)
+    floats: list[float | None] = list(struct.unpack(f"<{n}d", struct.pack(f"<{n}q", *found[:n])))
+    if not sums:
+        floats = [None] * len(words)
+    return [(total, bits % _WORDS) for total, bits in zip(floats, found[n:], strict=True)]
 
 
 _WORDS = 1 << 64
@@ -95,7 +125,7 @@ class _HostView:
         raw = self.values.view(np.uint8)
         whole = raw.size - raw.size % 8
         self.words, self.tail = raw[:whole].view(np.uint64), raw[whole:]
-        self.reduce = np.add.reduce
+        self.tailed = whole < raw.size
 
 
 class Views:
@@ -137,6 +167,20 @@ def _words(torch: ModuleType, x: Any) -> Any:
     return raw.view(torch.int64).sum()
 
 
+def _templates(keys: list[str]) -> tuple[str, str] | None:
+    """A step's line as a %-format of the step and its flat fingerprints: with the sums, then with
+    the digests alone; the text ``json.dumps`` gives the row when every sum is finite (a float's
+    repr is its JSON). None where two names are alike (a dict keeps the last: json.dumps writes)."""
+    if len(set(keys)) < len(keys):
+        return None
+    names = [json.dumps(key).replace("%", "%%") for key in keys]
+    head = f'{{{{"step": %d, "f": {SUMMATION}, "params": {{{{{{}}}}}}}}}}\n'
+    return (
+        head.format(", ".join(f"{name}: [%r, %d]" for name in names)),
+        head.format(", ".join(f"{name}: [null, %d]" for name in names)),
+    )
+
+
 def install(torch: ModuleType, path: Path) -> Any:
     """Append each step's fingerprints to ``path`` after every optimizer step; returns the hook's handle."""
     import atexit
@@ -146,6 +190,7 @@ def install(torch: ModuleType, path: Path) -> Any:
     atexit.register(flush)
     names: dict[int, str] = {}
     steps = [0]
+    every = 1 if os.environ.get(contract.RESUMED_FROM_ENV) else SUM_EVERY
 
     def name_of(param: Any, fallback: str) -> str:
         if not names:  # the first step: name parameters after the modules that hold them
@@ -159,25 +204,33 @@ def install(torch: ModuleType, path: Path) -> Any:
             names.setdefault(0, "")
         return names.get(id(param), fallback)
 
-    known: dict[tuple[int, ...], list[str]] = {}  # the parameters' names, by their ids in order
+    known: dict[tuple[int, ...], tuple[list[str], tuple[str, str] | None]] = {}  # by the ids in order
     views = Views()
 
     def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        tensors = [p for group in optimizer.param_groups for p in group["params"]]
+        groups = optimizer.param_groups
+        tensors = groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]]
         ids = tuple(map(id, tensors))
-        keys = known.get(ids)
-        if keys is None:
+        line = known.get(ids)
+        if line is None:
             if len(known) > 64:  # parameter sets that change every step: no cache
                 known.clear()
-            keys = known[ids] = [
+            keys = [
                 name_of(p, f"group{g}.param{i}")
-                for g, group in enumerate(optimizer.param_groups)
+                for g, group in enumerate(groups)
                 for i, p in enumerate(group["params"])
             ]
-        with torch.no_grad():
-            values = fingerprints(torch, tensors, views)
-        row = {"step": steps[0], "f": SUMMATION, "params": dict(zip(keys, values, strict=True))}
-        appender.write(row)
+            line = known[ids] = (keys, _templates(keys))
+        step, (keys, templates) = steps[0], line
+        sums = step % every == 0
+        flat = _flat(torch, tensors, views, sums)
+        if templates is not None and not sums:
+            appender.write_line(templates[1] % (step, *flat[1::2]))
+        elif templates is not None and math.isfinite(sum(flat[::2])):
+            appender.write_line(templates[0] % (step, *flat))
+        else:
+            values = [[flat[i], flat[i + 1]] for i in range(0, len(flat), 2)]
+            appender.write({"step": step, "f": SUMMATION, "params": dict(zip(keys, values, strict=True))})
         steps[0] += 1
 
     return importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)

@@ -133,3 +133,77 @@ def test_a_forked_child_does_not_write_the_parents_lines_again(
     assert not path.exists()
     steptrace.flush()
     assert path.read_text() == '{"step": 0}\n'
+
+
+def test_the_hook_writes_json_lines_with_sums_every_few_steps_and_digests_at_every_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import math
+
+    monkeypatch.delenv("REPRO_RESUMED_FROM", raising=False)
+    torch.manual_seed(5)
+    first, second = torch.nn.Linear(8, 6), torch.nn.Linear(6, 3, bias=False)
+    odd = torch.nn.Parameter(torch.randn(5).bfloat16())  # read by torch
+    model = torch.nn.Sequential(first, second)
+    model.register_parameter("odd", odd)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = tmp_path / "trace.jsonl"
+    handle = steptrace.install(torch, path)
+    try:
+        for step in range(steptrace.SUM_EVERY + 2):
+            optimizer.zero_grad()
+            (model(torch.randn(4, 8)).sum() + odd.float().sum()).backward()
+            optimizer.step()
+            if step == steptrace.SUM_EVERY - 1:
+                with torch.no_grad():
+                    first.bias[0] = float("nan")  # the next row has sums: json.dumps writes it
+    finally:
+        handle.remove()
+        steptrace.flush()
+    lines = path.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["step"] for r in rows] == list(range(steptrace.SUM_EVERY + 2))
+    assert all(json.dumps(r) == line for r, line in zip(rows, lines, strict=True))  # json's own text
+    assert all(r["f"] == steptrace.SUMMATION for r in rows)
+    assert set(rows[0]["params"]) == {"0.weight", "0.bias", "1.weight", "odd"}
+    for r in rows:
+        sums = [total for total, _ in r["params"].values()]
+        taken = r["step"] % steptrace.SUM_EVERY == 0
+        assert all((s is not None) == taken for s in sums), r
+    assert math.isnan(rows[steptrace.SUM_EVERY]["params"]["0.bias"][0])
+    last = rows[-1]["params"]
+    assert last["0.bias"][1] == _word_sum(first.bias) and last["odd"][1] == _word_sum(odd)
+    assert last["1.weight"][1] == _word_sum(second.weight)
+
+
+def test_line_templates_escape_names_and_fall_back_where_names_repeat() -> None:
+    import json
+
+    names = ['a"b', "c%d", "w%r, %d"]
+    with_sums, digests = steptrace._templates(names) or ("", "")
+    row = json.loads(with_sums % (3, 1.5, 7, -0.25, 1 << 63, 2.0, 0))
+    assert list(row["params"]) == names and row["params"]["c%d"] == [-0.25, 1 << 63]
+    assert json.loads(digests % (4, 1, 2, 3))["params"]["w%r, %d"] == [None, 3]
+    assert steptrace._templates(["w", "w"]) is None
+
+
+def test_a_process_resumed_from_a_checkpoint_takes_sums_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("REPRO_RESUMED_FROM", "run-1")
+    layer = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    handle = steptrace.install(torch, tmp_path / "trace.jsonl")
+    try:
+        for _ in range(3):
+            optimizer.zero_grad()
+            layer(torch.randn(2, 4)).sum().backward()
+            optimizer.step()
+    finally:
+        handle.remove()
+        steptrace.flush()
+    rows = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    assert all(total is not None for r in rows for total, _ in r["params"].values())

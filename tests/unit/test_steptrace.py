@@ -105,3 +105,37 @@ def test_the_bits_decide_whether_weights_are_the_same_the_sums_how_close() -> No
     assert d is not None and d.within_tolerance
     d = compare_trace(a, _bits_trace([2.5, 5]), gpu)
     assert d is not None and not d.within_tolerance
+
+
+def _sparse(*entries: tuple[float | None, int]) -> list[dict[str, object]]:
+    """A trace whose sums are taken at some steps only ("f": 4): one parameter, w."""
+    return [{"step": i, "f": 4, "params": {"w": list(e)}} for i, e in enumerate(entries)]
+
+
+def test_digests_decide_at_steps_without_sums_and_tolerances_at_the_next_step_with_them() -> None:
+    a = _sparse((1.0, 10), (None, 11), (None, 12), (4.0, 13))
+    d = compare_trace(a, _sparse((1.0, 10), (None, 99), (None, 12), (4.0, 13)), STRICT)
+    assert d is not None and (d.step, d.within_tolerance) == (1, False)
+    assert describe(d) == "parameter w first differs at optimizer step 1 (its bytes; no sums at this step)"
+    gpu = Tolerance(atol=1e-6, rtol=1e-5)
+    near = _sparse((1.0, 10), (None, 98), (None, 97), (4.0000001, 96))
+    d = compare_trace(a, near, gpu)
+    assert d is not None and (d.step, d.within_tolerance) == (1, True)  # judged by step 3's sums
+    far = _sparse((1.0, 10), (None, 98), (None, 97), (4.5, 96))
+    d = compare_trace(a, far, gpu)
+    assert d is not None and (d.step, d.within_tolerance) == (3, False) and "sum 4.0 → 4.5" in describe(d)
+
+
+def test_an_older_trace_is_compared_with_sparse_sums_at_the_steps_that_have_them() -> None:
+    old: list[dict[str, object]] = [
+        {"step": i, "f": 2, "params": {"w": [s, 100.0]}} for i, s in enumerate([1.0, 2.0, 3.0])
+    ]
+    assert compare_trace(old, _sparse((1.0, 5), (None, 6), (3.0, 7)), STRICT) is None
+    d = compare_trace(old, _sparse((1.0, 5), (None, 6), (3.5, 7)), STRICT)
+    assert d is not None and d.step == 2
+    every_step: list[dict[str, object]] = [
+        {"step": i, "f": 3, "params": {"w": [float(i), b]}} for i, b in enumerate([5, 6, 7])
+    ]
+    assert compare_trace(every_step, _sparse((0.0, 5), (None, 6), (2.0, 7)), STRICT) is None
+    d = compare_trace(every_step, _sparse((0.0, 5), (None, 8), (2.0, 7)), STRICT)
+    assert d is not None and d.step == 1
