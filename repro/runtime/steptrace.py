@@ -4,8 +4,9 @@ Standard library only; torch is handed in. After every optimizer step one JSON l
 ``trace.jsonl`` (``trace.rank<R>.jsonl`` for a torchrun rank): ``{"step": n, "f": 4, "params":
 {name: [sum, bits]}}`` (repro/compare/trace.py reads it): ``bits`` is an exact digest of the
 parameter's bytes, which any changed bit changes, taken at every step; ``sum`` the sum of its
-values, which tolerances compare, taken at every `SUM_EVERY`-th step (0, 8, 16, ...) and
-``null`` at the others: a second pass over every parameter, it cost as much as the digest.
+values, which tolerances compare, taken at every step where a tolerance judges and, in strict
+mode, at every `SUM_EVERY`-th step (0, 8, 16, ...) and ``null`` at the others (`sum_every`): a
+second pass over every parameter, it cost as much as the digest.
 Each is one pass over the parameter, with no copy: by NumPy through views kept from step to
 step for CPU tensors, on the device for others, which come to the host in one transfer per step
 (`fingerprints`). ``"f"`` names what an entry holds: ``3`` was a sum at every step, ``2`` (and
@@ -34,8 +35,7 @@ from typing import Any
 from repro.runtime import contract, jsonl
 
 SUMMATION = 4  # the row's "f": what each entry holds (repro/compare/trace.py); none before the second
-SUM_EVERY = 8  # a parameter's sum is taken at the steps this divides; its digest at every step
-# (every step in a process resumed from a checkpoint, a window's replay: its rows are renumbered)
+SUM_EVERY = 8  # strict mode: a parameter's sum is taken at the steps this divides; its digest at every step
 FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 1.0
 
@@ -181,6 +181,15 @@ def _templates(keys: list[str]) -> tuple[str, str] | None:
     )
 
 
+def sum_every(environ: Any) -> int:
+    """At which steps a parameter's sum is taken: every `SUM_EVERY`-th in strict mode, where the
+    digests decide and the sums only say how far apart; at every step in a mode a tolerance judges
+    (`gpu`, `off`), and in a process resumed from a checkpoint (a window's replay: its rows are
+    renumbered)."""
+    strict = environ.get(contract.MODE_ENV, contract.DEFAULT_MODE) == "strict"
+    return SUM_EVERY if strict and not environ.get(contract.RESUMED_FROM_ENV) else 1
+
+
 def install(torch: ModuleType, path: Path) -> Any:
     """Append each step's fingerprints to ``path`` after every optimizer step; returns the hook's handle."""
     import atexit
@@ -190,7 +199,7 @@ def install(torch: ModuleType, path: Path) -> Any:
     atexit.register(flush)
     names: dict[int, str] = {}
     steps = [0]
-    every = 1 if os.environ.get(contract.RESUMED_FROM_ENV) else SUM_EVERY
+    every = sum_every(os.environ)
 
     def name_of(param: Any, fallback: str) -> str:
         if not names:  # the first step: name parameters after the modules that hold them

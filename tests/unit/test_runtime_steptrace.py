@@ -142,6 +142,7 @@ def test_the_hook_writes_json_lines_with_sums_every_few_steps_and_digests_at_eve
     import math
 
     monkeypatch.delenv("REPRO_RESUMED_FROM", raising=False)
+    monkeypatch.setenv("REPRO_MODE", "strict")
     torch.manual_seed(5)
     first, second = torch.nn.Linear(8, 6), torch.nn.Linear(6, 3, bias=False)
     odd = torch.nn.Parameter(torch.randn(5).bfloat16())  # read by torch
@@ -207,3 +208,17 @@ def test_a_process_resumed_from_a_checkpoint_takes_sums_at_every_step(
         steptrace.flush()
     rows = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
     assert all(total is not None for r in rows for total, _ in r["params"].values())
+
+
+@pytest.mark.parametrize(
+    ("environ", "every"),
+    [
+        ({}, steptrace.SUM_EVERY),  # strict, the default mode: digests decide
+        ({"REPRO_MODE": "strict"}, steptrace.SUM_EVERY),
+        ({"REPRO_MODE": "gpu"}, 1),  # a tolerance judges: a sum at every step
+        ({"REPRO_MODE": "off"}, 1),
+        ({"REPRO_MODE": "strict", "REPRO_RESUMED_FROM": "run-1"}, 1),
+    ],
+)
+def test_sums_are_sparse_only_where_digests_decide(environ: dict[str, str], every: int) -> None:
+    assert steptrace.sum_every(environ) == every
