@@ -176,9 +176,11 @@ def _digest(*parts: bytes) -> str:
 
 def rng_fingerprints() -> dict[str, str]:
     """A fingerprint of each RNG stream of this process, from its raw state (by stream name)."""
+    version, internal, gauss = random.getstate()
+    # a tuple of ints hashes alike in every process (None does not before Python 3.12: by its address)
     out = {
-        "python": f"{hash(random.getstate()) % _WORDS:016x}"
-    }  # ints and floats hash alike in every process
+        "python": _digest(hash(internal).to_bytes(8, "little", signed=True), repr((version, gauss)).encode())
+    }
     np = sys.modules.get("numpy")
     if np is not None and hasattr(np, "random"):
         name, keys, pos, has_gauss, cached = np.random.get_state()
