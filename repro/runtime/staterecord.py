@@ -104,7 +104,7 @@ class _Flat:
 def _values(torch: Any, tensors: list[Any], cache: dict[str, Any]) -> tuple[Any, Any]:
     """Each tensor's sum and bits, through the buffer of the last step while the tensors are the same
     ones, on the same storage."""
-    key = [(id(t), t.data_ptr()) for t in tensors]
+    key = (list(map(id, tensors)), list(map(torch.Tensor.data_ptr, tensors)))
     if key != cache["key"]:
         cache.update(key=key, flat=_Flat(sys.modules["numpy"], torch, tensors))
     flat: _Flat = cache["flat"]
