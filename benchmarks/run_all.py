@@ -3,7 +3,8 @@
     python benchmarks/run_all.py              # full sizes (a few minutes), writes RESULTS.md
     python benchmarks/run_all.py --quick      # small sizes, a smoke test; RESULTS.md untouched
     python benchmarks/run_all.py --only small # one of: big, small, run, data, threads, seal, reads,
-                                              # ls, project, ops, save, trace, budget, compile, prove;
+                                              # ls, project, ops, save, trace, budget, compile, prove,
+                                              # record;
                                               # the other suites' sections of RESULTS.md are kept
 
 Sizes: REPRO_BENCH_BIG_MB (2048), REPRO_BENCH_SMALL_N (100000), REPRO_BENCH_OUTPUTS (5000),
@@ -36,6 +37,7 @@ import bench_prove  # noqa: E402
 import bench_registry  # noqa: E402
 import bench_run_overhead  # noqa: E402
 import bench_seal_export  # noqa: E402
+import bench_state_record  # noqa: E402
 import bench_store_budget  # noqa: E402
 import bench_strict_threads  # noqa: E402
 import bench_torch_save  # noqa: E402
@@ -59,6 +61,11 @@ SUITES = {
     "compile": ("A first torch.compile under `repro run` against `docker run`", bench_compile.run, 3),
     "registry": ("`repro push`/`pull` on a loopback registry vs a plain tar upload", bench_registry.run, 3),
     "prove": ("`repro diff --prove` against one bare run per factor", bench_prove.run, 1),
+    "record": (
+        "The per-step state record of `check --interrupt`: HF Trainer, Lightning",
+        bench_state_record.run,
+        3,
+    ),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
 
@@ -194,6 +201,7 @@ def main() -> int:
         os.environ.setdefault("REPRO_BENCH_SAVE_MB", "128")
         os.environ.setdefault("REPRO_BENCH_TRACE_BIG", "10000000")
         os.environ.setdefault("REPRO_BENCH_CKPT_MB", "8")
+        os.environ.setdefault("REPRO_BENCH_RECORD_EPOCHS", "3")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = machine()
     results: list[tuple[str, list[Row]]] = []

@@ -2,16 +2,18 @@
 
 Pure functions over the resume trace the runtime writes with ``REPRO_RESUME_TRACE=1``
 (``rtrace.rank<R>.jsonl``: before every optimizer step, the parameter, gradient and
-optimizer-state sums, the learning rates, each scheduler's ``last_epoch``, each distributed
-sampler's epoch, a fingerprint of the batch indices the DataLoaders took last and of each RNG
-stream). At the first step where a resumed run's row differs from the uninterrupted run's, the
-first field that differs — in the order that separates causes — names what was not restored, by
+optimizer-state fingerprints, ``[sum, bits]``, each tensor's too; the learning rates, each
+scheduler's ``last_epoch``, each distributed sampler's epoch, a fingerprint of the batch
+indices the DataLoaders took last and of each RNG stream). At the first step where a resumed
+run's row differs from the uninterrupted run's, the first field that differs — in the order
+that separates causes — names what was not restored, by
 its state path (``rank 1: optimizer.state[3].exp_avg``, ``sampler.epoch 2 vs 1``).
 """
 
 from __future__ import annotations
 
 import random
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +61,11 @@ def _pair(a: Any, b: Any) -> tuple[str, Any, Any]:
     return "", a, b
 
 
+def _shown(value: Any) -> Any:
+    """A tensor's value as people read it: its sum (of ``[sum, bits]``)."""
+    return value[0] if isinstance(value, list) and value else value
+
+
 @dataclass
 class ResumeCause:
     """What a resume did not restore: the first step and field where it parted from the uninterrupted run."""
@@ -82,7 +89,8 @@ class ResumeCause:
             name = _NAMES[self.field]
             return f"{name.format(index)} {a} vs {b}"
         what = self.path or self.field
-        return f"{what} differs (sum {self.uninterrupted} vs {self.resumed})"
+        a, b = _shown(self.uninterrupted), _shown(self.resumed)
+        return f"{what} differs (sum {a} vs {b})" if a != b else f"{what} differs (same sum {a}, other bits)"
 
     def named(self) -> str:
         """``rank 1: optimizer.state[3].exp_avg differs (sum 1.0 vs 1.5)``."""
@@ -94,7 +102,28 @@ class ResumeCause:
 
 
 def parse(text: str) -> list[dict[str, Any]]:
-    return contract.jsonl_rows(text, lambda row: isinstance(row.get("step"), int))
+    """The rows of one trace, in order, each row's tensors as ``{state path: [sum, bits]}``."""
+    rows = contract.jsonl_rows(text, lambda row: isinstance(row.get("step"), int))
+    paths: list[str] = []
+    for row in rows:
+        state = row.get("state")
+        if isinstance(state, dict) and isinstance(state.get("sums"), str):
+            paths = state["paths"] if isinstance(state.get("paths"), list) else paths
+            row["state"] = _tensor_values(paths, state)
+    return rows
+
+
+def _tensor_values(paths: list[str], state: dict[str, Any]) -> dict[str, list[float | int]]:
+    """A row's tensors by their state paths, from the bytes the runtime wrote (float64 sums, uint64 bits)."""
+    try:
+        sums, bits = bytes.fromhex(state["sums"]), bytes.fromhex(state.get("bits", ""))
+        n = min(len(paths), len(sums) // 8, len(bits) // 8)
+        values = zip(
+            struct.unpack(f"<{n}d", sums[: 8 * n]), struct.unpack(f"<{n}Q", bits[: 8 * n]), strict=True
+        )
+    except (TypeError, ValueError, struct.error):
+        return {}
+    return {path: [total, word] for path, (total, word) in zip(paths, values, strict=False)}
 
 
 def _get(row: dict[str, Any], name: str) -> Any:

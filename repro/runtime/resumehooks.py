@@ -86,6 +86,7 @@ def install_torch(torch: ModuleType) -> None:
     atexit.register(ckptrecord.wait)
     if os.environ.get(contract.RESUME_TRACE_ENV) == "1":
         optimizer.register_optimizer_step_pre_hook(resumesteps.before_step)
+        atexit.register(resumesteps.flush_trace)
     optimizer.register_optimizer_step_post_hook(resumesteps.after_step)
     dist = getattr(torch, "distributed", None)
     if resumestate.world() > 1 and dist is not None and hasattr(dist, "barrier"):

@@ -6,7 +6,7 @@ of the last few optimizer steps in memory and write the one of the step the chec
 at as soon as they see the saver's mark (``rng/marks/<step>.<sha256>``), at most a step later;
 their states of the last few steps are also kept in ``rng/ring/``, where the host finds one a
 kill left unwritten. For `repro check --interrupt`: with ``REPRO_RESUME_TRACE=1`` every optimizer
-step appends what decides it (parameter, gradient and optimizer-state sums, learning rates, each
+step appends what decides it (parameter, gradient and optimizer-state fingerprints, learning rates, each
 scheduler's ``last_epoch``, each distributed sampler's epoch, a fingerprint of the batch indices
 taken last and of each RNG stream) to ``rtrace.rank<R>.jsonl``; ``REPRO_INTERRUPT_AT_STEP=N``
 SIGKILLs rank 0's process group (its DataLoader workers included) right after optimizer step N.
@@ -16,7 +16,6 @@ its restore.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -31,13 +30,15 @@ from repro.runtime import (
     jsonl,
     resumestate,
     rngstates,
+    staterecord,
     statewatch,
     steptrace,
 )
 
-_rtrace = jsonl.Appender("rtrace", dumps=lambda row: json.dumps(row, default=str))
+_rtrace = jsonl.Appender(  # buffered: written every second, at exit, and before the runtime ends the process
+    "rtrace", dumps=lambda row: json.dumps(row, default=str), flush_seconds=1.0, flush_bytes=1 << 16
+)
 RING = 8  # optimizer steps of state a non-saving rank keeps in memory
-MAX_NAMED = 1024  # tensors a trace row names by path (parameters first); the sums cover all
 
 
 def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -68,6 +69,7 @@ def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         if resumestate.state["window"] >= int(window):  # `repro replay --from`: the window is done
             ckptrecord.wait()
             steptrace.flush()
+            _rtrace.flush()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
@@ -83,7 +85,13 @@ def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         # the checkpoint's hash of this step is on disk (the kill is the harness's, not a race)
         ckptrecord.wait()
         steptrace.flush()
+        _rtrace.flush()
         os.killpg(os.getpgrp(), 9)  # what a preempted node does to the whole job: SIGKILL, no clean-up
+
+
+def flush_trace() -> None:
+    """Write the resume trace's buffered rows (at exit)."""
+    _rtrace.flush()
 
 
 def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -126,60 +134,29 @@ def _write_marked(d: Path) -> None:
         ckptfiles.durable_write(target, json.dumps(body))
 
 
-def _fingerprint(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _grads(torch: Any, optimizer: Any) -> float:
-    with torch.no_grad():
-        return sum(
-            float(p.grad.detach().double().sum().item())
-            for group in optimizer.param_groups
-            for p in group["params"]
-            if p.grad is not None
-        )
-
-
 def _write_trace_row(optimizer: Any) -> None:
     """The row of the step just taken, its gradients read now: an optimizer stepped with a closure
     (Lightning's) computes them inside the step, after the row's other fields were read."""
     row = resumestate.state.pop("trace_row", None)
     if row is not None:
-        row["grads"] = _grads(sys.modules["torch"], optimizer)
+        row["grads"] = staterecord.grads(optimizer)
         _rtrace.write(row)
 
 
 def _trace_row(d: Path, optimizer: Any) -> None:
     """What decides the step about to be taken: parameters, optimizer state, LR, scheduler and sampler
     epochs, the batches taken, RNG streams (gradients once the step is taken); each parameter's and
-    optimizer state tensor's sum by its path (``optimizer.state[3].exp_avg``)."""
-    torch = sys.modules["torch"]
-    sums = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
-    each: dict[str, float] = {}
-    with torch.no_grad():
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        for i, p in enumerate(params):
-            value = each[f"params[{i}]"] = float(p.detach().double().sum().item())
-            sums["params"] += value
-        for i, p in enumerate(params):  # the numbering of the optimizer's state_dict
-            for key, value in optimizer.state.get(p, {}).items():
-                if isinstance(value, torch.Tensor) and len(each) < MAX_NAMED:
-                    total = each[f"optimizer.state[{i}].{key}"] = float(value.detach().double().sum().item())
-                    sums["optimizer"] += total
-                elif isinstance(value, torch.Tensor):
-                    sums["optimizer"] += float(value.detach().double().sum().item())
+    optimizer state tensor's ``[sum, bits]`` by its path (``optimizer.state[3].exp_avg``)."""
+    tensors = staterecord.tensors_row(optimizer)
     row = {
         "step": resumestate.state["step"],
-        **sums,
+        "params": tensors["params"],
+        "optimizer": tensors["optimizer"],
         "lr": [group.get("lr") for group in optimizer.param_groups],
         "scheduler": statewatch.scheduler_epochs(optimizer),
         "sampler": statewatch.sampler_epochs(),
         "dataloader": batchorder.last_batch(),
-        "rng": {
-            name: _fingerprint(value)
-            for name, value in sorted(rngstates.capture_states().items())
-            if name != rngstates.LOADERS  # a position, which a resumed loader may count otherwise
-        },
-        "state": each,
+        "rng": staterecord.rng_fingerprints(),  # not the loaders' position: a resume may count it otherwise
+        "state": tensors["state"],
     }
     resumestate.state["trace_row"] = row  # written once the step is taken, with its gradients
