@@ -50,14 +50,7 @@ def snapshot_tree(root: Path, skip: list[str], limit: int = 100_000) -> dict[str
             and "pyvenv.cfg" not in names
         )
 
-    seen: dict[str, Stat] = {}
-    for found in produced.walk(root, keep_dir=keep_dir):
-        if found.rel in skipped:
-            continue
-        seen[found.rel] = found.stat
-        if len(seen) >= limit:
-            return seen
-    return seen
+    return produced.stats(root, keep_dir, frozenset(skipped), limit)
 
 
 def changed_since(root: Path, before: dict[str, Stat], skip: list[str]) -> set[str]:

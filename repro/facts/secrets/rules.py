@@ -556,6 +556,7 @@ CREDENTIAL_PLACES: tuple[tuple[str, tuple[LoginFile, ...]], ...] = (
 CREDENTIAL_LOCATIONS = tuple(login for _, logins in CREDENTIAL_PLACES for login in logins)
 _LOCATIONS = [(re.compile(fnmatch.translate(g.lower())), None if c is None else re.compile(c), k)
               for g, c, k in CREDENTIAL_LOCATIONS]  # fmt: skip
+_ANY_LOCATION = re.compile("|".join(glob.pattern for glob, _, _ in _LOCATIONS))
 LOCATION_HEAD = 1 << 16  # how much of such a file is read to judge it
 
 
@@ -563,6 +564,8 @@ def credential_location(relpath: str) -> list[tuple[re.Pattern[bytes] | None, st
     """The credential locations a path stands in (its content is judged by the caller): empty for
     most paths."""
     low = "/" + relpath.lower()
+    if _ANY_LOCATION.match(low) is None:
+        return []  # most paths: one search instead of one per location
     return [(content, kind) for glob, content, kind in _LOCATIONS if glob.match(low)]
 
 
