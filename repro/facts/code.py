@@ -38,6 +38,7 @@ from repro.store.hashing import hash_bytes
 from repro.store.processes import own_output_files
 from repro.store.record import CodeInfo, FileEntry, RunWarning
 from repro.store.statcache import HashCache, hash_files_cached
+from repro.store.treehash import gc_paused
 from repro.store.verify import is_capsule_file
 
 # Never part of a code snapshot, git or not.
@@ -219,6 +220,23 @@ def capture_code(
     Raises:
         UsageError: git fails to read the repository.
     """
+    with gc_paused():  # 50,000 files make 100,000 records, none of them in a cycle
+        return _capture_code(
+            root, put_file, exclude=exclude, cache=cache, max_file_bytes=max_file_bytes,
+            earlier_writers=earlier_writers, credential=credential,
+        )  # fmt: skip
+
+
+def _capture_code(
+    root: Path,
+    put_file: PutFile,
+    *,
+    exclude: list[str],
+    cache: HashCache | None = None,
+    max_file_bytes: int = 16 * 1024 * 1024,
+    earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    credential: Callable[[str, str], str | None] | None = None,
+) -> CodeCapture:
     ignore = Ignore.for_project(root, exclude)
     own = own_output_files()
     git_root = _git_toplevel(root)
