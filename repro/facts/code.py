@@ -32,7 +32,7 @@ from repro.facts.secrets.files import (
     config_text_secrets,
     credential_at,
 )
-from repro.facts.secrets.rules import strip_url_credentials
+from repro.facts.secrets.rules import is_secret_name, strip_url_credentials
 from repro.facts.secrets.verdicts import Verdicts
 from repro.store.hashing import hash_bytes
 from repro.store.processes import own_output_files
@@ -481,6 +481,7 @@ def _walk(root: Path, ignore: Ignore, excluded: list[str]) -> list[_Found]:
     base = os.path.abspath(root)
     found: list[_Found] = []
     stack = [""]
+    search = ignore._any.search if ignore._any is not None else None  # clears most files at once
     while stack:
         rel_dir = stack.pop()
         try:
@@ -497,8 +498,16 @@ def _walk(root: Path, ignore: Ignore, excluded: list[str]) -> list[_Found]:
             if is_dir:
                 if not e.is_symlink() and not ignore(rel, is_dir=True):
                     stack.append(rel + "/")
-            elif not ignore(rel):
-                _add_file(found, excluded, rel, e.path, e.stat)
+            elif (search is not None and search(rel) is None) or not ignore(rel):
+                if is_secret_name(e.name):
+                    excluded.append(rel)
+                    continue
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue  # gone since it was listed, or a broken link
+                if stat.S_ISREG(st.st_mode):
+                    found.append((rel, e.path, st))
     found.sort(key=_first)
     return found
 

@@ -463,7 +463,12 @@ _SECRET_FILE_RE = re.compile(
 
 def is_secret_file(relpath: str) -> bool:
     """Whether a file looks like it holds credentials by its name alone."""
-    return _SECRET_FILE_RE.match(relpath.rsplit("/", 1)[-1].lower()) is not None
+    return is_secret_name(relpath.rsplit("/", 1)[-1])
+
+
+def is_secret_name(name: str) -> bool:
+    """`is_secret_file` of a name with no directory part."""
+    return _SECRET_FILE_RE.match(name.lower()) is not None
 
 
 # A file holding a credential whatever its name: a key block with a body (not a parser's literal
