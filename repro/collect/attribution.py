@@ -19,6 +19,7 @@ from pathlib import Path
 from repro.collect import produced
 from repro.collect.reports import written_by
 from repro.store.processes import is_own_output, own_output_files
+from repro.store.treehash import gc_paused
 
 Stat = tuple[int, int, int]
 
@@ -50,14 +51,8 @@ def snapshot_tree(root: Path, skip: list[str], limit: int = 100_000) -> dict[str
             and "pyvenv.cfg" not in names
         )
 
-    seen: dict[str, Stat] = {}
-    for found in produced.walk(root, keep_dir=keep_dir):
-        if found.rel in skipped:
-            continue
-        seen[found.rel] = found.stat
-        if len(seen) >= limit:
-            return seen
-    return seen
+    with gc_paused():  # a tuple a file, none of them in a cycle
+        return produced.stats(root, keep_dir, frozenset(skipped), limit)
 
 
 def changed_since(root: Path, before: dict[str, Stat], skip: list[str]) -> set[str]:

@@ -382,6 +382,60 @@ def _walk(
                 os.close(child)
 
 
+class _Full(Exception):
+    """The snapshot reached its limit."""
+
+
+def stats(
+    root: Path, keep_dir: Callable[[str, frozenset[str]], bool], skip: frozenset[str], limit: int
+) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime_ns, inode) of every regular file and link `walk` finds under ``root`` (a link's
+    own, never followed), keyed by path, but ``skip``; cut short at ``limit`` entries. One ``lstat``
+    per entry and no object per entry: what a snapshot of a whole project compares."""
+    seen: dict[str, tuple[int, int, int]] = {}
+    try:
+        with _open_dir(root, ".") as fd:
+            _stats(fd, _listed(fd), "", keep_dir, skip, limit, seen)
+    except (OSError, _Full):
+        pass
+    return seen
+
+
+def _stats(
+    fd: int,
+    listed: list[os.DirEntry[str]],
+    prefix: str,
+    keep_dir: Callable[[str, frozenset[str]], bool],
+    skip: frozenset[str],
+    limit: int,
+    seen: dict[str, tuple[int, int, int]],
+) -> None:
+    for e in listed:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue  # gone since it was listed
+        rel = prefix + e.name
+        if stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode):
+            if rel not in skip:
+                seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                if len(seen) >= limit:
+                    raise _Full
+        elif stat_mod.S_ISDIR(st.st_mode):
+            try:
+                child = os.open(e.name, _DIR, dir_fd=fd)
+            except OSError:
+                continue  # gone, or swapped for a link since it was listed
+            try:
+                inner = _listed(child)
+                if keep_dir(rel, frozenset(i.name for i in inner)):
+                    _stats(child, inner, rel + "/", keep_dir, skip, limit, seen)
+            except OSError:
+                continue
+            finally:
+                os.close(child)
+
+
 # --------------------------------------------------------------------------- outputs
 
 

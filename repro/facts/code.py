@@ -12,7 +12,9 @@ code, never dirt.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,12 +32,13 @@ from repro.facts.secrets.files import (
     config_text_secrets,
     credential_at,
 )
-from repro.facts.secrets.rules import strip_url_credentials
+from repro.facts.secrets.rules import is_secret_name, strip_url_credentials
 from repro.facts.secrets.verdicts import Verdicts
 from repro.store.hashing import hash_bytes
 from repro.store.processes import own_output_files
 from repro.store.record import CodeInfo, FileEntry, RunWarning
-from repro.store.statcache import HashCache, hash_file_cached
+from repro.store.statcache import HashCache, hash_files_cached
+from repro.store.treehash import gc_paused
 from repro.store.verify import is_capsule_file
 
 # Never part of a code snapshot, git or not.
@@ -68,13 +71,13 @@ def is_source(rel: str) -> bool:
     return rel.endswith(SOURCE_SUFFIXES)
 
 
-PutFile = Callable[[Path, str], str]  # (path, digest) -> the stored digest, stores the bytes once
+PutFile = Callable[[str, str], str]  # (absolute path, digest) -> the stored digest, stores the bytes once
 
 
 class Blobs(Protocol):
     """Where code files go (the store)."""
 
-    def put_file(self, path: Path, digest: str | None = None) -> str: ...
+    def put_file(self, path: str | Path, digest: str | None = None) -> str: ...
 
     def put_bytes(self, data: bytes) -> str: ...
 
@@ -92,16 +95,17 @@ class MaskedPut:
         self.blobs, self.masker, self.root, self.verdicts = blobs, masker, root, verdicts
         self.found: set[str] = set()
 
-    def credential(self, path: Path, digest: str) -> str | None:
+    def credential(self, path: str | Path, digest: str) -> str | None:
         """What credential the file holds (`secrets.credential_in_file`); None for a known-clean one."""
         if self.verdicts is not None and self.verdicts.clean(digest):
             return None
         return credential_in_file(path)
 
-    def __call__(self, path: Path, digest: str) -> str:
+    def __call__(self, path: str | Path, digest: str) -> str:
         known_clean = self.verdicts is not None and self.verdicts.clean(digest)
         if known_clean and not self.masker.values:
             return self.blobs.put_file(path, digest)
+        path = Path(path)
         raw = path.read_bytes()
         where = f"code file {_rel(path, self.root)}"
         if known_clean:
@@ -151,6 +155,7 @@ class Ignore:
 
     def __init__(self, patterns: list[str]) -> None:
         self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self._any = _any_pattern(self.spec)
 
     @classmethod
     def for_project(cls, root: Path, extra: list[str]) -> Ignore:
@@ -169,7 +174,27 @@ class Ignore:
             raise UsageError(f"{ignore_file} has a pattern git would not accept: {e}") from e
 
     def __call__(self, rel: str, is_dir: bool = False) -> bool:
-        return bool(self.spec.match_file(rel + "/" if is_dir else rel))
+        name = rel + "/" if is_dir else rel
+        if self._any is not None and not rel.startswith(("/", "./")) and self._any.search(name) is None:
+            return False  # no pattern matches at all (most files): gitignore's precedence is moot
+        return bool(self.spec.match_file(name))
+
+
+def _any_pattern(spec: pathspec.GitIgnoreSpec) -> re.Pattern[str] | None:
+    """One regular expression that matches wherever any of ``spec``'s patterns does (negations too),
+    so a path none of them matches is told apart in one search; None when they cannot be joined."""
+    parts: list[str] = []
+    for pattern in spec.patterns:
+        regex = getattr(pattern, "regex", None)
+        if getattr(pattern, "include", None) is None or regex is None:
+            continue
+        if not isinstance(regex.pattern, str) or "(?P=" in regex.pattern or regex.flags & ~re.UNICODE:
+            return None
+        parts.append("(?:" + re.sub(r"\(\?P<\w+>", "(?:", regex.pattern) + ")")
+    try:
+        return re.compile("|".join(parts)) if parts else re.compile("(?!)")
+    except re.error:
+        return None
 
 
 def capture_code(
@@ -180,7 +205,7 @@ def capture_code(
     cache: HashCache | None = None,
     max_file_bytes: int = 16 * 1024 * 1024,
     earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
-    credential: Callable[[Path, str], str | None] | None = None,
+    credential: Callable[[str, str], str | None] | None = None,
 ) -> CodeCapture:
     """Record the code at ``root`` (git metadata when it is a work tree) and store its files.
 
@@ -195,34 +220,46 @@ def capture_code(
     Raises:
         UsageError: git fails to read the repository.
     """
+    with gc_paused():  # 50,000 files make 100,000 records, none of them in a cycle
+        return _capture_code(
+            root, put_file, exclude=exclude, cache=cache, max_file_bytes=max_file_bytes,
+            earlier_writers=earlier_writers, credential=credential,
+        )  # fmt: skip
+
+
+def _capture_code(
+    root: Path,
+    put_file: PutFile,
+    *,
+    exclude: list[str],
+    cache: HashCache | None = None,
+    max_file_bytes: int = 16 * 1024 * 1024,
+    earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    credential: Callable[[str, str], str | None] | None = None,
+) -> CodeCapture:
     ignore = Ignore.for_project(root, exclude)
     own = own_output_files()
     git_root = _git_toplevel(root)
     capture = CodeCapture(CodeInfo())
+    untracked: set[str] = set()
     if git_root is not None:
         rels, untracked = _git_state(root, git_root, capture)
+        found = _stat_listed(root, rels, ignore, capture.info.excluded)
     else:
-        rels, untracked = _walk(root, ignore), set()
+        found = _walk(root, ignore, capture.info.excluded)
         capture.info.kind = "snapshot"
+    found = [
+        (rel, path, st)
+        for rel, path, st in found
+        if (st.st_dev, st.st_ino) not in own  # not the log repro's own output goes to
+        # a capsule repro exported into the project is repro's file, not code
+        and not ((rel in untracked or git_root is None) and _own_capsule(rel, path))
+    ]
+    digests = hash_files_cached([(path, st) for _, path, st in found], cache)
     candidates: dict[str, str] = {}  # untracked (or snapshot) files: path → hash
     held: dict[str, str] = {}  # files left out for what they hold: path → what
     holds = credential or (lambda path, _digest: credential_in_file(path))
-    for rel in rels:
-        if ignore(rel):
-            continue
-        if is_secret_file(rel):
-            capture.info.excluded.append(rel)
-            continue
-        path = root / rel
-        try:
-            st = path.stat()
-        except OSError:
-            continue  # deleted in the work tree, or a broken link
-        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in own:
-            continue  # not a file, or the log repro's own output goes to
-        if (rel in untracked or git_root is None) and _own_capsule(rel, path):
-            continue  # a capsule repro exported into the project is repro's file, not code
-        digest = hash_file_cached(path, cache)
+    for (rel, path, st), digest in zip(found, digests, strict=True):
         if rel in untracked or git_root is None:
             candidates[rel] = digest
         size = st.st_size
@@ -248,6 +285,7 @@ def capture_code(
         capture.info.files.append(entry)
         if rel in untracked:
             capture.info.untracked.append(entry)
+    capture.info.excluded.sort()  # secret by name or by content, in path order
     _conclude(capture, candidates, held, earlier_writers)
     _drop_from_patch(capture, held)
     return capture
@@ -319,8 +357,8 @@ def _conclude(
         )
 
 
-def _own_capsule(rel: str, path: Path) -> bool:
-    return rel.endswith(".tar") and is_capsule_file(path)
+def _own_capsule(rel: str, path: str) -> bool:
+    return rel.endswith(".tar") and is_capsule_file(Path(path))
 
 
 def _git_toplevel(root: Path) -> Path | None:
@@ -433,14 +471,75 @@ def store_patch(capture: CodeCapture, put_bytes: Callable[[bytes], str]) -> None
         capture.info.patch = put_bytes(capture.patch.encode("utf-8", "surrogateescape") + b"\n")
 
 
-def _walk(root: Path, ignore: Ignore) -> list[str]:
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        dirnames[:] = sorted(d for d in dirnames if not ignore(rel_dir + d, is_dir=True))
-        found += [rel_dir + f for f in filenames]
-    return sorted(found)
+_Found = tuple[str, str, os.stat_result]  # (project-relative path, absolute path, its stat)
+
+
+def _walk(root: Path, ignore: Ignore, excluded: list[str]) -> list[_Found]:
+    """The regular files (or links to one) of a project outside git, in path order, each stat'ed once:
+    not those `.reproignore` or the built-ins exclude (an excluded directory is not entered, nor is a
+    link to one); secret-looking names go to ``excluded``."""
+    base = os.path.abspath(root)
+    found: list[_Found] = []
+    stack = [""]
+    search = ignore._any.search if ignore._any is not None else None  # clears most files at once
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(base + "/" + rel_dir if rel_dir else base) as it:
+                entries = list(it)
+        except OSError:
+            continue  # unreadable, or gone since it was listed
+        for e in entries:
+            rel = rel_dir + e.name
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not e.is_symlink() and not ignore(rel, is_dir=True):
+                    stack.append(rel + "/")
+            elif (search is not None and search(rel) is None) or not ignore(rel):
+                if is_secret_name(e.name):
+                    excluded.append(rel)
+                    continue
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue  # gone since it was listed, or a broken link
+                if stat.S_ISREG(st.st_mode):
+                    found.append((rel, e.path, st))
+    found.sort(key=_first)
+    return found
+
+
+def _stat_listed(root: Path, rels: list[str], ignore: Ignore, excluded: list[str]) -> list[_Found]:
+    """The regular files (or links to one) among ``rels`` (git's list, in path order), each stat'ed
+    once; secret-looking names go to ``excluded``."""
+    base = os.path.abspath(root)
+    found: list[_Found] = []
+    for rel in rels:
+        if not ignore(rel):
+            path = base + "/" + rel
+            _add_file(found, excluded, rel, path, functools.partial(os.stat, path))
+    return found
+
+
+def _add_file(
+    found: list[_Found], excluded: list[str], rel: str, path: str, stat_of: Callable[[], os.stat_result]
+) -> None:
+    if is_secret_file(rel):
+        excluded.append(rel)
+        return
+    try:
+        st = stat_of()
+    except OSError:
+        return  # deleted in the work tree, or a broken link
+    if stat.S_ISREG(st.st_mode):
+        found.append((rel, path, st))
+
+
+def _first(item: _Found) -> str:
+    return item[0]
 
 
 def restore_code(info: CodeInfo, blob_path: Callable[[str], Path], dest: Path) -> list[str]:

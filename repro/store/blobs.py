@@ -39,7 +39,7 @@ class BlobStore:
             write_atomic(self.blob_path(digest), data)
         return digest
 
-    def put_file(self, path: Path, digest: str | None = None) -> str:
+    def put_file(self, path: str | Path, digest: str | None = None) -> str:
         """Store a file's bytes once (hashing it unless its digest is known); returns the digest of
         the bytes stored: a file that changed since ``digest`` was taken (a log still growing) is
         stored under the digest of what was copied, so no blob's name ever lies."""
@@ -83,7 +83,7 @@ class BlobStore:
         finally:
             tmp.unlink(missing_ok=True)  # a full disk leaves no partial blob behind
 
-    def copy_blob(self, source: Path, digest: str) -> str:
+    def copy_blob(self, source: str | Path, digest: str) -> str:
         target = self.blob_path(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -136,7 +136,7 @@ def copy_hashed(source: int, dest: int) -> tuple[str, int]:
     return h.hexdigest(), total
 
 
-def hash_file(path: Path) -> str:
+def hash_file(path: str | Path) -> str:
     """The xxh3-128 hex digest of a file's bytes.
 
     Raises:

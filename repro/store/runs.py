@@ -182,7 +182,7 @@ class Store:
         """Store bytes once; returns their digest."""
         return self.blobs.put_bytes(data)
 
-    def put_file(self, path: Path, digest: str | None = None) -> str:
+    def put_file(self, path: str | Path, digest: str | None = None) -> str:
         """Store a file's bytes once; returns the digest of the bytes stored (`BlobStore.put_file`)."""
         return self.blobs.put_file(path, digest)
 

@@ -170,8 +170,8 @@ def test_files_found_clean_are_not_scanned_again_but_still_searched_for_known_va
     scanned: list[str] = []
     real = credential_in_file
 
-    def counted(path: Path) -> str | None:
-        scanned.append(path.name)
+    def counted(path: str | Path) -> str | None:
+        scanned.append(Path(path).name)
         return real(path)
 
     monkeypatch.setattr(code_capture, "credential_in_file", counted)

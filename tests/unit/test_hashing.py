@@ -481,3 +481,18 @@ def test_first_hash_hands_the_rest_of_the_tree_to_the_pool_when_reads_wait(
     assert calls[-1] == (tree.size, tree.size)
     assert all(t in (0, tree.size) for _, t in calls)  # the total is unknown until the end
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_many_files_are_hashed_with_one_cache_query_and_only_changed_ones_read(
+    tmp_path: Path, cache: HashCache, count_reads: list[str], no_racy_window: None
+) -> None:
+    root = make_tree(tmp_path / "d", {f"f{i}": f"v{i}".encode() for i in range(20)})
+    files = [(os.path.abspath(root / f"f{i}"), os.stat(root / f"f{i}")) for i in range(20)]
+    first = statcache.hash_files_cached(files, cache)
+    assert first == [hash_bytes(f"v{i}".encode()) for i in range(20)] and len(count_reads) == 20
+    (root / "f3").write_bytes(b"changed")
+    files[3] = (files[3][0], os.stat(root / "f3"))
+    again = statcache.hash_files_cached(files, cache)
+    assert again == [*first[:3], hash_bytes(b"changed"), *first[4:]]
+    assert count_reads[20:] == [files[3][0]]  # the one file whose stat changed
+    assert statcache.hash_files_cached(files, None) == again  # no cache: every file read

@@ -93,3 +93,16 @@ def test_submodule_files_are_captured(tmp_path: Path) -> None:
     cap = capture_code(root, store.put_file, exclude=[])
     assert "vendor/helpers.py" in [f.path for f in cap.info.files]
     assert not cap.warnings
+
+
+def test_the_one_search_that_clears_unmatched_paths_agrees_with_gitignore_precedence() -> None:
+    """A path no pattern matches is cleared by one joined search; every other path still gets
+    gitignore's precedence (negation, directory patterns): both agree with the full matcher."""
+    ignore = Ignore(PATTERNS.splitlines() + ["node_modules", "!src/keep.gen.py", "/data"])
+    assert ignore._any is not None
+    paths = [*PATHS, "src/keep.gen.py", "node_modules/x.js", "a/node_modules/y/z.js", "data", "a/data"]
+    for rel in paths:
+        for is_dir in (False, True):
+            name = rel + "/" if is_dir else rel
+            assert ignore(rel, is_dir) == bool(ignore.spec.match_file(name)), name
+    assert not ignore("src/keep.gen.py") and ignore("src/a.gen.py") and ignore("data", is_dir=True)

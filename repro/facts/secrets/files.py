@@ -40,7 +40,7 @@ _CHUNK = 1 << 20
 MAX_CONFIG_BYTES = 4 << 20  # larger "configs" (a tokenizer's vocabulary) are data, not settings
 
 
-def credential_in_file(path: Path) -> str | None:
+def credential_in_file(path: str | Path) -> str | None:
     """What credential a file holds (`a private key`, `a cloud service-account file`), or None.
 
     The whole file is read in chunks that overlap by the longest span a rule needs, so a key after
@@ -59,7 +59,7 @@ def credential_in_file(path: Path) -> str | None:
     return None
 
 
-def credential_at(path: Path, relpath: str) -> str | None:
+def credential_at(path: str | Path, relpath: str) -> str | None:
     """What credential a file is by where it stands and what it says (`rules.CREDENTIAL_LOCATIONS`:
     `wandb/settings` with an `api_key`, `.kaggle/kaggle.json`, `.docker/config.json` with a login),
     whatever its suffix; None for a path no tool keeps a login at (the file is then not read)."""

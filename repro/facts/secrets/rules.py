@@ -474,7 +474,12 @@ _SECRET_FILE_RE = re.compile(
 
 def is_secret_file(relpath: str) -> bool:
     """Whether a file looks like it holds credentials by its name alone."""
-    return _SECRET_FILE_RE.match(relpath.rsplit("/", 1)[-1].lower()) is not None
+    return is_secret_name(relpath.rsplit("/", 1)[-1])
+
+
+def is_secret_name(name: str) -> bool:
+    """`is_secret_file` of a name with no directory part."""
+    return _SECRET_FILE_RE.match(name.lower()) is not None
 
 
 # A file holding a credential whatever its name: a key block with a body (not a parser's literal
@@ -567,6 +572,7 @@ CREDENTIAL_PLACES: tuple[tuple[str, tuple[LoginFile, ...]], ...] = (
 CREDENTIAL_LOCATIONS = tuple(login for _, logins in CREDENTIAL_PLACES for login in logins)
 _LOCATIONS = [(re.compile(fnmatch.translate(g.lower())), None if c is None else re.compile(c), k)
               for g, c, k in CREDENTIAL_LOCATIONS]  # fmt: skip
+_ANY_LOCATION = re.compile("|".join(glob.pattern for glob, _, _ in _LOCATIONS))
 LOCATION_HEAD = 1 << 16  # how much of such a file is read to judge it
 
 
@@ -574,6 +580,8 @@ def credential_location(relpath: str) -> list[tuple[re.Pattern[bytes] | None, st
     """The credential locations a path stands in (its content is judged by the caller): empty for
     most paths."""
     low = "/" + relpath.lower()
+    if _ANY_LOCATION.match(low) is None:
+        return []  # most paths: one search instead of one per location
     return [(content, kind) for glob, content, kind in _LOCATIONS if glob.match(low)]
 
 
