@@ -197,6 +197,7 @@ def _any_pattern(spec: pathspec.GitIgnoreSpec) -> re.Pattern[str] | None:
         return None
 
 
+@gc_paused()  # 50,000 files make 100,000 records, none of them in a cycle
 def capture_code(
     root: Path,
     put_file: PutFile,
@@ -220,23 +221,6 @@ def capture_code(
     Raises:
         UsageError: git fails to read the repository.
     """
-    with gc_paused():  # 50,000 files make 100,000 records, none of them in a cycle
-        return _capture_code(
-            root, put_file, exclude=exclude, cache=cache, max_file_bytes=max_file_bytes,
-            earlier_writers=earlier_writers, credential=credential,
-        )  # fmt: skip
-
-
-def _capture_code(
-    root: Path,
-    put_file: PutFile,
-    *,
-    exclude: list[str],
-    cache: HashCache | None = None,
-    max_file_bytes: int = 16 * 1024 * 1024,
-    earlier_writers: Callable[[dict[str, str]], dict[str, str]] | None = None,
-    credential: Callable[[str, str], str | None] | None = None,
-) -> CodeCapture:
     ignore = Ignore.for_project(root, exclude)
     own = own_output_files()
     git_root = _git_toplevel(root)
