@@ -47,7 +47,7 @@ def run(repeats: int = 3) -> list[Row]:
     if repro is None:
         why = "the repro command is not installed (make install)"
         return [
-            Row(case_run, "`python train.py` bare", None, None, "< +3 s", "overhead", 3.0, skipped=why),
+            Row(case_run, "`python train.py` bare", None, None, "< +2 s", "overhead", 2.0, skipped=why),
             Row(case_show, "bare `python -c pass`", None, None, "< +0.5 s", "overhead", 0.5, skipped=why),
         ]
     env = repro_env()
@@ -75,7 +75,7 @@ def run(repeats: int = 3) -> list[Row]:
     note_show = "medians; the code list is counted from the record, not read; most of it is the CLI's start"
     return [
         Row(case_run, "`python train.py` bare", median_sample(peer), median_sample(timed),
-            "< +3 s", "overhead", 3.0, note=note_run),
+            "< +2 s", "overhead", 2.0, note=note_run),
         Row(case_show, "bare `python -c pass`", median_sample(py), median_sample(show),
             "< +0.5 s", "overhead", 0.5, note=note_show),
     ]  # fmt: skip

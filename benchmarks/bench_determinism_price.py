@@ -2,6 +2,7 @@
 
     python benchmarks/bench_determinism_price.py              # 4 pairs of each workload and thread setting
     python benchmarks/bench_determinism_price.py --pairs 2 --steps 15 --warmup 5   # a smoke test
+    python benchmarks/bench_determinism_price.py --strict-arg=--isa=none   # strict without its ISA pin
 
 Protocol: paired runs, each a fresh `repro run --backend local` process, the order of strict and off
 alternating from pair to pair (strict first in even pairs); the first ``--warmup`` optimizer steps are
@@ -105,6 +106,8 @@ def train_once(
     cmd = [repro_exe() or "repro", "run", "--backend", "local", "--mode", mode]
     if mode == "strict" and threads is not None:
         cmd += ["--threads", str(threads)]
+    if mode == "strict":
+        cmd += getattr(args, "strict_arg", None) or []
     cmd += ["--", "python", script, "--steps", str(args.steps), "--warmup", str(args.warmup)]
     proc = subprocess.run(
         cmd, cwd=proj, env=_env(threads if mode == "off" else None), capture_output=True, text=True
@@ -168,6 +171,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="steps left out of each run's time")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="equal thread counts")
     parser.add_argument("--only", choices=[script for script, _ in WORKLOADS.values()], nargs="+")
+    parser.add_argument(
+        "--strict-arg", action="append", metavar="ARG",
+        help="an option of the strict runs' `repro run`, e.g. --strict-arg=--isa=none (the ISA pin's share)",
+    )  # fmt: skip
     args = parser.parse_args()
     load = os.getloadavg()[0]
     lines = []
@@ -184,9 +191,10 @@ def main() -> None:
                 continue
             for setting in chosen:
                 lines.append(row(workload, setting, measure(proj, script, setting, args)))
+    extra = f"; strict runs with {' '.join(args.strict_arg)}" if args.strict_arg else ""
     print(f"{args.pairs} pairs each, {args.steps - args.warmup} timed steps a run after {args.warmup} "
           f"warm-up steps; {usable_cpus()} usable CPUs; load average {load:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end")  # fmt: skip
+          f"{os.getloadavg()[0]:.1f} at the end{extra}")  # fmt: skip
     print("| workload | threads | off (s, median) | strict (s, median) | strict/off (geomean) | 95% CI "
           "| strict runs' weights |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")

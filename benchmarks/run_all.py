@@ -134,7 +134,8 @@ def _write_results(results: list[tuple[str, list[Row]]], started: str, host: dic
         "peer on the same generated data in the same run; ratios, not absolute times, are the claim.",
         "Times are the best of the repeats; `cpu` is user+system CPU seconds (of the process and its",
         "children), which is steadier than wall-clock time on a shared machine. Each section names",
-        "the run it comes from (`run_all.py --only` rewrites only its own sections).",
+        "the run it comes from and its CPU (`run_all.py --only` rewrites only its own sections; the",
+        "Machine section describes the latest run's machine).",
         "",
         "## Machine",
         "",
@@ -143,7 +144,8 @@ def _write_results(results: list[tuple[str, list[Row]]], started: str, host: dic
         "",
     ]
     load = host.get("load average at start", "?")
-    stamp = f"_Run: {started}, repro {versions['repro']}, load average at start {load}._"
+    cpu = host.get("cpu", "?")  # a kept section may come from another machine: each names its CPU
+    stamp = f"_Run: {started}, repro {versions['repro']}, {cpu}, load average at start {load}._"
     for title in dict.fromkeys([*SUITE_TITLES, *kept]):
         rows = next((r for t, r in results if t == title), None)
         if rows is not None:
