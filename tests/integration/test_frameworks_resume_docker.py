@@ -123,3 +123,22 @@ def test_an_accelerate_loop_killed_mid_epoch_in_a_container_resumes_byte_identic
                         "--checkpointing_steps", "5")  # fmt: skip
     outputs = _outputs(result)
     assert outputs["outputs/model.pt"] == "same" and set(outputs.values()) == {"same"}
+
+
+def test_two_torchrun_ranks_killed_in_a_container_resume_byte_identical(project: Project, image: str) -> None:
+    """`torchrun --nproc_per_node=2` (gloo) in one container, a `DistributedSampler` with `set_epoch`,
+    per-rank dropout and augmentation: both ranks resume exact, each rank's state the same at every
+    step from the resume point."""
+    _project(project, "ddp_resumable.py", "train.py")
+    project.points(n=128)
+    project.commit("ddp")
+    r = project.repro("check", *COMMON[:-1], "--nproc-per-node", "2", "--", "python", "train.py",
+                      "--epochs", "4", "--save", "outputs/model.pt")  # fmt: skip
+    assert r.code == 0, r.out + r.err[-6000:]
+    assert r.err.count(f"reusing image {image}") == 3, r.err
+    result = json.loads(r.out)
+    assert result["status"] == "identical" and len(result["run_ids"]) == 3
+    (state,) = result["states"]
+    assert state["killed_after"] > 0
+    assert [(rank["rank"], rank["same"]) for rank in state["ranks"]] == [(0, True), (1, True)]
+    assert _outputs(result)["outputs/model.pt"] == "same"
