@@ -27,7 +27,7 @@ import os
 import posixpath
 import secrets
 import stat as stat_mod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -360,30 +360,43 @@ def _walk(
     prefix: str,
     keep_dir: Callable[[str, frozenset[str]], bool] | None,
 ) -> Iterator[Found]:
+    for rel, name, parent, st in _entries(fd, listed, prefix, keep_dir):
+        try:
+            yield _found(rel, name, parent, st)
+        except OSError:
+            continue  # a link gone since it was listed
+
+
+def _entries(
+    fd: int,
+    listed: list[os.DirEntry[str]],
+    prefix: str,
+    keep_dir: Callable[[str, frozenset[str]], bool] | None,
+) -> Generator[tuple[str, str, int, os.stat_result], None, None]:
+    """(rel, name, its directory's open fd, its own lstat) of every regular file and link below
+    ``fd``, directories in name order; a directory is entered when ``keep_dir`` says so (default:
+    always) and never through a link. No object per entry: `walk` and `stats` share it."""
     for e in listed:
         try:
-            found = _found(prefix + e.name, e.name, fd, e.stat(follow_symlinks=False))
+            st = e.stat(follow_symlinks=False)
         except OSError:
             continue  # gone since it was listed
-        if found.kind in ("file", "link"):
-            yield found
-        elif found.kind == "dir":
+        rel = prefix + e.name
+        if stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode):
+            yield rel, e.name, fd, st
+        elif stat_mod.S_ISDIR(st.st_mode):
             try:
                 child = os.open(e.name, _DIR, dir_fd=fd)
             except OSError:
                 continue  # gone, or swapped for a link since it was listed
             try:
                 inner = _listed(child)
-                if keep_dir is None or keep_dir(found.rel, frozenset(i.name for i in inner)):
-                    yield from _walk(child, inner, found.rel + "/", keep_dir)
+                if keep_dir is None or keep_dir(rel, frozenset(i.name for i in inner)):
+                    yield from _entries(child, inner, rel + "/", keep_dir)
             except OSError:
                 continue
             finally:
                 os.close(child)
-
-
-class _Full(Exception):
-    """The snapshot reached its limit."""
 
 
 def stats(
@@ -394,46 +407,15 @@ def stats(
     per entry and no object per entry: what a snapshot of a whole project compares."""
     seen: dict[str, tuple[int, int, int]] = {}
     try:
-        with _open_dir(root, ".") as fd:
-            _stats(fd, _listed(fd), "", keep_dir, skip, limit, seen)
-    except (OSError, _Full):
+        with _open_dir(root, ".") as fd, contextlib.closing(_entries(fd, _listed(fd), "", keep_dir)) as found:
+            for rel, _, _, st in found:
+                if rel not in skip:
+                    seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    if len(seen) >= limit:
+                        break
+    except OSError:
         pass
     return seen
-
-
-def _stats(
-    fd: int,
-    listed: list[os.DirEntry[str]],
-    prefix: str,
-    keep_dir: Callable[[str, frozenset[str]], bool],
-    skip: frozenset[str],
-    limit: int,
-    seen: dict[str, tuple[int, int, int]],
-) -> None:
-    for e in listed:
-        try:
-            st = e.stat(follow_symlinks=False)
-        except OSError:
-            continue  # gone since it was listed
-        rel = prefix + e.name
-        if stat_mod.S_ISREG(st.st_mode) or stat_mod.S_ISLNK(st.st_mode):
-            if rel not in skip:
-                seen[rel] = (st.st_size, st.st_mtime_ns, st.st_ino)
-                if len(seen) >= limit:
-                    raise _Full
-        elif stat_mod.S_ISDIR(st.st_mode):
-            try:
-                child = os.open(e.name, _DIR, dir_fd=fd)
-            except OSError:
-                continue  # gone, or swapped for a link since it was listed
-            try:
-                inner = _listed(child)
-                if keep_dir(rel, frozenset(i.name for i in inner)):
-                    _stats(child, inner, rel + "/", keep_dir, skip, limit, seen)
-            except OSError:
-                continue
-            finally:
-                os.close(child)
 
 
 # --------------------------------------------------------------------------- outputs
