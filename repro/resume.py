@@ -40,7 +40,7 @@ from repro.run.execute import build_spec
 from repro.run.prepared import Prepared, now_iso
 from repro.store import limits
 from repro.store.record import FileEntry, Record
-from repro.store.runs import Store
+from repro.store.runs import Store, is_capsule_ref
 from repro.store.statcache import HashCache
 from repro.units import plural
 
@@ -80,7 +80,7 @@ def resume(
         BackendUnavailable, BuildError: the backend cannot run it (a run from elsewhere: no Docker
             engine and no host backend named, `repro.sandbox`).
     """
-    if capsule_ref(ref):
+    if is_capsule_ref(ref):
         return resume_capsule(store, ref, plan, on_event, backend=backend, env=env, on_start=on_start)
     found = find_resumable(store, ref, plan.settings)
     original = found.record
@@ -119,11 +119,6 @@ def resume(
     record.results.outputs = carried_outputs(original.results.outputs, record.results.outputs)
     store.seal(record, prepared.run_dir)
     return record
-
-
-def capsule_ref(ref: str) -> bool:
-    """Whether ``ref`` names a capsule file (the rule `Store.resolve` follows)."""
-    return ref.endswith(".tar") or Path(ref).is_file()
 
 
 def resume_capsule(

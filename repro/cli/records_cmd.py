@@ -287,13 +287,14 @@ def verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> Non
 
 def _verify(app: AppContext, ref: str, as_json: bool, trust: Trust | None) -> None:
     from repro.store import signing
+    from repro.store.runs import is_capsule_ref
     from repro.store.verify import verify_tar
     from repro.ui import records as render
 
     path = Path(ref)
     image_size: int | None = None
     seal: Seal | None = None
-    if path.is_file() or ref.endswith(".tar"):
+    if is_capsule_ref(ref):
         verified = verify_tar(path)
         record, count, image_size = verified.record, len(verified.members), verified.image_size
         seal = signing.check_seal(path.name, verified.sums, verified.signature, trust or signing.Trust())

@@ -12,6 +12,7 @@ from repro.cli.events import Relay, raise_for_status, sigterm_interrupts
 from repro.cli.options import backend_option, json_option
 from repro.config import Flags
 from repro.errors import Interrupted
+from repro.store.runs import is_capsule_ref
 from repro.ui import records as render
 
 
@@ -67,6 +68,6 @@ def resume(app: AppContext, ref: str, backend: str | None, as_json: bool) -> Non
         ui.summary(f"{line} · resume of {record.resumed_from}{over}")
         for warning in record.warnings:
             ui.warn(warning.message)
-        if core.capsule_ref(ref):  # the copy it ran in is gone: its outputs are in the store
+        if is_capsule_ref(ref):  # the copy it ran in is gone: its outputs are in the store
             ui.info(f"its outputs are kept with the run: `repro get {record.id} -o .` writes them here")
     raise_for_status(record)

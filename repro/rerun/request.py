@@ -13,7 +13,7 @@ from repro.errors import CapsuleInvalid, UsageError
 from repro.facts.data import Drift
 from repro.store import limits, signing
 from repro.store.record import Record
-from repro.store.runs import LoadedRun, Store
+from repro.store.runs import LoadedRun, Store, is_capsule_ref
 
 
 @dataclass
@@ -69,7 +69,7 @@ def resolve_trusted(store: Store, ref: str, trust: signing.Trust | None, on_even
     if trust is None:
         return store.resolve(ref)
     path = Path(ref)
-    if not (ref.endswith(".tar") or path.is_file()):
+    if not is_capsule_ref(ref):
         raise UsageError(
             f"--key and --require-signed check an exported capsule; {ref} is a run in the store",
             hint=f"replay the capsule file itself (`repro export {ref} --sign KEYFILE` makes one)",

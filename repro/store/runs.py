@@ -143,6 +143,12 @@ class LoadedRun:
 _REMOTES: dict[str, Callable[[Store, str], LoadedRun]] = {}
 
 
+def is_capsule_ref(ref: str) -> bool:
+    """Whether ``ref`` names a capsule file rather than a run of a store: a ``.tar`` name, or any
+    file (the rule every command that takes a ref follows)."""
+    return ref.endswith(".tar") or Path(ref).is_file()
+
+
 def register_remote(scheme: str, opener: Callable[[Store, str], LoadedRun]) -> None:
     """Let every command that takes a run ref take ``SCHEME://…`` refs, opened by ``opener``."""
     _REMOTES[scheme] = opener
@@ -365,7 +371,7 @@ class Store:
         if sep and scheme in _REMOTES:
             return _REMOTES[scheme](self, ref)
         path = Path(ref)
-        if ref.endswith(".tar") or path.is_file():
+        if is_capsule_ref(ref):
             return self.open_capsule(path)
         if path.is_dir() and (path / RECORD_NAME).is_file():
             loaded = LoadedRun(load_record((path / RECORD_NAME).read_bytes()), path, path.parent.parent)
