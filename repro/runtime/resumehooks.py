@@ -83,7 +83,6 @@ def install_torch(torch: ModuleType) -> None:
 
         optimizer = importlib.import_module("torch.optim.optimizer")
     sys.addaudithook(ckptrecord.on_audit)
-    atexit.register(ckptrecord.wait)
     if os.environ.get(contract.RESUME_TRACE_ENV) == "1":
         optimizer.register_optimizer_step_pre_hook(resumesteps.before_step)
         atexit.register(resumesteps.flush_trace)
