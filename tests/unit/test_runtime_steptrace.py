@@ -95,36 +95,51 @@ def test_one_host_transfer_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls["item"] == 0  # one tolist() of the stacked sums, no per-parameter .item()
 
 
-def _trace_appender(path: Path, monkeypatch: pytest.MonkeyPatch) -> jsonl.Appender:
-    monkeypatch.setattr("repro.runtime.jsonl.time.monotonic", lambda: 1e18)
-    appender = jsonl.Appender(
-        "trace", path=str(path), flush_seconds=steptrace.FLUSH_SECONDS, flush_bytes=steptrace.FLUSH_BYTES
-    )
-    monkeypatch.setattr(steptrace, "_appender", [appender])
-    return appender
+def _trace_rows(path: Path, monkeypatch: pytest.MonkeyPatch) -> steptrace._Rows:
+    monkeypatch.setattr("repro.runtime.steptrace.time.monotonic", lambda: 1e18)
+    rows = steptrace._Rows(jsonl.Appender("trace", path=str(path)))
+    monkeypatch.setattr(steptrace, "_rows", [rows])
+    return rows
 
 
-def test_lines_are_buffered_then_written_whole_and_readable(
+W = (["w"], steptrace._templates(["w"]))  # one parameter set: the names and the line templates
+
+
+def test_rows_are_kept_then_written_whole_and_readable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    appender = _trace_appender(path, monkeypatch)  # within the second: held
+    rows = _trace_rows(path, monkeypatch)  # within the second: kept
     for step in range(3):
-        appender.write({"step": step, "params": {"w": [1.5, 2.5]}})
+        rows.add(step, W, [1.5, 2] if step == 0 else [None, 3], step == 0)
     assert not path.exists()
     steptrace.flush()
-    rows = trace.parse(path.read_text())
-    assert [r["step"] for r in rows] == [0, 1, 2] and rows[0]["params"] == {"w": [1.5, 2.5]}
-    monkeypatch.setattr("repro.runtime.jsonl.time.monotonic", lambda: 2e18)  # a second later: written at once
-    appender.write({"step": 3, "params": {}})
-    assert len(trace.parse(path.read_text())) == 4
+    found = trace.parse(path.read_text())
+    assert [r["step"] for r in found] == [0, 1, 2]
+    assert found[0]["params"] == {"w": [1.5, 2]} and found[1]["params"] == {"w": [None, 3]}
+    rows.add(3, W, [float("nan"), 4], True)  # a sum that is not finite: written by json
+    monkeypatch.setattr(
+        "repro.runtime.steptrace.time.monotonic", lambda: 2e18
+    )  # a second later: written at once
+    rows.add(4, W, [None, 5], False)
+    assert [r["step"] for r in trace.parse(path.read_text())] == [0, 1, 2, 3, 4]
+
+
+def test_rows_are_written_once_enough_numbers_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "trace.jsonl"
+    rows = _trace_rows(path, monkeypatch)
+    for step in range(steptrace.FLUSH_NUMBERS // 2):
+        rows.add(step, W, [None, step], False)
+    assert len(trace.parse(path.read_text())) == steptrace.FLUSH_NUMBERS // 2 and rows.kept == []
 
 
 def test_a_forked_child_does_not_write_the_parents_lines_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    _trace_appender(path, monkeypatch).write({"step": 0})
+    _trace_rows(path, monkeypatch).add(0, W, [None, 7], False)
     pid = os.fork()
     if pid == 0:  # what a DataLoader worker gets
         steptrace.flush()
@@ -132,7 +147,9 @@ def test_a_forked_child_does_not_write_the_parents_lines_again(
     os.waitpid(pid, 0)
     assert not path.exists()
     steptrace.flush()
-    assert path.read_text() == '{"step": 0}\n'
+    assert trace.parse(path.read_text()) == [
+        {"step": 0, "f": steptrace.SUMMATION, "params": {"w": [None, 7]}}
+    ]
 
 
 def test_the_hook_writes_json_lines_with_sums_every_few_steps_and_digests_at_every_one(
