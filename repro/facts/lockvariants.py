@@ -81,14 +81,13 @@ class Resolution:
         )  # fmt: skip
 
 
-def installed_versions() -> dict[str, str]:
-    """{normal name: version} of every distribution this interpreter has installed."""
-    found: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            found.setdefault(canonical_name(name), dist.version)
-    return found
+def installed_version(name: str) -> str | None:
+    """The version of distribution ``name`` this interpreter imports (the first on its path), or
+    None; only that distribution's metadata is read, not every installed one's."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def known_variant(variant: str) -> LockVariant:
@@ -130,10 +129,10 @@ def resolution(
     if variant == "cpu":
         wants_torch = any(n in TORCH_FAMILY for n in _requirements(source_text))
         return Resolution("cpu", python, None, None, (), "cpu" if wants_torch else None)
-    here = installed if installed is not None else installed_versions()
+    version_of = installed.get if installed is not None else installed_version
     held = []
     for name, req in sorted(_requirements(source_text).items()):
-        version = here.get(name)
+        version = version_of(name)
         if version is not None and req.specifier.contains(version, prereleases=True):
             held.append(f"{name}=={version}")
     return Resolution("local", python, None, None, tuple(held))

@@ -67,6 +67,13 @@ def test_the_local_lock_holds_what_is_installed_where_the_source_allows_it() -> 
     assert how.python == f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
+def test_the_local_lock_reads_the_versions_this_interpreter_imports_by_any_spelling() -> None:
+    from importlib import metadata
+
+    how = lockvariants.resolution("local", "PyYAML\nclick>=1\nno-such-distribution-here\n")
+    assert how.constraints == (f"click=={metadata.version('click')}", f"pyyaml=={metadata.version('PyYAML')}")
+
+
 def test_the_cuda_lock_resolves_for_the_image_with_the_torch_cuda_index() -> None:
     how = lockvariants.resolution("cuda", "torch>=2.6\nnumpy\n", {"torch": "2.13.0+cpu"})
     assert how.constraints == ()  # the host's CPU torch is not what runs on the GPU
