@@ -188,13 +188,13 @@ def _apply_seed(seed: int) -> dict[str, Any]:
 
 
 def _installed() -> list[str]:
-    from importlib import metadata
+    from repro.runtime import dists
 
     found: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+    for raw, version, _ in dists.installed():
+        name = raw.lower().replace("_", "-")
         if name:
-            found.setdefault(name, dist.version)
+            found.setdefault(name, version)
     return [f"{k}=={v}" for k, v in sorted(found.items())]
 
 

@@ -302,16 +302,16 @@ def _write_files() -> None:
 
 
 def _environment() -> dict[str, Any]:
-    from importlib import metadata
+    from repro.runtime import dists as installed
 
     dists: dict[str, str] = {}
     fingerprint = hashlib.sha256()
-    for dist in sorted(metadata.distributions(), key=lambda d: (d.metadata["Name"] or "").lower()):
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-").replace(".", "-")
+    for raw, version, dist in sorted(installed.installed(), key=lambda found: found[0].lower()):
+        name = raw.lower().replace("_", "-").replace(".", "-")
         if not name or name in dists:
             continue
-        dists[name] = dist.version
-        fingerprint.update(f"{name}=={dist.version}\n".encode())
+        dists[name] = version
+        fingerprint.update(f"{name}=={version}\n".encode())
         fingerprint.update((dist.read_text("RECORD") or "").encode())
     env: dict[str, Any] = {
         "python": platform.python_version(),
