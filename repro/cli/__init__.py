@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 import sys
 import textwrap
+from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
@@ -75,14 +77,20 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
 
 def _register_hooks() -> None:
     """What every command may need, before it runs: the sandboxed unpickler, the oci:// remote."""
-    from repro.backends import unpickle
-    from repro.compare import tensors
+    from repro.compare.unpicklers import register_unpickler
     from repro.share import open_remote
     from repro.store.runs import register_remote
 
     # A tensor file that only full unpickling reads is loaded in the container sandbox, never here.
-    tensors.register_unpickler(unpickle.unpickle_sandboxed)
+    register_unpickler(_unpickle_sandboxed)
     register_remote("oci", open_remote)  # every run ref may name a registry: oci://REGISTRY/REPO:TAG
+
+
+def _unpickle_sandboxed(a: Path, b: Path, images: Sequence[str]) -> tuple[Path, Path]:
+    """`repro.backends.unpickle.unpickle_sandboxed`, imported when a tensor file first needs it."""
+    from repro.backends import unpickle
+
+    return unpickle.unpickle_sandboxed(a, b, images)
 
 
 cli.params.extend(verbosity_options())
