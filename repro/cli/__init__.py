@@ -6,7 +6,6 @@ Commands parse arguments, call the core and hand what it returns to `repro.ui`.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -125,13 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         if _debug():
             raise
         return int(failure.exit_code)
-    except sqlite3.Error as e:  # the store's index or hash cache: a full disk, most often
-        ui.error(
-            f"the store's database could not be used: {e}",
-            "free space on the disk holding .repro/; `repro gc` removes incomplete runs",
-        )
-        return int(ExitCode.UNEXPECTED)
     except Exception as e:  # the last line of defence: one line, not a traceback
+        if _is_sqlite_error(e):  # the store's index or hash cache: a full disk, most often
+            ui.error(
+                f"the store's database could not be used: {e}",
+                "free space on the disk holding .repro/; `repro gc` removes incomplete runs",
+            )
+            return int(ExitCode.UNEXPECTED)
         ui.error(
             f"unexpected error: {type(e).__name__}: {e}", "set REPRO_DEBUG=1 for a traceback, and report it"
         )
@@ -139,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return int(ExitCode.UNEXPECTED)
     return code if isinstance(code, int) else int(ExitCode.OK)
+
+
+def _is_sqlite_error(e: Exception) -> bool:
+    """Whether ``e`` is SQLite's: none can be unless a command imported sqlite3 (`--help` never does)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(e, sqlite3.Error)
 
 
 def _debug() -> bool:
