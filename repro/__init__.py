@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from repro import checkpoint
 from repro.runtime.api import log_metric, log_params, output_dir, seed
 
 if TYPE_CHECKING:
+    from repro import checkpoint
     from repro.inprocess import InProcessRun
 
 __all__ = [
@@ -80,6 +80,15 @@ def load_ipython_extension(ipython: Any) -> None:
     from repro.ui import notebook
 
     notebook.register(ipython)
+
+
+def __getattr__(name: str) -> Any:
+    # `repro.checkpoint` is imported on first use: the command line never needs it.
+    if name == "checkpoint":
+        import importlib
+
+        return importlib.import_module("repro.checkpoint")
+    raise AttributeError(f"module 'repro' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

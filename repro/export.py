@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -262,7 +261,7 @@ def _working_dir(store: Store, dest: Path, work: Path) -> Iterator[Path]:
     however the block ends."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     store.ensure()
-    note = store.dir / NOTES_DIR / f"{os.getpid()}-{secrets.token_hex(4)}.json"
+    note = store.dir / NOTES_DIR / f"{os.getpid()}-{os.urandom(4).hex()}.json"
     try:
         atomic.write_bytes(note, json.dumps({"pid": os.getpid(), "work": str(work)}).encode())
     except OSError as e:  # the store's disk, not the destination's

@@ -6,9 +6,10 @@ Commands parse arguments, call the core and hand what it returns to `repro.ui`.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import textwrap
+from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
@@ -75,14 +76,20 @@ def cli(ctx: click.Context, project_dir: str | None) -> None:
 
 def _register_hooks() -> None:
     """What every command may need, before it runs: the sandboxed unpickler, the oci:// remote."""
-    from repro.backends import unpickle
-    from repro.compare import tensors
+    from repro.compare.unpicklers import register_unpickler
     from repro.share import open_remote
     from repro.store.runs import register_remote
 
     # A tensor file that only full unpickling reads is loaded in the container sandbox, never here.
-    tensors.register_unpickler(unpickle.unpickle_sandboxed)
+    register_unpickler(_unpickle_sandboxed)
     register_remote("oci", open_remote)  # every run ref may name a registry: oci://REGISTRY/REPO:TAG
+
+
+def _unpickle_sandboxed(a: Path, b: Path, images: Sequence[str]) -> tuple[Path, Path]:
+    """`repro.backends.unpickle.unpickle_sandboxed`, imported when a tensor file first needs it."""
+    from repro.backends import unpickle
+
+    return unpickle.unpickle_sandboxed(a, b, images)
 
 
 cli.params.extend(verbosity_options())
@@ -117,13 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         if _debug():
             raise
         return int(failure.exit_code)
-    except sqlite3.Error as e:  # the store's index or hash cache: a full disk, most often
-        ui.error(
-            f"the store's database could not be used: {e}",
-            "free space on the disk holding .repro/; `repro gc` removes incomplete runs",
-        )
-        return int(ExitCode.UNEXPECTED)
     except Exception as e:  # the last line of defence: one line, not a traceback
+        if _is_sqlite_error(e):  # the store's index or hash cache: a full disk, most often
+            ui.error(
+                f"the store's database could not be used: {e}",
+                "free space on the disk holding .repro/; `repro gc` removes incomplete runs",
+            )
+            return int(ExitCode.UNEXPECTED)
         ui.error(
             f"unexpected error: {type(e).__name__}: {e}", "set REPRO_DEBUG=1 for a traceback, and report it"
         )
@@ -131,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return int(ExitCode.UNEXPECTED)
     return code if isinstance(code, int) else int(ExitCode.OK)
+
+
+def _is_sqlite_error(e: Exception) -> bool:
+    """Whether ``e`` is SQLite's: none can be unless a command imported sqlite3 (`--help` never does)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(e, sqlite3.Error)
 
 
 def _debug() -> bool:

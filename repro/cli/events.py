@@ -8,12 +8,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from repro import ui
-from repro.backends import buildlog
-from repro.backends.base import Event, Terminal
 from repro.errors import CommandFailed, Interrupted
-from repro.store.record import Record
+
+if TYPE_CHECKING:  # the backends' types: a command that executes nothing (`repro export`) loads none
+    from repro.backends import buildlog
+    from repro.backends.base import Event, Terminal
+    from repro.store.record import Record
 
 
 class Relay:
@@ -33,6 +36,8 @@ class Relay:
     @property
     def terminal(self) -> Terminal:
         """The command's streams that end on a terminal: a backend gives them a pseudo-terminal."""
+        from repro.backends.base import Terminal
+
         ends = {"stdout": sys.stdout, "stderr": sys.stderr}
         columns, lines = ui.terminal_size()
         return Terminal(
@@ -64,6 +69,8 @@ on_event = Relay(stdout_to_stderr=True)  # where stdout carries a verdict or a l
 def build_events(store_dir: Path, name: str) -> buildlog.BuildLog:
     """The event sink of `repro build`, `repro lock`, `repro base-image`: a line per stage on the
     terminal, every raw line in ``.repro/logs/<time>-<name>.log``."""
+    from repro.backends import buildlog
+
     return buildlog.BuildLog(buildlog.log_path(store_dir, name), Relay())
 
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from repro import ranges
-from repro.backends import registry
-from repro.backends.flags import Flag, FlagSection, Given
 from repro.errors import UsageError
 from repro.runtime import contract
 
 if TYPE_CHECKING:  # the core is imported where an option needs it, so `repro ls` does not pay for it
+    from repro.backends import registry
+    from repro.backends.flags import Flag, FlagSection, Given
     from repro.config import Plan
     from repro.store import signing
 
@@ -70,10 +70,12 @@ class BackendChoice(click.Choice):  # type: ignore[type-arg]
     after import is a choice too)."""
 
     def __init__(self) -> None:
-        super().__init__(registry.names())
+        super().__init__(())  # the registry is read when a choice is (`choices`), not at import
 
     @property
     def choices(self) -> tuple[str, ...]:
+        from repro.backends import registry
+
         return registry.names()
 
     @choices.setter
@@ -340,6 +342,7 @@ class BackendFlags:
         Raises:
             UsageError: a backend's flags given where the plan's backend is another.
         """
+        from repro.backends import registry
         from repro.config import Layer, Rank
 
         for name, given in self.given.items():
@@ -365,6 +368,8 @@ class BackendFlags:
 
     def options(self, backend: str, options: object) -> object:
         """Backend ``backend``'s options (from the settings) with its this-run-only flags given on top."""
+        from repro.backends import registry
+
         section = _section(registry.find(backend))
         run_only = section.run_only(self.given.get(backend, {}))
         return section.options(options, run_only) if run_only else options
@@ -372,10 +377,14 @@ class BackendFlags:
     @property
     def detach(self) -> bool:
         """Whether a backend's switch asks to submit the run and return at once (`repro ls` seals it)."""
+        from repro.backends import registry
+
         return any(_section(registry.get(name)).detach in given for name, given in self.given.items())
 
 
 def _section(entry: registry.Entry | None) -> FlagSection:
+    from repro.backends.flags import FlagSection
+
     return entry.flags if entry is not None and entry.flags is not None else FlagSection("", ())
 
 
@@ -430,6 +439,8 @@ def backend_flags(f: Callable[..., Any]) -> Callable[..., Any]:
     """Add the flags of every backend registered when the command is built, each backend's under its
     own heading in `--help` (`SectionedCommand`); the command receives them as `backend_flags:
     BackendFlags`."""
+    from repro.backends import registry
+
     declared = [(entry.name, entry.flags) for entry in registry.ENTRIES if entry.flags is not None]
 
     @functools.wraps(f)

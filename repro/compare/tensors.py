@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from repro.compare import rootpath
 from repro.compare.tolerance import Tolerance, largest
+from repro.compare.unpicklers import UNPICKLERS as _UNPICKLERS  # the sandbox's, registered by the CLI
 from repro.errors import ReproError, SandboxUnavailable
 from repro.units import shorten, without_terminal_codes
 
@@ -36,20 +37,6 @@ class UnreadableTensorFile(ReproError):
 
 class NeedsUnpickling(UnreadableTensorFile):
     """A torch file ``weights_only`` refuses: loading it runs the code its pickle names."""
-
-
-# Loads two pickles that need ``weights_only=False`` somewhere they cannot harm this machine (the
-# container sandbox, `repro.backends.unpickle.unpickle_sandboxed`), given the two runs' images to try,
-# and returns two files of plain tensors and values that ``weights_only=True`` reads. Registered by
-# the command line; none registered, such files are compared by bytes.
-Unpickler = Callable[[Path, Path, Sequence[str]], tuple[Path, Path]]
-_UNPICKLERS: list[Unpickler] = []
-
-
-def register_unpickler(unpickler: Unpickler) -> None:
-    """Let tensor files that need unpickling be loaded by ``unpickler`` (once per process)."""
-    if unpickler not in _UNPICKLERS:
-        _UNPICKLERS.append(unpickler)
 
 
 # --------------------------------------------------------------------------- results

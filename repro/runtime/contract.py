@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Literal, get_args
 
 # --------------------------------------------------------------------------- modes
@@ -193,12 +194,16 @@ def parse_json(text: str | bytes) -> Any:
 
 def _deeper_than(value: Any, bound: int) -> bool:
     """Whether a container deeper than ``bound`` holds anything; walked a level at a time (one
-    comprehension a level: a list of 5,000 rows costs a few milliseconds, not a loop each)."""
+    comprehension a level: a list of 5,000 rows costs a few milliseconds, not a loop each). A level
+    whose items hold no container ends the walk after one pass in C over their types."""
     level = [value] if isinstance(value, (dict, list)) else []
     depth = 1
     while level:
         if depth > bound:
             return any(level)
+        below = chain.from_iterable(item.values() if isinstance(item, dict) else item for item in level)
+        if not any(issubclass(kind, (dict, list)) for kind in set(map(type, below))):
+            return False
         level = [
             c
             for item in level

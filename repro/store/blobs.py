@@ -5,7 +5,6 @@ xxh3-128 of its bytes, and read back only after its bytes were checked against t
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from pathlib import Path
 
@@ -65,7 +64,7 @@ class BlobStore:
             return self.put_bytes(bytes(head)), len(head)
         os.lseek(fd, -len(head), os.SEEK_CUR)
         # Named like the partial copies `partial_blobs` finds, so a killed copy is collected by `gc`.
-        tmp = self.blobs_dir / "00" / f".put-{secrets.token_hex(6)}.{os.getpid()}.tmp"
+        tmp = self.blobs_dir / "00" / f".put-{os.urandom(6).hex()}.{os.getpid()}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         try:
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)

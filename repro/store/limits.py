@@ -195,34 +195,35 @@ def is_digest(value: str) -> bool:
     return isinstance(value, str) and bool(_DIGEST.match(value))
 
 
-def _path_fields(record: Any) -> Iterator[tuple[str, str | None, bool]]:
-    """(field name, value, whether "." is allowed) of every path-like field of a record."""
-    yield "command.cwd", record.command.cwd, True
-    yield "code.subdir", record.code.subdir, False
-    yield "deps.lockfile", record.deps.lockfile, False
+def _path_fields(record: Any) -> Iterator[tuple[str, tuple[int, ...], str | None, bool]]:
+    """(field name, the list indices to put in it, value, whether "." is allowed) of every path-like
+    field of a record: the name of a field among thousands is only written out for the one refused."""
+    yield "command.cwd", (), record.command.cwd, True
+    yield "code.subdir", (), record.code.subdir, False
+    yield "deps.lockfile", (), record.deps.lockfile, False
     for i, entry in enumerate(record.command.config_files):
-        yield f"command.config_files[{i}].path", entry.path, False
+        yield "command.config_files[{}].path", (i,), entry.path, False
     for i, entry in enumerate(record.code.files):
-        yield f"code.files[{i}].path", entry.path, False
+        yield "code.files[{}].path", (i,), entry.path, False
     for i, entry in enumerate(record.code.untracked):
-        yield f"code.untracked[{i}].path", entry.path, False
+        yield "code.untracked[{}].path", (i,), entry.path, False
     for i, entry in enumerate(record.code.listed):
-        yield f"code.listed[{i}].path", entry.path, False
+        yield "code.listed[{}].path", (i,), entry.path, False
     for i, rel in enumerate(record.code.read or ()):
-        yield f"code.read[{i}]", rel, False
+        yield "code.read[{}]", (i,), rel, False
     for i, item in enumerate(record.data.inputs):
-        yield f"data.inputs[{i}].path", item.path, True
+        yield "data.inputs[{}].path", (i,), item.path, True
         for j, entry in enumerate(item.files):
-            yield f"data.inputs[{i}].files[{j}].path", entry.path, False
+            yield "data.inputs[{}].files[{}].path", (i, j), entry.path, False
         for j, source in enumerate(item.dvc):
-            yield f"data.inputs[{i}].dvc[{j}].file", source.file, False
-            yield f"data.inputs[{i}].dvc[{j}].out", source.out, True
+            yield "data.inputs[{}].dvc[{}].file", (i, j), source.file, False
+            yield "data.inputs[{}].dvc[{}].out", (i, j), source.out, True
     for i, root in enumerate(record.results.output_roots):
-        yield f"results.output_roots[{i}]", root, False
+        yield "results.output_roots[{}]", (i,), root, False
     for i, entry in enumerate(record.results.outputs):
-        yield f"results.outputs[{i}].path", entry.path, False
+        yield "results.outputs[{}].path", (i,), entry.path, False
     for i, shared in enumerate(record.results.shared_writes):
-        yield f"results.shared_writes[{i}].path", shared.path, False
+        yield "results.shared_writes[{}].path", (i,), shared.path, False
 
 
 def _number_fields(record: Any) -> Iterator[tuple[str, object, ranges.Bound]]:
@@ -290,12 +291,13 @@ def check_record(record: Any) -> None:
             raise CapsuleInvalid(
                 f"capsule field {name} is not a plain run id: {str(value)[:80]!r}", RECORD_NAME, hint
             )
-    for name, value, allow_dot in _path_fields(record):
+    for name, at, value, allow_dot in _path_fields(record):
         if value is None and name in ("code.subdir", "deps.lockfile"):
             continue
         if not is_safe_relpath(value, allow_dot):  # type: ignore[arg-type]
             raise CapsuleInvalid(
-                f"capsule field {name} is not a relative path inside the project: {str(value)[:80]!r}",
+                f"capsule field {name.format(*at)} is not a relative path inside the project: "
+                f"{str(value)[:80]!r}",
                 RECORD_NAME,
                 hint,
             )

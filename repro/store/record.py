@@ -97,6 +97,8 @@ class FileEntry:
 
 @dataclass
 class CommandInfo:
+    """What was run: the command line, where, its parameters and config files, how many processes."""
+
     argv: list[str] = field(default_factory=list)  # the command as the user gave it (`torchrun …` too)
     # The command repro launches, where it differs from argv: `torchrun --nproc-per-node 2 train.py`
     # runs as `python train.py` under repro's own launcher (`nproc_per_node`, `torchrun`). Empty: argv.
@@ -118,6 +120,8 @@ class CommandInfo:
 
 @dataclass
 class CodeInfo:
+    """The code the run ran: its git state or a snapshot of its files, by hash."""
+
     kind: CodeKind = "snapshot"
     commit: str | None = None
     branch: str | None = None
@@ -232,12 +236,16 @@ class ListRef:
 
 @dataclass
 class DataInfo:
+    """The data the run declared (each input's manifest), and what it read undeclared."""
+
     inputs: list[DataInput] = field(default_factory=list)
     undeclared: list[str] = field(default_factory=list)
 
 
 @dataclass
 class ImageInfo:
+    """The environment image: its id, tag, base image and Dockerfile, and how each package went in."""
+
     id: str | None = None
     tag: str | None = None
     base: str | None = None
@@ -254,6 +262,8 @@ class ImageInfo:
 
 @dataclass
 class DepsInfo:
+    """The dependencies: the lock, what it pinned and what actually ran, the image built from it."""
+
     lockfile: str | None = None  # path relative to the project root
     lock_blob: str | None = None
     lock_inputs: str | None = None  # hash of what the lock was compiled from
@@ -271,6 +281,8 @@ class DepsInfo:
 
 @dataclass
 class SeedInfo:
+    """The master seed and every seed derived from it."""
+
     master: int = 0
     drawn: bool = False  # True when no --seed was given and one was drawn
     pythonhashseed: int = 0
@@ -284,6 +296,8 @@ class SeedInfo:
 
 @dataclass
 class DeterminismInfo:
+    """The determinism mode and every switch it set."""
+
     mode: str = DEFAULT_MODE  # a Mode when repro wrote it; a capsule from elsewhere may say anything
     threads: int | None = None
     isa: str | None = None
@@ -304,6 +318,8 @@ class DeterminismInfo:
 
 @dataclass
 class EnvInfo:
+    """The machine and software the run ran on, and its environment variables (secrets redacted)."""
+
     python: str | None = None
     implementation: str | None = None
     os: str | None = None
@@ -326,6 +342,8 @@ class EnvInfo:
 
 @dataclass
 class BackendInfo:
+    """Where the run executed: the backend chosen and asked for, network, GPUs, its details."""
+
     name: str = "local"
     requested: str = "auto"
     network: bool = False
@@ -386,6 +404,8 @@ class SeriesInfo:
 
 @dataclass
 class ResultInfo:
+    """What the run produced: its status, logs, metrics, outputs and checkpoints."""
+
     status: RunStatus = "running"
     exit_code: int | None = None
     failure: dict[str, Any] | None = None  # why the command failed, when repro knows: code, message, hint

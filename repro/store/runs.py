@@ -23,10 +23,8 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -58,6 +56,8 @@ def new_run_id(now: datetime | None = None) -> str:
     started within one second still sort in the order they started.
     """
     now = now or datetime.now(timezone.utc)
+    import secrets
+
     suffix = (now.microsecond // 1000) * 64 + secrets.randbelow(64)
     return f"{now:%Y%m%d-%H%M%S}-{suffix:04x}"
 
@@ -409,6 +409,8 @@ class Store:
         Raises:
             CapsuleInvalid: corrupt, truncated, tampered or unsafe.
         """
+        import tempfile
+
         scratch = Path(tempfile.mkdtemp(prefix="repro-capsule-"))
         # Removed when this process ends, whatever happens: an extracted capsule can be large.
         atexit.register(shutil.rmtree, scratch, ignore_errors=True)

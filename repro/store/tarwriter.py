@@ -77,6 +77,23 @@ _MAX_SIZE = 8**11  # the largest size a plain ustar header holds, plus one
 _ZEROS = bytes(_BLOCK)
 
 
+_OPEN = os.O_RDONLY | os.O_NONBLOCK
+_PROBE = 1 << 16  # a blob is first read with one call of this many bytes: most are smaller
+_sha256 = hashlib.sha256
+
+
+def _read_whole(fd: int, size: int, head: bytes, path: Path | str) -> bytes:
+    """The ``size`` bytes of an open file whose first bytes, ``head``, were read already.
+
+    Raises:
+        OSError: the file ends before ``size`` bytes (it shrank while it was read).
+    """
+    data = head + os.read(fd, size - len(head)) if size > len(head) else head[:size]
+    if len(data) != size:
+        raise OSError(f"{path}: unexpected end of data (the file shrank while it was read)")
+    return data
+
+
 class _NotAFile(OSError):
     """What a blob's path names is not a regular file (a directory, a FIFO planted in the store)."""
 
@@ -102,24 +119,30 @@ class _TarStream:
 
     def add_file(self, name: str, path: Path | str, blob: bool) -> tuple[str, str | None]:
         """Copy a file in; its SHA-256 and, for a blob, its xxh3-128 (hex), from the same read (a
-        file of up to a gathered block is read whole, in one call).
+        file of up to a gathered block is read whole).
+
+        A blob is read with one call of up to `_PROBE` bytes, without a stat first: what it holds is
+        then checked against its name, so a short read cannot pass. A read that fills the probe or
+        finds nothing, and any file not checked so, is stat'ed as the whole file is read.
 
         Raises:
             OSError: it could not be read, or it shrank while it was copied.
         """
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO planted in the store opens, and is refused
+        fd = os.open(path, _OPEN)  # a FIFO planted in the store opens, and is refused
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise _NotAFile(f"{path}: not a regular file")
-            size = st.st_size
-            if size > _GATHER:
-                return self._add_large(name, fd, size, path, blob)
-            data = os.read(fd, size)
-            if len(data) != size:
-                raise OSError(f"{path}: unexpected end of data (the file shrank while it was read)")
+            data = os.read(fd, _PROBE) if blob else b""
+            if not blob or not data or len(data) == _PROBE:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise _NotAFile(f"{path}: not a regular file")
+                size = st.st_size
+                if size > _GATHER:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    return self._add_large(name, fd, size, path, blob)
+                data = _read_whole(fd, size, data, path)
         finally:
             os.close(fd)
+        size = len(data)
         header, pad = _header(name, size), -size % _BLOCK
         pending = self.pending
         pending += header
@@ -129,7 +152,7 @@ class _TarStream:
         if len(pending) >= _GATHER:
             self.out.write(pending)
             pending.clear()
-        return hashlib.sha256(data).hexdigest(), hash_bytes(data) if blob else None
+        return _sha256(data).hexdigest(), hash_bytes(data) if blob else None
 
     def _add_large(
         self, name: str, fd: int, size: int, path: Path | str, blob: bool

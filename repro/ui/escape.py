@@ -20,7 +20,6 @@ written by whoever made the capsule. Each target has one function here, and ever
 from __future__ import annotations
 
 import dataclasses
-import html as _html
 import re
 from typing import Any, TypeVar
 
@@ -73,6 +72,8 @@ def terminal_lines(text: object) -> str:
 
 def html(text: object) -> str:
     """Text for HTML (an element's text or a quoted attribute); control characters shown."""
+    import html as _html  # on first use: its entity tables are no command line's start-up cost
+
     return _html.escape(printable(text, keep="\t\n", styles=_NO_STYLE), quote=True)
 
 
@@ -88,6 +89,8 @@ def xml(text: object) -> str:
 
 def svg(text: object) -> str:
     """Text written into SVG by hand: XML-safe, markup escaped."""
+    import html as _html
+
     return _html.escape(xml(printable(text, keep="\t\n", styles=_NO_STYLE)), quote=True)
 
 

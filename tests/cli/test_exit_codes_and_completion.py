@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,19 @@ def test_real_invocations_return_the_documented_codes(cli: Cli, store: Store) ->
     assert cli("export", IDS[0], "-o", str(tar), cwd=root).code == 0
     tar.write_bytes(tar.read_bytes()[:2048])
     assert cli("verify", str(tar), cwd=root).code == int(ExitCode.CAPSULE_INVALID) == 6
+
+
+def test_a_store_database_that_fails_is_one_line_naming_it(
+    cli: Cli, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unusable(*args: object, **kwargs: object) -> object:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Store, "rows", unusable)
+    r = cli("ls", cwd=store.root)
+    assert r.code == int(ExitCode.UNEXPECTED)
+    assert "the store's database could not be used: database or disk is full" in r.err
+    assert "Traceback" not in r.err and "repro gc" in r.err
 
 
 def test_a_bad_repro_yaml_names_its_path_and_line(cli: Cli, tmp_path: Path) -> None:

@@ -47,9 +47,20 @@ def test_a_command_loads_its_own_module_only(tmp_path: Path) -> None:
 
 
 # What a plain `repro export` of a run never needs: signing, attesting, carried data, masking,
-# credential files, the record renderers, the resume machinery that seals a killed run.
+# credential files, the record renderers, the resume machinery that seals a killed run, the
+# checkpoint API, the backends (their registry, events, sandboxed unpickler), the tensor comparison,
+# and the standard library's heavier modules none of those need (html, tempfile, random).
 EXPORT_SPARES = (
     "repro.resume",
+    "repro.checkpoint",
+    "repro.runtime.resumestate",
+    "repro.backends.registry",
+    "repro.backends.base",
+    "repro.backends.unpickle",
+    "repro.compare.tensors",
+    "html",
+    "tempfile",
+    "random",
     "repro.store.signing",
     "repro.store.attestation",
     "repro.store.oms",

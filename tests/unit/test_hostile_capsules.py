@@ -8,6 +8,7 @@ exit 6 naming the field, never write outside their scratch directory, and stay c
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -269,6 +270,23 @@ def test_a_file_that_is_not_a_tar_is_named_as_such(tmp_path: Path, content: byte
     with pytest.raises(CapsuleInvalid, match=r"^capsule.tar is not a capsule: not a tar archive$") as caught:
         verify_tar(path)
     assert caught.value.hint and "repro export" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "deep"),
+    [
+        (json.dumps([["outputs/a", 576, "ab" * 16, True, None]] * 3000), False),  # a list blob's rows
+        (json.dumps([["a", 1]] * 3000 + [[{"k": "[" * 70}]]), False),  # brackets in a string nest nothing
+        (json.dumps([["a", 1]] * 3000 + [[[[1]]]]), False),
+        (json.dumps([["a", 1]] * 3000 + ["x" if i else [] for i in range(2)]), False),
+        (json.dumps([["a", 1]] * 3000 + [{"k": [[[]] * 2]}]), False),  # empty at the bound: nothing held
+        (json.dumps([["a", 1]] * 3000 + [{"k": [[[0]]]}]), True),  # one row past the bound, at the end
+    ],
+)
+def test_the_depth_bound_walks_wide_lists_to_the_last_row(text: str, deep: bool) -> None:
+    from repro.runtime import contract
+
+    assert contract._deeper_than(json.loads(text), 4) is deep
 
 
 _DEEP = "[" * 100_000 + "]" * 100_000  # a C parser's recursion, not just a walk's

@@ -5,10 +5,12 @@ output files holding a token; with the look-alikes that are not secrets (digests
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import pickle
 import random
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -249,6 +251,33 @@ def test_the_verdicts_of_many_outputs_are_read_back_across_lookup_batches(tmp_pa
     for _, digest in entries:
         (blobs / digest).unlink()  # every verdict now comes from the cache
     assert output_secrets(entries, lambda d: blobs / d, db) == found
+
+
+def test_outputs_found_clean_together_are_looked_up_as_one_set(tmp_path: Path) -> None:
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    entries = []
+    for i in range(40):
+        data = f"sample {i}\n".encode() * 64
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        (blobs / digest).write_bytes(data)
+        entries.append((f"outputs/sample_{i:05d}.txt", digest))
+    db = tmp_path / OUTPUT_VERDICTS_DB
+    assert output_secrets(entries, lambda d: blobs / d, db) == []
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DELETE FROM outputs")  # no verdict of any one file is left: the set's row answers
+
+    def unread(digest: str) -> Path:
+        raise AssertionError(f"read {digest} again")
+
+    assert output_secrets(reversed(entries), unread, db) == []
+    token = json.dumps({"hub_token": "hf_" + _r(34)}).encode()
+    digest = hashlib.sha256(token).hexdigest()[:32]
+    (blobs / digest).write_bytes(token)
+    more = [*entries, ("outputs/config.json", digest)]  # another set: its files are read
+    found = output_secrets(more, lambda d: blobs / d, db)
+    assert [(f.path, f.kind) for f in found] == [("outputs/config.json", "an API token")]
+    assert output_secrets(more, lambda d: blobs / d, db) == found  # a set holding one is never kept clean
 
 
 def test_a_token_cut_by_a_chunk_boundary_is_found(tmp_path: Path) -> None:

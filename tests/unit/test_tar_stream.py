@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tarfile
@@ -11,6 +12,7 @@ import pytest
 
 from repro.errors import CapsuleInvalid
 from repro.store import tarwriter
+from repro.store.hashing import hash_bytes
 from repro.store.record import FileEntry, Record
 from repro.store.runs import Store
 from repro.store.tarwriter import pack
@@ -56,6 +58,24 @@ def test_a_stream_of_files_and_bytes_is_the_archive_tarfile_writes(tmp_path: Pat
             assert (xxh is not None) == (i == 0) and len(sha) == 64
     stream.close()
     assert written.getvalue() == reference.getvalue()
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, tarwriter._PROBE - 1, tarwriter._PROBE, tarwriter._PROBE + 1, tarwriter._GATHER + 1]
+)
+def test_a_blob_of_any_size_is_copied_whole_with_its_digests(tmp_path: Path, size: int) -> None:
+    data = bytes(range(251)) * (size // 251) + bytes(size % 251)  # not one repeated block
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    reference = io.BytesIO()
+    with tarfile.open(fileobj=reference, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(tarwriter._tarinfo("blobs/ab/cd", size), io.BytesIO(data))
+    written = io.BytesIO()
+    stream = tarwriter._TarStream(written)
+    sha, xxh = stream.add_file("blobs/ab/cd", path, blob=True)
+    stream.close()
+    assert written.getvalue() == reference.getvalue()
+    assert (sha, xxh) == (hashlib.sha256(data).hexdigest(), hash_bytes(data))
 
 
 def test_a_file_that_shrinks_while_it_is_copied_is_an_error(
@@ -123,6 +143,16 @@ def test_a_blob_replaced_under_its_name_is_refused(tmp_path: Path) -> None:
     blob = Path(loaded.unchecked_file(digests[2]))
     blob.chmod(0o644)
     blob.write_bytes(b"something else entirely")
+    with pytest.raises(CapsuleInvalid, match="content-address name"):
+        pack(loaded.record, loaded.unchecked_file, tmp_path / "run.tar")
+    assert not (tmp_path / "run.tar").exists()
+
+
+def test_a_blob_read_short_is_refused_by_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, record, _ = _sealed_run(tmp_path, 3)
+    loaded = store.load_run(record.id)
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, n)[:-1])  # a read that stops early
     with pytest.raises(CapsuleInvalid, match="content-address name"):
         pack(loaded.record, loaded.unchecked_file, tmp_path / "run.tar")
     assert not (tmp_path / "run.tar").exists()

@@ -3,13 +3,16 @@
 Outputs are the result and are never rewritten; a checkpoint's pickled training arguments or a
 saved config that keeps a hub token (`"hub_token": "hf_…"`) is named instead, and `repro export`
 refuses such a run unless told otherwise (`--allow-secrets-in-outputs`). Each output is read once
-per content: what it holds is cached by digest in the store's cache, so an export reads none again.
+per content: what it holds is cached by digest in the store's cache, so an export reads none again;
+a set of outputs found clean together is cached as one row too, so an export of thousands of outputs
+looks up one row, not one each.
 A file over `MAX_SCAN` bytes (weights) is not read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -74,8 +77,12 @@ def output_secrets(
     """
     found: list[OutputSecret] = []
     entries = list(entries)
+    digests = {digest for _, digest in entries}
     with _Cache(cache_db) as cache:
-        known = cache.get_many({digest for _, digest in entries})
+        together = _set_key(digests)
+        if cache.clean_set(together):
+            return found
+        known = cache.get_many(digests)
         new: dict[str, str] = {}
         for rel, digest in entries:
             kind = known.get(digest)
@@ -88,7 +95,14 @@ def output_secrets(
             if kind:
                 found.append(OutputSecret(rel, kind))
         cache.put_many(new)
+        if not found and len(known) >= len(digests):  # each one read and clean: the set is
+            cache.put_clean_set(together)
     return found
+
+
+def _set_key(digests: set[str]) -> str:
+    """The name of a set of contents in the cache (their digests, sorted, hashed)."""
+    return hashlib.sha256("\n".join(sorted(digests)).encode()).hexdigest()
 
 
 class _Cache:
@@ -105,8 +119,29 @@ class _Cache:
                 "CREATE TABLE IF NOT EXISTS outputs (hash TEXT NOT NULL, rules TEXT NOT NULL, "
                 "kind TEXT NOT NULL, PRIMARY KEY (hash, rules)) WITHOUT ROWID"
             )
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS clean_sets (name TEXT NOT NULL, rules TEXT NOT NULL, "
+                "PRIMARY KEY (name, rules)) WITHOUT ROWID"
+            )
         except (sqlite3.Error, OSError):
             self._close()
+
+    def clean_set(self, name: str) -> bool:
+        """Whether the set of contents called ``name`` (`_set_key`) was found clean, all of it."""
+        if self._conn is None:
+            return False
+        try:
+            query = "SELECT 1 FROM clean_sets WHERE name = ? AND rules = ?"
+            return self._conn.execute(query, (name, RULES_ID)).fetchone() is not None
+        except sqlite3.Error:
+            return False
+
+    def put_clean_set(self, name: str) -> None:
+        """Keep that the set of contents called ``name`` holds no credential."""
+        if self._conn is None:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("INSERT OR IGNORE INTO clean_sets VALUES (?, ?)", (name, RULES_ID))
 
     def get_many(self, digests: set[str]) -> dict[str, str]:
         """What each of ``digests`` the cache knows holds; those it does not know are left out."""

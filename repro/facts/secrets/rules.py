@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 REDACTED = "***"
 MIN_SECRET = 4  # a known value shorter than this is not searched for in text: it would mask ordinary words
@@ -450,12 +450,19 @@ def strip_url_credentials(url: str) -> str:
 
 # A project's environment secrets: `.env`, `.env.local`, `secret.env` (never shown to a replay either).
 ENV_FILE_PATTERNS = (".env", ".env.*", "*.env")
-_ENV_FILE_RE = re.compile("|".join(fnmatch.translate(p) for p in ENV_FILE_PATTERNS))
+_ENV_FILE_RE = "|".join(fnmatch.translate(p) for p in ENV_FILE_PATTERNS)
+
+
+@functools.cache
+def _re(pattern: Any) -> re.Pattern[Any]:
+    """``pattern`` compiled on first use: a command that judges no file (`repro export`) compiles none
+    of the file, armour and location rules."""
+    return re.compile(pattern)
 
 
 def is_env_file(name: str) -> bool:
     """Whether a file or folder name (one path part) is an environment file (`ENV_FILE_PATTERNS`)."""
-    return _ENV_FILE_RE.match(name.lower()) is not None
+    return _re(_ENV_FILE_RE).match(name.lower()) is not None
 
 
 # Files that never enter a code snapshot, by name.
@@ -467,9 +474,7 @@ SECRET_FILE_PATTERNS = (
 )  # fmt: skip
 
 
-_SECRET_FILE_RE = re.compile(
-    "|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS)
-)  # one match per name
+_SECRET_FILE_RE = "|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS)  # one match per name
 
 
 def is_secret_file(relpath: str) -> bool:
@@ -479,7 +484,7 @@ def is_secret_file(relpath: str) -> bool:
 
 def is_secret_name(name: str) -> bool:
     """`is_secret_file` of a name with no directory part."""
-    return _SECRET_FILE_RE.match(name.lower()) is not None
+    return _re(_SECRET_FILE_RE).match(name.lower()) is not None
 
 
 # A file holding a credential whatever its name: a key block with a body (not a parser's literal
@@ -495,7 +500,6 @@ ARMOUR = (  # the most specific first: it names what was found
      rb"(?m)^[ \t]*aws_secret_access_key[ \t]*=[ \t]*[A-Za-z0-9/+=]{30,}[ \t]*\r?$"),
     ("an OAuth client secret", rb'"client_secret"\s*:\s*"[^"]{8,}'),
 )  # fmt: skip
-_ARMOUR_RE = [(kind, re.compile(p)) for kind, p in ARMOUR]
 _ARMOUR_NEEDLES = (b"PRIVATE KEY", b"PuTTY-User-Key-File-", b'"type"', b'"private_key"',
                    b"aws_secret_access_key", b'"client_secret"')  # fmt: skip
 ARMOUR_SPAN = 4096  # the longest text an armour pattern needs: chunks overlap by this much
@@ -505,8 +509,8 @@ def armour_in(chunk: bytes) -> str | None:
     """What credential the bytes hold (`a private key`), or None."""
     if not any(n in chunk for n in _ARMOUR_NEEDLES):
         return None
-    for kind, pattern in _ARMOUR_RE:
-        if pattern.search(chunk):
+    for kind, pattern in ARMOUR:
+        if _re(pattern).search(chunk):
             return kind
     return None
 
@@ -570,9 +574,8 @@ CREDENTIAL_PLACES: tuple[tuple[str, tuple[LoginFile, ...]], ...] = (
 )  # fmt: skip
 # The login files of every place, as `credential_location` matches them.
 CREDENTIAL_LOCATIONS = tuple(login for _, logins in CREDENTIAL_PLACES for login in logins)
-_LOCATIONS = [(re.compile(fnmatch.translate(g.lower())), None if c is None else re.compile(c), k)
-              for g, c, k in CREDENTIAL_LOCATIONS]  # fmt: skip
-_ANY_LOCATION = re.compile("|".join(glob.pattern for glob, _, _ in _LOCATIONS))
+_LOCATIONS = [(fnmatch.translate(g.lower()), c, k) for g, c, k in CREDENTIAL_LOCATIONS]  # fmt: skip
+_ANY_LOCATION = "|".join(glob for glob, _, _ in _LOCATIONS)
 LOCATION_HEAD = 1 << 16  # how much of such a file is read to judge it
 
 
@@ -580,9 +583,9 @@ def credential_location(relpath: str) -> list[tuple[re.Pattern[bytes] | None, st
     """The credential locations a path stands in (its content is judged by the caller): empty for
     most paths."""
     low = "/" + relpath.lower()
-    if _ANY_LOCATION.match(low) is None:
+    if _re(_ANY_LOCATION).match(low) is None:
         return []  # most paths: one search instead of one per location
-    return [(content, kind) for glob, content, kind in _LOCATIONS if glob.match(low)]
+    return [(None if c is None else _re(c), kind) for glob, c, kind in _LOCATIONS if _re(glob).match(low)]
 
 
 def location_holds(relpath: str, head: bytes) -> str | None:
