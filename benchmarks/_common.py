@@ -76,6 +76,16 @@ class Row:
     note: str = ""
     skipped: str | None = None
     judge_cpu: bool = False  # the verdict reads the CPU ratio (in-process timings on a loaded machine)
+    unmet: str = ""  # where the target is not met: why, and what would meet it
+
+    def notes(self) -> str | None:
+        """The row's line under its table: why it was skipped, its note, why its target was not met."""
+        if self.skipped:
+            return f"skipped — {self.skipped}"
+        parts = [self.note] if self.note else []
+        if self.unmet and self.met() is False:
+            parts.append(f"not met: {self.unmet}")
+        return "; ".join(parts) or None
 
     def ratio(self, cpu: bool = False) -> float | None:
         if self.peer_s is None or self.repro_s is None:
@@ -323,7 +333,5 @@ def print_rows(rows: list[Row]) -> None:
     """A suite's table on stdout, then one line per skipped row or note."""
     print(text_table(table(rows)))
     for r in rows:
-        if r.skipped:
-            print(f"  {r.case}: skipped — {r.skipped}")
-        elif r.note:
-            print(f"  {r.case}: {r.note}")
+        if (said := r.notes()) is not None:
+            print(f"  {r.case}: {said}")

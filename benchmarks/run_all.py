@@ -85,13 +85,7 @@ def _versions() -> dict[str, str]:
 
 
 def _notes(rows: list[Row]) -> list[str]:
-    out = []
-    for r in rows:
-        if r.skipped:
-            out.append(f"- {r.case}: skipped — {r.skipped}")
-        elif r.note:
-            out.append(f"- {r.case}: {r.note}")
-    return out
+    return [f"- {r.case}: {said}" for r in rows if (said := r.notes()) is not None]
 
 
 def _kept_sections(path: Path, titles: set[str]) -> dict[str, str]:
