@@ -12,23 +12,23 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Literal
 
 from repro.errors import BuildError
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 HEADER = "# repro-lock-inputs: "
 LOCK_HINT = "compile the lockfile with `repro lock` (pip-compile --generate-hashes)"
 _HASH = re.compile(r"--hash[= ]sha256:([0-9a-f]{64})")
 _OPTION = re.compile(r"\s--hash[= ]\S+")
+_SEPARATORS = re.compile(r"[-_.]+")  # packaging.utils.canonicalize_name's rule, without its 6 ms import
 
 
 def canonical_name(name: str) -> str:
     """The PEP 503 normal form of a project name: ``Typing_Extensions`` → ``typing-extensions``."""
-    return str(canonicalize_name(name))
+    return _SEPARATORS.sub("-", name).lower()
 
 
 def cache_dir() -> Path:
@@ -75,6 +75,8 @@ def logical_lines(text: str) -> list[str]:
 
 def _pin(entry: str) -> tuple[Requirement, str] | None:
     """The requirement and its pinned version, or None when ``entry`` is not ``name==version``."""
+    from packaging.requirements import InvalidRequirement, Requirement  # 15 ms: only for a pinned line
+
     try:
         req = Requirement(_OPTION.sub("", " " + entry).strip())
     except InvalidRequirement:
@@ -129,6 +131,8 @@ def pin_list(text: str) -> list[str]:
 
 def top_level_names(text: str) -> list[str]:
     """The normalised names a requirements source asks for directly (options and bad lines skipped)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     names: list[str] = []
     for entry in logical_lines(text):
         if entry.startswith("-"):
@@ -175,6 +179,8 @@ def _installed(recorded: str | None) -> InstalledFrom:
 
 def compare_versions(old: str, new: str) -> int:
     """-1, 0 or 1 as ``old`` is lower than, equal to or higher than ``new`` (PEP 440 where it parses)."""
+    from packaging.version import InvalidVersion, Version
+
     try:
         va, vb = Version(old), Version(new)
     except InvalidVersion:

@@ -142,12 +142,13 @@ def resolution(
 
 
 def _requirements(text: str) -> dict[str, Requirement]:
+    entries = [entry for entry in logical_lines(text) if not entry.startswith("-")]
+    if not entries:
+        return {}
     from packaging.requirements import InvalidRequirement, Requirement  # 15 ms: only with requirements
 
     found: dict[str, Requirement] = {}
-    for entry in logical_lines(text):
-        if entry.startswith("-"):
-            continue
+    for entry in entries:
         try:
             req = Requirement(entry)
         except InvalidRequirement:
