@@ -19,13 +19,13 @@ from packaging.version import InvalidVersion, Version
 from repro.errors import BuildError, IndexUnreadable, ReproError, UsageError, from_os_error
 from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
 from repro.facts.projectlock import file_sha256, kind_of
-from repro.fetch.index import Link, Reader
 from repro.fetch.reach import local_path
 from repro.fetch.sources import CONFIG_HINT, Sources, host_sources
 from repro.store import atomic
 
 if TYPE_CHECKING:
     from repro.facts.projectlock.pylock import File
+    from repro.fetch.index import Link, Reader
 
 
 def locate(pinned: list[Pinned], sources: Sources | None = None) -> dict[str, list[File]]:
@@ -34,6 +34,8 @@ def locate(pinned: list[Pinned], sources: Sources | None = None) -> dict[str, li
     Raises:
         BuildError: a release none of whose locked files is on any source.
     """
+    from repro.fetch.index import Reader  # the index reader (packaging's tags): not for a cached lock
+
     sources = sources if sources is not None else host_sources()
     reader = Reader(sources)
     found: dict[str, list[File]] = {}

@@ -102,8 +102,9 @@ def test_a_plain_export_loads_no_signing_masking_or_rendering_code(tmp_path: Pat
 
 # What `repro run --help` and a local run of a small script in a git work tree (empty requirements,
 # lock already compiled) never need: GitPython (git facts come from plain `git` calls), the docker
-# SDK, the comparison machinery, the image builder, the project-lock readers, packaging's
-# requirement parser (no requirement to parse) and urllib.request (no file: URL to read).
+# SDK, the comparison machinery, the image builder and the package-index reader (a cached lock),
+# the project-lock readers, packaging's requirement parser (no requirement to parse) and
+# urllib.request (no file: URL to read).
 RUN_SPARES = (
     "git",
     "docker",
@@ -115,6 +116,7 @@ RUN_SPARES = (
     "repro.compare.outputs",
     "repro.check",
     "repro.backends.images",
+    "repro.fetch.index",
     "repro.facts.projectlock.pylock",
     "packaging.requirements",
     "urllib.request",
