@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro import ui
-from repro.check import CheckResult
 from repro.compare.verdict import Verdict
 from repro.diff import DiffResult
 from repro.diff.metrics import Curves, curves
@@ -18,6 +18,9 @@ from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store
 from repro.ui import curves as curves_ui
 from repro.ui import report as report_ui
+
+if TYPE_CHECKING:
+    from repro.check import CheckResult
 
 
 def pair_curves(a: LoadedRun, b: LoadedRun) -> Curves:

@@ -29,12 +29,12 @@ ENV_ALLOW = (
 
 def cpu_info() -> tuple[str | None, list[str]]:
     """The CPU model and its ISA flags of interest (Linux /proc/cpuinfo)."""
-    model: str | None = platform.processor() or None
+    model: str | None = None
     flags: set[str] = set()
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return model, []
+        text = ""
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
@@ -42,6 +42,8 @@ def cpu_info() -> tuple[str | None, list[str]]:
             model = value.strip()
         elif key in ("flags", "Features") and not flags:
             flags = set(value.split())
+    if model is None:  # no name from the kernel: the architecture (`uname -p`, a subprocess on Linux)
+        model = platform.processor() or None
     return model, [f for f in ISA_FLAGS if f in flags]
 
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 import platform
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
-
-from packaging.requirements import InvalidRequirement, Requirement
+from typing import TYPE_CHECKING
 
 from repro.errors import UsageError
 from repro.facts.cudawheels import TORCH_FAMILY, cuda_build
@@ -26,6 +24,9 @@ from repro.facts.lockfile import canonical_name, logical_lines
 from repro.store.hashing import hash_bytes
 from repro.store.record import LOCK_VARIANTS, LockVariant
 from repro.store.runs import STORE_DIR
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 LOCK_DIR = "lockfiles"
 VARIANTS = LOCK_VARIANTS
@@ -84,6 +85,8 @@ class Resolution:
 def installed_version(name: str) -> str | None:
     """The version of distribution ``name`` this interpreter imports (the first on its path), or
     None; only that distribution's metadata is read, not every installed one's."""
+    from importlib import metadata  # 11 ms to import: only where a version is asked for
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -139,10 +142,13 @@ def resolution(
 
 
 def _requirements(text: str) -> dict[str, Requirement]:
+    entries = [entry for entry in logical_lines(text) if not entry.startswith("-")]
+    if not entries:
+        return {}
+    from packaging.requirements import InvalidRequirement, Requirement  # 15 ms: only with requirements
+
     found: dict[str, Requirement] = {}
-    for entry in logical_lines(text):
-        if entry.startswith("-"):
-            continue
+    for entry in entries:
         try:
             req = Requirement(entry)
         except InvalidRequirement:

@@ -12,17 +12,20 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from repro.errors import BuildError, IndexUnreadable, ReproError, UsageError, from_os_error
 from repro.facts.lockfile import Pinned, cache_dir, parse_lockfile
 from repro.facts.projectlock import file_sha256, kind_of
-from repro.facts.projectlock.pylock import File, dumps
-from repro.fetch.index import Link, Reader
 from repro.fetch.reach import local_path
 from repro.fetch.sources import CONFIG_HINT, Sources, host_sources
 from repro.store import atomic
+
+if TYPE_CHECKING:
+    from repro.facts.projectlock.pylock import File
+    from repro.fetch.index import Link, Reader
 
 
 def locate(pinned: list[Pinned], sources: Sources | None = None) -> dict[str, list[File]]:
@@ -31,6 +34,8 @@ def locate(pinned: list[Pinned], sources: Sources | None = None) -> dict[str, li
     Raises:
         BuildError: a release none of whose locked files is on any source.
     """
+    from repro.fetch.index import Reader  # the index reader (packaging's tags): not for a cached lock
+
     sources = sources if sources is not None else host_sources()
     reader = Reader(sources)
     found: dict[str, list[File]] = {}
@@ -49,6 +54,8 @@ def locate(pinned: list[Pinned], sources: Sources | None = None) -> dict[str, li
 
 
 def _files(reader: Reader, sources: Sources, req: Pinned) -> list[File]:
+    from repro.facts.projectlock.pylock import File  # packaging's markers: not for a cached lock
+
     wanted = set(req.hashes)
     for source in sources.all():
         try:
@@ -86,6 +93,8 @@ def pylock_text(lock_text: str, sources: Sources | None = None) -> str:
     Raises:
         BuildError: a lock entry without a pin or a hash; a release with no file on the sources.
     """
+    from repro.facts.projectlock.pylock import dumps
+
     pinned = parse_lockfile(lock_text)
     files = locate(pinned, sources)
     rows = [(p.key, p.version, p.marker, files[p.key]) for p in sorted(pinned, key=lambda p: p.key)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
-from urllib.request import url2pathname
 
 from repro.errors import IndexUnreachable
 
@@ -27,6 +26,8 @@ def is_local(location: str) -> bool:
 def local_path(location: str) -> Path:
     """The path of a local source (a plain path or a ``file://`` URL)."""
     if location.startswith("file:"):
+        from urllib.request import url2pathname  # 8 ms (http.client, email): only for a file: URL
+
         return Path(url2pathname(unquote(urlsplit(location).path)))
     return Path(location).expanduser()
 

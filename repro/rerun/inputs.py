@@ -14,9 +14,9 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro.backends.base import OnEvent
-from repro.config import Settings
 from repro.errors import CapsuleInvalid, DataDrift, DataUnavailable, from_os_error
 from repro.facts import hostpaths
 from repro.facts.data import Drift, check_data
@@ -29,6 +29,9 @@ from repro.store.runs import LoadedRun, Store
 from repro.store.statcache import HashCache
 from repro.store.treehash import TreeDigest, hash_tree
 from repro.units import plural
+
+if TYPE_CHECKING:
+    from repro.config import Settings
 
 HERE = "here"  # the data root holds it as recorded
 NOWHERE = "nowhere"

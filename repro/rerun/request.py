@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repro.backends.base import Event, OnEvent
-from repro.compare.verdict import Verdict
 from repro.errors import CapsuleInvalid, UsageError
 from repro.facts.data import Drift
 from repro.store import limits, signing
 from repro.store.record import Record
 from repro.store.runs import LoadedRun, Store, is_capsule_ref
+
+if TYPE_CHECKING:
+    from repro.compare.verdict import Verdict
 
 
 @dataclass

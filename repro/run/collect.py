@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from repro.collect import attribution, checkpoints, produced, sealmask
 from repro.collect.reports import Reports, ledger, read_reports
 from repro.compare import dataorder
-from repro.compare import ops as op_streams
 from repro.compare.trace import TRACE_LOG
 from repro.facts import code as code_capture
 from repro.facts.determinism import (
@@ -49,8 +48,8 @@ def _op_stream_files(runtime: Path) -> dict[str, str]:
         rank = rel.rsplit(".rank", 1)[1].split(".")[0]
         if rank.isdigit():
             found[contract.STREAMS["ops"].log_name(int(rank))] = rel
-    if op_streams.OPS_LOG not in found and produced.is_file(runtime, contract.OPS_FILE):
-        found[op_streams.OPS_LOG] = contract.OPS_FILE
+    if contract.STREAMS["ops"].log not in found and produced.is_file(runtime, contract.OPS_FILE):
+        found[contract.STREAMS["ops"].log] = contract.OPS_FILE
     return found
 
 

@@ -23,7 +23,6 @@ from repro.backends.base import (
     terminal_of,
 )
 from repro.backends.buildlog import BuildLog
-from repro.backends.images import BuildsImage, ImageInputs
 from repro.config import Settings
 from repro.errors import BuildError
 from repro.facts.determinism import (
@@ -40,6 +39,7 @@ from repro.store.rundir import RunDir
 from repro.store.runs import LoadedRun, Store
 
 if TYPE_CHECKING:
+    from repro.backends.images import ImageInputs
     from repro.backends.slurm.backend import SlurmBackend
 
 
@@ -168,6 +168,8 @@ def build_spec(
 def image_inputs(prepared: Prepared) -> ImageInputs:
     """What the run's image is made from: its lock, the settings' base image and CUDA index, the
     image a capsule carries."""
+    from repro.backends.images import ImageInputs  # the image machinery: only for a backend that builds one
+
     settings = prepared.settings
     return ImageInputs(
         lockfile=prepared.lockfile,
@@ -180,7 +182,11 @@ def image_inputs(prepared: Prepared) -> ImageInputs:
 
 def hand_image(prepared: Prepared, backend: Backend) -> None:
     """Give a backend that builds an image (the registry's ``locks_first``) the run's `image_inputs`."""
-    if registry.locks_first(backend.name) and isinstance(backend, BuildsImage):
+    if not registry.locks_first(backend.name):
+        return
+    from repro.backends.images import BuildsImage
+
+    if isinstance(backend, BuildsImage):
         backend.use_image(image_inputs(prepared))
 
 

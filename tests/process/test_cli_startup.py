@@ -98,3 +98,58 @@ def test_a_plain_export_loads_no_signing_masking_or_rendering_code(tmp_path: Pat
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     assert (tmp_path / "run.tar").stat().st_size > 40 * 1024
+
+
+# What `repro run --help` and a local run of a small script in a git work tree (empty requirements,
+# lock already compiled) never need: GitPython (git facts come from plain `git` calls), the docker
+# SDK, the comparison machinery, the image builder and the package-index reader (a cached lock),
+# the project-lock readers, packaging's requirement parser (no requirement to parse) and
+# urllib.request (no file: URL to read).
+RUN_SPARES = (
+    "git",
+    "docker",
+    "requests",
+    "torch",
+    "numpy",
+    "repro.compare.verdict",
+    "repro.compare.ops",
+    "repro.compare.outputs",
+    "repro.check",
+    "repro.backends.images",
+    "repro.fetch.index",
+    "repro.facts.projectlock.pylock",
+    "packaging.requirements",
+    "urllib.request",
+)
+
+
+def _spared_by(argv: list[str], cwd: Path) -> list[str]:
+    code = (
+        "import json, sys\nfrom repro.cli import main\n"
+        f"code = main({argv!r})\n"
+        f"print(json.dumps([code, [m for m in {RUN_SPARES!r} if m in sys.modules]]))"
+    )
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True, check=True
+    )
+    code_and_loaded: list[object] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code_and_loaded[0] == 0, done.stderr
+    loaded = code_and_loaded[1]
+    assert isinstance(loaded, list)
+    return loaded
+
+
+def test_run_help_and_a_local_run_load_no_git_library_docker_sdk_or_comparison(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "train.py").write_text("print('loss 0.5')\n")
+    (tmp_path / "requirements.in").write_text("")
+    git("add", "-A")
+    git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "start")
+    assert _spared_by(["run", "--help"], tmp_path) == []
+    local = ["run", "--backend", "local", "--", sys.executable, "train.py"]
+    assert _spared_by(local, tmp_path) == []  # the first run also compiles the (empty) lock
+    assert _spared_by(local, tmp_path) == []

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import NotFoundError, UsageError
-from repro.facts.projectlock import poetrylock, pylock, uvlock
 from repro.facts.projectlock.common import (
     FILES,
     Entry,
@@ -56,6 +55,9 @@ def read(root: Path, path: Path, groups: Sequence[str] | None) -> ProjectLock:
         NotFoundError: the file is missing. UsageError: unreadable, stale against
         pyproject.toml, an unknown group, or a package from a git URL or a local path.
     """
+    # The format readers (and packaging's marker and specifier parsers): only with such a lockfile.
+    from repro.facts.projectlock import poetrylock, pylock, uvlock
+
     kind = kind_of(path)
     data = load_toml(path)
     pyproject = load_pyproject(root)

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName, default_environment
-
 from repro.errors import UsageError
 from repro.facts.lockfile import cache_dir, canonical_name
 from repro.store import atomic
@@ -59,6 +57,8 @@ def holds(marker: str | None, environment: dict[str, str]) -> bool:
     """Whether a marker is true in ``environment`` (an unreadable marker is kept: pip decides)."""
     if not marker:
         return True
+    from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName  # 14 ms: only with markers
+
     try:
         return Marker(marker).evaluate(environment)
     except (InvalidMarker, UndefinedEnvironmentName):
@@ -68,6 +68,8 @@ def holds(marker: str | None, environment: dict[str, str]) -> bool:
 def environment(python: str | None = None, image: bool = False) -> dict[str, str]:
     """The marker environment a lock is read for: this interpreter's, or (``image``) the images' Linux
     x86_64 CPython ``python``."""
+    from packaging.markers import default_environment
+
     env = {k: str(v) for k, v in default_environment().items()}
     if image:
         env.update(
