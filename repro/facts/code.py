@@ -16,11 +16,10 @@ import functools
 import os
 import re
 import stat
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pathspec
 
@@ -353,105 +352,72 @@ def _git_toplevel(root: Path) -> Path | None:
     return None
 
 
-class _GitFailed(Exception):
-    """A git command that exited non-zero: its complaint (stderr)."""
-
-
-def _git(cwd: Path, *args: str, check: bool = True) -> str:
-    """The output of ``git ARGS`` run in ``cwd`` (text, its last newline dropped); with ``check``
-    a non-zero exit raises `_GitFailed`, without it reads as "" (an unborn HEAD, no remote).
-
-    Raises:
-        UsageError: git is not installed or cannot be started.
-    """
-    env = {**os.environ, "LC_ALL": "C", "LANGUAGE": "C"}  # git's complaints in one language
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
-    except OSError as e:
-        raise UsageError(
-            f"git could not read {cwd}: {e}", hint="install git, or run outside the work tree"
-        ) from e
-    if done.returncode != 0:
-        if check:
-            raise _GitFailed(done.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
-        return ""
-    out = done.stdout.decode("utf-8", "surrogateescape")
-    return out[:-1] if out.endswith("\n") else out
-
-
 def _git_state(root: Path, git_root: Path, capture: CodeCapture) -> tuple[list[str], set[str]]:
     """Fill git metadata and the patch; return (files to snapshot, the untracked ones).
 
     Paths (and the patch) are relative to the project root, which may sit below the
-    top of the work tree. Each fact is one plain `git` call (no library, no `git version` probes).
+    top of the work tree.
     """
+    import git  # GitPython lives here only
+
     info = capture.info
     info.kind = "git"
     if root != git_root:
         info.subdir = root.relative_to(git_root).as_posix()
     try:
-        # Submodules' files too: a capsule that left them out would not import elsewhere.
-        tracked = _git(root, "ls-files", "-z", "--cached", "--recurse-submodules").split("\0")
-        _warn_empty_submodules(root, capture)
-        untracked = _git(root, "ls-files", "-z", "--others", "--exclude-standard").split("\0")
-        secret = sorted(f for f in tracked if f and is_secret_file(f))
-        # HEAD's commit and the ref it names ("HEAD" when detached); nothing when it has no commit yet.
-        head = _git(root, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD", "--", check=False).split("\n")
-        has_head = len(head) >= 2
-        if has_head:
-            commit, ref = head[0], head[1]
-            info.commit = commit
-            info.branch = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
-            patch = _patch(root, secret, capture)
-        else:
-            capture.warnings.append(
-                RunWarning(
-                    "no_commits", "the git repository has no commits yet; recorded as uncommitted files"
+        repo = git.Repo(git_root)
+        with repo:
+            cmd = git.Git(root)
+            has_head = repo.head.is_valid()
+            # Submodules' files too: a capsule that left them out would not import elsewhere.
+            tracked = cmd.ls_files("-z", "--cached", "--recurse-submodules").split("\0")
+            _warn_empty_submodules(cmd, root, capture)
+            untracked = cmd.ls_files("-z", "--others", "--exclude-standard").split("\0")
+            secret = sorted(f for f in tracked if f and is_secret_file(f))
+            if has_head:
+                info.commit = repo.head.commit.hexsha
+                info.branch = None if repo.head.is_detached else repo.active_branch.name
+                # Secret-looking tracked files (a modified .env) stay out of the patch too.
+                patch = cmd.diff(
+                    "HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".",
+                    *(f":(exclude,literal){f}" for f in secret),
+                )  # fmt: skip
+                changed = cmd.diff("HEAD", "--name-only", "--relative", "--", *secret) if secret else ""
+                left_out = [f for f in changed.splitlines() if f]
+                if left_out:
+                    capture.warnings.append(
+                        RunWarning(
+                            "secret_changes_excluded",
+                            "changes to secret-looking tracked files were left out of the patch: "
+                            + ", ".join(left_out[:10]),
+                        )
+                    )
+            else:
+                capture.warnings.append(
+                    RunWarning(
+                        "no_commits", "the git repository has no commits yet; recorded as uncommitted files"
+                    )
                 )
-            )
-            patch = ""
-        info.remote = _first_remote_url(root)
-        info.dirty = bool(patch) or not has_head  # untracked code is added once it is filtered
-    except _GitFailed as e:
-        raise UsageError(f"git could not read {root}: {e}", hint="check `git status`") from e
+                patch = ""
+            remote = next(iter(repo.remotes), None)
+            if remote is not None:
+                urls = list(remote.urls)
+                info.remote = strip_url_credentials(urls[0]) if urls else None
+            info.dirty = bool(patch) or not has_head  # untracked code is added once it is filtered
+    except git.GitCommandError as e:
+        raise UsageError(
+            f"git could not read {root}: {e.stderr.strip() or e}", hint="check `git status`"
+        ) from e
+    except (git.InvalidGitRepositoryError, ValueError) as e:
+        raise UsageError(f"{root} is not a readable git repository: {e}") from e
     capture.patch = patch
     files = sorted({f for f in tracked + untracked if f})
     return files, {u for u in untracked if u}
 
 
-def _patch(root: Path, secret: list[str], capture: CodeCapture) -> str:
-    """The uncommitted changes below ``root`` against HEAD; secret-looking tracked files (a
-    modified .env) stay out of it, named in a warning when they changed."""
-    patch = _git(
-        root, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--relative", "--", ".",
-        *(f":(exclude,literal){f}" for f in secret),
-    )  # fmt: skip
-    changed = _git(root, "diff", "HEAD", "--name-only", "--relative", "--", *secret) if secret else ""
-    left_out = [f for f in changed.splitlines() if f]
-    if left_out:
-        capture.warnings.append(
-            RunWarning(
-                "secret_changes_excluded",
-                "changes to secret-looking tracked files were left out of the patch: "
-                + ", ".join(left_out[:10]),
-            )
-        )
-    return patch
-
-
-def _first_remote_url(root: Path) -> str | None:
-    """The first URL of the repository's first remote (in its config's order), credentials stripped."""
-    urls = _git(root, "config", "--local", "--get-regexp", r"^remote\..+\.url$", check=False)
-    if not urls:
-        return None
-    name = urls.splitlines()[0].split(" ", 1)[0].removeprefix("remote.").removesuffix(".url")
-    first = _git(root, "remote", "get-url", "--all", name, check=False).splitlines()
-    return strip_url_credentials(first[0]) if first else None
-
-
-def _warn_empty_submodules(root: Path, capture: CodeCapture) -> None:
+def _warn_empty_submodules(cmd: Any, root: Path, capture: CodeCapture) -> None:
     """Name the submodules whose files are not checked out (so they cannot be captured)."""
-    staged = _git(root, "ls-files", "-z", "--stage").split("\0")
+    staged = cmd.ls_files("-z", "--stage").split("\0")
     links = [line.split("\t", 1)[1] for line in staged if line.startswith("160000 ") and "\t" in line]
     empty = [p for p in links if not (root / p).is_dir() or not any((root / p).iterdir())]
     if empty:
@@ -590,7 +556,9 @@ def tracked(root: Path, rel: str) -> bool | None:
     """
     if _git_toplevel(root) is None:
         return None
+    import git  # GitPython lives here only
+
     try:
-        return bool(_git(root, "ls-files", "--", rel).strip())
-    except (_GitFailed, UsageError):
+        return bool(git.Git(root).ls_files("--", rel).strip())
+    except (git.GitCommandError, OSError):
         return None

@@ -101,12 +101,10 @@ def test_a_plain_export_loads_no_signing_masking_or_rendering_code(tmp_path: Pat
 
 
 # What `repro run --help` and a local run of a small script in a git work tree (empty requirements,
-# lock already compiled) never need: GitPython (git facts come from plain `git` calls), the docker
-# SDK, the comparison machinery, the image builder and the package-index reader (a cached lock),
-# the project-lock readers, packaging's requirement parser (no requirement to parse) and
-# urllib.request (no file: URL to read).
+# lock already compiled) never need: the docker SDK, the comparison machinery, the image builder
+# and the package-index reader (a cached lock), the project-lock readers, packaging's requirement
+# parser (no requirement to parse) and urllib.request (no file: URL to read).
 RUN_SPARES = (
-    "git",
     "docker",
     "requests",
     "torch",
@@ -140,7 +138,7 @@ def _spared_by(argv: list[str], cwd: Path) -> list[str]:
     return loaded
 
 
-def test_run_help_and_a_local_run_load_no_git_library_docker_sdk_or_comparison(tmp_path: Path) -> None:
+def test_run_help_and_a_local_run_load_no_docker_sdk_comparison_or_image_builder(tmp_path: Path) -> None:
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "repro"
 # Each third-party library has one home.
 HOMES = {
     "docker": ("backends/docker/",),
-    "git": (),  # the git command, run as a subprocess from facts/code.py
+    "git": ("facts/code.py",),
     "click": ("cli/",),
     "piptools": (),  # only ever run as a subprocess, from facts/pipcompile.py
     "hydra": ("facts/hydra.py",),
