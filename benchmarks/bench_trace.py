@@ -151,8 +151,9 @@ def run(repeats: int = 3) -> list[Row]:
     with scratch("repro-bench-trace-") as d:
         for name, (model, batch, sgd) in _models(torch).items():
             params = sum(p.numel() for p in model.parameters())
-            # the small MLP: about 300 steps each way
-            block = max(steps, 300 // (4 * repeats) // every * every) if sgd else steps
+            # the small MLP: blocks of 64 steps, the hook's steady state as a run has it (it installs
+            # the hook once), not its first steps after each install
+            block = max(steps, 8 * every) if sgd else steps
             log(f"{name}: {params / 1e6:.2f}M parameters, {4 * repeats} blocks of {block} steps each way")
             row = _compare(torch, model, batch, d / "trace.jsonl", 4 * repeats, block, sgd=sgd)
             row.case = f"--trace per step, {name} ({params / 1e6:.2f}M parameters)"

@@ -50,13 +50,13 @@ SUITES = {
     "run": ("`repro run` overhead over the bare command", bench_run_overhead.run, 5),
     "data": ("`repro run` over 100k unchanged data files, and `repro show`", bench_large_data.run, 3),
     "threads": ("Strict mode at 1, 2 and all cores: bit-stability and cost", bench_strict_threads.run, 6),
-    "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 3),
-    "reads": ("Small declared files read by DataLoader workers and by open()", bench_dataloader_reads.run, 3),
+    "seal": ("Sealing and exporting a run with thousands of outputs", bench_seal_export.run, 7),
+    "reads": ("Small declared files read by DataLoader workers and by open()", bench_dataloader_reads.run, 7),
     "ls": ("Start-up; `repro ls`, index gone: 100 runs of 20k untracked files", bench_ls_noindex.run, 3),
     "project": ("A project of 50k files outside git: `repro run` and `repro show`", bench_big_project.run, 3),
     "ops": ("`repro replay --ops` against the plain replay of the same run", bench_ops.run, 3),
     "save": ("Checkpoint saves of 1 GiB inside a run: torch.save, safetensors", bench_torch_save.run, 5),
-    "trace": ("`--trace` per optimizer step: MLP, CNN, 100M parameters", bench_trace.run, 3),
+    "trace": ("`--trace` per optimizer step: MLP, CNN, 100M parameters", bench_trace.run, 5),
     "budget": ("The store's budget: traced runs' checkpoint copies", bench_store_budget.run, 3),
     "compile": ("A first torch.compile under `repro run` against `docker run`", bench_compile.run, 3),
     "registry": ("`repro push`/`pull` on a loopback registry vs a plain tar upload", bench_registry.run, 3),
@@ -64,7 +64,7 @@ SUITES = {
     "record": (
         "The per-step state record of `check --interrupt`: HF Trainer, Lightning",
         bench_state_record.run,
-        3,
+        5,
     ),
 }
 SUITE_TITLES = [title for title, _, _ in SUITES.values()]
