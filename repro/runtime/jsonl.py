@@ -3,7 +3,8 @@ one reader of the process's torchrun rank.
 
 Standard library only. An `Appender` names its file from the contract and the rank, read once when
 it opens; writes each row with one ``write(2)`` on an ``O_APPEND`` descriptor, or buffers rows and
-writes them at most every `flush_seconds` / `flush_bytes` / `flush_rows` (and at `flush`); is
+writes them at most every `flush_seconds` / `flush_bytes` / `flush_rows` (and at `flush`),
+a row given to `write_later` written out only then; is
 fork-safe (a forked child, a DataLoader worker, never writes the parent's buffered rows and opens
 its own descriptor); may be bounded (``max_bytes``: the stream ends with one ``truncated`` row);
 and never raises into the user's code: an ``OSError`` (disk full, a removed directory) ends the
@@ -16,7 +17,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from repro.runtime import contract
 
@@ -56,6 +57,12 @@ def stream_path(stream: str, directory: str | None = None) -> str | None:
     return os.path.join(directory, contract.STREAMS[stream].name(rank(), os.getpid()))
 
 
+class _Later(NamedTuple):
+    """A row kept as it was given, written out when the buffer is (`Appender.write_later`)."""
+
+    row: Any
+
+
 class Appender:
     """Rows of one stream appended to one file (`stream_path`, or ``path`` when given)."""
 
@@ -78,7 +85,7 @@ class Appender:
         self.max_bytes, self.truncated, self.on_end = max_bytes, truncated, on_end
         self.ended = False
         self._pid, self._fd, self._open_path = os.getpid(), -1, ""
-        self._lines: list[str] = []
+        self._lines: list[str | _Later] = []
         self._size, self._written, self._last = 0, 0, time.monotonic()
 
     def path(self) -> str | None:
@@ -105,8 +112,24 @@ class Appender:
         if not self.buffered:
             self._emit(line)
             return
-        self._lines.append(line)
-        self._size += len(line)
+        self._keep(line, len(line))
+
+    def write_later(self, row: Any, size: int) -> None:
+        """Append one row that is written out (``dumps``) only when the buffer is, in one loop: for
+        a stream whose writer runs in a hot path (the step trace) and whose rows cost more to write
+        out there than together. ``size`` is about the bytes it will take (for ``flush_bytes``);
+        never raises."""
+        if self.ended:
+            return
+        self._forked()
+        if not self.buffered:
+            self.write(row)
+            return
+        self._keep(_Later(row), size)
+
+    def _keep(self, entry: str | _Later, size: int) -> None:
+        self._lines.append(entry)
+        self._size += size
         if (
             (self.flush_bytes and self._size >= self.flush_bytes)
             or (self.flush_rows and len(self._lines) >= self.flush_rows)
@@ -119,7 +142,15 @@ class Appender:
         self._forked()
         lines, self._lines, self._size, self._last = self._lines, [], 0, time.monotonic()
         if lines and not self.ended:
-            self._emit("".join(lines))
+            out = self._written_out
+            self._emit("".join(line if isinstance(line, str) else out(line.row) for line in lines))
+
+    def _written_out(self, row: Any) -> str:
+        """A `write_later` row as its line ("" for one ``dumps`` cannot write, as `write` drops it)."""
+        try:
+            return self.dumps(row) + "\n"
+        except (TypeError, ValueError):
+            return ""
 
     def end(self, row: dict[str, Any]) -> None:
         """Append a last row (past the byte cap if need be) and write nothing more."""

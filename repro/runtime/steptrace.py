@@ -12,9 +12,9 @@ step for CPU tensors, on the device for others, which come to the host in one tr
 (`fingerprints`). ``"f"`` names what an entry holds: ``3`` was a sum at every step, ``2`` (and
 none, before it) ``[sum, sum of |x|]`` in float64, which the comparison still reads. A line is
 the %-format of a template made once per parameter set (`_template`; ``json.dumps`` where a sum
-is not finite). A step keeps its numbers (`_Rows`); they are written out as lines, in one loop
-outside the steps, at most every second or `FLUSH_NUMBERS` numbers, at exit, and before the
-runtime ends the process itself (`flush`); a SIGKILL loses at most that second.
+is not finite). A step's numbers are kept as they are (`jsonl.Appender.write_later`) and written
+out as lines in one loop outside the steps, at most every second or 64 KiB, at exit, and before
+the runtime ends the process itself (`flush`); a SIGKILL loses at most that second.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import math
 import os
 import struct
 import sys
-import time
 import warnings
 import weakref
 from pathlib import Path
@@ -37,53 +36,30 @@ from repro.runtime import contract, jsonl
 
 SUMMATION = 4  # the row's "f": what each entry holds (repro/compare/trace.py); none before the second
 SUM_EVERY = 8  # strict mode: a parameter's sum is taken at the steps this divides; its digest at every step
-FLUSH_NUMBERS = 1 << 12  # fingerprints kept before they are written out (about 100 KiB of lines)
+FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 1.0
+NUMBER_BYTES = 24  # about what one fingerprint number takes in a line (for the appender's FLUSH_BYTES)
 
-_rows: list[_Rows] = []  # the trace's, once installed
+_appender: list[jsonl.Appender] = []  # the trace's, once installed
 _Line = tuple[list[str], tuple[str, str] | None]  # a parameter set's names and templates (`_templates`)
 
 
 def flush() -> None:
     """Write the kept rows (at exit, and before the runtime ends the process itself)."""
-    for rows in _rows:
-        rows.write()
+    for appender in _appender:
+        appender.flush()
 
 
-class _Rows:
-    """Each step's fingerprints, kept as numbers and written out as lines at most every
-    `FLUSH_SECONDS` or `FLUSH_NUMBERS` (and at `flush`): formatting them in one loop outside the
-    steps costs a fraction of what it costs inside each. A forked child (a DataLoader worker)
-    drops the parent's rows."""
-
-    def __init__(self, appender: jsonl.Appender) -> None:
-        self.appender, self.numbers = appender, 0
-        self.kept: list[tuple[int, _Line, list[Any], bool]] = []
-        self.pid, self.last = os.getpid(), time.monotonic()
-
-    def add(self, step: int, line: _Line, flat: list[Any], sums: bool) -> None:
-        self.kept.append((step, line, flat, sums))
-        self.numbers += len(flat)
-        if self.numbers >= FLUSH_NUMBERS or time.monotonic() - self.last >= FLUSH_SECONDS:
-            self.write()
-
-    def write(self) -> None:
-        kept, self.kept, self.numbers, self.last = self.kept, [], 0, time.monotonic()
-        if self.pid != os.getpid():
-            self.pid = os.getpid()
-            return
-        lines = []
-        for step, (keys, templates), flat, sums in kept:
-            if templates is not None and not sums:
-                lines.append(templates[1] % (step, *flat[1::2]))
-            elif templates is not None and math.isfinite(sum(flat[::2])):
-                lines.append(templates[0] % (step, *flat))
-            else:
-                values = [[flat[i], flat[i + 1]] for i in range(0, len(flat), 2)]
-                row = {"step": step, "f": SUMMATION, "params": dict(zip(keys, values, strict=True))}
-                lines.append(json.dumps(row) + "\n")
-        if lines:
-            self.appender.write_line("".join(lines))  # one write(2)
+def _written_out(kept: tuple[int, _Line, list[Any], bool]) -> str:
+    """A step's row as its line (the appender writes kept rows out in one loop, outside the steps):
+    the template's %-format, or ``json.dumps`` where a sum is not finite."""
+    step, (keys, templates), flat, sums = kept
+    if templates is not None and not sums:
+        return templates[1] % (step, *flat[1::2])
+    if templates is not None and math.isfinite(sum(flat[::2])):
+        return templates[0] % (step, *flat)
+    values = [[flat[i], flat[i + 1]] for i in range(0, len(flat), 2)]
+    return json.dumps({"step": step, "f": SUMMATION, "params": dict(zip(keys, values, strict=True))})
 
 
 def fingerprints(
@@ -212,7 +188,7 @@ def _templates(keys: list[str]) -> tuple[str, str] | None:
     if len(set(keys)) < len(keys):
         return None
     names = [json.dumps(key).replace("%", "%%") for key in keys]
-    head = f'{{{{"step": %d, "f": {SUMMATION}, "params": {{{{{{}}}}}}}}}}\n'
+    head = f'{{{{"step": %d, "f": {SUMMATION}, "params": {{{{{{}}}}}}}}}}'
     return (
         head.format(", ".join(f"{name}: [%r, %d]" for name in names)),
         head.format(", ".join(f"{name}: [null, %d]" for name in names)),
@@ -232,8 +208,10 @@ def install(torch: ModuleType, path: Path) -> Any:
     """Append each step's fingerprints to ``path`` after every optimizer step; returns the hook's handle."""
     import atexit
 
-    rows = _Rows(jsonl.Appender("trace", path=str(path)))
-    _rows[:] = [rows]
+    appender = jsonl.Appender(
+        "trace", path=str(path), flush_seconds=FLUSH_SECONDS, flush_bytes=FLUSH_BYTES, dumps=_written_out
+    )
+    _appender[:] = [appender]  # a forked child (a DataLoader worker) never writes the parent's lines
     atexit.register(flush)
     names: dict[int, str] = {}
     steps = [0]
@@ -270,7 +248,8 @@ def install(torch: ModuleType, path: Path) -> Any:
             line = known[ids] = (keys, _templates(keys))
         step = steps[0]
         sums = step % every == 0
-        rows.add(step, line, _flat(torch, tensors, views, sums), sums)
+        flat = _flat(torch, tensors, views, sums)
+        appender.write_later((step, line, flat, sums), NUMBER_BYTES * len(flat))
         steps[0] += 1
 
     return importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(hook)

@@ -100,3 +100,24 @@ def test_rows_name_their_kind_under_one_key_and_old_keys_are_read(runtime: Path)
         "restored",
         None,
     ]
+
+
+def test_a_row_written_later_is_written_out_with_the_buffer_in_its_place(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rendered: list[object] = []
+
+    def dumps(row: object) -> str:
+        rendered.append(row)
+        return json.dumps(row)
+
+    buffered = jsonl.Appender("metrics", path=str(path), flush_rows=100, dumps=dumps)
+    buffered.write({"a": 1})
+    buffered.write_later({"b": 2}, 8)
+    buffered.write_later({"c": object()}, 8)  # not JSON: dropped alone, as `write` drops it
+    buffered.write({"d": 4})
+    assert rendered == [{"a": 1}, {"d": 4}] and not path.exists()  # written out only with the buffer
+    buffered.flush()
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"a": 1}, {"b": 2}, {"d": 4}]
+    unbuffered = jsonl.Appender("metrics", path=str(tmp_path / "u.jsonl"))
+    unbuffered.write_later({"e": 5}, 8)  # nothing to wait for: written at once
+    assert json.loads((tmp_path / "u.jsonl").read_text()) == {"e": 5}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -95,51 +96,73 @@ def test_one_host_transfer_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls["item"] == 0  # one tolist() of the stacked sums, no per-parameter .item()
 
 
-def _trace_rows(path: Path, monkeypatch: pytest.MonkeyPatch) -> steptrace._Rows:
-    monkeypatch.setattr("repro.runtime.steptrace.time.monotonic", lambda: 1e18)
-    rows = steptrace._Rows(jsonl.Appender("trace", path=str(path)))
-    monkeypatch.setattr(steptrace, "_rows", [rows])
-    return rows
+def _trace_appender(path: Path, monkeypatch: pytest.MonkeyPatch) -> jsonl.Appender:
+    """The trace's appender as `steptrace.install` makes it, the clock held within one second."""
+    monkeypatch.setattr("repro.runtime.jsonl.time.monotonic", lambda: 1e18)
+    appender = jsonl.Appender(
+        "trace",
+        path=str(path),
+        flush_seconds=steptrace.FLUSH_SECONDS,
+        flush_bytes=steptrace.FLUSH_BYTES,
+        dumps=steptrace._written_out,
+    )
+    monkeypatch.setattr(steptrace, "_appender", [appender])
+    return appender
 
 
 W = (["w"], steptrace._templates(["w"]))  # one parameter set: the names and the line templates
+
+
+def _keep(appender: jsonl.Appender, step: int, flat: list[Any], sums: bool) -> None:
+    appender.write_later((step, W, flat, sums), steptrace.NUMBER_BYTES * len(flat))
 
 
 def test_rows_are_kept_then_written_whole_and_readable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    rows = _trace_rows(path, monkeypatch)  # within the second: kept
+    appender = _trace_appender(path, monkeypatch)  # within the second: kept
     for step in range(3):
-        rows.add(step, W, [1.5, 2] if step == 0 else [None, 3], step == 0)
+        _keep(appender, step, [1.5, 2] if step == 0 else [None, 3], step == 0)
     assert not path.exists()
     steptrace.flush()
     found = trace.parse(path.read_text())
     assert [r["step"] for r in found] == [0, 1, 2]
     assert found[0]["params"] == {"w": [1.5, 2]} and found[1]["params"] == {"w": [None, 3]}
-    rows.add(3, W, [float("nan"), 4], True)  # a sum that is not finite: written by json
-    monkeypatch.setattr(
-        "repro.runtime.steptrace.time.monotonic", lambda: 2e18
-    )  # a second later: written at once
-    rows.add(4, W, [None, 5], False)
+    _keep(appender, 3, [float("nan"), 4], True)  # a sum that is not finite: written by json
+    monkeypatch.setattr("repro.runtime.jsonl.time.monotonic", lambda: 2e18)  # a second later: written at once
+    _keep(appender, 4, [None, 5], False)
     assert [r["step"] for r in trace.parse(path.read_text())] == [0, 1, 2, 3, 4]
 
 
-def test_rows_are_written_once_enough_numbers_are_kept(
+def test_rows_are_written_once_they_would_fill_the_buffer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    rows = _trace_rows(path, monkeypatch)
-    for step in range(steptrace.FLUSH_NUMBERS // 2):
-        rows.add(step, W, [None, step], False)
-    assert len(trace.parse(path.read_text())) == steptrace.FLUSH_NUMBERS // 2 and rows.kept == []
+    appender = _trace_appender(path, monkeypatch)
+    rows = -(-steptrace.FLUSH_BYTES // (2 * steptrace.NUMBER_BYTES))  # the last one reaches the bound
+    for step in range(rows):
+        _keep(appender, step, [None, step], False)
+    assert len(trace.parse(path.read_text())) == rows
+
+
+def test_a_row_that_cannot_be_written_out_is_dropped_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "trace.jsonl"
+    appender = _trace_appender(path, monkeypatch)
+    _keep(appender, 0, [None, 1], False)
+    appender.write_later((1, (["w"], None), [object(), 2], True), 48)  # json cannot write an object
+    _keep(appender, 2, [None, 3], False)
+    steptrace.flush()
+    assert [r["step"] for r in trace.parse(path.read_text())] == [0, 2]
 
 
 def test_a_forked_child_does_not_write_the_parents_lines_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "trace.jsonl"
-    _trace_rows(path, monkeypatch).add(0, W, [None, 7], False)
+    _keep(_trace_appender(path, monkeypatch), 0, [None, 7], False)
     pid = os.fork()
     if pid == 0:  # what a DataLoader worker gets
         steptrace.flush()
